@@ -1,0 +1,3 @@
+from msprobe_dask.cli import main
+
+raise SystemExit(main())

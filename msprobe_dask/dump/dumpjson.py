@@ -1,0 +1,107 @@
+"""Parse one dump.json (and its stack.json / construct.json) into a ``Dump``.
+
+Python's json accepts the ``NaN``/``Infinity`` tokens that the dumper writes; faster parsers refuse them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from msprobe_dask.dump.source import DumpSource
+from msprobe_dask.errors import DumpError
+
+TASKS = ("statistics", "tensor")
+FRAMEWORKS = ("pytorch", "mindspore", "mindtorch")
+
+
+@dataclass(frozen=True, slots=True)
+class Dump:
+    """A parsed dump.json: its header and its entries in dump (call) order."""
+
+    source: DumpSource
+    task: str
+    level: str
+    framework: str
+    entries: dict[str, Any] = field(repr=False)
+
+    @property
+    def has_md5(self) -> bool:
+        return any(_has_key(body, "md5") for body in self.entries.values())
+
+
+def _has_key(node: Any, key: str) -> bool:
+    if isinstance(node, dict):
+        return key in node or any(_has_key(v, key) for v in node.values())
+    if isinstance(node, list):
+        return any(_has_key(v, key) for v in node)
+    return False
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file; any failure is a DumpError naming the file and the problem."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise DumpError(path, "does not exist") from None
+    except IsADirectoryError:
+        raise DumpError(path, "is a folder, expected a JSON file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DumpError(path, f"cannot be read: {exc}") from None
+    if not text.strip():
+        raise DumpError(path, "is empty")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DumpError(path, f"is not valid JSON (truncated?): {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+
+
+def load_dump(source: DumpSource) -> Dump:
+    """Parse and validate the header of ``source``'s dump.json."""
+    path = source.dump_json
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise DumpError(path, f"top level must be a JSON object, found {type(doc).__name__}")
+    if "data" not in doc:
+        raise DumpError(path, "has no 'data' key")
+    data = doc["data"]
+    if not isinstance(data, dict):
+        raise DumpError(path, f"'data' must be a mapping of entry names, found {type(data).__name__}")
+    task = doc.get("task")
+    if task not in TASKS:
+        raise DumpError(path, f"task {task!r} cannot be compared (expected statistics or tensor)")
+    framework = doc.get("framework") or "pytorch"
+    if framework not in FRAMEWORKS:
+        raise DumpError(path, f"unknown framework {framework!r}")
+    return Dump(source=source, task=task, level=str(doc.get("level", "")), framework=framework, entries=data)
+
+
+def load_stack(path: Path) -> dict[str, list[str]]:
+    """stack.json in either format: new ``{"0": [[names], [lines]]}`` or old ``{name: [lines]}``."""
+    if not path.is_file():
+        return {}
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise DumpError(path, "must be a JSON object")
+    if "0" not in doc:
+        return {name: list(lines) for name, lines in doc.items() if isinstance(lines, list)}
+    stacks: dict[str, list[str]] = {}
+    for group in doc.values():
+        if not (isinstance(group, list) and len(group) == 2 and isinstance(group[0], list)):
+            raise DumpError(path, "malformed stack group: expected [[entry names], [stack lines]]")
+        for name in group[0]:
+            stacks[name] = list(group[1])
+    return stacks
+
+
+def load_construct(path: Path) -> dict[str, str | None]:
+    """construct.json: entry name -> parent module entry name (or null)."""
+    if not path.is_file():
+        return {}
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise DumpError(path, "must be a JSON object mapping entry names to parents")
+    return doc

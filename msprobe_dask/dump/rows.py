@@ -1,0 +1,128 @@
+"""Flatten dump entries into compare rows, one per leaf (compare.md §1.2).
+
+A row keeps the raw values the reference's table holds before output: statistics as numbers, bools
+or the string ``None``; dtype and shape already rendered as the reference prints them.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+NA = "N/A"
+NO_DATA = "-1"
+_STAT_KEYS = ("Max", "Min", "Mean", "Norm")
+_PEER_SUFFIXES = ("src", "dst", "group_src", "group_dst")
+_MAX_DEPTH = 400
+_P2P_CLASS = "torch.distributed.P2POp"
+
+Stat = Any  # float | int | bool | str
+
+
+@dataclass(frozen=True, slots=True)
+class LeafRow:
+    """One compare row of one side: a tensor, a scalar argument, or a None argument."""
+
+    name: str  # the 'NPU Name' / 'Bench Name' text
+    entry: str  # the dump.json key the row came from (api_origin_name)
+    state: str  # input | output | parameters | parameters_grad | debug
+    dtype: str
+    shape: str
+    requires_grad: str  # 'True' | 'False' | 'N/A'
+    stats: tuple[Stat, Stat, Stat, Stat]  # max, min, mean, l2norm
+    md5: str
+    data_name: str  # file name in dump_tensor_data, '-1' when the leaf has none
+    p2p_op: str = NA
+    p2p_peer: str = NA
+
+
+def _crc(value: Any) -> str:
+    return format(zlib.crc32(str(value).encode()), "08x")
+
+
+def _stat(value: Any) -> Stat:
+    return "None" if value is None else value
+
+
+def _numpy_shape(value: Any) -> str:
+    if isinstance(value, list):
+        return f"({len(value)},)"
+    return "()"
+
+
+def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) -> LeafRow:
+    if leaf is None:
+        return LeafRow(name, entry, state, NA, NA, NA, ("None",) * 4, NA, NO_DATA)  # type: ignore[arg-type]
+    kind = leaf["type"]
+    requires_grad = leaf.get("requires_grad")
+    grad = NA if requires_grad is None else str(requires_grad)
+    data_name = leaf.get("data_name") or NO_DATA
+    if "dtype" in leaf:
+        stats = tuple(_stat(leaf.get(k)) for k in _STAT_KEYS)
+        md5 = leaf.get("md5", "00000000" if "value" not in leaf else _crc(leaf["value"]))
+        shape = leaf.get("shape")
+        return LeafRow(name, entry, state, str(leaf.get("dtype")), str(shape if shape is not None else []), grad,
+                       stats, md5, data_name)  # type: ignore[arg-type]
+    value = leaf.get("value")
+    if name.rsplit(".", 1)[-1] in _PEER_SUFFIXES:
+        text = str(value)
+        return LeafRow(name, entry, state, kind, "[]", grad, (text,) * 4, text, data_name)  # type: ignore[arg-type]
+    if kind == "torch.ProcessGroup":
+        text = str(leaf.get("group_ranks"))
+        return LeafRow(name, entry, state, kind, "[]", grad, (text,) * 4, text, data_name)  # type: ignore[arg-type]
+    if kind == "torch.Size":
+        return LeafRow(name, entry, state, kind, str(value), grad, ("None",) * 4, _crc(value), data_name)  # type: ignore[arg-type]
+    if kind == "slice":
+        return LeafRow(name, entry, state, kind, _numpy_shape(value), grad, ("None",) * 4, _crc(value), data_name)  # type: ignore[arg-type]
+    if kind == "ellipsis":
+        return LeafRow(name, entry, state, kind, "[]", grad, ("...",) * 4, _crc("..."), data_name)  # type: ignore[arg-type]
+    stat = _stat(value)
+    return LeafRow(name, entry, state, str(type(value)), "[]", grad, (stat,) * 4,
+                   leaf.get("md5", _crc(value)), data_name)  # type: ignore[arg-type]
+
+
+def _walk(node: Any, path: str, entry: str, state: str, index_lists: bool, depth: int = 0) -> Iterator[LeafRow]:
+    if depth > _MAX_DEPTH:
+        raise RecursionError(f"{entry}: nesting deeper than {_MAX_DEPTH}")
+    if node is None:
+        yield _leaf_row(path, entry, state, None)
+    elif isinstance(node, dict):
+        if node.get("class_type") == _P2P_CLASS and isinstance(node.get("tensor"), dict):
+            row = _leaf_row(path, entry, state, node["tensor"])
+            yield replace(row, p2p_op=str(node.get("op", NA)), p2p_peer=str(node.get("peer", NA)))
+            return
+        if isinstance(node.get("type"), str):
+            data_name = node.get("data_name")
+            name = data_name.rsplit(".", 1)[0] if isinstance(data_name, str) and data_name else path
+            yield _leaf_row(name, entry, state, node)
+            return
+        for key, value in node.items():
+            yield from _walk(value, f"{path}.{key}", entry, state, index_lists, depth + 1)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            sub = f"{path}.{i}" if index_lists else path
+            yield from _walk(value, sub, entry, state, index_lists, depth + 1)
+
+
+_INPUT_KEYS = ("input_args", "input_kwargs", "input")
+
+
+def entry_rows(entry: str, body: Any, debug: bool = False) -> list[LeafRow]:
+    """All rows of one dump entry, inputs first, then parameters, outputs and parameter gradients."""
+    if debug:
+        return list(_walk(body, entry, entry, "debug", True))
+    if not isinstance(body, dict):
+        return []
+    if ".parameters_grad" in entry and "parameters_grad" in entry.split(".")[-2:]:
+        return list(_walk(body, entry, entry, "parameters_grad", False))
+    rows: list[LeafRow] = []
+    for key in _INPUT_KEYS:
+        if key in body:
+            rows.extend(_walk(body[key], f"{entry}.input", entry, "input", True))
+    if "parameters" in body:
+        rows.extend(_walk(body["parameters"], f"{entry}.parameters", entry, "parameters", True))
+    if "output" in body:
+        rows.extend(_walk(body["output"], f"{entry}.output", entry, "output", True))
+    return rows

@@ -1,0 +1,34 @@
+"""One exception type per kind of user mistake; the CLI prints each as one line and exits 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class UserError(Exception):
+    """A problem with the user's input or environment, not a bug: shown as ``path: problem``."""
+
+    def __init__(self, path: str | Path | None, problem: str) -> None:
+        self.path = str(path) if path is not None else None
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}" if self.path else problem)
+
+
+class DumpError(UserError):
+    """A dump folder or file that is missing, malformed or of an unknown layout."""
+
+
+class UnsafePathError(UserError):
+    """A path taken from inside a dump (data_name, mapping file) that escapes its folder."""
+
+
+class TensorFileError(UserError):
+    """A tensor file that cannot be read safely (bad pickle, truncated data, unknown dtype)."""
+
+
+class ConfigError(UserError):
+    """A bad command-line option or a bad yaml mapping file."""
+
+
+class OutputError(UserError):
+    """An output folder that cannot be created or written."""

@@ -1,0 +1,178 @@
+"""Result / Err_message: the reference's indicator analysis (compare.md §5).
+
+Rows arrive grouped by dump entry. Each checker may raise a row's level and append a message; the
+final ``Err_message`` is the JSON list of those messages (all earlier texts are discarded, as in the
+reference).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from msprobe_dask.metrics.stats import NA, is_nan_or_inf, relative_fraction
+
+Row = dict[str, Any]
+
+PASS, WARNING, ERROR = "pass", "warning", "error"
+_LEVELS = {PASS: 0, WARNING: 1, ERROR: 2}
+
+ALL_IGNORED_APIS = frozenset({"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format",
+                              "new_empty_strided", "new_empty", "empty_strided"})
+INPUT_IGNORED_APIS = frozenset({"_reduce_scatter_base", "_all_gather_base", "all_to_all_single",
+                                "batch_isend_irecv"})
+
+MSG_NAN_INF = "error: There is nan/inf/-inf in the maximum or minimum value of NPU."
+MSG_NORM_OUTPUT = "error: The NormRelativeErr of output is greater than 0.5."
+MSG_ONE_THOUSANDTH = "error: The input/parameters of One Thousandth Err Ratio > 0.9 while the output < 0.6."
+MSG_REQUIRES_GRAD = "error: The Required_Grad of NPU and Bench are inconsistent"
+MSG_SCALAR = "error: The scalar parameters of NPU and Bench are inconsistent."
+MSG_DTYPE = "error: The dtype of NPU and Bench are inconsistent."
+MSG_SHAPE = "error: The shape of NPU and Bench are inconsistent."
+MSG_NORM_TENFOLD = "warning: The norm relative error of output is 10 times that of input."
+MSG_COSINE = "warning: The input/parameters of Cosine > 0.9, and input/parameters - output > 0.1"
+MSG_MD5_MISSING = "warning: The parameter of NPU does not match the bench."
+MSG_MD5_DIFFERS = "error: The CRC-32 value of NPU differs from that of the bench."
+
+
+class _Verdict:
+    __slots__ = ("level", "messages")
+
+    def __init__(self) -> None:
+        self.level = PASS
+        self.messages: list[str] = []
+
+    def flag(self, message: str) -> None:
+        level = message.split(":", 1)[0]
+        if _LEVELS[level] > _LEVELS[self.level]:
+            self.level = level
+        self.messages.append(message)
+
+
+def _is_output(row: Row) -> bool:
+    return ".output." in row["NPU Name"]
+
+
+def _matched(row: Row) -> bool:
+    return row["Bench Name"] != NA
+
+
+def _api_name(rows: Sequence[Row]) -> str:
+    inputs = [r for r in rows if not _is_output(r)] or list(rows)
+    parts = inputs[0]["NPU Name"].split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _max_input_norm(inputs: Sequence[Row]) -> float:
+    values = [relative_fraction(r["NormRelativeErr"]) for r in inputs]
+    return max((v for v in values if v is not None), default=0.0)
+
+
+def _output_norm(row: Row) -> float:
+    value = row["NormRelativeErr"]
+    if value == "inf":
+        return float("inf")
+    return relative_fraction(value) or 0.0
+
+
+def _numbers(rows: Sequence[Row], column: str) -> list[float]:
+    out = []
+    for r in rows:
+        value = r[column]
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append(float(value))
+    return out
+
+
+def _nan_inf_check(row: Row, verdict: _Verdict) -> None:
+    npu_bad = is_nan_or_inf(row["NPU max"]) or is_nan_or_inf(row["NPU min"])
+    bench_bad = is_nan_or_inf(row["Bench max"]) or is_nan_or_inf(row["Bench min"])
+    if npu_bad and not bench_bad:
+        verdict.flag(MSG_NAN_INF)
+
+
+def _pair_checks(row: Row, verdict: _Verdict, is_input: bool) -> None:
+    if not _matched(row):
+        return
+    npu_grad, bench_grad = row["NPU Requires_grad"], row["Bench Requires_grad"]
+    if npu_grad not in ("", NA) and bench_grad not in ("", NA) and npu_grad != bench_grad:
+        verdict.flag(MSG_REQUIRES_GRAD)
+    if (is_input and "class" in row["NPU Dtype"] and "class" in row["Bench Dtype"]
+            and row["NPU Tensor Shape"] == "[]" and str(row["NPU max"]) != str(row["Bench max"])):
+        verdict.flag(MSG_SCALAR)
+    bench_name = row["Bench Name"]
+    if row["NPU Dtype"] != row["Bench Dtype"] and "qkv" not in bench_name and "gate_up" not in bench_name:
+        verdict.flag(MSG_DTYPE)
+    if row["NPU Tensor Shape"] != row["Bench Tensor Shape"]:
+        verdict.flag(MSG_SHAPE)
+
+
+def _norm_output(inputs: Sequence[Row], outputs: Sequence[Row], verdicts: dict[int, _Verdict]) -> None:
+    if _max_input_norm(inputs) < 0.1:
+        for r in outputs:
+            if _output_norm(r) > 0.5:
+                verdicts[id(r)].flag(MSG_NORM_OUTPUT)
+
+
+def _norm_tenfold(inputs: Sequence[Row], outputs: Sequence[Row], verdicts: dict[int, _Verdict]) -> None:
+    if outputs:
+        norm_in, norm_out = _max_input_norm(inputs), _max_input_norm(outputs)
+        if (norm_in == 0 and norm_out > 0.1) or (norm_in > 0 and norm_out / norm_in > 10):
+            verdicts[id(outputs[0])].flag(MSG_NORM_TENFOLD)
+
+
+def _one_thousandth(inputs: Sequence[Row], outputs: Sequence[Row], verdicts: dict[int, _Verdict]) -> None:
+    if not outputs:
+        return
+    ratio_in = min(_numbers(inputs, "One Thousandth Err Ratio"), default=1.0)
+    ratio_out = min(_numbers(outputs, "One Thousandth Err Ratio"), default=1.0)
+    if ratio_in > 0.9 and ratio_out < 0.1:
+        verdicts[id(outputs[0])].flag(MSG_ONE_THOUSANDTH)
+
+
+def _tensor_cosine(inputs: Sequence[Row], outputs: Sequence[Row], verdicts: dict[int, _Verdict]) -> None:
+    cos_in, cos_out = _numbers(inputs, "Cosine"), _numbers(outputs, "Cosine")
+    if outputs and cos_in and cos_out and min(cos_in) > 0.9 and min(cos_in) - min(cos_out) > 0.1:
+        verdicts[id(outputs[0])].flag(MSG_COSINE)
+
+
+def _md5_row(row: Row, verdict: _Verdict) -> None:
+    npu, bench = str(row["NPU MD5"]), str(row["BENCH MD5"])
+    if npu != bench:
+        missing = {npu, bench} & {NA, "Nan", ""}
+        verdict.flag(MSG_MD5_MISSING if missing else MSG_MD5_DIFFERS)
+
+
+GroupCheck = Callable[[Sequence[Row], Sequence[Row], dict[int, _Verdict]], None]
+_GROUP_CHECKS: dict[str, tuple[GroupCheck, GroupCheck]] = {
+    "statistics": (_norm_output, _norm_tenfold),
+    "tensor": (_one_thousandth, _tensor_cosine),
+}
+
+
+def judge_group(rows: Sequence[Row], mode: str) -> None:
+    """Fill ``Result`` and ``Err_message`` of the rows of one dump entry, in place."""
+    verdicts = {id(r): _Verdict() for r in rows}
+    api = _api_name(rows) if rows else ""
+    if mode == "md5":
+        for r in rows:
+            _md5_row(r, verdicts[id(r)])
+    elif api not in ALL_IGNORED_APIS:
+        input_ignored = api in INPUT_IGNORED_APIS
+        checked = [r for r in rows if _is_output(r) or not input_ignored]
+        inputs = [r for r in checked if not _is_output(r)]
+        outputs = [r for r in checked if _is_output(r)]
+        first_check, last_check = _GROUP_CHECKS[mode]
+        for r in checked:
+            _nan_inf_check(r, verdicts[id(r)])
+        if not input_ignored:
+            first_check(inputs, outputs, verdicts)
+        for r in checked:
+            _pair_checks(r, verdicts[id(r)], not _is_output(r))
+        if not input_ignored:
+            last_check(inputs, outputs, verdicts)
+    for r in rows:
+        verdict = verdicts[id(r)]
+        r["Result"] = verdict.level
+        r["Err_message"] = json.dumps(verdict.messages)

@@ -1,0 +1,67 @@
+"""Default matching: exact compare keys with backward call-count renumbering (compare.md §3.1)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from msprobe_dask.dump.rows import LeafRow
+
+_DIRECTIONS = ("forward", "backward")
+
+
+def entry_key(entry: str) -> tuple[str, str, str] | None:
+    """Split an entry name into (op without number, number, direction layout); None if it has neither."""
+    parts = entry.split(".")
+    if "parameters_grad" in parts[-2:]:
+        return None
+    if len(parts) >= 3 and parts[-1] in _DIRECTIONS:  # Functional.linear.4.backward
+        return ".".join(parts[:-2]), parts[-2], "api"
+    if len(parts) >= 3 and parts[-2] in _DIRECTIONS:  # Module.fc.Linear.backward.0
+        return ".".join(parts[:-2]), parts[-1], "module"
+    return None
+
+
+def is_comparable_entry(entry: str) -> bool:
+    """Entries whose names match neither pattern are dropped by the reference."""
+    parts = entry.split(".")
+    return "parameters_grad" in parts[-2:] or entry_key(entry) is not None
+
+
+def renumbered_entries(entries: Sequence[str]) -> dict[str, str]:
+    """Backward entries renamed by their occurrence order per op; every other entry keeps its name."""
+    seen: dict[str, int] = defaultdict(int)
+    renamed: dict[str, str] = {}
+    for entry in entries:
+        split = entry_key(entry)
+        if split is None or not entry.split(".")[-2:].count("backward"):
+            renamed[entry] = entry
+            continue
+        op, _, layout = split
+        index = seen[op]
+        seen[op] += 1
+        renamed[entry] = f"{op}.{index}.backward" if layout == "api" else f"{op}.backward.{index}"
+    return renamed
+
+
+def compare_keys(rows: Sequence[LeafRow], renumber: bool = True) -> list[str]:
+    """The key each row is joined on: its name with the entry part renumbered."""
+    entries = list(dict.fromkeys(row.entry for row in rows))
+    renamed = renumbered_entries(entries) if renumber else {e: e for e in entries}
+    return [renamed[row.entry] + row.name[len(row.entry):] if row.name.startswith(row.entry) else row.name
+            for row in rows]
+
+
+def join_left(npu_keys: Sequence[str], bench_keys: Sequence[str]) -> list[tuple[int, int | None]]:
+    """Pairs (npu index, bench index or None) in NPU order; duplicate keys pair every combination."""
+    by_key: dict[str, list[int]] = defaultdict(list)
+    for j, key in enumerate(bench_keys):
+        by_key[key].append(j)
+    pairs: list[tuple[int, int | None]] = []
+    for i, key in enumerate(npu_keys):
+        matches = by_key.get(key)
+        if matches:
+            pairs.extend((i, j) for j in matches)
+        else:
+            pairs.append((i, None))
+    return pairs

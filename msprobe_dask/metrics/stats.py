@@ -1,0 +1,77 @@
+"""Statistics-mode diffs of two summary values (compare.md §4.1), as the strings the reference prints."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+NA = "N/A"
+
+_NAN, _INF, _NEG_INF, _NUM, _DEVICE, _NA, _OTHER = "nan", "inf", "-inf", "num", "device", "na", "other"
+_DEVICE_WORDS = ("npu", "cpu", "cuda")
+
+
+def _kind(value: Any) -> str:
+    text = str(value).strip()
+    low = text.lower()
+    if low == "nan":
+        return _NAN
+    if low == "inf":
+        return _INF
+    if low == "-inf":
+        return _NEG_INF
+    if low not in ("true", "false") and not isinstance(value, bool):
+        try:
+            float(text)
+            return _NUM
+        except ValueError:
+            pass
+    if any(word in low for word in _DEVICE_WORDS):
+        return _DEVICE
+    if text == NA:
+        return _NA
+    return _OTHER
+
+
+def _number(value: Any) -> float | int:
+    return value if isinstance(value, (int, float)) else float(value)
+
+
+def stat_diff(npu: Any, bench: Any) -> tuple[Any, str]:
+    """(diff, relative error) of one statistic; diff is a number or a marker string."""
+    if str(npu) == str(bench):
+        return "0", "0"
+    a, b = _kind(npu), _kind(bench)
+    if _NA in (a, b):
+        return NA, NA
+    infinite = (_INF, _NEG_INF)
+    if _NAN in (a, b) and {a, b} <= {_NAN, _NUM, _INF, _NEG_INF}:
+        return "Nan", "Nan"
+    if a == _NUM and b == _NUM:
+        diff = _number(npu) - _number(bench)
+        base = _number(bench)
+        rel = "inf" if base == 0 else f"{abs(diff / base * 100)}%"
+        return diff, rel
+    if a in infinite or b in infinite:
+        if {a, b} <= {_NUM, _INF, _NEG_INF}:
+            marker = "inf" if (a == _INF or b == _NEG_INF) else "-inf"
+            return marker, marker
+    if a == _DEVICE and b == _DEVICE:
+        return NA, NA
+    return "Diff", "Diff"
+
+
+def relative_fraction(rel: Any) -> float | None:
+    """A ``12.5%`` cell as 0.125; None for cells that are not percentages."""
+    if isinstance(rel, str) and rel.endswith("%"):
+        try:
+            return abs(float(rel[:-1]) / 100)
+        except ValueError:
+            return None
+    return None
+
+
+def is_nan_or_inf(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isnan(value) or math.isinf(value)
+    return isinstance(value, str) and value.strip().lower() in ("nan", "inf", "-inf")

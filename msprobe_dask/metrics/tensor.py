@@ -1,0 +1,355 @@
+"""The six tensor-mode metrics (compare.md §4.2), with the reference's pre-checks, dtypes and rounding.
+
+Two ways to the same row:
+
+- one shot (tensors up to ``BIG_TENSOR_ELEMS`` elements): both tensors are read and the metrics are
+  computed with the same numpy operations, in the same dtypes, as the reference, so every cell is
+  bit-identical to it;
+- chunked (bigger tensors): each flat chunk of the pair gives a few partials (see :class:`Partials`) and one
+  aggregate turns them into the row, so no whole tensor is ever in memory. The maxima and the two ratios
+  are still exact; Cosine and EucDist are sums regrouped by chunk and may differ from the reference in the
+  last ulp (before Cosine's 12-decimal rounding, so Cosine almost never shows it; EucDist is not rounded).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from msprobe_dask.dump.tensor_file import TensorHandle, as_dask_array, open_tensor, read_array, read_flat
+from msprobe_dask.errors import UserError
+
+if TYPE_CHECKING:
+    from dask.delayed import Delayed
+
+TENSOR_METRIC_COLUMNS = (
+    "Cosine",
+    "EucDist",
+    "MaxAbsErr",
+    "MaxRelativeErr",
+    "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio",
+)
+
+UNSUPPORTED = "unsupported"
+SHAPE_UNMATCHED = "shape unmatched"
+NOT_AVAILABLE = "N/A"  # NaN/Inf at different positions
+NAN = "Nan"
+
+BIG_TENSOR_ELEMS = 8 * 1024 * 1024
+"""Tensors with more elements than this take the chunked path."""
+CHUNK_ELEMS = 1 << 20
+
+COSINE_ROUND_ABOVE = 0.9999  # a cosine above this is shown with 6 decimals
+THOUSANDTH, FIVE_THOUSANDTHS = 0.001, 0.005
+_EPS64 = float(np.finfo(np.float64).eps)
+# The reference casts every dtype that compares unequal to all of these (ints, bool, big-endian floats...)
+# to float64 before the relative error.
+_REFERENCE_FLOAT_TYPES = (np.half, np.single, float, np.double, np.float64, np.longdouble)
+
+Cell = float | str
+
+
+@dataclass(frozen=True, slots=True)
+class TensorMetrics:
+    """One row's six metric cells (Python floats or the reference's strings) and why, if not numbers."""
+
+    cells: tuple[Cell, ...]
+    message: str = ""
+
+    @classmethod
+    def filled(cls, value: str, message: str) -> TensorMetrics:
+        return cls((value,) * len(TENSOR_METRIC_COLUMNS), message)
+
+    def as_dict(self) -> dict[str, Cell]:
+        return dict(zip(TENSOR_METRIC_COLUMNS, self.cells))
+
+
+def _fmt(value: Any) -> float:
+    """The reference's 12-decimal rounding through text."""
+    return float(f"{value:.12f}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Pre-checks, shared by both paths (they only need shapes)
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(n for n in shape if n != 1)
+
+
+def _precheck(n_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> TensorMetrics | None:
+    """The reference's checks before any arithmetic, on squeezed shapes, first hit wins."""
+    if math.prod(n_shape) == 0:
+        return TensorMetrics.filled(UNSUPPORTED, "empty NPU tensor, can not compare")
+    if n_shape != b_shape:
+        return TensorMetrics.filled(
+            SHAPE_UNMATCHED, f"shape of NPU {list(n_shape)} and bench {list(b_shape)} differ after squeeze"
+        )
+    return None
+
+
+def _compute_dtype(array: np.ndarray) -> np.ndarray:
+    """bfloat16 and float8 (ml_dtypes, numpy kind 'V') become float32, as the reference does before numpy."""
+    if array.dtype.kind == "V" and array.dtype.fields is None:
+        return array.astype(np.float32)
+    return array
+
+
+def _zero_shared_invalid(n: np.ndarray, b: np.ndarray) -> bool:
+    """Zero NaN/Inf where both sides have them at the same places (in place); False if the places differ."""
+    n_float, b_float = n.astype(float), b.astype(float)
+    n_inf, b_inf, n_nan, b_nan = np.isinf(n_float), np.isinf(b_float), np.isnan(n_float), np.isnan(b_float)
+    if not (n_inf.any() or n_nan.any() or b_inf.any() or b_nan.any()):
+        return True
+    if not (np.array_equal(n_inf, b_inf) and np.array_equal(n_nan, b_nan)):
+        return False
+    for array, mask in ((n, n_inf), (b, b_inf), (n, n_nan), (b, b_nan)):
+        array[mask] = 0
+    return True
+
+
+def _relative_error(n: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``|(n - b) / b|`` in ``result_type(n, b, float32)``, with that type's eps added where ``b == 0``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if n.dtype not in _REFERENCE_FLOAT_TYPES:
+            n = n.astype(float)
+        if b.dtype not in _REFERENCE_FLOAT_TYPES:
+            b = b.astype(float)
+        zero = b == 0
+        rtype = np.result_type(n, b, np.float32)
+        n, b = n.astype(rtype), b.astype(rtype)
+        eps = np.finfo(rtype).eps
+        n[zero] += eps
+        b[zero] += eps
+        return np.abs(np.divide(n - b, b))
+
+
+def _cosine_cell(num: Any, n_norm: Any, b_norm: Any) -> Cell:
+    if n_norm <= _EPS64 and b_norm <= _EPS64:
+        return 1.0
+    if n_norm <= _EPS64 or b_norm <= _EPS64:
+        return NAN  # all zeros on one side
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cos = num / (n_norm * b_norm)
+    if np.isnan(cos):
+        return NAN
+    value = _fmt(cos)
+    return round(value, 6) if value > COSINE_ROUND_ABOVE else value
+
+
+def _max_cell(value: Any) -> Cell:
+    return NAN if np.isnan(value) else _fmt(value)
+
+
+def _ratio_cell(count: Any, total: int) -> Cell:
+    return NAN if total == 0 else _fmt(count / total)
+
+
+def _guarded(compute: Any) -> Cell:
+    """Like the reference's per-algorithm guard: a metric that raises is ``unsupported``, the others stand."""
+    try:
+        return compute()
+    except Exception:  # noqa: BLE001 - any numpy failure means this one cell is unsupported
+        return UNSUPPORTED
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One shot: in-memory arrays, exactly the reference's operations
+
+
+def measure_arrays(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
+    """The six cells for two in-memory tensors, bit-identical to the reference."""
+    n = np.squeeze(np.array(_compute_dtype(np.asarray(npu))))
+    b = np.squeeze(np.array(_compute_dtype(np.asarray(bench))))
+    early = _precheck(n.shape, b.shape)
+    if early is not None:
+        return early
+    if n.ndim == 0:
+        return _measure_0d(n, b)
+    try:
+        same_places = _zero_shared_invalid(n, b)
+    except (ValueError, TypeError):
+        return TensorMetrics.filled(UNSUPPORTED, "data is unreadable as numbers")
+    if not same_places:
+        return TensorMetrics.filled(NOT_AVAILABLE, "NaN/Inf positions of NPU and bench differ")
+    n64, b64 = n.reshape(-1).astype(float), b.reshape(-1).astype(float)
+
+    def cosine() -> Cell:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return _cosine_cell(np.dot(n64, b64), np.linalg.norm(n64), np.linalg.norm(b64))
+
+    relative: list[np.ndarray] = []
+
+    def rel() -> np.ndarray:
+        if not relative:
+            relative.append(_relative_error(n, b))
+        return relative[0]
+
+    cells = (
+        _guarded(cosine),
+        _guarded(lambda: float(np.linalg.norm(n64 - b64, ord=2))),
+        _guarded(lambda: _max_cell(np.max(np.abs(n64 - b64)))),
+        _guarded(lambda: _max_cell(np.max(np.abs(rel())))),
+        _guarded(lambda: _ratio_cell(np.sum(rel() < THOUSANDTH), rel().size)),
+        _guarded(lambda: _ratio_cell(np.sum(rel() < FIVE_THOUSANDTHS), rel().size)),
+    )
+    return TensorMetrics(cells)
+
+
+def _measure_0d(n: np.ndarray, b: np.ndarray) -> TensorMetrics:
+    """0-d (size 1 before squeeze): only MaxAbsErr and MaxRelativeErr, in the arrays' own dtypes, NaN kept."""
+
+    def max_abs() -> Cell:
+        x, y = (n.astype(float), b.astype(float)) if n.dtype == bool else (n, b)
+        with np.errstate(all="ignore"):
+            return _max_cell(np.max(np.abs(x - y)))
+
+    def max_rel() -> Cell:
+        return _max_cell(np.max(np.abs(_relative_error(n, b))))
+
+    cells = (UNSUPPORTED, UNSUPPORTED, _guarded(max_abs), _guarded(max_rel), UNSUPPORTED, UNSUPPORTED)
+    return TensorMetrics(cells, "0-d tensor: Cosine, EucDist and the error ratios can not be computed")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Chunked: per-chunk partials and one aggregate
+
+
+@dataclass(frozen=True, slots=True)
+class Partials:
+    """What one flat chunk of a tensor pair contributes to the row."""
+
+    size: int
+    mismatch: bool = False  # NaN/Inf at different positions somewhere in this chunk
+    dot: float = 0.0  # n . b, in float64
+    n_sq: float = 0.0  # n . n
+    b_sq: float = 0.0  # b . b
+    diff_sq: float = 0.0  # (n - b) . (n - b)
+    max_abs: Any = 0.0  # float64 scalar
+    max_rel: Any = 0.0  # scalar in the relative-error dtype
+    under_thousandth: int = 0
+    under_five_thousandths: int = 0
+
+
+def chunk_partials(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> Partials:
+    """Partials of two aligned flat chunks (raw file dtypes; bfloat16/float8 are converted here)."""
+    n = np.array(_compute_dtype(npu_chunk)).reshape(-1)
+    b = np.array(_compute_dtype(bench_chunk)).reshape(-1)
+    if not _zero_shared_invalid(n, b):
+        return Partials(n.size, mismatch=True)
+    n64, b64 = n.astype(float), b.astype(float)
+    diff = n64 - b64
+    relative = _relative_error(n, b)
+    return Partials(
+        size=n.size,
+        dot=float(np.dot(n64, b64)),
+        n_sq=float(np.dot(n64, n64)),
+        b_sq=float(np.dot(b64, b64)),
+        diff_sq=float(np.dot(diff, diff)),
+        max_abs=np.max(np.abs(diff)),
+        max_rel=np.max(relative),
+        under_thousandth=int(np.sum(relative < THOUSANDTH)),
+        under_five_thousandths=int(np.sum(relative < FIVE_THOUSANDTHS)),
+    )
+
+
+def aggregate_partials(parts: Iterable[Partials]) -> TensorMetrics:
+    """The row from all chunks' partials (in any order: sums use ``math.fsum``)."""
+    parts = list(parts)
+    if any(p.mismatch for p in parts):
+        return TensorMetrics.filled(NOT_AVAILABLE, "NaN/Inf positions of NPU and bench differ")
+    total = sum(p.size for p in parts)
+    with np.errstate(all="ignore"):
+        n_norm = np.sqrt(np.float64(math.fsum(p.n_sq for p in parts)))
+        b_norm = np.sqrt(np.float64(math.fsum(p.b_sq for p in parts)))
+        num = np.float64(math.fsum(p.dot for p in parts))
+        cells = (
+            _guarded(lambda: _cosine_cell(num, n_norm, b_norm)),
+            float(np.sqrt(np.float64(math.fsum(p.diff_sq for p in parts)))),
+            _max_cell(np.max([p.max_abs for p in parts])),
+            _max_cell(np.max(np.array([p.max_rel for p in parts]))),
+            _ratio_cell(np.int64(sum(p.under_thousandth for p in parts)), total),
+            _ratio_cell(np.int64(sum(p.under_five_thousandths for p in parts)), total),
+        )
+    return TensorMetrics(cells)
+
+
+def _chunk_bounds(size: int, chunk_elems: int) -> list[tuple[int, int]]:
+    step = max(int(chunk_elems), 1)
+    return [(start, min(start + step, size)) for start in range(0, size, step)]
+
+
+def _measure_chunked(npu: TensorHandle, bench: TensorHandle, chunk_elems: int) -> TensorMetrics:
+    parts = (
+        chunk_partials(read_flat(npu, start, stop), read_flat(bench, start, stop))
+        for start, stop in _chunk_bounds(npu.size, chunk_elems)
+    )
+    return aggregate_partials(parts)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Files
+
+
+def _open_pair(npu_path: Path, bench_path: Path) -> tuple[TensorHandle, TensorHandle] | TensorMetrics:
+    try:
+        return open_tensor(Path(npu_path)), open_tensor(Path(bench_path))
+    except (UserError, OSError) as exc:
+        return TensorMetrics.filled(UNSUPPORTED, str(exc))
+
+
+def measure_pair(
+    npu_path: Path, bench_path: Path, *, big_elems: int = BIG_TENSOR_ELEMS, chunk_elems: int = CHUNK_ELEMS
+) -> TensorMetrics:
+    """The six cells for two tensor files (``.npy`` or ``.pt``, in any combination).
+
+    A file that is missing, truncated or refused gives ``unsupported`` cells and a one-line ``message``
+    naming it; nothing is raised, so a run goes on. Tensors bigger than ``big_elems`` are measured chunk by
+    chunk (see the module docstring for the precision of that path).
+    """
+    pair = _open_pair(npu_path, bench_path)
+    if isinstance(pair, TensorMetrics):
+        return pair
+    npu, bench = pair
+    try:
+        early = _precheck(_squeezed(npu.shape), _squeezed(bench.shape))
+        if early is not None:
+            return early
+        if npu.size > big_elems:
+            return _measure_chunked(npu, bench, chunk_elems)
+        return measure_arrays(read_array(npu), read_array(bench))
+    except (UserError, OSError) as exc:
+        return TensorMetrics.filled(UNSUPPORTED, str(exc))
+
+
+def measure_pairs(
+    pairs: Sequence[tuple[Path, Path]], *, big_elems: int = BIG_TENSOR_ELEMS, chunk_elems: int = CHUNK_ELEMS
+) -> list[TensorMetrics]:
+    """``measure_pair`` over a batch, in order: the body of one Dask task for many small tensors."""
+    return [measure_pair(n, b, big_elems=big_elems, chunk_elems=chunk_elems) for n, b in pairs]
+
+
+def measure_pair_delayed(npu_path: Path, bench_path: Path, *, chunk_elems: int = CHUNK_ELEMS) -> Delayed:
+    """A lazy ``TensorMetrics`` for one big pair: one task per chunk pair and one aggregate task.
+
+    Headers are read now (to know the chunking); the data only when the graph runs.
+    """
+    from dask import delayed
+
+    pair = _open_pair(npu_path, bench_path)
+    if isinstance(pair, TensorMetrics):
+        return delayed(pair)
+    npu, bench = pair
+    early = _precheck(_squeezed(npu.shape), _squeezed(bench.shape))
+    if early is not None:
+        return delayed(early)
+    npu_blocks = as_dask_array(npu, chunk_elems).to_delayed().ravel()
+    bench_blocks = as_dask_array(bench, chunk_elems).to_delayed().ravel()
+    parts = [delayed(chunk_partials)(x, y) for x, y in zip(npu_blocks, bench_blocks)]
+    return delayed(aggregate_partials)(parts)

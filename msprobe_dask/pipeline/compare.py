@@ -1,0 +1,134 @@
+"""The compare workflow as a Dask graph, and its Python API (returns tables; writes nothing).
+
+    parse(target) ─┐
+                   ├─ pair ─> measure tensor batches (tensor mode) ─> assemble + judge ─> CompareTable
+    parse(golden) ─┘
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from msprobe_dask.dump.layouts import open_dump
+from msprobe_dask.dump.source import DumpSource
+from msprobe_dask.errors import DumpError
+from msprobe_dask.pipeline.pairing import MatchOptions, TensorJob, pair_rows, tensor_jobs
+from msprobe_dask.pipeline.scheduler import Compute, RunOptions, computing
+from msprobe_dask.pipeline.sides import Side, compare_mode, is_cross_framework, parse_side
+from msprobe_dask.pipeline.table import CompareTable, RowPair, build_table, float_bench_columns
+
+UNSUPPORTED = ("unsupported",) * 6
+BATCH_FILES = 128
+BATCH_BYTES = 256 << 20
+
+
+@dataclass
+class Matched:
+    """The output of the match stage for one (target, golden) pair of dumps."""
+
+    mode: str
+    pairs: list[RowPair]
+    stacks: dict[str, list[str]] | None
+    jobs: list[TensorJob] = field(default_factory=list)
+    float_bench: tuple[bool, ...] = (False,) * 4
+
+
+@dataclass
+class RankResult:
+    """The compare of one (step, rank) pair: its table and the messages of unreadable tensors."""
+
+    label: str
+    table: CompareTable
+    tensor_messages: list[str] = field(default_factory=list)
+
+
+def match_sides(npu: Side, bench: Side, options: MatchOptions) -> Matched:
+    mode = compare_mode(npu, bench)
+    pairs = pair_rows(npu, bench, is_cross_framework(npu, bench), options)
+    jobs = tensor_jobs(pairs, npu, bench) if mode == "tensor" else []
+    float_bench = float_bench_columns(bench.rows, any(p.bench is None for p in pairs))
+    return Matched(mode=mode, pairs=pairs, stacks=npu.stacks, jobs=jobs, float_bench=float_bench)
+
+
+def _batches(jobs: Sequence[TensorJob]) -> list[list[int]]:
+    """Group job indices so that each batch task reads a bounded number of files and bytes."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    for i, job in enumerate(jobs):
+        if job is None:
+            continue
+        nbytes = sum(os.path.getsize(p) for p in job if p.exists())
+        if current and (len(current) >= BATCH_FILES or size + nbytes > BATCH_BYTES):
+            batches.append(current)
+            current, size = [], 0
+        current.append(i)
+        size += nbytes
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _measure_batch(jobs: list[tuple[Path, Path]]) -> list[Any]:
+    from msprobe_dask.metrics.tensor import measure_pairs
+
+    return list(measure_pairs(jobs))
+
+
+def _assemble(matched: Matched, batch_indices: list[list[int]], *batch_results: list[Any]) -> RankResult:
+    cells: list[Sequence[Any]] = [UNSUPPORTED] * len(matched.pairs)
+    messages: list[str] = []
+    for indices, results in zip(batch_indices, batch_results):
+        for i, result in zip(indices, results):
+            cells[i] = result.cells
+            if result.message:
+                messages.append(result.message)
+    table = build_table(matched.pairs, matched.mode, matched.stacks,
+                        cells if matched.mode == "tensor" else None, matched.float_bench)
+    return RankResult(label="", table=table, tensor_messages=messages)
+
+
+def _pair_sources(target: str | Path, golden: str | Path) -> list[tuple[str, DumpSource, DumpSource]]:
+    npu_tree, bench_tree = open_dump(target), open_dump(golden)
+    if npu_tree.layout != bench_tree.layout:
+        raise DumpError(golden, f"is a {bench_tree.layout} dump but the target is a {npu_tree.layout} dump")
+    npu_src, bench_src = npu_tree.sources[0], bench_tree.sources[0]
+    if npu_src.is_debug != bench_src.is_debug:
+        raise DumpError(golden, "one side is a debug.json and the other a dump.json")
+    return [("", npu_src, bench_src)]
+
+
+def compare(target: str | Path, golden: str | Path, *, match: MatchOptions | None = None,
+            run: RunOptions | None = None) -> list[RankResult]:
+    """Compare a target dump with a golden one; one RankResult per compared (step, rank) pair."""
+    import dask
+
+    match = match or MatchOptions()
+    run = run or RunOptions()
+    sources = _pair_sources(target, golden)
+    with computing(run) as compute:
+        matched_tasks = [
+            dask.delayed(match_sides, pure=True)(
+                dask.delayed(parse_side)(npu_src, True), dask.delayed(parse_side)(bench_src, False), match)
+            for _, npu_src, bench_src in sources
+        ]
+        matched_list = compute(matched_tasks)
+        results = _measure_and_assemble(matched_list, compute)
+    for (label, _, _), result in zip(sources, results):
+        result.label = label
+    return results
+
+
+def _measure_and_assemble(matched_list: Sequence[Matched], compute: Compute) -> list[RankResult]:
+    import dask
+
+    tasks = []
+    for matched in matched_list:
+        batches = _batches(matched.jobs)
+        measured = [dask.delayed(_measure_batch)([matched.jobs[i] for i in batch]) for batch in batches]
+        tasks.append(dask.delayed(_assemble)(matched, batches, *measured))
+    return compute(tasks)

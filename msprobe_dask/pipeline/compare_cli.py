@@ -1,0 +1,77 @@
+"""``msprobe-dask compare``: msprobe compare's flags over the compare API, plus the writers."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from msprobe_dask.pipeline.compare import RankResult, compare
+from msprobe_dask.pipeline.pairing import MatchOptions
+from msprobe_dask.pipeline.scheduler import RunOptions
+from msprobe_dask.writers.atomic import prepare_output_dir
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("compare", help="compare a target dump with a golden dump (msprobe compare)")
+    p.add_argument("-tp", "--target_path", required=True, help="target (NPU) dump.json or dump folder")
+    p.add_argument("-gp", "--golden_path", required=True, help="golden (bench) dump.json or dump folder")
+    p.add_argument("-o", "--output_path", default="./output", help="output folder (default ./output)")
+    p.add_argument("--xlsx", action="store_true", help="write .xlsx instead of .csv")
+    p.add_argument("-fm", "--fuzzy_match", action="store_true", help="pair entries that differ in call count")
+    p.add_argument("-tensor_log", "--is_print_compare_log", action="store_true",
+                   help="log every row's tensor metrics")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, only errors and the result path")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on this running dask scheduler")
+    p.add_argument("--workers", type=int, default=0, help="start a local cluster of N worker processes")
+    p.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
+    p.set_defaults(run=run)
+
+
+def result_name(label: str, suffix: str, stamp: str, debug: bool = False) -> str:
+    prefix = "debug_compare_result" if debug else "compare_result"
+    return f"{prefix}_{label}_{stamp}{suffix}" if label else f"{prefix}_{stamp}{suffix}"
+
+
+def write_result(result: RankResult, out: Path, xlsx: bool, stamp: str, debug: bool = False) -> Path:
+    path = out / result_name(result.label, ".xlsx" if xlsx else ".csv", stamp, debug)
+    if path.exists():
+        print(f"warning: {path} exists and is replaced", file=sys.stderr)
+    if xlsx:
+        from msprobe_dask.writers.xlsx_writer import write_xlsx
+
+        return write_xlsx(result.table, path)
+    from msprobe_dask.writers.csv_writer import write_csv
+
+    return write_csv(result.table, path)
+
+
+def _log_tensor_rows(result: RankResult) -> None:
+    if result.table.mode != "tensor":
+        return
+    for record in result.table.records():
+        print(f"[compare] {record['NPU Name']}: Cosine {record['Cosine']}, EucDist {record['EucDist']}, "
+              f"MaxAbsErr {record['MaxAbsErr']}, MaxRelativeErr {record['MaxRelativeErr']}, "
+              f"One Thousandth {record['One Thousandth Err Ratio']}, "
+              f"Five Thousandths {record['Five Thousandths Err Ratio']}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = prepare_output_dir(args.output_path)
+    run_options = RunOptions(address=args.scheduler, workers=args.workers, progress=not args.quiet)
+    results = compare(args.target_path, args.golden_path, match=MatchOptions(fuzzy=args.fuzzy_match),
+                      run=run_options)
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    debug = Path(args.target_path).name == "debug.json" or (Path(args.target_path) / "debug.json").is_file()
+    for result in results:
+        for message in result.tensor_messages:
+            print(f"warning: {message}", file=sys.stderr)
+        if args.is_print_compare_log:
+            _log_tensor_rows(result)
+        if not result.table.rows:
+            print("warning: no comparable entries found; no result file written", file=sys.stderr)
+            continue
+        path = write_result(result, out, args.xlsx, stamp, debug)
+        print(f"The result file path is: {path.resolve()}.")
+    return 0

@@ -1,0 +1,70 @@
+"""Where the graph runs: the local threaded scheduler by default, a LocalCluster of worker processes
+with ``workers``, or a running cluster with ``address`` (``tcp://host:8786``)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from msprobe_dask.errors import ConfigError
+
+Compute = Callable[[Sequence[Any]], list[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    address: str | None = None  # a running dask scheduler
+    workers: int = 0  # >0: start a LocalCluster with that many worker processes
+    progress: bool = False  # show a progress bar (only on a terminal)
+
+
+def _show_progress(options: RunOptions) -> bool:
+    return options.progress and sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def computing(options: RunOptions) -> Iterator[Compute]:
+    """Yield ``compute(delayed_objects) -> results`` bound to the chosen scheduler."""
+    import dask
+
+    if options.address or options.workers:
+        from distributed import Client, LocalCluster
+
+        cluster = None
+        try:
+            if options.address:
+                client = Client(options.address, timeout="10s")
+            else:
+                cluster = LocalCluster(n_workers=options.workers, threads_per_worker=1,
+                                       dashboard_address=None, processes=True)
+                client = Client(cluster)
+        except OSError as exc:
+            raise ConfigError(options.address, f"cannot reach the dask scheduler: {exc}") from None
+        try:
+            def compute_distributed(objs: Sequence[Any]) -> list[Any]:
+                futures = client.compute(list(objs))
+                if _show_progress(options):
+                    from distributed import progress
+
+                    progress(futures)
+                return client.gather(futures)
+
+            yield compute_distributed
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+        return
+
+    def compute_local(objs: Sequence[Any]) -> list[Any]:
+        if _show_progress(options):
+            from dask.diagnostics import ProgressBar
+
+            with ProgressBar(out=sys.stderr):
+                return list(dask.compute(*objs, scheduler="threads"))
+        return list(dask.compute(*objs, scheduler="threads"))
+
+    yield compute_local

@@ -1,0 +1,61 @@
+"""Parse one side of a compare into rows (a Dask task) and decide the compare mode of a pair."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from msprobe_dask.dump.dumpjson import Dump, load_dump, load_stack
+from msprobe_dask.dump.rows import LeafRow, entry_rows
+from msprobe_dask.dump.source import DumpSource
+from msprobe_dask.errors import DumpError
+from msprobe_dask.match.exact import is_comparable_entry
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One parsed dump: header facts and its rows in dump order (the stack is loaded for the NPU only)."""
+
+    source: DumpSource
+    task: str
+    framework: str
+    has_md5: bool
+    rows: tuple[LeafRow, ...]
+    stacks: dict[str, list[str]] | None
+
+
+def _rows(dump: Dump) -> tuple[LeafRow, ...]:
+    debug = dump.source.is_debug
+    rows: list[LeafRow] = []
+    for entry, body in dump.entries.items():
+        if debug or is_comparable_entry(entry):
+            rows.extend(entry_rows(entry, body, debug=debug))
+    return tuple(rows)
+
+
+def parse_side(source: DumpSource, with_stack: bool) -> Side:
+    dump = load_dump(source)
+    stacks = None
+    if with_stack and source.stack_json.is_file():
+        stacks = load_stack(source.stack_json)
+    return Side(source=source, task=dump.task, framework=dump.framework, has_md5=dump.has_md5,
+                rows=_rows(dump), stacks=stacks)
+
+
+def compare_mode(npu: Side, bench: Side) -> str:
+    """statistics, tensor or md5, as the reference decides from the two headers (compare.md §2.1)."""
+    if npu.task != bench.task:
+        raise DumpError(npu.source.dump_json,
+                        f"task {npu.task!r} differs from the golden dump's {bench.task!r}; dump both alike")
+    if npu.task == "tensor":
+        return "tensor"
+    if npu.has_md5 != bench.has_md5:
+        raise DumpError(npu.source.dump_json, "one side has md5 summaries and the other has not")
+    return "md5" if npu.has_md5 else "statistics"
+
+
+def is_cross_framework(npu: Side, bench: Side) -> bool:
+    """MindSpore (or mindtorch) target against a PyTorch golden dump."""
+    if npu.framework == "pytorch" and bench.framework != "pytorch":
+        raise DumpError(bench.source.dump_json,
+                        f"cannot compare a pytorch target with a {bench.framework} golden dump")
+    return npu.framework != "pytorch" and bench.framework == "pytorch"

@@ -1,0 +1,145 @@
+"""The compare table: columns of each mode and the assembly of matched row pairs into rows.
+
+A ``CompareTable`` holds cells as the reference's table holds them just before it is written
+(numbers stay numbers, markers are strings); writers only format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from msprobe_dask.dump.rows import NA, LeafRow
+from msprobe_dask.judge.rules import judge_group
+from msprobe_dask.metrics.stats import stat_diff
+
+BASE_COLUMNS = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
+                "Bench Tensor Shape", "NPU Requires_grad", "Bench Requires_grad"]
+DIFF_COLUMNS = ["Max diff", "Min diff", "Mean diff", "L2norm diff",
+                "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr"]
+STAT_COLUMNS = ["NPU max", "NPU min", "NPU mean", "NPU l2norm",
+                "Bench max", "Bench min", "Bench mean", "Bench l2norm"]
+TENSOR_COLUMNS = ["Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
+                  "One Thousandth Err Ratio", "Five Thousandths Err Ratio"]
+MD5_COLUMNS = ["NPU MD5", "BENCH MD5"]
+TAIL_COLUMNS = ["Requires_grad Consistent", "Result", "Err_message"]
+STACK_COLUMN = "NPU_Stack_Info"
+DATA_NAME_COLUMN = "Data_name"
+
+MODES = ("statistics", "tensor", "md5")
+
+
+def columns_for(mode: str, with_stack: bool) -> list[str]:
+    middle = {"statistics": DIFF_COLUMNS + STAT_COLUMNS, "tensor": TENSOR_COLUMNS + STAT_COLUMNS,
+              "md5": MD5_COLUMNS}[mode]
+    columns = BASE_COLUMNS + middle + TAIL_COLUMNS + ([STACK_COLUMN] if with_stack else [])
+    return columns + ([DATA_NAME_COLUMN] if mode == "tensor" else [])
+
+
+@dataclass
+class CompareTable:
+    """One compare result: header, rows of cells, and per-row highlight (D6: 'red', 'yellow' or None)."""
+
+    mode: str
+    columns: list[str]
+    rows: list[list[Any]]
+    highlights: list[str | None] = field(default_factory=list)
+    entries: list[str] = field(default_factory=list)  # the dump entry of each row (api_origin_name)
+
+    def column(self, name: str) -> list[Any]:
+        index = self.columns.index(name)
+        return [row[index] for row in self.rows]
+
+    def records(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row)) for row in self.rows]
+
+
+@dataclass(frozen=True, slots=True)
+class RowPair:
+    npu: LeafRow
+    bench: LeafRow | None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def float_bench_columns(bench_rows: Sequence[LeafRow], any_unmatched: bool) -> tuple[bool, ...]:
+    """Which bench statistics columns the reference holds as float64, so that ints print as ``3.0``.
+
+    The golden side's column is numeric when every golden row holds a number there; it is float when
+    one of them is a float, or when the outer join had to fill an unmatched target row with NaN.
+    """
+    flags = []
+    for i in range(4):
+        values = [row.stats[i] for row in bench_rows]
+        numeric = bool(values) and all(_is_number(v) for v in values)
+        flags.append(numeric and (any_unmatched or any(isinstance(v, float) for v in values)))
+    return tuple(flags)
+
+
+def _stat_columns(pairs: Sequence[RowPair], float_bench: Sequence[bool]) -> list[list[Any]]:
+    npu = [[p.npu.stats[i] for p in pairs] for i in range(4)]
+    bench = [[(float(p.bench.stats[i]) if float_bench[i] else p.bench.stats[i]) if p.bench else NA
+              for p in pairs] for i in range(4)]
+    return npu + bench
+
+
+def _base_record(pair: RowPair) -> dict[str, Any]:
+    npu, bench = pair.npu, pair.bench
+    return {
+        "NPU Name": npu.name, "Bench Name": bench.name if bench else NA,
+        "NPU Dtype": npu.dtype, "Bench Dtype": bench.dtype if bench else NA,
+        "NPU Tensor Shape": npu.shape, "Bench Tensor Shape": bench.shape if bench else NA,
+        "NPU Requires_grad": npu.requires_grad, "Bench Requires_grad": bench.requires_grad if bench else NA,
+    }
+
+
+def build_table(pairs: Sequence[RowPair], mode: str, stacks: dict[str, list[str]] | None,
+                tensor_cells: Sequence[Sequence[Any]] | None = None,
+                float_bench: Sequence[bool] = (False,) * 4) -> CompareTable:
+    """Assemble, judge and order the rows of one compare (``stacks`` None: no NPU_Stack_Info column)."""
+    columns = columns_for(mode, stacks is not None)
+    stat_cols = _stat_columns(pairs, float_bench) if mode != "md5" else []
+    records: list[dict[str, Any]] = []
+    for i, pair in enumerate(pairs):
+        record = _base_record(pair)
+        if mode == "md5":
+            record["NPU MD5"] = pair.npu.md5
+            record["BENCH MD5"] = pair.bench.md5 if pair.bench else NA
+        else:
+            for name, col in zip(STAT_COLUMNS, stat_cols):
+                record[name] = col[i]
+        if mode == "statistics":
+            for k in range(4):
+                diff, rel = stat_diff(stat_cols[k][i], stat_cols[k + 4][i])
+                record[DIFF_COLUMNS[k]], record[DIFF_COLUMNS[k + 4]] = diff, rel
+        elif mode == "tensor":
+            cells = tensor_cells[i] if tensor_cells is not None else ("unsupported",) * 6
+            record.update(zip(TENSOR_COLUMNS, cells))
+            bench_file = pair.bench.data_name if pair.bench else NA
+            record[DATA_NAME_COLUMN] = str([pair.npu.data_name, bench_file])
+        record["Requires_grad Consistent"] = record["NPU Requires_grad"] == record["Bench Requires_grad"]
+        records.append(record)
+    _judge(records, [p.npu.entry for p in pairs], mode)
+    if stacks is not None:
+        _add_stacks(records, [p.npu.entry for p in pairs], stacks)
+    return CompareTable(mode=mode, columns=columns, rows=[[r[c] for c in columns] for r in records],
+                        highlights=[None] * len(records), entries=[p.npu.entry for p in pairs])
+
+
+def _judge(records: list[dict[str, Any]], entries: Sequence[str], mode: str) -> None:
+    start = 0
+    for i in range(1, len(records) + 1):
+        if i == len(records) or entries[i] != entries[start]:
+            judge_group(records[start:i], mode)
+            start = i
+
+
+def _add_stacks(records: list[dict[str, Any]], entries: Sequence[str], stacks: dict[str, list[str]]) -> None:
+    previous = None
+    for record, entry in zip(records, entries):
+        first = entry != previous
+        record[STACK_COLUMN] = str(stacks[entry]) if first and entry in stacks else NA
+        previous = entry
