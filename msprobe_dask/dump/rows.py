@@ -46,6 +46,11 @@ def _stat(value: Any) -> Stat:
     return "None" if value is None else value
 
 
+def _tensor_stat(value: Any) -> Stat:
+    """Tensor summaries keep numbers; bools (a bool tensor's Max) become the strings True/False."""
+    return str(value) if isinstance(value, bool) else _stat(value)
+
+
 def _numpy_shape(value: Any) -> str:
     if isinstance(value, list):
         return f"({len(value)},)"
@@ -60,7 +65,7 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
     grad = NA if requires_grad is None else str(requires_grad)
     data_name = leaf.get("data_name") or NO_DATA
     if "dtype" in leaf:
-        stats = tuple(_stat(leaf.get(k)) for k in _STAT_KEYS)
+        stats = tuple(_tensor_stat(leaf.get(k)) for k in _STAT_KEYS)
         md5 = leaf.get("md5", "00000000" if "value" not in leaf else _crc(leaf["value"]))
         shape = leaf.get("shape")
         return LeafRow(name, entry, state, str(leaf.get("dtype")), str(shape if shape is not None else []), grad,

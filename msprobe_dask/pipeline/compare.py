@@ -15,7 +15,6 @@ from typing import Any
 
 from msprobe_dask.dump.layouts import open_dump
 from msprobe_dask.dump.source import DumpSource
-from msprobe_dask.errors import DumpError
 from msprobe_dask.pipeline.pairing import MatchOptions, TensorJob, pair_rows, tensor_jobs
 from msprobe_dask.pipeline.scheduler import Compute, RunOptions, computing
 from msprobe_dask.pipeline.sides import Side, compare_mode, is_cross_framework, parse_side
@@ -92,24 +91,29 @@ def _assemble(matched: Matched, batch_indices: list[list[int]], *batch_results: 
     return RankResult(label="", table=table, tensor_messages=messages)
 
 
-def _pair_sources(target: str | Path, golden: str | Path) -> list[tuple[str, DumpSource, DumpSource]]:
-    npu_tree, bench_tree = open_dump(target), open_dump(golden)
-    if npu_tree.layout != bench_tree.layout:
-        raise DumpError(golden, f"is a {bench_tree.layout} dump but the target is a {npu_tree.layout} dump")
-    npu_src, bench_src = npu_tree.sources[0], bench_tree.sources[0]
-    if npu_src.is_debug != bench_src.is_debug:
-        raise DumpError(golden, "one side is a debug.json and the other a dump.json")
-    return [("", npu_src, bench_src)]
+def _pair_sources(target: str | Path, golden: str | Path,
+                  skip_missing_ranks: bool = False) -> list[tuple[str, DumpSource, DumpSource]]:
+    """(output label, target source, golden source) for every (step, rank) to compare.
+
+    Ranks are paired by id (D5). The label says where the result goes below ``-o``: sub-folders,
+    then the rank folder name that the reference puts in the file name (``graph/step0/rank0``).
+    """
+    import logging
+
+    from msprobe_dask.dump.source import pair_trees
+
+    log = logging.getLogger("msprobe_dask")
+    return pair_trees(open_dump(target), open_dump(golden), skip_missing_ranks, warn=log.warning)
 
 
 def compare(target: str | Path, golden: str | Path, *, match: MatchOptions | None = None,
-            run: RunOptions | None = None) -> list[RankResult]:
+            run: RunOptions | None = None, skip_missing_ranks: bool = False) -> list[RankResult]:
     """Compare a target dump with a golden one; one RankResult per compared (step, rank) pair."""
     import dask
 
     match = match or MatchOptions()
     run = run or RunOptions()
-    sources = _pair_sources(target, golden)
+    sources = _pair_sources(target, golden, skip_missing_ranks)
     with computing(run) as compute:
         matched_tasks = [
             dask.delayed(match_sides, pure=True)(

@@ -26,7 +26,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on this running dask scheduler")
     p.add_argument("--workers", type=int, default=0, help="start a local cluster of N worker processes")
     p.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
+    p.add_argument("-da", "--diff_analyze", action="store_true",
+                   help="first-divergence analysis: per-rank json and diff_analyze_{ts}.json")
+    p.add_argument("--rank", type=_int_list, help="static-graph kernel dumps: compare these ranks (0,1,...)")
+    p.add_argument("--step", type=_int_list, help="static-graph kernel dumps: compare these steps (0,1,...)")
+    p.add_argument("--skip-missing-ranks", dest="skip_missing_ranks", action="store_true",
+                   help="skip ranks present on one side only (with a warning) instead of failing")
     p.set_defaults(run=run)
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a comma list of integers, got {text!r}") from None
 
 
 def result_name(label: str, suffix: str, stamp: str, debug: bool = False) -> str:
@@ -35,7 +48,10 @@ def result_name(label: str, suffix: str, stamp: str, debug: bool = False) -> str
 
 
 def write_result(result: RankResult, out: Path, xlsx: bool, stamp: str, debug: bool = False) -> Path:
-    path = out / result_name(result.label, ".xlsx" if xlsx else ".csv", stamp, debug)
+    sub, _, label = result.label.rpartition("/")  # 'graph/step0/rank0': out/graph/step0/..._rank0_...
+    if sub:
+        out = prepare_output_dir(out / sub)
+    path = out / result_name(label, ".xlsx" if xlsx else ".csv", stamp, debug)
     if path.exists():
         print(f"warning: {path} exists and is replaced", file=sys.stderr)
     if xlsx:
@@ -60,8 +76,16 @@ def _log_tensor_rows(result: RankResult) -> None:
 def run(args: argparse.Namespace) -> int:
     out = prepare_output_dir(args.output_path)
     run_options = RunOptions(address=args.scheduler, workers=args.workers, progress=not args.quiet)
+    if args.diff_analyze:
+        from msprobe_dask.analysis.cli import run_diff_analyze
+
+        return run_diff_analyze(args, out, run_options)
+    if args.rank is not None or args.step is not None:
+        from msprobe_dask.pipeline.kernel import run_kernel_compare
+
+        return run_kernel_compare(args, out)
     results = compare(args.target_path, args.golden_path, match=MatchOptions(fuzzy=args.fuzzy_match),
-                      run=run_options)
+                      run=run_options, skip_missing_ranks=args.skip_missing_ranks)
     stamp = time.strftime("%Y%m%d%H%M%S")
     debug = Path(args.target_path).name == "debug.json" or (Path(args.target_path) / "debug.json").is_file()
     for result in results:

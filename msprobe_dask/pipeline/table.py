@@ -6,11 +6,12 @@ A ``CompareTable`` holds cells as the reference's table holds them just before i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from msprobe_dask.dump.rows import NA, LeafRow
+from msprobe_dask.judge.highlight import highlight_group
 from msprobe_dask.judge.rules import judge_group
 from msprobe_dask.metrics.stats import stat_diff
 
@@ -45,6 +46,7 @@ class CompareTable:
     columns: list[str]
     rows: list[list[Any]]
     highlights: list[str | None] = field(default_factory=list)
+    highlight_reasons: list[list[str]] = field(default_factory=list)
     entries: list[str] = field(default_factory=list)  # the dump entry of each row (api_origin_name)
 
     def column(self, name: str) -> list[Any]:
@@ -122,18 +124,24 @@ def build_table(pairs: Sequence[RowPair], mode: str, stacks: dict[str, list[str]
             record[DATA_NAME_COLUMN] = str([pair.npu.data_name, bench_file])
         record["Requires_grad Consistent"] = record["NPU Requires_grad"] == record["Bench Requires_grad"]
         records.append(record)
-    _judge(records, [p.npu.entry for p in pairs], mode)
+    entries = [p.npu.entry for p in pairs]
+    marks: list[tuple[str | None, list[str]]] = []
+    for group in _entry_groups(records, entries):
+        judge_group(group, mode)
+        marks.extend(highlight_group(group, mode))
     if stacks is not None:
-        _add_stacks(records, [p.npu.entry for p in pairs], stacks)
+        _add_stacks(records, entries, stacks)
     return CompareTable(mode=mode, columns=columns, rows=[[r[c] for c in columns] for r in records],
-                        highlights=[None] * len(records), entries=[p.npu.entry for p in pairs])
+                        highlights=[color for color, _ in marks],
+                        highlight_reasons=[reasons for _, reasons in marks], entries=entries)
 
 
-def _judge(records: list[dict[str, Any]], entries: Sequence[str], mode: str) -> None:
+def _entry_groups(records: list[dict[str, Any]], entries: Sequence[str]) -> Iterator[list[dict[str, Any]]]:
+    """Consecutive records of the same dump entry: the unit the reference judges together."""
     start = 0
     for i in range(1, len(records) + 1):
         if i == len(records) or entries[i] != entries[start]:
-            judge_group(records[start:i], mode)
+            yield records[start:i]
             start = i
 
 

@@ -10,7 +10,7 @@ from conftest import case_dir, read_csv, reference_file
 
 from msprobe_dask.cli import main
 
-SAME_CASES = ["stat_mix", "md5_mix", "xor_mix", "L0_only", "L1_only", "transformer_big", "fuzzy"]
+SAME_CASES = ["stat_mix", "tensor_mix", "fuzzy_tensor", "md5_mix", "xor_mix", "L0_only", "L1_only", "transformer_big", "fuzzy"]
 
 
 def run_compare(case: str, out: Path, *extra: str) -> Path:

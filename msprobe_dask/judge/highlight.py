@@ -1,0 +1,107 @@
+"""D6: the legacy xlsx highlighting (compare.md §5, removed from the reference in late 2025).
+
+Whole rows are filled red or yellow (red wins) and the reasons are appended to Err_message in the
+xlsx only; the csv keeps the reference's Err_message.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from msprobe_dask.judge.rules import Row
+from msprobe_dask.metrics.stats import is_nan_or_inf, relative_fraction
+
+RED, YELLOW = "red", "yellow"
+HUGE_ERROR = 1e10
+
+REASON_NAN_INF = "highlight red: NPU max or min is nan/inf/-inf."
+REASON_HUGE = "highlight red: the absolute error is above 1e10."
+REASON_GRAD = "highlight yellow: requires_grad of NPU and Bench differ."
+REASON_MAGNITUDE = "highlight yellow: the output's max error is 10 times or more that of an input above 1."
+REASON_RATIO_DROP = "highlight red: an input's One Thousandth Err Ratio > 0.9 while the output's < 0.6."
+REASON_RATIO_FALL = "highlight yellow: One Thousandth Err Ratio falls by more than 0.1 from input to output."
+REASON_COSINE_FALL = "highlight yellow: Cosine falls by more than 0.1 from input to output."
+REASON_REL_RED = "highlight red: the output's MaxRelativeErr is above 0.5."
+REASON_REL_YELLOW = "highlight yellow: the output's MaxRelativeErr is above 0.1 while an input's is below 0.01."
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return None if math.isnan(value) else float(value)
+    if isinstance(value, str):
+        fraction = relative_fraction(value)
+        if fraction is not None:
+            return fraction
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _max_error(row: Row, mode: str) -> float | None:
+    return _number(row.get("MaxAbsErr" if mode == "tensor" else "Max diff"))
+
+
+class _Marks:
+    def __init__(self) -> None:
+        self.color: str | None = None
+        self.reasons: list[str] = []
+
+    def mark(self, reason: str) -> None:
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+        color = RED if reason.startswith("highlight red") else YELLOW
+        if self.color != RED:
+            self.color = color
+
+
+def _row_marks(row: Row, mode: str, marks: _Marks) -> None:
+    if is_nan_or_inf(row.get("NPU max")) or is_nan_or_inf(row.get("NPU min")):
+        marks.mark(REASON_NAN_INF)
+    error = _max_error(row, mode)
+    if error is not None and abs(error) > HUGE_ERROR:
+        marks.mark(REASON_HUGE)
+    if row["Bench Name"] != "N/A" and row["NPU Requires_grad"] != row["Bench Requires_grad"]:
+        marks.mark(REASON_GRAD)
+
+
+def _output_marks(out: Row, inp: Row, mode: str, marks: _Marks) -> None:
+    out_err, in_err = _max_error(out, mode), _max_error(inp, mode)
+    if out_err is not None and in_err is not None and out_err > 1 and in_err > 1:
+        if math.log10(out_err) - math.log10(in_err) >= 1:
+            marks.mark(REASON_MAGNITUDE)
+    if mode == "tensor":
+        ratio_in, ratio_out = _number(inp["One Thousandth Err Ratio"]), _number(out["One Thousandth Err Ratio"])
+        if ratio_in is not None and ratio_out is not None:
+            if ratio_in > 0.9 and ratio_out < 0.6:
+                marks.mark(REASON_RATIO_DROP)
+            elif ratio_in - ratio_out > 0.1:
+                marks.mark(REASON_RATIO_FALL)
+        cos_in, cos_out = _number(inp["Cosine"]), _number(out["Cosine"])
+        if cos_in is not None and cos_out is not None and cos_in - cos_out > 0.1:
+            marks.mark(REASON_COSINE_FALL)
+    elif mode == "statistics":
+        rel_out, rel_in = _number(out["MaxRelativeErr"]), _number(inp["MaxRelativeErr"])
+        if rel_out is not None and rel_out > 0.5:
+            marks.mark(REASON_REL_RED)
+        elif rel_out is not None and rel_in is not None and rel_out > 0.1 and rel_in < 0.01:
+            marks.mark(REASON_REL_YELLOW)
+
+
+def highlight_group(rows: Sequence[Row], mode: str) -> list[tuple[str | None, list[str]]]:
+    """(colour, reasons) for each row of one dump entry."""
+    marks = [_Marks() for _ in rows]
+    if mode == "md5":
+        return [(None, []) for _ in rows]
+    inputs = [r for r in rows if ".output." not in r["NPU Name"]]
+    for row, mark in zip(rows, marks):
+        _row_marks(row, mode, mark)
+        if ".output." in row["NPU Name"]:
+            for inp in inputs:
+                _output_marks(row, inp, mode, mark)
+    return [(m.color, m.reasons) for m in marks]

@@ -1,0 +1,87 @@
+"""The same compare graph on a real cluster: a ``dask scheduler`` and two ``dask worker`` processes
+on 127.0.0.1, started here and stopped by pid; results are byte-identical to the local run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import case_dir
+
+from msprobe_dask.cli import main
+
+DASK = [sys.executable, "-m", "dask"]
+
+
+def _wait_for(path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists() or not path.read_text().strip():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} not written in {timeout} s")
+        time.sleep(0.2)
+
+
+def _wait_for_workers(address: str, count: int, timeout: float) -> None:
+    from distributed import Client
+
+    with Client(address, timeout="20s") as client:
+        client.wait_for_workers(count, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("cluster")
+    scheduler_file = folder / "scheduler.json"
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    procs = [subprocess.Popen([*DASK, "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--no-dashboard", "--scheduler-file", str(scheduler_file)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+    try:
+        _wait_for(scheduler_file, 60)
+        address = json.loads(scheduler_file.read_text())["address"]
+        for _ in range(2):
+            procs.append(subprocess.Popen([*DASK, "worker", address, "--nthreads", "1", "--no-dashboard",
+                                           "--host", "127.0.0.1"],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+        _wait_for_workers(address, 2, 60)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            os.kill(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def _result(case: str, out: Path, *extra: str) -> bytes:
+    folder = case_dir(case)
+    args = ["compare", "-q", "-tp", str(folder / "target"), "-gp", str(folder / "golden"), "-o", str(out)]
+    assert main([*args, *extra]) == 0
+    (path,) = [p for p in out.iterdir() if not p.name.startswith(".")]
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("case", ["stat_mix", "tensor_mix"])
+def test_cluster_result_is_byte_identical(cluster: str, case: str, tmp_path: Path) -> None:
+    local = _result(case, tmp_path / "local")
+    remote = _result(case, tmp_path / "remote", "--scheduler", cluster)
+    assert remote == local
+
+
+def test_unreachable_scheduler_is_a_clear_error(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "msprobe_dask", "compare", "-tp",
+                           str(case_dir("stat_mix") / "target"), "-gp", str(case_dir("stat_mix") / "golden"),
+                           "-o", str(tmp_path / "out"), "--scheduler", "tcp://127.0.0.1:9"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "cannot reach the dask scheduler" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,104 @@
+"""Bad input: one line naming the file and the problem, exit code 2, no traceback, nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import case_dir
+
+GOOD = case_dir("stat_mix") / "golden" / "dump.json"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "msprobe_dask", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def assert_user_error(proc: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def assert_no_result(out: Path) -> None:
+    assert not out.exists() or not any(out.iterdir()), list(out.iterdir())
+
+
+def write_dump(folder: Path, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "dump.json"
+    path.write_text(text)
+    return path
+
+
+def test_missing_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "dump.json"
+    out = tmp_path / "out"
+    proc = run_cli("compare", "-tp", str(missing), "-gp", str(GOOD), "-o", str(out))
+    assert_user_error(proc, str(missing), "does not exist")
+    assert_no_result(out)
+
+
+def test_folder_without_dump_json(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not a dump")
+    out = tmp_path / "out"
+    proc = run_cli("compare", "-tp", str(empty), "-gp", str(GOOD), "-o", str(out))
+    assert_user_error(proc, str(empty), "dump.json")
+    assert_no_result(out)
+
+
+@pytest.mark.parametrize("text, problem", [
+    ('{"task": "statistics", "level": "mix", "data": {"a": ', "not valid JSON"),
+    ("{not json", "not valid JSON"),
+    ("", "empty"),
+    ('{"task": "statistics", "level": "mix", "data": [1, 2]}', "'data' must be a mapping"),
+    ('{"task": "statistics", "level": "mix"}', "no 'data'"),
+    ('[1, 2, 3]', "top level must be a JSON object"),
+])
+def test_malformed_dump_json(tmp_path: Path, text: str, problem: str) -> None:
+    bad = write_dump(tmp_path / "bad", text)
+    out = tmp_path / "out"
+    proc = run_cli("compare", "-tp", str(bad), "-gp", str(GOOD), "-o", str(out))
+    assert_user_error(proc, str(bad), problem)
+    assert_no_result(out)
+
+
+def test_truncated_real_dump(tmp_path: Path) -> None:
+    text = GOOD.read_text()
+    bad = write_dump(tmp_path / "bad", text[: len(text) // 2])
+    out = tmp_path / "out"
+    proc = run_cli("compare", "-tp", str(bad), "-gp", str(GOOD), "-o", str(out))
+    assert_user_error(proc, str(bad), "not valid JSON")
+    assert_no_result(out)
+
+
+def test_output_folder_that_cannot_be_written(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    proc = run_cli("compare", "-tp", str(GOOD), "-gp", str(GOOD), "-o", str(blocker / "out"))
+    assert_user_error(proc, str(blocker / "out"), "cannot create the output folder")
+
+
+def test_debug_shows_traceback(tmp_path: Path) -> None:
+    proc = run_cli("--debug", "compare", "-tp", str(tmp_path / "x"), "-gp", str(GOOD), "-o", str(tmp_path))
+    assert proc.returncode == 2
+    assert "Traceback" in proc.stderr
+
+
+def test_task_mismatch(tmp_path: Path) -> None:
+    doc = json.loads(GOOD.read_text())
+    doc["task"] = "tensor"
+    bad = write_dump(tmp_path / "tensor", json.dumps(doc))
+    out = tmp_path / "out"
+    proc = run_cli("compare", "-tp", str(bad), "-gp", str(GOOD), "-o", str(out))
+    assert_user_error(proc, "task")
+    assert_no_result(out)
