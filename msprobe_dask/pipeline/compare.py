@@ -134,5 +134,6 @@ def _measure_and_assemble(matched_list: Sequence[Matched], compute: Compute) -> 
     for matched in matched_list:
         batches = _batches(matched.jobs)
         measured = [dask.delayed(_measure_batch)([matched.jobs[i] for i in batch]) for batch in batches]
-        tasks.append(dask.delayed(_assemble)(matched, batches, *measured))
+        # traverse=False: the matched rows are data, not a collection for dask to walk through
+        tasks.append(dask.delayed(_assemble)(dask.delayed(matched, traverse=False), batches, *measured))
     return compute(tasks)

@@ -59,12 +59,14 @@ def computing(options: RunOptions) -> Iterator[Compute]:
                 cluster.close()
         return
 
+    from dask.threaded import get as threaded_get  # a callable: dask then skips importing distributed
+
     def compute_local(objs: Sequence[Any]) -> list[Any]:
         if _show_progress(options):
             from dask.diagnostics import ProgressBar
 
             with ProgressBar(out=sys.stderr):
-                return list(dask.compute(*objs, scheduler="threads"))
-        return list(dask.compute(*objs, scheduler="threads"))
+                return list(dask.compute(*objs, scheduler=threaded_get))
+        return list(dask.compute(*objs, scheduler=threaded_get))
 
     yield compute_local

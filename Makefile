@@ -1,0 +1,42 @@
+# Two commands on a fresh machine with Python 3.11: `make demo` and `make test`.
+# Both create .venv (unless a virtualenv is already active) and install the project into it.
+
+PYTHON ?= python3
+ifdef VIRTUAL_ENV
+VENV := $(VIRTUAL_ENV)
+else
+VENV := .venv
+endif
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.msprobe-dask-installed
+
+.PHONY: install demo test lint bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,viewer]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(PY) -m msprobe_dask compare -tp tests/data/stat_mix/target/dump.json \
+		-gp tests/data/stat_mix/golden/dump.json -o out/demo/statistics
+	$(PY) -m msprobe_dask compare -tp tests/data/tensor_mix/target/dump.json \
+		-gp tests/data/tensor_mix/golden/dump.json -o out/demo/tensor --xlsx
+	@echo "demo results are in out/demo/"
+
+lint: install
+	$(PY) -m ruff check msprobe_dask tests workflows
+
+test: lint
+	$(PY) -m pytest tests
+
+bench: install
+	$(PY) workflows/bench_compare.py
+
+clean:
+	rm -rf out .pytest_cache .ruff_cache .mypy_cache
