@@ -102,3 +102,56 @@ def test_task_mismatch(tmp_path: Path) -> None:
     proc = run_cli("compare", "-tp", str(bad), "-gp", str(GOOD), "-o", str(out))
     assert_user_error(proc, "task")
     assert_no_result(out)
+
+
+def _tensor_dump_copy(tmp_path: Path) -> Path:
+    """A small tensor-mode dump (the first entries of tensor_mix's target) that tests may spoil."""
+    import shutil
+
+    source = case_dir("tensor_mix") / "target"
+    doc = json.loads((source / "dump.json").read_text())
+    doc["data"] = dict(list(doc["data"].items())[:3])
+    folder = tmp_path / "target"
+    (folder / "dump_tensor_data").mkdir(parents=True)
+    names = json.dumps(doc["data"])
+    for pt in (source / "dump_tensor_data").iterdir():
+        if pt.name in names:
+            shutil.copy(pt, folder / "dump_tensor_data" / pt.name)
+    (folder / "dump.json").write_text(json.dumps(doc))
+    return folder
+
+
+def _first_tensor_leaf(doc: dict) -> dict:
+    for body in doc["data"].values():
+        for leaf in body.get("input_args", []):
+            if isinstance(leaf, dict) and leaf.get("data_name"):
+                return leaf
+    raise AssertionError("no tensor leaf")
+
+
+@pytest.mark.parametrize("data_name", ["../../x.npy", "/etc/passwd", "link.pt"])
+def test_data_name_escaping_dump_tensor_data_is_refused(tmp_path: Path, data_name: str) -> None:
+    folder = _tensor_dump_copy(tmp_path)
+    (folder / "dump_tensor_data" / "link.pt").symlink_to(case_dir("tensor_mix") / "golden" / "dump.json")
+    doc = json.loads((folder / "dump.json").read_text())
+    _first_tensor_leaf(doc)["data_name"] = data_name
+    (folder / "dump.json").write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    proc = run_cli("compare", "-tp", str(folder), "-gp", str(case_dir("tensor_mix") / "golden"), "-o", str(out))
+    assert_user_error(proc, data_name.rsplit("/", 1)[-1])
+    assert_no_result(out)
+
+
+def test_truncated_tensor_file_gives_a_row_message_and_the_run_completes(tmp_path: Path) -> None:
+    folder = _tensor_dump_copy(tmp_path)
+    doc = json.loads((folder / "dump.json").read_text())
+    victim = folder / "dump_tensor_data" / _first_tensor_leaf(doc)["data_name"]
+    victim.write_bytes(victim.read_bytes()[:300])
+    out = tmp_path / "out"
+    proc = run_cli("compare", "-q", "-tp", str(folder), "-gp", str(case_dir("tensor_mix") / "golden"),
+                   "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert victim.name in proc.stderr
+    (result,) = list(out.iterdir())
+    rows = [r for r in result.read_text().splitlines() if r.startswith(victim.name.rsplit(".", 1)[0] + ",")]
+    assert rows and "unsupported" in rows[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from msprobe_dask.dump.dumpjson import Dump, load_dump, load_stack
-from msprobe_dask.dump.rows import LeafRow, entry_rows
+from msprobe_dask.dump.rows import NO_DATA, LeafRow, entry_rows
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.errors import DumpError
 from msprobe_dask.match.exact import is_comparable_entry
@@ -32,13 +32,25 @@ def _rows(dump: Dump) -> tuple[LeafRow, ...]:
     return tuple(rows)
 
 
+def _check_data_names(source: DumpSource, rows: tuple[LeafRow, ...]) -> None:
+    """Refuse the dump if any data_name escapes its dump_tensor_data folder, before any file is read."""
+    from msprobe_dask.dump.tensor_file import resolve_data_file
+
+    for row in rows:
+        if row.data_name != NO_DATA:
+            resolve_data_file(source.tensor_dir, row.data_name)
+
+
 def parse_side(source: DumpSource, with_stack: bool) -> Side:
     dump = load_dump(source)
+    rows = _rows(dump)
+    if dump.task == "tensor":
+        _check_data_names(source, rows)
     stacks = None
     if with_stack and source.stack_json.is_file():
         stacks = load_stack(source.stack_json)
     return Side(source=source, task=dump.task, framework=dump.framework, has_md5=dump.has_md5,
-                rows=_rows(dump), stacks=stacks)
+                rows=rows, stacks=stacks)
 
 
 def compare_mode(npu: Side, bench: Side) -> str:
