@@ -17,6 +17,7 @@ from msprobe_dask.errors import UserError
 COMMAND_MODULES = (
     "msprobe_dask.pipeline.compare_cli",
     "msprobe_dask.graph.cli",
+    "msprobe_dask.pipeline.merge_cli",
 )
 
 

@@ -14,8 +14,9 @@ GOOD = case_dir("stat_mix") / "golden" / "dump.json"
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "msprobe_dask", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "msprobe_dask", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def assert_user_error(proc: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -56,14 +57,17 @@ def test_folder_without_dump_json(tmp_path: Path) -> None:
     assert_no_result(out)
 
 
-@pytest.mark.parametrize("text, problem", [
-    ('{"task": "statistics", "level": "mix", "data": {"a": ', "not valid JSON"),
-    ("{not json", "not valid JSON"),
-    ("", "empty"),
-    ('{"task": "statistics", "level": "mix", "data": [1, 2]}', "'data' must be a mapping"),
-    ('{"task": "statistics", "level": "mix"}', "no 'data'"),
-    ('[1, 2, 3]', "top level must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ('{"task": "statistics", "level": "mix", "data": {"a": ', "not valid JSON"),
+        ("{not json", "not valid JSON"),
+        ("", "empty"),
+        ('{"task": "statistics", "level": "mix", "data": [1, 2]}', "'data' must be a mapping"),
+        ('{"task": "statistics", "level": "mix"}', "no 'data'"),
+        ("[1, 2, 3]", "top level must be a JSON object"),
+    ],
+)
 def test_malformed_dump_json(tmp_path: Path, text: str, problem: str) -> None:
     bad = write_dump(tmp_path / "bad", text)
     out = tmp_path / "out"
@@ -137,7 +141,9 @@ def test_data_name_escaping_dump_tensor_data_is_refused(tmp_path: Path, data_nam
     _first_tensor_leaf(doc)["data_name"] = data_name
     (folder / "dump.json").write_text(json.dumps(doc))
     out = tmp_path / "out"
-    proc = run_cli("compare", "-tp", str(folder), "-gp", str(case_dir("tensor_mix") / "golden"), "-o", str(out))
+    proc = run_cli(
+        "compare", "-tp", str(folder), "-gp", str(case_dir("tensor_mix") / "golden"), "-o", str(out)
+    )
     assert_user_error(proc, data_name.rsplit("/", 1)[-1])
     assert_no_result(out)
 
@@ -148,8 +154,9 @@ def test_truncated_tensor_file_gives_a_row_message_and_the_run_completes(tmp_pat
     victim = folder / "dump_tensor_data" / _first_tensor_leaf(doc)["data_name"]
     victim.write_bytes(victim.read_bytes()[:300])
     out = tmp_path / "out"
-    proc = run_cli("compare", "-q", "-tp", str(folder), "-gp", str(case_dir("tensor_mix") / "golden"),
-                   "-o", str(out))
+    proc = run_cli(
+        "compare", "-q", "-tp", str(folder), "-gp", str(case_dir("tensor_mix") / "golden"), "-o", str(out)
+    )
     assert proc.returncode == 0, proc.stderr
     assert victim.name in proc.stderr
     (result,) = list(out.iterdir())

@@ -24,19 +24,46 @@ def main() -> int:
     parser.add_argument("--case", default="transformer_big", help="a case folder in tests/data")
     parser.add_argument("--target", help="target dump.json (overrides --case)")
     parser.add_argument("--golden", help="golden dump.json (overrides --case)")
-    parser.add_argument("--reference", default=shutil.which("msprobe"), help="the reference msprobe executable")
+    parser.add_argument(
+        "--reference", default=shutil.which("msprobe"), help="the reference msprobe executable"
+    )
     parser.add_argument("--xlsx", action="store_true")
     args = parser.parse_args()
     target = Path(args.target or DATA / args.case / "target" / "dump.json")
     golden = Path(args.golden or DATA / args.case / "golden" / "dump.json")
     extra = ["--xlsx"] if args.xlsx else []
     with tempfile.TemporaryDirectory() as tmp:
-        ours = measure([sys.executable, "-m", "msprobe_dask", "compare", "-q", "-tp", str(target),
-                        "-gp", str(golden), "-o", f"{tmp}/ours", *extra])
+        ours = measure(
+            [
+                sys.executable,
+                "-m",
+                "msprobe_dask",
+                "compare",
+                "-q",
+                "-tp",
+                str(target),
+                "-gp",
+                str(golden),
+                "-o",
+                f"{tmp}/ours",
+                *extra,
+            ]
+        )
         reference = None
         if args.reference:
-            reference = measure([args.reference, "compare", "-tp", str(target), "-gp", str(golden),
-                                 "-o", f"{tmp}/reference", *extra])
+            reference = measure(
+                [
+                    args.reference,
+                    "compare",
+                    "-tp",
+                    str(target),
+                    "-gp",
+                    str(golden),
+                    "-o",
+                    f"{tmp}/reference",
+                    *extra,
+                ]
+            )
     report(f"compare {target.parent.parent.name}{' --xlsx' if args.xlsx else ''}", ours, reference)
     return 0
 

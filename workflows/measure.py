@@ -34,7 +34,11 @@ def measure(command: list[str]) -> Measurement:
 def report(name: str, ours: Measurement, reference: Measurement | None) -> None:
     print(f"{name}: ours {ours.wall:.2f} s, peak {ours.peak_mib:.0f} MiB (rc={ours.returncode})")
     if reference is not None:
-        print(f"{name}: reference {reference.wall:.2f} s, peak {reference.peak_mib:.0f} MiB "
-              f"(rc={reference.returncode})")
-        print(f"{name}: speed-up {reference.wall / ours.wall:.1f}x, "
-              f"memory {ours.peak_mib / reference.peak_mib:.2f} of the reference's")
+        print(
+            f"{name}: reference {reference.wall:.2f} s, peak {reference.peak_mib:.0f} MiB "
+            f"(rc={reference.returncode})"
+        )
+        print(
+            f"{name}: speed-up {reference.wall / ours.wall:.1f}x, "
+            f"memory {ours.peak_mib / reference.peak_mib:.2f} of the reference's"
+        )

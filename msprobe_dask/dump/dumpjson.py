@@ -56,7 +56,9 @@ def read_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DumpError(path, f"is not valid JSON (truncated?): {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise DumpError(
+            path, f"is not valid JSON (truncated?): {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
 
 
 def load_dump(source: DumpSource) -> Dump:

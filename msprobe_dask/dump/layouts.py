@@ -1,14 +1,50 @@
-"""One reader per dump layout, behind ``open_dump(path)`` (the xarray-backends pattern)."""
+"""One reader per dump layout, behind ``open_dump(path)`` (the xarray-backends pattern).
+
+Each reader looks at a path and returns a ``DumpTree`` if the layout is its own, ``None`` if it is
+not, or raises ``DumpError`` if the layout is its own but broken. ``open_dump`` tries them in order:
+
+=================  ==========================================================================
+single             ``dump.json`` / ``debug.json``, or a folder holding one
+mixed              MindSpore ``graph/`` + ``pynative/``, each with step folders of rank folders
+steps              ``step*/`` folders, each holding ``rank*/`` (or one ``proc*/``) folders
+ranks              ``rank*/`` folders, or exactly one ``proc*/`` folder (one step of a run)
+kernel             MindSpore static-graph kernel dumps (``*.npy`` / ``statistic.csv`` leaf folders)
+=================  ==========================================================================
+
+Locating files is cheap and happens on the coordinator; nothing here parses a dump.json.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
-from msprobe_dask.dump.source import DUMP_FILE_NAMES, DumpSource, DumpTree
+from msprobe_dask.dump.source import DUMP_FILE_NAMES, DumpSource, DumpTree, rank_number, step_number
 from msprobe_dask.errors import DumpError
 
 LayoutReader = Callable[[Path], "DumpTree | None"]
+
+RANK_DIR = re.compile(r"^rank(?:0|[1-9][0-9]*)?$")
+PROC_DIR = re.compile(r"^proc\d+$")
+STEP_DIR = re.compile(r"^step\d+$")
+MIXED_GROUPS = ("graph", "pynative")
+KERNEL_NPY = re.compile(r"^[^.]+\.[^.]+\.\d+\.\d+\.\d+\.(?:input|output)\.\d+\..+\.npy$")
+KERNEL_STATISTIC = "statistic.csv"
+
+
+def _subdirs(path: Path) -> list[Path]:
+    try:
+        return sorted(p for p in path.iterdir() if p.is_dir())
+    except OSError as exc:
+        raise DumpError(path, f"cannot be listed: {exc.strerror or exc}") from None
+
+
+def _dump_file(folder: Path) -> Path | None:
+    for name in DUMP_FILE_NAMES:
+        if (folder / name).is_file():
+            return folder / name
+    return None
 
 
 def _single_file(path: Path) -> DumpTree | None:
@@ -20,14 +56,158 @@ def _single_file(path: Path) -> DumpTree | None:
 
 
 def _single_folder(path: Path) -> DumpTree | None:
-    for name in DUMP_FILE_NAMES:
-        candidate = path / name
-        if candidate.is_file():
-            return DumpTree(root=path, layout="single", sources=(DumpSource(candidate),))
-    return None
+    found = _dump_file(path)
+    if found is None:
+        return None
+    return DumpTree(root=path, layout="single", sources=(DumpSource(found),))
 
 
-READERS: list[LayoutReader] = [_single_file, _single_folder]
+def _rank_sources(path: Path, step: str = "", group: str = "") -> tuple[list[DumpSource], list[str]] | None:
+    """The rank (or single proc) folders of one step folder: (sources, rank folders without a dump).
+
+    None when ``path`` holds neither. A rank folder without dump.json is reported, not dropped, so
+    that pairing can name it. Other folders are ignored unless they hold a dump of their own: then
+    the tree is ambiguous and that is an error.
+    """
+    subdirs = _subdirs(path)
+    ranks = [d for d in subdirs if RANK_DIR.match(d.name)]
+    procs = [d for d in subdirs if PROC_DIR.match(d.name)]
+    if ranks and procs:
+        raise DumpError(
+            path, f"mixes rank folders ({ranks[0].name}, ...) with proc folders ({procs[0].name}, ...)"
+        )
+    if not ranks and not procs:
+        return None
+    if procs and len(procs) > 1:
+        names = ", ".join(d.name for d in procs)
+        raise DumpError(path, f"holds several proc folders ({names}); compare them one at a time")
+    chosen = ranks or procs
+    others = [d.name for d in subdirs if d not in chosen and _dump_file(d) is not None]
+    if others:
+        kind = chosen[0].name[:4]
+        raise DumpError(path, f"mixes {kind} folders with other dump folders: {', '.join(others)}")
+    chosen.sort(key=lambda d: rank_number(d.name))
+    sources, missing = [], []
+    for folder in chosen:
+        found = _dump_file(folder)
+        if found is None:
+            missing.append(folder.name)
+        else:
+            sources.append(DumpSource(found, rank=folder.name, step=step, group=group))
+    return sources, missing
+
+
+# per step folder: (sources, rank folders without a dump, step, group)
+Found = list[tuple[list[DumpSource], list[str], str, str]]
+
+
+def _tree(root: Path, layout: str, found: Found) -> DumpTree:
+    sources = tuple(s for part in found for s in part[0])
+    missing = tuple(
+        DumpSource(root / group / step / rank / "dump.json", rank=rank, step=step, group=group)
+        for _, ranks, step, group in found
+        for rank in ranks
+    )
+    if not sources and missing:
+        raise DumpError(root, f"no rank folder holds a dump.json (e.g. {missing[0].folder})")
+    return DumpTree(root=root, layout=layout, sources=sources, missing=missing)
+
+
+def _ranks(path: Path) -> DumpTree | None:
+    found = _rank_sources(path)
+    if found is None:
+        return None
+    return _tree(path, "ranks", [(found[0], found[1], "", "")])
+
+
+def _step_folders(path: Path, group: str = "") -> Found | None:
+    steps = sorted((d for d in _subdirs(path) if STEP_DIR.match(d.name)), key=lambda d: step_number(d.name))
+    if not steps:
+        return None
+    found: Found = []
+    for step in steps:
+        single = _dump_file(step)
+        if single is not None:
+            found.append(([DumpSource(single, step=step.name, group=group)], [], step.name, group))
+            continue
+        ranks = _rank_sources(step, step.name, group)
+        if ranks is None:
+            raise DumpError(step, "is a step folder without rank*/ or proc*/ folders (nor a dump.json)")
+        found.append((ranks[0], ranks[1], step.name, group))
+    return found
+
+
+def _steps(path: Path) -> DumpTree | None:
+    found = _step_folders(path)
+    if found is None:
+        return None
+    return _tree(path, "steps", found)
+
+
+def _mixed(path: Path) -> DumpTree | None:
+    """MindSpore L0 mixed dumps: ``graph/`` and ``pynative/``, each with step folders of rank folders.
+
+    The reference recurses into ``graph/{step}`` with any step folder name, so any sub-folder counts.
+    """
+    groups = [path / g for g in MIXED_GROUPS if (path / g).is_dir()]
+    if not groups:
+        return None
+    found: Found = []
+    for group in groups:
+        steps = _subdirs(group)
+        if not steps:
+            raise DumpError(group, "holds no step folders")
+        for step in sorted(steps, key=lambda d: step_number(d.name)):
+            single = _dump_file(step)
+            if single is not None:
+                source = DumpSource(single, step=step.name, group=group.name)
+                found.append(([source], [], step.name, group.name))
+                continue
+            ranks = _rank_sources(step, step.name, group.name)
+            if ranks is None:
+                raise DumpError(step, "is a step folder without rank*/ or proc*/ folders (nor a dump.json)")
+            found.append((ranks[0], ranks[1], step.name, group.name))
+    return _tree(path, "mixed", found)
+
+
+def _int_or(text: str, default: int = -1) -> int:
+    return int(text) if text.isdigit() else default
+
+
+def kernel_rank_step(leaf: Path) -> tuple[int, int]:
+    """Rank and step of a static-graph kernel leaf folder, read from its path (compare.md §2.5)."""
+    parts = leaf.parts
+    step = _int_or(parts[-1])
+    if "rank_" in str(leaf):
+        component = parts[-4] if len(parts) >= 4 else ""
+        return _int_or(component.rsplit("_", 1)[-1]), step
+    rank = _int_or(parts[-4]) if len(parts) >= 4 else -1
+    if rank == -1 and len(parts) >= 3:
+        rank = _int_or(parts[-3])
+    return rank, step
+
+
+def _is_kernel_leaf(folder: Path) -> bool:
+    if (folder / KERNEL_STATISTIC).is_file():
+        return True
+    return any(KERNEL_NPY.match(p.name) for p in folder.glob("*.npy"))
+
+
+def _kernel(path: Path) -> DumpTree | None:
+    leaves = []
+    for folder in sorted([path, *path.rglob("*")]):
+        if folder.is_dir() and not any(p.is_dir() for p in folder.iterdir()) and _is_kernel_leaf(folder):
+            leaves.append(folder)
+    if not leaves:
+        return None
+    sources = []
+    for leaf in leaves:
+        rank, step = kernel_rank_step(leaf)
+        sources.append(DumpSource(leaf, rank=str(rank), step=str(step)))
+    return DumpTree(root=path, layout="kernel", sources=tuple(sources))
+
+
+READERS: list[LayoutReader] = [_single_file, _single_folder, _mixed, _steps, _ranks, _kernel]
 
 
 def open_dump(path: str | Path) -> DumpTree:
@@ -39,4 +219,8 @@ def open_dump(path: str | Path) -> DumpTree:
         tree = reader(path)
         if tree is not None:
             return tree
-    raise DumpError(path, "holds no dump.json (nor debug.json, rank*/, step*/ or proc*/ folders)")
+    if path.is_dir() and not any(path.iterdir()):
+        raise DumpError(path, "is an empty folder")
+    raise DumpError(
+        path, "holds no dump.json (nor debug.json, rank*/, step*/, proc*/, graph/ or pynative/ folders)"
+    )

@@ -68,8 +68,17 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
         stats = tuple(_tensor_stat(leaf.get(k)) for k in _STAT_KEYS)
         md5 = leaf.get("md5", "00000000" if "value" not in leaf else _crc(leaf["value"]))
         shape = leaf.get("shape")
-        return LeafRow(name, entry, state, str(leaf.get("dtype")), str(shape if shape is not None else []), grad,
-                       stats, md5, data_name)  # type: ignore[arg-type]
+        return LeafRow(
+            name,
+            entry,
+            state,
+            str(leaf.get("dtype")),
+            str(shape if shape is not None else []),
+            grad,
+            stats,
+            md5,
+            data_name,
+        )  # type: ignore[arg-type]
     value = leaf.get("value")
     if name.rsplit(".", 1)[-1] in _PEER_SUFFIXES:
         text = str(value)
@@ -80,15 +89,20 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
     if kind == "torch.Size":
         return LeafRow(name, entry, state, kind, str(value), grad, ("None",) * 4, _crc(value), data_name)  # type: ignore[arg-type]
     if kind == "slice":
-        return LeafRow(name, entry, state, kind, _numpy_shape(value), grad, ("None",) * 4, _crc(value), data_name)  # type: ignore[arg-type]
+        return LeafRow(
+            name, entry, state, kind, _numpy_shape(value), grad, ("None",) * 4, _crc(value), data_name
+        )  # type: ignore[arg-type]
     if kind == "ellipsis":
         return LeafRow(name, entry, state, kind, "[]", grad, ("...",) * 4, _crc("..."), data_name)  # type: ignore[arg-type]
     stat = _stat(value)
-    return LeafRow(name, entry, state, str(type(value)), "[]", grad, (stat,) * 4,
-                   leaf.get("md5", _crc(value)), data_name)  # type: ignore[arg-type]
+    return LeafRow(
+        name, entry, state, str(type(value)), "[]", grad, (stat,) * 4, leaf.get("md5", _crc(value)), data_name
+    )  # type: ignore[arg-type]
 
 
-def _walk(node: Any, path: str, entry: str, state: str, index_lists: bool, depth: int = 0) -> Iterator[LeafRow]:
+def _walk(
+    node: Any, path: str, entry: str, state: str, index_lists: bool, depth: int = 0
+) -> Iterator[LeafRow]:
     if depth > _MAX_DEPTH:
         raise RecursionError(f"{entry}: nesting deeper than {_MAX_DEPTH}")
     if node is None:

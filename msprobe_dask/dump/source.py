@@ -6,8 +6,11 @@ Each layout of the reference's dump trees has one small reader in ``layouts.py``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from msprobe_dask.errors import DumpError
 
 DUMP_FILE_NAMES = ("dump.json", "debug.json")
 
@@ -16,9 +19,10 @@ DUMP_FILE_NAMES = ("dump.json", "debug.json")
 class DumpSource:
     """One rank of one step: the dump.json (or debug.json) and the files beside it."""
 
-    dump_json: Path
+    dump_json: Path  # for a static-graph kernel dump: the folder of .npy files or statistic.csv
     rank: str = ""  # folder name as the reference names outputs: "rank0", "proc111", "" for a single dump
-    step: str = ""
+    step: str = ""  # step folder name ("step0"), "" when the tree has no step level
+    group: str = ""  # MindSpore mixed trees: "graph" or "pynative"; "" otherwise
 
     @property
     def folder(self) -> Path:
@@ -40,6 +44,22 @@ class DumpSource:
     def is_debug(self) -> bool:
         return self.dump_json.name == "debug.json"
 
+    @property
+    def rank_id(self) -> int:
+        """The number in the rank folder name (``rank`` alone is -1, as the reference sorts it first)."""
+        return rank_number(self.rank)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What pairs a target source with its golden one: (group, step, rank)."""
+        return (self.group, self.step, self.rank)
+
+    @property
+    def output_label(self) -> str:
+        """Where its results go below ``-o``: sub-folders, then the rank folder name
+        (``graph/step0/rank0``)."""
+        return "/".join(part for part in (self.group, self.step, self.rank) if part)
+
 
 @dataclass(frozen=True, slots=True)
 class DumpTree:
@@ -48,7 +68,99 @@ class DumpTree:
     root: Path
     layout: str
     sources: tuple[DumpSource, ...] = field(default_factory=tuple)
+    missing: tuple[DumpSource, ...] = field(default_factory=tuple)  # rank folders without a dump.json
 
     @property
     def is_single(self) -> bool:
         return self.layout == "single"
+
+    @property
+    def ranks(self) -> list[str]:
+        return sorted({s.rank for s in self.sources}, key=rank_number)
+
+    @property
+    def steps(self) -> list[str]:
+        return sorted({s.step for s in self.sources}, key=step_number)
+
+
+def rank_number(name: str) -> int:
+    """``rank12`` -> 12, ``rank`` -> -1, ``proc111`` -> 111, anything else -> -1."""
+    digits = name.lstrip("abcdefghijklmnopqrstuvwxyz_")
+    return int(digits) if digits.isdigit() else -1
+
+
+def step_number(name: str) -> tuple[int, str]:
+    digits = name.lstrip("abcdefghijklmnopqrstuvwxyz_")
+    return (int(digits), name) if digits.isdigit() else (-1, name)
+
+
+SourcePair = tuple[str, DumpSource, DumpSource]
+
+
+def _one_side_only(npu: set[tuple[str, str, str]], bench: set[tuple[str, str, str]]) -> list[str]:
+    problems = []
+    for side, mine, other in (("target", npu, bench), ("golden", bench, npu)):
+        extra = sorted(mine - other, key=lambda k: (k[0], step_number(k[1]), rank_number(k[2])))
+        if extra:
+            names = ", ".join("/".join(p for p in key if p) for key in extra)
+            problems.append(f"{names} only in the {side}")
+    return problems
+
+
+def pair_trees(
+    npu: DumpTree, bench: DumpTree, skip_missing: bool = False, warn: Callable[[str], None] | None = None
+) -> list[SourcePair]:
+    """Pair the dumps of two trees by (group, step, rank id), never by position (D5).
+
+    Returns ``(output label, target source, golden source)`` in target order. Steps present on one
+    side only are skipped with a warning (the reference skips them silently). Ranks present on one
+    side only, or rank folders without a dump.json, are an error naming them all; with
+    ``skip_missing`` they are skipped with a warning instead. A step holding a single ``proc*``
+    folder on each side pairs the two whatever their process ids (the output is named after the
+    target's folder, as the reference names it).
+    """
+    warn = warn or (lambda message: None)
+    if npu.layout != bench.layout:
+        raise DumpError(bench.root, f"is a {bench.layout} dump but the target is a {npu.layout} dump")
+    if npu.is_single:
+        npu_src, bench_src = npu.sources[0], bench.sources[0]
+        if npu_src.is_debug != bench_src.is_debug:
+            raise DumpError(bench_src.dump_json, "one side is a debug.json and the other a dump.json")
+        return [("", npu_src, bench_src)]
+
+    def steps(tree: DumpTree) -> set[tuple[str, str]]:
+        return {(s.group, s.step) for s in (*tree.sources, *tree.missing)}
+
+    common_steps = steps(npu) & steps(bench)
+    for side, tree in (("target", npu), ("golden", bench)):
+        for group, step in sorted(steps(tree) - common_steps):
+            warn(f"{'/'.join(p for p in (group, step) if p)} is only in the {side}; skipped")
+    if not common_steps:
+        raise DumpError(bench.root, "has no step in common with the target")
+
+    def keyed(sources: tuple[DumpSource, ...]) -> dict[tuple[str, str, str], DumpSource]:
+        return {_pair_key(s): s for s in sources if (s.group, s.step) in common_steps}
+
+    npu_keys, bench_keys = keyed(npu.sources), keyed(bench.sources)
+    problems = _one_side_only(set(npu_keys), set(bench_keys))
+    for side, tree in (("target", npu), ("golden", bench)):
+        empty = [m for m in tree.missing if (m.group, m.step) in common_steps]
+        if empty:
+            problems.append(f"{', '.join(str(m.folder) for m in empty)} ({side}) without dump.json")
+    if problems:
+        message = "ranks cannot be paired: " + "; ".join(problems)
+        if not skip_missing:
+            raise DumpError(None, message + " (--skip-missing-ranks compares the others)")
+        warn(message + "; skipped")
+    pairs = []
+    for key, npu_src in npu_keys.items():
+        if key in bench_keys:
+            pairs.append((npu_src.output_label, npu_src, bench_keys[key]))
+    return pairs
+
+
+def _pair_key(source: DumpSource) -> tuple[str, str, str]:
+    rank = source.rank
+    if rank.startswith("proc"):  # one proc folder per step: pair whatever the process id
+        rank = "proc"
+    return (source.group, source.step, rank)

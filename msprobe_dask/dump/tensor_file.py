@@ -16,6 +16,7 @@ import math
 import os
 import pickle
 import struct
+import warnings
 import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -143,19 +144,27 @@ def open_tensor(path: Path) -> TensorHandle:
 def _open_npy(path: Path, f: Any) -> TensorHandle:
     f.seek(0)
     try:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f, max_header_size=_MAX_NPY_HEADER)
-        elif version in ((2, 0), (3, 0)):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f, max_header_size=_MAX_NPY_HEADER)
-        else:
-            raise ValueError(f"unknown .npy format version {version}")
-    except (ValueError, OSError, SyntaxError, EOFError) as exc:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # numpy warns about (damaged or) Python 2 headers
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(
+                    f, max_header_size=_MAX_NPY_HEADER
+                )
+            elif version in ((2, 0), (3, 0)):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(
+                    f, max_header_size=_MAX_NPY_HEADER
+                )
+            else:
+                raise ValueError(f"unknown .npy format version {version}")
+    except Exception as exc:  # noqa: BLE001 - a damaged header can make numpy's parser raise almost anything
         raise TensorFileError(path, f"bad .npy header: {_one_line(exc)}") from exc
     if dtype.hasobject:
         raise TensorFileError(path, ".npy holds Python objects (needs pickle); refused")
     offset = f.tell()
     shape = tuple(int(n) for n in shape)
+    if any(n < 0 for n in shape):
+        raise TensorFileError(path, f"bad .npy header: negative shape {shape}")
     strides = tuple(reversed(_c_strides(tuple(reversed(shape))))) if fortran else _c_strides(shape)
     handle = TensorHandle(path, "npy", dtype, shape, offset, strides)
     available = os.fstat(f.fileno()).st_size - offset
@@ -238,7 +247,13 @@ def _rebuild_tensor(storage: Any, storage_offset: Any, size: Any, stride: Any, *
 
 
 def _rebuild_tensor_v3(
-    storage: Any, storage_offset: Any, size: Any, stride: Any, requires_grad: Any, hooks: Any, dtype: Any,
+    storage: Any,
+    storage_offset: Any,
+    size: Any,
+    stride: Any,
+    requires_grad: Any,
+    hooks: Any,
+    dtype: Any,
     *_rest: Any,
 ) -> _PtTensor:
     """Stands in for ``torch._utils._rebuild_tensor_v3``: an ``UntypedStorage`` plus an explicit dtype."""
@@ -304,8 +319,13 @@ def _open_pt(path: Path) -> TensorHandle:
         with zipfile.ZipFile(path) as zf:
             tensor, member, byteorder = _read_pt_pickle(path, zf)
             return _pt_handle(path, tensor, member, byteorder)
-    except zipfile.BadZipFile as exc:
-        raise TensorFileError(path, f"not a readable zip (truncated or corrupt .pt): {_one_line(exc)}") from exc
+    except TensorFileError:
+        raise
+    except OSError as exc:
+        raise TensorFileError(path, f"cannot read tensor file: {exc.strerror or exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - BadZipFile, or what a damaged zip makes zipfile raise
+        problem = f"not a readable zip (truncated or corrupt .pt): {_one_line(exc)}"
+        raise TensorFileError(path, problem) from exc
 
 
 def _read_pt_pickle(path: Path, zf: zipfile.ZipFile) -> tuple[_PtTensor, zipfile.ZipInfo, str]:
@@ -349,11 +369,12 @@ def _pt_handle(path: Path, t: _PtTensor, member: zipfile.ZipInfo, byteorder: str
     needed = (t.storage_offset + handle.extent) * dtype.itemsize if handle.size else 0
     if needed > min(storage_bytes, member.file_size):
         raise TensorFileError(
-            path, f"truncated .pt: tensor needs {needed} storage bytes, data/{t.storage.key} has "
-            f"{min(storage_bytes, member.file_size)}"
+            path,
+            f"truncated .pt: tensor needs {needed} storage bytes, data/{t.storage.key} has "
+            f"{min(storage_bytes, member.file_size)}",
         )
-    if member.compress_type != zipfile.ZIP_STORED:
-        return handle  # offset counts inside the decompressed member
+    if member.compress_type != zipfile.ZIP_STORED:  # offset counts inside the decompressed member
+        return TensorHandle(path, "pt", dtype, t.shape, handle.offset, t.strides, member.filename)
     start = _stored_member_start(path, member)
     if start + member.file_size > path.stat().st_size:
         raise TensorFileError(path, f"truncated .pt: storage {member.filename} runs past the end of the file")
@@ -418,10 +439,11 @@ def _read_run(handle: TensorHandle, first: int, count: int) -> np.ndarray:
             run = np.fromfile(handle.path, handle.dtype, count=count, offset=offset)
         else:
             run = np.memmap(handle.path, handle.dtype, mode="r", offset=offset, shape=(count,))
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+    except Exception as exc:  # noqa: BLE001 - I/O errors, or a zip member damaged since its header was read
         raise TensorFileError(handle.path, f"cannot read tensor data: {_one_line(exc)}") from exc
     if run.size != count:
-        raise TensorFileError(handle.path, f"truncated: expected {count} items at byte {offset}, got {run.size}")
+        problem = f"truncated: expected {count} items at byte {offset}, got {run.size}"
+        raise TensorFileError(handle.path, problem)
     run.flags.writeable = False
     return run
 

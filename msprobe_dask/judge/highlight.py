@@ -24,7 +24,9 @@ REASON_RATIO_DROP = "highlight red: an input's One Thousandth Err Ratio > 0.9 wh
 REASON_RATIO_FALL = "highlight yellow: One Thousandth Err Ratio falls by more than 0.1 from input to output."
 REASON_COSINE_FALL = "highlight yellow: Cosine falls by more than 0.1 from input to output."
 REASON_REL_RED = "highlight red: the output's MaxRelativeErr is above 0.5."
-REASON_REL_YELLOW = "highlight yellow: the output's MaxRelativeErr is above 0.1 while an input's is below 0.01."
+REASON_REL_YELLOW = (
+    "highlight yellow: the output's MaxRelativeErr is above 0.1 while an input's is below 0.01."
+)
 
 
 def _number(value: Any) -> float | None:
@@ -76,7 +78,10 @@ def _output_marks(out: Row, inp: Row, mode: str, marks: _Marks) -> None:
         if math.log10(out_err) - math.log10(in_err) >= 1:
             marks.mark(REASON_MAGNITUDE)
     if mode == "tensor":
-        ratio_in, ratio_out = _number(inp["One Thousandth Err Ratio"]), _number(out["One Thousandth Err Ratio"])
+        ratio_in, ratio_out = (
+            _number(inp["One Thousandth Err Ratio"]),
+            _number(out["One Thousandth Err Ratio"]),
+        )
         if ratio_in is not None and ratio_out is not None:
             if ratio_in > 0.9 and ratio_out < 0.6:
                 marks.mark(REASON_RATIO_DROP)

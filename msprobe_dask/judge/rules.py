@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from msprobe_dask.match.dtypes import same_dtype
 from msprobe_dask.metrics.stats import NA, is_nan_or_inf, relative_fraction
 
 Row = dict[str, Any]
@@ -18,10 +19,22 @@ Row = dict[str, Any]
 PASS, WARNING, ERROR = "pass", "warning", "error"
 _LEVELS = {PASS: 0, WARNING: 1, ERROR: 2}
 
-ALL_IGNORED_APIS = frozenset({"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format",
-                              "new_empty_strided", "new_empty", "empty_strided"})
-INPUT_IGNORED_APIS = frozenset({"_reduce_scatter_base", "_all_gather_base", "all_to_all_single",
-                                "batch_isend_irecv"})
+ALL_IGNORED_APIS = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "numpy",
+        "to",
+        "__setitem__",
+        "empty_with_format",
+        "new_empty_strided",
+        "new_empty",
+        "empty_strided",
+    }
+)
+INPUT_IGNORED_APIS = frozenset(
+    {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"}
+)
 
 MSG_NAN_INF = "error: There is nan/inf/-inf in the maximum or minimum value of NPU."
 MSG_NORM_OUTPUT = "error: The NormRelativeErr of output is greater than 0.5."
@@ -98,11 +111,20 @@ def _pair_checks(row: Row, verdict: _Verdict, is_input: bool) -> None:
     npu_grad, bench_grad = row["NPU Requires_grad"], row["Bench Requires_grad"]
     if npu_grad not in ("", NA) and bench_grad not in ("", NA) and npu_grad != bench_grad:
         verdict.flag(MSG_REQUIRES_GRAD)
-    if (is_input and "class" in row["NPU Dtype"] and "class" in row["Bench Dtype"]
-            and row["NPU Tensor Shape"] == "[]" and str(row["NPU max"]) != str(row["Bench max"])):
+    if (
+        is_input
+        and "class" in row["NPU Dtype"]
+        and "class" in row["Bench Dtype"]
+        and row["NPU Tensor Shape"] == "[]"
+        and str(row["NPU max"]) != str(row["Bench max"])
+    ):
         verdict.flag(MSG_SCALAR)
     bench_name = row["Bench Name"]
-    if row["NPU Dtype"] != row["Bench Dtype"] and "qkv" not in bench_name and "gate_up" not in bench_name:
+    if (
+        not same_dtype(row["NPU Dtype"], row["Bench Dtype"])
+        and "qkv" not in bench_name
+        and "gate_up" not in bench_name
+    ):
         verdict.flag(MSG_DTYPE)
     if row["NPU Tensor Shape"] != row["Bench Tensor Shape"]:
         verdict.flag(MSG_SHAPE)
@@ -132,8 +154,10 @@ def _one_thousandth(inputs: Sequence[Row], outputs: Sequence[Row], verdicts: dic
 
 
 def _tensor_cosine(inputs: Sequence[Row], outputs: Sequence[Row], verdicts: dict[int, _Verdict]) -> None:
-    cos_in, cos_out = _numbers(inputs, "Cosine"), _numbers(outputs, "Cosine")
-    if outputs and cos_in and cos_out and min(cos_in) > 0.9 and min(cos_in) - min(cos_out) > 0.1:
+    # like the one-thousandth rule, inputs without a numeric Cosine count as 1.0
+    cos_in = min(_numbers(inputs, "Cosine"), default=1.0)
+    cos_out = min(_numbers(outputs, "Cosine"), default=1.0)
+    if outputs and cos_in > 0.9 and cos_in - cos_out > 0.1:
         verdicts[id(outputs[0])].flag(MSG_COSINE)
 
 

@@ -31,3 +31,23 @@ def dtypes_pairable(npu: str, bench: str, cross_framework: bool) -> bool:
     if npu == bench:
         return True
     return {npu, bench} <= _FLOATS_MS or {npu, bench} <= _FLOATS_PT
+
+
+_FRAMEWORK_PREFIXES = ("torch.", "mindspore.", "ms.", "numpy.", "np.")
+
+
+def normalised_dtype(dtype: str) -> str:
+    """One spelling per dtype across frameworks (D4): ``Float32``, ``torch.float32``, ``mindspore.float32``
+    and ``float32`` all become ``float32``. Python scalar types (``<class 'int'>``) are left alone."""
+    if not isinstance(dtype, str) or dtype.startswith("<"):
+        return dtype
+    for prefix in _FRAMEWORK_PREFIXES:
+        if dtype.startswith(prefix):
+            dtype = dtype[len(prefix) :]
+            break
+    return dtype.lower()
+
+
+def same_dtype(npu: str, bench: str) -> bool:
+    """Whether two dtype cells name the same dtype once framework spellings are normalised (D4)."""
+    return npu == bench or normalised_dtype(npu) == normalised_dtype(bench)

@@ -48,8 +48,10 @@ def compare_keys(rows: Sequence[LeafRow], renumber: bool = True) -> list[str]:
     """The key each row is joined on: its name with the entry part renumbered."""
     entries = list(dict.fromkeys(row.entry for row in rows))
     renamed = renumbered_entries(entries) if renumber else {e: e for e in entries}
-    return [renamed[row.entry] + row.name[len(row.entry):] if row.name.startswith(row.entry) else row.name
-            for row in rows]
+    return [
+        renamed[row.entry] + row.name[len(row.entry) :] if row.name.startswith(row.entry) else row.name
+        for row in rows
+    ]
 
 
 def join_left(npu_keys: Sequence[str], bench_keys: Sequence[str]) -> list[tuple[int, int | None]]:

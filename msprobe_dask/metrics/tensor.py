@@ -6,19 +6,23 @@ Two ways to the same row:
   computed with the same numpy operations, in the same dtypes, as the reference, so every cell is
   bit-identical to it;
 - chunked (bigger tensors): each flat chunk of the pair gives a few partials (see :class:`Partials`) and one
-  aggregate turns them into the row, so no whole tensor is ever in memory. The maxima and the two ratios
-  are still exact; Cosine and EucDist are sums regrouped by chunk and may differ from the reference in the
-  last ulp (before Cosine's 12-decimal rounding, so Cosine almost never shows it; EucDist is not rounded).
+  aggregate turns them into the row, so no whole tensor is ever in memory. MaxAbsErr, MaxRelativeErr and
+  the two ratios are still exact. Cosine and EucDist come from dot products summed per chunk and then
+  across chunks (``math.fsum``), while the reference takes one BLAS dot over the whole tensor, so their
+  last digits can differ: a few ulps, up to ~1e-13 relative on tens of millions of elements (ours is the
+  more accurate sum). Cosine's 12-decimal rounding hides that almost always; EucDist is not rounded.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import ml_dtypes
 import numpy as np
 
 from msprobe_dask.dump.tensor_file import TensorHandle, as_dask_array, open_tensor, read_array, read_flat
@@ -53,6 +57,7 @@ _EPS64 = float(np.finfo(np.float64).eps)
 _REFERENCE_FLOAT_TYPES = (np.half, np.single, float, np.double, np.float64, np.longdouble)
 
 Cell = float | str
+PathLike = str | os.PathLike[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,16 +99,36 @@ def _precheck(n_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> TensorMetri
     return None
 
 
+_TO_FLOAT32 = frozenset(
+    np.dtype(getattr(ml_dtypes, name))
+    for name in (
+        "bfloat16",
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "float8_e4m3fnuz",
+        "float8_e5m2fnuz",
+        "float8_e8m0fnu",
+    )
+    if hasattr(ml_dtypes, name)  # the newer float8 kinds need a recent ml_dtypes
+)
+
+
 def _compute_dtype(array: np.ndarray) -> np.ndarray:
-    """bfloat16 and float8 (ml_dtypes, numpy kind 'V') become float32, as the reference does before numpy."""
-    if array.dtype.kind == "V" and array.dtype.fields is None:
-        return array.astype(np.float32)
-    return array
+    """bfloat16 and float8 become float32, as the reference does before it turns a torch tensor into numpy.
+
+    (A ``.npy`` written from a bfloat16 array says only ``|V2``; like ``np.load`` we keep it raw, and the
+    NaN/Inf check then finds it unreadable.)
+    """
+    return array.astype(np.float32) if array.dtype in _TO_FLOAT32 else array
 
 
 def _zero_shared_invalid(n: np.ndarray, b: np.ndarray) -> bool:
     """Zero NaN/Inf where both sides have them at the same places (in place); False if the places differ."""
-    n_float, b_float = n.astype(float), b.astype(float)
+    if n.dtype.kind in "biu" and b.dtype.kind in "biu":
+        return True  # no NaN/Inf in integers
+    # The reference looks at float64 copies; float16/32 NaN/Inf masks are the same on the arrays themselves.
+    n_float = n if n.dtype.kind == "f" else n.astype(float)
+    b_float = b if b.dtype.kind == "f" else b.astype(float)
     n_inf, b_inf, n_nan, b_nan = np.isinf(n_float), np.isinf(b_float), np.isnan(n_float), np.isnan(b_float)
     if not (n_inf.any() or n_nan.any() or b_inf.any() or b_nan.any()):
         return True
@@ -116,7 +141,7 @@ def _zero_shared_invalid(n: np.ndarray, b: np.ndarray) -> bool:
 
 def _relative_error(n: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``|(n - b) / b|`` in ``result_type(n, b, float32)``, with that type's eps added where ``b == 0``."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(all="ignore"):
         if n.dtype not in _REFERENCE_FLOAT_TYPES:
             n = n.astype(float)
         if b.dtype not in _REFERENCE_FLOAT_TYPES:
@@ -135,7 +160,7 @@ def _cosine_cell(num: Any, n_norm: Any, b_norm: Any) -> Cell:
         return 1.0
     if n_norm <= _EPS64 or b_norm <= _EPS64:
         return NAN  # all zeros on one side
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(all="ignore"):
         cos = num / (n_norm * b_norm)
     if np.isnan(cos):
         return NAN
@@ -179,26 +204,23 @@ def measure_arrays(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
     if not same_places:
         return TensorMetrics.filled(NOT_AVAILABLE, "NaN/Inf positions of NPU and bench differ")
     n64, b64 = n.reshape(-1).astype(float), b.reshape(-1).astype(float)
+    with np.errstate(all="ignore"):  # overflow to inf is part of the answer, not worth a warning
+        try:
+            relative: np.ndarray | None = _relative_error(n, b)
+        except Exception:  # noqa: BLE001 - the reference makes the three cells that need it unsupported
+            relative = None
 
-    def cosine() -> Cell:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return _cosine_cell(np.dot(n64, b64), np.linalg.norm(n64), np.linalg.norm(b64))
+        def from_relative(cell: Any) -> Cell:
+            return UNSUPPORTED if relative is None else _guarded(lambda: cell(relative))
 
-    relative: list[np.ndarray] = []
-
-    def rel() -> np.ndarray:
-        if not relative:
-            relative.append(_relative_error(n, b))
-        return relative[0]
-
-    cells = (
-        _guarded(cosine),
-        _guarded(lambda: float(np.linalg.norm(n64 - b64, ord=2))),
-        _guarded(lambda: _max_cell(np.max(np.abs(n64 - b64)))),
-        _guarded(lambda: _max_cell(np.max(np.abs(rel())))),
-        _guarded(lambda: _ratio_cell(np.sum(rel() < THOUSANDTH), rel().size)),
-        _guarded(lambda: _ratio_cell(np.sum(rel() < FIVE_THOUSANDTHS), rel().size)),
-    )
+        cells = (
+            _guarded(lambda: _cosine_cell(np.dot(n64, b64), np.linalg.norm(n64), np.linalg.norm(b64))),
+            _guarded(lambda: float(np.linalg.norm(n64 - b64, ord=2))),
+            _guarded(lambda: _max_cell(np.max(np.abs(n64 - b64)))),
+            from_relative(lambda re: _max_cell(np.max(np.abs(re)))),
+            from_relative(lambda re: _ratio_cell(np.sum(re < THOUSANDTH), re.size)),
+            from_relative(lambda re: _ratio_cell(np.sum(re < FIVE_THOUSANDTHS), re.size)),
+        )
     return TensorMetrics(cells)
 
 
@@ -244,34 +266,46 @@ def chunk_partials(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> Partials:
     if not _zero_shared_invalid(n, b):
         return Partials(n.size, mismatch=True)
     n64, b64 = n.astype(float), b.astype(float)
-    diff = n64 - b64
-    relative = _relative_error(n, b)
-    return Partials(
-        size=n.size,
-        dot=float(np.dot(n64, b64)),
-        n_sq=float(np.dot(n64, n64)),
-        b_sq=float(np.dot(b64, b64)),
-        diff_sq=float(np.dot(diff, diff)),
-        max_abs=np.max(np.abs(diff)),
-        max_rel=np.max(relative),
-        under_thousandth=int(np.sum(relative < THOUSANDTH)),
-        under_five_thousandths=int(np.sum(relative < FIVE_THOUSANDTHS)),
-    )
+    with np.errstate(all="ignore"):
+        diff = n64 - b64
+        relative = _relative_error(n, b)
+        return Partials(
+            size=n.size,
+            dot=float(np.dot(n64, b64)),
+            n_sq=float(np.dot(n64, n64)),
+            b_sq=float(np.dot(b64, b64)),
+            diff_sq=float(np.dot(diff, diff)),
+            max_abs=np.max(np.abs(diff)),
+            max_rel=np.max(relative),
+            under_thousandth=int(np.sum(relative < THOUSANDTH)),
+            under_five_thousandths=int(np.sum(relative < FIVE_THOUSANDTHS)),
+        )
+
+
+def _sum(values: Iterable[float]) -> np.float64:
+    """Exactly rounded sum (so chunk order does not matter); inf/nan partials sum as numpy would."""
+    values = list(values)
+    try:
+        return np.float64(math.fsum(values))
+    except (OverflowError, ValueError):
+        return np.sum(np.array(values, dtype=np.float64))
 
 
 def aggregate_partials(parts: Iterable[Partials]) -> TensorMetrics:
-    """The row from all chunks' partials (in any order: sums use ``math.fsum``)."""
+    """The row from all chunks' partials, in any order."""
     parts = list(parts)
+    if not parts:
+        return TensorMetrics.filled(UNSUPPORTED, "no data")
     if any(p.mismatch for p in parts):
         return TensorMetrics.filled(NOT_AVAILABLE, "NaN/Inf positions of NPU and bench differ")
     total = sum(p.size for p in parts)
     with np.errstate(all="ignore"):
-        n_norm = np.sqrt(np.float64(math.fsum(p.n_sq for p in parts)))
-        b_norm = np.sqrt(np.float64(math.fsum(p.b_sq for p in parts)))
-        num = np.float64(math.fsum(p.dot for p in parts))
+        n_norm = np.sqrt(_sum(p.n_sq for p in parts))
+        b_norm = np.sqrt(_sum(p.b_sq for p in parts))
+        num = _sum(p.dot for p in parts)
         cells = (
             _guarded(lambda: _cosine_cell(num, n_norm, b_norm)),
-            float(np.sqrt(np.float64(math.fsum(p.diff_sq for p in parts)))),
+            float(np.sqrt(_sum(p.diff_sq for p in parts))),
             _max_cell(np.max([p.max_abs for p in parts])),
             _max_cell(np.max(np.array([p.max_rel for p in parts]))),
             _ratio_cell(np.int64(sum(p.under_thousandth for p in parts)), total),
@@ -297,7 +331,7 @@ def _measure_chunked(npu: TensorHandle, bench: TensorHandle, chunk_elems: int) -
 # Files
 
 
-def _open_pair(npu_path: Path, bench_path: Path) -> tuple[TensorHandle, TensorHandle] | TensorMetrics:
+def _open_pair(npu_path: PathLike, bench_path: PathLike) -> tuple[TensorHandle, TensorHandle] | TensorMetrics:
     try:
         return open_tensor(Path(npu_path)), open_tensor(Path(bench_path))
     except (UserError, OSError) as exc:
@@ -305,7 +339,11 @@ def _open_pair(npu_path: Path, bench_path: Path) -> tuple[TensorHandle, TensorHa
 
 
 def measure_pair(
-    npu_path: Path, bench_path: Path, *, big_elems: int = BIG_TENSOR_ELEMS, chunk_elems: int = CHUNK_ELEMS
+    npu_path: PathLike,
+    bench_path: PathLike,
+    *,
+    big_elems: int = BIG_TENSOR_ELEMS,
+    chunk_elems: int = CHUNK_ELEMS,
 ) -> TensorMetrics:
     """The six cells for two tensor files (``.npy`` or ``.pt``, in any combination).
 
@@ -317,25 +355,38 @@ def measure_pair(
     if isinstance(pair, TensorMetrics):
         return pair
     npu, bench = pair
-    try:
-        early = _precheck(_squeezed(npu.shape), _squeezed(bench.shape))
-        if early is not None:
-            return early
-        if npu.size > big_elems:
+    early = _precheck(_squeezed(npu.shape), _squeezed(bench.shape))
+    if early is not None:
+        return early
+    if npu.size > big_elems and npu.size > 1:
+        try:
             return _measure_chunked(npu, bench, chunk_elems)
-        return measure_arrays(read_array(npu), read_array(bench))
+        except (UserError, OSError) as exc:
+            return TensorMetrics.filled(UNSUPPORTED, str(exc))
+    return _measure_one_shot(npu, bench)
+
+
+def _measure_one_shot(npu: TensorHandle, bench: TensorHandle) -> TensorMetrics:
+    try:
+        npu_array, bench_array = read_array(npu), read_array(bench)
     except (UserError, OSError) as exc:
         return TensorMetrics.filled(UNSUPPORTED, str(exc))
+    return measure_arrays(npu_array, bench_array)
 
 
 def measure_pairs(
-    pairs: Sequence[tuple[Path, Path]], *, big_elems: int = BIG_TENSOR_ELEMS, chunk_elems: int = CHUNK_ELEMS
+    pairs: Sequence[tuple[PathLike, PathLike]],
+    *,
+    big_elems: int = BIG_TENSOR_ELEMS,
+    chunk_elems: int = CHUNK_ELEMS,
 ) -> list[TensorMetrics]:
     """``measure_pair`` over a batch, in order: the body of one Dask task for many small tensors."""
     return [measure_pair(n, b, big_elems=big_elems, chunk_elems=chunk_elems) for n, b in pairs]
 
 
-def measure_pair_delayed(npu_path: Path, bench_path: Path, *, chunk_elems: int = CHUNK_ELEMS) -> Delayed:
+def measure_pair_delayed(
+    npu_path: PathLike, bench_path: PathLike, *, chunk_elems: int = CHUNK_ELEMS
+) -> Delayed:
     """A lazy ``TensorMetrics`` for one big pair: one task per chunk pair and one aggregate task.
 
     Headers are read now (to know the chunking); the data only when the graph runs.
@@ -349,6 +400,8 @@ def measure_pair_delayed(npu_path: Path, bench_path: Path, *, chunk_elems: int =
     early = _precheck(_squeezed(npu.shape), _squeezed(bench.shape))
     if early is not None:
         return delayed(early)
+    if npu.size <= 1:  # 0-d after squeeze: nothing to chunk
+        return delayed(_measure_one_shot)(npu, bench)
     npu_blocks = as_dask_array(npu, chunk_elems).to_delayed().ravel()
     bench_blocks = as_dask_array(bench, chunk_elems).to_delayed().ravel()
     parts = [delayed(chunk_partials)(x, y) for x, y in zip(npu_blocks, bench_blocks)]

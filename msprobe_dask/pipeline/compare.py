@@ -1,8 +1,8 @@
 """The compare workflow as a Dask graph, and its Python API (returns tables; writes nothing).
 
-    parse(target) ─┐
-                   ├─ pair ─> measure tensor batches (tensor mode) ─> assemble + judge ─> CompareTable
-    parse(golden) ─┘
+parse(target) ─┐
+               ├─ pair ─> measure tensor batches (tensor mode) ─> assemble + judge ─> CompareTable
+parse(golden) ─┘
 """
 
 from __future__ import annotations
@@ -84,15 +84,21 @@ def _assemble(matched: Matched, batch_indices: list[list[int]], *batch_results: 
     for indices, results in zip(batch_indices, batch_results):
         for i, result in zip(indices, results):
             cells[i] = result.cells
-            if result.message:
-                messages.append(result.message)
-    table = build_table(matched.pairs, matched.mode, matched.stacks,
-                        cells if matched.mode == "tensor" else None, matched.float_bench)
+            if result.message and any(str(path) in result.message for path in matched.jobs[i] or ()):
+                messages.append(result.message)  # a file that could not be read, not a metric remark
+    table = build_table(
+        matched.pairs,
+        matched.mode,
+        matched.stacks,
+        cells if matched.mode == "tensor" else None,
+        matched.float_bench,
+    )
     return RankResult(label="", table=table, tensor_messages=messages)
 
 
-def _pair_sources(target: str | Path, golden: str | Path,
-                  skip_missing_ranks: bool = False) -> list[tuple[str, DumpSource, DumpSource]]:
+def _pair_sources(
+    target: str | Path, golden: str | Path, skip_missing_ranks: bool = False
+) -> list[tuple[str, DumpSource, DumpSource]]:
     """(output label, target source, golden source) for every (step, rank) to compare.
 
     Ranks are paired by id (D5). The label says where the result goes below ``-o``: sub-folders,
@@ -106,8 +112,14 @@ def _pair_sources(target: str | Path, golden: str | Path,
     return pair_trees(open_dump(target), open_dump(golden), skip_missing_ranks, warn=log.warning)
 
 
-def compare(target: str | Path, golden: str | Path, *, match: MatchOptions | None = None,
-            run: RunOptions | None = None, skip_missing_ranks: bool = False) -> list[RankResult]:
+def compare(
+    target: str | Path,
+    golden: str | Path,
+    *,
+    match: MatchOptions | None = None,
+    run: RunOptions | None = None,
+    skip_missing_ranks: bool = False,
+) -> list[RankResult]:
     """Compare a target dump with a golden one; one RankResult per compared (step, rank) pair."""
     import dask
 
@@ -117,7 +129,8 @@ def compare(target: str | Path, golden: str | Path, *, match: MatchOptions | Non
     with computing(run) as compute:
         matched_tasks = [
             dask.delayed(match_sides, pure=True)(
-                dask.delayed(parse_side)(npu_src, True), dask.delayed(parse_side)(bench_src, False), match)
+                dask.delayed(parse_side)(npu_src, True), dask.delayed(parse_side)(bench_src, False), match
+            )
             for _, npu_src, bench_src in sources
         ]
         matched_list = compute(matched_tasks)

@@ -20,18 +20,59 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output_path", default="./output", help="output folder (default ./output)")
     p.add_argument("--xlsx", action="store_true", help="write .xlsx instead of .csv")
     p.add_argument("-fm", "--fuzzy_match", action="store_true", help="pair entries that differ in call count")
-    p.add_argument("-tensor_log", "--is_print_compare_log", action="store_true",
-                   help="log every row's tensor metrics")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, only errors and the result path")
+    p.add_argument(
+        "-am",
+        "--api_mapping",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="YAML",
+        help="MindSpore vs PyTorch API names (built-in table, or this yaml on top of it)",
+    )
+    p.add_argument(
+        "-cm",
+        "--cell_mapping",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="YAML",
+        help="MindSpore Cell vs PyTorch Module names (Cell -> Module, or this yaml)",
+    )
+    p.add_argument(
+        "-dm", "--data_mapping", default=None, metavar="YAML", help="explicit 'target row: golden row' pairs"
+    )
+    p.add_argument(
+        "-lm",
+        "--layer_mapping",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="YAML",
+        help="MindSpore vs PyTorch layer names (uses stack.json and construct.json)",
+    )
+    p.add_argument(
+        "-tensor_log", "--is_print_compare_log", action="store_true", help="log every row's tensor metrics"
+    )
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bar, only errors and the result path"
+    )
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on this running dask scheduler")
     p.add_argument("--workers", type=int, default=0, help="start a local cluster of N worker processes")
     p.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
-    p.add_argument("-da", "--diff_analyze", action="store_true",
-                   help="first-divergence analysis: per-rank json and diff_analyze_{ts}.json")
+    p.add_argument(
+        "-da",
+        "--diff_analyze",
+        action="store_true",
+        help="first-divergence analysis: per-rank json and diff_analyze_{ts}.json",
+    )
     p.add_argument("--rank", type=_int_list, help="static-graph kernel dumps: compare these ranks (0,1,...)")
     p.add_argument("--step", type=_int_list, help="static-graph kernel dumps: compare these steps (0,1,...)")
-    p.add_argument("--skip-missing-ranks", dest="skip_missing_ranks", action="store_true",
-                   help="skip ranks present on one side only (with a warning) instead of failing")
+    p.add_argument(
+        "--skip-missing-ranks",
+        dest="skip_missing_ranks",
+        action="store_true",
+        help="skip ranks present on one side only (with a warning) instead of failing",
+    )
     p.set_defaults(run=run)
 
 
@@ -67,10 +108,13 @@ def _log_tensor_rows(result: RankResult) -> None:
     if result.table.mode != "tensor":
         return
     for record in result.table.records():
-        print(f"[compare] {record['NPU Name']}: Cosine {record['Cosine']}, EucDist {record['EucDist']}, "
-              f"MaxAbsErr {record['MaxAbsErr']}, MaxRelativeErr {record['MaxRelativeErr']}, "
-              f"One Thousandth {record['One Thousandth Err Ratio']}, "
-              f"Five Thousandths {record['Five Thousandths Err Ratio']}", file=sys.stderr)
+        print(
+            f"[compare] {record['NPU Name']}: Cosine {record['Cosine']}, EucDist {record['EucDist']}, "
+            f"MaxAbsErr {record['MaxAbsErr']}, MaxRelativeErr {record['MaxRelativeErr']}, "
+            f"One Thousandth {record['One Thousandth Err Ratio']}, "
+            f"Five Thousandths {record['Five Thousandths Err Ratio']}",
+            file=sys.stderr,
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,12 +125,31 @@ def run(args: argparse.Namespace) -> int:
 
         return run_diff_analyze(args, out, run_options)
     if args.rank is not None or args.step is not None:
-        from msprobe_dask.pipeline.kernel import run_kernel_compare
+        from msprobe_dask.errors import ConfigError
 
-        return run_kernel_compare(args, out)
-    results = compare(args.target_path, args.golden_path, match=MatchOptions(fuzzy=args.fuzzy_match),
-                      run=run_options, skip_missing_ranks=args.skip_missing_ranks)
+        raise ConfigError(
+            None,
+            "--rank/--step: the static-graph kernel compare is not implemented yet "
+            "(its dumps are recognised by open_dump)",
+        )
+    results = compare(
+        args.target_path,
+        args.golden_path,
+        match=MatchOptions(
+            fuzzy=args.fuzzy_match,
+            api_mapping=args.api_mapping,
+            cell_mapping=args.cell_mapping,
+            data_mapping=args.data_mapping,
+            layer_mapping=args.layer_mapping,
+        ),
+        run=run_options,
+        skip_missing_ranks=args.skip_missing_ranks,
+    )
     stamp = time.strftime("%Y%m%d%H%M%S")
+    if args.layer_mapping:
+        from msprobe_dask.match.layer_mapping import write_layer_mapping_files
+
+        write_layer_mapping_files(args.target_path, args.golden_path, args.layer_mapping, out, stamp)
     debug = Path(args.target_path).name == "debug.json" or (Path(args.target_path) / "debug.json").is_file()
     for result in results:
         for message in result.tensor_messages:

@@ -1,31 +1,119 @@
-"""Pair the rows of two sides (the match stage) and list the tensor files each pair needs."""
+"""Pair the rows of two sides (the match stage) and list the tensor files each pair needs.
+
+Which key a target row is joined on depends on the options, by the reference's priority
+(compare.md §3): ``-am`` > ``-cm`` > ``-lm``/``-dm`` > ``-fm`` > exact names. Under the mappings the
+golden side keeps its backward-renumbered keys and the target side is mapped from its own names.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from msprobe_dask.dump.rows import NO_DATA
+from msprobe_dask.match.api_mapping import ApiPair, api_keys, parse_api_pairs
+from msprobe_dask.match.cell_mapping import cell_key
+from msprobe_dask.match.data_mapping import data_keys
 from msprobe_dask.match.dtypes import dtypes_pairable
 from msprobe_dask.match.exact import compare_keys, join_left
+from msprobe_dask.match.fuzzy import KeyTable, fuzzy_row_keys
+from msprobe_dask.match.mapfile import load_name_map, load_yaml, warn_unused
 from msprobe_dask.pipeline.sides import Side
 from msprobe_dask.pipeline.table import RowPair
+
+MappingFile = bool | str | Path | None  # True: the flag without a file
 
 
 @dataclass(frozen=True, slots=True)
 class MatchOptions:
+    """Matching options; mapping files are read and checked when the options are made."""
+
     fuzzy: bool = False
+    api_mapping: MappingFile = None
+    cell_mapping: MappingFile = None
+    data_mapping: str | Path | None = None
+    layer_mapping: MappingFile = None
+    api_pairs: tuple[ApiPair, ...] = field(default=(), init=False, repr=False)
+    cell_table: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    data_table: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    layer_table: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        api_file, cell_file = _file(self.api_mapping), _file(self.cell_mapping)
+        if api_file is not None:
+            object.__setattr__(self, "api_pairs", parse_api_pairs(api_file, load_yaml(api_file)))
+        if cell_file is not None:
+            object.__setattr__(self, "cell_table", load_name_map(cell_file, "cell mapping"))
+        if self.data_mapping:
+            object.__setattr__(self, "data_table", load_name_map(self.data_mapping, "data mapping"))
+        if self.layer_mapping:
+            from msprobe_dask.match.layer_mapping import load_layer_yaml
+
+            object.__setattr__(self, "layer_table", load_layer_yaml(_file(self.layer_mapping)))
+
+
+def _is_file(value: MappingFile) -> bool:
+    return isinstance(value, (str, Path)) and bool(value)
+
+
+def _file(value: MappingFile) -> str | Path | None:
+    return value if _is_file(value) else None  # type: ignore[return-value]
+
+
+def npu_match_keys(npu: Side, bench: Side, options: MatchOptions) -> tuple[list[str], list[str], bool]:
+    """(target keys, golden keys, whether the dtype gate applies) for the chosen matching."""
+    debug = npu.source.is_debug
+    if options.api_mapping:
+        rows = [(r.name, r.entry, r.state) for r in npu.rows]
+        bench_rows = [(r.name, r.entry, r.state) for r in bench.rows]
+        keys = api_keys(
+            rows, {r.entry for r in bench.rows}, bench_rows, options.api_pairs, _file(options.api_mapping)
+        )
+        return keys, compare_keys(bench.rows, not debug), True
+    if options.cell_mapping:
+        used: set[str] = set()
+        keys = [cell_key(r.name, options.cell_table, used) for r in npu.rows]
+        warn_unused(
+            _file(options.cell_mapping),
+            "cell mapping",
+            [k for k in options.cell_table if k not in used],
+            "any target cell name",
+        )
+        return keys, compare_keys(bench.rows, not debug), True
+    if options.layer_mapping and npu.framework != "pytorch":
+        from msprobe_dask.match.layer_mapping import layer_row_mapping
+
+        table = {
+            **options.data_table,
+            **layer_row_mapping(npu, bench, options.layer_table, _file(options.layer_mapping)),
+        }
+        return data_keys([r.name for r in npu.rows], table), compare_keys(bench.rows, not debug), False
+    if options.data_mapping:
+        keys = data_keys([r.name for r in npu.rows], options.data_table, options.data_mapping)
+        return keys, compare_keys(bench.rows, not debug), False
+    if options.fuzzy:
+        from msprobe_dask.dump.dumpjson import load_construct
+
+        key_table = KeyTable()
+        sides = []
+        for side in (npu, bench):
+            entries = list(dict.fromkeys(r.entry for r in side.rows))
+            parents = load_construct(side.source.construct_json)
+            entry_keys = key_table.entry_keys(entries, parents)
+            sides.append(fuzzy_row_keys(((r.name, r.entry) for r in side.rows), entry_keys))
+        return sides[0], sides[1], True
+    renumber = not debug
+    return compare_keys(npu.rows, renumber), compare_keys(bench.rows, renumber), True
 
 
 def pair_rows(npu: Side, bench: Side, cross_framework: bool, options: MatchOptions) -> list[RowPair]:
-    """Target rows in order, each with its golden partner or None (compare.md §3.1)."""
-    renumber = not (options.fuzzy or npu.source.is_debug)
-    npu_keys = compare_keys(npu.rows, renumber)
-    bench_keys = compare_keys(bench.rows, renumber)
+    """Target rows in order, each with its golden partner or None (compare.md §3)."""
+    npu_keys, bench_keys, gate = npu_match_keys(npu, bench, options)
     pairs = []
     for i, j in join_left(npu_keys, bench_keys):
         a, b = npu.rows[i], bench.rows[j] if j is not None else None
-        if b is not None and not dtypes_pairable(a.dtype, b.dtype, cross_framework):
+        if gate and b is not None and not dtypes_pairable(a.dtype, b.dtype, cross_framework):
             b = None
         pairs.append(RowPair(a, b))
     return pairs
@@ -46,6 +134,10 @@ def tensor_jobs(pairs: list[RowPair], npu: Side, bench: Side) -> list[TensorJob]
         if pair.bench is None or NO_DATA in (pair.npu.data_name, pair.bench.data_name):
             jobs.append(None)
             continue
-        jobs.append((resolve_data_file(npu.source.tensor_dir, pair.npu.data_name),
-                     resolve_data_file(bench.source.tensor_dir, pair.bench.data_name)))
+        jobs.append(
+            (
+                resolve_data_file(npu.source.tensor_dir, pair.npu.data_name),
+                resolve_data_file(bench.source.tensor_dir, pair.bench.data_name),
+            )
+        )
     return jobs

@@ -38,12 +38,14 @@ def computing(options: RunOptions) -> Iterator[Compute]:
             if options.address:
                 client = Client(options.address, timeout="10s")
             else:
-                cluster = LocalCluster(n_workers=options.workers, threads_per_worker=1,
-                                       dashboard_address=None, processes=True)
+                cluster = LocalCluster(
+                    n_workers=options.workers, threads_per_worker=1, dashboard_address=None, processes=True
+                )
                 client = Client(cluster)
         except OSError as exc:
             raise ConfigError(options.address, f"cannot reach the dask scheduler: {exc}") from None
         try:
+
             def compute_distributed(objs: Sequence[Any]) -> list[Any]:
                 futures = client.compute(list(objs))
                 if _show_progress(options):

@@ -49,15 +49,23 @@ def parse_side(source: DumpSource, with_stack: bool) -> Side:
     stacks = None
     if with_stack and source.stack_json.is_file():
         stacks = load_stack(source.stack_json)
-    return Side(source=source, task=dump.task, framework=dump.framework, has_md5=dump.has_md5,
-                rows=rows, stacks=stacks)
+    return Side(
+        source=source,
+        task=dump.task,
+        framework=dump.framework,
+        has_md5=dump.has_md5,
+        rows=rows,
+        stacks=stacks,
+    )
 
 
 def compare_mode(npu: Side, bench: Side) -> str:
     """statistics, tensor or md5, as the reference decides from the two headers (compare.md §2.1)."""
     if npu.task != bench.task:
-        raise DumpError(npu.source.dump_json,
-                        f"task {npu.task!r} differs from the golden dump's {bench.task!r}; dump both alike")
+        raise DumpError(
+            npu.source.dump_json,
+            f"task {npu.task!r} differs from the golden dump's {bench.task!r}; dump both alike",
+        )
     if npu.task == "tensor":
         return "tensor"
     if npu.has_md5 != bench.has_md5:
@@ -68,6 +76,7 @@ def compare_mode(npu: Side, bench: Side) -> str:
 def is_cross_framework(npu: Side, bench: Side) -> bool:
     """MindSpore (or mindtorch) target against a PyTorch golden dump."""
     if npu.framework == "pytorch" and bench.framework != "pytorch":
-        raise DumpError(bench.source.dump_json,
-                        f"cannot compare a pytorch target with a {bench.framework} golden dump")
+        raise DumpError(
+            bench.source.dump_json, f"cannot compare a pytorch target with a {bench.framework} golden dump"
+        )
     return npu.framework != "pytorch" and bench.framework == "pytorch"

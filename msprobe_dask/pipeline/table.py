@@ -15,14 +15,44 @@ from msprobe_dask.judge.highlight import highlight_group
 from msprobe_dask.judge.rules import judge_group
 from msprobe_dask.metrics.stats import stat_diff
 
-BASE_COLUMNS = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
-                "Bench Tensor Shape", "NPU Requires_grad", "Bench Requires_grad"]
-DIFF_COLUMNS = ["Max diff", "Min diff", "Mean diff", "L2norm diff",
-                "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr"]
-STAT_COLUMNS = ["NPU max", "NPU min", "NPU mean", "NPU l2norm",
-                "Bench max", "Bench min", "Bench mean", "Bench l2norm"]
-TENSOR_COLUMNS = ["Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
-                  "One Thousandth Err Ratio", "Five Thousandths Err Ratio"]
+BASE_COLUMNS = [
+    "NPU Name",
+    "Bench Name",
+    "NPU Dtype",
+    "Bench Dtype",
+    "NPU Tensor Shape",
+    "Bench Tensor Shape",
+    "NPU Requires_grad",
+    "Bench Requires_grad",
+]
+DIFF_COLUMNS = [
+    "Max diff",
+    "Min diff",
+    "Mean diff",
+    "L2norm diff",
+    "MaxRelativeErr",
+    "MinRelativeErr",
+    "MeanRelativeErr",
+    "NormRelativeErr",
+]
+STAT_COLUMNS = [
+    "NPU max",
+    "NPU min",
+    "NPU mean",
+    "NPU l2norm",
+    "Bench max",
+    "Bench min",
+    "Bench mean",
+    "Bench l2norm",
+]
+TENSOR_COLUMNS = [
+    "Cosine",
+    "EucDist",
+    "MaxAbsErr",
+    "MaxRelativeErr",
+    "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio",
+]
 MD5_COLUMNS = ["NPU MD5", "BENCH MD5"]
 TAIL_COLUMNS = ["Requires_grad Consistent", "Result", "Err_message"]
 STACK_COLUMN = "NPU_Stack_Info"
@@ -32,8 +62,11 @@ MODES = ("statistics", "tensor", "md5")
 
 
 def columns_for(mode: str, with_stack: bool) -> list[str]:
-    middle = {"statistics": DIFF_COLUMNS + STAT_COLUMNS, "tensor": TENSOR_COLUMNS + STAT_COLUMNS,
-              "md5": MD5_COLUMNS}[mode]
+    middle = {
+        "statistics": DIFF_COLUMNS + STAT_COLUMNS,
+        "tensor": TENSOR_COLUMNS + STAT_COLUMNS,
+        "md5": MD5_COLUMNS,
+    }[mode]
     columns = BASE_COLUMNS + middle + TAIL_COLUMNS + ([STACK_COLUMN] if with_stack else [])
     return columns + ([DATA_NAME_COLUMN] if mode == "tensor" else [])
 
@@ -83,24 +116,34 @@ def float_bench_columns(bench_rows: Sequence[LeafRow], any_unmatched: bool) -> t
 
 def _stat_columns(pairs: Sequence[RowPair], float_bench: Sequence[bool]) -> list[list[Any]]:
     npu = [[p.npu.stats[i] for p in pairs] for i in range(4)]
-    bench = [[(float(p.bench.stats[i]) if float_bench[i] else p.bench.stats[i]) if p.bench else NA
-              for p in pairs] for i in range(4)]
+    bench = [
+        [(float(p.bench.stats[i]) if float_bench[i] else p.bench.stats[i]) if p.bench else NA for p in pairs]
+        for i in range(4)
+    ]
     return npu + bench
 
 
 def _base_record(pair: RowPair) -> dict[str, Any]:
     npu, bench = pair.npu, pair.bench
     return {
-        "NPU Name": npu.name, "Bench Name": bench.name if bench else NA,
-        "NPU Dtype": npu.dtype, "Bench Dtype": bench.dtype if bench else NA,
-        "NPU Tensor Shape": npu.shape, "Bench Tensor Shape": bench.shape if bench else NA,
-        "NPU Requires_grad": npu.requires_grad, "Bench Requires_grad": bench.requires_grad if bench else NA,
+        "NPU Name": npu.name,
+        "Bench Name": bench.name if bench else NA,
+        "NPU Dtype": npu.dtype,
+        "Bench Dtype": bench.dtype if bench else NA,
+        "NPU Tensor Shape": npu.shape,
+        "Bench Tensor Shape": bench.shape if bench else NA,
+        "NPU Requires_grad": npu.requires_grad,
+        "Bench Requires_grad": bench.requires_grad if bench else NA,
     }
 
 
-def build_table(pairs: Sequence[RowPair], mode: str, stacks: dict[str, list[str]] | None,
-                tensor_cells: Sequence[Sequence[Any]] | None = None,
-                float_bench: Sequence[bool] = (False,) * 4) -> CompareTable:
+def build_table(
+    pairs: Sequence[RowPair],
+    mode: str,
+    stacks: dict[str, list[str]] | None,
+    tensor_cells: Sequence[Sequence[Any]] | None = None,
+    float_bench: Sequence[bool] = (False,) * 4,
+) -> CompareTable:
     """Assemble, judge and order the rows of one compare (``stacks`` None: no NPU_Stack_Info column)."""
     columns = columns_for(mode, stacks is not None)
     stat_cols = _stat_columns(pairs, float_bench) if mode != "md5" else []
@@ -131,9 +174,14 @@ def build_table(pairs: Sequence[RowPair], mode: str, stacks: dict[str, list[str]
         marks.extend(highlight_group(group, mode))
     if stacks is not None:
         _add_stacks(records, entries, stacks)
-    return CompareTable(mode=mode, columns=columns, rows=[[r[c] for c in columns] for r in records],
-                        highlights=[color for color, _ in marks],
-                        highlight_reasons=[reasons for _, reasons in marks], entries=entries)
+    return CompareTable(
+        mode=mode,
+        columns=columns,
+        rows=[[r[c] for c in columns] for r in records],
+        highlights=[color for color, _ in marks],
+        highlight_reasons=[reasons for _, reasons in marks],
+        entries=entries,
+    )
 
 
 def _entry_groups(records: list[dict[str, Any]], entries: Sequence[str]) -> Iterator[list[dict[str, Any]]]:

@@ -53,7 +53,9 @@ def write_xlsx(table: CompareTable, path: Path) -> Path:
     from openpyxl.cell import WriteOnlyCell
     from openpyxl.styles import PatternFill
 
-    fills = {name: PatternFill(start_color=rgb, end_color=rgb, fill_type="solid") for name, rgb in FILLS.items()}
+    fills = {
+        name: PatternFill(start_color=rgb, end_color=rgb, fill_type="solid") for name, rgb in FILLS.items()
+    }
     text_names = DIFF_COLUMNS if table.mode == "statistics" else []
     text_columns = {i for i, name in enumerate(table.columns) if name in text_names}
     message_column = table.columns.index("Err_message")

@@ -40,16 +40,36 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("cluster")
     scheduler_file = folder / "scheduler.json"
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
-    procs = [subprocess.Popen([*DASK, "scheduler", "--host", "127.0.0.1", "--port", "0",
-                               "--no-dashboard", "--scheduler-file", str(scheduler_file)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+    procs = [
+        subprocess.Popen(
+            [
+                *DASK,
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(scheduler_file),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+    ]
     try:
         _wait_for(scheduler_file, 60)
         address = json.loads(scheduler_file.read_text())["address"]
         for _ in range(2):
-            procs.append(subprocess.Popen([*DASK, "worker", address, "--nthreads", "1", "--no-dashboard",
-                                           "--host", "127.0.0.1"],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+            procs.append(
+                subprocess.Popen(
+                    [*DASK, "worker", address, "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env=env,
+                )
+            )
         _wait_for_workers(address, 2, 60)
         yield address
     finally:
@@ -79,9 +99,24 @@ def test_cluster_result_is_byte_identical(cluster: str, case: str, tmp_path: Pat
 
 
 def test_unreachable_scheduler_is_a_clear_error(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "msprobe_dask", "compare", "-tp",
-                           str(case_dir("stat_mix") / "target"), "-gp", str(case_dir("stat_mix") / "golden"),
-                           "-o", str(tmp_path / "out"), "--scheduler", "tcp://127.0.0.1:9"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "msprobe_dask",
+            "compare",
+            "-tp",
+            str(case_dir("stat_mix") / "target"),
+            "-gp",
+            str(case_dir("stat_mix") / "golden"),
+            "-o",
+            str(tmp_path / "out"),
+            "--scheduler",
+            "tcp://127.0.0.1:9",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert "cannot reach the dask scheduler" in proc.stderr and "Traceback" not in proc.stderr

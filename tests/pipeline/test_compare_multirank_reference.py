@@ -24,13 +24,20 @@ def _compare(out: Path, target: Path, golden: Path, *extra: str) -> int:
 
 def _outputs(folder: Path) -> dict[str, Path]:
     """Result files below ``folder`` by their name without the time stamp (relative path)."""
-    return {STAMP.sub("", str(p.relative_to(folder))): p for p in folder.rglob("compare_result*")
-            if not p.name.startswith(".")}
+    return {
+        STAMP.sub("", str(p.relative_to(folder))): p
+        for p in folder.rglob("compare_result*")
+        if not p.name.startswith(".")
+    }
 
 
-STEP_RUNS = [("multirank", "step0", "compare_step0_csv"), ("multirank", "step1", "compare_step1_csv"),
-             ("multistep", "step0", "compare_step0_csv"), ("multistep", "step1", "compare_step1_csv"),
-             ("multistep", "step2", "compare_step2_csv")]
+STEP_RUNS = [
+    ("multirank", "step0", "compare_step0_csv"),
+    ("multirank", "step1", "compare_step1_csv"),
+    ("multistep", "step0", "compare_step0_csv"),
+    ("multistep", "step1", "compare_step1_csv"),
+    ("multistep", "step2", "compare_step2_csv"),
+]
 
 
 @pytest.mark.parametrize(("case", "step", "run"), STEP_RUNS)
@@ -119,7 +126,7 @@ def assert_same_xlsx_except_d6(ours_path: Path, ref_path: Path) -> int:
     for i, (a, b) in enumerate(zip(ours[1:], ref[1:]), start=1):
         ours_messages, ref_messages = json.loads(a[message_col].value), json.loads(b[message_col].value)
         assert ours_messages[: len(ref_messages)] == ref_messages
-        reasons = ours_messages[len(ref_messages):]
+        reasons = ours_messages[len(ref_messages) :]
         assert all(r.startswith("highlight ") for r in reasons)
         highlighted += bool(reasons)
         for column, x, y in zip(header, a, b):
@@ -128,8 +135,10 @@ def assert_same_xlsx_except_d6(ours_path: Path, ref_path: Path) -> int:
     return highlighted
 
 
-@pytest.mark.parametrize(("case", "step", "run"), [("multirank", "step0", "compare_step0_xlsx"),
-                                                   ("multistep", "step2", "compare_step2_xlsx")])
+@pytest.mark.parametrize(
+    ("case", "step", "run"),
+    [("multirank", "step0", "compare_step0_xlsx"), ("multistep", "step2", "compare_step2_xlsx")],
+)
 def test_step_folder_xlsx_equals_reference_except_d6(case: str, step: str, run: str, tmp_path: Path) -> None:
     root = case_dir(case)
     assert _compare(tmp_path, root / "target" / step, root / "golden" / step, "--xlsx") == 0

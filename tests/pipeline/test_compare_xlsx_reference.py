@@ -34,11 +34,13 @@ def test_xlsx_equals_reference_except_d6(case: str, tmp_path: Path) -> None:
         ours_messages, ref_messages = json.loads(a[message_col].value), json.loads(b[message_col].value)
         # D6: the reference writes no fills; ours appends one reason per highlight rule that fired.
         assert ours_messages[: len(ref_messages)] == ref_messages
-        reasons = ours_messages[len(ref_messages):]
+        reasons = ours_messages[len(ref_messages) :]
         assert all(r.startswith("highlight ") for r in reasons)
         if reasons:
             highlighted += 1
-            expected = FILLS["red"] if any(r.startswith("highlight red") for r in reasons) else FILLS["yellow"]
+            expected = (
+                FILLS["red"] if any(r.startswith("highlight red") for r in reasons) else FILLS["yellow"]
+            )
             assert fill == expected and all(c.fill.fgColor.rgb == expected for c in a)
         else:
             assert fill is None

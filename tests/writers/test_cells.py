@@ -21,8 +21,11 @@ def test_floats_print_as_the_reference_prints_them() -> None:
 
 def test_d9_formula_cells_are_neutralised_and_the_write_completes(tmp_path: Path) -> None:
     """The reference aborts the whole write with 'Malicious value'; we prefix a quote and go on."""
-    table = CompareTable(mode="md5", columns=["NPU Name", "Err_message"],
-                         rows=[["=cmd|' /C calc'!A0", "[]"], ["a;@SUM(1)", "[]"], ["plain", "-1"]])
+    table = CompareTable(
+        mode="md5",
+        columns=["NPU Name", "Err_message"],
+        rows=[["=cmd|' /C calc'!A0", "[]"], ["a;@SUM(1)", "[]"], ["plain", "-1"]],
+    )
     path = write_csv(table, tmp_path / "r.csv")
     rows = list(csv.reader(open(path, encoding="utf-8")))
     assert rows[1][0] == "'=cmd|' /C calc'!A0"

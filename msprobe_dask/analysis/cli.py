@@ -1,0 +1,165 @@
+"""``compare -da``: per-rank first-diff records, the first divergence across ranks, and a summary.
+
+    parse(target rank N) ─┐
+                          ├─ match ─> records(rank N) ─┐      (one chain of tasks per rank)
+    parse(golden rank N) ─┘                            ├─> first divergence ─> diff_analyze_{ts}.json
+                                      ...  rank M ... ─┘
+
+Works on folders and, unlike the reference (D2), on two dump.json files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from msprobe_dask.analysis.first_diff import entries_of, first_divergence
+from msprobe_dask.analysis.records import RELATIVE_COLUMNS, THRESHOLD, Records, rank_records, statistics_only
+from msprobe_dask.dump.source import DumpSource
+from msprobe_dask.metrics.stats import relative_fraction
+from msprobe_dask.pipeline.scheduler import RunOptions, computing
+from msprobe_dask.writers.atomic import atomic_path, prepare_output_dir
+
+DATA_INFO_COLUMNS = ("NPU max", "NPU min", "NPU mean", "NPU l2norm", "NPU MD5", "NPU P2POp peer")
+STACK_COLUMN = "NPU_Stack_Info"
+
+
+def _records_task(npu: DumpSource, bench: DumpSource, match: Any) -> Records:
+    from msprobe_dask.pipeline.compare import match_sides
+    from msprobe_dask.pipeline.sides import parse_side
+
+    return rank_records(statistics_only(match_sides(parse_side(npu, True), parse_side(bench, False), match)))
+
+
+def analyse(
+    target: str | Path,
+    golden: str | Path,
+    *,
+    match: Any = None,
+    run: RunOptions | None = None,
+    skip_missing_ranks: bool = False,
+) -> list[tuple[str, DumpSource, Records]]:
+    """(output label, target source, records) of every compared rank, computed as one Dask graph."""
+    import dask
+
+    from msprobe_dask.pipeline.compare import _pair_sources
+    from msprobe_dask.pipeline.pairing import MatchOptions
+
+    match = match or MatchOptions()
+    pairs = _pair_sources(target, golden, skip_missing_ranks)
+    with computing(run or RunOptions()) as compute:
+        tasks = [dask.delayed(_records_task)(npu, bench, match) for _, npu, bench in pairs]
+        results = compute(tasks)
+    return [(label, npu, records) for (label, npu, _), records in zip(pairs, results)]
+
+
+def _rank_key(source: DumpSource) -> int:
+    return max(source.rank_id, 0)
+
+
+def diff_report(per_rank: Mapping[int, Records]) -> tuple[str, dict[str, list[dict[str, Any]]]]:
+    """The diff_analyze json content: ``{"rank_N": [{"op_name", "data_info", "stack_info"}]}``."""
+    stage, found = first_divergence({rank: entries_of(records, rank) for rank, records in per_rank.items()})
+    report: dict[str, list[dict[str, Any]]] = {}
+    for rank, names in found.items():
+        nodes = []
+        for name in names:
+            items = per_rank[rank][name]["op_items"]
+            data_info: dict[str, dict[str, Any]] = {"input": {}, "output": {}}
+            for item in items:
+                if item["state"] in data_info:
+                    data_info[item["state"]][item["NPU Name"]] = {
+                        c: item[c] for c in DATA_INFO_COLUMNS if c in item
+                    }
+            stack = items[0].get(STACK_COLUMN) if items else None
+            nodes.append(
+                {
+                    "op_name": name,
+                    "data_info": data_info,
+                    "stack_info": stack if isinstance(stack, list) else None,
+                }
+            )
+        report[f"rank_{rank}"] = nodes
+    return stage, report
+
+
+def _user_line(stack: Sequence[str] | None) -> str:
+    for line in stack or ():
+        if "site-packages" not in line and "/lib/python" not in line and "multiprocessing" not in line:
+            return " ".join(line.split())
+    return " ".join(stack[0].split()) if stack else "no stack recorded"
+
+
+def _worst_metric(items: Sequence[Mapping[str, Any]]) -> str:
+    worst: tuple[float, str] | None = None
+    for item in items:
+        if item["state"] != "output":
+            continue
+        if item.get("Result") == "Different":
+            return f"{item['NPU Name']}: md5 differs"
+        for column in RELATIVE_COLUMNS:
+            fraction = relative_fraction(item.get(column))
+            if fraction is not None and fraction > THRESHOLD and (worst is None or fraction > worst[0]):
+                worst = (fraction, f"{item['NPU Name']}: {column} {item[column]}")
+    return worst[1] if worst else "its communication peers differ"
+
+
+def summary(stage: str, report: Mapping[str, list[dict[str, Any]]], per_rank: Mapping[int, Records]) -> str:
+    lines = [f"First divergence ({stage}):"]
+    for key, nodes in report.items():
+        rank = int(key.split("_", 1)[1])
+        for node in nodes:
+            items = per_rank[rank][node["op_name"]]["op_items"]
+            lines.append(f"  {key}  {node['op_name']}")
+            lines.append(f"      metric: {_worst_metric(items)}")
+            lines.append(f"      code:   {_user_line(node['stack_info'])}")
+    return "\n".join(lines)
+
+
+def _write_json(path: Path, content: Any, indent: int) -> Path:
+    if path.exists():
+        print(f"warning: {path} exists and is replaced", file=sys.stderr)
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        json.dump(content, f, indent=indent)
+    return path
+
+
+def run_diff_analyze(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
+    from msprobe_dask.pipeline.compare_cli import result_name
+    from msprobe_dask.pipeline.pairing import MatchOptions
+
+    results = analyse(
+        args.target_path,
+        args.golden_path,
+        match=MatchOptions(fuzzy=args.fuzzy_match),
+        run=run_options,
+        skip_missing_ranks=args.skip_missing_ranks,
+    )
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    by_step: dict[str, dict[int, Records]] = {}
+    for label, source, records in results:
+        sub, _, name = label.rpartition("/")
+        folder = prepare_output_dir(out / sub) if sub else out
+        if not records:
+            print(
+                f"warning: {source.dump_json}: no comparable entries; no result file written", file=sys.stderr
+            )
+            continue
+        path = _write_json(folder / result_name(name, ".json", stamp), records, 4)
+        print(f"The result file path is: {path.resolve()}.")
+        by_step.setdefault(sub, {})[_rank_key(source)] = records
+    for sub, per_rank in by_step.items():
+        stage, report = diff_report(per_rank)
+        if not report:
+            print("Cannot find any diff node, no need to generate analyze file.")
+            continue
+        folder = out / sub if sub else out
+        path = _write_json(folder / f"diff_analyze_{time.time_ns()}.json", report, 2)
+        print(f"The analyze result is saved in: {path}")
+        print(summary(stage, report, per_rank))
+    return 0

@@ -1,0 +1,87 @@
+"""Per-rank first-diff records: the compare rows of one rank grouped by dump entry, with ``is_same``.
+
+This is what the reference writes to ``compare_result_rank{N}_{ts}.json`` under ``-da`` (compare.md
+§7.1-2): tensor dumps are compared as statistics, Result/Err_message are left empty (md5 mode keeps
+its pass/Different), and every row also carries its state, entry and P2POp op/peer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from msprobe_dask.dump.rows import NA
+from msprobe_dask.metrics.stats import relative_fraction
+from msprobe_dask.pipeline.compare import Matched
+from msprobe_dask.pipeline.table import STACK_COLUMN, build_table
+
+RELATIVE_COLUMNS = ("MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
+THRESHOLD = 0.5  # diff_analyze_threshold.yaml: each relative error, as a fraction
+IGNORED_OUTPUTS = {"npu_fusion_attention": (4, 5)}  # ignore_op_list.yaml: entry's api -> output indices
+DIFF_COLUMNS_AS_TEXT = ("Max diff", "Min diff", "Mean diff", "L2norm diff") + RELATIVE_COLUMNS
+
+Records = dict[str, dict[str, Any]]
+
+
+def _p2p(value: str, peer: bool) -> Any:
+    if value == NA:
+        return "None"
+    if peer and value.lstrip("-").isdigit():
+        return int(value)
+    return value
+
+
+def _is_same(entry: str, items: list[dict[str, Any]], mode: str) -> bool:
+    ignored = IGNORED_OUTPUTS.get(entry.split(".")[-3], ()) if entry.count(".") >= 2 else ()
+    outputs = [item for item in items if item["state"] == "output"]
+    for index, item in enumerate(outputs):
+        if index in ignored:
+            continue
+        if mode == "md5":
+            if item["Result"] == "Different":
+                return False
+            continue
+        for column in RELATIVE_COLUMNS:
+            fraction = relative_fraction(item.get(column))
+            if fraction is not None and fraction > THRESHOLD:
+                return False
+    return True
+
+
+def rank_records(matched: Matched) -> Records:
+    """``{entry: {"is_same": bool, "op_items": [row dicts]}}`` of one rank, in dump order."""
+    mode = "statistics" if matched.mode == "tensor" else matched.mode
+    table = build_table(matched.pairs, mode, matched.stacks, None, matched.float_bench)
+    records: Records = {}
+    previous = None
+    for pair, row in zip(matched.pairs, table.rows):
+        item = dict(zip(table.columns, row))
+        for column in DIFF_COLUMNS_AS_TEXT:
+            if column in item:
+                item[column] = str(item[column])
+        if mode != "md5":
+            item["Result"] = ""
+        item["Err_message"] = ""
+        entry = pair.npu.entry
+        if STACK_COLUMN in item:
+            first = entry != previous
+            stack = matched.stacks.get(entry) if matched.stacks is not None else None
+            item[STACK_COLUMN] = list(stack) if first and stack is not None else NA
+        previous = entry
+        item["state"] = pair.npu.state
+        item["api_origin_name"] = entry
+        item["NPU P2POp op"] = _p2p(pair.npu.p2p_op, False)
+        item["Bench P2POp op"] = _p2p(pair.bench.p2p_op, False) if pair.bench else "None"
+        item["NPU P2POp peer"] = _p2p(pair.npu.p2p_peer, True)
+        item["Bench P2POp peer"] = _p2p(pair.bench.p2p_peer, True) if pair.bench else "None"
+        if len(entry.split(".")) < 4:
+            continue
+        records.setdefault(entry, {"is_same": True, "op_items": []})["op_items"].append(item)
+    for entry, record in records.items():
+        record["is_same"] = _is_same(entry, record["op_items"], mode)
+    return records
+
+
+def statistics_only(matched: Matched) -> Matched:
+    """Tensor dumps are analysed on their statistics: no tensor file is read."""
+    return replace(matched, mode="statistics" if matched.mode == "tensor" else matched.mode, jobs=[])

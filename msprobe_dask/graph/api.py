@@ -1,0 +1,241 @@
+"""Python API of graph_visualize: a lazy Dask graph from input folders to vis.db rows and file.
+
+::
+
+    result = build_graphs("run/npu", "run/bench", overflow_check=True)   # rows, no I/O
+    path = graph_visualize("run/npu", "run/bench", output_path="out")     # writes compare_{ts}.vis.db
+
+Task graph (one task per box)::
+
+    build(step, rank, NPU) --+
+                             +--> finish(step, rank) --+
+    build(step, rank, Bench)-+                         +--> link (cross-rank) --> write vis.db
+    ...                                  ...-----------+
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from msprobe_dask.errors import ConfigError, DumpError, OutputError
+from msprobe_dask.graph import layout
+from msprobe_dask.graph.build import GraphSource, assign_micro_steps, build_graph
+from msprobe_dask.graph.compare import CONFIG_TASK, compare_graphs, compare_mode, node_colors, tool_tip
+from msprobe_dask.graph.model import Graph
+from msprobe_dask.graph.overflow import check_overflow
+from msprobe_dask.graph.rows import GraphRows, config_row, graph_rows
+
+NPU, BENCH = "NPU", "Bench"
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    overflow_check: bool = False
+    fuzzy_match: bool = False
+    layer_mapping: str | bool | None = None
+    tensor_log: bool = False
+
+
+@dataclass(slots=True)
+class VisResult:
+    """Everything a vis.db holds: graphs in write order (NPU then Bench per (step, rank)) and tb_config."""
+
+    compare: bool
+    graphs: list[GraphRows] = field(default_factory=list)
+    config: tuple[Any, ...] = ()
+
+
+# ------------------------------------------------------------------------------------ tasks
+
+
+def _build_task(folder: str, step: int, rank: int) -> Graph:
+    return build_graph(GraphSource(folder, step, rank))
+
+
+def _finish_build(g: Graph, opts: Options) -> tuple[list[GraphRows], str, int]:
+    assign_micro_steps(g)
+    if opts.overflow_check:
+        check_overflow(g)
+    return [graph_rows(g, NPU)], "", g.micro_steps
+
+
+def _finish_compare(npu: Graph, bench: Graph, opts: Options, where: str) -> tuple[list[GraphRows], str, int]:
+    mode = compare_mode(npu, bench, where)
+    if npu.framework != bench.framework and not opts.layer_mapping:
+        raise ConfigError(where, "the two dumps come from different frameworks: pass -lm/--layer_mapping")
+    measure = None
+    if mode == "tensor":
+        from msprobe_dask.graph.tensors import make_measure
+
+        measure = make_measure(npu.data_path, bench.data_path, opts.tensor_log)
+    mapping = None
+    if opts.layer_mapping:
+        from msprobe_dask.graph.mapping import layer_mapping
+
+        mapping = layer_mapping(npu, bench, opts.layer_mapping)
+    compare_graphs(npu, bench, mode, fuzzy=opts.fuzzy_match, mapping=mapping, measure=measure)
+    assign_micro_steps(npu, bench)
+    if opts.overflow_check:
+        check_overflow(npu)
+        check_overflow(bench)
+    md5 = mode == "md5"
+    return [graph_rows(npu, NPU, md5), graph_rows(bench, BENCH, md5)], mode, npu.micro_steps
+
+
+def _link_task(
+    parts: list[tuple[list[GraphRows], str, int]], distributed: bool, overflow: bool
+) -> list[tuple[list[GraphRows], str, int]]:
+    if distributed:
+        from msprobe_dask.graph.distributed import link_distributed
+
+        link_distributed([g for rows, _, _ in parts for g in rows], overflow)
+    return parts
+
+
+def _result(
+    parts: list[tuple[list[GraphRows], str, int]],
+    compare: bool,
+    opts: Options,
+    ranks: list[int],
+    steps: list[int],
+) -> VisResult:
+    graphs = [g for rows, _, _ in parts for g in rows]
+    mode = parts[0][1] if parts else ""
+    micro = parts[0][2] if parts else 1
+    if compare:
+        config = config_row(
+            True,
+            CONFIG_TASK[mode],
+            tool_tip(mode),
+            micro,
+            opts.overflow_check,
+            node_colors(mode),
+            ranks,
+            steps,
+        )
+    else:
+        config = config_row(False, "", None, micro, opts.overflow_check, "null", ranks, steps)
+    return VisResult(compare, graphs, config)
+
+
+def _write_task(result: VisResult, path: str) -> str:
+    from msprobe_dask.writers.visdb import write_visdb
+
+    return write_visdb(path, [(g.nodes, g.stacks) for g in result.graphs], result.config)
+
+
+# ------------------------------------------------------------------------------------ graph
+
+
+def _plan(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None, opts: Options):
+    """(lazy VisResult, compare?) for the inputs."""
+    import dask
+
+    tp = Path(target)
+    if golden is None:
+        kind, sources = layout.build_sources(tp)
+        parts = []
+        for step, rank, folder in sources:
+            g = dask.delayed(_build_task, pure=True)(
+                folder, step, rank, dask_key_name=f"build-{step}-{rank}-NPU"
+            )
+            parts.append(dask.delayed(_finish_build)(g, opts, dask_key_name=f"finish-{step}-{rank}"))
+        steps = sorted({s for s, _, _ in sources}) if kind == "steps" else [0]
+        ranks = sorted({r for _, r, _ in sources}, key=[r for _, r, _ in sources].index)
+        compare = False
+    else:
+        gp = Path(golden)
+        kind, pairs = layout.compare_sources(tp, gp)
+        parts = []
+        for step, rank, a, b in pairs:
+            ga = dask.delayed(_build_task)(a, step, rank, dask_key_name=f"build-{step}-{rank}-NPU")
+            gb = dask.delayed(_build_task)(b, step, rank, dask_key_name=f"build-{step}-{rank}-Bench")
+            parts.append(
+                dask.delayed(_finish_compare)(ga, gb, opts, a, dask_key_name=f"finish-{step}-{rank}")
+            )
+        steps = sorted({s for s, _, _, _ in pairs}) if kind == "steps" else [0]
+        ranks = list(dict.fromkeys(r for _, r, _, _ in pairs))
+        compare = True
+    if not parts:
+        raise DumpError(target, "holds no dump to visualize")
+    ranks = ranks if kind != "files" else [0]
+    linked = dask.delayed(_link_task)(parts, kind != "files", opts.overflow_check, dask_key_name="link-ranks")
+    result = dask.delayed(_result)(linked, compare, opts, ranks, steps, dask_key_name="vis-result")
+    return result, compare
+
+
+def _compute(obj: Any, client: Any = None) -> Any:
+    if client is not None:
+        return client.compute(obj).result()
+    # a callable scheduler: naming one ("threads") makes dask import distributed (0.7 s) to look for a Client
+    if _few_cpus():
+        from dask.threaded import get
+    else:
+        from dask.multiprocessing import get
+    return obj.compute(scheduler=get)
+
+
+def _few_cpus() -> bool:
+    return (os.cpu_count() or 1) <= 2
+
+
+def build_graphs(
+    target: str | os.PathLike[str],
+    golden: str | os.PathLike[str] | None = None,
+    *,
+    overflow_check: bool = False,
+    fuzzy_match: bool = False,
+    layer_mapping: str | bool | None = None,
+    client: Any = None,
+) -> VisResult:
+    """Build (and compare) the graphs; return the rows a vis.db would hold, without writing anything."""
+    opts = Options(overflow_check, fuzzy_match, layer_mapping)
+    result, _ = _plan(target, golden, opts)
+    return _compute(result, client)
+
+
+def output_name(compare: bool, ts: str | None = None) -> str:
+    ts = ts or time.strftime("%Y%m%d%H%M%S", time.localtime())
+    return f"{'compare' if compare else 'build'}_{ts}.vis.db"
+
+
+def graph_visualize(
+    target: str | os.PathLike[str],
+    golden: str | os.PathLike[str] | None = None,
+    *,
+    output_path: str | os.PathLike[str],
+    overflow_check: bool = False,
+    fuzzy_match: bool = False,
+    layer_mapping: str | bool | None = None,
+    tensor_log: bool = False,
+    client: Any = None,
+) -> str:
+    """Build the graphs and write ``build_{ts}.vis.db`` / ``compare_{ts}.vis.db`` into ``output_path``."""
+    import dask
+
+    opts = Options(overflow_check, fuzzy_match, layer_mapping, tensor_log)
+    ts = time.strftime("%Y%m%d%H%M%S", time.localtime())
+    result, compare = _plan(target, golden, opts)
+    out = Path(output_path)
+    if out.exists() and not out.is_dir():
+        raise OutputError(out, "is not a folder")
+    path = out / output_name(compare, ts)
+    written = dask.delayed(_write_task)(result, str(path), dask_key_name="write-visdb")
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(out, f"cannot create the output folder: {exc.strerror or exc}") from None
+    try:
+        return _compute(written, client)
+    except BaseException:
+        if created:  # a bad input leaves nothing behind, not even the folder we made
+            try:
+                out.rmdir()
+            except OSError:
+                pass
+        raise

@@ -1,0 +1,418 @@
+"""Build one graph (one step, rank and side) from construct.json, dump.json and stack.json (§2)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from msprobe_dask.dump.dumpjson import read_json
+from msprobe_dask.errors import DumpError
+from msprobe_dask.graph.items import parse_entry, split_items
+from msprobe_dask.graph.model import API, COLLECTION, MODULE, ROOT_ID, Graph, Node, node_type_of
+
+BWD = re.compile(r"(\.backward\.)(\d+)$")
+FWD = re.compile(r"(\.forward\.)(\d+)$")
+PARAMS_GRAD = re.compile(r"\.parameters_grad(?:\.\d+)?$")
+NO_FORWARD_STACK = ["This backward node cannot find the forward node and cannot retrieve stack information."]
+MEGATRON_KEY = "megatron_micro_step_number"
+MAX_MICRO_DEPTH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class GraphSource:
+    """Where one graph's three JSON files are, and where it goes in the db."""
+
+    folder: str
+    step: int = 0
+    rank: int = 0
+
+    @property
+    def construct_json(self) -> Path:
+        return Path(self.folder) / "construct.json"
+
+    @property
+    def dump_json(self) -> Path:
+        return Path(self.folder) / "dump.json"
+
+    @property
+    def stack_json(self) -> Path:
+        return Path(self.folder) / "stack.json"
+
+
+# ------------------------------------------------------------------------------------ loading
+
+
+def _check_file(path: Path) -> None:
+    if not path.is_file():
+        raise DumpError(
+            path, "does not exist (graph_visualize needs construct.json, dump.json and stack.json)"
+        )
+
+
+def load_stack_map(path: Path) -> dict[str, list[str]]:
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise DumpError(path, "must be a JSON object")
+    out: dict[str, list[str]] = {}
+    if doc.get("0"):
+        for group in doc.values():
+            if isinstance(group, list) and len(group) == 2 and isinstance(group[0], list):
+                for name in group[0]:
+                    if isinstance(name, str):
+                        out[name] = group[1]
+        return out
+    for name, lines in doc.items():
+        out[name] = lines
+    return out
+
+
+def load_construct(path: Path) -> tuple[dict[str, str | None], dict[str, int], int | None]:
+    """(parents, micro ids, K) where K is the Megatron micro step number or None."""
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise DumpError(path, "must be a JSON object mapping node names to parents")
+    if not doc:
+        raise DumpError(path, "is empty ({}): dump with level L0 or mix to collect the model structure")
+    if MEGATRON_KEY not in doc:
+        return doc, {}, None
+    doc = dict(doc)
+    k = doc.pop(MEGATRON_KEY)
+    parents: dict[str, str | None] = {}
+    micro: dict[str, int] = {}
+    for sub, up in doc.items():
+        if isinstance(up, list):
+            if len(up) != 2:
+                raise DumpError(path, f"cannot be parsed: {sub!r} must map to [parent, micro_step]")
+            parents[sub], micro[sub] = up[0], up[1]
+        else:
+            parents[sub], micro[sub] = up, 0
+    return parents, micro, int(k)
+
+
+def load_dump_doc(path: Path) -> dict[str, Any]:
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise DumpError(path, "top level must be a JSON object")
+    data = doc.get("data")
+    if not isinstance(data, dict):
+        raise DumpError(path, "has no 'data' mapping")
+    return doc
+
+
+def graph_data_path(doc: Mapping[str, Any], construct_json: Path) -> str | None:
+    d = doc.get("dump_data_dir", "")
+    real = os.path.realpath(construct_json)
+    if d and os.path.dirname(d) != os.path.dirname(real):
+        return os.path.join(os.path.dirname(real), "dump_tensor_data")
+    return d
+
+
+# ------------------------------------------------------------------------------------ building
+
+
+def _repair_parent(sub: str, up: str | None, construct: Mapping[str, str | None]) -> str | None:
+    m = BWD.search(sub)
+    if up is not None:
+        if m:
+            sp, upp = sub.split("."), up.split(".")
+            if len(sp) >= 5 and len(upp) >= 4 and ".".join(sp[:-4]) != ".".join(upp[:-3]):
+                fwd = BWD.sub(r".forward.\2", sub)
+                if fwd in construct:
+                    fp = construct[fwd]
+                    if fp is None:
+                        return None
+                    cand = FWD.sub(r".backward.\2", fp)
+                    if cand in construct:
+                        return cand
+        return up
+    if m:
+        fp = construct.get(BWD.sub(r".forward.\2", sub))
+        if fp:
+            cand = FWD.sub(r".backward.\2", fp)
+            if cand in construct:
+                return cand
+    elif sub.endswith(".backward"):
+        fp = construct.get(sub.replace("backward", "forward"))
+        if fp:
+            cand = fp.replace("forward", "backward")
+            if cand in construct:
+                return cand
+    return up
+
+
+class _Builder:
+    def __init__(
+        self, data: Mapping[str, Any], stacks: Mapping[str, list[str]], micro: Mapping[str, int] | None
+    ):
+        self.data = data
+        self.stacks = stacks
+        self.micro = micro
+        self.root = Node(ROOT_ID, MODULE)
+        self.nodes: dict[str, Node] = {ROOT_ID: self.root}
+
+    def _stack_for(self, node_id: str) -> list[str]:
+        stack = self.stacks.get(node_id, [])
+        if stack:
+            return stack
+        if BWD.search(node_id):
+            twin = self.nodes.get(BWD.sub(".forward.0", node_id))
+            return twin.stack if twin is not None else NO_FORWARD_STACK
+        if node_id.endswith(".backward"):
+            twin = self.nodes.get(node_id.replace("backward", "forward"))
+            return twin.stack if twin is not None else NO_FORWARD_STACK
+        return stack
+
+    def get(self, node_id: str) -> Node:
+        node = self.nodes.get(node_id)
+        if node is not None:
+            return node
+        node = Node(node_id, node_type_of(node_id))
+        node.input_data, node.output_data = split_items(parse_entry(node_id, self.data.get(node_id)))
+        node.stack = self._stack_for(node_id)
+        if self.micro is not None:
+            node.micro = self.micro.get(node_id, 0)
+        self.nodes[node_id] = node
+        return node
+
+
+def _stack_shows_recompute(lines: list[str]) -> bool:
+    frames = []
+    for line in lines:
+        m = re.match(r"File (.*?), line \d+, in ([^,]*)", line)
+        if m:
+            frames.append((m.group(1), m.group(2).strip()))
+    for i, (path, func) in enumerate(frames):
+        if func == "recompute_fn" and path.endswith("torch/utils/checkpoint.py"):
+            return True
+        if func == "backward" or (func == "checkpoint_function_backward" and "megatron" in path):
+            for j in (i + 1, i + 2):
+                if j < len(frames) and frames[j][0].endswith("torch/autograd/function.py"):
+                    return True
+    return False
+
+
+def _is_abnormal(segs: list[str]) -> bool:
+    n = len(segs)
+    if n > 7:
+        return True
+    if n == 7:
+        return not (segs[1].isdigit() and segs[3].isdigit())
+    if n == 6:
+        return not segs[1].isdigit()
+    return False
+
+
+def _handle_recompute(b: _Builder, framework: str) -> None:
+    root = b.root
+    cands: list[Node] = []
+    for c in root.children:
+        if c.type != MODULE:
+            continue
+        if framework == "pytorch":
+            stack = c.stack
+            m = BWD.search(c.id)
+            if m:
+                twin = b.nodes.get(BWD.sub(r".forward.\2", c.id))
+                stack = twin.stack if twin is not None else b.stacks.get(BWD.sub(r".forward.\2", c.id), [])
+            if not _stack_shows_recompute(stack):
+                continue
+        cands.append(c)
+    if not cands:
+        return
+    root_ids = {c.id for c in root.children}
+    cached: set[str] = set()
+    recompute: list[Node] = []
+    for c in cands:
+        segs = c.id.split(".")
+        if c.id in cached:
+            recompute.append(c)
+            continue
+        if _is_abnormal(segs) and len(segs) >= 2:
+            twin_segs = list(segs)
+            twin_segs[-2] = "backward" if segs[-2] == "forward" else "forward"
+            twin = ".".join(twin_segs)
+            if twin in root_ids:
+                cached.add(twin)
+                recompute.append(c)
+    if not recompute:
+        return
+    prefixes = {".".join(c.id.split(".")[:-2]) for c in recompute}
+    refs: dict[str, tuple[list[Node], list[Node]]] = {}
+    for node in b.nodes.values():
+        if node.type != MODULE or not FWD.search(node.id):
+            continue
+        if node.parent is None or node.parent is root:
+            continue
+        prefix = FWD.sub("", node.id)
+        if prefix in prefixes:
+            fw, bw = refs.setdefault(prefix, ([], []))
+            fw.append(node)
+            bw.append(node)
+    for fw, bw in refs.values():
+        fw.reverse()
+        bw.reverse()
+    removed: list[int] = []
+    for c in recompute:
+        prefix = ".".join(c.id.split(".")[:-2])
+        lists = refs.get(prefix)
+        if not lists:
+            continue
+        lst = lists[0] if ".forward" in c.id else lists[1]
+        if not lst:
+            continue
+        ref = lst.pop()
+        if ref.parent is None:
+            continue
+        new_parent = b.nodes.get(FWD.sub(r".backward.\2", ref.parent.id))
+        if new_parent is None or c.id in new_parent.ancestors() or new_parent is c:
+            continue
+        idx = root.children.index(c)
+        c.parent = new_parent
+        new_parent.children.append(c)
+        removed.append(idx)
+    for idx in sorted(removed, reverse=True):
+        del root.children[idx]
+
+
+def _wrap_api_collections(b: _Builder) -> None:
+    root = b.root
+    out: list[Node] = []
+    run: list[Node] = []
+    k = 0
+
+    def flush() -> None:
+        nonlocal k
+        if len(run) >= 2:
+            coll = Node(f"Apis_Between_Modules.{k}", COLLECTION, parent=root)
+            k += 1
+            coll.micro = run[0].micro
+            for child in run:
+                child.parent = coll
+                coll.children.append(child)
+            b.nodes[coll.id] = coll
+            out.append(coll)
+        else:
+            out.extend(run)
+        run.clear()
+
+    for child in root.children:
+        if child.type == API:
+            run.append(child)
+        else:
+            flush()
+            out.append(child)
+    flush()
+    root.children[:] = out
+
+
+def _place_parameters_grad(b: _Builder) -> None:
+    groups: dict[str, list[str]] = {}
+    for key in b.data:
+        if key in b.nodes:
+            continue
+        m = PARAMS_GRAD.search(key)
+        if m:
+            groups.setdefault(key[: m.start()], []).append(key[m.start() :])
+    if not groups:
+        return
+    max_call: dict[str, int] = {}
+    for node_id in b.nodes:
+        m = BWD.search(node_id)
+        if m:
+            prefix = node_id[: m.start()]
+            n = int(m.group(2))
+            if n > max_call.get(prefix, -1):
+                max_call[prefix] = n
+    for prefix, suffixes in groups.items():
+        parent = b.nodes.get(f"{prefix}.backward.{max_call.get(prefix, 0)}")
+        if parent is None:
+            continue
+        for suffix in suffixes:
+            node_id = prefix + suffix
+            node = Node(node_id, MODULE, parent=parent)
+            node.input_data, node.output_data = split_items(parse_entry(node_id, b.data.get(node_id)))
+            parent.children.append(node)
+            b.nodes[node_id] = node
+
+
+def build_graph(src: GraphSource) -> Graph:
+    """Read one dump folder and build its hierarchy (no compare, no micro steps yet)."""
+    for p in (src.construct_json, src.dump_json, src.stack_json):
+        _check_file(p)
+    construct, micro, k = load_construct(src.construct_json)
+    doc = load_dump_doc(src.dump_json)
+    stacks = load_stack_map(src.stack_json)
+    data = doc["data"]
+    b = _Builder(data, stacks, micro if k is not None else None)
+    for sub, up in construct.items():
+        up = _repair_parent(sub, up, construct)
+        parent = b.root if up is None else b.get(up)
+        b.get(sub).attach(parent)
+    framework = doc.get("framework") or "pytorch"
+    _handle_recompute(b, framework)
+    _wrap_api_collections(b)
+    _place_parameters_grad(b)
+    g = Graph(
+        root=b.root,
+        nodes=b.nodes,
+        data=data,
+        task=str(doc.get("task") or ""),
+        framework=framework,
+        data_path=graph_data_path(doc, src.construct_json),
+        step=src.step,
+        rank=src.rank,
+    )
+    if k is not None:
+        g.megatron = True
+        g.micro_steps = k + 1
+    return g
+
+
+# ------------------------------------------------------------------------------------ micro steps
+
+
+def _propagate(node: Node) -> None:
+    stack = [(node, 0)]
+    while stack:
+        n, depth = stack.pop()
+        if depth > MAX_MICRO_DEPTH:
+            raise DumpError(None, f"{n.id}: the model hierarchy is deeper than {MAX_MICRO_DEPTH} levels")
+        for child in n.children:
+            if child.micro is None:
+                child.micro = n.micro
+            stack.append((child, depth + 1))
+
+
+def assign_micro_steps(g: Graph, bench: Graph | None = None) -> None:
+    """§2.11: batch the root's children into micro steps and propagate down (NPU side first)."""
+    if g.megatron:
+        return
+    batch, back = 0, False
+    for child in g.root.children:
+        if child.type == MODULE:
+            if ".forward." in child.id:
+                if back:
+                    batch += 1
+                    back = False
+            else:
+                back = True
+        child.micro = batch
+        if bench is not None and child.link:
+            partner = bench.nodes.get(child.link[-1])
+            if partner is not None:
+                partner.micro = batch
+    for child in g.root.children:
+        _propagate(child)
+    g.micro_steps = batch + 1
+    if bench is not None:
+        for child in bench.root.children:
+            if child.micro is None:
+                last = child.id.split(".")[-1]
+                child.micro = int(last) if last.isdigit() else 0
+        for child in bench.root.children:
+            _propagate(child)
+        bench.micro_steps = g.micro_steps

@@ -1,0 +1,112 @@
+"""``msprobe-dask graph_visualize``: msprobe's flags (graph_visualize.md §0.1)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "graph_visualize",
+        help="build (or compare) model hierarchy graphs into a vis.db for tb-graph-ascend",
+        description="Build the model hierarchy of a dump (-tp) or compare two dumps (-tp, -gp) into "
+        "build_{ts}.vis.db / compare_{ts}.vis.db, for `tensorboard --logdir OUT` with tb-graph-ascend.",
+    )
+    p.add_argument(
+        "-tp", "--target_path", dest="target_path", required=True, help="debug side (NPU) dump folder"
+    )
+    p.add_argument(
+        "-o", "--output_path", dest="output_path", required=True, help="output folder (created if missing)"
+    )
+    p.add_argument("-gp", "--golden_path", dest="golden_path", help="bench side dump folder: compare mode")
+    p.add_argument(
+        "-lm",
+        "--layer_mapping",
+        dest="layer_mapping",
+        nargs="?",
+        const=True,
+        help="match layers across frameworks; optionally a yaml mapping file",
+    )
+    p.add_argument(
+        "-oc",
+        "--overflow_check",
+        dest="overflow_check",
+        action="store_true",
+        help="mark overflow levels (medium/high/critical) per node",
+    )
+    p.add_argument(
+        "-fm",
+        "--fuzzy_match",
+        dest="fuzzy_match",
+        action="store_true",
+        help="match APIs by name and call order under matched modules",
+    )
+    p.add_argument(
+        "-tensor_log",
+        "--is_print_compare_log",
+        dest="is_print_compare_log",
+        action="store_true",
+        help="log each tensor comparison (tensor mode)",
+    )
+    p.add_argument(
+        "-progress_log",
+        "--is_print_progress_log",
+        dest="is_print_progress_log",
+        action="store_true",
+        help="log progress as PROGRESS: {json} lines",
+    )
+    p.add_argument("--rank_size", type=int, nargs="+", help="parallel merge: world size (not supported yet)")
+    p.add_argument("--tp", type=int, nargs="+", help="parallel merge: tensor parallel size")
+    p.add_argument("--pp", type=int, nargs="+", help="parallel merge: pipeline parallel size")
+    p.add_argument("--vpp", type=int, nargs="+", default=[1], help="parallel merge: virtual pipeline size")
+    p.add_argument("--order", nargs="+", default=["tp-cp-ep-dp-pp"], help="parallel merge: rank order")
+    p.add_argument(
+        "--file_type", choices=("db", "json"), default="db", help="output type (json: merge builds only)"
+    )
+    p.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://host:8786)")
+    p.set_defaults(run=run)
+    return p
+
+
+def _progress(msg: dict) -> None:
+    import json
+    import os
+    import time
+
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    print(f"{stamp} ({os.getpid()}) [INFO] PROGRESS: {json.dumps(msg)}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from msprobe_dask.errors import ConfigError
+    from msprobe_dask.graph.api import graph_visualize
+
+    if args.rank_size:
+        raise ConfigError("--rank_size", "parallel merge (TP/PP/VPP) is not supported yet by msprobe-dask")
+    if args.file_type == "json":
+        if args.golden_path:
+            raise ConfigError("--file_type", "json output is not supported in graph comparison mode")
+        print("--file_type json is only supported in graph merge builds; writing a vis.db", file=sys.stderr)
+    client = None
+    if args.scheduler:
+        from distributed import Client
+
+        client = Client(args.scheduler)
+    if args.is_print_progress_log:
+        _progress({"current_progress": 0, "process_running": True, "error_msg": []})
+    path = graph_visualize(
+        args.target_path,
+        args.golden_path,
+        output_path=args.output_path,
+        overflow_check=args.overflow_check,
+        fuzzy_match=args.fuzzy_match,
+        layer_mapping=args.layer_mapping,
+        tensor_log=args.is_print_compare_log,
+        client=client,
+    )
+    if args.is_print_progress_log:
+        _progress({"current_progress": 100, "process_running": True, "error_msg": []})
+        _progress({"current_progress": 100, "process_running": False, "error_msg": []})
+    print(f"wrote {path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,151 @@
+"""Cross-rank links of communication nodes: ``matched_distributed`` (graph_visualize.md §5).
+
+Runs over the exported rows of all graphs (the formatted JSON, so every value is a string), after
+every (step, rank) graph is finished; it is the one task that needs all ranks.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from msprobe_dask.graph.rows import COL, GraphRows
+
+# api -> (counterpart, rank parameter, type)
+P2P = {
+    "send": ("recv", "dst", "send"),
+    "isend": ("irecv", "dst", "send"),
+    "recv": ("send", "src", "receive"),
+    "irecv": ("isend", "src", "receive"),
+}
+ROOTED = {
+    "broadcast": ("1", "send"),
+    "scatter": ("src", "send"),
+    "gather": ("dst", "receive"),
+    "reduce": ("1", "receive"),
+}
+REVERSED = {"send": "receive", "receive": "send", "send_receive": "send_receive"}
+
+
+class _Comm:
+    __slots__ = ("row", "name", "api", "inputs", "value", "unique")
+
+    def __init__(self, row: list[Any]):
+        self.row = row
+        self.name: str = row[COL["node_name"]]
+        parts = self.name.split(".")
+        self.api = parts[1] if len(parts) > 1 else ""
+        try:
+            self.inputs = json.loads(row[COL["input_data"]] or "{}")
+        except ValueError:
+            self.inputs = {}
+        self.value: dict[str, Any] | None = None
+        self.unique: str | None = None
+
+    def param(self, p: str) -> str | None:
+        item = self.inputs.get(f"{self.name}.input.{p}")
+        return item.get("value") if isinstance(item, dict) else None
+
+    def group(self) -> tuple[list[int], str] | None:
+        item = self.inputs.get(f"{self.name}.input.group")
+        if not isinstance(item, dict):
+            return None
+        ranks, gid = item.get("group_ranks"), item.get("group_id")
+        if not ranks or not gid:
+            return None
+        try:
+            parsed = json.loads(ranks)
+        except ValueError:
+            return None
+        return (parsed, gid) if isinstance(parsed, list) and parsed else None
+
+
+def _index(c: _Comm, overflow: bool) -> str:
+    v = c.row[COL["overflow_level"]] if overflow else c.row[COL["precision_index"]]
+    return "Nan" if v is None else str(v)
+
+
+def _link_group(ranks: dict[str, list[_Comm]], overflow: bool) -> None:
+    by_unique: dict[str, dict[str, _Comm]] = {}
+    for rank, comms in ranks.items():
+        counts: dict[str, int] = {}
+        table = by_unique.setdefault(rank, {})
+        for c in comms:
+            if c.api in P2P:
+                t = c.param(P2P[c.api][1])
+                if t is None:
+                    continue
+                key = f"{c.api}rank{t}"
+            elif c.api == "batch_isend_irecv":
+                continue
+            else:
+                g = c.group()
+                if g is None:
+                    continue
+                key = g[1] + c.api
+            counts[key] = counts.get(key, 0) + 1
+            c.unique = f"{key}_{counts[key]}"
+            table[c.unique] = c
+    for rank, comms in ranks.items():
+        for c in comms:
+            if c.unique is None or c.value is not None:
+                continue
+            if c.api in P2P:
+                counterpart, rank_param, kind = P2P[c.api]
+                t = c.param(rank_param)
+                target_unique = c.unique.replace(f"rank{t}", f"rank{rank}").replace(c.api, counterpart)
+                target = by_unique.get(str(t), {}).get(target_unique)
+                if target is None or target.param(P2P[target.api][1]) != rank:
+                    continue
+                c.value = {
+                    "communications_type": kind,
+                    "nodes_info": {str(t): [_index(target, overflow), target.name]},
+                }
+                target.value = {
+                    "communications_type": P2P[target.api][2],
+                    "nodes_info": {rank: [_index(c, overflow), c.name]},
+                }
+                continue
+            group = c.group()
+            if group is None:
+                continue
+            group_ranks, gid = group
+            kind = "send_receive"
+            if c.api in ROOTED:
+                rank_param, kind = ROOTED[c.api]
+                if c.param(rank_param) != rank:
+                    continue
+            info: dict[str, list[str]] = {}
+            for g in group_ranks:
+                if str(g) == rank:
+                    continue
+                target = by_unique.get(str(g), {}).get(c.unique)
+                if target is None:
+                    continue
+                tg = target.group()
+                if tg is None or tg[1] != gid:
+                    continue
+                info[str(g)] = [_index(target, overflow), target.name]
+                if c.api in ROOTED:
+                    target.value = {
+                        "communications_type": REVERSED[kind],
+                        "nodes_info": {rank: [_index(c, overflow), c.name]},
+                    }
+            if info:
+                c.value = {"communications_type": kind, "nodes_info": info}
+
+
+def link_distributed(graphs: list[GraphRows], overflow: bool) -> None:
+    """Fill ``matched_distributed`` in place for every linked communication node."""
+    groups: dict[tuple[str, int], dict[str, list[_Comm]]] = {}
+    for g in graphs:
+        comms = [_Comm(row) for row in g.nodes if row[COL["is_distributed"]] == 1]
+        if comms:
+            groups.setdefault((g.source, g.step), {}).setdefault(str(g.rank), []).extend(comms)
+    md = COL["matched_distributed"]
+    for ranks in groups.values():
+        _link_group(ranks, overflow)
+        for comms in ranks.values():
+            for c in comms:
+                if c.value is not None:
+                    c.row[md] = json.dumps(c.value)

@@ -1,0 +1,92 @@
+"""The in-memory graph of one (step, rank, side): nodes in a parent/children hierarchy."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+ROOT_ID = "DefaultModel"
+MODULE, API, COLLECTION = 0, 1, 9
+
+_MODULE_RE = re.compile(r"^(Module.|Cell.|optimizer|clip_grad|DefaultModel)")
+_API_RE = re.compile(
+    r"^(Tensor.|Torch.|Functional.|NPU.|VF.|Distributed.|Aten.|Mint.|Primitive.|Jit.|MintFunctional.|MindSpeed.)"
+)
+
+
+def node_type_of(node_id: str) -> int:
+    if _MODULE_RE.match(node_id):
+        return MODULE
+    if _API_RE.match(node_id):
+        return API
+    return MODULE
+
+
+@dataclass(slots=True, eq=False)
+class Node:
+    id: str
+    type: int
+    parent: Node | None = None
+    children: list[Node] = field(default_factory=list)
+    input_data: dict[str, dict[str, Any]] = field(default_factory=dict)
+    output_data: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stack: list[str] = field(default_factory=list)
+    micro: int | None = None
+    link: list[str] = field(default_factory=list)
+    precision: int | float | None = None
+    overflow: str | None = None
+
+    def attach(self, parent: Node) -> None:
+        if self.parent is None and parent is not self:
+            self.parent = parent
+            parent.children.append(self)
+
+    def ancestors(self) -> list[str]:
+        """Ids from the root down to the parent (empty for the root); a cycle gives []."""
+        out: list[str] = []
+        seen = {id(self)}
+        p = self.parent
+        while p is not None:
+            if id(p) in seen:
+                return []
+            seen.add(id(p))
+            out.append(p.id)
+            p = p.parent
+        out.reverse()
+        return out
+
+
+@dataclass(slots=True, eq=False)
+class Graph:
+    """One side of one (step, rank): ``nodes`` in creation order, ``root`` = DefaultModel."""
+
+    root: Node
+    nodes: dict[str, Node]
+    data: dict[str, Any]  # the raw dump.json ``data`` (the overflow check reads it)
+    task: str
+    framework: str
+    data_path: str | None
+    micro_steps: int = 1
+    megatron: bool = False
+    step: int = 0
+    rank: int = 0
+
+    def sorted_nodes(self) -> list[Node]:
+        """Post-order DFS from the root (children in order, root last), each node once."""
+        out: list[Node] = []
+        seen: set[int] = set()
+        stack: list[tuple[Node, int]] = [(self.root, 0)]
+        seen.add(id(self.root))
+        while stack:
+            node, i = stack[-1]
+            if i < len(node.children):
+                stack[-1] = (node, i + 1)
+                child = node.children[i]
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    stack.append((child, 0))
+            else:
+                stack.pop()
+                out.append(node)
+        return out

@@ -1,0 +1,125 @@
+"""A finished graph -> the rows of ``tb_nodes`` and ``tb_stack`` (§7.5-§7.7), and ``tb_config``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from msprobe_dask.graph.items import format_items
+from msprobe_dask.graph.model import Graph
+
+NODE_COLUMNS = (
+    "id",
+    "graph_id",
+    "node_order",
+    "node_name",
+    "node_type",
+    "up_node",
+    "sub_nodes",
+    "precision_index",
+    "overflow_level",
+    "micro_step_id",
+    "matched_node_link",
+    "stack_id",
+    "parallel_merge_info",
+    "matched_distributed",
+    "modified",
+    "input_data",
+    "output_data",
+    "data_source",
+    "dump_data_dir",
+    "step",
+    "rank",
+    "is_distributed",
+)
+CONFIG_COLUMNS = (
+    "id",
+    "graph_type",
+    "task",
+    "tool_tip",
+    "micro_steps",
+    "overflow_check",
+    "node_colors",
+    "rank_list",
+    "step_list",
+)
+COL = {name: i for i, name in enumerate(NODE_COLUMNS)}
+
+
+@dataclass(slots=True)
+class GraphRows:
+    """The exported form of one graph: tb_nodes rows (as lists, in node order) and tb_stack rows."""
+
+    source: str
+    step: int
+    rank: int
+    nodes: list[list[Any]] = field(default_factory=list)
+    stacks: list[tuple[str, str]] = field(default_factory=list)
+    micro_steps: int = 1
+
+
+def graph_rows(g: Graph, source: str, md5_mode: bool = False) -> GraphRows:
+    graph_id = f"{source}_{g.step}_{g.rank}"
+    out = GraphRows(source, g.step, g.rank, micro_steps=g.micro_steps)
+    stack_ids: dict[str, str] = {}
+    for order, node in enumerate(g.sorted_nodes()):
+        stack_text = json.dumps(node.stack)
+        sid = stack_ids.get(stack_text)
+        if sid is None:
+            sid = f"{graph_id}_{len(stack_ids)}"
+            stack_ids[stack_text] = sid
+            out.stacks.append((sid, stack_text))
+        batch_p2p = "batch_isend_irecv" in node.id
+        inputs = format_items(node.input_data, md5_mode, batch_p2p)
+        outputs = format_items(node.output_data, md5_mode, batch_p2p)
+        out.nodes.append(
+            [
+                f"{graph_id}_{node.id}",
+                graph_id,
+                order,
+                node.id,
+                node.type,
+                node.parent.id if node.parent is not None else "",
+                json.dumps([c.id for c in node.children]) if node.children else "",
+                node.precision,
+                node.overflow,
+                node.micro if node.micro is not None else 0,
+                json.dumps(node.link),
+                sid,
+                "",
+                "{}",
+                0,
+                json.dumps(inputs),
+                json.dumps(outputs),
+                source,
+                g.data_path,
+                g.step,
+                g.rank,
+                1 if node.id.startswith("Distributed") else 0,
+            ]
+        )
+    return out
+
+
+def config_row(
+    compare: bool,
+    task: str,
+    tool_tip: str | None,
+    micro_steps: int,
+    overflow_check: bool,
+    node_colors: str,
+    ranks: list[int],
+    steps: list[int],
+) -> tuple[Any, ...]:
+    return (
+        "1",
+        "compare" if compare else "build",
+        task,
+        tool_tip,
+        micro_steps,
+        overflow_check,
+        node_colors,
+        json.dumps(ranks),
+        json.dumps(steps),
+    )

@@ -1,0 +1,43 @@
+"""Tensor-mode cells of a compare row, from the tensor files (uses ``metrics.tensor.measure_pair``)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from msprobe_dask.graph.compare import TENSOR_INDEX
+
+log = logging.getLogger("msprobe_dask.graph")
+UNSUPPORTED = "unsupported"
+
+
+def make_measure(
+    npu_dir: str | None, bench_dir: str | None, tensor_log: bool = False
+) -> Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]:
+    from msprobe_dask.dump.tensor_file import resolve_data_file
+    from msprobe_dask.metrics.tensor import measure_pair
+
+    def measure(n: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+        nd, bd = n.get("data_name", "-1"), b.get("data_name", "-1")
+        name = n.get("full_op_name")
+        if tensor_log:
+            log.info("start compare: %s", name)
+        if nd == "-1" or bd == "-1" or not npu_dir or not bench_dir:
+            cells: dict[str, Any] = {k: UNSUPPORTED for k in TENSOR_INDEX}
+            message = "No bench data matched."
+        else:
+            # resolve_data_file refuses a data_name that escapes dump_tensor_data (raises UnsafePathError)
+            metrics = measure_pair(
+                resolve_data_file(Path(npu_dir), nd), resolve_data_file(Path(bench_dir), bd)
+            )
+            cells = metrics.as_dict()
+            message = metrics.message
+        if tensor_log:
+            log.info(
+                "[%s] Compare result: %s, %s", name, ", ".join(f"{k} {v}" for k, v in cells.items()), message
+            )
+        return cells
+
+    return measure

@@ -1,0 +1,59 @@
+"""``msprobe-dask merge_result -i DIR -o OUT -config cfg.yaml``: the multi-rank communication-op
+workbook (compare.md §8), from our per-rank xlsx results or the reference's.
+
+Each rank's workbook is read as one Dask task; the merge and the write happen once at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from msprobe_dask.pipeline.scheduler import RunOptions, computing
+from msprobe_dask.writers.atomic import prepare_output_dir
+from msprobe_dask.writers.merge_result import (
+    load_config,
+    merge_sheets,
+    read_rank_sheet,
+    result_files,
+    write_merge,
+)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("merge_result", help="merge the communication ops of multi-rank xlsx results")
+    p.add_argument(
+        "-i", "--input_dir", required=True, help="folder of compare_result_rank{N}_{ts}.xlsx files"
+    )
+    p.add_argument("-o", "--output_dir", required=True, help="output folder")
+    p.add_argument(
+        "-config",
+        "--config-path",
+        dest="config_path",
+        required=True,
+        help="yaml with 'api' (entry prefixes) and optionally 'compare_index' (columns)",
+    )
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on this running dask scheduler")
+    p.add_argument("--workers", type=int, default=0, help="start a local cluster of N worker processes")
+    p.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
+    p.set_defaults(run=run)
+
+
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    import dask
+
+    config = load_config(args.config_path)
+    files = result_files(args.input_dir, warn=_warn)
+    out = prepare_output_dir(args.output_dir)
+    with computing(RunOptions(address=args.scheduler, workers=args.workers)) as compute:
+        sheets = compute([dask.delayed(read_rank_sheet)(rank, path, config.apis) for rank, path in files])
+    ranks, workbook = merge_sheets(sheets, config, warn=_warn)
+    name = f"multi_ranks_compare_merge_{time.strftime('%Y%m%d%H%M%S')}.xlsx"
+    path = write_merge(out / name, ranks, workbook)
+    print(f"The compare results of the multi-ranks are merged and saved in: {path}.")
+    return 0

@@ -1,0 +1,120 @@
+"""Write a ``*.vis.db`` (the SQLite file tb-graph-ascend opens) in one transaction.
+
+The schema text, object creation order, WAL journal mode and index set are the reference's
+(graph_visualize.md §7.3). Rows are written to a temporary file next to the target, the indexes are
+added at the end, and the file is renamed only when complete, so an interrupted run leaves nothing
+that looks finished. An existing target is copied first and appended to, as the reference does.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from msprobe_dask.errors import OutputError
+
+NODES_DDL = """CREATE TABLE tb_nodes (
+    id TEXT PRIMARY KEY,
+    graph_id TEXT NOT NULL,
+    node_order INTEGER NOT NULL,
+    node_name TEXT NOT NULL,
+    node_type TEXT NOT NULL,
+    up_node TEXT,
+    sub_nodes TEXT,
+    precision_index INTEGER,
+    overflow_level TEXT,
+    micro_step_id INTEGER NOT NULL,
+    matched_node_link TEXT,
+    stack_id TEXT,
+    parallel_merge_info TEXT,
+    matched_distributed TEXT,
+    modified INTEGER NOT NULL,
+    input_data TEXT,
+    output_data TEXT,
+    data_source TEXT,
+    dump_data_dir TEXT,
+    step INTEGER NOT NULL,
+    rank INTEGER NOT NULL,
+    is_distributed INTEGER
+)"""
+STACK_DDL = """CREATE TABLE tb_stack (
+    id TEXT PRIMARY KEY,
+    stack_info TEXT
+)"""
+CONFIG_DDL = """CREATE TABLE tb_config (
+    id TEXT PRIMARY KEY,
+    graph_type TEXT NOT NULL,
+    task TEXT,
+    tool_tip TEXT,
+    micro_steps INTEGER,
+    overflow_check INTEGER,
+    node_colors TEXT NOT NULL,
+    rank_list TEXT NOT NULL,
+    step_list TEXT NOT NULL
+)"""
+INDEXES = (
+    "CREATE INDEX index1 ON tb_nodes (step, rank, data_source, up_node, node_order)",
+    "CREATE INDEX index2 ON tb_nodes (step, rank, data_source, node_name)",
+    "CREATE INDEX index3 ON tb_nodes (step, rank, data_source, node_order)",
+    "CREATE INDEX index4 ON tb_nodes (step, rank, node_order)",
+    "CREATE INDEX index5 ON tb_nodes (step, rank, micro_step_id, node_order)",
+    "CREATE INDEX index6 ON tb_nodes (step, rank, modified, matched_node_link)",
+    "CREATE INDEX index7 ON tb_nodes (is_distributed)",
+)
+N_NODE_COLUMNS = 22
+
+
+def _create_schema(con: sqlite3.Connection) -> None:
+    for ddl in (NODES_DDL, STACK_DDL, CONFIG_DDL):
+        con.execute(ddl.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
+
+
+def write_visdb(
+    path: str | os.PathLike[str],
+    graphs: Iterable[tuple[Sequence[Sequence[Any]], Sequence[tuple[str, str]]]],
+    config: Sequence[Any],
+) -> str:
+    """Write ``graphs`` (each: tb_nodes rows, tb_stack rows, in write order) and the tb_config row.
+
+    Returns the final path. Everything happens in one transaction on a temporary file that is
+    renamed to ``path`` at the end.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        if path.exists():
+            shutil.copyfile(path, tmp)
+        con = sqlite3.connect(tmp, timeout=30, isolation_level=None)
+    except OSError as exc:
+        raise OutputError(path.parent, f"cannot write the vis.db: {exc.strerror or exc}") from None
+    ok = False
+    try:
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=NORMAL")
+        con.execute("BEGIN")
+        _create_schema(con)
+        node_sql = f"INSERT INTO tb_nodes VALUES ({','.join('?' * N_NODE_COLUMNS)})"
+        for nodes, stacks in graphs:
+            con.executemany(node_sql, nodes)
+            con.executemany("INSERT INTO tb_stack (id, stack_info) VALUES (?, ?)", stacks)
+        con.execute("INSERT OR IGNORE INTO tb_config VALUES (?,?,?,?,?,?,?,?,?)", tuple(config))
+        for ddl in INDEXES:
+            con.execute(ddl.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
+        con.execute("COMMIT")
+        ok = True
+    except sqlite3.Error as exc:
+        raise OutputError(path, f"cannot write the vis.db: {exc}") from None
+    finally:
+        con.close()
+        if not ok:
+            for suffix in ("", "-wal", "-shm"):
+                try:
+                    os.unlink(f"{tmp}{suffix}")
+                except FileNotFoundError:
+                    pass
+    os.replace(tmp, path)
+    return str(path)
