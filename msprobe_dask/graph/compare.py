@@ -15,40 +15,26 @@ from typing import Any
 
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.model import API, COLLECTION, Graph, Node
+from msprobe_dask.judge.rules import ALL_IGNORED_APIS, INPUT_IGNORED_APIS
+from msprobe_dask.metrics.tensor import TENSOR_METRIC_COLUMNS
+from msprobe_dask.pipeline.table import DIFF_COLUMNS, STAT_COLUMNS
 
 SUMMARY, MD5, TENSOR, STRUCTURE = "summary", "md5", "tensor", "structure"
 CONFIG_TASK = {SUMMARY: "summary", MD5: "md5", TENSOR: "all", STRUCTURE: "structure"}
 
-STAT_DIFFS = ("Max diff", "Min diff", "Mean diff", "L2norm diff")
-STAT_RELS = ("MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
-NPU_STATS = ("NPU max", "NPU min", "NPU mean", "NPU l2norm")
-BENCH_STATS = ("Bench max", "Bench min", "Bench mean", "Bench l2norm")
-TENSOR_INDEX = (
-    "Cosine",
-    "EucDist",
-    "MaxAbsErr",
-    "MaxRelativeErr",
-    "One Thousandth Err Ratio",
-    "Five Thousandths Err Ratio",
-)
+STAT_DIFFS = tuple(DIFF_COLUMNS[:4])
+STAT_RELS = tuple(DIFF_COLUMNS[4:])
+NPU_STATS = tuple(STAT_COLUMNS[:4])
+BENCH_STATS = tuple(STAT_COLUMNS[4:])
+TENSOR_INDEX = tuple(TENSOR_METRIC_COLUMNS)
 WRITE_BACK = {
     SUMMARY: STAT_DIFFS + STAT_RELS + ("Requires_grad Consistent", "Result", "Err_message"),
     MD5: ("Result", "Requires_grad Consistent", "Err_message"),
     TENSOR: TENSOR_INDEX + ("Requires_grad Consistent", "Result", "Err_message"),
 }
 
-ALL_IGNORE = {
-    "empty",
-    "empty_like",
-    "numpy",
-    "to",
-    "__setitem__",
-    "empty_with_format",
-    "new_empty_strided",
-    "new_empty",
-    "empty_strided",
-}
-INPUT_IGNORE = {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"}
+ALL_IGNORE = ALL_IGNORED_APIS
+INPUT_IGNORE = INPUT_IGNORED_APIS
 EMPTY_APIS = {"empty", "empty_like", "empty_with_format", "new_empty_strided", "new_empty", "empty_strided"}
 STATE_GROUPS = (("input", "kwargs"), ("parameters",), ("output",), ("parameters_grad",))
 
