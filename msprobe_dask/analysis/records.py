@@ -1,19 +1,21 @@
 """Per-rank first-diff records: the compare rows of one rank grouped by dump entry, with ``is_same``.
 
 This is what the reference writes to ``compare_result_rank{N}_{ts}.json`` under ``-da`` (compare.md
-§7.1-2): tensor dumps are compared as statistics, Result/Err_message are left empty (md5 mode keeps
-its pass/Different), and every row also carries its state, entry and P2POp op/peer.
+§7.1-2): tensor dumps are compared as statistics, Result/Err_message are left empty (md5 mode: a bare
+pass/Different and a NaN message), NaN statistics are the text ``Nan``, and every row also carries
+its state, entry and P2POp op/peer.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
 from msprobe_dask.dump.rows import NA
 from msprobe_dask.metrics.stats import relative_fraction
 from msprobe_dask.pipeline.compare import Matched
-from msprobe_dask.pipeline.table import STACK_COLUMN, build_table
+from msprobe_dask.pipeline.table import STACK_COLUMN, STAT_COLUMNS, build_table
 
 RELATIVE_COLUMNS = ("MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
 THRESHOLD = 0.5  # diff_analyze_threshold.yaml: each relative error, as a fraction
@@ -59,9 +61,15 @@ def rank_records(matched: Matched) -> Records:
         for column in DIFF_COLUMNS_AS_TEXT:
             if column in item:
                 item[column] = str(item[column])
-        if mode != "md5":
-            item["Result"] = ""
-        item["Err_message"] = ""
+        for column in STAT_COLUMNS:
+            value = item.get(column)
+            if isinstance(value, float) and math.isnan(value):
+                item[column] = "Nan"  # as the reference's table holds it (its json shows the text)
+        if mode == "md5":  # indicator analysis is skipped: a bare md5 verdict, no message (NaN)
+            item["Result"] = "pass" if item["NPU MD5"] == item["BENCH MD5"] else "Different"
+            item["Err_message"] = math.nan
+        else:
+            item["Result"] = item["Err_message"] = ""
         entry = pair.npu.entry
         if STACK_COLUMN in item:
             first = entry != previous

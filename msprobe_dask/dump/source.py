@@ -122,6 +122,9 @@ def pair_trees(
     warn = warn or (lambda message: None)
     if npu.layout != bench.layout:
         raise DumpError(bench.root, f"is a {bench.layout} dump but the target is a {npu.layout} dump")
+    if npu.layout == "kernel":
+        raise DumpError(npu.root, "is a MindSpore static-graph kernel dump; comparing those (--rank/--step) "
+                                  "is not implemented yet")
     if npu.is_single:
         npu_src, bench_src = npu.sources[0], bench.sources[0]
         if npu_src.is_debug != bench_src.is_debug:

@@ -132,3 +132,22 @@ def test_first_divergence_stages() -> None:
     assert first_divergence({0: post}) == ("after communication", {0: ["Tensor.z.0.forward"]})
     ignored = _entries("!Torch.empty.0.forward", comm.format(0))
     assert first_divergence({0: [e for e in ignored if "empty" not in e.name]}) == ("", {})
+
+
+@pytest.mark.parametrize(("case", "run"), [("md5_mix", "da_md5"), ("tensor_mix", "da_tensor")])
+def test_da_other_modes_equal_reference(case: str, run: str, tmp_path: Path) -> None:
+    """md5 mode keeps a bare pass/Different verdict (Err_message NaN); tensor dumps are analysed on
+    their statistics. Inputs: the case's dumps as rank0 of a step folder (ref/<run>/commands.txt)."""
+    import shutil
+
+    for side, name in (("target", "t"), ("golden", "g")):
+        shutil.copytree(case_dir(case) / side, tmp_path / name / "rank0")
+    out = tmp_path / "out"
+    assert _run_da(tmp_path / "t", tmp_path / "g", out) == 0
+    ref_dir = case_dir("multirank") / "ref" / run
+    ours, ref = _load(out, "compare_result_*.json"), _load(ref_dir, "compare_result_*.json")
+    assert list(ours) == list(ref) == ["compare_result_rank0.json"]
+    assert_same_json(ours["compare_result_rank0.json"], ref["compare_result_rank0.json"])
+    [ours_diff] = out.glob("diff_analyze_*.json")
+    [ref_diff] = ref_dir.glob("diff_analyze_*.json")
+    assert_same_json(json.loads(ours_diff.read_text()), json.loads(ref_diff.read_text()))

@@ -101,6 +101,8 @@ def test_kernel_dump_rank_and_step(tmp_path: Path) -> None:
     tree = open_dump(tmp_path)
     assert tree.layout == "kernel"
     assert sorted((s.rank, s.step) for s in tree.sources) == [("1", "2"), ("3", "7")]
+    with pytest.raises(DumpError, match="static-graph kernel dump"):
+        pair_trees(tree, tree)
 
 
 # ---- error cases -------------------------------------------------------------------------------

@@ -78,9 +78,8 @@ def _copy_ranks(src: Path, dst: Path, ranks: dict[str, str]) -> Path:
     return dst
 
 
-def test_ranks_are_paired_by_id_not_position(tmp_path: Path) -> None:
-    """D5: target {rank0, rank2} vs golden {rank0, rank2, rank1}: rank2 is compared with rank2. The
-    reference pairs by sorted position and would compare target rank2 with golden rank1."""
+def test_sparse_rank_ids_are_paired_by_id(tmp_path: Path) -> None:
+    """Target and golden {rank0, rank2}: each rank's file equals the reference's file of that rank."""
     root = case_dir("multirank")
     target = _copy_ranks(root / "target" / "step0", tmp_path / "t", {"rank0": "rank0", "rank2": "rank2"})
     golden = _copy_ranks(root / "golden" / "step0", tmp_path / "g", {"rank0": "rank0", "rank2": "rank2"})
@@ -93,6 +92,8 @@ def test_ranks_are_paired_by_id_not_position(tmp_path: Path) -> None:
 
 
 def test_rank_on_one_side_only_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """D5: target {rank0, rank2} vs golden {rank0, rank1}. The reference pairs by sorted position and
+    silently compares target rank2 with golden rank1 (compare.md §9); we name both ranks, exit 2."""
     root = case_dir("multirank")
     target = _copy_ranks(root / "target" / "step0", tmp_path / "t", {"rank0": "rank0", "rank2": "rank2"})
     golden = _copy_ranks(root / "golden" / "step0", tmp_path / "g", {"rank0": "rank0", "rank1": "rank1"})
@@ -104,6 +105,7 @@ def test_rank_on_one_side_only_is_named(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_skip_missing_ranks_compares_the_others(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """D5 with --skip-missing-ranks: only rank0 (present on both sides) is compared, with a warning."""
     root = case_dir("multirank")
     target = _copy_ranks(root / "target" / "step0", tmp_path / "t", {"rank0": "rank0", "rank2": "rank2"})
     golden = _copy_ranks(root / "golden" / "step0", tmp_path / "g", {"rank0": "rank0", "rank1": "rank1"})
