@@ -59,7 +59,8 @@ def analyse(
 
 
 def _rank_key(source: DumpSource) -> int:
-    return max(source.rank_id, 0)
+    """The N of ``rank_N``: the rank folder's number; 0 for a single dump or a proc folder."""
+    return max(source.rank_id, 0) if source.rank.startswith("rank") else 0
 
 
 def diff_report(per_rank: Mapping[int, Records]) -> tuple[str, dict[str, list[dict[str, Any]]]]:

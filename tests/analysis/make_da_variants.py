@@ -21,7 +21,8 @@ def main(msprobe: str) -> None:
     out_root.mkdir(exist_ok=True)
     lines = [
         "# first-diff variants of multirank/step0 (see tests/analysis/variants.py), made with",
-        f"# {msprobe} compare -tp <variant target> -gp multirank/golden/step0 -da -o <out>",
+        f"# {msprobe} compare -tp <variant target> -gp <variant golden> -da -o <out>",
+        "# (the variant golden is multirank/golden/step0 unless variants.DROPPED names the variant)",
         "",
     ]
     for name in VARIANTS:

@@ -151,3 +151,13 @@ def test_da_other_modes_equal_reference(case: str, run: str, tmp_path: Path) -> 
     [ours_diff] = out.glob("diff_analyze_*.json")
     [ref_diff] = ref_dir.glob("diff_analyze_*.json")
     assert_same_json(json.loads(ours_diff.read_text()), json.loads(ref_diff.read_text()))
+
+
+def test_da_on_proc_folders_works(tmp_path: Path) -> None:
+    """D13: the reference's -da on a step folder of proc* folders crashes (FileNotFoundError on its
+    own output folder); we analyse the single process as rank_0."""
+    root = case_dir("multistep")
+    assert _run_da(root / "target" / "step2", root / "golden" / "step2", tmp_path) == 0
+    assert list(_load(tmp_path, "compare_result_*.json")) == ["compare_result_proc19035.json"]
+    [diff] = tmp_path.glob("diff_analyze_*.json")
+    assert list(json.loads(diff.read_text())) == ["rank_0"]
