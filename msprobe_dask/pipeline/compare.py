@@ -127,17 +127,31 @@ def compare(
     run = run or RunOptions()
     sources = _pair_sources(target, golden, skip_missing_ranks)
     with computing(run) as compute:
-        matched_tasks = [
-            dask.delayed(match_sides, pure=True)(
-                dask.delayed(parse_side)(npu_src, True), dask.delayed(parse_side)(bench_src, False), match
-            )
-            for _, npu_src, bench_src in sources
-        ]
-        matched_list = compute(matched_tasks)
-        results = _measure_and_assemble(matched_list, compute)
+        first = compute(
+            [
+                dask.delayed(_match_and_finish, pure=True)(npu_src, bench_src, match)
+                for _, npu_src, bench_src in sources
+            ]
+        )
+        pending = [i for i, item in enumerate(first) if isinstance(item, Matched)]
+        measured = _measure_and_assemble([first[i] for i in pending], compute) if pending else []
+        for i, result in zip(pending, measured):
+            first[i] = result
+        results: list[RankResult] = first
     for (label, _, _), result in zip(sources, results):
         result.label = label
     return results
+
+
+def _match_and_finish(
+    npu_src: DumpSource, bench_src: DumpSource, match: MatchOptions
+) -> Matched | RankResult:
+    """One task per rank: parse, match and, when no tensor files need measuring, the finished table.
+
+    Only ranks with tensor jobs come back as ``Matched``; the others never ship their rows twice.
+    """
+    matched = match_sides(parse_side(npu_src, True), parse_side(bench_src, False), match)
+    return _assemble(matched, []) if not matched.jobs else matched
 
 
 def _measure_and_assemble(matched_list: Sequence[Matched], compute: Compute) -> list[RankResult]:
