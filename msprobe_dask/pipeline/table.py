@@ -14,6 +14,7 @@ from msprobe_dask.dump.rows import NA, LeafRow
 from msprobe_dask.judge.highlight import highlight_group
 from msprobe_dask.judge.rules import judge_group
 from msprobe_dask.metrics.stats import stat_diff
+from msprobe_dask.metrics.tensor import TENSOR_METRIC_COLUMNS
 
 BASE_COLUMNS = [
     "NPU Name",
@@ -45,14 +46,7 @@ STAT_COLUMNS = [
     "Bench mean",
     "Bench l2norm",
 ]
-TENSOR_COLUMNS = [
-    "Cosine",
-    "EucDist",
-    "MaxAbsErr",
-    "MaxRelativeErr",
-    "One Thousandth Err Ratio",
-    "Five Thousandths Err Ratio",
-]
+TENSOR_COLUMNS = list(TENSOR_METRIC_COLUMNS)
 MD5_COLUMNS = ["NPU MD5", "BENCH MD5"]
 TAIL_COLUMNS = ["Requires_grad Consistent", "Result", "Err_message"]
 STACK_COLUMN = "NPU_Stack_Info"
