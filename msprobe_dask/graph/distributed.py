@@ -2,6 +2,11 @@
 
 Runs over the exported rows of all graphs (the formatted JSON, so every value is a string), after
 every (step, rank) graph is finished; it is the one task that needs all ranks.
+
+``batch_isend_irecv`` nodes are linked too (README D14; the reference leaves them ``{}``): the n-th
+``isend`` to rank p in rank r's batches pairs with the n-th ``irecv`` from rank r in rank p's batches
+(same ``group_id``). A batch gets one link per peer, typed ``send``, ``receive`` or, when it both sends
+and receives, ``send_receive``.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from msprobe_dask.graph.p2p import BATCH_P2P, P2POp
 from msprobe_dask.graph.rows import COL, GraphRows
 
 # api -> (counterpart, rank parameter, type)
@@ -25,12 +31,13 @@ ROOTED = {
     "reduce": ("1", "receive"),
 }
 REVERSED = {"send": "receive", "receive": "send", "send_receive": "send_receive"}
+BATCH_SIDES = {"isend": ("irecv", "send"), "irecv": ("isend", "receive")}  # op -> (counterpart, type)
 
 
 class _Comm:
-    __slots__ = ("row", "name", "api", "inputs", "value", "unique")
+    __slots__ = ("row", "name", "api", "inputs", "value", "unique", "ops")
 
-    def __init__(self, row: list[Any]):
+    def __init__(self, row: list[Any], ops: list[P2POp]):
         self.row = row
         self.name: str = row[COL["node_name"]]
         parts = self.name.split(".")
@@ -41,6 +48,7 @@ class _Comm:
             self.inputs = {}
         self.value: dict[str, Any] | None = None
         self.unique: str | None = None
+        self.ops = ops  # batch_isend_irecv only
 
     def param(self, p: str) -> str | None:
         item = self.inputs.get(f"{self.name}.input.{p}")
@@ -65,7 +73,35 @@ def _index(c: _Comm, overflow: bool) -> str:
     return "Nan" if v is None else str(v)
 
 
+def _link_batches(ranks: dict[str, list[_Comm]], overflow: bool) -> None:
+    """Link every batch_isend_irecv op to its counterpart op in the peer rank's batches."""
+    by_unique: dict[str, dict[str, tuple[_Comm, P2POp]]] = {}
+    for rank, comms in ranks.items():
+        counts: dict[str, int] = {}
+        table = by_unique.setdefault(rank, {})
+        for c in comms:
+            for op in c.ops:
+                key = f"{op.op}rank{op.peer}"
+                counts[key] = counts.get(key, 0) + 1
+                table[f"{key}_{counts[key]}"] = (c, op)
+    for rank, table in by_unique.items():
+        linked: dict[int, tuple[_Comm, dict[str, list[str]], set[str]]] = {}
+        for unique, (c, op) in table.items():
+            counterpart, kind = BATCH_SIDES[op.op]
+            n = unique.rsplit("_", 1)[1]
+            found = by_unique.get(op.peer, {}).get(f"{counterpart}rank{rank}_{n}")
+            if found is None or found[1].group_id != op.group_id:
+                continue
+            _, info, kinds = linked.setdefault(id(c), (c, {}, set()))
+            info[op.peer] = [_index(found[0], overflow), found[0].name]
+            kinds.add(kind)
+        for c, info, kinds in linked.values():
+            kind = kinds.pop() if len(kinds) == 1 else "send_receive"
+            c.value = {"communications_type": kind, "nodes_info": info}
+
+
 def _link_group(ranks: dict[str, list[_Comm]], overflow: bool) -> None:
+    _link_batches(ranks, overflow)
     by_unique: dict[str, dict[str, _Comm]] = {}
     for rank, comms in ranks.items():
         counts: dict[str, int] = {}
@@ -76,7 +112,7 @@ def _link_group(ranks: dict[str, list[_Comm]], overflow: bool) -> None:
                 if t is None:
                     continue
                 key = f"{c.api}rank{t}"
-            elif c.api == "batch_isend_irecv":
+            elif c.api == BATCH_P2P:
                 continue
             else:
                 g = c.group()
@@ -139,7 +175,8 @@ def link_distributed(graphs: list[GraphRows], overflow: bool) -> None:
     """Fill ``matched_distributed`` in place for every linked communication node."""
     groups: dict[tuple[str, int], dict[str, list[_Comm]]] = {}
     for g in graphs:
-        comms = [_Comm(row) for row in g.nodes if row[COL["is_distributed"]] == 1]
+        name = COL["node_name"]
+        comms = [_Comm(row, g.p2p.get(row[name], [])) for row in g.nodes if row[COL["is_distributed"]] == 1]
         if comms:
             groups.setdefault((g.source, g.step), {}).setdefault(str(g.rank), []).extend(comms)
     md = COL["matched_distributed"]

@@ -8,6 +8,7 @@ from typing import Any
 
 from msprobe_dask.graph.items import format_items
 from msprobe_dask.graph.model import Graph
+from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops
 
 NODE_COLUMNS = (
     "id",
@@ -57,6 +58,7 @@ class GraphRows:
     nodes: list[list[Any]] = field(default_factory=list)
     stacks: list[tuple[str, str]] = field(default_factory=list)
     micro_steps: int = 1
+    p2p: dict[str, list[P2POp]] = field(default_factory=dict)  # batch_isend_irecv node -> its ops
 
 
 def graph_rows(g: Graph, source: str, md5_mode: bool = False) -> GraphRows:
@@ -71,6 +73,8 @@ def graph_rows(g: Graph, source: str, md5_mode: bool = False) -> GraphRows:
             stack_ids[stack_text] = sid
             out.stacks.append((sid, stack_text))
         batch_p2p = "batch_isend_irecv" in node.id
+        if batch_p2p:
+            out.p2p[node.id] = batch_p2p_ops(node)
         inputs = format_items(node.input_data, md5_mode, batch_p2p)
         outputs = format_items(node.output_data, md5_mode, batch_p2p)
         out.nodes.append(

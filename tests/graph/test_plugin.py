@@ -154,6 +154,13 @@ def _expand(client: Plugin, md: dict[str, Any], side: str, name: str) -> dict[st
     )
 
 
+def _switch(client: Plugin, md: dict[str, Any], rank: int, step: int) -> dict[str, Any]:
+    """What the Rank/Step selectors do: rebuild the view from the root for that rank and step."""
+    m = dict(md, rank=rank, step=step)
+    assert any(v.get("isRoot") for v in _expand(client, m, "NPU", "root").values())
+    return m
+
+
 def _two_levels(client: Plugin, md: dict[str, Any], side: str) -> dict[str, Any]:
     data = _expand(client, md, side, "root")
     roots = [k for k, v in data.items() if v.get("isRoot")]
@@ -238,12 +245,29 @@ def test_multirank_switch_and_links(served) -> None:
             m = dict(md, rank=rank, step=step)
             data = _expand(client, m, "NPU", "root")
             assert any(v.get("isRoot") for v in data.values())
-    m = dict(md, rank=0, step=0)
+    m = _switch(client, md, 0, 0)
     data = _expand(client, m, "NPU", "Distributed.send.0.forward")
     link = data["Distributed.send.0.forward"]["matchedDistributed"]
     link = json.loads(link) if isinstance(link, str) else link
     assert link["communications_type"] == "send"
     ((peer, (_, target)),) = link["nodes_info"].items()
-    m = dict(md, rank=int(peer), step=0)
+    m = _switch(client, md, int(peer), 0)
     data = _expand(client, m, "NPU", target)  # jump to the linked node on the other rank
     assert target in data
+
+
+def test_batch_isend_irecv_links_jump_to_each_peer(served) -> None:
+    """D14: the links we add to batch_isend_irecv nodes are usable in the plugin's front end."""
+    client, logdir = served
+    md, _ = _open(client, logdir, "multirank")
+    batch = "Distributed.batch_isend_irecv.0.forward"
+    data = _expand(client, _switch(client, md, 0, 0), "NPU", batch)
+    link = data[batch]["matchedDistributed"]
+    link = json.loads(link) if isinstance(link, str) else link
+    assert link["communications_type"] == "send_receive"
+    assert set(link["nodes_info"]) == {"1", "3"}  # the ring: rank 0 sends to 1, receives from 3
+    for peer, (_, target) in link["nodes_info"].items():
+        data = _expand(client, _switch(client, md, int(peer), 0), "NPU", target)
+        back = data[target]["matchedDistributed"]
+        back = json.loads(back) if isinstance(back, str) else back
+        assert back["nodes_info"]["0"][1] == batch  # and the peer links back to rank 0

@@ -54,6 +54,29 @@ def _run_ours(argv: list[str], out: Path) -> Path:
     return files[0]
 
 
+def _undo_batch_links(ours: Path, ref: Path) -> None:
+    """D14: we link batch_isend_irecv nodes across ranks, the reference leaves them ``{}``.
+
+    Where the reference has ``{}`` for a batch node and we have a link, check that the link is well
+    formed, then reset it to ``{}`` so that the rest of the db is compared cell for cell.
+    (tests/graph/test_batch_links.py checks the links themselves.)
+    """
+    import sqlite3
+
+    where = "node_name LIKE '%batch_isend_irecv%' AND matched_distributed != '{}'"
+    con = sqlite3.connect(ref)
+    assert con.execute(f"SELECT COUNT(*) FROM tb_nodes WHERE {where}").fetchone() == (0,)
+    con.close()
+    con = sqlite3.connect(ours)
+    for (value,) in con.execute(f"SELECT matched_distributed FROM tb_nodes WHERE {where}"):
+        link = json.loads(value)
+        assert link["communications_type"] in ("send", "receive", "send_receive"), value
+        assert link["nodes_info"], value
+    con.execute(f"UPDATE tb_nodes SET matched_distributed = '{{}}' WHERE {where}")
+    con.commit()
+    con.close()
+
+
 @pytest.mark.parametrize(("case", "name", "argv"), RUNS, ids=[f"{c}-{n}" for c, n, _ in RUNS])
 def test_same_visdb_as_reference(case: str, name: str, argv: list[str], tmp_path: Path) -> None:
     if f"{case}/{name}" in NOT_YET:
@@ -62,6 +85,7 @@ def test_same_visdb_as_reference(case: str, name: str, argv: list[str], tmp_path
     ours = _run_ours(argv, tmp_path / "out")
     kind = "compare" if "-gp" in argv else "build"
     assert ours.name.startswith(f"{kind}_") and ours.name.endswith(".vis.db")
+    _undo_batch_links(ours, ref)
     problems = diff_visdb(
         str(ours), str(ref), normalize={("tb_nodes", "dump_data_dir"): path_normalizer(str(DATA))}
     )
