@@ -64,7 +64,7 @@ def _undo_batch_links(ours: Path, ref: Path) -> None:
     import sqlite3
 
     where = "node_name LIKE '%batch_isend_irecv%' AND matched_distributed != '{}'"
-    con = sqlite3.connect(ref)
+    con = sqlite3.connect(f"file:{ref}?mode=ro", uri=True)
     assert con.execute(f"SELECT COUNT(*) FROM tb_nodes WHERE {where}").fetchone() == (0,)
     con.close()
     con = sqlite3.connect(ours)
