@@ -152,16 +152,16 @@ def _link_group(ranks: dict[str, list[_Comm]], overflow: bool) -> None:
                 if c.param(rank_param) != rank:
                     continue
             info: dict[str, list[str]] = {}
-            for g in group_ranks:
-                if str(g) == rank:
+            for member in group_ranks:
+                if str(member) == rank:
                     continue
-                target = by_unique.get(str(g), {}).get(c.unique)
+                target = by_unique.get(str(member), {}).get(c.unique)
                 if target is None:
                     continue
                 tg = target.group()
                 if tg is None or tg[1] != gid:
                     continue
-                info[str(g)] = [_index(target, overflow), target.name]
+                info[str(member)] = [_index(target, overflow), target.name]
                 if c.api in ROOTED:
                     target.value = {
                         "communications_type": REVERSED[kind],
