@@ -19,6 +19,9 @@ class RunOptions:
     address: str | None = None  # a running dask scheduler
     workers: int = 0  # >0: start a LocalCluster with that many worker processes
     progress: bool = False  # show a progress bar (only on a terminal)
+    # called with the percentage of finished tasks (local schedulers: as tasks finish; on a cluster:
+    # at the end only) - for progress logs that are not a bar
+    on_progress: Callable[[float], None] | None = None
 
 
 def _show_progress(options: RunOptions) -> bool:
@@ -52,7 +55,10 @@ def computing(options: RunOptions) -> Iterator[Compute]:
                     from distributed import progress
 
                     progress(futures)
-                return client.gather(futures)
+                results = client.gather(futures)
+                if options.on_progress is not None:
+                    options.on_progress(100.0)
+                return results
 
             yield compute_distributed
         finally:
@@ -64,11 +70,16 @@ def computing(options: RunOptions) -> Iterator[Compute]:
     from dask.threaded import get as threaded_get  # a callable: dask then skips importing distributed
 
     def compute_local(objs: Sequence[Any]) -> list[Any]:
-        if _show_progress(options):
-            from dask.diagnostics import ProgressBar
+        with contextlib.ExitStack() as watchers:
+            if _show_progress(options):
+                from dask.diagnostics import ProgressBar
 
-            with ProgressBar(out=sys.stderr):
-                return list(dask.compute(*objs, scheduler=threaded_get))
-        return list(dask.compute(*objs, scheduler=threaded_get))
+                watchers.enter_context(ProgressBar(out=sys.stderr))
+            if options.on_progress is not None:
+                from msprobe_dask.pipeline.task_progress import TaskProgress
+
+                watchers.enter_context(TaskProgress(options.on_progress))
+            return list(dask.compute(*objs, scheduler=threaded_get))
 
     yield compute_local
+
