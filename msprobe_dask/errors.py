@@ -13,6 +13,10 @@ class UserError(Exception):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}" if self.path else problem)
 
+    def __reduce__(self) -> tuple[type, tuple[str | None, str]]:
+        # raised inside a worker process, it crosses back to the CLI by pickle
+        return (type(self), (self.path, self.problem))
+
 
 class DumpError(UserError):
     """A dump folder or file that is missing, malformed or of an unknown layout."""

@@ -162,3 +162,15 @@ def test_truncated_tensor_file_gives_a_row_message_and_the_run_completes(tmp_pat
     (result,) = list(out.iterdir())
     rows = [r for r in result.read_text().splitlines() if r.startswith(victim.name.rsplit(".", 1)[0] + ",")]
     assert rows and "unsupported" in rows[0]
+
+
+def test_user_errors_survive_pickling() -> None:
+    """A user error raised in a worker process (--workers, --scheduler) comes back intact."""
+    import pickle
+
+    from msprobe_dask.errors import ConfigError, DumpError
+
+    for err in (DumpError("run/rank0/dump.json", "is not valid json"), ConfigError(None, "bad flag")):
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is type(err) and str(back) == str(err)
+        assert (back.path, back.problem) == (err.path, err.problem)

@@ -8,7 +8,8 @@ single             ``dump.json`` / ``debug.json``, or a folder holding one
 mixed              MindSpore ``graph/`` + ``pynative/``, each with step folders of rank folders
 steps              ``step*/`` folders, each holding ``rank*/`` (or one ``proc*/``) folders
 ranks              ``rank*/`` folders, or exactly one ``proc*/`` folder (one step of a run)
-kernel             MindSpore static-graph kernel dumps (``*.npy`` / ``statistic.csv`` leaf folders)
+kernel             MindSpore static-graph kernel dumps (``*.npy`` / ``statistic.csv`` leaf folders),
+                   in ``kernel.py``
 =================  ==========================================================================
 
 Locating files is cheap and happens on the coordinator; nothing here parses a dump.json.
@@ -20,6 +21,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from msprobe_dask.dump.kernel import read_kernel_tree
 from msprobe_dask.dump.source import DUMP_FILE_NAMES, DumpSource, DumpTree, rank_number, step_number
 from msprobe_dask.errors import DumpError
 
@@ -29,8 +31,6 @@ RANK_DIR = re.compile(r"^rank(?:0|[1-9][0-9]*)?$")
 PROC_DIR = re.compile(r"^proc\d+$")
 STEP_DIR = re.compile(r"^step\d+$")
 MIXED_GROUPS = ("graph", "pynative")
-KERNEL_NPY = re.compile(r"^[^.]+\.[^.]+\.\d+\.\d+\.\d+\.(?:input|output)\.\d+\..+\.npy$")
-KERNEL_STATISTIC = "statistic.csv"
 
 
 def _subdirs(path: Path) -> list[Path]:
@@ -170,44 +170,7 @@ def _mixed(path: Path) -> DumpTree | None:
     return _tree(path, "mixed", found)
 
 
-def _int_or(text: str, default: int = -1) -> int:
-    return int(text) if text.isdigit() else default
-
-
-def kernel_rank_step(leaf: Path) -> tuple[int, int]:
-    """Rank and step of a static-graph kernel leaf folder, read from its path (compare.md §2.5)."""
-    parts = leaf.parts
-    step = _int_or(parts[-1])
-    if "rank_" in str(leaf):
-        component = parts[-4] if len(parts) >= 4 else ""
-        return _int_or(component.rsplit("_", 1)[-1]), step
-    rank = _int_or(parts[-4]) if len(parts) >= 4 else -1
-    if rank == -1 and len(parts) >= 3:
-        rank = _int_or(parts[-3])
-    return rank, step
-
-
-def _is_kernel_leaf(folder: Path) -> bool:
-    if (folder / KERNEL_STATISTIC).is_file():
-        return True
-    return any(KERNEL_NPY.match(p.name) for p in folder.glob("*.npy"))
-
-
-def _kernel(path: Path) -> DumpTree | None:
-    leaves = []
-    for folder in sorted([path, *path.rglob("*")]):
-        if folder.is_dir() and not any(p.is_dir() for p in folder.iterdir()) and _is_kernel_leaf(folder):
-            leaves.append(folder)
-    if not leaves:
-        return None
-    sources = []
-    for leaf in leaves:
-        rank, step = kernel_rank_step(leaf)
-        sources.append(DumpSource(leaf, rank=str(rank), step=str(step)))
-    return DumpTree(root=path, layout="kernel", sources=tuple(sources))
-
-
-READERS: list[LayoutReader] = [_single_file, _single_folder, _mixed, _steps, _ranks, _kernel]
+READERS: list[LayoutReader] = [_single_file, _single_folder, _mixed, _steps, _ranks, read_kernel_tree]
 
 
 def open_dump(path: str | Path) -> DumpTree:
@@ -222,5 +185,7 @@ def open_dump(path: str | Path) -> DumpTree:
     if path.is_dir() and not any(path.iterdir()):
         raise DumpError(path, "is an empty folder")
     raise DumpError(
-        path, "holds no dump.json (nor debug.json, rank*/, step*/, proc*/, graph/ or pynative/ folders)"
+        path,
+        "holds no dump.json (nor debug.json, rank*/, step*/, proc*/, graph/ or pynative/ folders, "
+        "nor static-graph kernel .npy files or statistic.csv)",
     )

@@ -123,8 +123,11 @@ def pair_trees(
     if npu.layout != bench.layout:
         raise DumpError(bench.root, f"is a {bench.layout} dump but the target is a {npu.layout} dump")
     if npu.layout == "kernel":
-        raise DumpError(npu.root, "is a MindSpore static-graph kernel dump; comparing those (--rank/--step) "
-                                  "is not implemented yet")
+        raise DumpError(
+            npu.root,
+            "is a MindSpore static-graph kernel dump: pair it with "
+            "msprobe_dask.pipeline.kernel_compare.compare_kernels (the compare command does)",
+        )
     if npu.is_single:
         npu_src, bench_src = npu.sources[0], bench.sources[0]
         if npu_src.is_debug != bench_src.is_debug:

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from msprobe_dask.dump.layouts import open_dump
 from msprobe_dask.pipeline.compare import RankResult, compare
 from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.scheduler import RunOptions
@@ -65,8 +66,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="first-divergence analysis: per-rank json and diff_analyze_{ts}.json",
     )
-    p.add_argument("--rank", type=_int_list, help="static-graph kernel dumps: compare these ranks (0,1,...)")
-    p.add_argument("--step", type=_int_list, help="static-graph kernel dumps: compare these steps (0,1,...)")
+    p.add_argument("--rank", help="static-graph kernel dumps: compare these ranks only (0,1,...)")
+    p.add_argument("--step", help="static-graph kernel dumps: compare these steps only (0,1,...)")
     p.add_argument(
         "--skip-missing-ranks",
         dest="skip_missing_ranks",
@@ -74,13 +75,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="skip ranks present on one side only (with a warning) instead of failing",
     )
     p.set_defaults(run=run)
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a comma list of integers, got {text!r}") from None
 
 
 def result_name(label: str, suffix: str, stamp: str, debug: bool = False) -> str:
@@ -124,14 +118,10 @@ def run(args: argparse.Namespace) -> int:
         from msprobe_dask.analysis.cli import run_diff_analyze
 
         return run_diff_analyze(args, out, run_options)
-    if args.rank is not None or args.step is not None:
-        from msprobe_dask.errors import ConfigError
+    if args.rank is not None or args.step is not None or open_dump(args.target_path).layout == "kernel":
+        from msprobe_dask.pipeline.kernel_cli import run_kernel_compare
 
-        raise ConfigError(
-            None,
-            "--rank/--step: the static-graph kernel compare is not implemented yet "
-            "(its dumps are recognised by open_dump)",
-        )
+        return run_kernel_compare(args, out, run_options)
     results = compare(
         args.target_path,
         args.golden_path,

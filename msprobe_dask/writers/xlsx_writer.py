@@ -35,6 +35,8 @@ def _text_cell(value: Any) -> str:
 
 
 def _cell(value: Any) -> Any:
+    if value is None:  # an empty cell (the kernel compare's missing values)
+        return None
     if isinstance(value, bool) or isinstance(value, int):
         return value
     if isinstance(value, float):

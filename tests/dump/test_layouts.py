@@ -11,7 +11,8 @@ from conftest import case_dir
 
 from msprobe_dask.cli import main
 from msprobe_dask.dump.dumpjson import load_construct
-from msprobe_dask.dump.layouts import kernel_rank_step, open_dump
+from msprobe_dask.dump.kernel import kernel_rank_step
+from msprobe_dask.dump.layouts import open_dump
 from msprobe_dask.dump.source import pair_trees
 from msprobe_dask.errors import DumpError
 

@@ -1,0 +1,133 @@
+"""The numbers of the static-graph kernel compare (compare.md §2.5), as the reference computes them.
+
+- ``tensor_stats``: max, min, mean and L2 norm of one whole array (no squeeze), as numpy scalars of the
+  types numpy returns (float16 stays float16, int max stays int32, bool max is a bool...).
+- ``compare_arrays``: the prechecks, the six tensor metrics (``metrics.tensor``) and the accuracy verdict
+  of two ``.npy`` tensors.
+- ``compare_statistics``: the statistic.csv diffs, relative errors and verdict, in float32.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from msprobe_dask.metrics.tensor import (
+    BIG_TENSOR_ELEMS,
+    NAN,
+    NOT_AVAILABLE,
+    UNSUPPORTED,
+    TensorMetrics,
+    aggregate_partials,
+    chunk_partials,
+    measure_arrays,
+    measure_pair,
+)
+
+SCALAR = "This is type of scalar data, can not compare.\n"
+SHAPE = "Shape of NPU and bench Tensor do not match.\n"
+DTYPE = "Dtype of NPU and bench Tensor do not match. Skipped.\n"
+EMPTY = "This is an empty tensor, can not compare.\n"  # ours: the reference crashes (D17)
+NAN_PLACES = "The position of inf or nan in NPU and bench Tensor do not match.\n"
+ONE_ELEMENT = "This is a 1-d tensor of length 1."
+ZERO = "Cannot compare by Cosine Similarity, All the data is Zero in {side} dump data."
+STAT_SHAPE = "Tensor shapes do not match.\n"
+
+Stats = tuple[Any, Any, Any, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a pair of tensors (or of statistic lines) gets besides its statistics."""
+
+    accuracy: str | None  # "Yes", "No", "None" (metrics not numbers) or None (not compared)
+    message: str | None
+    cells: tuple[Any, ...] | None = None  # the six tensor metrics, or the 4 diffs + 4 relative errors
+
+
+def tensor_stats(array: np.ndarray) -> Stats:
+    """(max, min, mean, l2norm) of the whole array; Nones for an empty one."""
+    if array.size == 0:
+        return (None, None, None, None)
+    with np.errstate(all="ignore"):
+        return (np.max(array), np.min(array), np.mean(array), np.linalg.norm(array))
+
+
+def accuracy(cosine: Any, max_abs: Any) -> str:
+    """``No`` if (cos < 0.99 and MaxAbsErr > 0.001) or cos < 0.9 or MaxAbsErr > 1; ``None`` if not numbers."""
+    try:
+        cos, err = float(cosine), float(max_abs)
+    except (TypeError, ValueError):
+        return "None"
+    return "No" if (cos < 0.99 and err > 0.001) or cos < 0.9 or err > 1 else "Yes"
+
+
+def _precheck(npu: np.ndarray, bench: np.ndarray) -> str:
+    messages = []
+    if npu.size == 0 or bench.size == 0:
+        messages.append(EMPTY)
+    if npu.ndim == 0 or bench.ndim == 0:
+        messages.append(SCALAR)
+    if npu.shape != bench.shape:
+        messages.append(SHAPE)
+    if npu.dtype != bench.dtype:
+        messages.append(DTYPE)
+    return "".join(messages)
+
+
+def _all_zero(array: np.ndarray) -> bool:
+    """All elements zero once NaN/Inf (at the same places on both sides by now) count as zero."""
+    if array.dtype.kind == "f":
+        return not np.any(np.where(np.isfinite(array), array, 0))
+    return not np.any(array)
+
+
+def _metrics(npu: np.ndarray, bench: np.ndarray, paths: tuple[Path, Path], big_elems: int) -> TensorMetrics:
+    if npu.size == 1:  # the reference computes every metric but the cosine here
+        return aggregate_partials([chunk_partials(npu.reshape(-1), bench.reshape(-1))])
+    if npu.size > big_elems:  # chunk by chunk from the files, never a whole copy in memory
+        return measure_pair(*paths, big_elems=big_elems)
+    return measure_arrays(np.array(npu), np.array(bench))
+
+
+def compare_arrays(
+    npu: np.ndarray, bench: np.ndarray, paths: tuple[Path, Path], big_elems: int = BIG_TENSOR_ELEMS
+) -> Verdict:
+    """The verdict of two tensors read from ``paths`` (the arrays may be memory maps)."""
+    problem = _precheck(npu, bench)
+    if problem:
+        return Verdict(None, problem)
+    metrics = _metrics(npu, bench, paths, big_elems)
+    if metrics.cells[0] == NOT_AVAILABLE:
+        return Verdict(None, NAN_PLACES)
+    cells = list(metrics.cells)
+    message = None
+    if npu.size == 1:
+        cells[0], message = UNSUPPORTED, ONE_ELEMENT
+    elif cells[0] == NAN:
+        message = ZERO.format(side="npu" if _all_zero(npu) else "Bench")
+    return Verdict(accuracy(cells[0], cells[2]), message, tuple(cells))
+
+
+def compare_statistics(npu: Stats, bench: Stats) -> tuple[str, list[Any], list[str]]:
+    """(accuracy, 4 diffs, 4 relative errors) of two lines' float32 statistics.
+
+    A relative error is ``|diff / bench * 100|`` printed as float32 with ``%``, ``N/A`` when the bench
+    value is 0 and ``Nan`` when it is not a number. The verdict is ``Yes`` when
+    ``max_diff / (max(npu_max, bench_max) + 1e-10) <= 0.5`` (not absolute: a lower target passes).
+    """
+    with np.errstate(all="ignore"):
+        diffs = [n - b for n, b in zip(npu, bench)]
+        relative = []
+        for diff, base in zip(diffs, bench):
+            if base == 0:
+                relative.append("N/A")
+                continue
+            value = abs(diff / base * 100)
+            relative.append("Nan" if math.isnan(value) else str(value) + "%")
+        ratio = diffs[0] / (max(npu[0], bench[0]) + 1e-10)
+    return ("Yes" if ratio <= 0.5 else "No"), diffs, relative

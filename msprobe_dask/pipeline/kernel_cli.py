@@ -1,0 +1,51 @@
+"""``compare`` on MindSpore static-graph kernel dumps: ``--rank``/``--step`` filters and the result files.
+
+One ``compare_result_{rank}_{step}_{ts}.csv`` (or ``.xlsx``) per (rank, step) in both dumps. Every table
+is computed before the first file is written, so a bad input leaves no result behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from msprobe_dask.errors import ConfigError
+from msprobe_dask.pipeline.compare import RankResult
+from msprobe_dask.pipeline.compare_cli import write_result
+from msprobe_dask.pipeline.kernel_compare import compare_kernels
+from msprobe_dask.pipeline.kernel_table import csv_view, xlsx_view
+from msprobe_dask.pipeline.scheduler import RunOptions
+
+
+def parse_ids(flag: str, text: str | None) -> list[int] | None:
+    """``"0,1"`` -> [0, 1]; None when the flag is not given; ConfigError naming the flag otherwise."""
+    if text is None:
+        return None
+    parts = [part.strip() for part in text.split(",")]
+    if not parts or not all(part.isdigit() for part in parts):
+        raise ConfigError(flag, f"expected a comma list of non-negative integers (e.g. 0,1), got {text!r}")
+    return [int(part) for part in parts]
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def run_kernel_compare(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
+    ranks, steps = parse_ids("--rank", args.rank), parse_ids("--step", args.step)
+    results = compare_kernels(
+        args.target_path, args.golden_path, ranks=ranks, steps=steps, run=run_options, warn=_warn
+    )
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    for result in results:
+        for message in dict.fromkeys(result.warnings):
+            _warn(message)
+        if result.table is None or not result.table.rows:
+            _warn(f"rank {result.rank} step {result.step}: no tensors to compare; no result file written")
+            continue
+        view = xlsx_view(result.table) if args.xlsx else csv_view(result.table)
+        path = write_result(RankResult(f"{result.rank}_{result.step}", view), out, args.xlsx, stamp)
+        print(f"The result file path is: {path.resolve()}.")
+    return 0
