@@ -6,13 +6,15 @@ import math
 import re
 from typing import Any
 
+_FORMULA_START = "＋－＝％＠+-=%@"
 _FORMULA = re.compile(r"^[＋－＝％＠+\-=%@]|;[＋－＝％＠+\-=%@]")
+_INFS = (math.inf, -math.inf)
 
 
 def float_text(value: float) -> str:
-    if math.isnan(value):
+    if value != value:
         return "Nan"
-    if math.isinf(value):
+    if value in _INFS:
         return " inf" if value > 0 else " -inf"
     return repr(value)
 
@@ -27,16 +29,23 @@ def _parses_as_float(text: str) -> bool:
 
 def neutralise(text: str) -> str:
     """D9: a text that a spreadsheet would run as a formula gets a leading quote instead of aborting."""
+    if not text or (text[0] not in _FORMULA_START and ";" not in text):  # the common case, no regex
+        return text
     if _FORMULA.search(text) and not _parses_as_float(text):
         return "'" + text
     return text
 
 
 def cell_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float):
+    t = value.__class__
+    if t is str:
+        return neutralise(value)
+    if t is float:
         return float_text(value)
+    if t is bool:
+        return str(value)
     if value is None:
         return ""
+    if isinstance(value, float):  # numpy floats
+        return float_text(value)
     return neutralise(str(value))
