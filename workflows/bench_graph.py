@@ -1,11 +1,20 @@
-"""Benchmark ``graph_visualize``: msprobe-dask vs the reference msprobe (wall time, peak RSS, ratio).
+"""Benchmark ``graph_visualize``: msprobe-dask vs the reference msprobe (wall time, memory, ratio).
 
-    python workflows/bench_graph.py --reference /path/to/msprobe [--nodes 100000] [--repeat 1]
+    python workflows/bench_graph.py --reference /path/to/msprobe [--nodes 100000] [--repeat 3]
+                                    [--ref-repeat 1] [--skip-synthetic] [--skip-build]
 
-Cases: tests/data/transformer_big (a real 24-layer dump, compare) and a synthetic dump in the
-reference's format with about ``--nodes`` nodes per side (compare of two copies with different
-statistics). Each run goes through ``/usr/bin/time -v``; both tools' vis.db files are checked to be
-equal with tests/graph/visdb_diff.py.
+Cases: tests/data/transformer_big (a real 24-layer dump) and a synthetic dump in the reference's format
+with about ``--nodes`` nodes per side (two copies with different statistics), each as a compare
+(-tp -gp) and as a build (-tp only). Both tools run in the same invocation, ours ``--repeat`` times
+and the reference ``--ref-repeat`` times (best wall time kept), and their vis.db files are checked to
+be equal with tests/graph/visdb_diff.py. The machine's 1-minute load average is printed with every
+case: other work on the machine slows both tools.
+
+Memory: ``rss`` is the peak resident set of the largest process (what ``/usr/bin/time`` reports);
+``tree`` is the peak of the summed resident sets of the whole process tree, sampled every 100 ms: it
+counts forked children (graph/forked.py), and counts the pages they still share with their parent
+twice, so it is an upper bound. (Sampling /proc/PID/statm is cheap; smaps_rollup, which gives the
+exact proportional size, costs about 50 ms per read on a 2 GB process and would slow the tools down.)
 """
 
 from __future__ import annotations
@@ -14,11 +23,13 @@ import argparse
 import json
 import os
 import random
-import re
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,56 +80,133 @@ def make_synthetic(folder: Path, nodes: int, seed: int) -> None:
     (folder / "stack.json").write_text(json.dumps(stack))
 
 
-def _time(cmd: list[str], cwd: Path) -> tuple[float, int]:
-    res = subprocess.run(["/usr/bin/time", "-v", *cmd], cwd=cwd, capture_output=True, text=True)
+@dataclass(frozen=True)
+class Run:
+    wall: float
+    rss_mib: float  # the largest process
+    tree_mib: float  # the whole process tree (shared pages counted in each process)
+
+
+def _tree(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+_PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def _rss_kib(pids: list[int]) -> int:
+    total = 0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/statm") as f:
+                total += int(f.read().split()[1]) * _PAGE_KIB
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def _run(cmd: list[str]) -> Run:
+    """Wall time and memory of ``cmd``, run in a fresh probe process so that only it is counted."""
+    probe = [sys.executable, __file__, "--probe", *cmd]
+    res = subprocess.run(probe, capture_output=True, text=True)
     if res.returncode != 0:
         raise SystemExit(f"failed ({res.returncode}): {' '.join(cmd)}\n{res.stderr[-2000:]}")
-    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", res.stderr).group(1)
-    parts = [float(p) for p in wall.split(":")]
-    secs = sum(p * 60**i for i, p in enumerate(reversed(parts)))
-    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", res.stderr).group(1))
-    return secs, rss
+    return Run(**json.loads(res.stdout.splitlines()[-1]))
 
 
-def bench(name: str, tp: Path, gp: Path, reference: str | None, work: Path, repeat: int) -> None:
-    from visdb_diff import diff_visdb
+def _probe(cmd: list[str]) -> int:
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    peak_tree = 0
+    while True:
+        peak_tree = max(peak_tree, _rss_kib(_tree(proc.pid)))
+        try:
+            proc.wait(timeout=0.1)  # returns as soon as the command ends
+            break
+        except subprocess.TimeoutExpired:
+            pass
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr.read())
+        return proc.returncode
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    print(json.dumps({"wall": wall, "rss_mib": rss / 1024, "tree_mib": max(peak_tree, rss) / 1024}))
+    return 0
 
-    ours_cmd = [sys.executable, "-m", "msprobe_dask", "graph_visualize", "-tp", str(tp), "-gp", str(gp)]
+
+def _best(cmd: list[str], out: Path, repeat: int) -> tuple[Run, Path]:
     best = None
     for k in range(repeat):
-        out = work / f"{name}_ours_{k}"
-        t = _time([*ours_cmd, "-o", str(out)], ROOT)
-        best = t if best is None or t[0] < best[0] else best
-    print(f"{name:18s} msprobe-dask  wall {best[0]:7.2f} s   peak RSS {best[1] / 1024:7.1f} MB")
+        folder = out.with_name(f"{out.name}_{k}")
+        run = _run([*cmd, "-o", str(folder)])
+        best = run if best is None or run.wall < best.wall else best
+    return best, next(out.with_name(f"{out.name}_0").glob("*.vis.db"))
+
+
+def _line(who: str, r: Run) -> str:
+    return f"{who:9s} {r.wall:7.2f} s  rss {r.rss_mib:7.1f} MiB  tree {r.tree_mib:7.1f} MiB"
+
+
+def bench(
+    name: str, args: list[str], reference: str | None, work: Path, repeat: int, ref_repeat: int
+) -> None:
+    from visdb_diff import diff_visdb
+
+    load = os.getloadavg()[0]
+    folder = work / name.replace(" ", "_")
+    ours_cmd = [sys.executable, "-m", "msprobe_dask", "graph_visualize", *args]
+    ours, ours_db = _best(ours_cmd, folder.with_name(f"{folder.name}_ours"), repeat)
+    print(f"{name:24s} load {load:4.2f}  {_line('ours', ours)}")
     if reference:
-        out = work / f"{name}_ref"
-        ref_t = _time([reference, "graph_visualize", "-tp", str(tp), "-gp", str(gp), "-o", str(out)], ROOT)
-        print(
-            f"{name:18s} reference     wall {ref_t[0]:7.2f} s   peak RSS {ref_t[1] / 1024:7.1f} MB   "
-            f"ratio {ref_t[0] / best[0]:.1f}x faster, {ref_t[1] / best[1]:.1f}x less memory"
-        )
-        ours_db = next((work / f"{name}_ours_0").glob("*.vis.db"))
-        ref_db = next(out.glob("*.vis.db"))
+        ref_cmd = [reference, "graph_visualize", *args]
+        ref, ref_db = _best(ref_cmd, folder.with_name(f"{folder.name}_ref"), ref_repeat)
         problems = diff_visdb(str(ours_db), str(ref_db))
-        print(f"{name:18s} vis.db {'identical' if not problems else 'DIFFERS: ' + problems[0]}")
+        print(
+            f"{name:24s} load {os.getloadavg()[0]:4.2f}  {_line('reference', ref)}  "
+            f"ratio {ref.wall / ours.wall:.1f}x faster, "
+            f"{ref.tree_mib / ours.tree_mib:.1f}x less memory (tree)  "
+            f"vis.db {'identical' if not problems else 'DIFFERS: ' + problems[0]}"
+        )
+    sys.stdout.flush()
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--probe"]:
+        return _probe(sys.argv[2:])
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reference", default=shutil.which("msprobe"), help="the reference msprobe executable")
     p.add_argument("--nodes", type=int, default=100_000, help="nodes per side of the synthetic dump")
-    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--repeat", type=int, default=3, help="runs of ours (the best is kept)")
+    p.add_argument("--ref-repeat", type=int, default=1, help="runs of the reference (the best is kept)")
     p.add_argument("--skip-synthetic", action="store_true")
+    p.add_argument("--skip-build", action="store_true", help="only the compare cases")
     a = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench_graph_"))
     try:
+        cases = []
         data = ROOT / "tests" / "data" / "transformer_big"
-        bench("transformer_big", data / "target", data / "golden", a.reference, work, a.repeat)
+        cases.append(("transformer_big", data / "target", data / "golden"))
         if not a.skip_synthetic:
             syn = work / "synthetic"
             make_synthetic(syn / "target", a.nodes, 1)
             make_synthetic(syn / "golden", a.nodes, 2)
-            bench(f"synthetic_{a.nodes}", syn / "target", syn / "golden", a.reference, work, a.repeat)
+            cases.append((f"synthetic_{a.nodes}", syn / "target", syn / "golden"))
+        for name, tp, gp in cases:
+            bench(
+                f"{name} compare", ["-tp", str(tp), "-gp", str(gp)], a.reference, work, a.repeat, a.ref_repeat
+            )
+            if not a.skip_build:
+                bench(f"{name} build", ["-tp", str(tp)], a.reference, work, a.repeat, a.ref_repeat)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

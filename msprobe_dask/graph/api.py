@@ -17,14 +17,25 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from msprobe_dask.errors import ConfigError, DumpError, OutputError
 from msprobe_dask.graph import layout
-from msprobe_dask.graph.build import GraphSource, assign_micro_steps, build_graph
-from msprobe_dask.graph.compare import CONFIG_TASK, compare_graphs, compare_mode, node_colors, tool_tip
+from msprobe_dask.graph.build import GraphSource, assign_micro_steps, build_graph, parse_all_items
+from msprobe_dask.graph.chunks import build_rows, compare_rows
+from msprobe_dask.graph.compare import (
+    CONFIG_TASK,
+    compare_graphs,
+    compare_mode,
+    match_pairs,
+    node_colors,
+    tool_tip,
+)
+from msprobe_dask.graph.gcpause import rare_full_collections
+from msprobe_dask.graph.merge.strategy import ParallelParams
 from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.overflow import check_overflow
 from msprobe_dask.graph.rows import GraphRows, config_row, graph_rows
@@ -38,6 +49,7 @@ class Options:
     fuzzy_match: bool = False
     layer_mapping: str | bool | None = None
     tensor_log: bool = False
+    merge: bool = False  # parallel-merged graphs: merge checkers in the compare (§3.4)
 
 
 @dataclass(slots=True)
@@ -52,15 +64,16 @@ class VisResult:
 # ------------------------------------------------------------------------------------ tasks
 
 
-def _build_task(folder: str, step: int, rank: int) -> Graph:
-    return build_graph(GraphSource(folder, step, rank))
+def _build_task(folder: str, step: int, rank: int, items: bool = True) -> Graph:
+    """``items=False``: the finish task parses the nodes' items (build.parse_items)."""
+    return build_graph(GraphSource(folder, step, rank), items)
 
 
 def _finish_build(g: Graph, opts: Options) -> tuple[list[GraphRows], str, int]:
     assign_micro_steps(g)
     if opts.overflow_check:
         check_overflow(g)
-    return [graph_rows(g, NPU)], "", g.micro_steps
+    return [build_rows(g, NPU)], "", g.micro_steps
 
 
 def _finish_compare(npu: Graph, bench: Graph, opts: Options, where: str) -> tuple[list[GraphRows], str, int]:
@@ -77,13 +90,27 @@ def _finish_compare(npu: Graph, bench: Graph, opts: Options, where: str) -> tupl
         from msprobe_dask.graph.mapping import layer_mapping
 
         mapping = layer_mapping(npu, bench, opts.layer_mapping)
-    compare_graphs(npu, bench, mode, fuzzy=opts.fuzzy_match, mapping=mapping, measure=measure)
+    # the compare is done with the rows, in chunks (graph/chunks.py), except in tensor mode (tensors are
+    # measured and logged in the reference's order) and for merged graphs (their nodes share items)
+    chunked = measure is None and not opts.merge
+    if chunked:
+        pairs = match_pairs(npu, bench, opts.fuzzy_match, mapping)
+    else:
+        parse_all_items(npu)
+        parse_all_items(bench)
+        compare_graphs(
+            npu, bench, mode, fuzzy=opts.fuzzy_match, mapping=mapping, measure=measure, merge=opts.merge
+        )
     assign_micro_steps(npu, bench)
     if opts.overflow_check:
         check_overflow(npu)
         check_overflow(bench)
-    md5 = mode == "md5"
-    return [graph_rows(npu, NPU, md5), graph_rows(bench, BENCH, md5)], mode, npu.micro_steps
+    if chunked:
+        rows = compare_rows(npu, bench, pairs, mode, (NPU, BENCH))
+    else:
+        md5 = mode == "md5"
+        rows = (graph_rows(npu, NPU, md5), graph_rows(bench, BENCH, md5))
+    return list(rows), mode, npu.micro_steps
 
 
 def _link_task(
@@ -141,7 +168,7 @@ def _plan(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None,
         parts = []
         for step, rank, folder in sources:
             g = dask.delayed(_build_task, pure=True)(
-                folder, step, rank, dask_key_name=f"build-{step}-{rank}-NPU"
+                folder, step, rank, False, dask_key_name=f"build-{step}-{rank}-NPU"
             )
             parts.append(dask.delayed(_finish_build)(g, opts, dask_key_name=f"finish-{step}-{rank}"))
         steps = sorted({s for s, _, _ in sources}) if kind == "steps" else [0]
@@ -152,8 +179,8 @@ def _plan(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None,
         kind, pairs = layout.compare_sources(tp, gp)
         parts = []
         for step, rank, a, b in pairs:
-            ga = dask.delayed(_build_task)(a, step, rank, dask_key_name=f"build-{step}-{rank}-NPU")
-            gb = dask.delayed(_build_task)(b, step, rank, dask_key_name=f"build-{step}-{rank}-Bench")
+            ga = dask.delayed(_build_task)(a, step, rank, False, dask_key_name=f"build-{step}-{rank}-NPU")
+            gb = dask.delayed(_build_task)(b, step, rank, False, dask_key_name=f"build-{step}-{rank}-Bench")
             parts.append(
                 dask.delayed(_finish_compare)(ga, gb, opts, a, dask_key_name=f"finish-{step}-{rank}")
             )
@@ -168,19 +195,33 @@ def _plan(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None,
     return result, compare
 
 
+def _any_plan(
+    target: str | os.PathLike[str],
+    golden: str | os.PathLike[str] | None,
+    opts: Options,
+    parallel: Sequence[ParallelParams] | None,
+    json_output: bool = False,
+):
+    """The merge plan when ``parallel`` is given and the input has rank folders, else ``_plan``."""
+    if parallel:
+        from msprobe_dask.graph.merge.plan import merge_plan
+
+        result, compare = merge_plan(target, golden, opts, list(parallel), json_output)
+        if result is not None:
+            return result, compare
+    return _plan(target, golden, opts)
+
+
 def _compute(obj: Any, client: Any = None) -> Any:
     if client is not None:
         return client.compute(obj).result()
-    # a callable scheduler: naming one ("threads") makes dask import distributed (0.7 s) to look for a Client
-    if _few_cpus():
-        from dask.threaded import get
-    else:
-        from dask.multiprocessing import get
-    return obj.compute(scheduler=get)
+    # a callable scheduler: naming one ("threads") makes dask import distributed (0.7 s) to look for a Client.
+    # Threads, whatever the CPU count: the CPU-bound part forks its own processes (graph/forked.py), while
+    # dask.multiprocessing would pickle every Graph between tasks (2.7x slower on a 20,000-node compare).
+    from dask.threaded import get
 
-
-def _few_cpus() -> bool:
-    return (os.cpu_count() or 1) <= 2
+    with rare_full_collections():
+        return obj.compute(scheduler=get)
 
 
 def build_graphs(
@@ -191,10 +232,12 @@ def build_graphs(
     fuzzy_match: bool = False,
     layer_mapping: str | bool | None = None,
     client: Any = None,
+    parallel: Sequence[ParallelParams] | None = None,
 ) -> VisResult:
-    """Build (and compare) the graphs; return the rows a vis.db would hold, without writing anything."""
+    """Build (and compare) the graphs; return the rows a vis.db would hold, without writing anything.
+    ``parallel``: merge each side's rank graphs first (see graph_visualize)."""
     opts = Options(overflow_check, fuzzy_match, layer_mapping)
-    result, _ = _plan(target, golden, opts)
+    result, _ = _any_plan(target, golden, opts, parallel)
     return _compute(result, client)
 
 
@@ -213,18 +256,28 @@ def graph_visualize(
     layer_mapping: str | bool | None = None,
     tensor_log: bool = False,
     client: Any = None,
+    parallel: Sequence[ParallelParams] | None = None,
+    json_output: bool = False,
 ) -> str:
-    """Build the graphs and write ``build_{ts}.vis.db`` / ``compare_{ts}.vis.db`` into ``output_path``."""
+    """Build the graphs and write ``build_{ts}.vis.db`` / ``compare_{ts}.vis.db`` into ``output_path``.
+
+    ``parallel`` (one ParallelParams per side) merges the rank graphs of each side first (§6); with
+    ``json_output`` a merge build writes ``step{s}/rank{r}/{construct,dump,stack}.json`` instead."""
     import dask
 
     opts = Options(overflow_check, fuzzy_match, layer_mapping, tensor_log)
     ts = time.strftime("%Y%m%d%H%M%S", time.localtime())
-    result, compare = _plan(target, golden, opts)
+    result, compare = _any_plan(target, golden, opts, parallel, json_output)
     out = Path(output_path)
     if out.exists() and not out.is_dir():
         raise OutputError(out, "is not a folder")
     path = out / output_name(compare, ts)
-    written = dask.delayed(_write_task)(result, str(path), dask_key_name="write-visdb")
+    if parallel and json_output:
+        from msprobe_dask.graph.merge.export_json import write_merged_json
+
+        written = dask.delayed(write_merged_json)(result, str(out), dask_key_name="write-json")
+    else:
+        written = dask.delayed(_write_task)(result, str(path), dask_key_name="write-visdb")
     created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)

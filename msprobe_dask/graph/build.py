@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,13 @@ def load_dump_doc(path: Path) -> dict[str, Any]:
     return doc
 
 
+def _mentions(path: Path, token: bytes) -> bool:
+    """Whether the file's bytes contain ``token`` (a quick scan that lets callers skip a walk of the
+    parsed document)."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        return m.find(token) != -1
+
+
 def graph_data_path(doc: Mapping[str, Any], construct_json: Path) -> str | None:
     d = doc.get("dump_data_dir", "")
     real = os.path.realpath(construct_json)
@@ -146,11 +154,16 @@ def _repair_parent(sub: str, up: str | None, construct: Mapping[str, str | None]
 
 class _Builder:
     def __init__(
-        self, data: Mapping[str, Any], stacks: Mapping[str, list[str]], micro: Mapping[str, int] | None
+        self,
+        data: Mapping[str, Any],
+        stacks: Mapping[str, list[str]],
+        micro: Mapping[str, int] | None,
+        items: bool = True,
     ):
         self.data = data
         self.stacks = stacks
         self.micro = micro
+        self.items = items
         self.root = Node(ROOT_ID, MODULE)
         self.nodes: dict[str, Node] = {ROOT_ID: self.root}
 
@@ -171,7 +184,8 @@ class _Builder:
         if node is not None:
             return node
         node = Node(node_id, node_type_of(node_id))
-        node.input_data, node.output_data = split_items(parse_entry(node_id, self.data.get(node_id)))
+        if self.items:
+            node.input_data, node.output_data = _items(node_id, self.data)
         node.stack = self._stack_for(node_id)
         if self.micro is not None:
             node.micro = self.micro.get(node_id, 0)
@@ -334,20 +348,44 @@ def _place_parameters_grad(b: _Builder) -> None:
         for suffix in suffixes:
             node_id = prefix + suffix
             node = Node(node_id, MODULE, parent=parent)
-            node.input_data, node.output_data = split_items(parse_entry(node_id, b.data.get(node_id)))
+            if b.items:
+                node.input_data, node.output_data = _items(node_id, b.data)
             parent.children.append(node)
             b.nodes[node_id] = node
 
 
-def build_graph(src: GraphSource) -> Graph:
-    """Read one dump folder and build its hierarchy (no compare, no micro steps yet)."""
+def _items(node_id: str, data: Mapping[str, Any]) -> tuple[dict[str, dict], dict[str, dict]]:
+    return split_items(parse_entry(node_id, data.get(node_id)))
+
+
+def parse_items(g: Graph, nodes: Iterable[Node]) -> None:
+    """Give ``nodes`` their items, if ``g`` was built without (``items_pending``); nodes that already
+    hold some keep them."""
+    if not g.items_pending:
+        return
+    for node in nodes:
+        if node is not g.root and node.type != COLLECTION and not (node.input_data or node.output_data):
+            node.input_data, node.output_data = _items(node.id, g.data)
+
+
+def parse_all_items(g: Graph) -> None:
+    parse_items(g, g.nodes.values())
+    g.items_pending = False
+
+
+def build_graph(src: GraphSource, items: bool = True) -> Graph:
+    """Read one dump folder and build its hierarchy (no compare, no micro steps yet).
+
+    ``items=False`` leaves the nodes' items to ``parse_items`` (the parse is most of the build, and
+    graph/chunks.py does it in parallel chunks).
+    """
     for p in (src.construct_json, src.dump_json, src.stack_json):
         _check_file(p)
     construct, micro, k = load_construct(src.construct_json)
     doc = load_dump_doc(src.dump_json)
     stacks = load_stack_map(src.stack_json)
     data = doc["data"]
-    b = _Builder(data, stacks, micro if k is not None else None)
+    b = _Builder(data, stacks, micro if k is not None else None, items)
     for sub, up in construct.items():
         up = _repair_parent(sub, up, construct)
         parent = b.root if up is None else b.get(up)
@@ -363,8 +401,12 @@ def build_graph(src: GraphSource) -> Graph:
         task=str(doc.get("task") or ""),
         framework=framework,
         data_path=graph_data_path(doc, src.construct_json),
+        header={k: v for k, v in doc.items() if k != "data"},
+        folder=str(src.folder),
         step=src.step,
         rank=src.rank,
+        no_md5=not _mentions(src.dump_json, b'"md5"'),
+        items_pending=not items,
     )
     if k is not None:
         g.megatron = True

@@ -56,7 +56,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         action="store_true",
         help="log progress as PROGRESS: {json} lines",
     )
-    p.add_argument("--rank_size", type=int, nargs="+", help="parallel merge: world size (not supported yet)")
+    p.add_argument("--rank_size", type=int, nargs="+", help="parallel merge: world size (one value per side)")
     p.add_argument("--tp", type=int, nargs="+", help="parallel merge: tensor parallel size")
     p.add_argument("--pp", type=int, nargs="+", help="parallel merge: pipeline parallel size")
     p.add_argument("--vpp", type=int, nargs="+", default=[1], help="parallel merge: virtual pipeline size")
@@ -82,12 +82,19 @@ def run(args: argparse.Namespace) -> int:
     from msprobe_dask.errors import ConfigError
     from msprobe_dask.graph.api import graph_visualize
 
+    parallel = None
     if args.rank_size:
-        raise ConfigError("--rank_size", "parallel merge (TP/PP/VPP) is not supported yet by msprobe-dask")
+        from msprobe_dask.graph.merge.strategy import parse_params
+
+        compare = bool(args.golden_path)
+        parallel = parse_params(args.rank_size, args.tp, args.pp, args.vpp, args.order, compare)
     if args.file_type == "json":
         if args.golden_path:
             raise ConfigError("--file_type", "json output is not supported in graph comparison mode")
-        print("--file_type json is only supported in graph merge builds; writing a vis.db", file=sys.stderr)
+        if not parallel:
+            print(
+                "--file_type json is only supported in graph merge builds; writing a vis.db", file=sys.stderr
+            )
     client = None
     if args.scheduler:
         from distributed import Client
@@ -104,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
         layer_mapping=args.layer_mapping,
         tensor_log=args.is_print_compare_log,
         client=client,
+        parallel=parallel,
+        json_output=args.file_type == "json",
     )
     if args.is_print_progress_log:
         _progress({"current_progress": 100, "process_running": True, "error_msg": []})

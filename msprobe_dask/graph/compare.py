@@ -11,6 +11,7 @@ import math
 import re
 from collections import deque
 from collections.abc import Callable, Mapping
+from operator import itemgetter
 from typing import Any
 
 from msprobe_dask.errors import DumpError
@@ -101,7 +102,8 @@ def compare_mode(npu: Graph, bench: Graph, where: str) -> str:
         return TENSOR
     if npu.task == "structure":
         return STRUCTURE
-    a, b = data_has_md5(npu.data), data_has_md5(bench.data)
+    a = not npu.no_md5 and data_has_md5(npu.data)
+    b = not bench.no_md5 and data_has_md5(bench.data)
     if a != b:
         raise DumpError(where, "one dump has md5 values and the other does not")
     return MD5 if a else SUMMARY
@@ -123,22 +125,23 @@ def _is_number(v: Any) -> bool:
 
 
 _TABBED = ("inf", "-inf", "nan")
+_INFS = (math.inf, -math.inf)
+_PLAIN_NUMBERS = frozenset((int, float))
 
 
-def _tab_special(row: dict[str, Any], keys: tuple[str, ...]) -> None:
-    """A cell whose str() is exactly inf, -inf or nan gets a trailing TAB."""
-    for k in keys:
-        v = row[k]
-        t = type(v)
-        if t is float:
-            if v != v or v in (math.inf, -math.inf):
-                row[k] = repr(v) + "\t"
-        elif t is int or (t is str and len(v) > 4):
-            continue
-        else:
-            s = str(v)
-            if s in _TABBED:
-                row[k] = s + "\t"
+def _summary_cell(v: Any) -> Any:
+    """A summary statistic or diff cell: nan is stored as 'Nan', and a cell whose str() is exactly
+    inf, -inf or nan gets a trailing TAB."""
+    t = v.__class__
+    if t is float:
+        if v != v:
+            return "Nan"
+        return repr(v) + "\t" if v in _INFS else v
+    if t is int or (t is str and len(v) > 4):
+        return v
+    v = _stored_stat(v)
+    s = str(v)
+    return s + "\t" if s in _TABBED else v
 
 
 def _basic(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -165,45 +168,42 @@ def _basic(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def _stat_diff(x: Any, y: Any) -> tuple[Any, str]:
+    """(diff, relative diff text) of one NPU/Bench statistic."""
+    plain = x.__class__ in _PLAIN_NUMBERS and y.__class__ in _PLAIN_NUMBERS
+    if not (plain or _is_number(x) and _is_number(y)):
+        return "N/A", "N/A"
+    d = x - y
+    if d != d:
+        return "Nan", "Nan"
+    if y == 0:
+        return d, "N/A"
+    try:
+        return d, str(abs(d / y * 100)) + "%"
+    except OverflowError:
+        return d, "inf%"
+
+
 def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]:
     row = _basic(n, b)
     ns = _stat_list(n)
     if b is None:
-        for k in STAT_DIFFS + STAT_RELS:
-            row[k] = " "
-        for k, v in zip(NPU_STATS, ns):
-            row[k] = _stored_stat(v)
-        for k in BENCH_STATS:
-            row[k] = "Nan"
+        for i in range(4):
+            row[STAT_DIFFS[i]] = row[STAT_RELS[i]] = " "
+            row[NPU_STATS[i]] = _summary_cell(ns[i])
+            row[BENCH_STATS[i]] = "Nan"
         row["Requires_grad Consistent"] = False
     else:
         bs = _stat_list(b)
-        for i, (x, y) in enumerate(zip(ns, bs)):
-            if _is_number(x) and _is_number(y):
-                d = x - y
-                if isinstance(d, float) and math.isnan(d):
-                    diff = rel = "Nan"
-                else:
-                    diff = d
-                    if y != 0:
-                        try:
-                            rel = str(abs(d / y * 100)) + "%"
-                        except OverflowError:
-                            rel = "inf%"
-                    else:
-                        rel = "N/A"
-            else:
-                diff = rel = "N/A"
-            row[STAT_DIFFS[i]] = diff
-            row[STAT_RELS[i]] = rel
-        for k, v in zip(NPU_STATS, ns):
-            row[k] = _stored_stat(v)
-        for k, v in zip(BENCH_STATS, bs):
-            row[k] = _stored_stat(v)
+        for i in range(4):
+            x, y = ns[i], bs[i]
+            diff, row[STAT_RELS[i]] = _stat_diff(x, y)
+            row[STAT_DIFFS[i]] = _summary_cell(diff)
+            row[NPU_STATS[i]] = _summary_cell(x)
+            row[BENCH_STATS[i]] = _summary_cell(y)
         row["Requires_grad Consistent"] = n.get("requires_grad") == b.get("requires_grad")
     row["Result"] = "pass"
     row["Err_message"] = ""
-    _tab_special(row, STAT_DIFFS + STAT_RELS + NPU_STATS + BENCH_STATS)
     return row
 
 
@@ -249,9 +249,18 @@ def tensor_row(
     return row
 
 
+_GROUP_OF_STATE = {state: i for i, states in enumerate(STATE_GROUPS) for state in states}
+
+
 def _grouped(node: Node) -> list[list[dict[str, Any]]]:
-    items = list(node.input_data.values()) + list(node.output_data.values())
-    return [[it for it in items if it.get("state") in states] for states in STATE_GROUPS]
+    """The node's items by STATE_GROUPS, inputs before outputs within a group."""
+    groups: list[list[dict[str, Any]]] = [[] for _ in STATE_GROUPS]
+    for data in (node.input_data, node.output_data):
+        for it in data.values():
+            g = _GROUP_OF_STATE.get(it.get("state"))
+            if g is not None:
+                groups[g].append(it)
+    return groups
 
 
 def pair_rows(
@@ -274,11 +283,14 @@ def pair_rows(
 
 
 def _ratio(v: Any) -> float | None:
-    if v is None or isinstance(v, bool):
+    t = v.__class__
+    if t is float:
+        return v
+    if v is None or t is bool:
         return None
     if isinstance(v, (int, float)):
         return float(v)
-    if isinstance(v, str):
+    if t is str or isinstance(v, str):
         s = v.strip()
         pct = s.endswith("%")
         try:
@@ -308,9 +320,11 @@ def _min_over(rows: list[dict[str, Any]], key: str) -> float:
 
 
 def _special(v: Any) -> bool:
+    if v.__class__ is float:
+        return v != v or v in _INFS
     if isinstance(v, float):
         return math.isinf(v) or math.isnan(v)
-    return isinstance(v, str) and v.strip().lower() in ("inf", "-inf", "nan")
+    return isinstance(v, str) and v.strip().lower() in _TABBED
 
 
 def _bench_missing(r: Mapping[str, Any]) -> bool:
@@ -339,8 +353,10 @@ def check_rows(rows: list[dict[str, Any]], mode: str, merge: bool = False) -> in
         levels[i] = max(levels[i], level)
         msgs[i].append(msg)
 
-    out_idx = [i for i, r in enumerate(rows) if ".output." in str(r["NPU Name"])]
-    in_idx = [i for i, r in enumerate(rows) if ".output." not in str(r["NPU Name"])]
+    out_idx: list[int] = []
+    in_idx: list[int] = []
+    for i, r in enumerate(rows):
+        (out_idx if ".output." in str(r["NPU Name"]) else in_idx).append(i)
     ignore = ""
     if in_idx:
         parts = str(rows[in_idx[0]]["NPU Name"]).split(".")
@@ -364,6 +380,7 @@ def check_rows(rows: list[dict[str, Any]], mode: str, merge: bool = False) -> in
         else:
             ins = [rows[i] for i in in_idx]
             outs = [rows[i] for i in out_idx]
+            in_norm_rel = abs(_max_over(ins, "NormRelativeErr")) if mode == SUMMARY else 0.0
             # 1 InfNan
             for i in selected:
                 r = rows[i]
@@ -375,7 +392,7 @@ def check_rows(rows: list[dict[str, Any]], mode: str, merge: bool = False) -> in
             if ignore:
                 pass
             elif mode == SUMMARY:
-                if abs(_max_over(ins, "NormRelativeErr")) < 0.1:
+                if in_norm_rel < 0.1:
                     for i in out_idx:
                         v = _ratio(rows[i]["NormRelativeErr"])
                         if v is not None and abs(v) > 0.5:
@@ -427,7 +444,7 @@ def check_rows(rows: list[dict[str, Any]], mode: str, merge: bool = False) -> in
             # 7 RelativeWarn / 7' CosineWarn
             if out_idx and not ignore:
                 if mode == SUMMARY:
-                    a = abs(_max_over(ins, "NormRelativeErr"))
+                    a = in_norm_rel
                     b = abs(_max_over(outs, "NormRelativeErr"))
                     if (a == 0 and b > 0.1) or (a != 0 and b / a > 10):
                         flag(out_idx[0], WARNING, MSG_RELWARN)
@@ -438,7 +455,7 @@ def check_rows(rows: list[dict[str, Any]], mode: str, merge: bool = False) -> in
                         flag(out_idx[0], WARNING, MSG_COSWARN)
     for i, r in enumerate(rows):
         r["Result"] = LEVEL_NAME[levels[i]]
-        r["Err_message"] = json.dumps(msgs[i])
+        r["Err_message"] = json.dumps(msgs[i]) if msgs[i] else "[]"
     return max(levels, default=PASS)
 
 
@@ -455,6 +472,16 @@ def _bfs(g: Graph):
 
 def _fuzzy_key(node_id: str) -> str:
     return re.sub(r"_rank\d+", "", re.sub(r"\.\d+\.", ".", node_id))
+
+
+def _has_ancestors(node: Node, ids: list[str]) -> bool:
+    """``node.ancestors() == ids``, without building the list when the parents' ids match."""
+    p, i = node.parent, len(ids) - 1
+    while p is not None:
+        if i < 0 or ids[i] != p.id:
+            return node.ancestors() == ids  # (a parent cycle makes ancestors() empty)
+        p, i = p.parent, i - 1
+    return i == -1
 
 
 def match_pairs(
@@ -501,12 +528,13 @@ def match_pairs(
             b.link = node.ancestors() + [node.id]
             pairs.append((node, b))
         return pairs
+    known: dict[Node, list[str]] = {}  # node -> ancestors(), filled parents first (BFS)
     for node in _bfs(npu):
+        up = node.parent
+        anc = known[up] + [up.id] if up in known else node.ancestors()
+        known[node] = anc
         b = bench.nodes.get(node.id)
-        if b is None:
-            continue
-        anc = node.ancestors()
-        if b.ancestors() != anc:
+        if b is None or not _has_ancestors(b, anc):
             continue
         node.link = anc + [b.id]
         b.link = list(node.link)
@@ -516,14 +544,13 @@ def match_pairs(
 
 def write_back(npu: Node, rows: list[dict[str, Any]], mode: str) -> None:
     keys = WRITE_BACK[mode]
+    cells = itemgetter(*keys)
     by_name = {r["NPU Name"]: r for r in rows}
     for data in (npu.input_data, npu.output_data):
         for k, item in data.items():
             r = by_name.get(k)
-            if r is None:
-                continue
-            for key in keys:
-                item[key] = r[key]
+            if r is not None:
+                item.update(zip(keys, cells(r)))
 
 
 def compare_pair(
@@ -543,15 +570,39 @@ def compare_pair(
     npu.precision = precision
 
 
+def _collection_precision(c: Node, mode: str) -> None:
+    for sub in c.children:
+        if sub.type == COLLECTION:  # the per-rank collections of a merged graph's _All_Ranks one
+            _collection_precision(sub, mode)
+    if mode == TENSOR:
+        c.precision = 0
+    else:
+        c.precision = max([0] + [x.precision for x in c.children if x.precision is not None])
+
+
 def collection_precision(npu: Graph, mode: str) -> None:
     """Collections take the worst of their children's indices. In tensor mode the reference does this
     before its tensor engine has filled any index, so collections are always 0 there."""
     for c in npu.root.children:
         if c.type == COLLECTION:
-            if mode == TENSOR:
-                c.precision = 0
-            else:
-                c.precision = max([0] + [x.precision for x in c.children if x.precision is not None])
+            _collection_precision(c, mode)
+
+
+def compare_subtrees(
+    nodes: list[Node],
+    partners: Mapping[Node, Node],
+    root: Node,
+    mode: str,
+) -> None:
+    """compare_graphs' work after matching, for ``nodes``: a run of sorted_nodes() that holds each
+    collection's whole subtree or none of it. ``partners`` maps matched NPU nodes to Bench ones."""
+    for n in nodes:
+        b = partners.get(n)
+        if b is not None:
+            compare_pair(n, b, mode)
+    for c in nodes:
+        if c.type == COLLECTION and c.parent is root:
+            _collection_precision(c, mode)
 
 
 def compare_graphs(
@@ -561,7 +612,9 @@ def compare_graphs(
     fuzzy: bool = False,
     mapping: Mapping[str, str] | None = None,
     measure: TensorMeasure | None = None,
+    merge: bool = False,
 ) -> None:
+    """``merge``: the graphs are parallel-merged ones (merge checkers, §3.4)."""
     for n, b in match_pairs(npu, bench, fuzzy, mapping):
-        compare_pair(n, b, mode, measure)
+        compare_pair(n, b, mode, measure, merge)
     collection_precision(npu, mode)

@@ -53,51 +53,63 @@ def _np_shape(value: Any) -> str:
 
 
 def _leaf(leaf: dict[str, Any], name: str, state: str) -> dict[str, Any]:
-    item: dict[str, Any] = {}
-    for k, v in leaf.items():
-        item[k] = ("True" if v else "False") if isinstance(v, bool) else v
+    item = {k: (("True" if v else "False") if v.__class__ is bool else v) for k, v in leaf.items()}
     data_name = leaf.get("data_name") or "-1"
     item["data_name"] = data_name
     item["full_op_name"] = data_name.rsplit(".", 1)[0] if data_name != "-1" else name
     item["state"] = state
-    item.setdefault("requires_grad", None)
+    if "requires_grad" not in item:
+        item["requires_grad"] = None
     for s in STATS:
-        item.setdefault(s, None)
+        if s not in item:
+            item[s] = None
     if not item.get("dtype"):
-        kind = leaf.get("type")
-        value = leaf.get("value")
-        if kind == "torch.Size":
-            item["dtype"] = kind
-            item["shape"] = str(value)
-        elif kind == "slice":
-            item["dtype"] = kind
-            item["shape"] = _np_shape(value)
-        elif kind == "ellipsis":
-            item["dtype"] = kind
-            item["shape"] = "[]"
-            for s in STATS:
-                item[s] = value
-        elif name.split(".")[-1] in RANK_PARAMS:
-            item["dtype"] = kind
-            item["shape"] = "[]"
-            for s in STATS:
-                item[s] = str(value)
-            item["md5"] = str(value)
-        elif kind == "torch.ProcessGroup":
-            ranks = str(leaf.get("group_ranks"))
-            item["dtype"] = kind
-            item["shape"] = "[]"
-            for s in STATS:
-                item[s] = ranks
-            item["md5"] = ranks
-        else:
-            item["dtype"] = str(type(value))
-            item["shape"] = "[]"
-            for s in STATS:
-                item[s] = value
+        _fill_non_tensor(item, leaf, name)
     if not item.get("md5"):
-        item["md5"] = format(zlib.crc32(str(leaf.get("value", "")).encode()), "08x")
+        item["md5"] = _crc32(leaf["value"]) if "value" in leaf else _CRC32_EMPTY
     return item
+
+
+def _crc32(value: Any) -> str:
+    return format(zlib.crc32(str(value).encode()), "08x")
+
+
+_CRC32_EMPTY = _crc32("")
+
+
+def _fill_non_tensor(item: dict[str, Any], leaf: dict[str, Any], name: str) -> None:
+    """dtype, shape and the statistics of a leaf that is not a tensor (a scalar, a size, a group ...)."""
+    kind = leaf.get("type")
+    value = leaf.get("value")
+    if kind == "torch.Size":
+        item["dtype"] = kind
+        item["shape"] = str(value)
+    elif kind == "slice":
+        item["dtype"] = kind
+        item["shape"] = _np_shape(value)
+    elif kind == "ellipsis":
+        item["dtype"] = kind
+        item["shape"] = "[]"
+        for s in STATS:
+            item[s] = value
+    elif name.split(".")[-1] in RANK_PARAMS:
+        item["dtype"] = kind
+        item["shape"] = "[]"
+        for s in STATS:
+            item[s] = str(value)
+        item["md5"] = str(value)
+    elif kind == "torch.ProcessGroup":
+        ranks = str(leaf.get("group_ranks"))
+        item["dtype"] = kind
+        item["shape"] = "[]"
+        for s in STATS:
+            item[s] = ranks
+        item["md5"] = ranks
+    else:
+        item["dtype"] = str(type(value))
+        item["shape"] = "[]"
+        for s in STATS:
+            item[s] = value
 
 
 def _parse(value: Any, name: str, state: str, out: list[dict[str, Any]], depth: int) -> None:
@@ -163,6 +175,13 @@ _PG_KEEP = ("type", "group_ranks", "group_id", "data_name")
 _BATCH_P2P_DROP = ("op", "peer", "tag", "group_id")
 _SKIP = frozenset(("state", "full_op_name", "md5"))
 _SKIP_KEEP_MD5 = frozenset(("state", "full_op_name"))
+# (keep_md5, batch_p2p) -> the keys an exported item leaves out
+_SKIPPED = {
+    (False, False): _SKIP,
+    (True, False): _SKIP_KEEP_MD5,
+    (False, True): _SKIP | frozenset(_BATCH_P2P_DROP),
+    (True, True): _SKIP_KEEP_MD5 | frozenset(_BATCH_P2P_DROP),
+}
 
 
 def _fmt_str(s: str) -> str:
@@ -170,7 +189,8 @@ def _fmt_str(s: str) -> str:
         s = s.replace("'", "")
     if "None" in s:
         s = s.replace("None", "null")
-    if not s or not s[0].isdigit():
+    # the shortest string _DECIMAL rounds is d.ddddddd (9 characters)
+    if len(s) < 9 or not s[0].isdigit():
         return s
     m = _DECIMAL.match(s)
     if m and len(m.group(1)) > 6:
@@ -182,19 +202,19 @@ def _fmt_str(s: str) -> str:
 
 def format_item(item: dict[str, Any], keep_md5: bool, batch_p2p: bool) -> dict[str, Any]:
     """A new dict holding the exported form of ``item``."""
-    src = item
-    if src.get("type") == "torch.ProcessGroup":
-        src = {k: v for k, v in src.items() if k in _PG_KEEP}
+    if item.get("type") == "torch.ProcessGroup":
+        item = {k: v for k, v in item.items() if k in _PG_KEEP}
+    skip = _SKIPPED[bool(keep_md5), bool(batch_p2p)]
     out: dict[str, Any] = {}
-    skip = _SKIP_KEEP_MD5 if keep_md5 else _SKIP
-    for k, v in src.items():
-        if k in skip or (batch_p2p and k in _BATCH_P2P_DROP):
+    for k, v in item.items():
+        if k in skip:
             continue
-        t = type(v)
-        if t is str:
-            out[k] = _fmt_str(v)
-        elif t is float:
+        t = v.__class__
+        if t is float:
             out[k] = repr(v)
+        elif t is str:
+            # inline pre-check: most strings need no change (see _fmt_str)
+            out[k] = _fmt_str(v) if ("'" in v or "None" in v or (len(v) > 8 and v[0].isdigit())) else v
         elif v is None:
             out[k] = "null"
         else:

@@ -36,6 +36,7 @@ class Node:
     link: list[str] = field(default_factory=list)
     precision: int | float | None = None
     overflow: str | None = None
+    merge_info: list[str] = field(default_factory=list)  # parallel_merge_info lines (§6.4 step 5)
 
     def attach(self, parent: Node) -> None:
         if self.parent is None and parent is not self:
@@ -71,6 +72,10 @@ class Graph:
     megatron: bool = False
     step: int = 0
     rank: int = 0
+    header: dict[str, Any] = field(default_factory=dict)  # dump.json's fields besides data (JSON export)
+    folder: str = ""  # the dump folder: -lm reads its construct.json and stack.json
+    no_md5: bool = False  # dump.json's text has no "md5" key, so compare_mode need not walk ``data``
+    items_pending: bool = False  # built without the nodes' items: build.parse_items gives them
 
     def sorted_nodes(self) -> list[Node]:
         """Post-order DFS from the root (children in order, root last), each node once."""

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from msprobe_dask.graph.items import format_items
-from msprobe_dask.graph.model import Graph
+from msprobe_dask.graph.jsontext import dumps
+from msprobe_dask.graph.model import Graph, Node
 from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops
 
 NODE_COLUMNS = (
@@ -61,17 +62,55 @@ class GraphRows:
     p2p: dict[str, list[P2POp]] = field(default_factory=dict)  # batch_isend_irecv node -> its ops
 
 
+@dataclass(slots=True)
+class RowsChunk:
+    """The rows of a run of consecutive nodes (see graph_rows). Until ``join_rows``, a row's stack_id
+    cell is an index into ``stacks``, the chunk's distinct stack texts in order of first use."""
+
+    nodes: list[list[Any]]
+    stacks: list[str]
+    p2p: dict[str, list[P2POp]]
+
+
 def graph_rows(g: Graph, source: str, md5_mode: bool = False) -> GraphRows:
+    return join_rows(g, source, [chunk_rows(g, source, g.sorted_nodes(), 0, md5_mode)])
+
+
+def join_rows(g: Graph, source: str, chunks: list[RowsChunk]) -> GraphRows:
+    """The chunks' rows in order, with stack ids numbered by first use over the whole graph."""
     graph_id = f"{source}_{g.step}_{g.rank}"
     out = GraphRows(source, g.step, g.rank, micro_steps=g.micro_steps)
     stack_ids: dict[str, str] = {}
-    for order, node in enumerate(g.sorted_nodes()):
-        stack_text = json.dumps(node.stack)
-        sid = stack_ids.get(stack_text)
+    sid_col = COL["stack_id"]
+    for chunk in chunks:
+        sids = []
+        for text in chunk.stacks:
+            sid = stack_ids.get(text)
+            if sid is None:
+                sid = stack_ids[text] = f"{graph_id}_{len(stack_ids)}"
+                out.stacks.append((sid, text))
+            sids.append(sid)
+        for row in chunk.nodes:
+            row[sid_col] = sids[row[sid_col]]
+        out.nodes.extend(chunk.nodes)
+        out.p2p.update(chunk.p2p)
+    return out
+
+
+def chunk_rows(g: Graph, source: str, nodes: list[Node], start: int, md5_mode: bool = False) -> RowsChunk:
+    """The rows of ``nodes``, the run of ``g.sorted_nodes()`` that begins at position ``start``."""
+    graph_id = f"{source}_{g.step}_{g.rank}"
+    out = RowsChunk([], [], {})
+    stack_index: dict[str, int] = {}
+    stack_texts: dict[int, str] = {}  # id(node.stack) -> its JSON: nodes share stack lists
+    for order, node in enumerate(nodes, start):
+        stack_text = stack_texts.get(id(node.stack))
+        if stack_text is None:
+            stack_text = stack_texts[id(node.stack)] = dumps(node.stack)
+        sid = stack_index.get(stack_text)
         if sid is None:
-            sid = f"{graph_id}_{len(stack_ids)}"
-            stack_ids[stack_text] = sid
-            out.stacks.append((sid, stack_text))
+            sid = stack_index[stack_text] = len(out.stacks)
+            out.stacks.append(stack_text)
         batch_p2p = "batch_isend_irecv" in node.id
         if batch_p2p:
             out.p2p[node.id] = batch_p2p_ops(node)
@@ -85,17 +124,17 @@ def graph_rows(g: Graph, source: str, md5_mode: bool = False) -> GraphRows:
                 node.id,
                 node.type,
                 node.parent.id if node.parent is not None else "",
-                json.dumps([c.id for c in node.children]) if node.children else "",
+                dumps([c.id for c in node.children]) if node.children else "",
                 node.precision,
                 node.overflow,
                 node.micro if node.micro is not None else 0,
-                json.dumps(node.link),
+                dumps(node.link),
                 sid,
-                "",
+                dumps(node.merge_info) if node.merge_info else "",
                 "{}",
                 0,
-                json.dumps(inputs),
-                json.dumps(outputs),
+                dumps(inputs),
+                dumps(outputs),
                 source,
                 g.data_path,
                 g.step,

@@ -1,9 +1,10 @@
 """Write a ``*.vis.db`` (the SQLite file tb-graph-ascend opens) in one transaction.
 
 The schema text, object creation order, WAL journal mode and index set are the reference's
-(graph_visualize.md §7.3). Rows are written to a temporary file next to the target, the indexes are
-added at the end, and the file is renamed only when complete, so an interrupted run leaves nothing
-that looks finished. An existing target is copied first and appended to, as the reference does.
+(graph_visualize.md §7.3). Rows are written to a temporary file next to the target (without a
+rollback journal: a failed write deletes the file), the indexes are added at the end, the file is
+switched to WAL mode and renamed only when complete, so an interrupted run leaves nothing that
+looks finished. An existing target is copied first and appended to, as the reference does.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ INDEXES = (
     "CREATE INDEX index7 ON tb_nodes (is_distributed)",
 )
 N_NODE_COLUMNS = 22
+CACHE_KIB = 64 * 1024  # page cache while inserting and indexing (bounded; SQLite's default is 2 MiB)
 
 
 def _create_schema(con: sqlite3.Connection) -> None:
@@ -93,8 +95,10 @@ def write_visdb(
         raise OutputError(path.parent, f"cannot write the vis.db: {exc.strerror or exc}") from None
     ok = False
     try:
-        con.execute("PRAGMA journal_mode=WAL")
-        con.execute("PRAGMA synchronous=NORMAL")
+        # the file is private until renamed: no rollback journal while filling it, WAL mode set at the end
+        con.execute("PRAGMA journal_mode=OFF")
+        con.execute("PRAGMA synchronous=OFF")
+        con.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         con.execute("BEGIN")
         _create_schema(con)
         node_sql = f"INSERT INTO tb_nodes VALUES ({','.join('?' * N_NODE_COLUMNS)})"
@@ -105,6 +109,7 @@ def write_visdb(
         for ddl in INDEXES:
             con.execute(ddl.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
         con.execute("COMMIT")
+        con.execute("PRAGMA journal_mode=WAL")
         ok = True
     except sqlite3.Error as exc:
         raise OutputError(path, f"cannot write the vis.db: {exc}") from None

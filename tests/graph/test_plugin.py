@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from msprobe_dask.graph.api import graph_visualize
+from msprobe_dask.graph.merge.strategy import ParallelParams
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 API = "/data/plugin/graph_ascend/"
@@ -97,6 +98,11 @@ def served(tmp_path_factory: pytest.TempPathFactory):
         "build_oc": dict(target=DATA / "stat_mix" / "target", overflow_check=True),
         "compare": dict(target=DATA / "stat_mix" / "target", golden=DATA / "stat_mix" / "golden"),
         "multirank": dict(target=DATA / "multirank" / "target", golden=DATA / "multirank" / "golden"),
+        "merge": dict(  # a 2-rank tensor-parallel run merged into one graph, compared with 1 rank
+            target=DATA / "tp_merge" / "target",
+            golden=DATA / "tp_merge" / "golden",
+            parallel=[ParallelParams(2, 2, 1), ParallelParams(1, 1, 1, side="Bench")],
+        ),
     }
     for run, kw in runs.items():  # the plugin shows one vis.db per folder
         graph_visualize(kw.pop("target"), kw.pop("golden", None), output_path=logdir / run, **kw)
@@ -136,6 +142,7 @@ def served(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _open(client: Plugin, logdir: Path, run: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    assert client.get("load_meta_dir")[0] == 200  # the front end lists the files before loading one
     tag = next((logdir / run).glob("*.vis.db")).name[: -len(".vis.db")]
     md = {"run": run, "tag": tag, "microStep": -1, "type": "db", "lang": "en"}
     status, _ = client.get(
@@ -182,7 +189,7 @@ def test_files_are_offered(served) -> None:
     meta = json.loads(body)
     assert not meta.get("error"), meta.get("error")
     runs = meta["data"]
-    assert set(runs) == {"build", "build_oc", "compare", "multirank"}
+    assert set(runs) == {"build", "build_oc", "compare", "multirank", "merge"}
     assert all(v["type"] == "db" and len(v["tags"]) == 1 for v in runs.values())
 
 
@@ -271,3 +278,22 @@ def test_batch_isend_irecv_links_jump_to_each_peer(served) -> None:
         back = data[target]["matchedDistributed"]
         back = json.loads(back) if isinstance(back, str) else back
         assert back["nodes_info"]["0"][1] == batch  # and the peer links back to rank 0
+
+
+def test_merged_tensor_parallel_graph(served) -> None:
+    client, logdir = served
+    md, cfg = _open(client, logdir, "merge")
+    assert cfg["isSingleGraph"] is False and cfg["ranks"] == [0]
+    md = dict(md, rank=0, step=0)
+    for side in ("NPU", "Bench"):
+        _two_levels(client, md, side)
+    collection = "Apis_Between_Modules_All_Ranks.0"
+    data = _expand(client, md, "NPU", collection)
+    shown = {k for k, v in data.items() if v.get("parentNode") == collection}
+    assert shown == {"Apis_Between_Modules_Rank0.0", "Apis_Between_Modules_Rank1.0"}
+    node = "Functional.embedding.0.forward"
+    info = client.post("getNodeInfo", {"nodeInfo": {"nodeName": node, "nodeType": "NPU"}, "metaData": md})
+    merged = info["npu"]["parallel_merge_info"]
+    merged = json.loads(merged) if isinstance(merged, str) else merged
+    assert merged[0].startswith("This data is the merged data after tensor parallelism(TP)")
+    assert info["bench"]["input_data"]  # matched (fuzzy matching is forced on in a merge compare)

@@ -1,0 +1,56 @@
+"""Renaming a node of a merged graph: its id, its key in the node map, and its item keys.
+
+Every merge step that renames (PP marks and layer renumbering, ``_rank{r}`` API suffixes, VPP chunk
+moves, API collections) goes through ``rename_node`` so that items stay keyed by ``<node id>.<rest>``
+and their ``full_op_name`` follows the id. ``data_name`` is left alone: it names the tensor file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msprobe_dask.graph.model import Node
+
+
+def rank_suffixed(node_id: str, rank: int) -> str:
+    """``Tensor.__mul__.0.forward`` -> ``Tensor.__mul___rank1.0.forward``: ``_rank{r}`` on id part 1."""
+    parts = node_id.split(".")
+    if len(parts) > 1:
+        parts[1] += f"_rank{rank}"
+    return ".".join(parts)
+
+
+def _renamed(name: Any, old: str, new: str) -> Any:
+    if isinstance(name, str) and (name == old or name.startswith(old + ".")):
+        return new + name[len(old) :]
+    return name
+
+
+def _rekeyed(data: dict[str, dict[str, Any]], old: str, new: str) -> dict[str, dict[str, Any]]:
+    out = {}
+    for key, item in data.items():
+        item = dict(item)
+        if "full_op_name" in item:
+            item["full_op_name"] = _renamed(item["full_op_name"], old, new)
+        out[_renamed(key, old, new)] = item
+    return out
+
+
+def rename_items(node: Node, old: str) -> None:
+    """Re-key ``node``'s items from ``old`` (the id they were built under) to its current id."""
+    if old != node.id:
+        node.input_data = _rekeyed(node.input_data, old, node.id)
+        node.output_data = _rekeyed(node.output_data, old, node.id)
+
+
+def rename_node(nodes: dict[str, Node], node: Node, new_id: str, items_from: str | None = None) -> None:
+    """Give ``node`` the id ``new_id`` in ``nodes`` (the graph's map) and in its items.
+
+    ``items_from`` is the id its items are still keyed under when that is not its current id (a
+    node that was only marked, like the PP ``%{position}%{rank}`` marks)."""
+    old = node.id
+    if nodes.get(old) is node:
+        del nodes[old]
+    node.id = new_id
+    nodes[new_id] = node
+    rename_items(node, items_from if items_from is not None else old)

@@ -1,0 +1,113 @@
+"""Parallel-merge inputs the reference refuses (§6.1): one line naming the side and the option, exit 2,
+nothing left in OUT."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from test_bad_inputs import _assert_refused, _run
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+TP2 = str(DATA / "tp_merge" / "target")  # rank0, rank1
+GOLDEN = str(DATA / "tp_merge" / "golden")  # rank0
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (
+            ["--rank_size", "4", "--tp", "2", "--pp", "1"],
+            ("--rank_size", "[NPU]", "you set 4", "2 rank folders"),
+        ),
+        (["--rank_size", "2", "--tp", "3", "--pp", "1"], ("--tp", "[NPU]", "greater than --rank_size")),
+        (
+            ["--rank_size", "2", "--tp", "2", "--pp", "1", "--vpp", "2"],
+            ("--vpp", "[NPU]", "--pp of at least 2"),
+        ),
+        (
+            ["--rank_size", "2", "--tp", "2", "--pp", "1", "--order", "TP-dp"],
+            ("--order", "[NPU]", "lowercase"),
+        ),
+        (["--rank_size", "2", "--tp", "2"], ("--rank_size/--tp/--pp", "all three")),
+        (["--rank_size", "2", "--tp", "2", "--pp", "0"], ("--pp", "[NPU]", "greater than 0")),
+        (["--rank_size", "2", "--tp", "2", "--pp", "1", "-gp", GOLDEN], ("--rank_size", "two values")),
+        (
+            ["--rank_size", "2", "2", "--tp", "2", "1", "--pp", "1", "1", "-gp", GOLDEN],
+            ("--rank_size", "[Bench]", "you set 2", "1 rank folders"),
+        ),
+        (
+            [
+                "--rank_size",
+                "2",
+                "1",
+                "--tp",
+                "2",
+                "1",
+                "--pp",
+                "1",
+                "1",
+                "-gp",
+                GOLDEN,
+                "--file_type",
+                "json",
+            ],
+            ("--file_type", "comparison mode"),
+        ),
+    ],
+    ids=[
+        "rank-count",
+        "tp-over-rank-size",
+        "vpp-without-pp",
+        "bad-order",
+        "missing-pp",
+        "zero-pp",
+        "compare-one-value",
+        "bench-rank-count",
+        "json-compare",
+    ],
+)
+def test_bad_parallel_params(args: list[str], needles: tuple[str, ...], tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    rc, err = _run(["-tp", TP2, *args, "-o", str(out)], capsys)
+    _assert_refused(rc, err, out, *needles)
+
+
+def test_tp_not_dividing_rank_size(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    target = str(DATA / "tp_pp_merge" / "target")  # 4 ranks
+    rc, err = _run(["-tp", target, "--rank_size", "4", "--tp", "3", "--pp", "1", "-o", str(out)], capsys)
+    _assert_refused(rc, err, out, "--tp", "[NPU]", "not divisible by 3")
+
+
+def test_proc_folder_in_merge_mode(tmp_path: Path, capsys) -> None:
+    target = tmp_path / "dump"
+    shutil.copytree(DATA / "tp_merge" / "target" / "rank0", target / "proc123")
+    out = tmp_path / "out"
+    rc, err = _run(["-tp", str(target), "--rank_size", "1", "--tp", "1", "--pp", "1", "-o", str(out)], capsys)
+    _assert_refused(rc, err, out, "proc123", "rank<N> folder")
+
+
+def test_json_needs_rank_folders(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    args = ["-tp", str(DATA / "stat_mix" / "target"), "--rank_size", "1", "--tp", "1", "--pp", "1"]
+    rc, err = _run([*args, "--file_type", "json", "-o", str(out)], capsys)
+    _assert_refused(rc, err, out, "-tp", "single dump")
+
+
+def test_dp_mismatch_between_sides(tmp_path: Path, capsys) -> None:
+    """The reference's vis_steps_dp_mismatch run (merge_oracle): NPU merges into 1 graph, Bench into 2."""
+    out = tmp_path / "out"
+    args = ["-tp", str(DATA / "multirank" / "target"), "-gp", str(DATA / "multirank" / "golden")]
+    args += ["--rank_size", "4", "4", "--tp", "4", "2", "--pp", "1", "1", "-o", str(out)]
+    rc, err = _run(args, capsys)
+    _assert_refused(rc, err, out, "NPU side merges into 1", "Bench side into 2")
+
+
+def test_default_groups_need_every_dimension_in_order(tmp_path: Path, capsys) -> None:
+    """No all_reduce group in this dump, so the tp groups come from --order, which lacks tp."""
+    out = tmp_path / "out"
+    args = ["-tp", str(DATA / "multirank" / "target" / "step1"), "--rank_size", "4", "--tp", "2", "--pp", "1"]
+    rc, err = _run([*args, "--order", "dp-pp", "-o", str(out)], capsys)
+    _assert_refused(rc, err, out, "--order", "[NPU]", "(tp)")
