@@ -39,6 +39,7 @@ from msprobe_dask.graph.merge.strategy import ParallelParams
 from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.overflow import check_overflow
 from msprobe_dask.graph.rows import GraphRows, config_row, graph_rows
+from msprobe_dask.pipeline.scheduler import RunOptions, computing
 
 NPU, BENCH = "NPU", "Bench"
 
@@ -212,16 +213,17 @@ def _any_plan(
     return _plan(target, golden, opts)
 
 
-def _compute(obj: Any, client: Any = None) -> Any:
+def _compute(obj: Any, client: Any = None, run: RunOptions | None = None) -> Any:
+    """On ``client`` if given, else where ``run`` says (default: local threads, see pipeline.scheduler).
+
+    Threads, whatever the CPU count: the CPU-bound part forks its own processes (graph/forked.py),
+    while dask.multiprocessing would pickle every Graph between tasks (2.7x slower on a 20,000-node
+    compare)."""
     if client is not None:
         return client.compute(obj).result()
-    # a callable scheduler: naming one ("threads") makes dask import distributed (0.7 s) to look for a Client.
-    # Threads, whatever the CPU count: the CPU-bound part forks its own processes (graph/forked.py), while
-    # dask.multiprocessing would pickle every Graph between tasks (2.7x slower on a 20,000-node compare).
-    from dask.threaded import get
-
-    with rare_full_collections():
-        return obj.compute(scheduler=get)
+    with rare_full_collections(), computing(run or RunOptions()) as compute:
+        (value,) = compute([obj])
+        return value
 
 
 def build_graphs(
@@ -233,12 +235,14 @@ def build_graphs(
     layer_mapping: str | bool | None = None,
     client: Any = None,
     parallel: Sequence[ParallelParams] | None = None,
+    run: RunOptions | None = None,
 ) -> VisResult:
     """Build (and compare) the graphs; return the rows a vis.db would hold, without writing anything.
-    ``parallel``: merge each side's rank graphs first (see graph_visualize)."""
+    ``parallel``: merge each side's rank graphs first (see graph_visualize). ``client``: a dask Client
+    to compute on; otherwise ``run`` chooses the scheduler, workers and progress reporting."""
     opts = Options(overflow_check, fuzzy_match, layer_mapping)
     result, _ = _any_plan(target, golden, opts, parallel)
-    return _compute(result, client)
+    return _compute(result, client, run)
 
 
 def output_name(compare: bool, ts: str | None = None) -> str:
@@ -258,6 +262,7 @@ def graph_visualize(
     client: Any = None,
     parallel: Sequence[ParallelParams] | None = None,
     json_output: bool = False,
+    run: RunOptions | None = None,
 ) -> str:
     """Build the graphs and write ``build_{ts}.vis.db`` / ``compare_{ts}.vis.db`` into ``output_path``.
 
@@ -284,7 +289,7 @@ def graph_visualize(
     except OSError as exc:
         raise OutputError(out, f"cannot create the output folder: {exc.strerror or exc}") from None
     try:
-        return _compute(written, client)
+        return _compute(written, client, run)
     except BaseException:
         if created:  # a bad input leaves nothing behind, not even the folder we made
             try:

@@ -65,22 +65,52 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--file_type", choices=("db", "json"), default="db", help="output type (json: merge builds only)"
     )
     p.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://host:8786)")
+    p.add_argument("--workers", type=int, default=0, help="start a local cluster of N worker processes")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, only errors and the result")
+    p.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
     p.set_defaults(run=run)
     return p
 
 
-def _progress(msg: dict) -> None:
-    import json
-    import os
-    import time
+class ProgressLog:
+    """``-progress_log``: ``PROGRESS: {json}`` lines as msprobe logs them (graph_visualize.md §8.1).
 
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    print(f"{stamp} ({os.getpid()}) [INFO] PROGRESS: {json.dumps(msg)}", file=sys.stderr, flush=True)
+    The percentage is the share of finished tasks, held at 99 until the run has finished; then
+    ``100`` twice, running and not running. An error is logged with its message.
+    """
+
+    def __init__(self) -> None:
+        self.current = 0.0
+        self._emit(0.0, True)
+
+    def __call__(self, percent: float) -> None:
+        percent = min(float(percent), 99.0)
+        if percent > self.current:
+            self.current = percent
+            self._emit(percent, True)
+
+    def finished(self) -> None:
+        self._emit(100, True)
+        self._emit(100, False)
+
+    def failed(self, message: str) -> None:
+        self._emit(self.current, False, [message])
+
+    @staticmethod
+    def _emit(percent: float, running: bool, errors: list[str] | None = None) -> None:
+        import json
+        import os
+        import time
+
+        msg = {"current_progress": percent, "process_running": running, "error_msg": errors or []}
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        print(f"{stamp} ({os.getpid()}) [INFO] PROGRESS: {json.dumps(msg)}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    from msprobe_dask.errors import ConfigError
+    from msprobe_dask.errors import ConfigError, UserError
     from msprobe_dask.graph.api import graph_visualize
+    from msprobe_dask.pipeline.scheduler import RunOptions
 
     parallel = None
     if args.rank_size:
@@ -95,27 +125,28 @@ def run(args: argparse.Namespace) -> int:
             print(
                 "--file_type json is only supported in graph merge builds; writing a vis.db", file=sys.stderr
             )
-    client = None
-    if args.scheduler:
-        from distributed import Client
-
-        client = Client(args.scheduler)
-    if args.is_print_progress_log:
-        _progress({"current_progress": 0, "process_running": True, "error_msg": []})
-    path = graph_visualize(
-        args.target_path,
-        args.golden_path,
-        output_path=args.output_path,
-        overflow_check=args.overflow_check,
-        fuzzy_match=args.fuzzy_match,
-        layer_mapping=args.layer_mapping,
-        tensor_log=args.is_print_compare_log,
-        client=client,
-        parallel=parallel,
-        json_output=args.file_type == "json",
+    log = ProgressLog() if args.is_print_progress_log else None
+    run_options = RunOptions(
+        address=args.scheduler, workers=args.workers, progress=not args.quiet, on_progress=log
     )
-    if args.is_print_progress_log:
-        _progress({"current_progress": 100, "process_running": True, "error_msg": []})
-        _progress({"current_progress": 100, "process_running": False, "error_msg": []})
+    try:
+        path = graph_visualize(
+            args.target_path,
+            args.golden_path,
+            output_path=args.output_path,
+            overflow_check=args.overflow_check,
+            fuzzy_match=args.fuzzy_match,
+            layer_mapping=args.layer_mapping,
+            tensor_log=args.is_print_compare_log,
+            parallel=parallel,
+            json_output=args.file_type == "json",
+            run=run_options,
+        )
+    except UserError as exc:
+        if log is not None:
+            log.failed(str(exc))
+        raise
+    if log is not None:
+        log.finished()
     print(f"wrote {path}", file=sys.stderr)
     return 0

@@ -36,7 +36,19 @@ def usable_cpus() -> int:
 
 
 def can_fork() -> bool:
-    return sys.platform == "linux" and hasattr(os, "fork")
+    return sys.platform == "linux" and hasattr(os, "fork") and not _in_dask_worker()
+
+
+def _in_dask_worker() -> bool:
+    """On a dask cluster the workers are the parallelism: a task does not fork CPUs it was not given."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return False
+    try:
+        distributed.get_worker()
+    except ValueError:
+        return False
+    return True
 
 
 def run_jobs(jobs: Sequence[Callable[[], T]], processes: int) -> list[T]:

@@ -120,3 +120,27 @@ def test_unreachable_scheduler_is_a_clear_error(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "cannot reach the dask scheduler" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _visdb(out: Path, *args: str) -> Path:
+    assert main(["graph_visualize", *args, "-o", str(out)]) == 0
+    (path,) = out.glob("*.vis.db")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("case", "extra"),
+    [
+        ("multirank", ()),  # every (step, rank) pair in its own tasks, then cross-rank linking
+        ("tp_merge", ("--rank_size", "2", "1", "--tp", "2", "1", "--pp", "1", "1")),  # merge tasks
+    ],
+)
+def test_cluster_visdb_equals_the_local_one(cluster: str, case: str, extra: tuple, tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "graph"))
+    from visdb_diff import diff_visdb
+
+    folder = case_dir(case)
+    args = ["-tp", str(folder / "target"), "-gp", str(folder / "golden"), *extra]
+    local = _visdb(tmp_path / "local", *args)
+    remote = _visdb(tmp_path / "remote", *args, "--scheduler", cluster)
+    assert diff_visdb(str(remote), str(local)) == []
