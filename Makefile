@@ -10,7 +10,7 @@ endif
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.msprobe-dask-installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint typecheck bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,12 +27,17 @@ demo: install
 		-gp tests/data/stat_mix/golden/dump.json -o out/demo/statistics
 	$(PY) -m msprobe_dask compare -tp tests/data/tensor_mix/target/dump.json \
 		-gp tests/data/tensor_mix/golden/dump.json -o out/demo/tensor --xlsx
-	@echo "demo results are in out/demo/"
+	$(PY) -m msprobe_dask graph_visualize -tp tests/data/multirank/target \
+		-gp tests/data/multirank/golden -o out/demo/graph
+	@echo "demo results are in out/demo/ (tensorboard --logdir out/demo/graph opens the graph)"
 
 lint: install
 	$(PY) -m ruff check msprobe_dask tests workflows
 
-test: lint
+typecheck: install
+	$(PY) -m mypy msprobe_dask
+
+test: lint typecheck
 	$(PY) -m pytest tests
 
 bench: install

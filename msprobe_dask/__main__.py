@@ -1,3 +1,3 @@
-from msprobe_dask.cli import main
+from msprobe_dask.cli import console_main
 
-raise SystemExit(main())
+console_main()

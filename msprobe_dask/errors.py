@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 
 class UserError(Exception):
     """A problem with the user's input or environment, not a bug: shown as ``path: problem``."""
 
-    def __init__(self, path: str | Path | None, problem: str) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None, problem: str) -> None:
         self.path = str(path) if path is not None else None
         self.problem = problem
         super().__init__(f"{self.path}: {problem}" if self.path else problem)

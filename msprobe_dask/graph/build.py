@@ -248,9 +248,9 @@ def _handle_recompute(b: _Builder, framework: str) -> None:
         if _is_abnormal(segs) and len(segs) >= 2:
             twin_segs = list(segs)
             twin_segs[-2] = "backward" if segs[-2] == "forward" else "forward"
-            twin = ".".join(twin_segs)
-            if twin in root_ids:
-                cached.add(twin)
+            twin_id = ".".join(twin_segs)
+            if twin_id in root_ids:
+                cached.add(twin_id)
                 recompute.append(c)
     if not recompute:
         return

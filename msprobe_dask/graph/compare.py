@@ -14,11 +14,10 @@ from collections.abc import Callable, Mapping
 from operator import itemgetter
 from typing import Any
 
+from msprobe_dask.columns import DIFF_COLUMNS, STAT_COLUMNS, TENSOR_METRIC_COLUMNS
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.model import API, COLLECTION, Graph, Node
 from msprobe_dask.judge.rules import ALL_IGNORED_APIS, INPUT_IGNORED_APIS
-from msprobe_dask.metrics.tensor import TENSOR_METRIC_COLUMNS
-from msprobe_dask.pipeline.table import DIFF_COLUMNS, STAT_COLUMNS
 
 SUMMARY, MD5, TENSOR, STRUCTURE = "summary", "md5", "tensor", "structure"
 CONFIG_TASK = {SUMMARY: "summary", MD5: "md5", TENSOR: "all", STRUCTURE: "structure"}
@@ -257,7 +256,7 @@ def _grouped(node: Node) -> list[list[dict[str, Any]]]:
     groups: list[list[dict[str, Any]]] = [[] for _ in STATE_GROUPS]
     for data in (node.input_data, node.output_data):
         for it in data.values():
-            g = _GROUP_OF_STATE.get(it.get("state"))
+            g = _GROUP_OF_STATE.get(it.get("state") or "")
             if g is not None:
                 groups[g].append(it)
     return groups

@@ -108,7 +108,7 @@ def _run(jobs: Sequence[Callable[[], T]], extra: int) -> list[T]:
 
 
 def _take(jobs: Sequence[Callable[[], Any]], queue: int) -> list[tuple[int, Any]]:
-    out = []
+    out: list[tuple[int, Any]] = []
     while True:
         b = os.read(queue, _SIZE)
         if not b:

@@ -25,20 +25,13 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
+from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
 from msprobe_dask.dump.tensor_file import TensorHandle, as_dask_array, open_tensor, read_array, read_flat
 from msprobe_dask.errors import UserError
 
 if TYPE_CHECKING:
     from dask.delayed import Delayed
 
-TENSOR_METRIC_COLUMNS = (
-    "Cosine",
-    "EucDist",
-    "MaxAbsErr",
-    "MaxRelativeErr",
-    "One Thousandth Err Ratio",
-    "Five Thousandths Err Ratio",
-)
 
 UNSUPPORTED = "unsupported"
 SHAPE_UNMATCHED = "shape unmatched"

@@ -10,47 +10,20 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from msprobe_dask.columns import (
+    BASE_COLUMNS,
+    DATA_NAME_COLUMN,
+    DIFF_COLUMNS,
+    MD5_COLUMNS,
+    STACK_COLUMN,
+    STAT_COLUMNS,
+    TAIL_COLUMNS,
+    TENSOR_COLUMNS,
+)
 from msprobe_dask.dump.rows import NA, LeafRow
 from msprobe_dask.judge.highlight import highlight_group
 from msprobe_dask.judge.rules import judge_group
 from msprobe_dask.metrics.stats import stat_diff
-from msprobe_dask.metrics.tensor import TENSOR_METRIC_COLUMNS
-
-BASE_COLUMNS = [
-    "NPU Name",
-    "Bench Name",
-    "NPU Dtype",
-    "Bench Dtype",
-    "NPU Tensor Shape",
-    "Bench Tensor Shape",
-    "NPU Requires_grad",
-    "Bench Requires_grad",
-]
-DIFF_COLUMNS = [
-    "Max diff",
-    "Min diff",
-    "Mean diff",
-    "L2norm diff",
-    "MaxRelativeErr",
-    "MinRelativeErr",
-    "MeanRelativeErr",
-    "NormRelativeErr",
-]
-STAT_COLUMNS = [
-    "NPU max",
-    "NPU min",
-    "NPU mean",
-    "NPU l2norm",
-    "Bench max",
-    "Bench min",
-    "Bench mean",
-    "Bench l2norm",
-]
-TENSOR_COLUMNS = list(TENSOR_METRIC_COLUMNS)
-MD5_COLUMNS = ["NPU MD5", "BENCH MD5"]
-TAIL_COLUMNS = ["Requires_grad Consistent", "Result", "Err_message"]
-STACK_COLUMN = "NPU_Stack_Info"
-DATA_NAME_COLUMN = "Data_name"
 
 MODES = ("statistics", "tensor", "md5")
 

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from msprobe_dask.errors import ConfigError, DumpError
-from msprobe_dask.pipeline.table import (
+from msprobe_dask.columns import (
     BASE_COLUMNS,
     DIFF_COLUMNS,
     MD5_COLUMNS,
@@ -28,6 +27,7 @@ from msprobe_dask.pipeline.table import (
     TAIL_COLUMNS,
     TENSOR_COLUMNS,
 )
+from msprobe_dask.errors import ConfigError, DumpError
 from msprobe_dask.writers.atomic import atomic_path
 
 RESULT_NAME = re.compile(r"^compare_result_rank(\d+)(?:-rank\1)?_\d{14}\.xlsx$")

@@ -12,7 +12,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from msprobe_dask.pipeline.table import DIFF_COLUMNS, CompareTable
+from msprobe_dask.columns import DIFF_COLUMNS
+from msprobe_dask.pipeline.table import CompareTable
 from msprobe_dask.writers.atomic import atomic_path
 from msprobe_dask.writers.cells import neutralise
 

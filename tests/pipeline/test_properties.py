@@ -8,9 +8,9 @@ from conftest import case_dir
 from hypothesis import given
 from hypothesis import strategies as st
 
+from msprobe_dask.columns import DIFF_COLUMNS
 from msprobe_dask.metrics.stats import stat_diff
 from msprobe_dask.pipeline.compare import compare
-from msprobe_dask.pipeline.table import DIFF_COLUMNS
 
 
 def test_compare_with_itself_is_all_pass() -> None:

@@ -162,7 +162,7 @@ class _TPMerge:
         for mm in matmuls:
             out = _first(mm.output_data, 0)
             reduce = next((r for r in reduces if _same_stats(out, _reduce_input(r))), None)
-            if reduce is None:
+            if reduce is None or out is None:
                 continue
             twins = self.twins(mm)
             keys = [k for k in differing_keys(mm, twins) if not is_output_key(mm, k)] if twins else []
