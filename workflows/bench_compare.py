@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from measure import measure, report  # noqa: E402
+from measure import best_of, report  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 
@@ -28,12 +28,13 @@ def main() -> int:
         "--reference", default=shutil.which("msprobe"), help="the reference msprobe executable"
     )
     parser.add_argument("--xlsx", action="store_true")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each tool (the fastest is kept)")
     args = parser.parse_args()
     target = Path(args.target or DATA / args.case / "target" / "dump.json")
     golden = Path(args.golden or DATA / args.case / "golden" / "dump.json")
     extra = ["--xlsx"] if args.xlsx else []
     with tempfile.TemporaryDirectory() as tmp:
-        ours = measure(
+        ours = best_of(
             [
                 sys.executable,
                 "-m",
@@ -47,11 +48,12 @@ def main() -> int:
                 "-o",
                 f"{tmp}/ours",
                 *extra,
-            ]
+            ],
+            args.repeat,
         )
         reference = None
         if args.reference:
-            reference = measure(
+            reference = best_of(
                 [
                     args.reference,
                     "compare",
@@ -62,7 +64,8 @@ def main() -> int:
                     "-o",
                     f"{tmp}/reference",
                     *extra,
-                ]
+                ],
+                args.repeat,
             )
     report(f"compare {target.parent.parent.name}{' --xlsx' if args.xlsx else ''}", ours, reference)
     return 0

@@ -31,6 +31,11 @@ def measure(command: list[str]) -> Measurement:
     return Measurement(wall=data["wall"], peak_mib=data["rss_kib"] / 1024, returncode=data["rc"])
 
 
+def best_of(command: list[str], repeat: int) -> Measurement:
+    """The fastest of ``repeat`` runs (the machine may be shared; the first run also warms caches)."""
+    return min((measure(command) for _ in range(max(1, repeat))), key=lambda m: m.wall)
+
+
 def report(name: str, ours: Measurement, reference: Measurement | None) -> None:
     print(f"{name}: ours {ours.wall:.2f} s, peak {ours.peak_mib:.0f} MiB (rc={ours.returncode})")
     if reference is not None:
