@@ -26,10 +26,11 @@ class Dump:
     level: str
     framework: str
     entries: dict[str, Any] = field(repr=False)
+    md5_in_text: bool = True  # False: the file's text has no "md5" key, so no entry can have one
 
     @property
     def has_md5(self) -> bool:
-        return any(_has_key(body, "md5") for body in self.entries.values())
+        return self.md5_in_text and any(_has_key(body, "md5") for body in self.entries.values())
 
 
 def _has_key(node: Any, key: str) -> bool:
@@ -42,6 +43,10 @@ def _has_key(node: Any, key: str) -> bool:
 
 def read_json(path: Path) -> Any:
     """Read a JSON file; any failure is a DumpError naming the file and the problem."""
+    return parse_json(path, read_text(path))
+
+
+def read_text(path: Path) -> str:
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -51,6 +56,10 @@ def read_json(path: Path) -> Any:
         raise DumpError(path, "is a folder, expected a JSON file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DumpError(path, f"cannot be read: {exc}") from None
+    return text
+
+
+def parse_json(path: Path, text: str) -> Any:
     if not text.strip():
         raise DumpError(path, "is empty")
     try:
@@ -64,7 +73,8 @@ def read_json(path: Path) -> Any:
 def load_dump(source: DumpSource) -> Dump:
     """Parse and validate the header of ``source``'s dump.json."""
     path = source.dump_json
-    doc = read_json(path)
+    text = read_text(path)
+    doc = parse_json(path, text)
     if not isinstance(doc, dict):
         raise DumpError(path, f"top level must be a JSON object, found {type(doc).__name__}")
     if "data" not in doc:
@@ -78,7 +88,14 @@ def load_dump(source: DumpSource) -> Dump:
     framework = doc.get("framework") or "pytorch"
     if framework not in FRAMEWORKS:
         raise DumpError(path, f"unknown framework {framework!r}")
-    return Dump(source=source, task=task, level=str(doc.get("level", "")), framework=framework, entries=data)
+    return Dump(
+        source=source,
+        task=task,
+        level=str(doc.get("level", "")),
+        framework=framework,
+        entries=data,
+        md5_in_text='"md5"' in text,
+    )
 
 
 def load_stack(path: Path) -> dict[str, list[str]]:
