@@ -12,6 +12,15 @@ _DEVICE_WORDS = ("npu", "cpu", "cuda")
 
 
 def _kind(value: Any) -> str:
+    t = value.__class__
+    if t is float:  # the usual case, decided without printing the number
+        if value != value:
+            return _NAN
+        if value in (math.inf, -math.inf):
+            return _INF if value > 0 else _NEG_INF
+        return _NUM
+    if t is int:
+        return _NUM
     text = str(value).strip()
     low = text.lower()
     if low == "nan":
