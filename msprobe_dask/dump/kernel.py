@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from msprobe_dask.dump.source import DumpSource, DumpTree
+from msprobe_dask.dump.tensor_file import resolve_data_file
 from msprobe_dask.errors import DumpError
 
 STATISTIC_CSV = "statistic.csv"
@@ -77,6 +78,7 @@ def npy_tensors(leaves: Iterable[Path]) -> list[KernelTensor]:
         for name in sorted(os.listdir(leaf)):
             tensor = npy_tensor(leaf / name) if name.endswith(".npy") else None
             if tensor is not None:
+                resolve_data_file(leaf, name)  # a symlink out of its folder is refused
                 tensors.append(tensor)
     return tensors
 
@@ -110,6 +112,7 @@ def _float32(text: str, path: Path, line: int, column: str) -> np.float32:
 def read_statistic_csv(path: Path, warn: Callable[[str], None] | None = None) -> list[StatisticLine]:
     """Every line of one statistic.csv; a malformed file raises DumpError naming the line."""
     warn = warn or (lambda message: None)
+    resolve_data_file(path.parent, path.name)  # a symlink out of its folder is refused
     try:
         with open(path, encoding="utf-8", newline="") as f:
             rows = list(csv.reader(f))
@@ -125,6 +128,9 @@ def read_statistic_csv(path: Path, warn: Callable[[str], None] | None = None) ->
     where = {
         name: header.index(name) for name in (*STAT_COLUMNS, DTYPE_COLUMN, SHAPE_COLUMN) if name in header
     }
+    if not where:  # a data line first: every value would read as missing
+        names = ", ".join((*STAT_COLUMNS, DTYPE_COLUMN, SHAPE_COLUMN))
+        raise DumpError(path, f"line 1 is not a header: it names none of the columns {names}")
     for name in (DTYPE_COLUMN, SHAPE_COLUMN, *STAT_COLUMNS):
         if name not in where:
             warn(f"{path}: no {name!r} column; that value is left empty")

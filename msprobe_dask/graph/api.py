@@ -40,6 +40,7 @@ from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.overflow import check_overflow
 from msprobe_dask.graph.rows import GraphRows, config_row, graph_rows
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
+from msprobe_dask.writers.atomic import output_dir
 
 NPU, BENCH = "NPU", "Bench"
 
@@ -283,17 +284,5 @@ def graph_visualize(
         written = dask.delayed(write_merged_json)(result, str(out), dask_key_name="write-json")
     else:
         written = dask.delayed(_write_task)(result, str(path), dask_key_name="write-visdb")
-    created = not out.exists()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(out, f"cannot create the output folder: {exc.strerror or exc}") from None
-    try:
+    with output_dir(out):  # a bad input leaves nothing behind, not even the folders we made
         return _compute(written, client, run)
-    except BaseException:
-        if created:  # a bad input leaves nothing behind, not even the folder we made
-            try:
-                out.rmdir()
-            except OSError:
-                pass
-        raise

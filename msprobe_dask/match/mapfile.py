@@ -16,6 +16,8 @@ def load_yaml(path: str | Path) -> Any:
     import yaml
 
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(path, "is a folder, not a mapping file")
     if not path.is_file():
         raise ConfigError(path, "mapping file not found")
     try:

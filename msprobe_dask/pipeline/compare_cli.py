@@ -11,7 +11,7 @@ from msprobe_dask.dump.layouts import open_dump
 from msprobe_dask.pipeline.compare import RankResult, compare
 from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.scheduler import RunOptions
-from msprobe_dask.writers.atomic import prepare_output_dir
+from msprobe_dask.writers.atomic import output_dir, prepare_output_dir
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -112,7 +112,11 @@ def _log_tensor_rows(result: RankResult) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = prepare_output_dir(args.output_path)
+    with output_dir(args.output_path) as out:
+        return _run(args, out)
+
+
+def _run(args: argparse.Namespace, out: Path) -> int:
     run_options = RunOptions(address=args.scheduler, workers=args.workers, progress=not args.quiet)
     if args.diff_analyze:
         from msprobe_dask.analysis.cli import run_diff_analyze

@@ -23,6 +23,12 @@ class RunOptions:
     # at the end only) - for progress logs that are not a bar
     on_progress: Callable[[float], None] | None = None
 
+    def __post_init__(self) -> None:
+        if self.workers < 0:  # distributed's LocalCluster would wait forever for them
+            raise ConfigError(
+                "--workers", f"must be 0 (no cluster) or a number of processes, got {self.workers}"
+            )
+
 
 def _show_progress(options: RunOptions) -> bool:
     return options.progress and sys.stderr.isatty()
@@ -45,7 +51,7 @@ def computing(options: RunOptions) -> Iterator[Compute]:
                     n_workers=options.workers, threads_per_worker=1, dashboard_address=None, processes=True
                 )
                 client = Client(cluster)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: not an address (no port...)
             raise ConfigError(options.address, f"cannot reach the dask scheduler: {exc}") from None
         try:
 
@@ -82,4 +88,3 @@ def computing(options: RunOptions) -> Iterator[Compute]:
             return list(dask.compute(*objs, scheduler=threaded_get))
 
     yield compute_local
-

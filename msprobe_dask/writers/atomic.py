@@ -25,6 +25,32 @@ def prepare_output_dir(path: str | Path) -> Path:
     return path
 
 
+def missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and its parents that do not exist yet, deepest first: what making it creates."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+@contextlib.contextmanager
+def output_dir(path: str | Path) -> Iterator[Path]:
+    """``prepare_output_dir`` for the block; if the block fails (a bad input found late), the folders
+    made for it (the output folder and any missing parents) are removed again while still empty."""
+    path = Path(path)
+    created = missing_folders(path)
+    try:
+        yield prepare_output_dir(path)
+    except BaseException:
+        for folder in created:  # deepest first; stops at the first that is not empty
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
+
+
 @contextlib.contextmanager
 def atomic_path(final: Path) -> Iterator[Path]:
     """Yield a temporary path beside ``final``; it becomes ``final`` only if the block succeeds."""

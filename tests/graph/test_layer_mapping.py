@@ -93,3 +93,12 @@ def test_unusable_yaml_warns_and_maps_nothing(
     assert layer_mapping(npu, bench, str(path)) == {}
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(path) in err and problem in err and "not used" in err, err
+
+
+def test_yaml_that_is_a_folder_says_so(
+    graphs: tuple[Graph, Graph], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    npu, bench = graphs
+    assert layer_mapping(npu, bench, str(tmp_path)) == {}
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{tmp_path}: is a folder, not a mapping file" in err, err

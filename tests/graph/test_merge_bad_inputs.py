@@ -111,3 +111,29 @@ def test_default_groups_need_every_dimension_in_order(tmp_path: Path, capsys) ->
     args = ["-tp", str(DATA / "multirank" / "target" / "step1"), "--rank_size", "4", "--tp", "2", "--pp", "1"]
     rc, err = _run([*args, "--order", "dp-pp", "-o", str(out)], capsys)
     _assert_refused(rc, err, out, "--order", "[NPU]", "(tp)")
+
+
+def test_json_output_failing_late_leaves_no_partial_dump(tmp_path: Path, capsys) -> None:
+    """Four merged graphs (2 steps x 2 dp replicas); the last cannot be written (a folder is in the
+    way): the three written before it are removed again, the user's folder is left alone."""
+    out = tmp_path / "out"
+    blocker = out / "step1" / "rank2" / "stack.json"
+    blocker.mkdir(parents=True)
+    args = ["-tp", str(DATA / "multirank" / "target"), "--rank_size", "4", "--tp", "2", "--pp", "1"]
+    rc, err = _run([*args, "--file_type", "json", "-o", str(out)], capsys)
+    assert rc == 2 and err.startswith("msprobe-dask: error: ") and "cannot write the merged dump" in err, err
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
+        "step1",
+        "step1/rank2",
+        "step1/rank2/stack.json",
+    ]
+
+
+def test_refused_merge_removes_the_folders_it_made(tmp_path: Path, capsys) -> None:
+    target = tmp_path / "dump"
+    shutil.copytree(DATA / "tp_merge" / "target", target)
+    (target / "rank1" / "dump.json").write_text('{"data": {"x": ')
+    out = tmp_path / "new" / "out"
+    rc, err = _run(["-tp", str(target), "--rank_size", "2", "--tp", "2", "--pp", "1", "-o", str(out)], capsys)
+    _assert_refused(rc, err, out, "rank1/dump.json", "not valid JSON")
+    assert not (tmp_path / "new").exists()

@@ -144,3 +144,25 @@ def test_cluster_visdb_equals_the_local_one(cluster: str, case: str, extra: tupl
     local = _visdb(tmp_path / "local", *args)
     remote = _visdb(tmp_path / "remote", *args, "--scheduler", cluster)
     assert diff_visdb(str(remote), str(local)) == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (("--workers", "-1"), ("--workers", "got -1")),  # a LocalCluster of -1 processes never starts
+        (("--scheduler", "localhost"), ("localhost", "cannot reach the dask scheduler", "port")),
+    ],
+    ids=["negative-workers", "address-without-port"],
+)
+def test_bad_cluster_option_is_a_clear_error(
+    flags: tuple[str, str], words: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stat = case_dir("stat_mix")
+    out = tmp_path / "out"
+    assert (
+        main(["compare", "-tp", str(stat / "target"), "-gp", str(stat / "golden"), "-o", str(out), *flags])
+        == 2
+    )
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and all(w in lines[0] for w in words), lines
+    assert not out.exists()

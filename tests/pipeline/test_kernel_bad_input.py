@@ -121,3 +121,33 @@ def test_one_step_in_two_formats(tmp_path: Path, capsys: pytest.CaptureFixture[s
     (other / "statistic.csv").write_text(HEADER + LINE)
     assert run(tmp_path / "out", target, golden) == 2
     assert_refused(capsys, tmp_path / "out", str(other), "holds a statistic.csv while")
+
+
+def test_statistic_csv_without_its_header_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Read as a header, a data line leaves every statistic empty: refused rather than all-NaN rows."""
+    target, golden = two_steps(tmp_path, LINE * 2)
+    assert run(tmp_path / "out", target, golden) == 2
+    assert_refused(capsys, tmp_path / "out", "statistic.csv", "line 1 is not a header")
+
+
+@pytest.mark.parametrize("kind", ["npy", "statistic"])
+def test_file_symlinked_out_of_the_dump_is_refused(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if kind == "npy":
+        target, golden, bad = _npy_trees(tmp_path / "dumps")
+    else:
+        target, golden = two_steps(tmp_path / "dumps", HEADER + LINE)
+        bad = target / "rank_0" / "Net" / "1" / "1" / "statistic.csv"
+    outside = tmp_path / f"elsewhere{bad.suffix}"
+    bad.rename(outside)
+    bad.symlink_to(outside)
+    assert run(tmp_path / "out", target, golden) == 2
+    assert_refused(capsys, tmp_path / "out", str(bad), f"resolves to {outside}, outside")
+
+
+def test_refused_run_removes_the_folders_it_made(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    npy = DATA / "kernel_npy"
+    assert run(tmp_path / "new" / "out", npy / "target", npy / "golden", "--rank", "9") == 2
+    assert_refused(capsys, tmp_path / "new", "no (rank, step) is in both kernel dumps")
+    assert not (tmp_path / "new").exists()

@@ -9,16 +9,19 @@ written over; nodes that came from other ranks (renamed) are rebuilt from their 
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
 
 from msprobe_dask.errors import OutputError
 from msprobe_dask.graph.model import ROOT_ID, Graph, Node
+from msprobe_dask.writers.atomic import atomic_path, missing_folders
 
 STATS = ("Max", "Min", "Mean", "Norm")
 _DROPPED = ("data_name", "full_op_name", "state", "md5")
 _HEADER = ("task", "level", "framework", "dump_data_dir")
+_NAMES = ("construct.json", "dump.json", "stack.json")
 
 
 def _without_md5(value: Any) -> Any:
@@ -129,16 +132,36 @@ def graph_documents(g: Graph) -> tuple[dict[str, Any], dict[str, Any], dict[str,
     return construct, dump, stack
 
 
+def _write_graph(g: Graph, out: str, made: list[Path]) -> None:
+    """The three files of one merged graph, each complete under its final name or absent; what this
+    creates is appended to ``made``."""
+    folder = Path(out) / f"step{g.step}" / f"rank{g.rank}"
+    documents = graph_documents(g)
+    try:
+        made += reversed(missing_folders(folder))  # outermost first: removed last
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, doc in zip(_NAMES, documents):
+            path = folder / name
+            existed = path.exists()
+            with atomic_path(path) as tmp:
+                tmp.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+            if not existed:
+                made.append(path)
+    except OSError as exc:
+        raise OutputError(folder, f"cannot write the merged dump: {exc.strerror or exc}") from None
+
+
 def write_merged_json(steps: list[list[Graph]], out: str) -> str:
-    """Write every merged graph of every step under ``out``; return ``out``."""
-    for graphs in steps:
-        for g in graphs:
-            folder = Path(out) / f"step{g.step}" / f"rank{g.rank}"
-            construct, dump, stack = graph_documents(g)
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-                for name, doc in (("construct.json", construct), ("dump.json", dump), ("stack.json", stack)):
-                    (folder / name).write_text(json.dumps(doc, indent=2), encoding="utf-8")
-            except OSError as exc:
-                raise OutputError(folder, f"cannot write the merged dump: {exc.strerror or exc}") from None
+    """Write every merged graph of every step under ``out``; return ``out``. If one cannot be written,
+    the files and folders written before it are removed again: no partial merged dump is left."""
+    made: list[Path] = []
+    try:
+        for graphs in steps:
+            for g in graphs:
+                _write_graph(g, out, made)
+    except BaseException:
+        for path in reversed(made):
+            with contextlib.suppress(OSError):
+                path.rmdir() if path.is_dir() else path.unlink()
+        raise
     return out
