@@ -3,15 +3,14 @@ multistep/ ref/ is matched cell for cell; ranks are paired by id (D5)."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from pathlib import Path
 
-import openpyxl
 import pytest
 from conftest import case_dir, read_csv
 from test_compare_csv_reference import assert_same_cells
+from test_compare_xlsx_reference import assert_same_xlsx_except_d6
 
 from msprobe_dask.cli import main
 
@@ -113,28 +112,6 @@ def test_skip_missing_ranks_compares_the_others(tmp_path: Path, caplog: pytest.L
     assert _compare(out, target, golden, "--skip-missing-ranks") == 0
     assert sorted(_outputs(out)) == ["compare_result_rank0.csv"]
     assert "rank2 only in the target" in caplog.text
-
-
-def assert_same_xlsx_except_d6(ours_path: Path, ref_path: Path) -> int:
-    """Value and type of every cell equal, except D6 reasons appended to Err_message; returns the
-    number of highlighted rows."""
-    ours = list(openpyxl.load_workbook(ours_path).active.iter_rows())
-    ref = list(openpyxl.load_workbook(ref_path).active.iter_rows())
-    header = [c.value for c in ref[0]]
-    assert [c.value for c in ours[0]] == header
-    assert len(ours) == len(ref)
-    message_col = header.index("Err_message")
-    highlighted = 0
-    for i, (a, b) in enumerate(zip(ours[1:], ref[1:]), start=1):
-        ours_messages, ref_messages = json.loads(a[message_col].value), json.loads(b[message_col].value)
-        assert ours_messages[: len(ref_messages)] == ref_messages
-        reasons = ours_messages[len(ref_messages) :]
-        assert all(r.startswith("highlight ") for r in reasons)
-        highlighted += bool(reasons)
-        for column, x, y in zip(header, a, b):
-            if column != "Err_message":
-                assert (x.value, type(x.value)) == (y.value, type(y.value)), f"row {i} column {column}"
-    return highlighted
 
 
 @pytest.mark.parametrize(
