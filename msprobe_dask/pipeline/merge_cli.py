@@ -11,7 +11,7 @@ import sys
 import time
 
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
-from msprobe_dask.writers.atomic import prepare_output_dir
+from msprobe_dask.writers.atomic import output_dir
 from msprobe_dask.writers.merge_result import (
     load_config,
     merge_sheets,
@@ -49,11 +49,11 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args.config_path)
     files = result_files(args.input_dir, warn=_warn)
-    out = prepare_output_dir(args.output_dir)
-    with computing(RunOptions(address=args.scheduler, workers=args.workers)) as compute:
-        sheets = compute([dask.delayed(read_rank_sheet)(rank, path, config.apis) for rank, path in files])
-    ranks, workbook = merge_sheets(sheets, config, warn=_warn)
-    name = f"multi_ranks_compare_merge_{time.strftime('%Y%m%d%H%M%S')}.xlsx"
-    path = write_merge(out / name, ranks, workbook)
+    with output_dir(args.output_dir) as out:  # removed again if the merge finds nothing to write
+        with computing(RunOptions(address=args.scheduler, workers=args.workers)) as compute:
+            sheets = compute([dask.delayed(read_rank_sheet)(rank, path, config.apis) for rank, path in files])
+        ranks, workbook = merge_sheets(sheets, config, warn=_warn)
+        name = f"multi_ranks_compare_merge_{time.strftime('%Y%m%d%H%M%S')}.xlsx"
+        path = write_merge(out / name, ranks, workbook)
     print(f"The compare results of the multi-ranks are merged and saved in: {path}.")
     return 0

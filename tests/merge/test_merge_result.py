@@ -96,6 +96,14 @@ def _copy(names: list[str], dest: Path) -> Path:
     return dest
 
 
+def _refused(input_dir: Path, config: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """Run merge_result expecting a user error; return stderr."""
+    argv = ["merge_result", "-i", str(input_dir), "-o", str(out), "-config", str(config)]
+    assert main(argv) == 2
+    assert not out.exists()
+    return capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("names", "message"),
     [
@@ -111,59 +119,19 @@ def test_merge_input_errors(
     names: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = _copy(names, tmp_path / "in")
-    assert (
-        main(
-            [
-                "merge_result",
-                "-i",
-                str(folder),
-                "-o",
-                str(tmp_path / "out"),
-                "-config",
-                str(MERGE / "config.yaml"),
-            ]
-        )
-        == 2
-    )
-    assert message in capsys.readouterr().err
+    err = _refused(folder, MERGE / "config.yaml", tmp_path / "out", capsys)
+    assert message in err
 
 
 def test_merge_config_without_api(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "c.yaml"
     config.write_text("compare_index:\n  - Max diff\n")
-    assert (
-        main(
-            [
-                "merge_result",
-                "-i",
-                str(REF / "compare_step0_xlsx"),
-                "-o",
-                str(tmp_path / "out"),
-                "-config",
-                str(config),
-            ]
-        )
-        == 2
-    )
-    assert "The APIs required to merge data were not found" in capsys.readouterr().err
+    err = _refused(REF / "compare_step0_xlsx", config, tmp_path / "out", capsys)
+    assert "The APIs required to merge data were not found" in err
 
 
 def test_merge_invalid_index_is_nothing_to_merge(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "c.yaml"
     config.write_text("api:\n  - Distributed\ncompare_index:\n  - Cosine\n")
-    assert (
-        main(
-            [
-                "merge_result",
-                "-i",
-                str(REF / "compare_step0_xlsx"),
-                "-o",
-                str(tmp_path / "out"),
-                "-config",
-                str(config),
-            ]
-        )
-        == 2
-    )
-    err = capsys.readouterr().err
+    err = _refused(REF / "compare_step0_xlsx", config, tmp_path / "out", capsys)
     assert "The invalid compare indexes: ['Cosine']" in err and "Nothing to merge." in err
