@@ -40,25 +40,20 @@ def test_empty_construct_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     _assert_refused(rc, err, out, "construct.json", "L0 or mix")
 
 
-def test_empty_construct_json_in_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("target", "golden", "expected"),
+    [
+        ("L1_only/target", "L1_only/golden", "construct.json"),  # empty construct.json
+        ("multirank/target", "stat_mix/golden", "different folder structure"),
+        ("ms_vs_pt/target", "ms_vs_pt/golden", "-lm"),  # two frameworks without a layer mapping
+    ],
+)
+def test_refused_compare(
+    target: str, golden: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "out"
-    args = ["-tp", str(DATA / "L1_only" / "target"), "-gp", str(DATA / "L1_only" / "golden"), "-o", str(out)]
-    rc, err = _run(args, capsys)
-    _assert_refused(rc, err, out, "construct.json")
-
-
-def test_mismatched_tree_shapes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "out"
-    args = [
-        "-tp",
-        str(DATA / "multirank" / "target"),
-        "-gp",
-        str(DATA / "stat_mix" / "golden"),
-        "-o",
-        str(out),
-    ]
-    rc, err = _run(args, capsys)
-    _assert_refused(rc, err, out, "different folder structure")
+    rc, err = _run(["-tp", str(DATA / target), "-gp", str(DATA / golden), "-o", str(out)], capsys)
+    _assert_refused(rc, err, out, expected)
 
 
 def test_mixed_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -91,20 +86,6 @@ def test_target_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     out = tmp_path / "out"
     rc, err = _run(["-tp", str(DATA / "stat_mix" / "target" / "dump.json"), "-o", str(out)], capsys)
     _assert_refused(rc, err, out, "not a folder")
-
-
-def test_cross_framework_needs_layer_mapping(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "out"
-    args = [
-        "-tp",
-        str(DATA / "ms_vs_pt" / "target"),
-        "-gp",
-        str(DATA / "ms_vs_pt" / "golden"),
-        "-o",
-        str(out),
-    ]
-    rc, err = _run(args, capsys)
-    _assert_refused(rc, err, out, "-lm")
 
 
 def test_existing_output_folder_is_left_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
