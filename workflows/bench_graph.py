@@ -75,9 +75,11 @@ def make_synthetic(folder: Path, nodes: int, seed: int) -> None:
                 if direction == "forward":
                     stack[name] = [f"File /m/model.py, line {10 + i}, in forward, \n x = F.{api}(x)"]
     dump = {"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": None, "data": data}
-    (folder / "construct.json").write_text(json.dumps(construct))
-    (folder / "dump.json").write_text(json.dumps(dump))
-    (folder / "stack.json").write_text(json.dumps(stack))
+    # as the msProbe dumper writes them: indent=1, stack.json grouping the nodes that share a stack
+    grouped = {str(i): [[name], lines] for i, (name, lines) in enumerate(stack.items())}
+    (folder / "construct.json").write_text(json.dumps(construct, indent=1))
+    (folder / "dump.json").write_text(json.dumps(dump, indent=1))
+    (folder / "stack.json").write_text(json.dumps(grouped, indent=1))
 
 
 @dataclass(frozen=True)

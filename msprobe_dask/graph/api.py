@@ -73,9 +73,7 @@ def _build_task(folder: str, step: int, rank: int, items: bool = True) -> Graph:
 
 def _finish_build(g: Graph, opts: Options) -> tuple[list[GraphRows], str, int]:
     assign_micro_steps(g)
-    if opts.overflow_check:
-        check_overflow(g)
-    return [build_rows(g, NPU)], "", g.micro_steps
+    return [build_rows(g, NPU, opts.overflow_check)], "", g.micro_steps
 
 
 def _finish_compare(npu: Graph, bench: Graph, opts: Options, where: str) -> tuple[list[GraphRows], str, int]:
@@ -104,12 +102,12 @@ def _finish_compare(npu: Graph, bench: Graph, opts: Options, where: str) -> tupl
             npu, bench, mode, fuzzy=opts.fuzzy_match, mapping=mapping, measure=measure, merge=opts.merge
         )
     assign_micro_steps(npu, bench)
-    if opts.overflow_check:
-        check_overflow(npu)
-        check_overflow(bench)
-    if chunked:
-        rows = compare_rows(npu, bench, pairs, mode, (NPU, BENCH))
+    if chunked:  # overflow levels set in the chunk jobs
+        rows = compare_rows(npu, bench, pairs, mode, (NPU, BENCH), opts.overflow_check)
     else:
+        if opts.overflow_check:
+            check_overflow(npu)
+            check_overflow(bench)
         md5 = mode == "md5"
         rows = (graph_rows(npu, NPU, md5), graph_rows(bench, BENCH, md5))
     return list(rows), mode, npu.micro_steps

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_dask.dump.dumpjson import read_json
+from msprobe_dask.dump.entries import read_dump_doc
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.items import parse_entry, split_items
 from msprobe_dask.graph.model import API, COLLECTION, MODULE, ROOT_ID, Graph, Node, node_type_of
@@ -94,14 +95,18 @@ def load_construct(path: Path) -> tuple[dict[str, str | None], dict[str, int], i
     return parents, micro, int(k)
 
 
-def load_dump_doc(path: Path) -> dict[str, Any]:
+def load_dump_doc(path: Path, lazy: bool = False) -> tuple[dict[str, Any], Mapping[str, Any]]:
+    """(header, data) of dump.json. ``lazy``: data's entries are parsed when looked up (see
+    dump/entries.py), so that a build without items parses none of them."""
+    if lazy:
+        return read_dump_doc(path)
     doc = read_json(path)
     if not isinstance(doc, dict):
         raise DumpError(path, "top level must be a JSON object")
     data = doc.get("data")
     if not isinstance(data, dict):
         raise DumpError(path, "has no 'data' mapping")
-    return doc
+    return {k: v for k, v in doc.items() if k != "data"}, data
 
 
 def _mentions(path: Path, token: bytes) -> bool:
@@ -358,6 +363,14 @@ def _items(node_id: str, data: Mapping[str, Any]) -> tuple[dict[str, dict], dict
     return split_items(parse_entry(node_id, data.get(node_id)))
 
 
+def _parse_unused(data: Mapping[str, Any], nodes: Mapping[str, Node]) -> None:
+    """Parse the entries no node holds, so that a malformed one is refused as the full parse would
+    refuse it (the others are parsed with their nodes' items); real dumps have few or none."""
+    for key in data:
+        if key not in nodes:
+            data[key]
+
+
 def parse_items(g: Graph, nodes: Iterable[Node]) -> None:
     """Give ``nodes`` their items, if ``g`` was built without (``items_pending``); nodes that already
     hold some keep them."""
@@ -382,26 +395,27 @@ def build_graph(src: GraphSource, items: bool = True) -> Graph:
     for p in (src.construct_json, src.dump_json, src.stack_json):
         _check_file(p)
     construct, micro, k = load_construct(src.construct_json)
-    doc = load_dump_doc(src.dump_json)
+    header, data = load_dump_doc(src.dump_json, lazy=not items)
     stacks = load_stack_map(src.stack_json)
-    data = doc["data"]
     b = _Builder(data, stacks, micro if k is not None else None, items)
     for sub, up in construct.items():
         up = _repair_parent(sub, up, construct)
         parent = b.root if up is None else b.get(up)
         b.get(sub).attach(parent)
-    framework = doc.get("framework") or "pytorch"
+    framework = header.get("framework") or "pytorch"
     _handle_recompute(b, framework)
     _wrap_api_collections(b)
     _place_parameters_grad(b)
+    if not items:
+        _parse_unused(data, b.nodes)
     g = Graph(
         root=b.root,
         nodes=b.nodes,
         data=data,
-        task=str(doc.get("task") or ""),
+        task=str(header.get("task") or ""),
         framework=framework,
-        data_path=graph_data_path(doc, src.construct_json),
-        header={k: v for k, v in doc.items() if k != "data"},
+        data_path=graph_data_path(header, src.construct_json),
+        header=header,
         folder=str(src.folder),
         step=src.step,
         rank=src.rank,

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from msprobe_dask.graph.build import parse_items
 from msprobe_dask.graph.compare import MD5, compare_subtrees
 from msprobe_dask.graph.forked import run_jobs, usable_cpus
 from msprobe_dask.graph.model import COLLECTION, Graph, Node
-from msprobe_dask.graph.rows import GraphRows, RowsChunk, chunk_rows, join_rows
+from msprobe_dask.graph.overflow import overflow_levels
+from msprobe_dask.graph.rows import COL, GraphRows, RowsChunk, chunk_rows, join_rows
 
 CHUNKS = 16  # chunk jobs per graph, so that the processes' shares even out
 CHUNK_NODES = (250, 2_000)  # bounds of a chunk's size in nodes
 PROCESS_NODES = 2_000  # below this much work (in Bench-node units) per extra process, forking does not pay
 COMPARE_WEIGHT = 3  # an NPU node (compare + rows) costs about 3 Bench nodes (rows)
+ORDER, SID = COL["node_order"], COL["stack_id"]
 
 
 def _in_collection(node: Node, root: Node) -> bool:
@@ -50,36 +53,17 @@ def _processes(work: int) -> int:
     return max(1, min(usable_cpus(), work // PROCESS_NODES))
 
 
-class _Plan:
-    """The chunk jobs of one or two graphs, each job returning one RowsChunk."""
-
-    def __init__(self) -> None:
-        self.jobs: list[Callable[[], RowsChunk]] = []
-        self.work = 0
-        self.counts: list[int] = []  # jobs per graph, in order
-
-    def add(self, g: Graph, job: Callable[[list[Node], int], RowsChunk], weight: int) -> None:
-        nodes = g.sorted_nodes()
-        runs = subtree_runs(nodes, g.root, min(max(len(nodes) // CHUNKS, CHUNK_NODES[0]), CHUNK_NODES[1]))
-        self.jobs.extend(partial(job, nodes[lo:hi], lo) for lo, hi in runs)
-        self.work += weight * len(nodes)
-        self.counts.append(len(runs))
-
-    def run(self) -> list[list[RowsChunk]]:
-        results = run_jobs(self.jobs, _processes(self.work))
-        out, start = [], 0
-        for n in self.counts:
-            out.append(results[start : start + n])
-            start += n
-        return out
+def _run_size(n: int) -> int:
+    return min(max(n // CHUNKS, CHUNK_NODES[0]), CHUNK_NODES[1])
 
 
-def build_rows(g: Graph, source: str) -> GraphRows:
-    """graph_rows(g, source) in chunks (items parsed on the way if the graph was built without)."""
-    plan = _Plan()
-    plan.add(g, partial(_rows_job, g, source, False), 1)
-    (chunks,) = plan.run()
-    return join_rows(g, source, chunks)
+def build_rows(g: Graph, source: str, overflow: bool = False) -> GraphRows:
+    """graph_rows(g, source) in chunks (items parsed on the way if the graph was built without).
+    ``overflow``: set the nodes' overflow levels in the jobs (-oc; check_overflow need not run first)."""
+    nodes = g.sorted_nodes()
+    runs = subtree_runs(nodes, g.root, _run_size(len(nodes)))
+    jobs = [partial(_rows_job, g, source, False, overflow, nodes[lo:hi], lo) for lo, hi in runs]
+    return join_rows(g, source, run_jobs(jobs, _processes(len(nodes))))
 
 
 def compare_rows(
@@ -88,27 +72,45 @@ def compare_rows(
     pairs: list[tuple[Node, Node]],
     mode: str,
     sources: tuple[str, str],
+    overflow: bool = False,
 ) -> tuple[GraphRows, GraphRows]:
     """compare_graphs' work after matching (``pairs``), then graph_rows of both sides, in chunks.
 
-    Micro steps and overflow levels must be set before: the nodes' rows are made in the chunk jobs.
-    Not for tensor mode (tensors would be measured out of the reference's order) nor for merged
-    graphs (nodes that share items must all be compared before any row is made).
+    A job compares a run of NPU nodes and also makes the rows of their Bench partners, whose items it
+    has just parsed (a Bench job in another process would parse them again); the Bench nodes nobody is
+    matched to get jobs of their own. Micro steps and overflow levels must be set before: the rows are
+    made in the jobs. Not for tensor mode (tensors would be measured out of the reference's order) nor
+    for merged graphs (nodes that share items must all be compared before any row is made).
     """
     md5 = mode == MD5
     partners = dict(pairs)
-    plan = _Plan()
-    plan.add(npu, partial(_compare_rows_job, npu, bench, partners, mode, sources[0]), COMPARE_WEIGHT)
-    plan.add(bench, partial(_rows_job, bench, sources[1], md5), 1)
-    npu_chunks, bench_chunks = plan.run()
-    return join_rows(npu, sources[0], npu_chunks), join_rows(bench, sources[1], bench_chunks)
-
-
-def _rows_job(g: Graph, source: str, md5: bool, nodes: list[Node], start: int) -> RowsChunk:
-    parse_items(g, nodes)
-    rows = chunk_rows(g, source, nodes, start, md5)
-    _drop_items(g, nodes)
-    return rows
+    npu_nodes = npu.sorted_nodes()
+    bench_nodes = bench.sorted_nodes()
+    position = {node: i for i, node in enumerate(bench_nodes)}
+    owned: set[Node] = set()  # Bench nodes whose rows an NPU job makes (the first to meet them)
+    jobs: list[Callable[[], tuple[RowsChunk | None, RowsChunk]]] = []
+    for lo, hi in subtree_runs(npu_nodes, npu.root, _run_size(len(npu_nodes))):
+        run = npu_nodes[lo:hi]
+        mine = []
+        for n in run:
+            b = partners.get(n)
+            if b is not None and b not in owned and b in position:
+                owned.add(b)
+                mine.append(position[b])
+        job = partial(
+            _compare_rows_job, npu, bench, partners, mode, sources, overflow, run, lo, mine, bench_nodes
+        )
+        jobs.append(job)
+    rest = [i for i, b in enumerate(bench_nodes) if b not in owned]
+    size = _run_size(len(bench_nodes))
+    for k in range(0, len(rest), size):
+        jobs.append(
+            partial(_bench_rows_job, bench, sources[1], md5, overflow, rest[k : k + size], bench_nodes)
+        )
+    results = run_jobs(jobs, _processes(COMPARE_WEIGHT * len(npu_nodes) + len(bench_nodes)))
+    npu_rows = join_rows(npu, sources[0], [r for r, _ in results if r is not None])
+    bench_rows = join_rows(bench, sources[1], [_in_order(len(bench_nodes), [b for _, b in results])])
+    return npu_rows, bench_rows
 
 
 def _compare_rows_job(
@@ -116,22 +118,72 @@ def _compare_rows_job(
     bench: Graph,
     partners: dict[Node, Node],
     mode: str,
-    source: str,
+    sources: tuple[str, str],
+    overflow: bool,
     nodes: list[Node],
     start: int,
-) -> RowsChunk:
+    bench_positions: list[int],
+    bench_nodes: list[Node],
+) -> tuple[RowsChunk, RowsChunk]:
+    """The NPU rows of ``nodes`` (compared), and the Bench rows at ``bench_positions``."""
     parse_items(npu, nodes)
     parse_items(bench, [partners[n] for n in nodes if n in partners])
     compare_subtrees(nodes, partners, npu.root, mode)
-    rows = chunk_rows(npu, source, nodes, start, mode == MD5)
+    md5 = mode == MD5
+    if overflow:
+        overflow_levels(npu, nodes)
+    rows = chunk_rows(npu, sources[0], nodes, start, md5)
     _drop_items(npu, nodes)
+    return rows, _bench_rows_job(bench, sources[1], md5, overflow, bench_positions, bench_nodes)[1]
+
+
+def _bench_rows_job(
+    bench: Graph, source: str, md5: bool, overflow: bool, positions: list[int], bench_nodes: list[Node]
+) -> tuple[None, RowsChunk]:
+    """The rows of the Bench nodes at ``positions`` (in sorted_nodes()), each with its node_order."""
+    nodes = [bench_nodes[i] for i in positions]
+    rows = _rows_job(bench, source, md5, overflow, nodes, 0)
+    for row, pos in zip(rows.nodes, positions):
+        row[ORDER] = pos
+    return None, rows
+
+
+def _in_order(n: int, chunks: list[RowsChunk]) -> RowsChunk:
+    """One chunk holding the rows of ``chunks`` (made out of order) in node order, with stacks indexed
+    by first use in that order, as join_rows expects."""
+    slots: list[list[Any] | None] = [None] * n
+    p2p: dict[str, Any] = {}
+    for chunk in chunks:
+        for made in chunk.nodes:
+            made[SID] = chunk.stacks[made[SID]]
+            slots[made[ORDER]] = made
+        p2p.update(chunk.p2p)
+    out = RowsChunk([], [], p2p)
+    index: dict[str, int] = {}
+    for row in slots:
+        assert row is not None, "a Bench node without a row"
+        text = row[SID]
+        i = index.get(text)
+        if i is None:
+            i = index[text] = len(out.stacks)
+            out.stacks.append(text)
+        row[SID] = i
+        out.nodes.append(row)
+    return out
+
+
+def _rows_job(g: Graph, source: str, md5: bool, overflow: bool, nodes: list[Node], start: int) -> RowsChunk:
+    parse_items(g, nodes)
+    if overflow:
+        overflow_levels(g, nodes)
+    rows = chunk_rows(g, source, nodes, start, md5)
+    _drop_items(g, nodes)
     return rows
 
 
 def _drop_items(g: Graph, nodes: list[Node]) -> None:
-    """A lazily built graph's items are dropped once their chunk's rows are made (parse_items would
-    give them again). Bench items parsed for the compare stay until their own rows chunk: Bench chunks
-    come after all NPU ones in the job queue, so they are not parsed twice in one process."""
+    """A lazily built graph's items are dropped once their rows are made (parse_items would give them
+    again)."""
     if g.items_pending:
         for node in nodes:
             node.input_data, node.output_data = {}, {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +65,8 @@ class Graph:
 
     root: Node
     nodes: dict[str, Node]
-    data: dict[str, Any]  # the raw dump.json ``data`` (the overflow check reads it)
+    # the raw dump.json ``data``: a dict, or entries parsed on lookup (dump/entries.py) if built lazily
+    data: Mapping[str, Any]
     task: str
     framework: str
     data_path: str | None

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from msprobe_dask.graph.model import Graph
+from msprobe_dask.graph.model import Graph, Node
 
 SPECIAL = {"inf", "-inf", "nan"}
 
@@ -98,10 +98,15 @@ def entry_level(name: str, entry: Any, framework: str) -> str | None:
 
 
 def check_overflow(g: Graph) -> None:
-    for name, entry in g.data.items():
-        node = g.nodes.get(name)
-        if node is None:
-            continue
-        level = entry_level(name, entry, g.framework)
-        if level is not None:
-            node.overflow = level
+    overflow_levels(g, g.nodes.values())
+
+
+def overflow_levels(g: Graph, nodes: Iterable[Node]) -> None:
+    """Set the overflow level of ``nodes`` from their dump.json entries (nodes without one have none).
+    Per node, so that graph/chunks.py can do it in the chunk jobs, where the entries are parsed."""
+    data, framework = g.data, g.framework
+    for node in nodes:
+        if node.id in data:
+            level = entry_level(node.id, data[node.id], framework)
+            if level is not None:
+                node.overflow = level

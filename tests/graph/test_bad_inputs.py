@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from msprobe_dask.cli import main as cli_main
+from msprobe_dask.graph import chunks, forked
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -80,6 +81,43 @@ def test_truncated_dump_json(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     out = tmp_path / "out"
     rc, err = _run(["-tp", str(dump), "-o", str(out)], capsys)
     _assert_refused(rc, err, out, "dump.json", "not valid JSON")
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_an_entry_of_dump_json_that_does_not_parse(
+    processes: int, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dump.json is read lazily (dump/entries.py): its entries are parsed in the chunk jobs, in forked
+    children with two processes (half the entries are bad, so that every process meets one), and the
+    error is still the one line naming dump.json and its first bad line."""
+    monkeypatch.setattr(chunks, "CHUNK_NODES", (3, 40))
+    monkeypatch.setattr(chunks, "PROCESS_NODES", 1)
+    monkeypatch.setattr(chunks, "usable_cpus", lambda: processes)
+    monkeypatch.setattr(forked, "usable_cpus", lambda: processes)
+    tp = _copy_dump(DATA / "transformer_big" / "target", tmp_path / "target")
+    gp = _copy_dump(DATA / "transformer_big" / "golden", tmp_path / "golden")
+    lines = (gp / "dump.json").read_text().split("\n")
+    at = [i for i, line in enumerate(lines) if '"Max": ' in line]
+    for i in at[len(at) // 2 :]:
+        lines[i] = lines[i].replace('"Max": ', '"Max": 1.2.')
+    bad = at[len(at) // 2]
+    (gp / "dump.json").write_text("\n".join(lines))
+    out = tmp_path / "out"
+    rc, err = _run(["-tp", str(tp), "-gp", str(gp), "-o", str(out)], capsys)
+    _assert_refused(rc, err, out, str(gp / "dump.json"), "not valid JSON", f"line {bad + 1} column")
+
+
+def test_a_bad_entry_that_no_node_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An entry missing from construct.json is not a node, but the full parse would refuse the file."""
+    tp = _copy_dump(DATA / "transformer_big" / "target", tmp_path / "target")
+    text = (tp / "dump.json").read_text()
+    at = text.index('\n  "', text.index('"data": {'))
+    (tp / "dump.json").write_text(
+        text[:at] + '\n  "Torch.orphan.0.forward": {\n   "x": nan\n  },' + text[at:]
+    )
+    out = tmp_path / "out"
+    rc, err = _run(["-tp", str(tp), "-o", str(out)], capsys)
+    _assert_refused(rc, err, out, str(tp / "dump.json"), "not valid JSON")
 
 
 def test_target_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,246 @@
+"""dump.json read lazily: the header parsed, the entries of ``data`` parsed one by one when looked up.
+
+msProbe writes dump.json with ``json.dump(..., indent=1)`` (merge exports use ``indent=2``). In indented
+JSON a raw newline is always whitespace between tokens (strings escape theirs), so inside the ``data``
+object a line of exactly two indent units followed by ``"name": `` starts an entry, and the entry's value
+runs to the ``,`` before the next such line. A scan of the bytes finds those lines and the byte span of
+each value without parsing it; ``json.loads`` of one span gives what the full parse gives for that entry.
+
+The scan checks the layout where it relies on it (see ``_entries``) and gives up on anything else:
+compact files, tabs, CRLF, duplicate entry names, a truncated file, lines indented less than an entry.
+The caller then parses the whole file as before, errors included. An entry whose text does not parse
+when looked up makes the whole file be parsed too, which raises the usual error naming dump.json. Only
+a file not written by json.dump, with nested keys indented exactly like entries and with brackets in its
+strings that happen to balance the misplaced ones, could be misread; its values would not parse, and the
+full parse would take over at the first lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from itertools import compress, repeat
+from operator import not_, sub
+from pathlib import Path
+from typing import Any
+
+from msprobe_dask.dump.dumpjson import read_json
+from msprobe_dask.errors import DumpError
+
+_FIRST_KEY = re.compile(rb'\{\n( +)"')
+
+
+class DumpEntries(Mapping[str, Any]):
+    """dump.json's ``data``: entry names in file order, each entry parsed from its text on access.
+
+    Behaves as the dict ``json.load`` would give (nothing is cached but the values of one-line entries,
+    which the scan parses to check them). Pickles with its bytes, so a graph holding it can be sent
+    to a dask worker.
+    """
+
+    __slots__ = ("_path", "_text", "_spans", "_small", "_full")
+
+    def __init__(
+        self,
+        path: Path,
+        text: bytes,
+        spans: dict[str, tuple[int, int]],
+        small: dict[str, Any],
+    ) -> None:
+        self._path = path
+        self._text = text
+        self._spans = spans  # entry name -> [start, end) of its value in text
+        self._small = small  # values of one-line entries (parsed by the scan to check them)
+        self._full: dict[str, Any] | None = None  # the full parse, once a span failed to parse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (DumpEntries, (self._path, self._text, self._spans, self._small))
+
+    def __len__(self) -> int:
+        full = self._full
+        return len(full) if full is not None else len(self._spans)
+
+    def __iter__(self) -> Iterator[str]:
+        full = self._full
+        return iter(full) if full is not None else iter(self._spans)
+
+    def __contains__(self, key: object) -> bool:
+        full = self._full
+        return key in full if full is not None else key in self._spans
+
+    def __getitem__(self, key: str) -> Any:
+        full = self._full
+        if full is not None:
+            return full[key]
+        if key in self._small:
+            return self._small[key]
+        start, end = self._spans[key]
+        try:
+            return json.loads(self._text[start:end].decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):  # JSONDecodeError is a ValueError
+            return self._fall_back()[key]
+
+    def __repr__(self) -> str:
+        return f"DumpEntries({str(self._path)!r}, {len(self)} entries)"
+
+    def _fall_back(self) -> dict[str, Any]:
+        """Parse the whole file: raises its DumpError, or (the scan misread a valid file) gives data.
+
+        No lock: two threads may both parse, harmlessly, and a lock held by one thread while another
+        forks (graph/forked.py) would stay locked forever in the child."""
+        if self._full is None:
+            data = read_json(self._path).get("data")
+            if not isinstance(data, dict):
+                raise DumpError(self._path, "has no 'data' mapping")
+            self._full = data
+        return self._full
+
+
+def read_dump_doc(path: Path) -> tuple[dict[str, Any], Mapping[str, Any]]:
+    """(header, data) of a dump.json: the header holds every top-level field but ``data``.
+
+    ``data`` is a DumpEntries if the file has the indented layout, else the dict of the full parse;
+    either way a DumpError names the file if it is not a JSON object with a ``data`` object.
+    """
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except OSError:
+        text = b""  # read_json below raises the usual error
+    lazy = _scan(path, text) if text else None
+    if lazy is not None:
+        return lazy
+    del text  # the full parse reads the file as text, for the usual errors
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise DumpError(path, "top level must be a JSON object")
+    data = doc.get("data")
+    if not isinstance(data, dict):
+        raise DumpError(path, "has no 'data' mapping")
+    return {k: v for k, v in doc.items() if k != "data"}, data
+
+
+def _scan(path: Path, text: bytes) -> tuple[dict[str, Any], DumpEntries] | None:
+    """The header and lazy entries of an indented dump.json, or None if ``text`` is laid out otherwise
+    (or is not what the layout promises: the caller then parses it all)."""
+    m = _FIRST_KEY.match(text)
+    if m is None or not _is_utf8(text):
+        return None
+    unit = len(m.group(1))
+    data_key = b"\n" + b" " * unit + b'"data": '  # a second one fails the checks below
+    at = text.find(data_key)
+    if at < 0:
+        return None
+    start = at + len(data_key)  # data's "{"
+    spans: dict[str, tuple[int, int]] = {}
+    small: dict[str, Any] = {}
+    if text.startswith(b"{}", start):
+        end = start + 2
+    else:
+        # data's last line: the file's last line of one unit starting with "}" (if a later field's is,
+        # data's body holds lines of one unit and is refused)
+        close = b"\n" + b" " * unit + b"}"
+        stop = text.rfind(close, start)
+        if stop < 0 or not text.startswith(b"{\n", start):
+            return None
+        end = stop + len(close)
+        if not _entries(text, start + 1, stop, 2 * unit, spans, small):
+            return None
+    header = _header(text[:start] + b"{}" + text[end:])
+    if header is None:
+        return None
+    return header, DumpEntries(path, text, spans, small)
+
+
+_NAME = rb'"([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)": (?=([{\[])\n|)'  # a name without raw control
+# characters, and the bracket the value opens if it opens one at the end of the line
+
+
+def _entries(
+    text: bytes, lo: int, hi: int, indent: int, spans: dict[str, tuple[int, int]], small: dict[str, Any]
+) -> bool:
+    """Fill ``spans`` (and ``small``) with the entries of ``text[lo:hi]``, data's body
+    (``\n<indent spaces>"name": value,`` ...); False if the body is not laid out so.
+
+    An entry's first line is indented ``indent`` spaces. A value that opens an object or array at the
+    end of that line must close it at the start of its last line, indented alike, with as many "{" as
+    "}" in between (in json.dump's output a nested key never starts a line so indented); every other
+    line of the value is indented deeper. A one-line value is parsed here, to check it.
+
+    The checks are maps over the entries, not a Python loop: the scan costs a fraction of a parse.
+    """
+    if lo == hi:
+        return True
+    pad = b"\n" + b" " * indent
+    if not text.startswith(pad + b'"', lo):
+        return False
+    firsts = list(re.compile(re.escape(pad) + _NAME).finditer(text, lo, hi))
+    starts = list(map(re.Match.end, firsts))
+    ends = list(map(sub, map(re.Match.start, firsts[1:]), repeat(1)))  # the "," before the next entry
+    if not all(map(text.startswith, repeat(b","), ends)):
+        return False
+    ends.append(hi)
+    names = _names(list(map(re.Match.group, firsts, repeat(1))))
+    spans.update(zip(names, zip(starts, ends)))
+    if len(spans) != len(names):  # a name given twice: json keeps the last value, the scan the first
+        return False
+    opens = list(map(re.Match.group, firsts, repeat(2)))
+    del firsts
+    m_starts = list(compress(starts, opens))
+    m_ends = list(compress(ends, opens))
+    closes = map({b"{": pad + b"}", b"[": pad + b"]"}.__getitem__, compress(opens, opens))
+    count = text.count
+    if not all(map(text.startswith, closes, map(sub, m_ends, repeat(indent + 2)))):
+        return False
+    if list(map(count, repeat(b"{"), m_starts, m_ends)) != list(map(count, repeat(b"}"), m_starts, m_ends)):
+        return False
+    # no line indented less than ``indent``, none indented so but the entries' first and last lines
+    if count(b"\n", lo, hi) - count(pad + b" ", lo, hi) != len(names) + len(m_starts):
+        return False
+    for name in compress(names, map(not_, opens)):
+        start, end = spans[name]
+        try:
+            small[name] = json.loads(text[start:end].decode("utf-8"))
+        except ValueError:
+            return False
+    return True
+
+
+def _names(raw: list[bytes]) -> list[str]:
+    """Entry names from their JSON text (between the quotes)."""
+    joined = b"\0".join(raw)  # names hold no raw control character
+    names = joined.decode("utf-8").split("\0")
+    if b"\\" in joined:
+        names = [json.loads(b'"' + r + b'"') if b"\\" in r else n for r, n in zip(raw, names)]
+    return names
+
+
+def _header(text: bytes) -> dict[str, Any] | None:
+    """The top-level fields but data, parsed as json would, if ``text`` (the file with data's value
+    replaced by ``{}``) is a JSON object naming data once."""
+    tops: list[list[tuple[str, Any]]] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        tops.append(items)
+        return dict(items)
+
+    try:
+        doc = json.loads(text.decode("utf-8"), object_pairs_hook=pairs)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or not tops:
+        return None
+    if [k for k, _ in tops[-1]].count("data") != 1 or doc.get("data") != {}:
+        return None
+    return {k: v for k, v in doc.items() if k != "data"}
+
+
+def _is_utf8(text: bytes) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

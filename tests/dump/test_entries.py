@@ -1,0 +1,228 @@
+"""dump/entries.py: a dump.json read lazily gives what json.load gives, or falls back to it."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from msprobe_dask.dump.entries import DumpEntries, read_dump_doc
+from msprobe_dask.errors import DumpError
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+CORPUS = sorted(DATA.glob("**/dump.json"))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON texts (NaN equals NaN, key order counts)."""
+    return json.dumps(a) == json.dumps(b)
+
+
+def _check(path: Path, lazy: bool) -> None:
+    header, data = read_dump_doc(path)
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert isinstance(data, DumpEntries) is lazy
+    assert _same(header, {k: v for k, v in doc.items() if k != "data"})
+    want = doc["data"]
+    assert list(data) == list(want) and len(data) == len(want)
+    assert _same(dict(data.items()), want)
+    assert _same(list(data.values()), list(want.values()))
+    for name in want:
+        assert name in data and _same(data[name], want[name]) and _same(data.get(name), want[name])
+    assert "no such entry" not in data and data.get("no such entry") is None
+    with pytest.raises(KeyError):
+        data["no such entry"]
+
+
+def _write(tmp_path: Path, doc: Any, **kw: Any) -> Path:
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps(doc, **kw), encoding="utf-8")
+    return path
+
+
+def _entry(x: float) -> dict[str, Any]:
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2, 3], "Max": x, "Min": -x}
+    return {"input_args": [tensor, {"type": "int", "value": 3}], "input_kwargs": {}, "output": [tensor]}
+
+
+DOC = {
+    "task": "statistics",
+    "level": "mix",
+    "framework": "pytorch",
+    "dump_data_dir": None,
+    "data": {f"Module.layer.{i}.Linear.forward.0": _entry(i + 0.5) for i in range(5)},
+}
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[str(p.relative_to(DATA)) for p in CORPUS])
+def test_corpus_files_are_read_lazily_and_equal_json_load(path: Path) -> None:
+    _check(path, lazy=True)
+
+
+@pytest.mark.parametrize("indent", [1, 2, 4])
+def test_any_indent_of_spaces(tmp_path: Path, indent: int) -> None:
+    _check(_write(tmp_path, DOC, indent=indent), lazy=True)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"indent": None, "separators": (",", ":")}, {"indent": "\t"}, {"indent": 0}],
+    ids=["compact", "compact-tight", "tabs", "indent0"],
+)
+def test_other_layouts_fall_back_to_the_full_parse(tmp_path: Path, kw: dict[str, Any]) -> None:
+    _check(_write(tmp_path, DOC, **kw), lazy=False)
+
+
+def test_names_with_escapes_and_unicode(tmp_path: Path) -> None:
+    names = ['a"b', "tab\there", "back\\slash", "x/y", "caf\u00e9", "snow\u2603", "smile\U0001f600", 'k": 1,']
+    doc = {"task": "statistics", "data": {n: _entry(1.0) for n in names}}
+    _check(_write(tmp_path, doc, indent=1), lazy=True)
+    _check(_write(tmp_path, doc, indent=1, ensure_ascii=False), lazy=True)
+
+
+def test_nan_and_infinity(tmp_path: Path) -> None:
+    doc = {
+        "task": "statistics",
+        "data": {"a": _entry(float("nan")), "b": _entry(float("inf")), "c": _entry(0)},
+    }
+    path = _write(tmp_path, doc, indent=1)
+    _check(path, lazy=True)
+    assert read_dump_doc(path)[1]["b"]["output"][0]["Min"] == float("-inf")
+
+
+def test_empty_data(tmp_path: Path) -> None:
+    _check(_write(tmp_path, {"task": "statistics", "data": {}, "level": "L1"}, indent=1), lazy=True)
+    path = tmp_path / "dump.json"
+    path.write_text('{\n "task": "tensor",\n "data": {\n }\n}')
+    _check(path, lazy=True)
+
+
+def test_one_line_values_and_fields_after_data(tmp_path: Path) -> None:
+    doc = {
+        "task": "statistics",
+        "meta": {"nested": {"a": [1, 2]}, "b": "x"},
+        "data": {"a": {}, "b": [], "c": None, "d": "text", "e": 1.5, "f": _entry(2.0), "g": [1, [2, {}]]},
+        "after": 3,
+    }
+    _check(_write(tmp_path, doc, indent=1), lazy=True)
+    doc["after"] = {"x": {"y": 1}}  # a multi-line field after data: its last line ends the scan's data
+    _check(_write(tmp_path, doc, indent=1), lazy=False)
+
+
+def test_strings_that_look_like_entry_lines(tmp_path: Path) -> None:
+    tricky = '\n  "Fake.entry": {\n  },\n  "x": '
+    entry = _entry(1.0) | {"input_kwargs": {"s": {"type": "str", "value": tricky}, "b": {"value": "}{]["}}}
+    doc = {"task": "statistics", "data": {"a": entry, tricky: entry, "b": {"value": tricky}}}
+    _check(_write(tmp_path, doc, indent=1), lazy=True)
+
+
+def test_nested_values(tmp_path: Path) -> None:
+    deep: Any = {"leaf": [1, 2.5, None, True, "s"]}
+    for i in range(12):
+        deep = {f"level{i}": [deep, {"k": {}}, []]}
+    doc = {"task": "statistics", "data": {"a": deep, "b": _entry(1.0), "c": [deep, deep]}}
+    _check(_write(tmp_path, doc, indent=1), lazy=True)
+
+
+def test_duplicate_names_fall_back(tmp_path: Path) -> None:
+    path = tmp_path / "dump.json"
+    path.write_text(
+        '{\n "task": "statistics",\n "data": {\n  "a": 1,\n  "b": 2,\n  "a": {\n   "x": 3\n  }\n }\n}'
+    )
+    header, data = read_dump_doc(path)
+    assert not isinstance(data, DumpEntries) and list(data) == ["a", "b"] and data["a"] == {"x": 3}
+    path.write_text('{\n "data": {\n  "a": 1\n },\n "data": {}\n}')  # json keeps the last data
+    assert read_dump_doc(path)[1] == {}
+
+
+def test_misleading_indentation_falls_back(tmp_path: Path) -> None:
+    """A nested key indented like an entry: the brackets of the entries' texts do not balance."""
+    path = tmp_path / "dump.json"
+    path.write_text('{\n "data": {\n  "k": {\n   "p": {\n  },\n  "x": {\n   "q": 1}\n  }\n }\n}')
+    header, data = read_dump_doc(path)
+    assert not isinstance(data, DumpEntries) and data == {"k": {"p": {}, "x": {"q": 1}}}
+    path.write_text('{\n "data": {\n  "k": {\n "a": 1\n  }\n }\n}')  # a line indented less
+    assert not isinstance(read_dump_doc(path)[1], DumpEntries)
+
+
+def test_crlf_falls_back(tmp_path: Path) -> None:
+    path = tmp_path / "dump.json"
+    path.write_bytes(json.dumps(DOC, indent=1).replace("\n", "\r\n").encode())
+    _check(path, lazy=False)
+
+
+def test_truncated_file_is_the_usual_error(tmp_path: Path) -> None:
+    text = json.dumps(DOC, indent=1)
+    path = tmp_path / "dump.json"
+    for cut in (len(text) // 2, len(text) - 1, len(text) - 3):
+        path.write_text(text[:cut])
+        with pytest.raises(DumpError, match="dump.json: is not valid JSON"):
+            read_dump_doc(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "is empty"),
+        ("[1]", "top level must be a JSON object"),
+        ('{\n "data": [\n  1\n ]\n}', "has no 'data' mapping"),
+        ('{\n "task": "statistics"\n}', "has no 'data' mapping"),
+    ],
+)
+def test_not_a_dump(tmp_path: Path, text: str, problem: str) -> None:
+    path = tmp_path / "dump.json"
+    path.write_text(text)
+    with pytest.raises(DumpError, match=problem):
+        read_dump_doc(path)
+
+
+def test_missing_file_and_bad_utf8(tmp_path: Path) -> None:
+    with pytest.raises(DumpError, match="does not exist"):
+        read_dump_doc(tmp_path / "dump.json")
+    path = _write(tmp_path, DOC, indent=1)
+    path.write_bytes(path.read_bytes().replace(b"torch.float32", b"torch.\xfeloat32"))
+    with pytest.raises(DumpError, match="cannot be read"):
+        read_dump_doc(path)
+
+
+def test_an_entry_that_does_not_parse_raises_when_looked_up(tmp_path: Path) -> None:
+    path = _write(tmp_path, DOC, indent=1)
+    name = list(DOC["data"])[2]
+    path.write_text(path.read_text().replace('"Max": 2.5', '"Max": 2.5.1'))
+    _, data = read_dump_doc(path)  # the scan does not parse the entries
+    assert isinstance(data, DumpEntries) and list(data) == list(DOC["data"])
+    assert data[list(DOC["data"])[1]] == DOC["data"][list(DOC["data"])[1]]
+    with pytest.raises(DumpError, match=r"dump.json: is not valid JSON .* at line \d+ column \d+"):
+        data[name]
+    with pytest.raises(DumpError):
+        data.get(name)
+    path.write_text(path.read_text().replace('"Max": 2.5.1', '"Max": 2.5'))
+    assert data[name] == DOC["data"][name]  # the same file, mended: the scan was right
+
+
+def test_an_invalid_one_line_entry_is_refused_by_the_scan(tmp_path: Path) -> None:
+    path = tmp_path / "dump.json"
+    path.write_text('{\n "data": {\n  "a": {\n   "x": 1\n  },\n  "b": 1.2.3\n }\n}')
+    with pytest.raises(DumpError, match="not valid JSON"):
+        read_dump_doc(path)
+
+
+def test_pickles_and_threads(tmp_path: Path) -> None:
+    _, data = read_dump_doc(_write(tmp_path, DOC, indent=1))
+    copy = pickle.loads(pickle.dumps(data))
+    assert isinstance(copy, DumpEntries) and _same(dict(copy.items()), DOC["data"])
+    results: list[bool] = []
+
+    def look() -> None:
+        results.append(all(_same(data[n], v) for n, v in DOC["data"].items() for _ in range(50)))
+
+    threads = [threading.Thread(target=look) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [True] * 4
