@@ -16,6 +16,8 @@ from typing import Any
 
 from msprobe_dask.columns import DIFF_COLUMNS, STAT_COLUMNS, TENSOR_METRIC_COLUMNS
 from msprobe_dask.errors import DumpError
+from msprobe_dask.graph.items import ExportedText, _fmt_str
+from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import API, COLLECTION, Graph, Node
 from msprobe_dask.judge.rules import ALL_IGNORED_APIS, INPUT_IGNORED_APIS
 
@@ -110,6 +112,14 @@ def compare_mode(npu: Graph, bench: Graph, where: str) -> str:
 
 # ------------------------------------------------------------------------------------ rows
 
+_TABBED = ("inf", "-inf", "nan")
+_INFS = (math.inf, -math.inf)
+_PLAIN_NUMBERS = frozenset((int, float))
+# summary rows also hold the exact NormRelativeErr as a ratio (None where it is not a number): the
+# checkers use it, while the NormRelativeErr cell holds the exported text (see _rel_text)
+NORM_RATIO = "norm_ratio"
+QUIET = "quiet"
+
 
 def _stat_list(item: Mapping[str, Any]) -> list[Any]:
     return ["None" if item.get(s) is None else item.get(s) for s in ("Max", "Min", "Mean", "Norm")]
@@ -121,11 +131,6 @@ def _stored_stat(v: Any) -> Any:
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-_TABBED = ("inf", "-inf", "nan")
-_INFS = (math.inf, -math.inf)
-_PLAIN_NUMBERS = frozenset((int, float))
 
 
 def _summary_cell(v: Any) -> Any:
@@ -141,6 +146,112 @@ def _summary_cell(v: Any) -> Any:
     v = _stored_stat(v)
     s = str(v)
     return s + "\t" if s in _TABBED else v
+
+
+def _rel_text(r: float) -> str:
+    """``str(r) + '%'`` in its exported form: §7.6 rounds it to 6 decimals where it has more.
+
+    Between 1e-4 and 2**33, where ``repr`` is positional and floats are closer than 1e-6, the text
+    rounded to 6 decimals is the exported one unless the repr has fewer than 6 decimals; then the
+    rounded text ends with a 0 and ``round(r, 6) == r``. This spares the repr and its parsing back.
+    Elsewhere the rule is applied to the text. The result is a fixed point of the export formatting,
+    and marked so (ExportedText).
+    """
+    if 1e-4 <= r < 8589934592.0:
+        t = f"{r:.6f}%"
+        if t[-2] != "0" or round(r, 6) != r:
+            return ExportedText(t)
+        return ExportedText(repr(r) + "%")
+    if r == 0.0:
+        return "0.0%"
+    return ExportedText(_fmt_str(repr(r) + "%"))
+
+
+def _stat_diff(x: Any, y: Any) -> tuple[Any, str, float | None]:
+    """(diff cell, relative-error cell, relative error as a ratio) of one NPU/Bench statistic."""
+    if not (
+        x.__class__ in _PLAIN_NUMBERS and y.__class__ in _PLAIN_NUMBERS or _is_number(x) and _is_number(y)
+    ):
+        return "N/A", "N/A", None
+    d = x - y
+    if d != d:
+        return "Nan", "Nan", None
+    if y == 0:
+        return _summary_cell(d), "N/A", None
+    try:
+        r = abs(d / y * 100)
+    except OverflowError:
+        return _summary_cell(d), "inf%", math.inf
+    return _summary_cell(d), _rel_text(r), r / 100
+
+
+def _diffs(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> tuple[list[Any], list[str], float | None]:
+    """The diff cells, the relative-error cells and the last (Norm) relative error as a ratio."""
+    diffs, rels = [], []
+    ratio: float | None
+    for x, y in zip(ns, bs):
+        if x.__class__ is float and y.__class__ is float and y:
+            # the common case, _stat_diff and _rel_text inline: r is finite when d is
+            d = x - y
+            r = abs(d / y * 100)
+            if 1e-4 <= r < 8589934592.0:
+                t = _REL_TEXTS.get(r)
+                if t is None:
+                    t = f"{r:.6f}%"
+                    t = ExportedText(repr(r) + "%" if t[-2] == "0" and round(r, 6) == r else t)
+                    if len(_REL_TEXTS) >= _REL_TEXTS_SIZE:
+                        _REL_TEXTS.clear()
+                    _REL_TEXTS[r] = t
+            elif r == 0.0:
+                t = "0.0%"
+            else:
+                d, t, ratio = _stat_diff(x, y)
+                diffs.append(d)
+                rels.append(t)
+                continue
+            diffs.append(d)
+            rels.append(t)
+            ratio = r / 100
+        elif x.__class__ is int and x == y and y.__class__ is int and y:  # equal scalar arguments
+            diffs.append(0)
+            rels.append("0.0%")
+            ratio = 0.0
+        else:
+            d, t, ratio = _stat_diff(x, y)
+            diffs.append(d)
+            rels.append(t)
+    return diffs, rels, ratio
+
+
+# relative errors (1e-4 <= r < 2**33) -> their texts: a tensor compared again (the output of one node
+# is the input of the next) has the same ones
+_REL_TEXTS: dict[float, str] = {}
+_REL_TEXTS_SIZE = 1 << 15
+
+_STATS = ("Max", "Min", "Mean", "Norm")
+_GET_STATS = itemgetter(*_STATS)
+
+
+def _stats(item: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The item's Max, Min, Mean and Norm, None as 'None'."""
+    try:
+        values = _GET_STATS(item)
+    except KeyError:
+        values = tuple(map(item.get, _STATS))
+    if None in values:
+        return tuple("None" if v is None else v for v in values)
+    return values
+
+
+def _cells(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The statistics as summary cells (_summary_cell)."""
+    try:
+        total = sum(values)
+        if total - total == 0:  # ints and finite floats only: they are their own cells
+            return values
+    except (TypeError, OverflowError):  # a string or an int too large for a float
+        pass
+    return tuple(map(_summary_cell, values))
 
 
 def _basic(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -167,42 +278,63 @@ def _basic(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def _stat_diff(x: Any, y: Any) -> tuple[Any, str]:
-    """(diff, relative diff text) of one NPU/Bench statistic."""
-    plain = x.__class__ in _PLAIN_NUMBERS and y.__class__ in _PLAIN_NUMBERS
-    if not (plain or _is_number(x) and _is_number(y)):
-        return "N/A", "N/A"
-    d = x - y
-    if d != d:
-        return "Nan", "Nan"
-    if y == 0:
-        return d, "N/A"
-    try:
-        return d, str(abs(d / y * 100)) + "%"
-    except OverflowError:
-        return d, "inf%"
-
-
 def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]:
-    row = _basic(n, b)
-    ns = _stat_list(n)
+    """The summary row of an NPU item and its Bench partner (None: missing).
+
+    The relative-error cells hold their exported text (_rel_text) and NORM_RATIO the exact
+    NormRelativeErr. A QUIET row is one no per-row checker can flag (see _row_messages): it only
+    holds the cells written back, the NPU name and the ratio, all the node-wide checkers read."""
+    ns = _stats(n)
+    nc = _cells(ns)
     if b is None:
-        for i in range(4):
-            row[STAT_DIFFS[i]] = row[STAT_RELS[i]] = " "
-            row[NPU_STATS[i]] = _summary_cell(ns[i])
-            row[BENCH_STATS[i]] = "Nan"
+        row = _basic(n, None)
+        row.update(zip(STAT_DIFFS, (" ",) * 4))
+        row.update(zip(STAT_RELS, (" ",) * 4))
+        row.update(zip(NPU_STATS, nc))
+        row.update(zip(BENCH_STATS, ("Nan",) * 4))
         row["Requires_grad Consistent"] = False
-    else:
-        bs = _stat_list(b)
-        for i in range(4):
-            x, y = ns[i], bs[i]
-            diff, row[STAT_RELS[i]] = _stat_diff(x, y)
-            row[STAT_DIFFS[i]] = _summary_cell(diff)
-            row[NPU_STATS[i]] = _summary_cell(x)
-            row[BENCH_STATS[i]] = _summary_cell(y)
-        row["Requires_grad Consistent"] = n.get("requires_grad") == b.get("requires_grad")
-    row["Result"] = "pass"
-    row["Err_message"] = ""
+        row["Result"] = "pass"
+        row["Err_message"] = ""
+        row[NORM_RATIO] = None
+        row[QUIET] = False
+        return row
+    bs = _stats(b)
+    bc = _cells(bs)
+    diffs, rels, ratio = _diffs(ns, bs)
+    rg, brg = n.get("requires_grad"), b.get("requires_grad")
+    dtype, bdtype = n.get("dtype"), b.get("dtype")
+    shape, bshape = n.get("shape"), b.get("shape")
+    # InfNan, RequiresGrad, DType and Shape need a difference; Parameters a different max
+    quiet = (
+        nc is ns
+        and rg == brg
+        and dtype == bdtype
+        and shape == bshape
+        and (nc[0] == bc[0] or (dtype.__class__ is str and "class" not in dtype))
+    )
+    row = {
+        "NPU Name": n["full_op_name"],
+        "Max diff": diffs[0],
+        "Min diff": diffs[1],
+        "Mean diff": diffs[2],
+        "L2norm diff": diffs[3],
+        "MaxRelativeErr": rels[0],
+        "MinRelativeErr": rels[1],
+        "MeanRelativeErr": rels[2],
+        "NormRelativeErr": rels[3],
+        "Requires_grad Consistent": rg == brg,
+        "Result": "pass",
+        "Err_message": "",
+        NORM_RATIO: ratio,
+        QUIET: quiet,
+    }
+    if not quiet:
+        row["Bench Name"] = b["full_op_name"]
+        row["NPU Dtype"], row["Bench Dtype"] = dtype, bdtype
+        row["NPU Tensor Shape"], row["Bench Tensor Shape"] = shape, bshape
+        row["NPU Requires_grad"], row["Bench Requires_grad"] = rg, brg
+        row.update(zip(NPU_STATS, nc))
+        row.update(zip(BENCH_STATS, bc))
     return row
 
 
@@ -251,30 +383,36 @@ def tensor_row(
 _GROUP_OF_STATE = {state: i for i, states in enumerate(STATE_GROUPS) for state in states}
 
 
-def _grouped(node: Node) -> list[list[dict[str, Any]]]:
+def _grouped(node: Node) -> tuple[list[dict[str, Any]], ...]:
     """The node's items by STATE_GROUPS, inputs before outputs within a group."""
-    groups: list[list[dict[str, Any]]] = [[] for _ in STATE_GROUPS]
+    groups: tuple[list[dict[str, Any]], ...] = ([], [], [], [])
+    group_of = _GROUP_OF_STATE.get
     for data in (node.input_data, node.output_data):
         for it in data.values():
-            g = _GROUP_OF_STATE.get(it.get("state") or "")
+            g = group_of(it.get("state") or "")
             if g is not None:
                 groups[g].append(it)
     return groups
+
+
+_ROW_MAKERS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], dict[str, Any]]] = {
+    SUMMARY: summary_row,
+    MD5: md5_row,
+}
 
 
 def pair_rows(
     npu: Node, bench: Node, mode: str, measure: TensorMeasure | None = None
 ) -> list[dict[str, Any]]:
     rows = []
+    make = _ROW_MAKERS.get(mode)
     for ng, bg in zip(_grouped(npu), _grouped(bench)):
+        if not ng:
+            continue
+        nb = len(bg)
         for i, n in enumerate(ng):
-            b = bg[i] if i < len(bg) else None
-            if mode == SUMMARY:
-                rows.append(summary_row(n, b))
-            elif mode == MD5:
-                rows.append(md5_row(n, b))
-            else:
-                rows.append(tensor_row(n, b, measure))
+            b = bg[i] if i < nb else None
+            rows.append(make(n, b) if make is not None else tensor_row(n, b, measure))
     return rows
 
 
@@ -300,15 +438,6 @@ def _ratio(v: Any) -> float | None:
     return None
 
 
-def _max_over(rows: list[dict[str, Any]], key: str) -> float:
-    m = 0.0
-    for r in rows:
-        v = _ratio(r.get(key))
-        if v is not None and v > m:
-            m = v
-    return m
-
-
 def _min_over(rows: list[dict[str, Any]], key: str) -> float:
     m = 1.0
     for r in rows:
@@ -319,15 +448,15 @@ def _min_over(rows: list[dict[str, Any]], key: str) -> float:
 
 
 def _special(v: Any) -> bool:
-    if v.__class__ is float:
-        return v != v or v in _INFS
+    """v is nan, inf or -inf: a float, or a string such as 'Nan' or 'inf\\t'."""
+    t = v.__class__
+    if t is float:
+        return v - v != 0.0
+    if t is int:
+        return False
     if isinstance(v, float):
         return math.isinf(v) or math.isnan(v)
     return isinstance(v, str) and v.strip().lower() in _TABBED
-
-
-def _bench_missing(r: Mapping[str, Any]) -> bool:
-    return r.get("Bench Name") in ("", "N/A", None)
 
 
 MSG_INFNAN = "error: There is nan/inf/-inf in the maximum or minimum value of NPU."
@@ -341,121 +470,152 @@ MSG_RELWARN = "warning: The norm relative error of output is 10 times that of in
 MSG_COSWARN = "warning: The input/parameters of Cosine > 0.9, and input/parameters - output > 0.1"
 MSG_MD5_WARN = "warning: The parameter of NPU does not match the bench."
 MSG_MD5_ERR = "error: The CRC-32 value of NPU differs from that of the bench."
+_NO_MD5 = ("N/A", "Nan", "")
+_NO_BENCH = ("", "N/A", None)
+
+
+def _ignore_class(rows: list[dict[str, Any]], is_out: list[bool], merge: bool) -> str:
+    """'all', 'input' or '' from the API name of the first input row (§3.4)."""
+    if False not in is_out:
+        return ""
+    parts = str(rows[is_out.index(False)]["NPU Name"]).split(".", 2)
+    api = parts[1] if len(parts) > 1 else ""
+    if merge:
+        api = re.sub(r"_rank\d+$", "", api)
+    if api in ALL_IGNORE:
+        return "all"
+    return "input" if api in INPUT_IGNORE else ""
+
+
+def _row_messages(
+    r: dict[str, Any], out: bool, selected: bool, ignore: str, merge: bool, relerr: bool
+) -> list[str]:
+    """The messages of checkers 1, 2 (summary RelativeErr), 3, 4, 5 and 6 for one row, in order."""
+    msgs = []
+    nd, bd = r["NPU Dtype"], r["Bench Dtype"]
+    if selected:
+        if (_special(r["NPU max"]) or _special(r["NPU min"])) and not (
+            _special(r["Bench max"]) or _special(r["Bench min"])
+        ):
+            msgs.append(MSG_INFNAN)
+    if relerr and out:
+        v = r[NORM_RATIO]
+        if v is not None and abs(v) > 0.5:
+            msgs.append(MSG_RELERR)
+    bench_missing = r.get("Bench Name") in _NO_BENCH
+    if selected and not bench_missing:
+        nrg, brg = r["NPU Requires_grad"], r["Bench Requires_grad"]
+        if nrg and brg and nrg != brg:
+            msgs.append(MSG_RG)
+    if not out and not ignore:
+        if (
+            isinstance(nd, str)
+            and isinstance(bd, str)
+            and "class" in nd
+            and "class" in bd
+            and r["NPU Tensor Shape"] == "[]"
+            and r["NPU max"] != r["Bench max"]
+        ):
+            msgs.append(MSG_PARAM)
+    if selected and not bench_missing:
+        bn = str(r["Bench Name"])
+        if r["NPU Name"] != "N/A" and "qkv" not in bn and "gate_up" not in bn and nd and bd and nd != bd:
+            msgs.append(MSG_DTYPE)
+        if not merge:
+            ns, bs = r["NPU Tensor Shape"], r["Bench Tensor Shape"]
+            if ns is not None and bs is not None and ns != bs:
+                msgs.append(MSG_SHAPE)
+    return msgs
+
+
+def _check_md5(rows: list[dict[str, Any]], is_out: list[bool], ignore: str) -> int:
+    worst = PASS
+    for r, out in zip(rows, is_out):
+        level, msg = PASS, ""
+        if ignore != "input" or out:
+            nm, bm = r["NPU MD5"], r["BENCH MD5"]
+            if nm != bm:
+                if nm in _NO_MD5 or bm in _NO_MD5:
+                    level, msg = WARNING, MSG_MD5_WARN
+                else:
+                    level, msg = ERROR, MSG_MD5_ERR
+        r["Result"] = LEVEL_NAME[level]
+        r["Err_message"] = dumps([msg]) if msg else "[]"
+        worst = max(worst, level)
+    return worst
 
 
 def check_rows(rows: list[dict[str, Any]], mode: str, merge: bool = False) -> int:
-    """Run the checkers on one node's rows in place; return the node's worst level."""
-    levels = [PASS] * len(rows)
-    msgs: list[list[str]] = [[] for _ in rows]
+    """Run the checkers on one node's rows in place; return the node's worst level.
 
-    def flag(i: int, level: int, msg: str) -> None:
-        levels[i] = max(levels[i], level)
-        msgs[i].append(msg)
-
-    out_idx: list[int] = []
-    in_idx: list[int] = []
+    Every checker's rule is that of §3.4; they run row by row (a row's messages keep the checkers'
+    order), with the node-wide quantities (the maximum relative errors of inputs and outputs ...)
+    computed first. A QUIET summary row can only get the RelativeErr message."""
+    is_out = [".output." in (n if n.__class__ is str else str(n)) for n in map(_NPU_NAME, rows)]
+    ignore = _ignore_class(rows, is_out, merge)
+    if ignore == "all" or mode == STRUCTURE:
+        for r in rows:
+            r["Result"] = "pass"
+            r["Err_message"] = "[]"
+        return PASS
+    if mode == MD5:
+        return _check_md5(rows, is_out, ignore)
+    # node-wide checkers: 2 RelativeErr (summary, per output row), 2' OneThousandth, 7 RelativeWarn,
+    # 7' CosineWarn (on the first output row)
+    first_out = is_out.index(True) if True in is_out else -1
+    relerr = first_error = first_warning = False
+    if not ignore:
+        if mode == SUMMARY:
+            a = b = 0.0  # the largest NormRelativeErr ratios of inputs and of outputs
+            for r, out in zip(rows, is_out):
+                v = r[NORM_RATIO]
+                if v is not None:
+                    if out:
+                        if v > b:
+                            b = v
+                    elif v > a:
+                        a = v
+            a, b = abs(a), abs(b)
+            relerr = a < 0.1
+            if first_out >= 0:
+                first_warning = (a == 0 and b > 0.1) or (a != 0 and b / a > 10)
+        elif first_out >= 0:
+            ins = [r for r, out in zip(rows, is_out) if not out]
+            outs = [r for r, out in zip(rows, is_out) if out]
+            first_error = (
+                _min_over(ins, "One Thousandth Err Ratio") > 0.9
+                and _min_over(outs, "One Thousandth Err Ratio") < 0.1
+            )
+            cin = _min_over(ins, "Cosine")
+            first_warning = cin > 0.9 and cin - _min_over(outs, "Cosine") > 0.1
+    worst = PASS
     for i, r in enumerate(rows):
-        (out_idx if ".output." in str(r["NPU Name"]) else in_idx).append(i)
-    ignore = ""
-    if in_idx:
-        parts = str(rows[in_idx[0]]["NPU Name"]).split(".")
-        api = parts[1] if len(parts) > 1 else ""
-        if merge:
-            api = re.sub(r"_rank\d+$", "", api)
-        if api in ALL_IGNORE:
-            ignore = "all"
-        elif api in INPUT_IGNORE:
-            ignore = "input"
-    if ignore != "all" and mode != STRUCTURE:
-        selected = out_idx if ignore == "input" else list(range(len(rows)))
-        if mode == MD5:
-            for i in selected:
-                r = rows[i]
-                if r["NPU MD5"] != r["BENCH MD5"]:
-                    if r["NPU MD5"] in ("N/A", "Nan", "") or r["BENCH MD5"] in ("N/A", "Nan", ""):
-                        flag(i, WARNING, MSG_MD5_WARN)
-                    else:
-                        flag(i, ERROR, MSG_MD5_ERR)
+        out = is_out[i]
+        if r.get(QUIET):
+            v = r[NORM_RATIO]
+            msgs = [MSG_RELERR] if relerr and out and v is not None and abs(v) > 0.5 else []
         else:
-            ins = [rows[i] for i in in_idx]
-            outs = [rows[i] for i in out_idx]
-            in_norm_rel = abs(_max_over(ins, "NormRelativeErr")) if mode == SUMMARY else 0.0
-            # 1 InfNan
-            for i in selected:
-                r = rows[i]
-                if _special(r["Bench max"]) or _special(r["Bench min"]):
-                    continue
-                if _special(r["NPU max"]) or _special(r["NPU min"]):
-                    flag(i, ERROR, MSG_INFNAN)
-            # 2 RelativeErr / 2' OneThousandth
-            if ignore:
-                pass
-            elif mode == SUMMARY:
-                if in_norm_rel < 0.1:
-                    for i in out_idx:
-                        v = _ratio(rows[i]["NormRelativeErr"])
-                        if v is not None and abs(v) > 0.5:
-                            flag(i, ERROR, MSG_RELERR)
-            elif out_idx:
-                if (
-                    _min_over(ins, "One Thousandth Err Ratio") > 0.9
-                    and _min_over(outs, "One Thousandth Err Ratio") < 0.1
-                ):
-                    flag(out_idx[0], ERROR, MSG_THOUSANDTH)
-            # 3 RequiresGrad
-            for i in selected:
-                r = rows[i]
-                if _bench_missing(r) or not r["NPU Requires_grad"] or not r["Bench Requires_grad"]:
-                    continue
-                if r["NPU Requires_grad"] != r["Bench Requires_grad"]:
-                    flag(i, ERROR, MSG_RG)
-            # 4 Parameters
-            for i in in_idx if not ignore else ():
-                r = rows[i]
-                nd, bd = r["NPU Dtype"], r["Bench Dtype"]
-                if (
-                    isinstance(nd, str)
-                    and isinstance(bd, str)
-                    and "class" in nd
-                    and "class" in bd
-                    and r["NPU Tensor Shape"] == "[]"
-                    and r["NPU max"] != r["Bench max"]
-                ):
-                    flag(i, ERROR, MSG_PARAM)
-            # 5 DType
-            for i in selected:
-                r = rows[i]
-                bn = r["Bench Name"]
-                if _bench_missing(r) or r["NPU Name"] == "N/A" or "qkv" in str(bn) or "gate_up" in str(bn):
-                    continue
-                if not r["NPU Dtype"] or not r["Bench Dtype"]:
-                    continue
-                if r["NPU Dtype"] != r["Bench Dtype"]:
-                    flag(i, ERROR, MSG_DTYPE)
-            # 6 Shape
-            if not merge:
-                for i in selected:
-                    r = rows[i]
-                    if _bench_missing(r) or r["NPU Tensor Shape"] is None or r["Bench Tensor Shape"] is None:
-                        continue
-                    if r["NPU Tensor Shape"] != r["Bench Tensor Shape"]:
-                        flag(i, ERROR, MSG_SHAPE)
-            # 7 RelativeWarn / 7' CosineWarn
-            if out_idx and not ignore:
-                if mode == SUMMARY:
-                    a = in_norm_rel
-                    b = abs(_max_over(outs, "NormRelativeErr"))
-                    if (a == 0 and b > 0.1) or (a != 0 and b / a > 10):
-                        flag(out_idx[0], WARNING, MSG_RELWARN)
-                else:
-                    cin = _min_over(ins, "Cosine")
-                    cout = _min_over(outs, "Cosine")
-                    if cin > 0.9 and cin - cout > 0.1:
-                        flag(out_idx[0], WARNING, MSG_COSWARN)
-    for i, r in enumerate(rows):
-        r["Result"] = LEVEL_NAME[levels[i]]
-        r["Err_message"] = json.dumps(msgs[i]) if msgs[i] else "[]"
-    return max(levels, default=PASS)
+            msgs = _row_messages(r, out, ignore != "input" or out, ignore, merge, relerr)
+        level = ERROR if msgs else PASS
+        if i == first_out:
+            if first_error:
+                msgs.insert(0 if not msgs or msgs[0] != MSG_INFNAN else 1, MSG_THOUSANDTH)
+                level = ERROR
+            if first_warning:
+                msgs.append(MSG_COSWARN if mode == TENSOR else MSG_RELWARN)
+                level = max(level, WARNING)
+        if msgs:
+            r["Result"] = LEVEL_NAME[level]
+            r["Err_message"] = dumps(msgs)
+            if level > worst:
+                worst = level
+        else:
+            r["Result"] = "pass"
+            r["Err_message"] = "[]"
+    return worst
+
+
+_NPU_NAME = itemgetter("NPU Name")
 
 
 # ------------------------------------------------------------------------------------ matching
@@ -541,10 +701,13 @@ def match_pairs(
     return pairs
 
 
+_WRITE_BACK_CELLS = {mode: itemgetter(*keys) for mode, keys in WRITE_BACK.items()}
+
+
 def write_back(npu: Node, rows: list[dict[str, Any]], mode: str) -> None:
     keys = WRITE_BACK[mode]
-    cells = itemgetter(*keys)
-    by_name = {r["NPU Name"]: r for r in rows}
+    cells = _WRITE_BACK_CELLS[mode]
+    by_name = dict(zip(map(_NPU_NAME, rows), rows))
     for data in (npu.input_data, npu.output_data):
         for k, item in data.items():
             r = by_name.get(k)
@@ -563,7 +726,7 @@ def compare_pair(
     level = check_rows(rows, mode, merge)
     write_back(npu, rows, mode)
     precision: int | float = LEVEL_INDEX[level]
-    parts = npu.id.split(".")
+    parts = npu.id.split(".", 2)
     if len(parts) > 1 and parts[1] in EMPTY_APIS:
         precision = 1 if mode == MD5 else 0
     npu.precision = precision

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Callable
+from json.encoder import encode_basestring_ascii as _enc
+from operator import itemgetter
 from typing import Any
+
+from msprobe_dask.graph.jsontext import dumps
 
 MAX_DEPTH = 400
 
@@ -22,6 +27,7 @@ SUB_KEYS = (
 STATS = ("Max", "Min", "Mean", "Norm")
 RANK_PARAMS = {"src", "dst", "group_src", "group_dst"}
 P2P_KEYS = ("class_type", "op", "peer", "tag", "group_id")
+P2P_CLASS = "torch.distributed.P2POp"
 
 
 def _default_item(name: str, state: str) -> dict[str, Any]:
@@ -52,17 +58,28 @@ def _np_shape(value: Any) -> str:
         return str(numpy.shape(numpy.array(value, dtype=object)))
 
 
+_BOOL_TEXT = {True: "True", False: "False"}
+_NO_STATS = dict.fromkeys(STATS)
+
+
 def _leaf(leaf: dict[str, Any], name: str, state: str) -> dict[str, Any]:
-    item = {k: (("True" if v else "False") if v.__class__ is bool else v) for k, v in leaf.items()}
+    item = leaf.copy()
+    for k, v in leaf.items():
+        if v.__class__ is bool:
+            item[k] = _BOOL_TEXT[v]
     data_name = leaf.get("data_name") or "-1"
     item["data_name"] = data_name
     item["full_op_name"] = data_name.rsplit(".", 1)[0] if data_name != "-1" else name
     item["state"] = state
     if "requires_grad" not in item:
         item["requires_grad"] = None
-    for s in STATS:
-        if s not in item:
-            item[s] = None
+    if "Max" not in item or "Min" not in item or "Mean" not in item or "Norm" not in item:
+        if item.keys().isdisjoint(STATS):
+            item.update(_NO_STATS)
+        else:
+            for s in STATS:
+                if s not in item:
+                    item[s] = None
     if not item.get("dtype"):
         _fill_non_tensor(item, leaf, name)
     if not item.get("md5"):
@@ -71,7 +88,16 @@ def _leaf(leaf: dict[str, Any], name: str, state: str) -> dict[str, Any]:
 
 
 def _crc32(value: Any) -> str:
-    return format(zlib.crc32(str(value).encode()), "08x")
+    text = str(value)
+    crc = _CRC32_SEEN.get(text)
+    if crc is None:
+        crc = format(zlib.crc32(text.encode()), "08x")
+        if len(_CRC32_SEEN) < 4096:  # scalar arguments repeat (1, -1, True ...): remember the first few
+            _CRC32_SEEN[text] = crc
+    return crc
+
+
+_CRC32_SEEN: dict[str, str] = {}
 
 
 _CRC32_EMPTY = _crc32("")
@@ -81,18 +107,17 @@ def _fill_non_tensor(item: dict[str, Any], leaf: dict[str, Any], name: str) -> N
     """dtype, shape and the statistics of a leaf that is not a tensor (a scalar, a size, a group ...)."""
     kind = leaf.get("type")
     value = leaf.get("value")
-    if kind == "torch.Size":
+    if kind in _SHAPED_KINDS:
         item["dtype"] = kind
-        item["shape"] = str(value)
-    elif kind == "slice":
-        item["dtype"] = kind
-        item["shape"] = _np_shape(value)
-    elif kind == "ellipsis":
-        item["dtype"] = kind
-        item["shape"] = "[]"
-        for s in STATS:
-            item[s] = value
-    elif name.split(".")[-1] in RANK_PARAMS:
+        if kind == "torch.Size":
+            item["shape"] = str(value)
+        elif kind == "slice":
+            item["shape"] = _np_shape(value)
+        else:  # ellipsis
+            item["shape"] = "[]"
+            for s in STATS:
+                item[s] = value
+    elif name.rpartition(".")[2] in RANK_PARAMS:
         item["dtype"] = kind
         item["shape"] = "[]"
         for s in STATS:
@@ -106,10 +131,24 @@ def _fill_non_tensor(item: dict[str, Any], leaf: dict[str, Any], name: str) -> N
             item[s] = ranks
         item["md5"] = ranks
     else:
-        item["dtype"] = str(type(value))
+        item["dtype"] = _type_text(value)
         item["shape"] = "[]"
-        for s in STATS:
-            item[s] = value
+        item["Max"] = item["Min"] = item["Mean"] = item["Norm"] = value
+
+
+_SHAPED_KINDS = frozenset(("torch.Size", "slice", "ellipsis"))
+
+
+_TYPE_TEXT: dict[type, str] = {}
+
+
+def _type_text(value: Any) -> str:
+    """``str(type(value))``, e.g. ``"<class 'int'>"``."""
+    t = type(value)
+    text = _TYPE_TEXT.get(t)
+    if text is None:
+        text = _TYPE_TEXT[t] = str(t)
+    return text
 
 
 def _parse(value: Any, name: str, state: str, out: list[dict[str, Any]], depth: int) -> None:
@@ -120,13 +159,11 @@ def _parse(value: Any, name: str, state: str, out: list[dict[str, Any]], depth: 
     if value is None:
         out.append(_default_item(name, state))
     elif isinstance(value, list):
-        keep = "parameters_grad" in name.split(".")
-        for i, v in enumerate(value):
-            _parse(v, name if keep else f"{name}.{i}", state, out, depth + 1)
+        _parse_list(value, name, state, out, depth)
     elif isinstance(value, dict):
         if not value:
             return
-        if value.get("class_type") == "torch.distributed.P2POp":
+        if value.get("class_type") == P2P_CLASS:
             tensor = value.get("tensor")
             item = _leaf(tensor, name, state) if isinstance(tensor, dict) else _default_item(name, state)
             for k in P2P_KEYS:
@@ -139,19 +176,46 @@ def _parse(value: Any, name: str, state: str, out: list[dict[str, Any]], depth: 
                 _parse(v, f"{name}.{k}", state, out, depth + 1)
 
 
+def _parse_list(value: list[Any], name: str, state: str, out: list[dict[str, Any]], depth: int) -> None:
+    """_parse of a list (at ``depth``): element i is named ``name.i``, except under parameters_grad."""
+    keep = "parameters_grad" in name and "parameters_grad" in name.split(".")
+    prefix = name + "."
+    for i, v in enumerate(value):
+        sub = name if keep else prefix + str(i)
+        # the common element, a leaf, without the recursive call (same depth rule)
+        if (
+            v.__class__ is dict
+            and depth < MAX_DEPTH
+            and v.get("type").__class__ is str
+            and v.get("class_type") != P2P_CLASS
+        ):
+            out.append(_leaf(v, sub, state))
+        else:
+            _parse(v, sub, state, out, depth + 1)
+
+
 def parse_entry(node_id: str, entry: Any) -> list[dict[str, Any]]:
     """Flatten one dump.json entry into items, in the reference's order."""
     out: list[dict[str, Any]] = []
     if not isinstance(entry, dict):
         return out
-    parts = node_id.split(".")
-    if parts[-1] == "parameters_grad" or (len(parts) > 1 and parts[-2] == "parameters_grad"):
-        _parse(entry, node_id, "parameters_grad", out, 0)
-        return out
+    if "parameters_grad" in node_id:
+        parts = node_id.split(".")
+        if parts[-1] == "parameters_grad" or (len(parts) > 1 and parts[-2] == "parameters_grad"):
+            _parse(entry, node_id, "parameters_grad", out, 0)
+            return out
     for key, suffix, state in SUB_KEYS:
-        if key in entry:
-            _parse(entry[key], node_id + suffix, state, out, 0)
+        value = entry.get(key, _ABSENT)
+        if value is _ABSENT:
+            continue
+        if value.__class__ is list:
+            _parse_list(value, node_id + suffix, state, out, 0)
+        else:
+            _parse(value, node_id + suffix, state, out, 0)
     return out
+
+
+_ABSENT = object()
 
 
 def split_items(items: list[dict[str, Any]]) -> tuple[dict[str, dict], dict[str, dict]]:
@@ -170,7 +234,8 @@ def split_items(items: list[dict[str, Any]]) -> tuple[dict[str, dict], dict[str,
 
 # ---------------------------------------------------------------- export formatting (§7.6)
 
-_DECIMAL = re.compile(r"^\d{1,20}\.(\d{1,20})%?$")
+# a string the rule rounds: all decimal digits, with more than 6 after the point
+_LONG_DECIMAL = re.compile(r"^\d{1,20}\.\d{7,20}%?$")
 _PG_KEEP = ("type", "group_ranks", "group_id", "data_name")
 _BATCH_P2P_DROP = ("op", "peer", "tag", "group_id")
 _SKIP = frozenset(("state", "full_op_name", "md5"))
@@ -189,36 +254,52 @@ def _fmt_str(s: str) -> str:
         s = s.replace("'", "")
     if "None" in s:
         s = s.replace("None", "null")
-    # the shortest string _DECIMAL rounds is d.ddddddd (9 characters)
-    if len(s) < 9 or not s[0].isdigit():
+    # the shortest string _LONG_DECIMAL matches is d.ddddddd (9 characters)
+    if len(s) < 9 or not s[0].isdigit() or not _LONG_DECIMAL.match(s):
         return s
-    m = _DECIMAL.match(s)
-    if m and len(m.group(1)) > 6:
-        if s.endswith("%"):
-            return f"{float(s[:-1]):.6f}%"
-        return f"{float(s):.6f}"
+    if s[-1] == "%":
+        return f"{float(s[:-1]):.6f}%"
+    return f"{float(s):.6f}"
+
+
+def _fmt_text(s: str) -> str:
+    """_fmt_str, with the check that most strings need no change inline."""
+    if "'" in s or "None" in s or (len(s) > 8 and s[0].isdigit()):
+        return _fmt_str(s)
     return s
 
 
-def format_item(item: dict[str, Any], keep_md5: bool, batch_p2p: bool) -> dict[str, Any]:
+def _fmt_other(v: Any) -> str:
+    return _fmt_str(v) if isinstance(v, str) else str(v)
+
+
+class ExportedText(str):
+    """A string already in its exported form (a fixed point of the formatting) and safe to stand in
+    JSON as it is: the relative errors the compare writes into items (compare._rel_text)."""
+
+    __slots__ = ()
+
+
+# the exported text of a value, by its class (floats by repr, None as null, strings by _fmt_str,
+# anything else by str); a class missing here takes _fmt_other
+_FORMAT: dict[type, Callable[[Any], str]] = {
+    float: float.__repr__,
+    str: _fmt_text,
+    ExportedText: str.__str__,
+    type(None): {None: "null"}.__getitem__,
+    int: int.__repr__,
+    bool: bool.__repr__,
+    list: list.__repr__,
+}
+
+
+def format_item(item: dict[str, Any], keep_md5: bool, batch_p2p: bool) -> dict[str, str]:
     """A new dict holding the exported form of ``item``."""
     if item.get("type") == "torch.ProcessGroup":
         item = {k: v for k, v in item.items() if k in _PG_KEEP}
     skip = _SKIPPED[bool(keep_md5), bool(batch_p2p)]
-    out: dict[str, Any] = {}
-    for k, v in item.items():
-        if k in skip:
-            continue
-        t = v.__class__
-        if t is float:
-            out[k] = repr(v)
-        elif t is str:
-            # inline pre-check: most strings need no change (see _fmt_str)
-            out[k] = _fmt_str(v) if ("'" in v or "None" in v or (len(v) > 8 and v[0].isdigit())) else v
-        elif v is None:
-            out[k] = "null"
-        else:
-            out[k] = _fmt_str(v) if isinstance(v, str) else str(v)
+    fmt = _FORMAT.get
+    out = {k: fmt(v.__class__, _fmt_other)(v) for k, v in item.items() if k not in skip}
     if out.get("Max") == "null":
         return {"value": "null"}
     return out
@@ -226,3 +307,166 @@ def format_item(item: dict[str, Any], keep_md5: bool, batch_p2p: bool) -> dict[s
 
 def format_items(data: dict[str, dict], keep_md5: bool, batch_p2p: bool) -> dict[str, dict]:
     return {k: format_item(v, keep_md5, batch_p2p) for k, v in data.items()}
+
+
+# ---------------------------------------------------------------- export straight to JSON text
+#
+# items_json gives the text json.dumps gives for the formatted items, without building them: each
+# value's exported text is made ready to stand between the quotes of a JSON string (escaped where
+# needed), and the texts are laid between the JSON pieces of the item's keys.
+
+
+def _json_safe(text: str) -> bool:
+    """``text`` goes into JSON as it is: printable ASCII without a quote or a backslash."""
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+
+
+def _escaped(text: str) -> str:
+    """``text`` as it stands between the quotes of a JSON string."""
+    return text if _json_safe(text) else _enc(text)[1:-1]
+
+
+class _Texts(dict):  # type: ignore[type-arg]
+    """value -> its JSON-ready text, remembered for values of one class (strings, ints and floats
+    repeat: type names, dtypes, "True", small ints, the statistics of a tensor that is the output of
+    one node and the input of the next ...). The memory is dropped when it fills up."""
+
+    def __init__(self, make: Callable[[Any], str], size: int) -> None:
+        super().__init__()
+        self.make = make
+        self.size = size
+
+    def __missing__(self, value: Any) -> str:
+        text = self.make(value)
+        if len(self) >= self.size:
+            self.clear()
+        self[value] = text
+        return text
+
+
+class _FloatTexts(_Texts):
+    """_Texts of floats: zeros are not remembered, as 0.0 == -0.0 but their texts differ."""
+
+    def __missing__(self, value: Any) -> str:
+        return self.make(value) if value == 0.0 else super().__missing__(value)
+
+
+def _str_text(s: str) -> str:
+    return _escaped(_fmt_text(s))
+
+
+def _list_text(v: list[Any]) -> str:
+    text = list.__repr__(v)
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return text
+    return _enc(text)[1:-1]
+
+
+def _other_text(v: Any) -> str:
+    return _escaped(_fmt_other(v))
+
+
+# the JSON-ready exported text of a value, by its class; a class missing here takes _other_text
+_JSON_TEXT: dict[type, Callable[[Any], str]] = {
+    float: _FloatTexts(float.__repr__, 1 << 15).__getitem__,  # repr: always JSON-ready
+    str: _Texts(_str_text, 1 << 12).__getitem__,
+    ExportedText: str.__str__,
+    list: _list_text,
+    int: _Texts(int.__repr__, 1 << 12).__getitem__,
+    type(None): {None: "null"}.__getitem__,
+    bool: {True: "True", False: "False"}.__getitem__,
+}
+
+
+class _Form:
+    """How items with one sequence of keys are exported: the values to take and the JSON pieces the
+    values' texts go between (``parts``: pieces at even positions, texts to fill the odd ones).
+
+    ``memo`` remembers the texts of whole items whose values are all strings, ints, bools or None
+    (scalar arguments repeat, and so do their compare cells): equal values of these classes give
+    equal texts. Floats are left out (0.0 == -0.0), and so are forms whose first item has another
+    class (tensors: a list shape, float statistics that are new each time)."""
+
+    __slots__ = ("take", "parts", "max_at", "memo")
+
+    def __init__(self, keys: tuple[str, ...], skip: frozenset[str], first: tuple[Any, ...]) -> None:
+        kept = tuple(k for k in keys if k not in skip)
+        self.take: Callable[[dict[str, Any]], tuple[Any, ...]] = (
+            itemgetter(*kept) if len(kept) > 1 else (lambda d: tuple(d[k] for k in kept))
+        )
+        opening = ["{"] + ['", '] * (len(kept) - 1)  # the first key opens the object, the others a value
+        pieces = [f'{o}{_enc(k)}: "' for o, k in zip(opening, kept)]
+        self.parts: list[str | None] = [None] * (2 * len(kept) + 1)
+        self.parts[0::2] = [*pieces, '"}' if kept else "{}"]
+        self.max_at = kept.index("Max") if "Max" in kept else -1
+        self.memo: dict[tuple[Any, ...], str] | None = (
+            {} if _MEMO_CLASSES.issuperset(map(type, first)) else None
+        )
+
+
+_MEMO_CLASSES = frozenset((str, int, bool, type(None), ExportedText))
+_MEMO_SIZE = 1024
+_FORMS: dict[frozenset[str], dict[tuple[str, ...], _Form]] = {skip: {} for skip in _SKIPPED.values()}
+_MAX_FORMS = 512  # distinct key sequences remembered per skip set (dumps hold a handful)
+_NULL_ITEM = '{"value": "null"}'
+
+
+def _item_json(item: dict[str, Any], skip: frozenset[str], forms: dict[tuple[str, ...], _Form]) -> str:
+    if item.get("type") == "torch.ProcessGroup":
+        item = {k: v for k, v in item.items() if k in _PG_KEEP}
+    keys = tuple(item)
+    form = forms.get(keys)
+    if form is None:
+        form = _Form(keys, skip, tuple(item.values()))
+        if len(forms) < _MAX_FORMS:
+            forms[keys] = form
+    values = form.take(item)
+    memo = form.memo
+    if memo is not None:
+        classes = tuple(map(type, values))
+        if _MEMO_CLASSES.issuperset(classes):
+            key = (values, classes)
+            text = memo.get(key)
+            if text is None:
+                text = _texts_json(form, values)
+                if len(memo) >= _MEMO_SIZE:
+                    memo.clear()
+                memo[key] = text
+            return text
+    return _texts_json(form, values)
+
+
+def _texts_json(form: _Form, values: tuple[Any, ...]) -> str:
+    text = _JSON_TEXT.get
+    texts = [text(v.__class__, _other_text)(v) for v in values]
+    if form.max_at >= 0 and texts[form.max_at] == "null":
+        return _NULL_ITEM
+    parts = form.parts.copy()
+    parts[1::2] = texts
+    return "".join(parts)  # type: ignore[arg-type]
+
+
+def items_json_for(keep_md5: bool, batch_p2p: bool) -> Callable[[dict[str, dict]], str]:
+    """``items_json`` with these options, as a function of the items alone (for many calls)."""
+    skip = _SKIPPED[bool(keep_md5), bool(batch_p2p)]
+    forms = _FORMS[skip]
+
+    def to_json(data: dict[str, dict]) -> str:
+        if not data:
+            return "{}"
+        texts = [
+            f"{_enc(k)}: {_item_json(item, skip, forms)}" for k, item in data.items() if k.__class__ is str
+        ]
+        if len(texts) != len(data):  # a key that is not a string: json.dumps' rules for it
+            return dumps(format_items(data, keep_md5, batch_p2p))
+        return "{" + ", ".join(texts) + "}"
+
+    return to_json
+
+
+_ITEMS_JSON = {(m, p): items_json_for(m, p) for m in (False, True) for p in (False, True)}
+
+
+def items_json(data: dict[str, dict], keep_md5: bool, batch_p2p: bool) -> str:
+    """``jsontext.dumps(format_items(data, keep_md5, batch_p2p))``, without the intermediate dicts."""
+    return _ITEMS_JSON[bool(keep_md5), bool(batch_p2p)](data)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
-from msprobe_dask.graph.items import format_items
+from msprobe_dask.graph.items import items_json_for
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import Graph, Node
 from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops
@@ -100,7 +101,11 @@ def join_rows(g: Graph, source: str, chunks: list[RowsChunk]) -> GraphRows:
 def chunk_rows(g: Graph, source: str, nodes: list[Node], start: int, md5_mode: bool = False) -> RowsChunk:
     """The rows of ``nodes``, the run of ``g.sorted_nodes()`` that begins at position ``start``."""
     graph_id = f"{source}_{g.step}_{g.rank}"
+    row_id = graph_id + "_"
+    data_path, step, rank = g.data_path, g.step, g.rank
     out = RowsChunk([], [], {})
+    append = out.nodes.append
+    to_json, batch_to_json = items_json_for(md5_mode, False), items_json_for(md5_mode, True)
     stack_index: dict[str, int] = {}
     stack_texts: dict[int, str] = {}  # id(node.stack) -> its JSON: nodes share stack lists
     for order, node in enumerate(nodes, start):
@@ -111,20 +116,22 @@ def chunk_rows(g: Graph, source: str, nodes: list[Node], start: int, md5_mode: b
         if sid is None:
             sid = stack_index[stack_text] = len(out.stacks)
             out.stacks.append(stack_text)
-        batch_p2p = "batch_isend_irecv" in node.id
+        node_id = node.id
+        batch_p2p = "batch_isend_irecv" in node_id
         if batch_p2p:
-            out.p2p[node.id] = batch_p2p_ops(node)
-        inputs = format_items(node.input_data, md5_mode, batch_p2p)
-        outputs = format_items(node.output_data, md5_mode, batch_p2p)
-        out.nodes.append(
+            out.p2p[node_id] = batch_p2p_ops(node)
+        parent = node.parent
+        children = node.children
+        items = batch_to_json if batch_p2p else to_json
+        append(
             [
-                f"{graph_id}_{node.id}",
+                row_id + node_id,
                 graph_id,
                 order,
-                node.id,
+                node_id,
                 node.type,
-                node.parent.id if node.parent is not None else "",
-                dumps([c.id for c in node.children]) if node.children else "",
+                parent.id if parent is not None else "",
+                dumps(list(map(_ID, children))) if children else "",
                 node.precision,
                 node.overflow,
                 node.micro if node.micro is not None else 0,
@@ -133,16 +140,19 @@ def chunk_rows(g: Graph, source: str, nodes: list[Node], start: int, md5_mode: b
                 dumps(node.merge_info) if node.merge_info else "",
                 "{}",
                 0,
-                dumps(inputs),
-                dumps(outputs),
+                items(node.input_data),
+                items(node.output_data),
                 source,
-                g.data_path,
-                g.step,
-                g.rank,
-                1 if node.id.startswith("Distributed") else 0,
+                data_path,
+                step,
+                rank,
+                1 if node_id.startswith("Distributed") else 0,
             ]
         )
     return out
+
+
+_ID = attrgetter("id")
 
 
 def config_row(
