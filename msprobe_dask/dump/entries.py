@@ -112,6 +112,11 @@ def read_dump_doc(path: Path) -> tuple[dict[str, Any], Mapping[str, Any]]:
     if lazy is not None:
         return lazy
     del text  # the full parse reads the file as text, for the usual errors
+    return read_whole_dump_doc(path)
+
+
+def read_whole_dump_doc(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(header, data) of a dump.json parsed whole."""
     doc = read_json(path)
     if not isinstance(doc, dict):
         raise DumpError(path, "top level must be a JSON object")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_dask.dump.dumpjson import read_json
-from msprobe_dask.dump.entries import read_dump_doc
+from msprobe_dask.dump.entries import read_dump_doc, read_whole_dump_doc
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.items import parse_entry, split_items
 from msprobe_dask.graph.model import API, COLLECTION, MODULE, ROOT_ID, Graph, Node, node_type_of
@@ -98,15 +98,7 @@ def load_construct(path: Path) -> tuple[dict[str, str | None], dict[str, int], i
 def load_dump_doc(path: Path, lazy: bool = False) -> tuple[dict[str, Any], Mapping[str, Any]]:
     """(header, data) of dump.json. ``lazy``: data's entries are parsed when looked up (see
     dump/entries.py), so that a build without items parses none of them."""
-    if lazy:
-        return read_dump_doc(path)
-    doc = read_json(path)
-    if not isinstance(doc, dict):
-        raise DumpError(path, "top level must be a JSON object")
-    data = doc.get("data")
-    if not isinstance(data, dict):
-        raise DumpError(path, "has no 'data' mapping")
-    return {k: v for k, v in doc.items() if k != "data"}, data
+    return read_dump_doc(path) if lazy else read_whole_dump_doc(path)
 
 
 def _mentions(path: Path, token: bytes) -> bool:

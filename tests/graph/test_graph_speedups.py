@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import gc
 import json
-import re
 import sqlite3
 from pathlib import Path
 
+from export_rule import text_by_the_rule
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,18 +32,9 @@ def test_dumps_is_json_dumps(obj) -> None:
     assert dumps(obj) == json.dumps(obj)
 
 
-def _fmt_by_the_rule(s: str) -> str:
-    """§7.6 as written: quotes dropped, None -> null, a decimal with more than 6 decimals rounded."""
-    s = s.replace("'", "").replace("None", "null")
-    m = re.match(r"^\d{1,20}\.(\d{1,20})%?$", s)
-    if m and len(m.group(1)) > 6:
-        return f"{float(s[:-1]):.6f}%" if s.endswith("%") else f"{float(s):.6f}"
-    return s
-
-
 @given(st.text(alphabet="0123456789.%'Nonea-\n\u0663", max_size=24))
 def test_decimal_formatting_shortcut(s: str) -> None:
-    assert _fmt_str(s) == _fmt_by_the_rule(s)
+    assert _fmt_str(s) == text_by_the_rule(s)
 
 
 def test_md5_scan_agrees_with_the_walk() -> None:

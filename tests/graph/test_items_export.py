@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
 
+from export_rule import text_by_the_rule
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,14 +15,6 @@ from msprobe_dask.graph.compare import _rel_text
 from msprobe_dask.graph.items import format_items, items_json
 
 _PG_KEEP = ("type", "group_ranks", "group_id", "data_name")
-
-
-def _text_by_the_rule(s: str) -> str:
-    s = s.replace("'", "").replace("None", "null")
-    m = re.match(r"^\d{1,20}\.(\d{1,20})%?$", s)
-    if m and len(m.group(1)) > 6:
-        return f"{float(s[:-1]):.6f}%" if s.endswith("%") else f"{float(s):.6f}"
-    return s
 
 
 def _item_by_the_rule(item: dict[str, Any], keep_md5: bool, batch_p2p: bool) -> dict[str, str]:
@@ -37,7 +29,7 @@ def _item_by_the_rule(item: dict[str, Any], keep_md5: bool, batch_p2p: bool) -> 
         if k in drop:
             continue
         if isinstance(v, str):
-            out[k] = _text_by_the_rule(v)
+            out[k] = text_by_the_rule(v)
         elif v is None:
             out[k] = "null"
         else:
@@ -104,7 +96,7 @@ def test_items_json_repeated_scalar_items() -> None:
 
 @given(st.floats(min_value=0) | st.just(math.nan) | st.floats(min_value=1e-5, max_value=1e10))
 def test_rel_text_is_the_rounded_text(r: float) -> None:
-    assert _rel_text(r) == _text_by_the_rule(str(r) + "%")
+    assert _rel_text(r) == text_by_the_rule(str(r) + "%")
 
 
 def test_rel_text_at_the_edges() -> None:
@@ -126,4 +118,4 @@ def test_rel_text_at_the_edges() -> None:
         math.inf,
         math.nan,
     ):
-        assert _rel_text(r) == _text_by_the_rule(str(r) + "%"), r
+        assert _rel_text(r) == text_by_the_rule(str(r) + "%"), r
