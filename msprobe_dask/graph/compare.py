@@ -1,7 +1,8 @@
 """Two-graph compare: matching (§3.2), per-item rows (§3.3), checkers (§3.4), precision_index (§3.5).
 
 Rows are dicts keyed by the reference's column names; only a few of their cells are written back
-into the NPU node's items (§3.6), the rest feed the checkers.
+into the NPU node's items (§3.6), the rest feed the checkers. Summary rows, the common case, carry
+two keys of their own (NORM_RATIO, QUIET) and leave out the cells no checker will read.
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ _PLAIN_NUMBERS = frozenset((int, float))
 # summary rows also hold the exact NormRelativeErr as a ratio (None where it is not a number): the
 # checkers use it, while the NormRelativeErr cell holds the exported text (see _rel_text)
 NORM_RATIO = "norm_ratio"
+# ... and whether a per-row checker could flag the row at all (see summary_row)
 QUIET = "quiet"
 
 
@@ -195,13 +197,8 @@ def _diffs(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> tuple[list[Any], list[st
             d = x - y
             r = abs(d / y * 100)
             if 1e-4 <= r < 8589934592.0:
-                t = _REL_TEXTS.get(r)
-                if t is None:
-                    t = f"{r:.6f}%"
-                    t = ExportedText(repr(r) + "%" if t[-2] == "0" and round(r, 6) == r else t)
-                    if len(_REL_TEXTS) >= _REL_TEXTS_SIZE:
-                        _REL_TEXTS.clear()
-                    _REL_TEXTS[r] = t
+                t = f"{r:.6f}%"
+                t = ExportedText(repr(r) + "%" if t[-2] == "0" and round(r, 6) == r else t)
             elif r == 0.0:
                 t = "0.0%"
             else:
@@ -222,11 +219,6 @@ def _diffs(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> tuple[list[Any], list[st
             rels.append(t)
     return diffs, rels, ratio
 
-
-# relative errors (1e-4 <= r < 2**33) -> their texts: a tensor compared again (the output of one node
-# is the input of the next) has the same ones
-_REL_TEXTS: dict[float, str] = {}
-_REL_TEXTS_SIZE = 1 << 15
 
 _STATS = ("Max", "Min", "Mean", "Norm")
 _GET_STATS = itemgetter(*_STATS)

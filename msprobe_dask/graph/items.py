@@ -327,9 +327,8 @@ def _escaped(text: str) -> str:
 
 
 class _Texts(dict):  # type: ignore[type-arg]
-    """value -> its JSON-ready text, remembered for values of one class (strings, ints and floats
-    repeat: type names, dtypes, "True", small ints, the statistics of a tensor that is the output of
-    one node and the input of the next ...). The memory is dropped when it fills up."""
+    """value -> its JSON-ready text, remembered for values of one class (strings and ints repeat: type
+    names, dtypes, "True", "pass", small ints ...). The memory is dropped when it fills up."""
 
     def __init__(self, make: Callable[[Any], str], size: int) -> None:
         super().__init__()
@@ -344,19 +343,12 @@ class _Texts(dict):  # type: ignore[type-arg]
         return text
 
 
-class _FloatTexts(_Texts):
-    """_Texts of floats: zeros are not remembered, as 0.0 == -0.0 but their texts differ."""
-
-    def __missing__(self, value: Any) -> str:
-        return self.make(value) if value == 0.0 else super().__missing__(value)
-
-
 def _str_text(s: str) -> str:
     return _escaped(_fmt_text(s))
 
 
 def _list_text(v: list[Any]) -> str:
-    text = list.__repr__(v)
+    text = list.__repr__(v)  # then _escaped, inline (a shape on every tensor)
     if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
         return text
     return _enc(text)[1:-1]
@@ -368,7 +360,7 @@ def _other_text(v: Any) -> str:
 
 # the JSON-ready exported text of a value, by its class; a class missing here takes _other_text
 _JSON_TEXT: dict[type, Callable[[Any], str]] = {
-    float: _FloatTexts(float.__repr__, 1 << 15).__getitem__,  # repr: always JSON-ready
+    float: float.__repr__,  # digits, '.', 'e', '+', '-', 'inf', 'nan': always JSON-ready
     str: _Texts(_str_text, 1 << 12).__getitem__,
     ExportedText: str.__str__,
     list: _list_text,
@@ -405,7 +397,7 @@ class _Form:
 
 
 _MEMO_CLASSES = frozenset((str, int, bool, type(None), ExportedText))
-_MEMO_SIZE = 1024
+_MEMO_SIZE = 256
 _FORMS: dict[frozenset[str], dict[tuple[str, ...], _Form]] = {skip: {} for skip in _SKIPPED.values()}
 _MAX_FORMS = 512  # distinct key sequences remembered per skip set (dumps hold a handful)
 _NULL_ITEM = '{"value": "null"}'
