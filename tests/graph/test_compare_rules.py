@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from msprobe_dask.columns import DIFF_COLUMNS
 from msprobe_dask.graph.compare import MD5, SUMMARY, TENSOR, TENSOR_INDEX, compare_pair
 from msprobe_dask.graph.items import format_item
 from msprobe_dask.graph.model import API, Node
@@ -28,19 +29,7 @@ MSG_MD5_WARN = "warning: The parameter of NPU does not match the bench."
 MSG_MD5_ERR = "error: The CRC-32 value of NPU differs from that of the bench."
 EMPTY = {"empty", "empty_like", "empty_with_format", "new_empty_strided", "new_empty", "empty_strided"}
 BACK = {
-    SUMMARY: (
-        "Max diff",
-        "Min diff",
-        "Mean diff",
-        "L2norm diff",
-        "MaxRelativeErr",
-        "MinRelativeErr",
-        "MeanRelativeErr",
-        "NormRelativeErr",
-        "Requires_grad Consistent",
-        "Result",
-        "Err_message",
-    ),
+    SUMMARY: (*DIFF_COLUMNS, "Requires_grad Consistent", "Result", "Err_message"),
     MD5: ("Result", "Requires_grad Consistent", "Err_message"),
     TENSOR: (*TENSOR_INDEX, "Requires_grad Consistent", "Result", "Err_message"),
 }
