@@ -15,9 +15,12 @@ Task graph (one task per box)::
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,9 +41,10 @@ from msprobe_dask.graph.gcpause import rare_full_collections
 from msprobe_dask.graph.merge.strategy import ParallelParams
 from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.overflow import check_overflow
-from msprobe_dask.graph.rows import GraphRows, config_row, graph_rows
+from msprobe_dask.graph.rows import GraphRows, config_row, graph_rows, read_back
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 from msprobe_dask.writers.atomic import output_dir
+from msprobe_dask.writers.row_parts import RowParts
 
 NPU, BENCH = "NPU", "Bench"
 
@@ -52,6 +56,7 @@ class Options:
     layer_mapping: str | bool | None = None
     tensor_log: bool = False
     merge: bool = False  # parallel-merged graphs: merge checkers in the compare (§3.4)
+    parts: str | None = None  # a folder where forked jobs leave their rows (writers/row_parts.py)
 
 
 @dataclass(slots=True)
@@ -71,9 +76,13 @@ def _build_task(folder: str, step: int, rank: int, items: bool = True) -> Graph:
     return build_graph(GraphSource(folder, step, rank), items)
 
 
+def _row_parts(opts: Options) -> RowParts | None:
+    return RowParts(opts.parts) if opts.parts is not None else None
+
+
 def _finish_build(g: Graph, opts: Options) -> tuple[list[GraphRows], str, int]:
     assign_micro_steps(g)
-    return [build_rows(g, NPU, opts.overflow_check)], "", g.micro_steps
+    return [build_rows(g, NPU, opts.overflow_check, _row_parts(opts))], "", g.micro_steps
 
 
 def _finish_compare(npu: Graph, bench: Graph, opts: Options, where: str) -> tuple[list[GraphRows], str, int]:
@@ -103,7 +112,7 @@ def _finish_compare(npu: Graph, bench: Graph, opts: Options, where: str) -> tupl
         )
     assign_micro_steps(npu, bench)
     if chunked:  # overflow levels set in the chunk jobs
-        rows = compare_rows(npu, bench, pairs, mode, (NPU, BENCH), opts.overflow_check)
+        rows = compare_rows(npu, bench, pairs, mode, (NPU, BENCH), opts.overflow_check, _row_parts(opts))
     else:
         if opts.overflow_check:
             check_overflow(npu)
@@ -150,9 +159,26 @@ def _result(
 
 
 def _write_task(result: VisResult, path: str) -> str:
-    from msprobe_dask.writers.visdb import write_visdb
+    from msprobe_dask.writers.visdb import GraphTables, write_visdb
 
-    return write_visdb(path, [(g.nodes, g.stacks) for g in result.graphs], result.config)
+    graphs = [GraphTables(g.nodes, g.stacks, g.spilled, g.graph_id) for g in result.graphs]
+    return write_visdb(path, graphs, result.config)
+
+
+def _unspill(result: VisResult) -> VisResult:
+    for g in result.graphs:
+        read_back(g)
+    return result
+
+
+@contextlib.contextmanager
+def _parts_folder() -> Iterator[str]:
+    """A new temporary folder for the run's part files, removed with what it holds at the end."""
+    folder = tempfile.mkdtemp(prefix="msprobe_dask-rows-")
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------------ graph
@@ -239,9 +265,10 @@ def build_graphs(
     """Build (and compare) the graphs; return the rows a vis.db would hold, without writing anything.
     ``parallel``: merge each side's rank graphs first (see graph_visualize). ``client``: a dask Client
     to compute on; otherwise ``run`` chooses the scheduler, workers and progress reporting."""
-    opts = Options(overflow_check, fuzzy_match, layer_mapping)
-    result, _ = _any_plan(target, golden, opts, parallel)
-    return _compute(result, client, run)
+    with _parts_folder() as parts:
+        opts = Options(overflow_check, fuzzy_match, layer_mapping, parts=parts)
+        result, _ = _any_plan(target, golden, opts, parallel)
+        return _unspill(_compute(result, client, run))
 
 
 def output_name(compare: bool, ts: str | None = None) -> str:
@@ -269,12 +296,15 @@ def graph_visualize(
     ``json_output`` a merge build writes ``step{s}/rank{r}/{construct,dump,stack}.json`` instead."""
     import dask
 
-    opts = Options(overflow_check, fuzzy_match, layer_mapping, tensor_log)
     ts = time.strftime("%Y%m%d%H%M%S", time.localtime())
-    result, compare = _any_plan(target, golden, opts, parallel, json_output)
     out = Path(output_path)
     if out.exists() and not out.is_dir():
         raise OutputError(out, "is not a folder")
+    # the plan checks the inputs before anything is made in ``out``; the part files go into ``out``
+    # (the vis.db's disk) once it exists
+    parts = out / f".msprobe_dask-rows-{os.getpid()}-{ts}"
+    opts = Options(overflow_check, fuzzy_match, layer_mapping, tensor_log, parts=str(parts))
+    result, compare = _any_plan(target, golden, opts, parallel, json_output)
     path = out / output_name(compare, ts)
     if parallel and json_output:
         from msprobe_dask.graph.merge.export_json import write_merged_json
@@ -283,4 +313,11 @@ def graph_visualize(
     else:
         written = dask.delayed(_write_task)(result, str(path), dask_key_name="write-visdb")
     with output_dir(out):  # a bad input leaves nothing behind, not even the folders we made
-        return _compute(written, client, run)
+        try:
+            parts.mkdir()
+        except OSError as exc:
+            raise OutputError(out, f"cannot write into the output folder: {exc.strerror or exc}") from None
+        try:
+            return _compute(written, client, run)
+        finally:
+            shutil.rmtree(parts, ignore_errors=True)

@@ -10,20 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 from msprobe_dask.graph.build import parse_items
 from msprobe_dask.graph.compare import MD5, compare_subtrees
 from msprobe_dask.graph.forked import run_jobs, usable_cpus
 from msprobe_dask.graph.model import COLLECTION, Graph, Node
 from msprobe_dask.graph.overflow import overflow_levels
-from msprobe_dask.graph.rows import COL, GraphRows, RowsChunk, chunk_rows, join_rows
+from msprobe_dask.graph.rows import COL, GraphRows, RowsChunk, StackIds, chunk_rows, join_rows, number_stacks
+from msprobe_dask.writers.row_parts import RowParts
 
 CHUNKS = 16  # chunk jobs per graph, so that the processes' shares even out
 CHUNK_NODES = (250, 2_000)  # bounds of a chunk's size in nodes
 PROCESS_NODES = 2_000  # below this much work (in Bench-node units) per extra process, forking does not pay
 COMPARE_WEIGHT = 3  # an NPU node (compare + rows) costs about 3 Bench nodes (rows)
-ORDER, SID = COL["node_order"], COL["stack_id"]
+ORDER, DISTRIBUTED = COL["node_order"], COL["is_distributed"]
 
 
 def _in_collection(node: Node, root: Node) -> bool:
@@ -57,13 +57,19 @@ def _run_size(n: int) -> int:
     return min(max(n // CHUNKS, CHUNK_NODES[0]), CHUNK_NODES[1])
 
 
-def build_rows(g: Graph, source: str, overflow: bool = False) -> GraphRows:
+def build_rows(g: Graph, source: str, overflow: bool = False, parts: RowParts | None = None) -> GraphRows:
     """graph_rows(g, source) in chunks (items parsed on the way if the graph was built without).
-    ``overflow``: set the nodes' overflow levels in the jobs (-oc; check_overflow need not run first)."""
+    ``overflow``: set the nodes' overflow levels in the jobs (-oc; check_overflow need not run first).
+    ``parts``: where forked jobs leave their rows (see GraphRows.spilled)."""
     nodes = g.sorted_nodes()
+    ids = number_stacks(nodes)
     runs = subtree_runs(nodes, g.root, _run_size(len(nodes)))
-    jobs = [partial(_rows_job, g, source, False, overflow, nodes[lo:hi], lo) for lo, hi in runs]
-    return join_rows(g, source, run_jobs(jobs, _processes(len(nodes))))
+    jobs = [partial(_rows_job, g, source, False, overflow, nodes[lo:hi], lo, ids) for lo, hi in runs]
+    spill = partial(_spill, parts, f"{source}_{g.step}_{g.rank}") if parts is not None else None
+    chunks = run_jobs(jobs, _processes(len(nodes)), spill)
+    if parts is not None:
+        parts.close()
+    return join_rows(g, source, chunks)
 
 
 def compare_rows(
@@ -73,6 +79,7 @@ def compare_rows(
     mode: str,
     sources: tuple[str, str],
     overflow: bool = False,
+    parts: RowParts | None = None,
 ) -> tuple[GraphRows, GraphRows]:
     """compare_graphs' work after matching (``pairs``), then graph_rows of both sides, in chunks.
 
@@ -86,6 +93,7 @@ def compare_rows(
     partners = dict(pairs)
     npu_nodes = npu.sorted_nodes()
     bench_nodes = bench.sorted_nodes()
+    ids = (number_stacks(npu_nodes), number_stacks(bench_nodes))
     position = {node: i for i, node in enumerate(bench_nodes)}
     owned: set[Node] = set()  # Bench nodes whose rows an NPU job makes (the first to meet them)
     jobs: list[Callable[[], tuple[RowsChunk | None, RowsChunk]]] = []
@@ -98,19 +106,39 @@ def compare_rows(
                 owned.add(b)
                 mine.append(position[b])
         job = partial(
-            _compare_rows_job, npu, bench, partners, mode, sources, overflow, run, lo, mine, bench_nodes
+            _compare_rows_job, npu, bench, partners, mode, sources, overflow, run, lo, mine, bench_nodes, ids
         )
         jobs.append(job)
     rest = [i for i, b in enumerate(bench_nodes) if b not in owned]
     size = _run_size(len(bench_nodes))
     for k in range(0, len(rest), size):
-        jobs.append(
-            partial(_bench_rows_job, bench, sources[1], md5, overflow, rest[k : k + size], bench_nodes)
-        )
-    results = run_jobs(jobs, _processes(COMPARE_WEIGHT * len(npu_nodes) + len(bench_nodes)))
+        part = rest[k : k + size]
+        jobs.append(partial(_bench_rows_job, bench, sources[1], md5, overflow, part, bench_nodes, ids[1]))
+    spill = None
+    if parts is not None:
+        tables = (f"{sources[0]}_{npu.step}_{npu.rank}", f"{sources[1]}_{bench.step}_{bench.rank}")
+        spill = partial(_spill_pair, parts, tables)
+    results = run_jobs(jobs, _processes(COMPARE_WEIGHT * len(npu_nodes) + len(bench_nodes)), spill)
+    if parts is not None:
+        parts.close()
     npu_rows = join_rows(npu, sources[0], [r for r, _ in results if r is not None])
-    bench_rows = join_rows(bench, sources[1], [_in_order(len(bench_nodes), [b for _, b in results])])
+    bench_rows = join_rows(bench, sources[1], [b for _, b in results], made_out_of_order=True)
     return npu_rows, bench_rows
+
+
+def _spill(parts: RowParts, table: str, chunk: RowsChunk) -> RowsChunk:
+    """The chunk with its rows put into ``parts``: only the communication rows stay (linking across
+    ranks updates them)."""
+    path = parts.put(table, chunk.nodes)
+    kept = [row for row in chunk.nodes if row[DISTRIBUTED] == 1]
+    return RowsChunk(kept, chunk.stacks, chunk.p2p, path)
+
+
+def _spill_pair(
+    parts: RowParts, tables: tuple[str, str], pair: tuple[RowsChunk | None, RowsChunk]
+) -> tuple[RowsChunk | None, RowsChunk]:
+    npu, bench = pair
+    return (_spill(parts, tables[0], npu) if npu is not None else None, _spill(parts, tables[1], bench))
 
 
 def _compare_rows_job(
@@ -124,6 +152,7 @@ def _compare_rows_job(
     start: int,
     bench_positions: list[int],
     bench_nodes: list[Node],
+    ids: tuple[StackIds, StackIds],
 ) -> tuple[RowsChunk, RowsChunk]:
     """The NPU rows of ``nodes`` (compared), and the Bench rows at ``bench_positions``."""
     parse_items(npu, nodes)
@@ -132,51 +161,36 @@ def _compare_rows_job(
     md5 = mode == MD5
     if overflow:
         overflow_levels(npu, nodes)
-    rows = chunk_rows(npu, sources[0], nodes, start, md5)
+    rows = chunk_rows(npu, sources[0], nodes, start, ids[0], md5)
     _drop_items(npu, nodes)
-    return rows, _bench_rows_job(bench, sources[1], md5, overflow, bench_positions, bench_nodes)[1]
+    bench_rows = _bench_rows_job(bench, sources[1], md5, overflow, bench_positions, bench_nodes, ids[1])[1]
+    return rows, bench_rows
 
 
 def _bench_rows_job(
-    bench: Graph, source: str, md5: bool, overflow: bool, positions: list[int], bench_nodes: list[Node]
+    bench: Graph,
+    source: str,
+    md5: bool,
+    overflow: bool,
+    positions: list[int],
+    bench_nodes: list[Node],
+    ids: StackIds,
 ) -> tuple[None, RowsChunk]:
     """The rows of the Bench nodes at ``positions`` (in sorted_nodes()), each with its node_order."""
     nodes = [bench_nodes[i] for i in positions]
-    rows = _rows_job(bench, source, md5, overflow, nodes, 0)
+    rows = _rows_job(bench, source, md5, overflow, nodes, 0, ids)
     for row, pos in zip(rows.nodes, positions):
         row[ORDER] = pos
     return None, rows
 
 
-def _in_order(n: int, chunks: list[RowsChunk]) -> RowsChunk:
-    """One chunk holding the rows of ``chunks`` (made out of order) in node order, with stacks indexed
-    by first use in that order, as join_rows expects."""
-    slots: list[list[Any] | None] = [None] * n
-    p2p: dict[str, Any] = {}
-    for chunk in chunks:
-        for made in chunk.nodes:
-            made[SID] = chunk.stacks[made[SID]]
-            slots[made[ORDER]] = made
-        p2p.update(chunk.p2p)
-    out = RowsChunk([], [], p2p)
-    index: dict[str, int] = {}
-    for row in slots:
-        assert row is not None, "a Bench node without a row"
-        text = row[SID]
-        i = index.get(text)
-        if i is None:
-            i = index[text] = len(out.stacks)
-            out.stacks.append(text)
-        row[SID] = i
-        out.nodes.append(row)
-    return out
-
-
-def _rows_job(g: Graph, source: str, md5: bool, overflow: bool, nodes: list[Node], start: int) -> RowsChunk:
+def _rows_job(
+    g: Graph, source: str, md5: bool, overflow: bool, nodes: list[Node], start: int, ids: StackIds
+) -> RowsChunk:
     parse_items(g, nodes)
     if overflow:
         overflow_levels(g, nodes)
-    rows = chunk_rows(g, source, nodes, start, md5)
+    rows = chunk_rows(g, source, nodes, start, ids, md5)
     _drop_items(g, nodes)
     return rows
 

@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -51,17 +52,28 @@ def _in_dask_worker() -> bool:
     return True
 
 
-def run_jobs(jobs: Sequence[Callable[[], T]], processes: int) -> list[T]:
+def run_jobs(
+    jobs: Sequence[Callable[[], T]], processes: int, spill: Callable[[T], T] | None = None
+) -> list[T]:
     """``[job() for job in jobs]``, run by this process and up to ``processes - 1`` forked children
-    (fewer while other threads' children take the other CPUs)."""
+    (fewer while other threads' children take the other CPUs).
+
+    ``spill``: when the jobs do run in several processes, applied to each result in the process that
+    made it, before the result travels (it may park the bulk of it somewhere cheaper than the pipe)."""
     processes = min(processes, len(jobs))
     if processes <= 1 or not can_fork() or len(jobs) * _SIZE > 65536:
         return [job() for job in jobs]
     extra = _reserve(processes - 1)
     try:
-        return _run(jobs, extra) if extra else [job() for job in jobs]
+        if not extra:
+            return [job() for job in jobs]
+        return _run([partial(_then, job, spill) for job in jobs] if spill else jobs, extra)
     finally:
         _release(extra)
+
+
+def _then(job: Callable[[], T], after: Callable[[T], T]) -> T:
+    return after(job())
 
 
 def _reserve(wanted: int) -> int:

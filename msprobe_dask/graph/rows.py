@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from msprobe_dask.graph.items import items_json_for
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import Graph, Node
 from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops
+from msprobe_dask.writers.row_parts import read_rows
 
 NODE_COLUMNS = (
     "id",
@@ -52,7 +53,10 @@ COL = {name: i for i, name in enumerate(NODE_COLUMNS)}
 
 @dataclass(slots=True)
 class GraphRows:
-    """The exported form of one graph: tb_nodes rows (as lists, in node order) and tb_stack rows."""
+    """The exported form of one graph: tb_nodes rows (as lists, in node order) and tb_stack rows.
+
+    If ``spilled`` names part files (writers/row_parts.py), the rows are there, and ``nodes`` holds
+    only the communication rows (``is_distributed``), which linking across ranks still updates."""
 
     source: str
     step: int
@@ -61,44 +65,97 @@ class GraphRows:
     stacks: list[tuple[str, str]] = field(default_factory=list)
     micro_steps: int = 1
     p2p: dict[str, list[P2POp]] = field(default_factory=dict)  # batch_isend_irecv node -> its ops
+    spilled: list[str] = field(default_factory=list)
+
+    @property
+    def graph_id(self) -> str:
+        return f"{self.source}_{self.step}_{self.rank}"
 
 
 @dataclass(slots=True)
 class RowsChunk:
-    """The rows of a run of consecutive nodes (see graph_rows). Until ``join_rows``, a row's stack_id
-    cell is an index into ``stacks``, the chunk's distinct stack texts in order of first use."""
+    """The rows of some nodes of one graph (see chunk_rows): ``stacks`` holds (number, text) of the
+    stack ids whose first use is among them; ``spilled``: the part file holding ``nodes`` (then only
+    the communication rows stay in ``nodes``)."""
 
     nodes: list[list[Any]]
-    stacks: list[str]
+    stacks: list[tuple[int, str]]
     p2p: dict[str, list[P2POp]]
+    spilled: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StackIds:
+    """A graph's tb_stack ids, numbered by first use in node order as the reference numbers them, and
+    fixed before any row is made, so that chunks made in any order and any process agree."""
+
+    of_list: dict[int, int]  # id(node.stack) -> its number (equal stacks share one)
+    first: dict[int, int]  # id(node) -> number, for the node that uses a number first
+
+
+def number_stacks(nodes: list[Node]) -> StackIds:
+    """``nodes``: the graph's sorted_nodes()."""
+    numbers: dict[Any, int] = {}
+    of_list: dict[int, int] = {}
+    first: dict[int, int] = {}
+    for node in nodes:
+        key = id(node.stack)
+        if key in of_list:
+            continue
+        content = _stack_key(node.stack)
+        n = numbers.get(content)
+        if n is None:
+            n = numbers[content] = len(numbers)
+            first[id(node)] = n
+        of_list[key] = n
+    return StackIds(of_list, first)
+
+
+def _stack_key(stack: Any) -> Any:
+    """A key equal for two stacks exactly when their JSON texts are equal: the tuple of the lines (a
+    stack is a list of strings), else the text."""
+    if stack.__class__ is list and all(line.__class__ is str for line in stack):
+        return tuple(stack)
+    return dumps(stack)
+
+
+def read_back(g: GraphRows) -> None:
+    """Read the rows of a spilled graph back from its part files into ``nodes`` (keeping the
+    communication rows of ``nodes``, which linking across ranks may have updated)."""
+    if not g.spilled:
+        return
+    updated = {row[_ORDER_COLUMN]: row for row in g.nodes}
+    g.nodes = [updated.get(row[_ORDER_COLUMN], row) for row in read_rows(g.spilled, g.graph_id)]
+    g.spilled = []
 
 
 def graph_rows(g: Graph, source: str, md5_mode: bool = False) -> GraphRows:
-    return join_rows(g, source, [chunk_rows(g, source, g.sorted_nodes(), 0, md5_mode)])
+    nodes = g.sorted_nodes()
+    return join_rows(g, source, [chunk_rows(g, source, nodes, 0, number_stacks(nodes), md5_mode)])
 
 
-def join_rows(g: Graph, source: str, chunks: list[RowsChunk]) -> GraphRows:
-    """The chunks' rows in order, with stack ids numbered by first use over the whole graph."""
-    graph_id = f"{source}_{g.step}_{g.rank}"
+def join_rows(g: Graph, source: str, chunks: list[RowsChunk], made_out_of_order: bool = False) -> GraphRows:
+    """The chunks' rows in order (``made_out_of_order``: put in node order), and the stack rows in id
+    order."""
     out = GraphRows(source, g.step, g.rank, micro_steps=g.micro_steps)
-    stack_ids: dict[str, str] = {}
-    sid_col = COL["stack_id"]
+    prefix = f"{out.graph_id}_"
+    stacks: list[tuple[int, str]] = []
     for chunk in chunks:
-        sids = []
-        for text in chunk.stacks:
-            sid = stack_ids.get(text)
-            if sid is None:
-                sid = stack_ids[text] = f"{graph_id}_{len(stack_ids)}"
-                out.stacks.append((sid, text))
-            sids.append(sid)
-        for row in chunk.nodes:
-            row[sid_col] = sids[row[sid_col]]
         out.nodes.extend(chunk.nodes)
+        stacks.extend(chunk.stacks)
         out.p2p.update(chunk.p2p)
+        if chunk.spilled is not None and chunk.spilled not in out.spilled:
+            out.spilled.append(chunk.spilled)
+    if made_out_of_order:
+        out.nodes.sort(key=_ORDER)
+    stacks.sort()
+    out.stacks = [(f"{prefix}{n}", text) for n, text in stacks]
     return out
 
 
-def chunk_rows(g: Graph, source: str, nodes: list[Node], start: int, md5_mode: bool = False) -> RowsChunk:
+def chunk_rows(
+    g: Graph, source: str, nodes: list[Node], start: int, stack_ids: StackIds, md5_mode: bool = False
+) -> RowsChunk:
     """The rows of ``nodes``, the run of ``g.sorted_nodes()`` that begins at position ``start``."""
     graph_id = f"{source}_{g.step}_{g.rank}"
     row_id = graph_id + "_"
@@ -106,16 +163,15 @@ def chunk_rows(g: Graph, source: str, nodes: list[Node], start: int, md5_mode: b
     out = RowsChunk([], [], {})
     append = out.nodes.append
     to_json, batch_to_json = items_json_for(md5_mode, False), items_json_for(md5_mode, True)
-    stack_index: dict[str, int] = {}
-    stack_texts: dict[int, str] = {}  # id(node.stack) -> its JSON: nodes share stack lists
+    number_of, first = stack_ids.of_list, stack_ids.first
+    sid_texts: dict[int, str] = {}
     for order, node in enumerate(nodes, start):
-        stack_text = stack_texts.get(id(node.stack))
-        if stack_text is None:
-            stack_text = stack_texts[id(node.stack)] = dumps(node.stack)
-        sid = stack_index.get(stack_text)
+        n = number_of[id(node.stack)]
+        sid = sid_texts.get(n)
         if sid is None:
-            sid = stack_index[stack_text] = len(out.stacks)
-            out.stacks.append(stack_text)
+            sid = sid_texts[n] = f"{row_id}{n}"
+        if id(node) in first:
+            out.stacks.append((n, dumps(node.stack)))
         node_id = node.id
         batch_p2p = "batch_isend_irecv" in node_id
         if batch_p2p:
@@ -153,6 +209,8 @@ def chunk_rows(g: Graph, source: str, nodes: list[Node], start: int, md5_mode: b
 
 
 _ID = attrgetter("id")
+_ORDER_COLUMN = COL["node_order"]
+_ORDER = itemgetter(_ORDER_COLUMN)
 
 
 def config_row(

@@ -14,9 +14,10 @@ import shutil
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from msprobe_dask.errors import OutputError
+from msprobe_dask.writers.row_parts import copy_select
 
 NODES_DDL = """CREATE TABLE tb_nodes (
     id TEXT PRIMARY KEY,
@@ -75,20 +76,31 @@ CACHE_KIB = 64 * 1024  # page cache while inserting and indexing (bounded; SQLit
 PAGE_SIZE = 65536
 
 
+ID, MATCHED_DISTRIBUTED = 0, 13  # positions of tb_nodes' columns
+
+
+class GraphTables(NamedTuple):
+    """One graph's rows, in write order: tb_nodes and tb_stack rows. With ``parts`` (row_parts files
+    whose table ``table`` holds the tb_nodes rows), the rows are copied from there, and ``nodes`` are
+    only the rows whose matched_distributed cell changed since."""
+
+    nodes: Sequence[Sequence[Any]]
+    stacks: Sequence[tuple[str, str]]
+    parts: Sequence[str] = ()
+    table: str = ""
+
+
 def _create_schema(con: sqlite3.Connection) -> None:
     for ddl in (NODES_DDL, STACK_DDL, CONFIG_DDL):
         con.execute(ddl.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
 
 
-def write_visdb(
-    path: str | os.PathLike[str],
-    graphs: Iterable[tuple[Sequence[Sequence[Any]], Sequence[tuple[str, str]]]],
-    config: Sequence[Any],
-) -> str:
-    """Write ``graphs`` (each: tb_nodes rows, tb_stack rows, in write order) and the tb_config row.
+def write_visdb(path: str | os.PathLike[str], graphs: Iterable[GraphTables], config: Sequence[Any]) -> str:
+    """Write ``graphs`` and the tb_config row.
 
-    Returns the final path. Everything happens in one transaction on a temporary file that is
-    renamed to ``path`` at the end.
+    Returns the final path. Everything happens on a temporary file that is renamed to ``path`` at the
+    end, in one transaction (one per graph copied from part files: SQLite detaches a database only
+    between transactions).
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -108,9 +120,12 @@ def write_visdb(
         con.execute("BEGIN")
         _create_schema(con)
         node_sql = f"INSERT INTO tb_nodes VALUES ({','.join('?' * N_NODE_COLUMNS)})"
-        for nodes, stacks in graphs:
-            con.executemany(node_sql, nodes)
-            con.executemany("INSERT INTO tb_stack (id, stack_info) VALUES (?, ?)", stacks)
+        for g in graphs:
+            if g.parts:
+                _copy_parts(con, g)
+            else:
+                con.executemany(node_sql, g.nodes)
+            con.executemany("INSERT INTO tb_stack (id, stack_info) VALUES (?, ?)", g.stacks)
         con.execute("INSERT OR IGNORE INTO tb_config VALUES (?,?,?,?,?,?,?,?,?)", tuple(config))
         for ddl in INDEXES:
             con.execute(ddl.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
@@ -129,3 +144,17 @@ def write_visdb(
                     pass
     os.replace(tmp, path)
     return str(path)
+
+
+def _copy_parts(con: sqlite3.Connection, g: GraphTables) -> None:
+    for i, part in enumerate(g.parts):
+        con.execute(f"ATTACH DATABASE ? AS p{i}", (part,))
+    con.execute(f"INSERT INTO tb_nodes {copy_select(len(g.parts), g.table)}")
+    con.executemany(
+        "UPDATE tb_nodes SET matched_distributed = ? WHERE id = ?",
+        [(row[MATCHED_DISTRIBUTED], row[ID]) for row in g.nodes],
+    )
+    con.execute("COMMIT")
+    for i in range(len(g.parts)):
+        con.execute(f"DETACH DATABASE p{i}")
+    con.execute("BEGIN")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from msprobe_dask.writers.visdb import CONFIG_DDL, NODES_DDL, PAGE_SIZE, STACK_DDL, write_visdb
+from msprobe_dask.writers.visdb import CONFIG_DDL, NODES_DDL, PAGE_SIZE, STACK_DDL, GraphTables, write_visdb
 
 
 def _row(node_id: str, order: int) -> list:
@@ -25,7 +25,7 @@ def _pragma(path: Path, name: str):
 
 def test_a_new_file_has_big_pages_wal_and_the_reference_schema(tmp_path: Path) -> None:
     path = tmp_path / "build_1.vis.db"
-    write_visdb(path, [([_row("a", 0)], [("NPU_0_0_0", "[]")])], CONFIG)
+    write_visdb(path, [GraphTables([_row("a", 0)], [("NPU_0_0_0", "[]")])], CONFIG)
     assert _pragma(path, "page_size") == PAGE_SIZE
     assert _pragma(path, "journal_mode") == "wal"
     with sqlite3.connect(path) as con:
@@ -42,7 +42,7 @@ def test_an_existing_file_keeps_its_rows_and_page_size(tmp_path: Path) -> None:
         for ddl in (NODES_DDL, STACK_DDL, CONFIG_DDL):
             con.execute(ddl)
         con.execute(f"INSERT INTO tb_nodes VALUES ({','.join('?' * 22)})", _row("old", 0))
-    write_visdb(path, [([_row("new", 1)], [])], CONFIG)
+    write_visdb(path, [GraphTables([_row("new", 1)], [])], CONFIG)
     assert _pragma(path, "page_size") == 4096
     with sqlite3.connect(path) as con:
         assert con.execute("SELECT node_name FROM tb_nodes ORDER BY rowid").fetchall() == [("old",), ("new",)]
