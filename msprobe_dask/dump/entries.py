@@ -178,15 +178,19 @@ def _entries(
     if lo == hi:
         return True
     pad = b"\n" + b" " * indent
-    if not text.startswith(pad + b'"', lo):
+    line = re.escape(pad) + _NAME
+    first = re.compile(line).match(text, lo)
+    if first is None:
         return False
-    firsts = list(re.compile(re.escape(pad) + _NAME).finditer(text, lo, hi))
+    # every later entry's line follows the "," that ends the value before it (an entry line without
+    # it is not found, and fails the count of shallow lines below)
+    firsts = [first, *re.compile(b"," + line).finditer(text, first.end(), hi)]
     starts = list(map(re.Match.end, firsts))
-    ends = list(map(sub, map(re.Match.start, firsts[1:]), repeat(1)))  # the "," before the next entry
-    if not all(map(text.startswith, repeat(b","), ends)):
-        return False
+    ends = list(map(re.Match.start, firsts[1:]))  # the "," before the next entry
     ends.append(hi)
     names = _names(list(map(re.Match.group, firsts, repeat(1))))
+    if names is None:
+        return False
     spans.update(zip(names, zip(starts, ends)))
     if len(spans) != len(names):  # a name given twice: json keeps the last value, the scan the first
         return False
@@ -212,12 +216,15 @@ def _entries(
     return True
 
 
-def _names(raw: list[bytes]) -> list[str]:
-    """Entry names from their JSON text (between the quotes)."""
+def _names(raw: list[bytes]) -> list[str] | None:
+    """Entry names from their JSON text (between the quotes); None if one holds an invalid escape."""
     joined = b"\0".join(raw)  # names hold no raw control character
     names = joined.decode("utf-8").split("\0")
     if b"\\" in joined:
-        names = [json.loads(b'"' + r + b'"') if b"\\" in r else n for r, n in zip(raw, names)]
+        try:
+            names = [json.loads(b'"' + r + b'"') if b"\\" in r else n for r, n in zip(raw, names)]
+        except ValueError:
+            return None
     return names
 
 

@@ -18,6 +18,7 @@ from msprobe_dask.graph.model import API, COLLECTION, MODULE, ROOT_ID, Graph, No
 
 BWD = re.compile(r"(\.backward\.)(\d+)$")
 FWD = re.compile(r"(\.forward\.)(\d+)$")
+FRAME = re.compile(r"File (.*?), line \d+, in ([^,]*)")  # a stack line's file and function
 PARAMS_GRAD = re.compile(r"\.parameters_grad(?:\.\d+)?$")
 NO_FORWARD_STACK = ["This backward node cannot find the forward node and cannot retrieve stack information."]
 MEGATRON_KEY = "megatron_micro_step_number"
@@ -119,31 +120,49 @@ def graph_data_path(doc: Mapping[str, Any], construct_json: Path) -> str | None:
 # ------------------------------------------------------------------------------------ building
 
 
+def _renamed(m: re.Match[str], word: str) -> str:
+    r"""``m.string`` (``m`` a BWD or FWD match) with ``word`` for its direction: what
+    ``BWD.sub(r".forward.\2", m.string)`` gives for "forward", without re's template expansion
+    (a Python call per substitution)."""
+    s = m.string
+    return f"{s[: m.start(1)]}.{word}.{s[m.start(2) :]}"
+
+
+def _backward_of(node_id: str) -> str:
+    r"""``FWD.sub(r".backward.\2", node_id)``."""
+    m = FWD.search(node_id)
+    return node_id if m is None else _renamed(m, "backward")
+
+
 def _repair_parent(sub: str, up: str | None, construct: Mapping[str, str | None]) -> str | None:
-    m = BWD.search(sub)
-    if up is not None:
-        if m:
-            sp, upp = sub.split("."), up.split(".")
-            if len(sp) >= 5 and len(upp) >= 4 and ".".join(sp[:-4]) != ".".join(upp[:-3]):
-                fwd = BWD.sub(r".forward.\2", sub)
-                if fwd in construct:
-                    fp = construct[fwd]
-                    if fp is None:
-                        return None
-                    cand = FWD.sub(r".backward.\2", fp)
-                    if cand in construct:
-                        return cand
+    if ".backward" not in sub:  # only backward nodes are repaired: most nodes leave here
         return up
-    if m:
-        fp = construct.get(BWD.sub(r".forward.\2", sub))
+    if sub.endswith(".backward"):  # an API's backward node; a module's (X.backward.N) matches BWD
+        if up is None:
+            fp = construct.get(sub.replace("backward", "forward"))
+            if fp:
+                cand = fp.replace("forward", "backward")
+                if cand in construct:
+                    return cand
+        return up
+    m = BWD.search(sub)
+    if m is None:
+        return up
+    if up is None:
+        fp = construct.get(_renamed(m, "forward"))
         if fp:
-            cand = FWD.sub(r".backward.\2", fp)
+            cand = _backward_of(fp)
             if cand in construct:
                 return cand
-    elif sub.endswith(".backward"):
-        fp = construct.get(sub.replace("backward", "forward"))
-        if fp:
-            cand = fp.replace("forward", "backward")
+        return up
+    sp, upp = sub.split("."), up.split(".")
+    if len(sp) >= 5 and len(upp) >= 4 and ".".join(sp[:-4]) != ".".join(upp[:-3]):
+        fwd = _renamed(m, "forward")
+        if fwd in construct:
+            fp = construct[fwd]
+            if fp is None:
+                return None
+            cand = _backward_of(fp)
             if cand in construct:
                 return cand
     return up
@@ -165,27 +184,30 @@ class _Builder:
         self.nodes: dict[str, Node] = {ROOT_ID: self.root}
 
     def _stack_for(self, node_id: str) -> list[str]:
+        """Its stack.json lines; a backward node without any shows its forward twin's
+        (``X.backward``: ``X.forward``'s, ``X.backward.N``: ``X.forward.0``'s)."""
         stack = self.stacks.get(node_id, [])
-        if stack:
+        if stack or ".backward" not in node_id:
             return stack
-        if BWD.search(node_id):
-            twin = self.nodes.get(BWD.sub(".forward.0", node_id))
-            return twin.stack if twin is not None else NO_FORWARD_STACK
         if node_id.endswith(".backward"):
-            twin = self.nodes.get(node_id.replace("backward", "forward"))
-            return twin.stack if twin is not None else NO_FORWARD_STACK
-        return stack
+            twin_id = node_id.replace("backward", "forward")
+        else:
+            m = BWD.search(node_id)
+            if m is None:
+                return stack
+            twin_id = f"{node_id[: m.start()]}.forward.0{node_id[m.end() :]}"
+        twin = self.nodes.get(twin_id)
+        return twin.stack if twin is not None else NO_FORWARD_STACK
 
     def get(self, node_id: str) -> Node:
         node = self.nodes.get(node_id)
         if node is not None:
             return node
-        node = Node(node_id, node_type_of(node_id))
-        if self.items:
-            node.input_data, node.output_data = _items(node_id, self.data)
-        node.stack = self._stack_for(node_id)
-        if self.micro is not None:
-            node.micro = self.micro.get(node_id, 0)
+        inputs, outputs = _items(node_id, self.data) if self.items else ({}, {})
+        micro = self.micro.get(node_id, 0) if self.micro is not None else None
+        stack = self._stack_for(node_id)
+        # positional: a third faster than keywords, for every node of the graph
+        node = Node(node_id, node_type_of(node_id), None, [], inputs, outputs, stack, micro)
         self.nodes[node_id] = node
         return node
 
@@ -193,7 +215,7 @@ class _Builder:
 def _stack_shows_recompute(lines: list[str]) -> bool:
     frames = []
     for line in lines:
-        m = re.match(r"File (.*?), line \d+, in ([^,]*)", line)
+        m = FRAME.match(line)
         if m:
             frames.append((m.group(1), m.group(2).strip()))
     for i, (path, func) in enumerate(frames):
@@ -227,8 +249,9 @@ def _handle_recompute(b: _Builder, framework: str) -> None:
             stack = c.stack
             m = BWD.search(c.id)
             if m:
-                twin = b.nodes.get(BWD.sub(r".forward.\2", c.id))
-                stack = twin.stack if twin is not None else b.stacks.get(BWD.sub(r".forward.\2", c.id), [])
+                fwd = _renamed(m, "forward")
+                twin = b.nodes.get(fwd)
+                stack = twin.stack if twin is not None else b.stacks.get(fwd, [])
             if not _stack_shows_recompute(stack):
                 continue
         cands.append(c)
@@ -278,7 +301,7 @@ def _handle_recompute(b: _Builder, framework: str) -> None:
         ref = lst.pop()
         if ref.parent is None:
             continue
-        new_parent = b.nodes.get(FWD.sub(r".backward.\2", ref.parent.id))
+        new_parent = b.nodes.get(_backward_of(ref.parent.id))
         if new_parent is None or c.id in new_parent.ancestors() or new_parent is c:
             continue
         idx = root.children.index(c)

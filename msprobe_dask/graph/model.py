@@ -10,18 +10,23 @@ from typing import Any
 ROOT_ID = "DefaultModel"
 MODULE, API, COLLECTION = 0, 1, 9
 
-_MODULE_RE = re.compile(r"^(Module.|Cell.|optimizer|clip_grad|DefaultModel)")
-_API_RE = re.compile(
-    r"^(Tensor.|Torch.|Functional.|NPU.|VF.|Distributed.|Aten.|Mint.|Primitive.|Jit.|MintFunctional.|MindSpeed.)"
+_API_PREFIXES = tuple(
+    "Tensor. Torch. Functional. NPU. VF. Distributed. Aten. Mint. Primitive. Jit. MintFunctional. "
+    "MindSpeed.".split()
 )
+# the same prefixes as the reference matches them: each "." is any character but a newline
+_API_RE = re.compile("^(" + "|".join(_API_PREFIXES) + ")")
 
 
 def node_type_of(node_id: str) -> int:
-    if _MODULE_RE.match(node_id):
-        return MODULE
-    if _API_RE.match(node_id):
+    """API if the id starts with an API prefix, else module (Module., Cell., optimizer, clip_grad,
+    DefaultModel and unknown prefixes alike: no module prefix starts like an API one). The string
+    tests answer for the usual ids, the regex for the rest."""
+    if node_id.startswith(_API_PREFIXES):
         return API
-    return MODULE
+    if node_id.startswith(("Module.", "Cell.")):
+        return MODULE
+    return API if _API_RE.match(node_id) else MODULE
 
 
 @dataclass(slots=True, eq=False)

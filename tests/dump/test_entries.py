@@ -149,6 +149,15 @@ def test_misleading_indentation_falls_back(tmp_path: Path) -> None:
     assert not isinstance(read_dump_doc(path)[1], DumpEntries)
 
 
+def test_an_entry_line_without_a_comma_before_it_falls_back(tmp_path: Path) -> None:
+    """A nested key indented like an entry right after its object's "{": the scan finds entries after
+    a ",", so the line is one more shallow line than entries and closes, and the file is parsed whole."""
+    path = tmp_path / "dump.json"
+    path.write_text('{\n "data": {\n  "a": {\n  "x": 1\n  },\n  "b": 2\n }\n}')
+    header, data = read_dump_doc(path)
+    assert not isinstance(data, DumpEntries) and data == {"a": {"x": 1}, "b": 2}
+
+
 def test_crlf_falls_back(tmp_path: Path) -> None:
     path = tmp_path / "dump.json"
     path.write_bytes(json.dumps(DOC, indent=1).replace("\n", "\r\n").encode())
@@ -171,6 +180,8 @@ def test_truncated_file_is_the_usual_error(tmp_path: Path) -> None:
         ("[1]", "top level must be a JSON object"),
         ('{\n "data": [\n  1\n ]\n}', "has no 'data' mapping"),
         ('{\n "task": "statistics"\n}', "has no 'data' mapping"),
+        ('{\n "data": {\n  "a": 1\n  "b": 2\n }\n}', "dump.json: is not valid JSON"),  # no comma
+        ('{\n "data": {\n  "a\\\\m": 1,\n  "b\\m": 2\n }\n}', "dump.json: is not valid JSON"),  # "\m"
     ],
 )
 def test_not_a_dump(tmp_path: Path, text: str, problem: str) -> None:

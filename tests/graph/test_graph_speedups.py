@@ -1,10 +1,12 @@
 """The shortcuts taken for speed give the plain computation's answers: the JSON encoder, the decimal
-formatting pre-check, the md5 scan, the garbage collector context and the vis.db journal."""
+formatting pre-check, the md5 scan, the node type and direction renames of the build, the garbage
+collector context and the vis.db journal."""
 
 from __future__ import annotations
 
 import gc
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -12,11 +14,21 @@ from export_rule import text_by_the_rule
 from hypothesis import given
 from hypothesis import strategies as st
 
-from msprobe_dask.graph.build import GraphSource, build_graph
+from msprobe_dask.graph.build import (
+    BWD,
+    FWD,
+    NO_FORWARD_STACK,
+    GraphSource,
+    _backward_of,
+    _Builder,
+    _renamed,
+    build_graph,
+)
 from msprobe_dask.graph.compare import data_has_md5
 from msprobe_dask.graph.gcpause import THRESHOLDS, rare_full_collections
 from msprobe_dask.graph.items import _fmt_str
 from msprobe_dask.graph.jsontext import dumps
+from msprobe_dask.graph.model import API, MODULE, Node, node_type_of
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -41,6 +53,62 @@ def test_md5_scan_agrees_with_the_walk() -> None:
     for case in ("md5_mix", "stat_mix", "transformer_big"):
         g = build_graph(GraphSource(str(DATA / case / "target")), items=False)
         assert (not g.no_md5) == data_has_md5(g.data), case
+
+
+_PREFIXES = (
+    "Module Cell optimizer clip_grad DefaultModel Tensor Torch Functional NPU VF Distributed Aten Mint "
+    "Primitive Jit MintFunctional MindSpeed Mo Mi".split()
+)
+# node ids made of the pieces the type and direction rules look at: a prefix, the character after it,
+# a middle, a direction and a call number
+_ids = st.tuples(
+    st.sampled_from([*_PREFIXES, ""]),
+    st.sampled_from([".", "\n", "", "x"]),
+    st.sampled_from(["", "relu.0", "layer.backward.forward.1", "a.backward"]),
+    st.sampled_from(["", ".forward", ".backward", ".forward.", ".backward.", "backward"]),
+    st.sampled_from(["", "0", "3", "12", "1\n", "x"]),
+).map("".join)
+
+
+@given(_ids)
+def test_node_type_shortcut(node_id: str) -> None:
+    module = re.match(r"^(Module.|Cell.|optimizer|clip_grad|DefaultModel)", node_id)
+    api = re.match(
+        r"^(Tensor.|Torch.|Functional.|NPU.|VF.|Distributed.|Aten.|Mint.|Primitive.|Jit.|MintFunctional.|"
+        r"MindSpeed.)",
+        node_id,
+    )
+    assert node_type_of(node_id) == (API if api and not module else MODULE)
+
+
+@given(_ids)
+def test_direction_renames_are_the_regex_substitutions(node_id: str) -> None:
+    assert _backward_of(node_id) == FWD.sub(r".backward.\2", node_id)
+    m = BWD.search(node_id)
+    if m:
+        assert _renamed(m, "forward") == BWD.sub(r".forward.\2", node_id)
+
+
+def _plain_stack(b: _Builder, node_id: str) -> list[str]:
+    stack = b.stacks.get(node_id, [])
+    if stack:
+        return stack
+    if BWD.search(node_id):
+        twin = b.nodes.get(BWD.sub(".forward.0", node_id))
+        return twin.stack if twin is not None else NO_FORWARD_STACK
+    if node_id.endswith(".backward"):
+        twin = b.nodes.get(node_id.replace("backward", "forward"))
+        return twin.stack if twin is not None else NO_FORWARD_STACK
+    return stack
+
+
+@given(_ids, st.booleans())
+def test_a_backward_node_shows_its_forward_twins_stack(node_id: str, with_twins: bool) -> None:
+    b = _Builder({}, {}, None, items=False)
+    if with_twins:
+        for twin in {BWD.sub(".forward.0", node_id), node_id.replace("backward", "forward")} - {node_id}:
+            b.nodes[twin] = Node(twin, MODULE, stack=[f"{twin}'s line"])
+    assert b._stack_for(node_id) == _plain_stack(b, node_id)
 
 
 def test_gc_thresholds_raised_inside_and_restored() -> None:
