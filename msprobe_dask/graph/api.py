@@ -19,9 +19,11 @@ import contextlib
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from msprobe_dask.errors import ConfigError, DumpError, OutputError
 from msprobe_dask.graph import layout
 from msprobe_dask.graph.build import GraphSource, assign_micro_steps, build_graph, parse_all_items
 from msprobe_dask.graph.chunks import build_rows, compare_rows
+from msprobe_dask.graph.codec import decode, encode
 from msprobe_dask.graph.compare import (
     CONFIG_TASK,
     compare_graphs,
@@ -37,6 +40,7 @@ from msprobe_dask.graph.compare import (
     node_colors,
     tool_tip,
 )
+from msprobe_dask.graph.forked import call_in_child
 from msprobe_dask.graph.gcpause import rare_full_collections
 from msprobe_dask.graph.merge.strategy import ParallelParams
 from msprobe_dask.graph.model import Graph
@@ -72,8 +76,41 @@ class VisResult:
 
 
 def _build_task(folder: str, step: int, rank: int, items: bool = True) -> Graph:
-    """``items=False``: the finish task parses the nodes' items (build.parse_items)."""
-    return build_graph(GraphSource(folder, step, rank), items)
+    """``items=False``: the finish task parses the nodes' items (build.parse_items).
+
+    A build is pure Python: two threads building at once (the two sides of a compare, two ranks)
+    would share one CPU. So while another build runs in this process, a big lazy build is done by a
+    forked child and sent back flat (graph/codec.py)."""
+    global _builds
+    src = GraphSource(folder, step, rank)
+    with _builds_lock:
+        others = _builds
+        _builds += 1
+    try:
+        if others and not items and _size(src.dump_json) >= FORK_BUILD_BYTES:
+            flat = call_in_child(partial(_flat_build, src))
+            if flat is not None:
+                return decode(flat)
+        return build_graph(src, items)
+    finally:
+        with _builds_lock:
+            _builds -= 1
+
+
+FORK_BUILD_BYTES = 1 << 20  # a dump.json smaller than this builds faster than a fork pays back
+_builds = 0  # build tasks running in this process
+_builds_lock = threading.Lock()
+
+
+def _flat_build(src: GraphSource) -> tuple[Any, ...]:
+    return encode(build_graph(src, False))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # build_graph gives the error
 
 
 def _row_parts(opts: Options) -> RowParts | None:

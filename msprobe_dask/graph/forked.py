@@ -76,6 +76,29 @@ def _then(job: Callable[[], T], after: Callable[[T], T]) -> T:
     return after(job())
 
 
+def call_in_child(fn: Callable[[], T]) -> T | None:
+    """``fn()`` run by a forked child while this thread waits for it without holding the GIL, so the
+    process's other threads go on (two graphs of a compare are built at once this way). None if no
+    CPU is free or the child failed: the caller then calls ``fn`` itself (and gets its error)."""
+    if not can_fork():
+        return None
+    extra = _reserve(1)
+    try:
+        if not extra:
+            return None
+        queue_r, queue_w = os.pipe()
+        os.write(queue_w, (0).to_bytes(_SIZE, "little"))
+        os.close(queue_w)
+        try:
+            pid, fd = _fork([fn], queue_r)
+        finally:
+            os.close(queue_r)
+        done = _collect(pid, fd)
+        return done[0][1] if done else None
+    finally:
+        _release(extra)
+
+
 def _reserve(wanted: int) -> int:
     global _children
     with _lock:

@@ -1,0 +1,75 @@
+"""A graph built in a forked child and sent back flat (graph/codec.py) is the graph built here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from msprobe_dask.graph import api, forked
+from msprobe_dask.graph.build import GraphSource, build_graph
+from msprobe_dask.graph.codec import decode, encode
+from msprobe_dask.graph.model import Graph
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+CASES = ["stat_mix/target", "md5_mix/golden", "transformer_big/target", "multirank/target/step0/rank1"]
+
+
+def _shape(g: Graph) -> list[tuple]:
+    """Everything a build sets, node by node, with links as ids."""
+    return [
+        (
+            key,
+            n.id,
+            n.type,
+            n.parent.id if n.parent is not None else None,
+            [c.id for c in n.children],
+            n.stack,
+            n.micro,
+        )
+        for key, n in g.nodes.items()
+    ]
+
+
+def _same(a: Graph, b: Graph) -> None:
+    assert _shape(a) == _shape(b)
+    assert a.root.id == b.root.id and a.root is a.nodes[a.root.id]
+    assert (a.task, a.framework, a.data_path, a.micro_steps, a.megatron, a.step, a.rank) == (
+        b.task,
+        b.framework,
+        b.data_path,
+        b.micro_steps,
+        b.megatron,
+        b.step,
+        b.rank,
+    )
+    assert (a.header, a.folder, a.no_md5, a.items_pending) == (b.header, b.folder, b.no_md5, b.items_pending)
+    assert dict(a.data) == dict(b.data)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_flat_graph_decodes_to_the_built_graph(case: str) -> None:
+    g = build_graph(GraphSource(str(DATA / case), 1, 2), items=False)
+    _same(decode(encode(g)), g)
+
+
+def test_a_graph_holding_more_than_a_build_sets_is_refused() -> None:
+    g = build_graph(GraphSource(str(DATA / "stat_mix" / "target")), items=True)
+    with pytest.raises(ValueError, match="more than a build sets"):
+        encode(g)
+
+
+def test_build_task_builds_in_a_child_while_another_build_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build task that starts while another runs is built by a forked child: the same graph."""
+    monkeypatch.setattr(api, "FORK_BUILD_BYTES", 0)
+    monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
+    decoded: list[Graph] = []
+    monkeypatch.setattr(api, "decode", lambda flat: decoded.append(decode(flat)) or decoded[-1])
+    folder = str(DATA / "transformer_big" / "target")
+    monkeypatch.setattr(api, "_builds", 1)  # another build task is running
+    in_child = api._build_task(folder, 0, 0, False)
+    assert decoded == [in_child]
+    monkeypatch.setattr(api, "_builds", 0)
+    here = api._build_task(folder, 0, 0, False)
+    assert len(decoded) == 1
+    _same(in_child, here)
