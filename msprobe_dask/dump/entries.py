@@ -4,7 +4,8 @@ msProbe writes dump.json with ``json.dump(..., indent=1)`` (merge exports use ``
 JSON a raw newline is always whitespace between tokens (strings escape theirs), so inside the ``data``
 object a line of exactly two indent units followed by ``"name": `` starts an entry, and the entry's value
 runs to the ``,`` before the next such line. A scan of the bytes finds those lines and the byte span of
-each value without parsing it; ``json.loads`` of one span gives what the full parse gives for that entry.
+each value without parsing it; ``json.loads`` of one span gives what the full parse gives for that entry
+(fastjson.loads gives the same, faster).
 
 The scan checks the layout where it relies on it (see ``_entries``) and gives up on anything else:
 compact files, tabs, CRLF, duplicate entry names, a truncated file, lines indented less than an entry.
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_dask.dump.dumpjson import read_json
+from msprobe_dask.dump.fastjson import loads
 from msprobe_dask.errors import DumpError
 
 _FIRST_KEY = re.compile(rb'\{\n( +)"')
@@ -77,8 +79,8 @@ class DumpEntries(Mapping[str, Any]):
             return self._small[key]
         start, end = self._spans[key]
         try:
-            return json.loads(self._text[start:end].decode("utf-8"))
-        except (ValueError, UnicodeDecodeError):  # JSONDecodeError is a ValueError
+            return loads(self._text[start:end])
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             return self._fall_back()[key]
 
     def __repr__(self) -> str:

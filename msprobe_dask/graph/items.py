@@ -13,7 +13,7 @@ from json.encoder import encode_basestring_ascii as _enc
 from operator import itemgetter
 from typing import Any
 
-from msprobe_dask.graph.jsontext import dumps
+from msprobe_dask.graph.jsontext import dumps, float_text
 
 MAX_DEPTH = 400
 
@@ -360,7 +360,7 @@ def _other_text(v: Any) -> str:
 
 # the JSON-ready exported text of a value, by its class; a class missing here takes _other_text
 _JSON_TEXT: dict[type, Callable[[Any], str]] = {
-    float: float.__repr__,  # digits, '.', 'e', '+', '-', 'inf', 'nan': always JSON-ready
+    float: float_text,  # digits, '.', 'e', '+', '-', 'inf', 'nan': always JSON-ready
     str: _Texts(_str_text, 1 << 12).__getitem__,
     ExportedText: str.__str__,
     list: _list_text,

@@ -1,5 +1,5 @@
 """``dumps(obj)``: the text of ``json.dumps(obj)`` (default options) at a fraction of the cost for the
-small lists and dicts a vis.db row holds.
+small lists and dicts a vis.db row holds; ``float_text(x)``: ``repr(x)``, faster.
 
 ``json.dumps`` builds a new encoder on every call, which costs more than encoding a short list (3 us
 against 0.6 us measured for a one-string list). Here the C encoder of the standard library is built
@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
+
+import orjson
 
 
 def _make_dumps() -> Callable[[Any], str]:
@@ -35,3 +37,12 @@ def _make_dumps() -> Callable[[Any], str]:
 
 
 dumps = _make_dumps()
+
+
+def float_text(x: float) -> str:
+    """``repr(x)``, made by orjson where its text is repr's: both write the shortest digits that read
+    back as ``x``, and the same text for 1e-4 <= |x| < 1e16 (below, orjson writes 0.00001 where repr
+    writes 1e-05). A third of repr's cost: the statistics of a vis.db row need a dozen."""
+    if 1e-4 <= x < 1e16 or -1e16 < x <= -1e-4:
+        return orjson.dumps(x).decode()
+    return repr(x)
