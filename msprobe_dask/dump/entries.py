@@ -86,6 +86,18 @@ class DumpEntries(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"DumpEntries({str(self._path)!r}, {len(self)} entries)"
 
+    def without_text(self, text: bytes) -> tuple[Any, ...] | None:
+        """What rebuilds these entries with with_text(..., ``text``), if they were read from bytes
+        equal to ``text`` (else None): the entries sent to a process that holds those bytes already."""
+        if self._full is not None or self._text != text:
+            return None
+        return self._path, self._spans, self._small
+
+    @classmethod
+    def with_text(cls, state: tuple[Any, ...], text: bytes) -> DumpEntries:
+        path, spans, small = state
+        return cls(path, text, spans, small)
+
     def _fall_back(self) -> dict[str, Any]:
         """Parse the whole file: raises its DumpError, or (the scan misread a valid file) gives data.
 

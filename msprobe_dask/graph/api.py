@@ -88,9 +88,10 @@ def _build_task(folder: str, step: int, rank: int, items: bool = True) -> Graph:
         _builds += 1
     try:
         if others and not items and _size(src.dump_json) >= FORK_BUILD_BYTES:
-            flat = call_in_child(partial(_flat_build, src))
+            text = _read_bytes(src.dump_json)  # the child's too: its entries come back without them
+            flat = call_in_child(partial(_flat_build, src, text))
             if flat is not None:
-                return decode(flat)
+                return decode(flat, text)
         return build_graph(src, items)
     finally:
         with _builds_lock:
@@ -102,8 +103,8 @@ _builds = 0  # build tasks running in this process
 _builds_lock = threading.Lock()
 
 
-def _flat_build(src: GraphSource) -> tuple[Any, ...]:
-    return encode(build_graph(src, False))
+def _flat_build(src: GraphSource, text: bytes | None) -> tuple[Any, ...]:
+    return encode(build_graph(src, False), text)
 
 
 def _size(path: Path) -> int:
@@ -111,6 +112,13 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0  # build_graph gives the error
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None  # build_graph gives the error
 
 
 def _row_parts(opts: Options) -> RowParts | None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from msprobe_dask.dump.entries import DumpEntries
 from msprobe_dask.graph import api, forked
 from msprobe_dask.graph.build import GraphSource, build_graph
 from msprobe_dask.graph.codec import decode, encode
@@ -53,6 +54,25 @@ def test_flat_graph_decodes_to_the_built_graph(case: str) -> None:
     _same(decode(encode(g)), g)
 
 
+def test_entries_go_without_the_bytes_the_receiver_holds() -> None:
+    """Lazy entries read from the bytes the receiver holds come back without them, on those bytes; read
+    from other bytes, they come with their own."""
+    g = build_graph(GraphSource(str(DATA / "stat_mix" / "target")), items=False)
+    text = Path(g.data._path).read_bytes()  # type: ignore[attr-defined]
+    assert isinstance(g.data, DumpEntries)
+    flat = encode(g, text)
+    assert flat[-2]["data"] is None and flat[-1] is not None
+    held = decode(flat, text)
+    _same(held, g)
+    assert held.data._text is text  # type: ignore[attr-defined]
+    other = text.replace(b"torch", b"TORCH")
+    flat = encode(g, other)
+    assert flat[-1] is None and flat[-2]["data"] is g.data
+    _same(decode(flat, other), g)
+    with pytest.raises(ValueError, match="without the bytes"):
+        decode(encode(g, text))
+
+
 def test_a_graph_holding_more_than_a_build_sets_is_refused() -> None:
     g = build_graph(GraphSource(str(DATA / "stat_mix" / "target")), items=True)
     with pytest.raises(ValueError, match="more than a build sets"):
@@ -64,11 +84,12 @@ def test_build_task_builds_in_a_child_while_another_build_runs(monkeypatch: pyte
     monkeypatch.setattr(api, "FORK_BUILD_BYTES", 0)
     monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
     decoded: list[Graph] = []
-    monkeypatch.setattr(api, "decode", lambda flat: decoded.append(decode(flat)) or decoded[-1])
+    monkeypatch.setattr(api, "decode", lambda flat, text: decoded.append(decode(flat, text)) or decoded[-1])
     folder = str(DATA / "transformer_big" / "target")
     monkeypatch.setattr(api, "_builds", 1)  # another build task is running
     in_child = api._build_task(folder, 0, 0, False)
     assert decoded == [in_child]
+    assert isinstance(in_child.data, DumpEntries)
     monkeypatch.setattr(api, "_builds", 0)
     here = api._build_task(folder, 0, 0, False)
     assert len(decoded) == 1
