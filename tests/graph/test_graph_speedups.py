@@ -126,3 +126,20 @@ def test_visdb_is_left_in_wal_mode_without_side_files(tmp_path: Path) -> None:
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     con.close()
+
+
+def test_tree_walk_is_the_post_order_dfs() -> None:
+    """sorted_nodes' walk for trees gives the DFS's order, and hands over to it on shared nodes and
+    cycles."""
+    for case in ("transformer_big/target", "multirank/target/step0/rank1", "stat_mix/golden"):
+        g = build_graph(GraphSource(str(DATA / case)), items=False)
+        assert g._tree_post_order() == g._post_order() == g.sorted_nodes(), case
+    g = build_graph(GraphSource(str(DATA / "stat_mix" / "target")), items=False)
+    first = g.root.children[0]
+    g.root.children.append(first)  # one node under the root twice
+    assert g._tree_post_order() is None
+    assert g.sorted_nodes() == g._post_order() and g.sorted_nodes().count(first) == 1
+    g.root.children.pop()
+    first.children.append(g.root)  # a cycle
+    assert g._tree_post_order() is None
+    assert g.sorted_nodes() == g._post_order() and g.sorted_nodes()[-1] is g.root
