@@ -15,6 +15,14 @@ from typing import Any
 
 from msprobe_dask.graph.jsontext import dumps, float_text
 
+try:
+    from operator import call  # Python 3.11
+except ImportError:  # pragma: no cover
+
+    def call(f: Callable[[Any], Any], x: Any) -> Any:  # type: ignore[misc]
+        return f(x)
+
+
 MAX_DEPTH = 400
 
 SUB_KEYS = (
@@ -373,15 +381,11 @@ _JSON_TEXT: dict[type, Callable[[Any], str]] = {
 class _Form:
     """How items with one sequence of keys are exported: the values to take and the JSON pieces the
     values' texts go between (``parts``: pieces at even positions, texts to fill the odd ones).
+    ``kinds``: the _Kind of each sequence of the values' classes seen."""
 
-    ``memo`` remembers the texts of whole items whose values are all strings, ints, bools or None
-    (scalar arguments repeat, and so do their compare cells): equal values of these classes give
-    equal texts. Floats are left out (0.0 == -0.0), and so are forms whose first item has another
-    class (tensors: a list shape, float statistics that are new each time)."""
+    __slots__ = ("take", "parts", "max_at", "kinds")
 
-    __slots__ = ("take", "parts", "max_at", "memo")
-
-    def __init__(self, keys: tuple[str, ...], skip: frozenset[str], first: tuple[Any, ...]) -> None:
+    def __init__(self, keys: tuple[str, ...], skip: frozenset[str]) -> None:
         kept = tuple(k for k in keys if k not in skip)
         self.take: Callable[[dict[str, Any]], tuple[Any, ...]] = (
             itemgetter(*kept) if len(kept) > 1 else (lambda d: tuple(d[k] for k in kept))
@@ -391,15 +395,45 @@ class _Form:
         self.parts: list[str | None] = [None] * (2 * len(kept) + 1)
         self.parts[0::2] = [*pieces, '"}' if kept else "{}"]
         self.max_at = kept.index("Max") if "Max" in kept else -1
-        self.memo: dict[tuple[Any, ...], str] | None = (
-            {} if _MEMO_CLASSES.issuperset(map(type, first)) else None
-        )
+        self.kinds: dict[tuple[type, ...], _Kind] = {}
+
+    def new_kind(self, classes: tuple[type, ...]) -> _Kind:
+        kind = _Kind(classes, self.max_at)
+        if len(self.kinds) < _MAX_FORMS:
+            self.kinds[classes] = kind
+        return kind
 
 
+class _Kind:
+    """How the items of one form whose values have one sequence of classes are exported: the text
+    function of each value, and ``null_at``, the position of a Max value whose text may be "null"
+    (which makes the whole item ``{"value": "null"}``), or -1.
+
+    ``memo`` remembers the texts of whole items whose values are all strings, ints, bools or None
+    (scalar arguments repeat, and so do their compare cells): equal values of these classes give
+    equal texts. Floats are left out (0.0 == -0.0), and so are lists (tensor shapes)."""
+
+    __slots__ = ("texts", "null_at", "memo")
+
+    def __init__(self, classes: tuple[type, ...], max_at: int) -> None:
+        self.texts = tuple(_JSON_TEXT.get(c, _other_text) for c in classes)
+        self.null_at = max_at if max_at >= 0 and classes[max_at] not in _NEVER_NULL else -1
+        self.memo: dict[tuple[Any, ...], str] | None = {} if _MEMO_CLASSES.issuperset(classes) else None
+
+    def json(self, form: _Form, values: tuple[Any, ...]) -> str:
+        at = self.null_at
+        if at >= 0 and self.texts[at](values[at]) == "null":
+            return _NULL_ITEM
+        parts = form.parts.copy()
+        parts[1::2] = map(call, self.texts, values)
+        return "".join(parts)  # type: ignore[arg-type]
+
+
+_NEVER_NULL = frozenset((float, int, bool, list, ExportedText))  # classes whose text is never "null"
 _MEMO_CLASSES = frozenset((str, int, bool, type(None), ExportedText))
 _MEMO_SIZE = 256
 _FORMS: dict[frozenset[str], dict[tuple[str, ...], _Form]] = {skip: {} for skip in _SKIPPED.values()}
-_MAX_FORMS = 512  # distinct key sequences remembered per skip set (dumps hold a handful)
+_MAX_FORMS = 512  # distinct key sequences remembered per skip set (dumps hold a handful), and kinds per form
 _NULL_ITEM = '{"value": "null"}'
 
 
@@ -409,33 +443,22 @@ def _item_json(item: dict[str, Any], skip: frozenset[str], forms: dict[tuple[str
     keys = tuple(item)
     form = forms.get(keys)
     if form is None:
-        form = _Form(keys, skip, tuple(item.values()))
+        form = _Form(keys, skip)
         if len(forms) < _MAX_FORMS:
             forms[keys] = form
     values = form.take(item)
-    memo = form.memo
-    if memo is not None:
-        classes = tuple(map(type, values))
-        if _MEMO_CLASSES.issuperset(classes):
-            key = (values, classes)
-            text = memo.get(key)
-            if text is None:
-                text = _texts_json(form, values)
-                if len(memo) >= _MEMO_SIZE:
-                    memo.clear()
-                memo[key] = text
-            return text
-    return _texts_json(form, values)
-
-
-def _texts_json(form: _Form, values: tuple[Any, ...]) -> str:
-    text = _JSON_TEXT.get
-    texts = [text(v.__class__, _other_text)(v) for v in values]
-    if form.max_at >= 0 and texts[form.max_at] == "null":
-        return _NULL_ITEM
-    parts = form.parts.copy()
-    parts[1::2] = texts
-    return "".join(parts)  # type: ignore[arg-type]
+    classes = tuple(map(type, values))
+    kind = form.kinds.get(classes) or form.new_kind(classes)
+    memo = kind.memo
+    if memo is None:
+        return kind.json(form, values)
+    text = memo.get(values)
+    if text is None:
+        text = kind.json(form, values)
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        memo[values] = text
+    return text
 
 
 def items_json_for(keep_md5: bool, batch_p2p: bool) -> Callable[[dict[str, dict]], str]:
