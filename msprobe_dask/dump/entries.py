@@ -129,6 +129,18 @@ def read_dump_doc(path: Path) -> tuple[dict[str, Any], Mapping[str, Any]]:
     return read_whole_dump_doc(path)
 
 
+def scan_dump_doc(path: Path, text: bytes) -> tuple[dict[str, Any], tuple[Any, ...]] | None:
+    """What read_dump_doc gives when dump.json holds ``text`` and is laid out for the lazy read: the
+    header and the entries' DumpEntries.without_text state (for a process that holds ``text``); None
+    if it is laid out otherwise."""
+    lazy = _scan(path, text) if text else None
+    if lazy is None:
+        return None
+    header, entries = lazy
+    state = entries.without_text(text)
+    return (header, state) if state is not None else None
+
+
 def read_whole_dump_doc(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(header, data) of a dump.json parsed whole."""
     doc = read_json(path)

@@ -21,15 +21,22 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from msprobe_dask.dump.entries import DumpEntries, scan_dump_doc
 from msprobe_dask.errors import ConfigError, DumpError, OutputError
 from msprobe_dask.graph import layout
-from msprobe_dask.graph.build import GraphSource, assign_micro_steps, build_graph, parse_all_items
+from msprobe_dask.graph.build import (
+    GraphSource,
+    assign_micro_steps,
+    build_graph,
+    load_dump_doc,
+    parse_all_items,
+)
 from msprobe_dask.graph.chunks import build_rows, compare_rows
 from msprobe_dask.graph.codec import decode, encode
 from msprobe_dask.graph.compare import (
@@ -75,20 +82,24 @@ class VisResult:
 # ------------------------------------------------------------------------------------ tasks
 
 
-def _build_task(folder: str, step: int, rank: int, items: bool = True) -> Graph:
-    """``items=False``: the finish task parses the nodes' items (build.parse_items).
+def _build_task(folder: str, step: int, rank: int, items: bool = True, alone: bool = False) -> Graph:
+    """``items=False``: the finish task parses the nodes' items (build.parse_items). ``alone``: no
+    other build task will run beside this one.
 
     A build is pure Python: two threads building at once (the two sides of a compare, two ranks)
     would share one CPU. So while another build runs in this process, a big lazy build is done by a
-    forked child and sent back flat (graph/codec.py)."""
+    forked child and sent back flat (graph/codec.py). A big lazy build alone leaves a CPU free: a
+    child then reads the layout of dump.json's entries (half the build) while the tree is built."""
     global _builds
     src = GraphSource(folder, step, rank)
     with _builds_lock:
         others = _builds
         _builds += 1
     try:
-        if others and not items and _size(src.dump_json) >= FORK_BUILD_BYTES:
-            text = _read_bytes(src.dump_json)  # the child's too: its entries come back without them
+        if (others or alone) and not items and _size(src.dump_json) >= FORK_BUILD_BYTES:
+            text = _read_bytes(src.dump_json)  # the child's too: its results come back without them
+            if text is not None and not others:
+                return build_graph(src, False, _dump_doc_in_child(src.dump_json, text))
             flat = call_in_child(partial(_flat_build, src, text))
             if flat is not None:
                 return decode(flat, text)
@@ -105,6 +116,26 @@ _builds_lock = threading.Lock()
 
 def _flat_build(src: GraphSource, text: bytes | None) -> tuple[Any, ...]:
     return encode(build_graph(src, False), text)
+
+
+def _dump_doc_in_child(path: Path, text: bytes) -> Callable[[], tuple[dict[str, Any], Mapping[str, Any]]]:
+    """load_dump_doc(path, lazy=True) for a dump.json holding ``text``, started now by a forked child
+    (a thread waits for it); the call returns it. Without a free CPU, or for a file that is not laid
+    out for the lazy read, the caller's thread reads the file itself (and gives its errors)."""
+    scanned: list[Any] = []
+    waiter = threading.Thread(
+        target=lambda: scanned.append(call_in_child(partial(scan_dump_doc, path, text))), daemon=True
+    )
+    waiter.start()
+
+    def dump_doc() -> tuple[dict[str, Any], Mapping[str, Any]]:
+        waiter.join()
+        if not scanned or scanned[0] is None:
+            return load_dump_doc(path, lazy=True)
+        header, state = scanned[0]
+        return header, DumpEntries.with_text(state, text)
+
+    return dump_doc
 
 
 def _size(path: Path) -> int:
@@ -239,7 +270,7 @@ def _plan(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None,
         parts = []
         for step, rank, folder in sources:
             g = dask.delayed(_build_task, pure=True)(
-                folder, step, rank, False, dask_key_name=f"build-{step}-{rank}-NPU"
+                folder, step, rank, False, len(sources) == 1, dask_key_name=f"build-{step}-{rank}-NPU"
             )
             parts.append(dask.delayed(_finish_build)(g, opts, dask_key_name=f"finish-{step}-{rank}"))
         steps = sorted({s for s, _, _ in sources}) if kind == "steps" else [0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -401,22 +401,38 @@ def parse_all_items(g: Graph) -> None:
     g.items_pending = False
 
 
-def build_graph(src: GraphSource, items: bool = True) -> Graph:
+def build_graph(
+    src: GraphSource,
+    items: bool = True,
+    dump_doc: Callable[[], tuple[dict[str, Any], Mapping[str, Any]]] | None = None,
+) -> Graph:
     """Read one dump folder and build its hierarchy (no compare, no micro steps yet).
 
     ``items=False`` leaves the nodes' items to ``parse_items`` (the parse is most of the build, and
-    graph/chunks.py does it in parallel chunks).
-    """
+    graph/chunks.py does it in parallel chunks). A build without items needs dump.json's entries
+    only once the tree is built: ``dump_doc`` then gives what load_dump_doc gives, read meanwhile
+    elsewhere (graph/api.py)."""
     for p in (src.construct_json, src.dump_json, src.stack_json):
         _check_file(p)
     construct, micro, k = load_construct(src.construct_json)
-    header, data = load_dump_doc(src.dump_json, lazy=not items)
-    stacks = load_stack_map(src.stack_json)
-    b = _Builder(data, stacks, micro if k is not None else None, items)
+    elsewhere = dump_doc if dump_doc is not None and not items else None
+    doc = load_dump_doc(src.dump_json, lazy=not items) if elsewhere is None else None
+    try:
+        stacks = load_stack_map(src.stack_json)
+    except DumpError:
+        if elsewhere is not None:
+            elsewhere()  # a bad dump.json is reported first, as it is read first
+        raise
+    b = _Builder(doc[1] if doc is not None else {}, stacks, micro if k is not None else None, items)
     for sub, up in construct.items():
         up = _repair_parent(sub, up, construct)
         parent = b.root if up is None else b.get(up)
         b.get(sub).attach(parent)
+    if elsewhere is not None:
+        doc = elsewhere()
+    assert doc is not None
+    header, data = doc
+    b.data = data
     framework = header.get("framework") or "pytorch"
     _handle_recompute(b, framework)
     _wrap_api_collections(b)

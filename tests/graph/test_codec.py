@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
 from msprobe_dask.dump.entries import DumpEntries
+from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import api, forked
 from msprobe_dask.graph.build import GraphSource, build_graph
 from msprobe_dask.graph.codec import decode, encode
@@ -94,3 +96,36 @@ def test_build_task_builds_in_a_child_while_another_build_runs(monkeypatch: pyte
     here = api._build_task(folder, 0, 0, False)
     assert len(decoded) == 1
     _same(in_child, here)
+
+
+def test_a_build_alone_reads_dump_json_in_a_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big build that runs alone reads dump.json's entries in a forked child while it builds the
+    tree: the same graph, on the bytes it read itself."""
+    monkeypatch.setattr(api, "FORK_BUILD_BYTES", 0)
+    monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
+    children: list[object] = []
+    call = api.call_in_child
+    monkeypatch.setattr(api, "call_in_child", lambda fn: children.append(fn) or call(fn))
+    folder = str(DATA / "transformer_big" / "target")
+    alone = api._build_task(folder, 0, 0, False, True)
+    assert len(children) == 1 and isinstance(alone.data, DumpEntries)
+    _same(alone, build_graph(GraphSource(folder), items=False))
+
+
+@pytest.mark.parametrize("broken_stack", [False, True])
+def test_a_build_alone_reports_a_bad_dump_json_as_a_build_here_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken_stack: bool
+) -> None:
+    monkeypatch.setattr(api, "FORK_BUILD_BYTES", 0)
+    monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
+    folder = tmp_path / "dump"
+    shutil.copytree(DATA / "stat_mix" / "target", folder)
+    dump = folder / "dump.json"
+    dump.write_bytes(dump.read_bytes()[:-40])  # truncated
+    if broken_stack:
+        (folder / "stack.json").write_text("[1,")
+    with pytest.raises(DumpError) as here:
+        build_graph(GraphSource(str(folder)), items=False)
+    with pytest.raises(DumpError) as alone:
+        api._build_task(str(folder), 0, 0, False, True)
+    assert str(alone.value) == str(here.value) and "dump.json" in str(here.value)
