@@ -10,6 +10,9 @@ and the reference ``--ref-repeat`` times (best wall time kept), and their vis.db
 be equal with tests/graph/visdb_diff.py. The machine's 1-minute load average is printed with every
 case: other work on the machine slows both tools.
 
+``cpu`` is the user + system time of the tool and of the children it waited for (forked jobs, worker
+processes): less sensitive than wall time to a busy machine, it tells how much work each tool does.
+
 Memory: ``rss`` is the peak resident set of the largest process (what ``/usr/bin/time`` reports);
 ``tree`` is the peak of the summed resident sets of the whole process tree, sampled every 100 ms: it
 counts forked children (graph/forked.py), and counts the pages they still share with their parent
@@ -87,6 +90,7 @@ class Run:
     wall: float
     rss_mib: float  # the largest process
     tree_mib: float  # the whole process tree (shared pages counted in each process)
+    cpu: float  # user + system seconds of the tool and the children it waited for
 
 
 def _tree(pid: int) -> list[int]:
@@ -141,8 +145,10 @@ def _probe(cmd: list[str]) -> int:
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr.read())
         return proc.returncode
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(json.dumps({"wall": wall, "rss_mib": rss / 1024, "tree_mib": max(peak_tree, rss) / 1024}))
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rss, cpu = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
+    tree = max(peak_tree, rss)
+    print(json.dumps({"wall": wall, "rss_mib": rss / 1024, "tree_mib": tree / 1024, "cpu": cpu}))
     return 0
 
 
@@ -156,7 +162,8 @@ def _best(cmd: list[str], out: Path, repeat: int) -> tuple[Run, Path]:
 
 
 def _line(who: str, r: Run) -> str:
-    return f"{who:9s} {r.wall:7.2f} s  rss {r.rss_mib:7.1f} MiB  tree {r.tree_mib:7.1f} MiB"
+    memory = f"rss {r.rss_mib:7.1f} MiB  tree {r.tree_mib:7.1f} MiB"
+    return f"{who:9s} {r.wall:7.2f} s  cpu {r.cpu:7.2f} s  {memory}"
 
 
 def bench(
@@ -175,7 +182,7 @@ def bench(
         problems = diff_visdb(str(ours_db), str(ref_db))
         print(
             f"{name:24s} load {os.getloadavg()[0]:4.2f}  {_line('reference', ref)}  "
-            f"ratio {ref.wall / ours.wall:.1f}x faster, "
+            f"ratio {ref.wall / ours.wall:.1f}x faster ({ref.cpu / ours.cpu:.1f}x less cpu), "
             f"{ref.tree_mib / ours.tree_mib:.1f}x less memory (tree)  "
             f"vis.db {'identical' if not problems else 'DIFFERS: ' + problems[0]}"
         )
