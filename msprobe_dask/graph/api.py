@@ -98,7 +98,9 @@ def _build_task(folder: str, step: int, rank: int, items: bool = True, alone: bo
     try:
         if (others or alone) and not items and _size(src.dump_json) >= FORK_BUILD_BYTES:
             text = _read_bytes(src.dump_json)  # the child's too: its results come back without them
-            if text is not None and not others:
+            if text is None:
+                return build_graph(src, items)  # which gives the error
+            if not others:
                 return build_graph(src, False, _dump_doc_in_child(src.dump_json, text))
             flat = call_in_child(partial(_flat_build, src, text))
             if flat is not None:
@@ -114,7 +116,7 @@ _builds = 0  # build tasks running in this process
 _builds_lock = threading.Lock()
 
 
-def _flat_build(src: GraphSource, text: bytes | None) -> tuple[Any, ...]:
+def _flat_build(src: GraphSource, text: bytes) -> tuple[Any, ...]:
     return encode(build_graph(src, False), text)
 
 
