@@ -421,11 +421,11 @@ class _Kind:
         self.memo: dict[tuple[Any, ...], str] | None = {} if _MEMO_CLASSES.issuperset(classes) else None
 
     def json(self, form: _Form, values: tuple[Any, ...]) -> str:
-        at = self.null_at
-        if at >= 0 and self.texts[at](values[at]) == "null":
+        texts = list(map(call, self.texts, values))
+        if self.null_at >= 0 and texts[self.null_at] == "null":
             return _NULL_ITEM
         parts = form.parts.copy()
-        parts[1::2] = map(call, self.texts, values)
+        parts[1::2] = texts
         return "".join(parts)  # type: ignore[arg-type]
 
 
