@@ -13,7 +13,7 @@ from typing import Any
 from msprobe_dask.dump.dumpjson import read_json
 from msprobe_dask.dump.entries import read_dump_doc, read_whole_dump_doc
 from msprobe_dask.errors import DumpError
-from msprobe_dask.graph.items import parse_entry, split_items
+from msprobe_dask.graph.items import entry_items
 from msprobe_dask.graph.model import API, COLLECTION, MODULE, ROOT_ID, Graph, Node, node_type_of
 
 BWD = re.compile(r"(\.backward\.)(\d+)$")
@@ -375,7 +375,7 @@ def _place_parameters_grad(b: _Builder) -> None:
 
 
 def _items(node_id: str, data: Mapping[str, Any]) -> tuple[dict[str, dict], dict[str, dict]]:
-    return split_items(parse_entry(node_id, data.get(node_id)))
+    return entry_items(node_id, data.get(node_id))
 
 
 def _parse_unused(data: Mapping[str, Any], nodes: Mapping[str, Node]) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from msprobe_dask.columns import DIFF_COLUMNS, STAT_COLUMNS, TENSOR_METRIC_COLUMNS
 from msprobe_dask.errors import DumpError
+from msprobe_dask.graph import speedups
 from msprobe_dask.graph.items import ExportedText, _fmt_str
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import API, COLLECTION, Graph, Node
@@ -292,7 +293,8 @@ def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, 
         return row
     bs = _stats(b)
     bc = _cells(bs)
-    diffs, rels, ratio = _diffs(ns, bs)
+    native = speedups.native
+    diffs, rels, ratio = native.stat_diffs(ns, bs, _stat_diff) if native is not None else _diffs(ns, bs)
     rg, brg = n.get("requires_grad"), b.get("requires_grad")
     dtype, bdtype = n.get("dtype"), b.get("dtype")
     shape, bshape = n.get("shape"), b.get("shape")
@@ -693,6 +695,15 @@ def match_pairs(
     return pairs
 
 
+# what _speedups.summary_pair needs of the rules: the general diff, the ignored APIs, and the
+# Err_message and Result texts a QUIET row can get
+_HOW = (
+    _stat_diff,
+    frozenset(ALL_IGNORE),
+    frozenset(INPUT_IGNORE),
+    ("[]", dumps([MSG_RELERR]), dumps([MSG_RELWARN]), dumps([MSG_RELERR, MSG_RELWARN])),
+    (LEVEL_NAME[PASS], LEVEL_NAME[WARNING], LEVEL_NAME[ERROR]),
+)
 _WRITE_BACK_CELLS = {mode: itemgetter(*keys) for mode, keys in WRITE_BACK.items()}
 
 
@@ -712,11 +723,19 @@ def compare_pair(
 ) -> None:
     if mode == STRUCTURE:
         return
-    rows = pair_rows(npu, bench, mode, measure)
-    if not rows:
-        return
-    level = check_rows(rows, mode, merge)
-    write_back(npu, rows, mode)
+    native = speedups.native
+    level = None
+    if native is not None and mode == SUMMARY and not merge:
+        # all of it in C when every row is QUIET (else None, and nothing changed)
+        level = native.summary_pair(
+            npu.input_data, npu.output_data, bench.input_data, bench.output_data, _HOW
+        )
+    if level is None:
+        rows = pair_rows(npu, bench, mode, measure)
+        if not rows:
+            return
+        level = check_rows(rows, mode, merge)
+        write_back(npu, rows, mode)
     precision: int | float = LEVEL_INDEX[level]
     parts = npu.id.split(".", 2)
     if len(parts) > 1 and parts[1] in EMPTY_APIS:

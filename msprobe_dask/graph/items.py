@@ -13,6 +13,9 @@ from json.encoder import encode_basestring_ascii as _enc
 from operator import itemgetter
 from typing import Any
 
+import orjson
+
+from msprobe_dask.graph import speedups
 from msprobe_dask.graph.jsontext import dumps, float_text
 
 try:
@@ -71,6 +74,16 @@ _NO_STATS = dict.fromkeys(STATS)
 
 
 def _leaf(leaf: dict[str, Any], name: str, state: str) -> dict[str, Any]:
+    """The item of a leaf of a dump entry."""
+    native = speedups.native
+    if native is not None:
+        item = native.leaf(leaf, name, state, _CRC32_EMPTY)
+        if item is not None:
+            return item  # type: ignore[no-any-return]
+    return _python_leaf(leaf, name, state)
+
+
+def _python_leaf(leaf: dict[str, Any], name: str, state: str) -> dict[str, Any]:
     item = leaf.copy()
     for k, v in leaf.items():
         if v.__class__ is bool:
@@ -224,6 +237,16 @@ def parse_entry(node_id: str, entry: Any) -> list[dict[str, Any]]:
 
 
 _ABSENT = object()
+
+
+def entry_items(node_id: str, entry: Any) -> tuple[dict[str, dict], dict[str, dict]]:
+    """``split_items(parse_entry(node_id, entry))``: a node's (input_data, output_data)."""
+    native = speedups.native
+    if native is not None:
+        data = native.entry_items(node_id, entry, _CRC32_EMPTY, _python_leaf)
+        if data is not None:
+            return data  # type: ignore[no-any-return]
+    return split_items(parse_entry(node_id, entry))
 
 
 def split_items(items: list[dict[str, Any]]) -> tuple[dict[str, dict], dict[str, dict]]:
@@ -469,6 +492,11 @@ def items_json_for(keep_md5: bool, batch_p2p: bool) -> Callable[[dict[str, dict]
     def to_json(data: dict[str, dict]) -> str:
         if not data:
             return "{}"
+        native = speedups.native
+        if native is not None:
+            text = native.items_json(data, skip)
+            if text is not None:
+                return text
         texts = [
             f"{_enc(k)}: {_item_json(item, skip, forms)}" for k, item in data.items() if k.__class__ is str
         ]
@@ -485,3 +513,7 @@ _ITEMS_JSON = {(m, p): items_json_for(m, p) for m in (False, True) for p in (Fal
 def items_json(data: dict[str, dict], keep_md5: bool, batch_p2p: bool) -> str:
     """``jsontext.dumps(format_items(data, keep_md5, batch_p2p))``, without the intermediate dicts."""
     return _ITEMS_JSON[bool(keep_md5), bool(batch_p2p)](data)
+
+
+if speedups.native is not None:
+    speedups.native.configure(ExportedText, orjson.dumps, _crc32)

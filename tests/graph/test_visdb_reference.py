@@ -11,7 +11,7 @@ import pytest
 from visdb_diff import diff_visdb, path_normalizer
 
 from msprobe_dask.cli import main as cli_main
-from msprobe_dask.graph import api, forked
+from msprobe_dask.graph import api, forked, speedups
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -98,6 +98,16 @@ def test_same_visdb_as_reference_with_builds_in_forked_children(
     _check_same_as_reference(case, name, argv, tmp_path)
     if "-gp" not in argv and "--rank_size" not in argv and case not in ("multistep", "multirank"):
         assert children, "a single build did not scan dump.json in a child"
+
+
+@pytest.mark.parametrize(("case", "name", "argv"), RUNS, ids=[f"{c}-{n}" for c, n, _ in RUNS])
+def test_same_visdb_as_reference_in_pure_python(
+    case: str, name: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the C hot path (graph/_speedups.c), as where it could not be built: the Python path
+    stays the definition, and gives the reference's vis.db too."""
+    monkeypatch.setattr(speedups, "native", None)
+    _check_same_as_reference(case, name, argv, tmp_path)
 
 
 def _check_same_as_reference(case: str, name: str, argv: list[str], tmp_path: Path) -> None:

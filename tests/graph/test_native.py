@@ -1,0 +1,302 @@
+"""The C hot path (graph/_speedups.c) gives the Python path's answers: the same items, in the same key
+order, with values of the same classes, the same compare cells and levels, and the same JSON text.
+
+Each test runs a function with the extension and again without it (``speedups.native = None``) on
+generated inputs that mix what the C code takes with what it hands back to Python (nested values,
+None, P2P ops, process groups, non-ASCII text, bools, huge ints, nan and inf ...).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from msprobe_dask.graph import compare, items, speedups
+from msprobe_dask.graph.compare import MD5, SUMMARY, TENSOR, _diffs, _stat_diff, compare_pair
+from msprobe_dask.graph.model import API, Node
+
+NATIVE = speedups.native
+needs_native = pytest.mark.skipif(NATIVE is None, reason="the C extension is not built")
+
+
+def test_the_extension_is_built() -> None:
+    """CI builds it (pip install -e . compiles graph/_speedups.c): without it only the Python path
+    would be tested here."""
+    if os.environ.get("MSPROBE_DASK_PURE_PYTHON"):
+        pytest.skip("MSPROBE_DASK_PURE_PYTHON is set")
+    assert NATIVE is not None, "msprobe_dask.graph._speedups is missing: reinstall with a C compiler"
+
+
+def _shape(value: Any) -> Any:
+    """A value as a comparable structure that keeps classes and key order (1 != 1.0 != True here)."""
+    if isinstance(value, dict):
+        return ("dict", [(k, _shape(v)) for k, v in value.items()])
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [_shape(v) for v in value])
+    if isinstance(value, float) and math.isnan(value):
+        return ("float", "nan")
+    return (type(value).__name__, value)
+
+
+def _both(monkeypatch: pytest.MonkeyPatch, fn: Any) -> tuple[Any, Any]:
+    """(fn() with the C path, fn() with the Python path)."""
+    with_c = fn()
+    monkeypatch.setattr(speedups, "native", None)
+    try:
+        return with_c, fn()
+    finally:
+        monkeypatch.setattr(speedups, "native", NATIVE)
+
+
+# ------------------------------------------------------------------ generated dump entries
+
+_NAMES = st.sampled_from(["Functional.linear.0.forward", "Tensor.add.3.backward", "Module.a.b.forward.0"])
+_NODE_IDS = _NAMES | st.sampled_from(["Module.w.parameters_grad", "x.parameters_grad.0", "Torch.é.0"])
+_TEXT = st.text(alphabet="ab.'N\"\\\u00e9 ", max_size=6) | st.sampled_from(["None", "torch.float32", ""])
+_FLOATS = st.floats() | st.sampled_from([0.0, -0.0, 1e-5, 1e16, 2.5, -3.75, 1e300])
+_STAT = st.none() | st.integers(-(10**20), 10**20) | _FLOATS | _TEXT | st.booleans()
+_TENSOR = st.fixed_dictionaries(
+    {"type": st.sampled_from(["torch.Tensor", "mindspore.Tensor"])},
+    optional={
+        "dtype": st.sampled_from(["torch.float32", "", None, 3]),
+        "shape": st.lists(st.integers(0, 9), max_size=3) | st.just([10**30]),
+        "Max": _STAT,
+        "Min": _STAT,
+        "Mean": _STAT,
+        "Norm": _STAT,
+        "requires_grad": st.booleans() | st.none(),
+        "data_name": st.sampled_from(["-1", "a.b.c.pt", "nodot", "", None]),
+        "md5": st.sampled_from(["", "1a2b3c4d", None]),
+        "value": _STAT,
+    },
+)
+_SCALAR = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(["int", "float", "bool", "str", "torch.Size", "slice", "torch.ProcessGroup"]),
+        "value": _STAT | st.lists(st.integers(0, 3), max_size=2),
+    },
+    optional={"group_ranks": st.just([0, 1]), "md5": st.just("abc")},
+)
+_P2P = st.fixed_dictionaries(
+    {"class_type": st.just("torch.distributed.P2POp"), "tensor": _TENSOR, "op": st.just("isend")}
+)
+_LEAF = (
+    _TENSOR | _SCALAR | _P2P | st.none() | st.dictionaries(st.sampled_from(["x", "src"]), _TENSOR, max_size=2)
+)
+# the leaves of real dumps, which the C path takes itself
+_COMMON_STAT = st.floats(allow_nan=False, allow_infinity=False) | st.integers(-3, 3)
+_COMMON = st.fixed_dictionaries(
+    {
+        "type": st.just("torch.Tensor"),
+        "dtype": st.sampled_from(["torch.float32", "torch.bfloat16"]),
+        "shape": st.lists(st.integers(0, 9), max_size=3),
+        "Max": _COMMON_STAT,
+        "Min": _COMMON_STAT,
+        "Mean": _COMMON_STAT,
+        "Norm": _COMMON_STAT,
+    },
+    optional={"requires_grad": st.booleans(), "data_name": st.sampled_from(["x.y.0.pt", "-1"])},
+) | st.fixed_dictionaries(
+    {"type": st.sampled_from(["int", "float"]), "value": st.integers(-(10**20), 10**20) | _FLOATS}
+)
+_PART = st.lists(_COMMON, max_size=4) | st.lists(_LEAF | _COMMON, max_size=4) | st.just({}) | _LEAF
+_ENTRY = st.fixed_dictionaries(
+    {},
+    optional={
+        "input_args": _PART,
+        "input_kwargs": _PART,
+        "input": _PART,
+        "output": _PART,
+        "parameters": _PART,
+    },
+) | st.fixed_dictionaries(
+    {"input_args": st.lists(_COMMON, max_size=4), "output": st.lists(_COMMON, max_size=2)},
+    optional={"input_kwargs": st.just({}), "parameters": st.lists(_COMMON, max_size=2)},
+)
+
+
+def _entry_items(node_id: str, entry: Any) -> Any:
+    try:
+        return _shape(items.entry_items(node_id, copy.deepcopy(entry)))
+    except Exception as exc:  # the same error either way
+        return ("error", type(exc).__name__, str(exc))
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(_NODE_IDS, _ENTRY)
+def test_entry_items_as_python(node_id: str, entry: dict[str, Any]) -> None:
+    monkeypatch = pytest.MonkeyPatch()
+    with_c, python = _both(monkeypatch, lambda: _entry_items(node_id, entry))
+    assert with_c == python
+
+
+@needs_native
+def test_entry_items_takes_the_common_entries_itself() -> None:
+    """The C path answers (not None) for a tensor and scalar arguments, with the Python path's items."""
+    entry = {
+        "input_args": [
+            {
+                "type": "torch.Tensor",
+                "dtype": "torch.float32",
+                "shape": [2],
+                "Max": 1.5,
+                "Min": 0.5,
+                "Mean": 1.0,
+                "Norm": 2.0,
+                "requires_grad": True,
+            },
+            {"type": "int", "value": 3},
+            {"type": "float", "value": 0.5},
+        ],
+        "input_kwargs": {},
+        "output": [
+            {
+                "type": "torch.Tensor",
+                "dtype": "torch.float32",
+                "shape": [2],
+                "Max": 1.0,
+                "Min": 0.0,
+                "Mean": 0.5,
+                "Norm": 1.0,
+                "requires_grad": False,
+                "data_name": "-1",
+            }
+        ],
+    }
+    node_id = "Functional.linear.0.forward"
+    fast = NATIVE.entry_items(node_id, entry, items._CRC32_EMPTY, items._python_leaf)
+    assert fast is not None
+    assert _shape(fast) == _shape(items.split_items(items.parse_entry(node_id, entry)))
+
+
+# ------------------------------------------------------------------ exported JSON text
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(_NODE_IDS, _ENTRY, st.booleans(), st.booleans())
+def test_items_json_as_python(node_id: str, entry: dict[str, Any], keep_md5: bool, batch_p2p: bool) -> None:
+    try:
+        inputs, outputs = items.entry_items(node_id, entry)
+    except Exception:
+        return
+    monkeypatch = pytest.MonkeyPatch()
+    for data in (inputs, outputs):
+        with_c, python = _both(monkeypatch, lambda d=data: items.items_json(d, keep_md5, batch_p2p))
+        assert with_c == python
+
+
+# ------------------------------------------------------------------ summary compare
+
+
+_NUMBERS = st.integers(-5, 5) | st.floats(-1e6, 1e6) | st.sampled_from([math.nan, math.inf, 0.0, 1e-9, 2**40])
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(st.tuples(*[_NUMBERS | _STAT] * 4), st.tuples(*[_NUMBERS | _STAT] * 4))
+def test_stat_diffs_as_python(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> None:
+    assert _shape(NATIVE.stat_diffs(ns, bs, _stat_diff)) == _shape(_diffs(ns, bs))
+
+
+def _tensor_item(full: str, state: str, stats: tuple[Any, ...], extra: dict[str, Any]) -> dict[str, Any]:
+    item = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "requires_grad": "True"}
+    item.update(zip(("Max", "Min", "Mean", "Norm"), stats))
+    item.update({"data_name": "-1", "full_op_name": full, "state": state, "md5": "00000000"})
+    item.update(extra)
+    return item
+
+
+_EXTRA = st.fixed_dictionaries(
+    {},
+    optional={
+        "dtype": st.sampled_from(["torch.float16", "<class 'int'>", None]),
+        "shape": st.sampled_from([[4], [2, 2], "[]"]),
+        "requires_grad": st.sampled_from(["False", None]),
+        "state": st.sampled_from(["kwargs", "parameters", "parameters_grad", "other", None]),
+    },
+)
+_PLAIN = st.floats(-1e6, 1e6) | st.sampled_from([0.0, 1e-9, 2.0**40, 7.25])
+_STATS = (
+    st.tuples(*[_PLAIN] * 4)
+    | st.tuples(*[st.integers(-3, 3)] * 4)
+    | st.tuples(*[_NUMBERS] * 4)  # mixed, nan and inf: the Python path
+)
+_ROW = st.tuples(st.sampled_from(["input", "output"]), _STATS, _EXTRA | st.just({}))
+_APIS = st.sampled_from(
+    ["Functional.linear.0.forward", "Torch.empty.0.forward", "Distributed.batch_isend_irecv.0.forward"]
+)
+
+
+def _node(api: str, rows: list[tuple[str, tuple[Any, ...], dict[str, Any]]]) -> Node:
+    node = Node(api, API)
+    for i, (state, stats, extra) in enumerate(rows):
+        full = f"{api}.{state}.{i}"
+        data = node.output_data if state == "output" else node.input_data
+        data[full] = _tensor_item(full, state, stats, extra)
+    return node
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(_APIS, st.lists(_ROW, max_size=4), st.lists(_ROW, max_size=4), st.booleans(), st.floats(0.5, 2))
+def test_summary_pair_as_python(
+    api: str, npu_rows: list[Any], bench_rows: list[Any], same: bool, scale: float
+) -> None:
+    """``same``: the Bench rows are the NPU rows with the statistics scaled (the common pairs)."""
+    npu = _node(api, npu_rows)
+    if same:
+        bench_rows = [
+            (s, tuple(x * scale if isinstance(x, float) else x for x in xs), e) for s, xs, e in npu_rows
+        ]
+    bench = _node(api, bench_rows)
+
+    def compared() -> Any:
+        n, b = copy.deepcopy(npu), copy.deepcopy(bench)
+        compare_pair(n, b, SUMMARY)
+        return _shape((n.precision, n.input_data, n.output_data, b.input_data, b.output_data))
+
+    with_c, python = _both(pytest.MonkeyPatch(), compared)
+    assert with_c == python
+
+
+@needs_native
+def test_summary_pair_takes_quiet_pairs_itself() -> None:
+    rows = [("input", (2.0, -1.0, 0.5, 3.0), {}), ("output", (4.0, 1.0, 2.0, 9.0), {})]
+    npu, bench = (
+        _node("Functional.relu.0.forward", rows),
+        _node("Functional.relu.0.forward", rows[:1] + [("output", (4.5, 1.0, 2.5, 8.0), {})]),
+    )
+    assert (
+        NATIVE.summary_pair(
+            npu.input_data, npu.output_data, bench.input_data, bench.output_data, compare._HOW
+        )
+        == 1
+    )
+    item = npu.output_data["Functional.relu.0.forward.output.1"]
+    # inputs equal, output Norm 12.5% off: RelativeWarn (a warning, level 1)
+    assert item["Max diff"] == -0.5 and item["NormRelativeErr"] == "12.5%" and item["Result"] == "warning"
+
+
+@pytest.mark.parametrize("mode", [MD5, TENSOR])
+def test_other_modes_take_the_python_path(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """summary_pair is for summary mode only: the others never call it."""
+    calls: list[Any] = []
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            calls.append(name)
+            return getattr(NATIVE, name)
+
+    if NATIVE is not None:
+        monkeypatch.setattr(speedups, "native", Spy())
+    rows = [("input", (1.0, 0.0, 0.5, 1.0), {"md5": "abc"})]
+    compare_pair(_node("Functional.relu.0.forward", rows), _node("Functional.relu.0.forward", rows), mode)
+    assert "summary_pair" not in calls
