@@ -993,7 +993,8 @@ static PyObject *leaf_of(PyObject *src, PyObject *name, PyObject *state, PyObjec
     PyObject *dtype = PyDict_GetItemWithError(src, str_dtype);
     if (dtype == NULL && PyErr_Occurred())
         return NULL;
-    int truthy = dtype != NULL ? PyObject_IsTrue(dtype) : 0;
+    /* (the item's dtype and md5 are tested after bools became "True"/"False": both truthy) */
+    int truthy = dtype == NULL ? 0 : PyBool_Check(dtype) ? 1 : PyObject_IsTrue(dtype);
     if (truthy < 0)
         return NULL;
     PyObject *value = PyDict_GetItemWithError(src, str_value), *scalar_type = NULL;
@@ -1007,7 +1008,7 @@ static PyObject *leaf_of(PyObject *src, PyObject *name, PyObject *state, PyObjec
     PyObject *md5 = PyDict_GetItemWithError(src, str_md5);
     if (md5 == NULL && PyErr_Occurred())
         return NULL;
-    int has_md5 = md5 != NULL ? PyObject_IsTrue(md5) : 0;
+    int has_md5 = md5 == NULL ? 0 : PyBool_Check(md5) ? 1 : PyObject_IsTrue(md5);
     if (has_md5 < 0)
         return NULL;
     if (!has_md5 && value != NULL && scalar_type == NULL) /* (a tensor with a value: Python) */

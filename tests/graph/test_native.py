@@ -64,7 +64,7 @@ _STAT = st.none() | st.integers(-(10**20), 10**20) | _FLOATS | _TEXT | st.boolea
 _TENSOR = st.fixed_dictionaries(
     {"type": st.sampled_from(["torch.Tensor", "mindspore.Tensor"])},
     optional={
-        "dtype": st.sampled_from(["torch.float32", "", None, 3]),
+        "dtype": st.sampled_from(["torch.float32", "", None, 3, False, True]),
         "shape": st.lists(st.integers(0, 9), max_size=3) | st.just([10**30]),
         "Max": _STAT,
         "Min": _STAT,
@@ -72,7 +72,7 @@ _TENSOR = st.fixed_dictionaries(
         "Norm": _STAT,
         "requires_grad": st.booleans() | st.none(),
         "data_name": st.sampled_from(["-1", "a.b.c.pt", "nodot", "", None]),
-        "md5": st.sampled_from(["", "1a2b3c4d", None]),
+        "md5": st.sampled_from(["", "1a2b3c4d", None, False, True]),
         "value": _STAT,
     },
 )
