@@ -101,9 +101,14 @@ _COMMON = st.fixed_dictionaries(
         "Mean": _COMMON_STAT,
         "Norm": _COMMON_STAT,
     },
-    optional={"requires_grad": st.booleans(), "data_name": st.sampled_from(["x.y.0.pt", "-1"])},
+    optional={
+        "requires_grad": st.booleans(),
+        "data_name": st.sampled_from(["x.y.0.pt", "-1"]),
+        "md5": st.sampled_from(["", "abc", False, True]),
+    },
 ) | st.fixed_dictionaries(
-    {"type": st.sampled_from(["int", "float"]), "value": st.integers(-(10**20), 10**20) | _FLOATS}
+    {"type": st.sampled_from(["int", "float"]), "value": st.integers(-(10**20), 10**20) | _FLOATS},
+    optional={"md5": st.sampled_from(["", "abc", False]), "dtype": st.sampled_from(["", False, None])},
 )
 _PART = st.lists(_COMMON, max_size=4) | st.lists(_LEAF | _COMMON, max_size=4) | st.just({}) | _LEAF
 _ENTRY = st.fixed_dictionaries(
