@@ -484,6 +484,11 @@ def _item_json(item: dict[str, Any], skip: frozenset[str], forms: dict[tuple[str
     return text
 
 
+def skipped_keys(keep_md5: bool, batch_p2p: bool) -> frozenset[str]:
+    """The keys an exported item leaves out."""
+    return _SKIPPED[bool(keep_md5), bool(batch_p2p)]
+
+
 def items_json_for(keep_md5: bool, batch_p2p: bool) -> Callable[[dict[str, dict]], str]:
     """``items_json`` with these options, as a function of the items alone (for many calls)."""
     skip = _SKIPPED[bool(keep_md5), bool(batch_p2p)]

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any
 
-from msprobe_dask.graph.items import items_json_for
+from msprobe_dask.graph import speedups
+from msprobe_dask.graph.items import items_json_for, skipped_keys
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import Graph, Node
 from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops
@@ -161,9 +162,16 @@ def chunk_rows(
     row_id = graph_id + "_"
     data_path, step, rank = g.data_path, g.step, g.rank
     out = RowsChunk([], [], {})
-    append = out.nodes.append
     to_json, batch_to_json = items_json_for(md5_mode, False), items_json_for(md5_mode, True)
     number_of, first = stack_ids.of_list, stack_ids.first
+    native = speedups.native
+    if native is not None:
+        skips = (skipped_keys(md5_mode, False), skipped_keys(md5_mode, True))
+        how = (row_id, graph_id, source, data_path, step, rank, number_of, first, *skips)
+        how += (to_json, batch_to_json, dumps, batch_p2p_ops)
+        out.nodes = native.node_rows(nodes, start, how, out.stacks, out.p2p)
+        return out
+    append = out.nodes.append
     sid_texts: dict[int, str] = {}
     for order, node in enumerate(nodes, start):
         n = number_of[id(node.stack)]
