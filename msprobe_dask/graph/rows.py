@@ -166,9 +166,22 @@ def chunk_rows(
     number_of, first = stack_ids.of_list, stack_ids.first
     native = speedups.native
     if native is not None:
-        skips = (skipped_keys(md5_mode, False), skipped_keys(md5_mode, True))
-        how = (row_id, graph_id, source, data_path, step, rank, number_of, first, *skips)
-        how += (to_json, batch_to_json, dumps, batch_p2p_ops)
+        how = (
+            row_id,
+            graph_id,
+            source,
+            data_path,
+            step,
+            rank,
+            number_of,
+            first,
+            skipped_keys(md5_mode, False),
+            skipped_keys(md5_mode, True),
+            to_json,
+            batch_to_json,
+            dumps,
+            batch_p2p_ops,
+        )
         out.nodes = native.node_rows(nodes, start, how, out.stacks, out.p2p)
         return out
     append = out.nodes.append
