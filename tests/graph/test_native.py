@@ -1,4 +1,4 @@
-"""The C hot path (graph/_speedups.c) gives the Python path's answers: the same items, in the same key
+"""The C hot path (graph/csrc/) gives the Python path's answers: the same items, in the same key
 order, with values of the same classes, the same compare cells and levels, and the same JSON text.
 
 Each test runs a function with the extension and again without it (``speedups.native = None``) on
@@ -26,11 +26,18 @@ needs_native = pytest.mark.skipif(NATIVE is None, reason="the C extension is not
 
 
 def test_the_extension_is_built() -> None:
-    """CI builds it (pip install -e . compiles graph/_speedups.c): without it only the Python path
+    """CI builds it (pip install -e . compiles graph/csrc/): without it only the Python path
     would be tested here."""
     if os.environ.get("MSPROBE_DASK_PURE_PYTHON"):
         pytest.skip("MSPROBE_DASK_PURE_PYTHON is set")
     assert NATIVE is not None, "msprobe_dask.graph._speedups is missing: reinstall with a C compiler"
+
+
+def test_the_extension_matches_the_sources() -> None:
+    """speedups.py takes a build only if its API number is the one the Python side expects."""
+    if NATIVE is None:
+        pytest.skip("the C extension is not built")
+    assert NATIVE.API == speedups.API
 
 
 def _shape(value: Any) -> Any:

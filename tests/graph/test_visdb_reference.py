@@ -104,7 +104,7 @@ def test_same_visdb_as_reference_with_builds_in_forked_children(
 def test_same_visdb_as_reference_in_pure_python(
     case: str, name: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without the C hot path (graph/_speedups.c), as where it could not be built: the Python path
+    """Without the C hot path (graph/csrc/), as where it could not be built: the Python path
     stays the definition, and gives the reference's vis.db too."""
     monkeypatch.setattr(speedups, "native", None)
     _check_same_as_reference(case, name, argv, tmp_path)

@@ -1,0 +1,399 @@
+/* The summary compare of a node pair (compare.py: _diffs, summary_row, check_rows, write_back). */
+#include "speedups.h"
+
+/* str(r) + "%" in its exported form, for 1e-4 <= r < 2**33 (compare._rel_text): r to 6 decimals,
+ * or repr(r) where that has fewer decimals (the rounded text ends with 0 and round(r, 6) == r:
+ * round() and format(r, ".6f") take the same correctly rounded digits) */
+static PyObject *rel_text(double r) {
+    char *t = PyOS_double_to_string(r, 'f', 6, 0, NULL);
+    if (t == NULL)
+        return NULL;
+    size_t n = strlen(t);
+    char text[64];
+    if (t[n - 1] == '0' && PyOS_string_to_double(t, NULL, NULL) == r) {
+        PyMem_Free(t);
+        t = PyOS_double_to_string(r, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+        if (t == NULL)
+            return NULL;
+        n = strlen(t);
+    }
+    memcpy(text, t, n); /* (at most 17 digits, a point and an exponent) */
+    PyMem_Free(t);
+    text[n] = '%';
+    PyObject *s = PyUnicode_FromStringAndSize(text, (Py_ssize_t)n + 1);
+    if (s == NULL)
+        return NULL;
+    PyObject *exported = PyObject_CallOneArg(exported_text_type, s);
+    Py_DECREF(s);
+    return exported;
+}
+
+/* the diff cell, relative-error cell and ratio (new references) of one NPU/Bench statistic: two
+ * floats (the Bench one not 0) or two equal ints here, the others by stat_diff(x, y) */
+static int diff_cells(PyObject *x, PyObject *y, PyObject *stat_diff, PyObject **d, PyObject **t,
+                      PyObject **ratio) {
+    *d = *t = *ratio = NULL;
+    if (PyFloat_CheckExact(x) && PyFloat_CheckExact(y) && PyFloat_AS_DOUBLE(y) != 0.0) {
+        double dx = PyFloat_AS_DOUBLE(x) - PyFloat_AS_DOUBLE(y);
+        double r = fabs(dx / PyFloat_AS_DOUBLE(y) * 100);
+        if (r >= 1e-4 && r < 8589934592.0)
+            *t = rel_text(r);
+        else if (r == 0.0)
+            *t = PyUnicode_FromString("0.0%");
+        else
+            goto general; /* (r is not finite, or below 1e-4) */
+        *d = PyFloat_FromDouble(dx);
+        *ratio = PyFloat_FromDouble(r / 100);
+        goto made;
+    }
+    if (PyLong_CheckExact(x) && PyLong_CheckExact(y)) {
+        int equal = PyObject_RichCompareBool(x, y, Py_EQ);
+        int nonzero = equal > 0 ? PyObject_IsTrue(y) : 0;
+        if (equal < 0 || nonzero < 0)
+            return -1;
+        if (nonzero) {
+            *d = PyLong_FromLong(0);
+            *t = PyUnicode_FromString("0.0%");
+            *ratio = PyFloat_FromDouble(0.0);
+            goto made;
+        }
+    }
+general:; /* the general rule, in Python */
+    PyObject *cells = PyObject_CallFunctionObjArgs(stat_diff, x, y, NULL);
+    if (cells == NULL)
+        return -1;
+    if (!PyTuple_Check(cells) || PyTuple_GET_SIZE(cells) != 3) {
+        Py_DECREF(cells);
+        PyErr_SetString(PyExc_TypeError, "stat_diff must return a 3-tuple");
+        return -1;
+    }
+    *d = Py_NewRef(PyTuple_GET_ITEM(cells, 0));
+    *t = Py_NewRef(PyTuple_GET_ITEM(cells, 1));
+    *ratio = Py_NewRef(PyTuple_GET_ITEM(cells, 2));
+    Py_DECREF(cells);
+made:
+    if (*d != NULL && *t != NULL && *ratio != NULL)
+        return 0;
+    Py_CLEAR(*d);
+    Py_CLEAR(*t);
+    Py_CLEAR(*ratio);
+    return -1;
+}
+
+/* stat_diffs(ns, bs, stat_diff) -> (diffs, rels, ratio): compare._diffs for two tuples of
+ * statistics (ratio: the last one's) */
+PyObject *stat_diffs(PyObject *self, PyObject *args) {
+    PyObject *ns, *bs, *stat_diff;
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyTuple_Type, &ns, &PyTuple_Type, &bs, &stat_diff))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(ns) < PyTuple_GET_SIZE(bs) ? PyTuple_GET_SIZE(ns) : PyTuple_GET_SIZE(bs);
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "stat_diffs of no statistics");
+        return NULL;
+    }
+    PyObject *diffs = PyList_New(n), *rels = PyList_New(n), *ratio = NULL;
+    if (diffs == NULL || rels == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *d, *t;
+        Py_CLEAR(ratio);
+        if (diff_cells(PyTuple_GET_ITEM(ns, i), PyTuple_GET_ITEM(bs, i), stat_diff, &d, &t, &ratio) < 0)
+            goto fail;
+        PyList_SET_ITEM(diffs, i, d);
+        PyList_SET_ITEM(rels, i, t);
+    }
+    return Py_BuildValue("(NNN)", diffs, rels, ratio);
+fail:
+    Py_XDECREF(diffs);
+    Py_XDECREF(rels);
+    Py_XDECREF(ratio);
+    return NULL;
+}
+
+#define MAX_ROWS 32 /* items per state group (more: the Python path) */
+
+static const int state_group[5] = {0, 0, 1, 2, 3}; /* input, kwargs, parameters, output, parameters_grad */
+
+typedef struct {
+    PyObject *n, *b; /* the NPU item and its Bench partner (borrowed) */
+    PyObject *cells[N_WRITTEN]; /* the cells written back (new references) */
+    double ratio; /* NormRelativeErr as a ratio, NAN where None */
+    int out, has_ratio;
+} Row;
+
+/* the items of one side's node by compare.STATE_GROUPS, inputs before outputs; -1 error, 0 a value
+ * this code does not take, else 1 */
+static int grouped(PyObject *in, PyObject *out, PyObject *groups[4][MAX_ROWS], int counts[4]) {
+    PyObject *datas[2] = {in, out};
+    for (int g = 0; g < 4; g++)
+        counts[g] = 0;
+    for (int i = 0; i < 2; i++) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *item;
+        while (PyDict_Next(datas[i], &pos, &k, &item)) {
+            if (!PyDict_CheckExact(item))
+                return UNHANDLED;
+            PyObject *state = PyDict_GetItemWithError(item, str_state);
+            if (state == NULL && PyErr_Occurred())
+                return -1;
+            if (state == NULL || state == Py_None)
+                continue;
+            if (!PyUnicode_CheckExact(state))
+                return UNHANDLED;
+            int g = -1;
+            for (int j = 0; j < 5 && g < 0; j++) {
+                int eq = PyUnicode_Compare(state, state_names[j]);
+                if (eq == -1 && PyErr_Occurred())
+                    return -1;
+                if (eq == 0)
+                    g = state_group[j];
+            }
+            if (g < 0)
+                continue;
+            if (counts[g] == MAX_ROWS)
+                return UNHANDLED;
+            groups[g][counts[g]++] = item;
+        }
+    }
+    return DONE;
+}
+
+/* the four statistics of an item: all exact floats with a finite sum, or all exact ints (what
+ * compare._cells leaves as they are); 1 as ints, 2 as floats, 0 otherwise */
+static int plain_stats(PyObject *item, PyObject *stats[4]) {
+    int ints = 0, floats = 0;
+    double total = 0.0;
+    for (int i = 0; i < 4; i++) {
+        stats[i] = PyDict_GetItemWithError(item, stat_names[i]);
+        if (stats[i] == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        if (PyFloat_CheckExact(stats[i])) {
+            floats++;
+            total += PyFloat_AS_DOUBLE(stats[i]);
+        } else if (PyLong_CheckExact(stats[i]))
+            ints++;
+    }
+    if (ints == 4)
+        return 1;
+    return floats == 4 && isfinite(total) ? 2 : 0;
+}
+
+/* 1 if a == b (Python's ==), 0 if not, -1 error; a or b NULL: missing (None) */
+static int same(PyObject *a, PyObject *b) {
+    PyObject *eq = PyObject_RichCompare(a ? a : Py_None, b ? b : Py_None, Py_EQ);
+    if (eq == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(eq);
+    Py_DECREF(eq);
+    return truth;
+}
+
+static PyObject *get(PyObject *item, PyObject *key) { /* item.get(key), borrowed; NULL: missing or error */
+    return PyDict_GetItemWithError(item, key);
+}
+
+/* a QUIET summary row (compare.summary_row) for the pair: 1 made, 0 not quiet, -1 error */
+static int quiet_row(Row *r, PyObject *stat_diff) {
+    PyObject *ns[4], *bs[4];
+    int nk = plain_stats(r->n, ns), bk = plain_stats(r->b, bs);
+    if (nk <= 0 || bk <= 0)
+        return nk < 0 || bk < 0 ? -1 : 0;
+    PyObject *keys[3] = {str_requires_grad, str_dtype, str_shape};
+    PyObject *rg_same = NULL;
+    for (int i = 0; i < 3; i++) {
+        PyObject *a = get(r->n, keys[i]);
+        if (a == NULL && PyErr_Occurred())
+            goto fail;
+        PyObject *b = get(r->b, keys[i]);
+        if (b == NULL && PyErr_Occurred())
+            goto fail;
+        if (i == 0) {
+            rg_same = PyObject_RichCompare(a ? a : Py_None, b ? b : Py_None, Py_EQ);
+            if (rg_same == NULL)
+                return -1;
+            int truth = PyObject_IsTrue(rg_same);
+            if (truth <= 0)
+                goto not_quiet_or_fail;
+        } else {
+            int eq = same(a, b);
+            if (eq <= 0)
+                goto not_quiet_or_fail;
+        }
+    }
+    int max_same = same(ns[0], bs[0]);
+    if (max_same < 0)
+        goto fail;
+    if (!max_same) { /* then the dtype must be a str without "class" */
+        PyObject *dtype = get(r->n, str_dtype);
+        if (dtype == NULL || !PyUnicode_CheckExact(dtype))
+            goto not_quiet_or_fail;
+        int has_class = PyUnicode_Find(dtype, str_class, 0, PyUnicode_GET_LENGTH(dtype), 1) >= 0;
+        if (has_class)
+            goto not_quiet_or_fail;
+    }
+    PyObject *ratio = NULL;
+    for (int i = 0; i < 4; i++) {
+        Py_XDECREF(ratio);
+        if (diff_cells(ns[i], bs[i], stat_diff, &r->cells[i], &r->cells[4 + i], &ratio) < 0)
+            goto fail;
+    }
+    r->has_ratio = ratio != Py_None;
+    r->ratio = r->has_ratio ? PyFloat_AsDouble(ratio) : NAN;
+    Py_DECREF(ratio);
+    if (r->has_ratio && r->ratio == -1.0 && PyErr_Occurred())
+        goto fail;
+    r->cells[8] = rg_same;
+    return DONE;
+not_quiet_or_fail:
+    Py_XDECREF(rg_same);
+    return PyErr_Occurred() ? -1 : UNHANDLED;
+fail:
+    Py_XDECREF(rg_same);
+    return -1;
+}
+
+/* "" (0), "input" (1) or "all" (2): the class of ignored APIs of the first input row's API name */
+static int ignore_class(Row *rows, int n, PyObject *all_ignored, PyObject *input_ignored) {
+    for (int i = 0; i < n; i++) {
+        if (rows[i].out)
+            continue;
+        PyObject *name = get(rows[i].n, str_full_op_name);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(name);
+        Py_ssize_t a = PyUnicode_FindChar(name, '.', 0, len, 1), b = -1;
+        if (a >= 0)
+            b = PyUnicode_FindChar(name, '.', a + 1, len, 1);
+        if (a == -2 || b == -2)
+            return -1;
+        /* name.split(".", 2)[1], or "" */
+        PyObject *api = a < 0 ? PyUnicode_New(0, 0) : PyUnicode_Substring(name, a + 1, b >= 0 ? b : len);
+        if (api == NULL)
+            return -1;
+        int all = PySet_Contains(all_ignored, api);
+        int input = all == 0 ? PySet_Contains(input_ignored, api) : 0;
+        Py_DECREF(api);
+        if (all < 0 || input < 0)
+            return -1;
+        return all ? 2 : input;
+    }
+    return 0;
+}
+
+/* summary_pair(npu_in, npu_out, bench_in, bench_out, how) -> the node's worst level (0, 1, 2), its
+ * items given their compare cells: compare_pair in summary mode (not merged) when every row is
+ * QUIET, else None (the Python path, nothing changed). ``how``: (stat_diff, ALL_IGNORE,
+ * INPUT_IGNORE, (the Err_message texts: none, RelativeErr, RelativeWarn, both), (the Result texts
+ * of pass, warning, error)). */
+PyObject *summary_pair(PyObject *self, PyObject *args) {
+    PyObject *npu_in, *npu_out, *bench_in, *bench_out, *stat_diff, *all_ignored, *input_ignored, *errs,
+        *results;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!(OOOO!O!)", &PyDict_Type, &npu_in, &PyDict_Type, &npu_out,
+                          &PyDict_Type, &bench_in, &PyDict_Type, &bench_out, &stat_diff, &all_ignored,
+                          &input_ignored, &PyTuple_Type, &errs, &PyTuple_Type, &results))
+        return NULL;
+    if (PyTuple_GET_SIZE(errs) != 4 || PyTuple_GET_SIZE(results) != 3) {
+        PyErr_SetString(PyExc_ValueError, "summary_pair: 4 messages and 3 results");
+        return NULL;
+    }
+    PyObject *ng[4][MAX_ROWS], *bg[4][MAX_ROWS];
+    Row rows[4 * MAX_ROWS];
+    int nc[4], bc[4], n = 0, rc;
+    if ((rc = grouped(npu_in, npu_out, ng, nc)) <= 0 || (rc = grouped(bench_in, bench_out, bg, bc)) <= 0)
+        return rc < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *result = NULL, *by_name = NULL;
+    for (int g = 0; g < 4; g++) {
+        for (int i = 0; i < nc[g]; i++) {
+            if (i >= bc[g])
+                goto unhandled; /* an item without a partner */
+            Row *r = &rows[n];
+            memset(r, 0, sizeof(Row));
+            r->n = ng[g][i];
+            r->b = bg[g][i];
+            n++;
+            PyObject *name = get(r->n, str_full_op_name);
+            if (name == NULL || !PyUnicode_CheckExact(name))
+                goto unhandled_or_error;
+            Py_ssize_t at = PyUnicode_Find(name, str_output_part, 0, PyUnicode_GET_LENGTH(name), 1);
+            if (at == -2)
+                goto done;
+            r->out = at >= 0;
+            if ((rc = quiet_row(r, stat_diff)) <= 0)
+                goto unhandled_or_error;
+        }
+    }
+    if (n == 0)
+        goto unhandled;
+    int ignore = ignore_class(rows, n, all_ignored, input_ignored);
+    if (ignore < 0)
+        goto done;
+    int relerr = 0, warn = 0, first_out = -1, worst = 0;
+    if (ignore == 0) { /* the node-wide RelativeErr and RelativeWarn checkers */
+        double a = 0.0, b = 0.0;
+        for (int i = 0; i < n; i++) {
+            if (rows[i].out && first_out < 0)
+                first_out = i;
+            if (!rows[i].has_ratio)
+                continue;
+            if (rows[i].out) {
+                if (rows[i].ratio > b)
+                    b = rows[i].ratio;
+            } else if (rows[i].ratio > a)
+                a = rows[i].ratio;
+        }
+        a = fabs(a);
+        b = fabs(b);
+        relerr = a < 0.1;
+        warn = first_out >= 0 && ((a == 0 && b > 0.1) || (a != 0 && b / a > 10));
+    }
+    for (int i = 0; i < n; i++) {
+        Row *r = &rows[i];
+        int e = ignore != 2 && relerr && r->out && r->has_ratio && fabs(r->ratio) > 0.5;
+        int w = ignore != 2 && warn && i == first_out;
+        int level = e ? 2 : w ? 1 : 0;
+        if (level > worst)
+            worst = level;
+        r->cells[9] = Py_NewRef(PyTuple_GET_ITEM(results, level));
+        r->cells[10] = Py_NewRef(PyTuple_GET_ITEM(errs, e + 2 * w));
+    }
+    /* write back: the cells of each row into the NPU item of its name (the last row of a name wins) */
+    by_name = PyDict_New();
+    if (by_name == NULL)
+        goto done;
+    for (int i = 0; i < n; i++) {
+        PyObject *index = PyLong_FromLong(i);
+        if (index == NULL || PyDict_SetItem(by_name, get(rows[i].n, str_full_op_name), index) < 0) {
+            Py_XDECREF(index);
+            goto done;
+        }
+        Py_DECREF(index);
+    }
+    PyObject *datas[2] = {npu_in, npu_out};
+    for (int d = 0; d < 2; d++) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *item;
+        while (PyDict_Next(datas[d], &pos, &k, &item)) {
+            PyObject *index = PyDict_GetItemWithError(by_name, k);
+            if (index == NULL) {
+                if (PyErr_Occurred())
+                    goto done;
+                continue;
+            }
+            Row *r = &rows[PyLong_AsLong(index)];
+            for (int j = 0; j < N_WRITTEN; j++)
+                if (PyDict_SetItem(item, written_keys[j], r->cells[j]) < 0)
+                    goto done;
+        }
+    }
+    result = PyLong_FromLong(worst);
+    goto done;
+unhandled_or_error:
+    if (PyErr_Occurred())
+        goto done;
+unhandled:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(by_name);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < N_WRITTEN; j++)
+            Py_CLEAR(rows[i].cells[j]);
+    return result;
+}

@@ -1,0 +1,390 @@
+/* The exported items' JSON text (items.py: items_json; graph_visualize.md section 7.6). */
+#include "speedups.h"
+
+static unsigned char char_class[256];
+
+void init_char_classes(void) {
+    for (int c = 0; c < 256; c++)
+        char_class[c] = c < 0x20 || c > 0x7e ? BAD : 0;
+    char_class['"'] = char_class['\\'] = ESCAPED;
+    char_class['\''] = QUOTE;
+    char_class['N'] = CAPITAL_N;
+}
+
+/* the classes of the characters of s, or'ed */
+int classes(const char *s, Py_ssize_t n) {
+    int c = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        c |= char_class[(unsigned char)s[i]];
+    return c;
+}
+
+/* the ASCII data of a str, else NULL */
+const char *ascii_data(PyObject *s, Py_ssize_t *n) {
+    if (!PyUnicode_IS_ASCII(s))
+        return NULL;
+    *n = PyUnicode_GET_LENGTH(s);
+    return (const char *)PyUnicode_1BYTE_DATA(s);
+}
+
+static int add_double(Buf *b, double x, char code, int precision, int flags) {
+    char *t = PyOS_double_to_string(x, code, precision, flags, NULL);
+    if (t == NULL)
+        return -1;
+    int rc = buf_add(b, t, (Py_ssize_t)strlen(t));
+    PyMem_Free(t);
+    return rc;
+}
+
+/* repr(x): orjson's text where it is repr's, 1e-4 <= |x| < 1e16 (see jsontext.float_text), made at
+ * the end for all such floats at once; elsewhere Python's */
+static int add_float(Buf *b, PyObject *v) {
+    double x = PyFloat_AS_DOUBLE(v);
+    if ((x >= 1e-4 && x < 1e16) || (x > -1e16 && x <= -1e-4))
+        return buf_defer(b, v);
+    return add_double(b, x, 'r', 0, Py_DTSF_ADD_DOT_0);
+}
+
+/* the decimal digits of x */
+static int add_long_long(Buf *b, long long x) {
+    char digits[24], *end = digits + sizeof(digits), *p = end;
+    unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (x < 0)
+        *--p = '-';
+    return buf_add(b, p, end - p);
+}
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* s matches ^\d{1,20}\.\d{7,20}%?$ (ASCII, no newline): a decimal the export rounds */
+static int long_decimal(const char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n && is_digit(s[i]))
+        i++;
+    if (i < 1 || i > 20 || i >= n || s[i] != '.')
+        return 0;
+    Py_ssize_t j = ++i;
+    while (i < n && is_digit(s[i]))
+        i++;
+    if (i - j < 7 || i - j > 20)
+        return 0;
+    return i == n || (i == n - 1 && s[i] == '%');
+}
+
+/* printable ASCII as it stands between the quotes of a JSON string (``escape``: it has a double
+ * quote or a backslash) */
+static int add_escaped(Buf *b, const char *s, Py_ssize_t n, int escape) {
+    if (!escape)
+        return buf_add(b, s, n) < 0 ? -1 : DONE;
+    if (buf_reserve(b, 2 * n) < 0)
+        return -1;
+    char *out = b->p + b->len;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] == '"' || s[i] == '\\')
+            *out++ = '\\';
+        *out++ = s[i];
+    }
+    b->len = out - b->p;
+    return DONE;
+}
+
+/* the text s (n printable ASCII characters) takes by items._fmt_str's first steps, into t (n bytes):
+ * quotes dropped, then None -> null, left to right; returns its length */
+static Py_ssize_t quotes_and_nones(const char *s, Py_ssize_t n, char *t) {
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (s[i] != '\'')
+            t[m++] = s[i];
+    for (Py_ssize_t i = 0; i + 4 <= m; i++) {
+        if (t[i] == 'N' && memcmp(t + i, "None", 4) == 0) {
+            memcpy(t + i, "null", 4);
+            i += 3;
+        }
+    }
+    return m;
+}
+
+/* a long decimal (see long_decimal), rounded to 6 decimals: f"{float(s):.6f}" (and its %) */
+static int add_rounded(Buf *b, const char *s, Py_ssize_t n) {
+    int pct = s[n - 1] == '%';
+    char digits[48];
+    Py_ssize_t k = pct ? n - 1 : n;
+    memcpy(digits, s, k);
+    digits[k] = '\0';
+    double x = PyOS_string_to_double(digits, NULL, NULL);
+    if (x == -1.0 && PyErr_Occurred())
+        return -1;
+    if (add_double(b, x, 'f', 6, 0) < 0)
+        return -1;
+    return pct ? (BUF_LIT(b, "%") < 0 ? -1 : DONE) : DONE;
+}
+
+/* the exported text of a str (items._fmt_str, then JSON escaping): quotes dropped, None -> null, a
+ * long decimal rounded to 6 decimals; UNHANDLED if it is not printable ASCII */
+static int add_str(Buf *b, PyObject *v) {
+    Py_ssize_t n;
+    const char *s = ascii_data(v, &n);
+    if (s == NULL)
+        return UNHANDLED;
+    int c = classes(s, n);
+    if (c & BAD)
+        return UNHANDLED;
+    int none = (c & CAPITAL_N) && n >= 4 && memmem(s, n, "None", 4) != NULL;
+    if (!(c & QUOTE) && !none) {
+        if (n >= 9 && is_digit(s[0]) && long_decimal(s, n))
+            return add_rounded(b, s, n);
+        return add_escaped(b, s, n, c & ESCAPED);
+    }
+    char small[256], *t = n <= (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc(n);
+    if (t == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t m = quotes_and_nones(s, n, t);
+    int rounded = m >= 9 && is_digit(t[0]) && long_decimal(t, m);
+    int rc = rounded ? add_rounded(b, t, m) : add_escaped(b, t, m, c & ESCAPED);
+    if (t != small)
+        PyMem_Free(t);
+    return rc;
+}
+
+/* list.__repr__ of a list of ints (a shape), else of anything through Python (UNHANDLED unless
+ * printable ASCII without escapes) */
+static int add_list(Buf *b, PyObject *v) {
+    Py_ssize_t n = PyList_GET_SIZE(v), i;
+    Py_ssize_t start = b->len;
+    if (BUF_LIT(b, "[") < 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        PyObject *x = PyList_GET_ITEM(v, i);
+        if (!PyLong_CheckExact(x))
+            break;
+        int overflow;
+        long long k = PyLong_AsLongLongAndOverflow(x, &overflow);
+        if ((k == -1 && PyErr_Occurred()) || overflow)
+            break;
+        if ((i > 0 && BUF_LIT(b, ", ") < 0) || add_long_long(b, k) < 0)
+            return -1;
+    }
+    if (i == n)
+        return BUF_LIT(b, "]") < 0 ? -1 : DONE;
+    if (PyErr_Occurred())
+        return -1;
+    b->len = start; /* (no deferred float was added) */
+    PyObject *r = PyObject_Repr(v);
+    if (r == NULL)
+        return -1;
+    Py_ssize_t m;
+    const char *s = ascii_data(r, &m);
+    int rc = UNHANDLED;
+    if (s != NULL && !(classes(s, m) & (BAD | ESCAPED)))
+        rc = buf_add(b, s, m) < 0 ? -1 : DONE;
+    Py_DECREF(r);
+    return rc;
+}
+
+/* the JSON-ready exported text of one item value, by its exact class */
+static int add_value(Buf *b, PyObject *v) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyFloat_Type)
+        return add_float(b, v) < 0 ? -1 : DONE;
+    if (t == &PyUnicode_Type)
+        return add_str(b, v);
+    if ((PyObject *)t == exported_text_type) {
+        Py_ssize_t n;
+        const char *s = ascii_data(v, &n);
+        if (s == NULL || classes(s, n) & (BAD | ESCAPED))
+            return UNHANDLED;
+        return buf_add(b, s, n) < 0 ? -1 : DONE;
+    }
+    if (v == Py_None)
+        return BUF_LIT(b, "null") < 0 ? -1 : DONE;
+    if (t == &PyBool_Type)
+        return (v == Py_True ? BUF_LIT(b, "True") : BUF_LIT(b, "False")) < 0 ? -1 : DONE;
+    if (t == &PyLong_Type) {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred())
+            return -1;
+        if (!overflow)
+            return add_long_long(b, x) < 0 ? -1 : DONE;
+        PyObject *r = PyObject_Repr(v);
+        if (r == NULL)
+            return -1;
+        int rc = buf_add(b, PyUnicode_AsUTF8(r), PyUnicode_GET_LENGTH(r));
+        Py_DECREF(r);
+        return rc < 0 ? -1 : DONE;
+    }
+    if (t == &PyList_Type)
+        return add_list(b, v);
+    return UNHANDLED;
+}
+
+/* key objects seen to be printable ASCII without escapes, by their address (held, so that an
+ * address is not reused while here): item keys are few objects, shared by many items */
+#define GOOD_KEYS 512
+static PyObject *good_keys[GOOD_KEYS];
+
+/* a key as it stands in JSON, after ``before``: printable ASCII without escapes only (others:
+ * UNHANDLED) */
+static int add_key(Buf *b, const char *before, Py_ssize_t m, PyObject *k) {
+    if (!PyUnicode_CheckExact(k))
+        return UNHANDLED;
+    Py_ssize_t n;
+    const char *s = ascii_data(k, &n);
+    if (s == NULL)
+        return UNHANDLED;
+    PyObject **seen = &good_keys[((uintptr_t)k >> 4) % GOOD_KEYS];
+    if (*seen != k) {
+        if (classes(s, n) & (BAD | ESCAPED))
+            return UNHANDLED;
+        Py_XSETREF(*seen, Py_NewRef(k));
+    }
+    if (buf_reserve(b, m + n + 2) < 0)
+        return -1;
+    char *out = b->p + b->len;
+    memcpy(out, before, m);
+    out[m] = '"';
+    memcpy(out + m + 1, s, n);
+    out[m + n + 1] = '"';
+    b->len += m + n + 2;
+    return DONE;
+}
+
+static Skip skip_cache[4];
+
+/* the Skip of a set of keys (remembered: the callers pass a few module constants), NULL on error */
+Skip *skip_of(PyObject *set) {
+    for (int i = 0; i < 4; i++)
+        if (skip_cache[i].set == set)
+            return &skip_cache[i];
+    if (!PyAnySet_Check(set) || PySet_GET_SIZE(set) > 8) {
+        PyErr_SetString(PyExc_ValueError, "skip: a set of at most 8 str keys");
+        return NULL;
+    }
+    Skip sk = {.set = set, .n = 0};
+    PyObject *it = PyObject_GetIter(set), *k;
+    if (it == NULL)
+        return NULL;
+    while ((k = PyIter_Next(it)) != NULL) {
+        const char *s = PyUnicode_Check(k) ? ascii_data(k, &sk.len[sk.n]) : NULL;
+        Py_DECREF(k); /* (the set holds it) */
+        if (s == NULL) {
+            Py_DECREF(it);
+            PyErr_SetString(PyExc_ValueError, "skip: a set of ASCII str keys");
+            return NULL;
+        }
+        sk.text[sk.n++] = s;
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        return NULL;
+    for (int i = 0; i < 4; i++) {
+        if (skip_cache[i].set == NULL) {
+            Py_INCREF(set); /* (kept alive with the texts it holds) */
+            skip_cache[i] = sk;
+            return &skip_cache[i];
+        }
+    }
+    PyErr_SetString(PyExc_ValueError, "skip: at most 4 distinct sets");
+    return NULL;
+}
+
+static int skipped(Skip *sk, PyObject *k) {
+    Py_ssize_t n;
+    const char *s = PyUnicode_CheckExact(k) ? ascii_data(k, &n) : NULL;
+    if (s == NULL)
+        return -2; /* not a key this code takes */
+    for (Py_ssize_t i = 0; i < sk->n; i++)
+        if (sk->len[i] == n && memcmp(sk->text[i], s, n) == 0)
+            return 1;
+    return 0;
+}
+
+/* {"key": "text", ...} of one item, or {"value": "null"} when its Max text is null */
+static int add_item(Buf *b, PyObject *item, Skip *skip) {
+    if (!PyDict_CheckExact(item))
+        return UNHANDLED;
+    PyObject *kind = PyDict_GetItemWithError(item, str_type);
+    if (kind == NULL && PyErr_Occurred())
+        return -1;
+    if (kind != NULL && PyUnicode_Check(kind)) {
+        int pg = PyUnicode_Compare(kind, str_process_group);
+        if (pg == -1 && PyErr_Occurred())
+            return -1;
+        if (pg == 0)
+            return UNHANDLED; /* a process group keeps a few keys: the Python path */
+    }
+    Py_ssize_t start = b->len, pos = 0;
+    PyObject *k, *v;
+    int first = 1, null_max = 0;
+    while (PyDict_Next(item, &pos, &k, &v)) {
+        int skip_it = skipped(skip, k);
+        if (skip_it == -2)
+            return UNHANDLED;
+        if (skip_it)
+            continue;
+        int rc = first ? add_key(b, "{", 1, k) : add_key(b, "\", ", 3, k);
+        if (rc <= 0)
+            return rc;
+        first = 0;
+        if (BUF_LIT(b, ": \"") < 0)
+            return -1;
+        Py_ssize_t at = b->len;
+        rc = add_value(b, v);
+        if (rc <= 0)
+            return rc;
+        /* (as format_item: the text of a float, int, bool or list is never null) */
+        if ((v == Py_None || PyUnicode_Check(v)) && b->len - at == 4 && memcmp(b->p + at, "null", 4) == 0) {
+            int is_max = PyUnicode_Compare(k, str_max);
+            if (is_max == -1 && PyErr_Occurred())
+                return -1;
+            null_max |= is_max == 0;
+        }
+    }
+    if (null_max) {
+        if (buf_truncate(b, start) < 0)
+            return -1;
+        return BUF_LIT(b, "{\"value\": \"null\"}") < 0 ? -1 : DONE;
+    }
+    return (first ? BUF_LIT(b, "{}") : BUF_LIT(b, "\"}")) < 0 ? -1 : DONE;
+}
+
+/* the JSON text of a node's exported items, or None where this code does not take them */
+PyObject *data_json(PyObject *data, Skip *skip) {
+    Buf b;
+    buf_init(&b);
+    Py_ssize_t pos = 0;
+    PyObject *k, *item, *result = NULL;
+    int rc = DONE;
+    while (rc == DONE && PyDict_Next(data, &pos, &k, &item)) {
+        rc = b.len == 0 ? add_key(&b, "{", 1, k) : add_key(&b, ", ", 2, k);
+        if (rc == DONE)
+            rc = BUF_LIT(&b, ": ") < 0 ? -1 : DONE;
+        if (rc == DONE)
+            rc = add_item(&b, item, skip);
+    }
+    if (rc == DONE && (b.len == 0 ? BUF_LIT(&b, "{}") : BUF_LIT(&b, "}")) == 0)
+        result = buf_text(&b);
+    else if (rc == UNHANDLED)
+        result = Py_NewRef(Py_None);
+    buf_free(&b);
+    return result;
+}
+
+/* items_json(data, skip) -> the JSON text of the exported items, or None (take the Python path) */
+PyObject *items_json(PyObject *self, PyObject *args) {
+    PyObject *data, *skip_set;
+    if (!PyArg_ParseTuple(args, "O!O", &PyDict_Type, &data, &skip_set))
+        return NULL;
+    if (exported_text_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_speedups.configure() was not called");
+        return NULL;
+    }
+    Skip *skip = skip_of(skip_set);
+    return skip != NULL ? data_json(data, skip) : NULL;
+}
