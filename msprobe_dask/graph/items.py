@@ -452,7 +452,7 @@ class _Kind:
         return "".join(parts)  # type: ignore[arg-type]
 
 
-_NEVER_NULL = frozenset((float, int, bool, list, ExportedText))  # classes whose text is never "null"
+_NEVER_NULL = frozenset((float, int, bool, list))  # classes whose text is never "null"
 _MEMO_CLASSES = frozenset((str, int, bool, type(None), ExportedText))
 _MEMO_SIZE = 256
 _FORMS: dict[frozenset[str], dict[tuple[str, ...], _Form]] = {skip: {} for skip in _SKIPPED.values()}

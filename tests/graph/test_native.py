@@ -9,15 +9,19 @@ None, P2P ops, process groups, non-ASCII text, bools, huge ints, nan and inf ...
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
+import subprocess
+import sys
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msprobe_dask.graph import compare, items, speedups
+from msprobe_dask.graph import compare, items, rows, speedups
 from msprobe_dask.graph.compare import MD5, SUMMARY, TENSOR, _diffs, _stat_diff, compare_pair
 from msprobe_dask.graph.model import API, Node
 
@@ -38,6 +42,57 @@ def test_the_extension_matches_the_sources() -> None:
     if NATIVE is None:
         pytest.skip("the C extension is not built")
     assert NATIVE.API == speedups.API
+
+
+@needs_native
+def test_unconfigured_module_refuses_instead_of_crashing() -> None:
+    """The module loaded alone (items.py not imported, so configure() not called) raises."""
+    code = (
+        "import importlib.util, sys, glob\n"
+        "path = glob.glob(sys.argv[1] + '/_speedups*.so')[0]\n"
+        "spec = importlib.util.spec_from_file_location('msprobe_dask.graph._speedups', path)\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "for call in (lambda: m.leaf({'type': 'int', 'value': 3}, 'a.b', 'input', '0'),\n"
+        "             lambda: m.stat_diffs((1.5,), (1.25,), None),\n"
+        "             lambda: m.items_json({}, frozenset())):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except RuntimeError as exc:\n"
+        "        print(exc)\n"
+    )
+    folder = os.path.dirname(NATIVE.__file__)
+    res = subprocess.run([sys.executable, "-c", code, folder], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("configure() was not called") == 3
+
+
+@needs_native
+def test_other_mappings_take_the_python_path() -> None:
+    data = MappingProxyType({"k": {"Max": 1.5}})
+    assert NATIVE.items_json(data, items.skipped_keys(False, False)) is None
+    assert items.items_json(data, False, False) == '{"k": {"Max": "1.5"}}'  # type: ignore[arg-type]
+    assert NATIVE.summary_pair(data, {}, {}, {}, compare._HOW) is None
+
+
+def test_a_null_max_of_any_text_class_makes_the_item_null(monkeypatch: pytest.MonkeyPatch) -> None:
+    """format_item's rule: the item is {"value": "null"} when its Max text is null, whatever the class."""
+    data = {"k": {"Max": items.ExportedText("null"), "Min": 1}}
+    want = json.dumps({"k": {"value": "null"}})
+    assert json.dumps(items.format_items(data, False, False)) == want
+    with_c, python = _both(monkeypatch, lambda: items.items_json(data, False, False))
+    assert with_c == python == want
+
+
+def test_rows_hold_no_stray_references(monkeypatch: pytest.MonkeyPatch) -> None:
+    """node_rows with micro None (the root's) must not leak references to None."""
+    graph = type("G", (), {"step": 0, "rank": 0, "data_path": "p"})()
+    nodes = [Node(f"Module.m{i}.forward.0", 0) for i in range(50)]
+    ids = rows.number_stacks(nodes)
+    rows.chunk_rows(graph, "NPU", nodes, 0, ids)  # type: ignore[arg-type]
+    before = sys.getrefcount(None)
+    for _ in range(20):
+        rows.chunk_rows(graph, "NPU", nodes, 0, ids)  # type: ignore[arg-type]
+    assert sys.getrefcount(None) - before < 50
 
 
 def _shape(value: Any) -> Any:

@@ -84,7 +84,7 @@ made:
  * statistics (ratio: the last one's) */
 PyObject *stat_diffs(PyObject *self, PyObject *args) {
     PyObject *ns, *bs, *stat_diff;
-    if (!PyArg_ParseTuple(args, "O!O!O", &PyTuple_Type, &ns, &PyTuple_Type, &bs, &stat_diff))
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyTuple_Type, &ns, &PyTuple_Type, &bs, &stat_diff) || configured() < 0)
         return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(ns) < PyTuple_GET_SIZE(bs) ? PyTuple_GET_SIZE(ns) : PyTuple_GET_SIZE(bs);
     if (n == 0) {
@@ -116,6 +116,7 @@ static const int state_group[5] = {0, 0, 1, 2, 3}; /* input, kwargs, parameters,
 
 typedef struct {
     PyObject *n, *b; /* the NPU item and its Bench partner (borrowed) */
+    PyObject *name;   /* the NPU item's full_op_name (held) */
     PyObject *cells[N_WRITTEN]; /* the cells written back (new references) */
     double ratio; /* NormRelativeErr as a ratio, NAN where None */
     int out, has_ratio;
@@ -257,7 +258,7 @@ static int ignore_class(Row *rows, int n, PyObject *all_ignored, PyObject *input
     for (int i = 0; i < n; i++) {
         if (rows[i].out)
             continue;
-        PyObject *name = get(rows[i].n, str_full_op_name);
+        PyObject *name = rows[i].name;
         Py_ssize_t len = PyUnicode_GET_LENGTH(name);
         Py_ssize_t a = PyUnicode_FindChar(name, '.', 0, len, 1), b = -1;
         if (a >= 0)
@@ -286,10 +287,13 @@ static int ignore_class(Row *rows, int n, PyObject *all_ignored, PyObject *input
 PyObject *summary_pair(PyObject *self, PyObject *args) {
     PyObject *npu_in, *npu_out, *bench_in, *bench_out, *stat_diff, *all_ignored, *input_ignored, *errs,
         *results;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!(OOOO!O!)", &PyDict_Type, &npu_in, &PyDict_Type, &npu_out,
-                          &PyDict_Type, &bench_in, &PyDict_Type, &bench_out, &stat_diff, &all_ignored,
-                          &input_ignored, &PyTuple_Type, &errs, &PyTuple_Type, &results))
+    if (!PyArg_ParseTuple(args, "OOOO(OOOO!O!)", &npu_in, &npu_out, &bench_in, &bench_out, &stat_diff,
+                          &all_ignored, &input_ignored, &PyTuple_Type, &errs, &PyTuple_Type, &results) ||
+        configured() < 0)
         return NULL;
+    if (!PyDict_CheckExact(npu_in) || !PyDict_CheckExact(npu_out) || !PyDict_CheckExact(bench_in) ||
+        !PyDict_CheckExact(bench_out))
+        Py_RETURN_NONE; /* (other mappings: the Python path) */
     if (PyTuple_GET_SIZE(errs) != 4 || PyTuple_GET_SIZE(results) != 3) {
         PyErr_SetString(PyExc_ValueError, "summary_pair: 4 messages and 3 results");
         return NULL;
@@ -312,6 +316,7 @@ PyObject *summary_pair(PyObject *self, PyObject *args) {
             PyObject *name = get(r->n, str_full_op_name);
             if (name == NULL || !PyUnicode_CheckExact(name))
                 goto unhandled_or_error;
+            r->name = Py_NewRef(name);
             Py_ssize_t at = PyUnicode_Find(name, str_output_part, 0, PyUnicode_GET_LENGTH(name), 1);
             if (at == -2)
                 goto done;
@@ -360,7 +365,7 @@ PyObject *summary_pair(PyObject *self, PyObject *args) {
         goto done;
     for (int i = 0; i < n; i++) {
         PyObject *index = PyLong_FromLong(i);
-        if (index == NULL || PyDict_SetItem(by_name, get(rows[i].n, str_full_op_name), index) < 0) {
+        if (index == NULL || PyDict_SetItem(by_name, rows[i].name, index) < 0) {
             Py_XDECREF(index);
             goto done;
         }
@@ -392,8 +397,10 @@ unhandled:
     result = Py_NewRef(Py_None);
 done:
     Py_XDECREF(by_name);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        Py_CLEAR(rows[i].name);
         for (int j = 0; j < N_WRITTEN; j++)
             Py_CLEAR(rows[i].cells[j]);
+    }
     return result;
 }

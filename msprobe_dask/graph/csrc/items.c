@@ -129,7 +129,7 @@ fail:
 
 PyObject *leaf(PyObject *self, PyObject *args) {
     PyObject *src, *name, *state, *crc_empty;
-    if (!PyArg_ParseTuple(args, "OUUU", &src, &name, &state, &crc_empty))
+    if (!PyArg_ParseTuple(args, "OUUU", &src, &name, &state, &crc_empty) || configured() < 0)
         return NULL;
     return leaf_of(src, name, state, crc_empty);
 }
@@ -217,7 +217,7 @@ static int split_item(PyObject *item, PyObject *inputs, PyObject *outputs) {
  * dicts), else None (the Python path: nested values, None, P2P ops, parameters_grad) */
 PyObject *entry_items(PyObject *self, PyObject *args) {
     PyObject *node_id, *entry, *crc_empty, *python_leaf;
-    if (!PyArg_ParseTuple(args, "UOUO", &node_id, &entry, &crc_empty, &python_leaf))
+    if (!PyArg_ParseTuple(args, "UOUO", &node_id, &entry, &crc_empty, &python_leaf) || configured() < 0)
         return NULL;
     if (!PyDict_CheckExact(entry) || !PyUnicode_IS_ASCII(node_id))
         Py_RETURN_NONE;

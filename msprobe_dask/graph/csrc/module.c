@@ -11,6 +11,13 @@ PyObject *exported_text_type, *orjson_dumps, *crc32_text, *zero, *str_max, *str_
 PyObject *stat_names[4], *state_names[5], *written_keys[N_WRITTEN], *rank_params[4], *shaped_kinds[4],
     *sub_keys[5], *sub_suffixes[5], *sub_states[5];
 
+int configured(void) {
+    if (exported_text_type != NULL && orjson_dumps != NULL && crc32_text != NULL)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError, "_speedups.configure() was not called");
+    return -1;
+}
+
 static PyObject *configure(PyObject *self, PyObject *args) {
     PyObject *exported, *dumps, *crc32;
     if (!PyArg_ParseTuple(args, "O!OO", &PyType_Type, &exported, &dumps, &crc32))

@@ -61,8 +61,8 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
                           &to_json,
                           &batch_to_json, &dumps, &batch_ops))
         return NULL;
-    Skip *skip = skip_of(skip_set), *batch_skip = skip ? skip_of(batch_skip_set) : NULL;
-    if (batch_skip == NULL)
+    Skip skip, batch_skip;
+    if (configured() < 0 || skip_of(skip_set, &skip) < 0 || skip_of(batch_skip_set, &batch_skip) < 0)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(nodes);
     PyObject *rows = PyList_New(n), *sids = PyDict_New();
@@ -167,12 +167,14 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
         PyObject *micro = cells[12] != NULL ? PyObject_GetAttr(node, str_micro) : NULL;
         if (micro == NULL)
             goto row_fail;
-        cells[9] = micro == Py_None ? Py_NewRef(zero) : micro;
+        if (micro == Py_None)
+            Py_SETREF(micro, Py_NewRef(zero));
+        cells[9] = micro;
         if ((cells[4] = PyObject_GetAttr(node, str_type_attr)) == NULL ||
             (cells[7] = PyObject_GetAttr(node, str_precision)) == NULL ||
             (cells[8] = PyObject_GetAttr(node, str_overflow)) == NULL)
             goto row_fail;
-        Skip *node_skip = batch ? batch_skip : skip;
+        Skip *node_skip = batch ? &batch_skip : &skip;
         PyObject *node_to_json = batch ? batch_to_json : to_json;
         PyObject *data = PyObject_GetAttr(node, str_input_data);
         cells[15] = data != NULL ? items_text(data, node_skip, node_to_json) : NULL;

@@ -87,10 +87,13 @@ typedef struct {
 void init_char_classes(void);
 int classes(const char *s, Py_ssize_t n);
 const char *ascii_data(PyObject *s, Py_ssize_t *n);
-Skip *skip_of(PyObject *set);
+int skip_of(PyObject *set, Skip *out);
 PyObject *data_json(PyObject *data, Skip *skip);
 
 /* ------------------------------------------------------------------ the module's functions */
+
+/* 0 if configure() was called, else -1 with a RuntimeError (module.c) */
+int configured(void);
 
 PyObject *items_json(PyObject *self, PyObject *args);
 PyObject *node_rows(PyObject *self, PyObject *args);

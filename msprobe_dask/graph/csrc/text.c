@@ -215,7 +215,8 @@ static int add_value(Buf *b, PyObject *v) {
         PyObject *r = PyObject_Repr(v);
         if (r == NULL)
             return -1;
-        int rc = buf_add(b, PyUnicode_AsUTF8(r), PyUnicode_GET_LENGTH(r));
+        const char *digits = PyUnicode_AsUTF8(r);
+        int rc = digits != NULL ? buf_add(b, digits, PyUnicode_GET_LENGTH(r)) : -1;
         Py_DECREF(r);
         return rc < 0 ? -1 : DONE;
     }
@@ -255,43 +256,48 @@ static int add_key(Buf *b, const char *before, Py_ssize_t m, PyObject *k) {
     return DONE;
 }
 
-static Skip skip_cache[4];
+#define SKIP_CACHE 8
+static Skip skip_cache[SKIP_CACHE]; /* the sets seen first (held, with the texts they hold) */
 
-/* the Skip of a set of keys (remembered: the callers pass a few module constants), NULL on error */
-Skip *skip_of(PyObject *set) {
-    for (int i = 0; i < 4; i++)
-        if (skip_cache[i].set == set)
-            return &skip_cache[i];
+/* ``out``: the Skip of a set of keys, whose texts live as long as the set; -1 on error. The callers
+ * pass a few module constants: the first sets seen are remembered. */
+int skip_of(PyObject *set, Skip *out) {
+    for (int i = 0; i < SKIP_CACHE; i++) {
+        if (skip_cache[i].set == set) {
+            *out = skip_cache[i];
+            return 0;
+        }
+    }
     if (!PyAnySet_Check(set) || PySet_GET_SIZE(set) > 8) {
         PyErr_SetString(PyExc_ValueError, "skip: a set of at most 8 str keys");
-        return NULL;
+        return -1;
     }
     Skip sk = {.set = set, .n = 0};
     PyObject *it = PyObject_GetIter(set), *k;
     if (it == NULL)
-        return NULL;
+        return -1;
     while ((k = PyIter_Next(it)) != NULL) {
         const char *s = PyUnicode_Check(k) ? ascii_data(k, &sk.len[sk.n]) : NULL;
         Py_DECREF(k); /* (the set holds it) */
         if (s == NULL) {
             Py_DECREF(it);
             PyErr_SetString(PyExc_ValueError, "skip: a set of ASCII str keys");
-            return NULL;
+            return -1;
         }
         sk.text[sk.n++] = s;
     }
     Py_DECREF(it);
     if (PyErr_Occurred())
-        return NULL;
-    for (int i = 0; i < 4; i++) {
+        return -1;
+    *out = sk;
+    for (int i = 0; i < SKIP_CACHE; i++) {
         if (skip_cache[i].set == NULL) {
-            Py_INCREF(set); /* (kept alive with the texts it holds) */
             skip_cache[i] = sk;
-            return &skip_cache[i];
+            Py_INCREF(set);
+            break;
         }
     }
-    PyErr_SetString(PyExc_ValueError, "skip: at most 4 distinct sets");
-    return NULL;
+    return 0;
 }
 
 static int skipped(Skip *sk, PyObject *k) {
@@ -379,12 +385,10 @@ PyObject *data_json(PyObject *data, Skip *skip) {
 /* items_json(data, skip) -> the JSON text of the exported items, or None (take the Python path) */
 PyObject *items_json(PyObject *self, PyObject *args) {
     PyObject *data, *skip_set;
-    if (!PyArg_ParseTuple(args, "O!O", &PyDict_Type, &data, &skip_set))
+    Skip skip;
+    if (!PyArg_ParseTuple(args, "OO", &data, &skip_set) || configured() < 0 || skip_of(skip_set, &skip) < 0)
         return NULL;
-    if (exported_text_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "_speedups.configure() was not called");
-        return NULL;
-    }
-    Skip *skip = skip_of(skip_set);
-    return skip != NULL ? data_json(data, skip) : NULL;
+    if (!PyDict_CheckExact(data))
+        Py_RETURN_NONE;
+    return data_json(data, &skip);
 }
