@@ -492,16 +492,27 @@ def skipped_keys(keep_md5: bool, batch_p2p: bool) -> frozenset[str]:
 def items_json_for(keep_md5: bool, batch_p2p: bool) -> Callable[[dict[str, dict]], str]:
     """``items_json`` with these options, as a function of the items alone (for many calls)."""
     skip = _SKIPPED[bool(keep_md5), bool(batch_p2p)]
+    python_to_json = python_items_json_for(keep_md5, batch_p2p)
+
+    def to_json(data: dict[str, dict]) -> str:
+        native = speedups.native
+        if native is not None and data:
+            text = native.items_json(data, skip)
+            if text is not None:
+                return text  # type: ignore[no-any-return]
+        return python_to_json(data)
+
+    return to_json
+
+
+def python_items_json_for(keep_md5: bool, batch_p2p: bool) -> Callable[[dict[str, dict]], str]:
+    """items_json_for's Python path alone (for the C code's fallback: it has tried its own)."""
+    skip = _SKIPPED[bool(keep_md5), bool(batch_p2p)]
     forms = _FORMS[skip]
 
     def to_json(data: dict[str, dict]) -> str:
         if not data:
             return "{}"
-        native = speedups.native
-        if native is not None:
-            text = native.items_json(data, skip)
-            if text is not None:
-                return text
         texts = [
             f"{_enc(k)}: {_item_json(item, skip, forms)}" for k, item in data.items() if k.__class__ is str
         ]

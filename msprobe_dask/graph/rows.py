@@ -8,7 +8,7 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 from msprobe_dask.graph import speedups
-from msprobe_dask.graph.items import items_json_for, skipped_keys
+from msprobe_dask.graph.items import items_json_for, python_items_json_for, skipped_keys
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import Graph, Node
 from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops
@@ -162,7 +162,6 @@ def chunk_rows(
     row_id = graph_id + "_"
     data_path, step, rank = g.data_path, g.step, g.rank
     out = RowsChunk([], [], {})
-    to_json, batch_to_json = items_json_for(md5_mode, False), items_json_for(md5_mode, True)
     number_of, first = stack_ids.of_list, stack_ids.first
     native = speedups.native
     if native is not None:
@@ -177,13 +176,14 @@ def chunk_rows(
             first,
             skipped_keys(md5_mode, False),
             skipped_keys(md5_mode, True),
-            to_json,
-            batch_to_json,
+            python_items_json_for(md5_mode, False),  # (node_rows has tried the C path)
+            python_items_json_for(md5_mode, True),
             dumps,
             batch_p2p_ops,
         )
         out.nodes = native.node_rows(nodes, start, how, out.stacks, out.p2p)
         return out
+    to_json, batch_to_json = items_json_for(md5_mode, False), items_json_for(md5_mode, True)
     append = out.nodes.append
     sid_texts: dict[int, str] = {}
     for order, node in enumerate(nodes, start):
