@@ -175,8 +175,10 @@ class _Builder:
         stacks: Mapping[str, list[str]],
         micro: Mapping[str, int] | None,
         items: bool = True,
+        folder: str = "",
     ):
         self.data = data
+        self.folder = folder  # the dump folder (its dump.json is named in errors)
         self.stacks = stacks
         self.micro = micro
         self.items = items
@@ -203,7 +205,7 @@ class _Builder:
         node = self.nodes.get(node_id)
         if node is not None:
             return node
-        inputs, outputs = _items(node_id, self.data) if self.items else ({}, {})
+        inputs, outputs = _items(node_id, self.data, self.folder) if self.items else ({}, {})
         micro = self.micro.get(node_id, 0) if self.micro is not None else None
         stack = self._stack_for(node_id)
         # positional: a third faster than keywords, for every node of the graph
@@ -369,13 +371,20 @@ def _place_parameters_grad(b: _Builder) -> None:
             node_id = prefix + suffix
             node = Node(node_id, MODULE, parent=parent)
             if b.items:
-                node.input_data, node.output_data = _items(node_id, b.data)
+                node.input_data, node.output_data = _items(node_id, b.data, b.folder)
             parent.children.append(node)
             b.nodes[node_id] = node
 
 
-def _items(node_id: str, data: Mapping[str, Any]) -> tuple[dict[str, dict], dict[str, dict]]:
-    return entry_items(node_id, data.get(node_id))
+def _items(node_id: str, data: Mapping[str, Any], folder: str) -> tuple[dict[str, dict], dict[str, dict]]:
+    """The node's items from its entry; an entry the items cannot be made of is refused naming the
+    dump.json of ``folder``."""
+    try:
+        return entry_items(node_id, data.get(node_id))
+    except DumpError as exc:
+        if exc.path is not None:
+            raise
+        raise DumpError(Path(folder) / "dump.json", exc.problem) from None
 
 
 def _parse_unused(data: Mapping[str, Any], nodes: Mapping[str, Node]) -> None:
@@ -393,7 +402,7 @@ def parse_items(g: Graph, nodes: Iterable[Node]) -> None:
         return
     for node in nodes:
         if node is not g.root and node.type != COLLECTION and not (node.input_data or node.output_data):
-            node.input_data, node.output_data = _items(node.id, g.data)
+            node.input_data, node.output_data = _items(node.id, g.data, g.folder)
 
 
 def parse_all_items(g: Graph) -> None:
@@ -423,7 +432,8 @@ def build_graph(
         if elsewhere is not None:
             elsewhere()  # a bad dump.json is reported first, as it is read first
         raise
-    b = _Builder(doc[1] if doc is not None else {}, stacks, micro if k is not None else None, items)
+    micro_of = micro if k is not None else None
+    b = _Builder(doc[1] if doc is not None else {}, stacks, micro_of, items, str(src.folder))
     for sub, up in construct.items():
         up = _repair_parent(sub, up, construct)
         parent = b.root if up is None else b.get(up)

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.jsontext import dumps, float_text
 
@@ -89,6 +90,8 @@ def _python_leaf(leaf: dict[str, Any], name: str, state: str) -> dict[str, Any]:
         if v.__class__ is bool:
             item[k] = _BOOL_TEXT[v]
     data_name = leaf.get("data_name") or "-1"
+    if not isinstance(data_name, str):
+        raise DumpError(None, f"{name}: data_name {data_name!r} is not a string")
     item["data_name"] = data_name
     item["full_op_name"] = data_name.rsplit(".", 1)[0] if data_name != "-1" else name
     item["state"] = state
@@ -174,8 +177,6 @@ def _type_text(value: Any) -> str:
 
 def _parse(value: Any, name: str, state: str, out: list[dict[str, Any]], depth: int) -> None:
     if depth > MAX_DEPTH:
-        from msprobe_dask.errors import DumpError
-
         raise DumpError(None, f"{name}: dump item nesting is deeper than {MAX_DEPTH} levels")
     if value is None:
         out.append(_default_item(name, state))

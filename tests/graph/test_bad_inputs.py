@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from msprobe_dask.cli import main as cli_main
-from msprobe_dask.graph import chunks, forked
+from msprobe_dask.graph import chunks, forked, speedups
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -105,6 +105,29 @@ def test_an_entry_of_dump_json_that_does_not_parse(
     out = tmp_path / "out"
     rc, err = _run(["-tp", str(tp), "-gp", str(gp), "-o", str(out)], capsys)
     _assert_refused(rc, err, out, str(gp / "dump.json"), "not valid JSON", f"line {bad + 1} column")
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["c_path", "python_path"])
+@pytest.mark.parametrize("gp", [False, True], ids=["build", "compare"])
+def test_an_item_whose_data_name_is_not_a_string(
+    native: bool,
+    gp: bool,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A leaf of an entry with ``"data_name": 5``: one line naming dump.json, the item and the value,
+    with the C path (which hands such a leaf to Python) and without it."""
+    if not native:
+        monkeypatch.setattr(speedups, "native", None)
+    tp = _copy_dump(DATA / "stat_mix" / "target", tmp_path / "target")
+    text = (tp / "dump.json").read_text()
+    at = text.index('"type": "torch.Tensor"')
+    (tp / "dump.json").write_text(text[:at] + '"data_name": 5, ' + text[at:])
+    out = tmp_path / "out"
+    args = ["-tp", str(tp), "-o", str(out)] + (["-gp", str(DATA / "stat_mix" / "golden")] if gp else [])
+    rc, err = _run(args, capsys)
+    _assert_refused(rc, err, out, str(tp / "dump.json"), "data_name 5 is not a string")
 
 
 def test_a_bad_entry_that_no_node_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
