@@ -1,6 +1,7 @@
-"""The optional C part of the package (graph/csrc/, the module msprobe_dask.graph._speedups): built
-where a C compiler is, skipped with a warning where none is (the package then runs its Python path,
-same answers, slower)."""
+"""The optional C parts of the package: graph/csrc/ (msprobe_dask.graph._speedups) and writers/csrc/
+(msprobe_dask.writers._rowdb, which also needs SQLite's header and library). Each is built where a C
+compiler (and SQLite's header) is, and skipped with a warning where not: the package then runs its
+Python path, same answers, slower."""
 
 from glob import glob
 
@@ -13,6 +14,12 @@ setup(
             sorted(glob("msprobe_dask/graph/csrc/*.c")),
             depends=["msprobe_dask/graph/csrc/speedups.h"],
             optional=True,
-        )
+        ),
+        Extension(
+            "msprobe_dask.writers._rowdb",
+            ["msprobe_dask/writers/csrc/rowdb.c"],
+            libraries=["sqlite3"],
+            optional=True,
+        ),
     ]
 )

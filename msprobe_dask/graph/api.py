@@ -15,13 +15,10 @@ Task graph (one task per box)::
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -55,7 +52,7 @@ from msprobe_dask.graph.overflow import check_overflow
 from msprobe_dask.graph.rows import GraphRows, config_row, graph_rows, read_back
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 from msprobe_dask.writers.atomic import output_dir
-from msprobe_dask.writers.row_parts import RowParts
+from msprobe_dask.writers.visdb import GraphTables, RowSink, VisdbWriter
 
 NPU, BENCH = "NPU", "Bench"
 
@@ -67,7 +64,7 @@ class Options:
     layer_mapping: str | bool | None = None
     tensor_log: bool = False
     merge: bool = False  # parallel-merged graphs: merge checkers in the compare (§3.4)
-    parts: str | None = None  # a folder where forked jobs leave their rows (writers/row_parts.py)
+    sink: RowSink | None = None  # takes the tb_nodes rows as they are made (writers/visdb.py)
 
 
 @dataclass(slots=True)
@@ -154,13 +151,9 @@ def _read_bytes(path: Path) -> bytes | None:
         return None  # build_graph gives the error
 
 
-def _row_parts(opts: Options) -> RowParts | None:
-    return RowParts(opts.parts) if opts.parts is not None else None
-
-
 def _finish_build(g: Graph, opts: Options) -> tuple[list[GraphRows], str, int]:
     assign_micro_steps(g)
-    return [build_rows(g, NPU, opts.overflow_check, _row_parts(opts))], "", g.micro_steps
+    return [build_rows(g, NPU, opts.overflow_check, opts.sink)], "", g.micro_steps
 
 
 def _finish_compare(npu: Graph, bench: Graph, opts: Options, where: str) -> tuple[list[GraphRows], str, int]:
@@ -190,7 +183,7 @@ def _finish_compare(npu: Graph, bench: Graph, opts: Options, where: str) -> tupl
         )
     assign_micro_steps(npu, bench)
     if chunked:  # overflow levels set in the chunk jobs
-        rows = compare_rows(npu, bench, pairs, mode, (NPU, BENCH), opts.overflow_check, _row_parts(opts))
+        rows = compare_rows(npu, bench, pairs, mode, (NPU, BENCH), opts.overflow_check, opts.sink)
     else:
         if opts.overflow_check:
             check_overflow(npu)
@@ -236,34 +229,24 @@ def _result(
     return VisResult(compare, graphs, config)
 
 
-def _write_task(result: VisResult, path: str) -> str:
-    from msprobe_dask.writers.visdb import GraphTables, write_visdb
+def _write_task(result: VisResult, path: str, sink: RowSink | None) -> str:
+    """Write the vis.db: the rest of it, if ``sink`` took rows as they were made."""
+    writer = sink.close() if sink is not None else VisdbWriter(path)
+    graphs = [GraphTables(g.graph_id, g.n_rows, g.nodes, g.stacks, g.packed, g.apart) for g in result.graphs]
+    return writer.finish(graphs, result.config)
 
-    graphs = [GraphTables(g.nodes, g.stacks, g.spilled, g.graph_id) for g in result.graphs]
-    return write_visdb(path, graphs, result.config)
 
-
-def _unspill(result: VisResult) -> VisResult:
+def _read_back(result: VisResult) -> VisResult:
     for g in result.graphs:
         read_back(g)
     return result
-
-
-@contextlib.contextmanager
-def _parts_folder() -> Iterator[str]:
-    """A new temporary folder for the run's part files, removed with what it holds at the end."""
-    folder = tempfile.mkdtemp(prefix="msprobe_dask-rows-")
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------------ graph
 
 
 def _plan(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None, opts: Options):
-    """(lazy VisResult, compare?) for the inputs."""
+    """(lazy VisResult, compare?, the graph ids in write order) for the inputs."""
     import dask
 
     tp = Path(target)
@@ -277,6 +260,7 @@ def _plan(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None,
             parts.append(dask.delayed(_finish_build)(g, opts, dask_key_name=f"finish-{step}-{rank}"))
         steps = sorted({s for s, _, _ in sources}) if kind == "steps" else [0]
         ranks = sorted({r for _, r, _ in sources}, key=[r for _, r, _ in sources].index)
+        order = [f"{NPU}_{step}_{rank}" for step, rank, _ in sources]
         compare = False
     else:
         gp = Path(golden)
@@ -290,13 +274,14 @@ def _plan(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None,
             )
         steps = sorted({s for s, _, _, _ in pairs}) if kind == "steps" else [0]
         ranks = list(dict.fromkeys(r for _, r, _, _ in pairs))
+        order = [f"{side}_{step}_{rank}" for step, rank, _, _ in pairs for side in (NPU, BENCH)]
         compare = True
     if not parts:
         raise DumpError(target, "holds no dump to visualize")
     ranks = ranks if kind != "files" else [0]
     linked = dask.delayed(_link_task)(parts, kind != "files", opts.overflow_check, dask_key_name="link-ranks")
     result = dask.delayed(_result)(linked, compare, opts, ranks, steps, dask_key_name="vis-result")
-    return result, compare
+    return result, compare, order
 
 
 def _any_plan(
@@ -306,13 +291,14 @@ def _any_plan(
     parallel: Sequence[ParallelParams] | None,
     json_output: bool = False,
 ):
-    """The merge plan when ``parallel`` is given and the input has rank folders, else ``_plan``."""
+    """The merge plan when ``parallel`` is given and the input has rank folders, else ``_plan``; with
+    the graph ids in write order (none for a merge: its graphs are made in the plan)."""
     if parallel:
         from msprobe_dask.graph.merge.plan import merge_plan
 
         result, compare = merge_plan(target, golden, opts, list(parallel), json_output)
         if result is not None:
-            return result, compare
+            return result, compare, []
     return _plan(target, golden, opts)
 
 
@@ -343,10 +329,9 @@ def build_graphs(
     """Build (and compare) the graphs; return the rows a vis.db would hold, without writing anything.
     ``parallel``: merge each side's rank graphs first (see graph_visualize). ``client``: a dask Client
     to compute on; otherwise ``run`` chooses the scheduler, workers and progress reporting."""
-    with _parts_folder() as parts:
-        opts = Options(overflow_check, fuzzy_match, layer_mapping, parts=parts)
-        result, _ = _any_plan(target, golden, opts, parallel)
-        return _unspill(_compute(result, client, run))
+    opts = Options(overflow_check, fuzzy_match, layer_mapping)
+    result, _, _ = _any_plan(target, golden, opts, parallel)
+    return _read_back(_compute(result, client, run))
 
 
 def output_name(compare: bool, ts: str | None = None) -> str:
@@ -378,24 +363,24 @@ def graph_visualize(
     out = Path(output_path)
     if out.exists() and not out.is_dir():
         raise OutputError(out, "is not a folder")
-    # the plan checks the inputs before anything is made in ``out``; the part files go into ``out``
-    # (the vis.db's disk) once it exists
-    parts = out / f".msprobe_dask-rows-{os.getpid()}-{ts}"
-    opts = Options(overflow_check, fuzzy_match, layer_mapping, tensor_log, parts=str(parts))
-    result, compare = _any_plan(target, golden, opts, parallel, json_output)
+    json_files = bool(parallel and json_output)
+    # tasks in this process: the rows go into the vis.db while the jobs that make them go on
+    in_this_process = client is None and (run is None or run.in_this_process)
+    sink = RowSink() if in_this_process and not json_files else None
+    opts = Options(overflow_check, fuzzy_match, layer_mapping, tensor_log, sink=sink)
+    result, compare, order = _any_plan(target, golden, opts, parallel, json_output)
     path = out / output_name(compare, ts)
-    if parallel and json_output:
+    if json_files:
         from msprobe_dask.graph.merge.export_json import write_merged_json
 
         written = dask.delayed(write_merged_json)(result, str(out), dask_key_name="write-json")
     else:
-        written = dask.delayed(_write_task)(result, str(path), dask_key_name="write-visdb")
+        written = dask.delayed(_write_task)(result, str(path), sink, dask_key_name="write-visdb")
     with output_dir(out):  # a bad input leaves nothing behind, not even the folders we made
-        try:
-            parts.mkdir()
-        except OSError as exc:
-            raise OutputError(out, f"cannot write into the output folder: {exc.strerror or exc}") from None
+        if sink is not None:  # the plan has checked the inputs: the file may be begun
+            sink.open(VisdbWriter(path), order)
         try:
             return _compute(written, client, run)
         finally:
-            shutil.rmtree(parts, ignore_errors=True)
+            if sink is not None:
+                sink.abort()  # nothing left to do once written

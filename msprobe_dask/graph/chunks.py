@@ -17,7 +17,8 @@ from msprobe_dask.graph.forked import run_jobs, usable_cpus
 from msprobe_dask.graph.model import COLLECTION, Graph, Node
 from msprobe_dask.graph.overflow import overflow_levels
 from msprobe_dask.graph.rows import COL, GraphRows, RowsChunk, StackIds, chunk_rows, join_rows, number_stacks
-from msprobe_dask.writers.row_parts import RowParts
+from msprobe_dask.writers.packed_rows import pack_rows
+from msprobe_dask.writers.visdb import N_NODE_COLUMNS, RowSink
 
 CHUNKS = 16  # chunk jobs per graph, so that the processes' shares even out
 CHUNK_NODES = (250, 2_000)  # bounds of a chunk's size in nodes
@@ -57,18 +58,21 @@ def _run_size(n: int) -> int:
     return min(max(n // CHUNKS, CHUNK_NODES[0]), CHUNK_NODES[1])
 
 
-def build_rows(g: Graph, source: str, overflow: bool = False, parts: RowParts | None = None) -> GraphRows:
-    """graph_rows(g, source) in chunks (items parsed on the way if the graph was built without).
-    ``overflow``: set the nodes' overflow levels in the jobs (-oc; check_overflow need not run first).
-    ``parts``: where forked jobs leave their rows (see GraphRows.spilled)."""
+def build_rows(g: Graph, source: str, overflow: bool = False, sink: RowSink | None = None) -> GraphRows:
+    """graph_rows(g, source) in chunks (items parsed on the way if the graph was built without), its
+    tb_nodes rows packed (see GraphRows.apart). ``overflow``: set the nodes' overflow levels in the
+    jobs (-oc; check_overflow need not run first). ``sink``: where the packed rows go as they are made,
+    if it takes them."""
     nodes = g.sorted_nodes()
     ids = number_stacks(nodes)
     runs = subtree_runs(nodes, g.root, _run_size(len(nodes)))
     jobs = [partial(_rows_job, g, source, False, overflow, nodes[lo:hi], lo, ids) for lo, hi in runs]
-    spill = partial(_spill, parts, f"{source}_{g.step}_{g.rank}") if parts is not None else None
-    chunks = run_jobs(jobs, _processes(len(nodes)), spill)
-    if parts is not None:
-        parts.close()
+    table = f"{source}_{g.step}_{g.rank}"
+    arrived = None
+    if sink is not None:
+        sink.expect(table, len(nodes))
+        arrived = partial(_to_sink, sink, table)
+    chunks = run_jobs(jobs, _processes(len(nodes)), _pack, arrived)
     return join_rows(g, source, chunks)
 
 
@@ -79,7 +83,7 @@ def compare_rows(
     mode: str,
     sources: tuple[str, str],
     overflow: bool = False,
-    parts: RowParts | None = None,
+    sink: RowSink | None = None,
 ) -> tuple[GraphRows, GraphRows]:
     """compare_graphs' work after matching (``pairs``), then graph_rows of both sides, in chunks.
 
@@ -114,31 +118,44 @@ def compare_rows(
     for k in range(0, len(rest), size):
         part = rest[k : k + size]
         jobs.append(partial(_bench_rows_job, bench, sources[1], md5, overflow, part, bench_nodes, ids[1]))
-    spill = None
-    if parts is not None:
+    arrived = None
+    if sink is not None:
         tables = (f"{sources[0]}_{npu.step}_{npu.rank}", f"{sources[1]}_{bench.step}_{bench.rank}")
-        spill = partial(_spill_pair, parts, tables)
-    results = run_jobs(jobs, _processes(COMPARE_WEIGHT * len(npu_nodes) + len(bench_nodes)), spill)
-    if parts is not None:
-        parts.close()
+        sink.expect(tables[0], len(npu_nodes))
+        sink.expect(tables[1], len(bench_nodes))
+        arrived = partial(_pair_to_sink, sink, tables)
+    results = run_jobs(
+        jobs, _processes(COMPARE_WEIGHT * len(npu_nodes) + len(bench_nodes)), _pack_pair, arrived
+    )
     npu_rows = join_rows(npu, sources[0], [r for r, _ in results if r is not None])
     bench_rows = join_rows(bench, sources[1], [b for _, b in results], made_out_of_order=True)
     return npu_rows, bench_rows
 
 
-def _spill(parts: RowParts, table: str, chunk: RowsChunk) -> RowsChunk:
-    """The chunk with its rows put into ``parts``: only the communication rows stay (linking across
-    ranks updates them)."""
-    path = parts.put(table, chunk.nodes)
+def _pack(chunk: RowsChunk) -> RowsChunk:
+    """The chunk with its rows packed (in the process that made them): only the communication rows
+    stay as lists (linking across ranks updates them)."""
     kept = [row for row in chunk.nodes if row[DISTRIBUTED] == 1]
-    return RowsChunk(kept, chunk.stacks, chunk.p2p, path)
+    packed = pack_rows(chunk.nodes, N_NODE_COLUMNS)
+    return RowsChunk(kept, chunk.stacks, chunk.p2p, packed, True, len(chunk.nodes))
 
 
-def _spill_pair(
-    parts: RowParts, tables: tuple[str, str], pair: tuple[RowsChunk | None, RowsChunk]
+def _pack_pair(pair: tuple[RowsChunk | None, RowsChunk]) -> tuple[RowsChunk | None, RowsChunk]:
+    npu, bench = pair
+    return (_pack(npu) if npu is not None else None, _pack(bench))
+
+
+def _to_sink(sink: RowSink, table: str, chunk: RowsChunk) -> RowsChunk:
+    if chunk.packed is not None and sink.put(table, chunk.packed):
+        chunk.packed = None
+    return chunk
+
+
+def _pair_to_sink(
+    sink: RowSink, tables: tuple[str, str], pair: tuple[RowsChunk | None, RowsChunk]
 ) -> tuple[RowsChunk | None, RowsChunk]:
     npu, bench = pair
-    return (_spill(parts, tables[0], npu) if npu is not None else None, _spill(parts, tables[1], bench))
+    return (_to_sink(sink, tables[0], npu) if npu is not None else None, _to_sink(sink, tables[1], bench))
 
 
 def _compare_rows_job(

@@ -2,14 +2,14 @@
 
 Building rows and comparing nodes is pure Python: threads share one core (the GIL), and a process pool
 would have to pickle the graphs, which costs more than the work (unpickling a 20,000-node graph takes
-longer than building it). A forked child inherits the graphs for free and only its results, lists of
-strings and numbers, are pickled back through a pipe.
+longer than building it). A forked child inherits the graphs for free and only its results are pickled
+back through a pipe, each as soon as it is made.
 
 The processes take job numbers from a shared pipe, so a process that gets less CPU (the machine is
 shared) simply does fewer jobs. A child that fails for any reason (an exception, a signal, a result
-that cannot be pickled) has its jobs rerun in this process; if one of this process's jobs fails, all
-jobs are rerun here in order. Either way an error is raised here exactly as in a serial run (the jobs
-must be safe to run twice).
+that cannot be pickled) has the jobs it sent no result of rerun in this process; if one of this
+process's jobs fails, all jobs without a result are rerun here in order. Either way an error is
+raised here exactly as in a serial run (the jobs must be safe to run twice).
 """
 
 from __future__ import annotations
@@ -23,8 +23,11 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
+from msprobe_dask.graph import speedups
+
 T = TypeVar("T")
 _SIZE = 4  # bytes per job number in the pipe (reads this small are atomic)
+_FRAME = 8  # bytes of a result frame's length
 _lock = threading.Lock()
 _children = 0  # forked children running, over all threads (ranks are finished in parallel threads)
 
@@ -53,27 +56,39 @@ def _in_dask_worker() -> bool:
 
 
 def run_jobs(
-    jobs: Sequence[Callable[[], T]], processes: int, spill: Callable[[T], T] | None = None
+    jobs: Sequence[Callable[[], T]],
+    processes: int,
+    made: Callable[[T], T] | None = None,
+    arrived: Callable[[T], T] | None = None,
 ) -> list[T]:
-    """``[job() for job in jobs]``, run by this process and up to ``processes - 1`` forked children
-    (fewer while other threads' children take the other CPUs).
+    """``[arrived(made(job())) for job in jobs]``, the jobs run by this process and up to
+    ``processes - 1`` forked children (fewer while other threads' children take the other CPUs).
 
-    ``spill``: when the jobs do run in several processes, applied to each result in the process that
-    made it, before the result travels (it may park the bulk of it somewhere cheaper than the pipe)."""
+    ``made`` runs in the process that made the result, before it travels (it may pack the bulk of it
+    into something cheaper to send). ``arrived`` runs here on each result as soon as it is here, once
+    per job, from any of this process's threads, in no particular order: a consumer can take the
+    results while the jobs go on."""
+    if made is not None:
+        jobs = [partial(_then, job, made) for job in jobs]
+    receive = arrived or _same
     processes = min(processes, len(jobs))
     if processes <= 1 or not can_fork() or len(jobs) * _SIZE > 65536:
-        return [job() for job in jobs]
+        return [receive(job()) for job in jobs]
     extra = _reserve(processes - 1)
     try:
         if not extra:
-            return [job() for job in jobs]
-        return _run([partial(_then, job, spill) for job in jobs] if spill else jobs, extra)
+            return [receive(job()) for job in jobs]
+        return _run(jobs, extra, receive)
     finally:
         _release(extra)
 
 
 def _then(job: Callable[[], T], after: Callable[[T], T]) -> T:
     return after(job())
+
+
+def _same(result: T) -> T:
+    return result
 
 
 def call_in_child(fn: Callable[[], T]) -> T | None:
@@ -93,8 +108,7 @@ def call_in_child(fn: Callable[[], T]) -> T | None:
             pid, fd = _fork([fn], queue_r)
         finally:
             os.close(queue_r)
-        done = _collect(pid, fd)
-        return done[0][1] if done else None
+        return _collect(pid, fd).get(0)
     finally:
         _release(extra)
 
@@ -113,57 +127,69 @@ def _release(n: int) -> None:
         _children -= n
 
 
-def _run(jobs: Sequence[Callable[[], T]], extra: int) -> list[T]:
+def _run(jobs: Sequence[Callable[[], T]], extra: int, receive: Callable[[T], T]) -> list[T]:
     queue_r, queue_w = os.pipe()
     for i in range(len(jobs)):
         os.write(queue_w, i.to_bytes(_SIZE, "little"))
     os.close(queue_w)
-    children: list[tuple[int, int]] = []  # (pid, read fd of its results)
+    done: dict[int, T] = {}
+    errors: list[BaseException] = []  # raised by ``receive`` in a reader thread
+
+    def arrive(i: int, result: T) -> None:
+        done[i] = receive(result)
+
+    pids: list[int] = []
+    readers: list[threading.Thread] = []
     try:
         for _ in range(extra):
-            children.append(_fork(jobs, queue_r))
+            pid, fd = _fork(jobs, queue_r)
+            pids.append(pid)
+            readers.append(threading.Thread(target=_read_results, args=(fd, arrive, errors), daemon=True))
+            readers[-1].start()
         try:
-            done = dict(_take(jobs, queue_r))
+            while (k := _next_job(queue_r)) is not None:
+                arrive(k, jobs[k]())
         except Exception:  # rerun in order, so that the error raised is the serial run's first
-            for pid, fd in children:
-                _stop(pid, fd)
-            children.clear()
-            return [job() for job in jobs]
-        while children:
-            pid, fd = children[0]
-            part = _collect(pid, fd)
-            children.pop(0)
-            done.update(part or ())
-        # jobs of a failed child, rerun here in order
-        return [done[i] if i in done else job() for i, job in enumerate(jobs)]
+            for pid in pids:
+                _stop(pid)
+        for reader in readers:
+            reader.join()
+        for pid in pids:
+            os.waitpid(pid, 0)
+        pids.clear()
+        if errors:
+            raise errors[0]
+        # jobs of a failed child, or all jobs not done after one of ours failed: run here in order
+        return [done[i] if i in done else receive(job()) for i, job in enumerate(jobs)]
     finally:
         os.close(queue_r)
-        for pid, fd in children:
-            _stop(pid, fd)
+        for pid in pids:
+            _stop(pid)
+            os.waitpid(pid, 0)
 
 
-def _take(jobs: Sequence[Callable[[], Any]], queue: int) -> list[tuple[int, Any]]:
-    out: list[tuple[int, Any]] = []
-    while True:
-        b = os.read(queue, _SIZE)
-        if not b:
-            return out
-        i = int.from_bytes(b, "little")
-        out.append((i, jobs[i]()))
+def _next_job(queue: int) -> int | None:
+    b = os.read(queue, _SIZE)
+    return int.from_bytes(b, "little") if b else None
 
 
 def _fork(jobs: Sequence[Callable[[], Any]], queue: int) -> tuple[int, int]:
+    """A child that runs the jobs it takes from ``queue`` and sends each (number, result) back as soon
+    as it has it, as a frame: its length (8 bytes), then its pickle. Returns (pid, read end)."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         code = 1
         try:
             os.close(r)
-            payload = pickle.dumps(_take(jobs, queue), protocol=pickle.HIGHEST_PROTOCOL)
-            with os.fdopen(w, "wb") as f:
-                f.write(payload)
+            with os.fdopen(w, "wb") as out:
+                while (i := _next_job(queue)) is not None:
+                    payload = pickle.dumps((i, jobs[i]()), protocol=pickle.HIGHEST_PROTOCOL)
+                    out.write(len(payload).to_bytes(_FRAME, "little"))
+                    out.write(payload)
+                    out.flush()
             code = 0
-        except BaseException:  # noqa: B036 - the parent reruns these jobs and raises their error
+        except BaseException:  # noqa: B036 - the parent reruns the jobs it has no result of
             pass
         finally:
             os._exit(code)
@@ -171,23 +197,49 @@ def _fork(jobs: Sequence[Callable[[], Any]], queue: int) -> tuple[int, int]:
     return pid, r
 
 
-def _collect(pid: int, fd: int) -> list[tuple[int, Any]] | None:
-    """The child's (job number, result) pairs, or None if it failed."""
-    with os.fdopen(fd, "rb") as f:
-        data = f.read()
-    _, status = os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0 or not data:
-        return None
+def _read_results(fd: int, arrive: Callable[[int, Any], None], errors: list[BaseException]) -> None:
+    """Hand the child's results to ``arrive`` until its pipe closes (a truncated or unreadable frame
+    ends it: those jobs are rerun)."""
     try:
-        return pickle.loads(data)
-    except Exception:
-        return None
+        while len(head := _read_exact(fd, _FRAME)) == _FRAME:
+            n = int.from_bytes(head, "little")
+            data = _read_exact(fd, n)
+            if len(data) != n:
+                return
+            try:
+                i, result = pickle.loads(data)
+            except Exception:
+                return
+            arrive(i, result)
+    except BaseException as exc:  # noqa: B036 - raised again by the thread that waits for the jobs
+        errors.append(exc)
+    finally:
+        os.close(fd)
 
 
-def _stop(pid: int, fd: int) -> None:
+def _read_exact(fd: int, n: int) -> bytes:
+    """``n`` bytes of ``fd`` (fewer at its end). The C version reads without taking the GIL between
+    a pipe's pieces: here each piece waits for the thread running jobs to let go of it."""
+    if speedups.native is not None:
+        return speedups.native.read_exact(fd, n)
+    pieces = []
+    while n > 0 and (piece := os.read(fd, n)):
+        pieces.append(piece)
+        n -= len(piece)
+    return b"".join(pieces)
+
+
+def _collect(pid: int, fd: int) -> dict[int, Any]:
+    """The child's results by job number (those it sent before it ended, however it ended)."""
+    done: dict[int, Any] = {}
+    errors: list[BaseException] = []
+    _read_results(fd, done.__setitem__, errors)
+    os.waitpid(pid, 0)
+    return done
+
+
+def _stop(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    os.close(fd)
-    os.waitpid(pid, 0)

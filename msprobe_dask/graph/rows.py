@@ -12,7 +12,7 @@ from msprobe_dask.graph.items import items_json_for, python_items_json_for, skip
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import Graph, Node
 from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops
-from msprobe_dask.writers.row_parts import read_rows
+from msprobe_dask.writers.packed_rows import unpack_rows
 
 NODE_COLUMNS = (
     "id",
@@ -56,8 +56,9 @@ COL = {name: i for i, name in enumerate(NODE_COLUMNS)}
 class GraphRows:
     """The exported form of one graph: tb_nodes rows (as lists, in node order) and tb_stack rows.
 
-    If ``spilled`` names part files (writers/row_parts.py), the rows are there, and ``nodes`` holds
-    only the communication rows (``is_distributed``), which linking across ranks still updates."""
+    With ``apart``, the ``n_rows`` tb_nodes rows are packed (writers/packed_rows.py) in ``packed``, or
+    were handed to the vis.db writer as they were made, and ``nodes`` holds only the communication
+    rows (``is_distributed``), which linking across ranks still updates."""
 
     source: str
     step: int
@@ -66,7 +67,9 @@ class GraphRows:
     stacks: list[tuple[str, str]] = field(default_factory=list)
     micro_steps: int = 1
     p2p: dict[str, list[P2POp]] = field(default_factory=dict)  # batch_isend_irecv node -> its ops
-    spilled: list[str] = field(default_factory=list)
+    packed: list[bytes] = field(default_factory=list)
+    apart: bool = False
+    n_rows: int = 0  # tb_nodes rows
 
     @property
     def graph_id(self) -> str:
@@ -76,13 +79,16 @@ class GraphRows:
 @dataclass(slots=True)
 class RowsChunk:
     """The rows of some nodes of one graph (see chunk_rows): ``stacks`` holds (number, text) of the
-    stack ids whose first use is among them; ``spilled``: the part file holding ``nodes`` (then only
-    the communication rows stay in ``nodes``)."""
+    stack ids whose first use is among them. With ``apart``, the ``n_rows`` rows are packed in
+    ``packed`` (None once handed to the vis.db writer), and only the communication rows stay in
+    ``nodes``."""
 
     nodes: list[list[Any]]
     stacks: list[tuple[int, str]]
     p2p: dict[str, list[P2POp]]
-    spilled: str | None = None
+    packed: bytes | None = None
+    apart: bool = False
+    n_rows: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,13 +127,17 @@ def _stack_key(stack: Any) -> Any:
 
 
 def read_back(g: GraphRows) -> None:
-    """Read the rows of a spilled graph back from its part files into ``nodes`` (keeping the
-    communication rows of ``nodes``, which linking across ranks may have updated)."""
-    if not g.spilled:
+    """Unpack the rows of a graph held apart into ``nodes``, in node order (keeping the communication
+    rows of ``nodes``, which linking across ranks may have updated)."""
+    if not g.apart:
         return
+    rows = [row for packed in g.packed for row in unpack_rows(packed)]
+    if len(rows) != g.n_rows:
+        raise RuntimeError(f"graph {g.graph_id}: its rows went to the vis.db writer")
+    rows.sort(key=_ORDER)
     updated = {row[_ORDER_COLUMN]: row for row in g.nodes}
-    g.nodes = [updated.get(row[_ORDER_COLUMN], row) for row in read_rows(g.spilled, g.graph_id)]
-    g.spilled = []
+    g.nodes = [updated.get(row[_ORDER_COLUMN], row) for row in rows]
+    g.packed, g.apart = [], False
 
 
 def graph_rows(g: Graph, source: str, md5_mode: bool = False) -> GraphRows:
@@ -141,12 +151,16 @@ def join_rows(g: Graph, source: str, chunks: list[RowsChunk], made_out_of_order:
     out = GraphRows(source, g.step, g.rank, micro_steps=g.micro_steps)
     prefix = f"{out.graph_id}_"
     stacks: list[tuple[int, str]] = []
+    out.apart = any(chunk.apart for chunk in chunks)
     for chunk in chunks:
+        if chunk.apart != out.apart:
+            raise RuntimeError(f"graph {out.graph_id}: some chunks packed, some not")
         out.nodes.extend(chunk.nodes)
         stacks.extend(chunk.stacks)
         out.p2p.update(chunk.p2p)
-        if chunk.spilled is not None and chunk.spilled not in out.spilled:
-            out.spilled.append(chunk.spilled)
+        out.n_rows += chunk.n_rows if chunk.apart else len(chunk.nodes)
+        if chunk.packed is not None:
+            out.packed.append(chunk.packed)
     if made_out_of_order:
         out.nodes.sort(key=_ORDER)
     stacks.sort()

@@ -23,6 +23,11 @@ class RunOptions:
     # at the end only) - for progress logs that are not a bar
     on_progress: Callable[[float], None] | None = None
 
+    @property
+    def in_this_process(self) -> bool:
+        """Tasks run in threads of this process (no cluster)."""
+        return not (self.address or self.workers)
+
     def __post_init__(self) -> None:
         if self.workers < 0:  # distributed's LocalCluster would wait forever for them
             raise ConfigError(

@@ -11,8 +11,8 @@ from msprobe_dask.graph.build import GraphSource, assign_micro_steps, build_grap
 from msprobe_dask.graph.compare import compare_graphs, compare_mode, match_pairs
 from msprobe_dask.graph.model import COLLECTION
 from msprobe_dask.graph.overflow import check_overflow
-from msprobe_dask.graph.rows import graph_rows, read_back
-from msprobe_dask.writers.row_parts import RowParts
+from msprobe_dask.graph.rows import GraphRows, graph_rows, read_back
+from msprobe_dask.writers.visdb import RowSink
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CASES = [
@@ -50,7 +50,7 @@ def _serial(tp: Path, gp: Path, fuzzy: bool):
     return graph_rows(npu, "NPU", md5), graph_rows(bench, "Bench", md5)
 
 
-def _chunked(tp: Path, gp: Path, fuzzy: bool, parts: RowParts | None = None):
+def _chunked(tp: Path, gp: Path, fuzzy: bool) -> tuple[GraphRows, GraphRows]:
     npu, bench = (
         build_graph(GraphSource(str(tp)), items=False),
         build_graph(GraphSource(str(gp)), items=False),
@@ -59,13 +59,18 @@ def _chunked(tp: Path, gp: Path, fuzzy: bool, parts: RowParts | None = None):
     mode = compare_mode(npu, bench, str(tp))
     pairs = match_pairs(npu, bench, fuzzy)
     assign_micro_steps(npu, bench)
-    return chunks.compare_rows(npu, bench, pairs, mode, ("NPU", "Bench"), overflow=True, parts=parts)
+    return chunks.compare_rows(npu, bench, pairs, mode, ("NPU", "Bench"), overflow=True)
+
+
+def _read_back(g: GraphRows) -> GraphRows:
+    read_back(g)
+    return g
 
 
 @pytest.mark.parametrize(("case", "fuzzy"), CASES, ids=[c for c, _ in CASES])
 def test_chunked_compare_rows_equal_serial_rows(case: str, fuzzy: bool, small_chunks: None) -> None:
     tp, gp = _sides(case)
-    for ours, want in zip(_chunked(tp, gp, fuzzy), _serial(tp, gp, fuzzy)):
+    for ours, want in zip(map(_read_back, _chunked(tp, gp, fuzzy)), _serial(tp, gp, fuzzy)):
         assert ours.nodes == want.nodes
         assert ours.stacks == want.stacks
         assert ours.p2p == want.p2p
@@ -73,36 +78,32 @@ def test_chunked_compare_rows_equal_serial_rows(case: str, fuzzy: bool, small_ch
 
 
 @pytest.mark.parametrize("case", ["transformer_big", "multirank/target/step0/rank1"])
-def test_rows_spilled_to_part_files_read_back_as_serial_rows(
-    case: str, small_chunks: None, tmp_path: Path
-) -> None:
-    """Forked jobs leave their rows in part files and keep only the communication rows."""
+def test_packed_rows_read_back_as_serial_rows(case: str, small_chunks: None) -> None:
+    """Jobs pack their rows (one bytes object per chunk) and keep only the communication rows."""
     tp, gp = _sides(case)
-    for ours, want in zip(_chunked(tp, gp, False, RowParts(tmp_path)), _serial(tp, gp, False)):
-        assert len(ours.spilled) == 2  # this process's file and the child's
+    for ours, want in zip(_chunked(tp, gp, False), _serial(tp, gp, False)):
+        assert ours.apart and len(ours.packed) > 2 and ours.n_rows == len(want.nodes)
         assert ours.nodes == [row for row in want.nodes if row[-1] == 1]
         read_back(ours)
-        assert not ours.spilled
+        assert not ours.apart and not ours.packed
         assert ours.nodes == want.nodes
         assert ours.stacks == want.stacks
         assert ours.p2p == want.p2p
         assert ours.micro_steps == want.micro_steps
 
 
-def test_chunked_build_rows_equal_serial_rows(small_chunks: None, tmp_path: Path) -> None:
+def test_chunked_build_rows_equal_serial_rows(small_chunks: None) -> None:
     src = GraphSource(str(DATA / "transformer_big" / "target"))
     g = build_graph(src, items=False)
     assign_micro_steps(g)
     ours = chunks.build_rows(g, "NPU", overflow=True)
-    spilled = chunks.build_rows(g, "NPU", overflow=True, parts=RowParts(tmp_path))
     want_graph = build_graph(src)
     assign_micro_steps(want_graph)
     check_overflow(want_graph)
     want = graph_rows(want_graph, "NPU")
+    assert ours.apart
+    read_back(ours)
     assert (ours.nodes, ours.stacks) == (want.nodes, want.stacks)
-    assert spilled.spilled
-    read_back(spilled)
-    assert (spilled.nodes, spilled.stacks) == (want.nodes, want.stacks)
 
 
 def test_runs_cover_the_nodes_and_keep_collections_whole() -> None:
@@ -122,34 +123,39 @@ def test_runs_cover_the_nodes_and_keep_collections_whole() -> None:
     ("target", "golden", "overflow"),
     [("multirank/target", "multirank/golden", False), ("transformer_big/target", None, True)],
 )
-def test_visdb_from_part_files_equals_visdb_from_rows(
+def test_visdb_written_while_the_jobs_run_equals_visdb_written_at_the_end(
     target: str, golden: str | None, overflow: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """graph_visualize with rows left in part files by forked jobs and copied by the writer (with
-    the communication links set after the copy) writes the db written from rows in memory, and
-    leaves no part file behind."""
+    """graph_visualize, whose writer thread takes the packed rows of forked jobs as they come (in any
+    order, the communication links set at the end), writes the db that the rows written all at the end
+    make, and leaves no other file behind."""
     from visdb_diff import diff_visdb
 
-    from msprobe_dask.graph.api import graph_visualize
+    from msprobe_dask.graph.api import build_graphs, graph_visualize
+    from msprobe_dask.writers.visdb import GraphTables, write_visdb
 
-    def run(out: Path) -> str:
-        gp = DATA / golden if golden else None
-        return graph_visualize(DATA / target, gp, output_path=out, overflow_check=overflow)
-
-    in_memory = run(tmp_path / "serial")
+    gp = DATA / golden if golden else None
+    result = build_graphs(DATA / target, gp, overflow_check=overflow)
+    at_end = write_visdb(
+        tmp_path / "at_end.vis.db",
+        [GraphTables(g.graph_id, len(g.nodes), g.nodes, g.stacks) for g in result.graphs],
+        result.config,
+    )
     monkeypatch.setattr(chunks, "CHUNK_NODES", (3, 40))
     monkeypatch.setattr(chunks, "PROCESS_NODES", 1)
     monkeypatch.setattr(chunks, "usable_cpus", lambda: 2)
     monkeypatch.setattr(forked, "usable_cpus", lambda: 8)
-    puts: list[str] = []
-    put = RowParts.put
+    taken: list[str] = []
+    put = RowSink.put
 
-    def counted_put(self: RowParts, table: str, rows: list) -> str:
-        puts.append(table)
-        return put(self, table, rows)
+    def counted_put(self: RowSink, graph_id: str, packed: bytes) -> bool:
+        ok = put(self, graph_id, packed)
+        taken.extend([graph_id] if ok else [])
+        return ok
 
-    monkeypatch.setattr(RowParts, "put", counted_put)
-    spilled = run(tmp_path / "forked")
-    assert puts  # rows did go through part files (in this process at least)
-    assert diff_visdb(spilled, in_memory) == []
-    assert [p.name for p in (tmp_path / "forked").iterdir()] == [Path(spilled).name]
+    monkeypatch.setattr(RowSink, "put", counted_put)
+    out = tmp_path / "streamed"
+    streamed = graph_visualize(DATA / target, gp, output_path=out, overflow_check=overflow)
+    assert len(taken) > 10 and set(taken) == {g.graph_id for g in result.graphs}
+    assert diff_visdb(streamed, at_end) == []
+    assert [p.name for p in out.iterdir()] == [Path(streamed).name]

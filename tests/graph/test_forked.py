@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import pytest
 
-from msprobe_dask.graph import forked
+from msprobe_dask.graph import forked, speedups
 from msprobe_dask.graph.forked import can_fork, run_jobs
 
 pytestmark = pytest.mark.skipif(not can_fork(), reason="forked children are used on Linux only")
@@ -28,7 +29,7 @@ def _job(i: int, fail_in_child: str = ""):
         if os.getpid() != parent:
             if fail_in_child == "raise":
                 raise RuntimeError("only in the child")
-            if fail_in_child == "kill":
+            if fail_in_child == "kill" or (fail_in_child == "kill late" and i >= 6):
                 os.kill(os.getpid(), signal.SIGKILL)
             if fail_in_child == "unpicklable":
                 return lambda: i
@@ -71,3 +72,67 @@ def test_the_first_error_in_job_order_is_raised() -> None:
     jobs = [_job(0), _job(1), bad(2), _job(3), bad(4), _job(5)]
     with pytest.raises(ValueError, match="job 2"):
         run_jobs(jobs, 2)
+
+
+@pytest.mark.parametrize("failure", ["", "raise", "kill late", "unpicklable"])
+def test_each_result_arrives_once_as_soon_as_it_is_made(failure: str) -> None:
+    """``made`` runs where the job ran, ``arrived`` here, once per job, while other jobs still run;
+    a child that fails after sending some results has only the others rerun."""
+    arrivals: list[tuple[int, int, str, float]] = []
+    runs: list[int] = []
+
+    def made(result: tuple[int, int]) -> tuple[int, int, int]:
+        return (*result, os.getpid())
+
+    def arrived(result: tuple[int, int, int]) -> tuple[int, int]:
+        arrivals.append((result[0], result[2], threading.current_thread().name, time.monotonic()))
+        return result[0], result[1]
+
+    def counted(i: int):
+        job = _job(i, failure)
+        return lambda: runs.append(i) or job()
+
+    out = run_jobs([counted(i) for i in range(12)], 3, made, arrived)
+    assert [i for i, _ in out] == list(range(12))
+    assert sorted(i for i, *_ in arrivals) == list(range(12))
+    assert all(pid == made_in for (_, pid), (_, made_in, _, _) in zip(out, sorted(arrivals)))
+    here = [i for i, pid, *_ in arrivals if pid == os.getpid()]
+    assert sorted(runs) == sorted(here)  # jobs run here: ours, and those no child sent a result of
+    if failure in ("", "kill late"):
+        from_children = [(name, t) for _, pid, name, t in arrivals if pid != os.getpid()]
+        last_here = max(t for _, pid, _, t in arrivals if pid == os.getpid())
+        assert from_children and all(name != threading.current_thread().name for name, _ in from_children)
+        assert min(t for _, t in from_children) < last_here
+
+
+@pytest.mark.skipif(speedups.native is None, reason="the Python reader waits for the GIL: slow, not stuck")
+def test_a_big_result_comes_back_while_this_process_is_busy() -> None:
+    """A child's 32 MB result arrives while this process's job (which holds the GIL) still runs."""
+    parent = os.getpid()
+    start = time.monotonic()
+
+    def job():
+        if os.getpid() != parent:
+            return b"x" * (32 << 20)
+        while time.monotonic() < start + 1.5:  # busy in Python
+            pass
+        return b""
+
+    arrivals: list[tuple[int, float]] = []
+    out = run_jobs([job, job], 2, None, lambda r: arrivals.append((len(r), time.monotonic() - start)) or r)
+    assert sorted(map(len, out)) == [0, 32 << 20]
+    assert [t for n, t in arrivals if n][0] < 1.2
+
+
+def test_read_exact_reads_across_pipe_pieces_and_stops_at_the_end() -> None:
+    r, w = os.pipe()
+    data = bytes(range(256)) * 1024  # more than a pipe holds
+    writer = threading.Thread(target=lambda: (os.write(w, data[:100]), os.write(w, data[100:]), os.close(w)))
+    writer.start()
+    try:
+        assert forked._read_exact(r, 10) == data[:10]
+        assert forked._read_exact(r, len(data)) == data[10:]  # fewer: the end came first
+        assert forked._read_exact(r, 5) == b""
+    finally:
+        writer.join()
+        os.close(r)

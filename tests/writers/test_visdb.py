@@ -5,7 +5,20 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from msprobe_dask.writers.visdb import CONFIG_DDL, NODES_DDL, PAGE_SIZE, STACK_DDL, GraphTables, write_visdb
+import pytest
+
+from msprobe_dask.errors import OutputError
+from msprobe_dask.writers.packed_rows import pack_rows
+from msprobe_dask.writers.visdb import (
+    CONFIG_DDL,
+    NODES_DDL,
+    PAGE_SIZE,
+    STACK_DDL,
+    GraphTables,
+    RowSink,
+    VisdbWriter,
+    write_visdb,
+)
 
 
 def _row(node_id: str, order: int) -> list:
@@ -25,7 +38,7 @@ def _pragma(path: Path, name: str):
 
 def test_a_new_file_has_big_pages_wal_and_the_reference_schema(tmp_path: Path) -> None:
     path = tmp_path / "build_1.vis.db"
-    write_visdb(path, [GraphTables([_row("a", 0)], [("NPU_0_0_0", "[]")])], CONFIG)
+    write_visdb(path, [GraphTables("NPU_0_0", 1, [_row("a", 0)], [("NPU_0_0_0", "[]")])], CONFIG)
     assert _pragma(path, "page_size") == PAGE_SIZE
     assert _pragma(path, "journal_mode") == "wal"
     with sqlite3.connect(path) as con:
@@ -42,7 +55,73 @@ def test_an_existing_file_keeps_its_rows_and_page_size(tmp_path: Path) -> None:
         for ddl in (NODES_DDL, STACK_DDL, CONFIG_DDL):
             con.execute(ddl)
         con.execute(f"INSERT INTO tb_nodes VALUES ({','.join('?' * 22)})", _row("old", 0))
-    write_visdb(path, [GraphTables([_row("new", 1)], [])], CONFIG)
+    write_visdb(path, [GraphTables("NPU_0_0", 1, [_row("new", 0)], [])], CONFIG)
     assert _pragma(path, "page_size") == 4096
     with sqlite3.connect(path) as con:
         assert con.execute("SELECT node_name FROM tb_nodes ORDER BY rowid").fetchall() == [("old",), ("new",)]
+
+
+def _graph_rows(graph: str, n: int) -> list[list]:
+    rows = []
+    for i in range(n):
+        row = _row(f"{graph}_{i}", i)
+        row[0], row[1] = f"{graph}_{i}", graph
+        rows.append(row)
+    return rows
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith((".tmp", "-wal", "-shm", "-journal")))
+
+
+def test_chunks_given_in_any_order_are_written_in_graph_and_node_order(tmp_path: Path) -> None:
+    """The sink takes a later graph's rows before the earlier graph's size is known, and chunks out
+    of node order: the table reads back as if written graph after graph, node after node."""
+    a, b = _graph_rows("NPU_0_0", 5), _graph_rows("Bench_0_0", 4)
+    sink = RowSink()
+    sink.open(VisdbWriter(tmp_path / "c.vis.db"), ["NPU_0_0", "Bench_0_0"])
+    assert sink.put("Bench_0_0", pack_rows(b[2:], 22))
+    sink.expect("Bench_0_0", 4)
+    assert sink.put("NPU_0_0", pack_rows(a[3:], 22))
+    assert not sink.put("NPU_9_9", pack_rows(a[:1], 22))  # not in the write order: left to the caller
+    sink.expect("NPU_0_0", 5)
+    assert sink.put("Bench_0_0", pack_rows(b[:2], 22))
+    graphs = [
+        GraphTables("NPU_0_0", 5, [], [("NPU_0_0_0", "[]")], [pack_rows(a[:3], 22)], apart=True),
+        GraphTables("Bench_0_0", 4, [], [("Bench_0_0_0", "[1]")], apart=True),
+    ]
+    path = sink.close().finish(graphs, CONFIG)
+    sink.abort()  # nothing to do once closed
+    assert _leftovers(tmp_path) == []
+    with sqlite3.connect(path) as con:
+        got = con.execute("SELECT rowid, id FROM tb_nodes ORDER BY rowid").fetchall()
+        stacks = con.execute("SELECT id FROM tb_stack ORDER BY rowid").fetchall()
+    assert got == [(i + 1, row[0]) for i, row in enumerate(a + b)]
+    assert stacks == [("NPU_0_0_0",), ("Bench_0_0_0",)]
+
+
+def test_a_graph_missing_rows_is_not_written(tmp_path: Path) -> None:
+    writer = VisdbWriter(tmp_path / "b.vis.db")
+    with pytest.raises(RuntimeError, match="3 rows written, 4 expected"):
+        writer.finish([GraphTables("NPU_0_0", 4, _graph_rows("NPU_0_0", 3), [])], CONFIG)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_error_in_the_sink_thread_is_raised_by_close_and_nothing_is_left(tmp_path: Path) -> None:
+    sink = RowSink()
+    sink.open(VisdbWriter(tmp_path / "b.vis.db"), ["NPU_0_0"])
+    sink.expect("NPU_0_0", 2)
+    sink.put("NPU_0_0", pack_rows(_graph_rows("NPU_0_0", 2), 22)[:-3])  # truncated
+    with pytest.raises(OutputError, match=r"b\.vis\.db: cannot write the vis.db: packed rows are truncated"):
+        sink.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ids_already_in_the_target_are_refused_and_the_target_kept(tmp_path: Path) -> None:
+    path = tmp_path / "build_1.vis.db"
+    write_visdb(path, [GraphTables("NPU_0_0", 2, _graph_rows("NPU_0_0", 2), [])], CONFIG)
+    before = path.read_bytes()
+    with pytest.raises(OutputError, match="UNIQUE constraint failed: tb_nodes.id"):
+        write_visdb(path, [GraphTables("NPU_0_0", 2, _graph_rows("NPU_0_0", 2), [])], CONFIG)
+    assert path.read_bytes() == before
+    assert _leftovers(tmp_path) == []

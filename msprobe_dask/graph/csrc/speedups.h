@@ -2,7 +2,8 @@
  *
  * buffer.c: the text being made; text.c: the exported items' JSON text (items.py, section 7.6 of
  * graph_visualize.md); items.c: dump entries into items (items.py); compare.c: the summary compare of
- * a node pair (compare.py); rows.c: tb_nodes rows (rows.py); module.c: the module, its constants.
+ * a node pair (compare.py); rows.c: tb_nodes rows (rows.py); pipe.c: reading forked children's
+ * results (forked.py); module.c: the module, its constants.
  *
  * Each function handles the common values (exact floats, ints, bools, None, lists and printable
  * ASCII strings) and answers None, or calls back into Python, for anything else: the Python path
@@ -30,7 +31,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 1
+#define SPEEDUPS_API 2
 
 #define N_WRITTEN 11 /* the cells a summary compare writes back into an item */
 
@@ -98,6 +99,7 @@ int configured(void);
 PyObject *items_json(PyObject *self, PyObject *args);
 PyObject *node_rows(PyObject *self, PyObject *args);
 PyObject *stat_diffs(PyObject *self, PyObject *args);
+PyObject *read_exact(PyObject *self, PyObject *args);
 PyObject *summary_pair(PyObject *self, PyObject *args);
 PyObject *leaf(PyObject *self, PyObject *args);
 PyObject *entry_items(PyObject *self, PyObject *args);

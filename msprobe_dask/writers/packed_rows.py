@@ -1,0 +1,153 @@
+"""Table rows packed into one bytes object, and a SQLite connection that inserts packed rows.
+
+Forked jobs (graph/forked.py) make the vis.db's rows; pickling them back as lists, then binding them
+one value at a time in the writer, would cost the writer ~15 us per row, alone. Packed, a chunk of
+rows travels as one bytes object, and ``RowDb`` (the C module ``msprobe_dask.writers._rowdb`` where it
+was built) binds it in C without holding the GIL, so a writer thread inserts while the jobs go on.
+
+The format (little-endian): ``u32`` row count, ``u32`` column count, then each value as a tag byte
+and its payload: 0 NULL; 1 int64; 2 float64; 3 text (``u32`` length, UTF-8 bytes). This module's
+Python functions are its definition and the path taken where the C module is not built (same rows,
+slower); tests/writers/test_packed_rows.py checks that both agree.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sqlite3
+import struct
+import sys
+import warnings
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+API = 1  # ROWDB_API in csrc/rowdb.c
+
+NULL, INT, FLOAT, TEXT = 0, 1, 2, 3
+_HEADER = struct.Struct("<II")
+_INT = struct.Struct("<Bq")
+_FLOAT = struct.Struct("<Bd")
+_TEXT = struct.Struct("<BI")
+_NULL = bytes([NULL])
+
+
+class PackedRowsError(RuntimeError):
+    """A database error while running packed rows (the C module raises its own subclass)."""
+
+
+def _load_native() -> ModuleType | None:
+    if os.environ.get("MSPROBE_DASK_PURE_PYTHON") or sys.byteorder != "little":
+        return None
+    try:
+        module = importlib.import_module("msprobe_dask.writers._rowdb")
+    except ImportError:  # installed without a C compiler or without SQLite's header
+        return None
+    if getattr(module, "API", None) != API:
+        warnings.warn(
+            "msprobe_dask.writers._rowdb was built from other sources: reinstall (pip install -e .) to "
+            "use it; running the Python path",
+            stacklevel=2,
+        )
+        return None
+    return module
+
+
+native = _load_native()
+ERRORS: tuple[type[Exception], ...] = (PackedRowsError, sqlite3.Error) + ((native.Error,) if native else ())
+
+
+def python_pack_rows(rows: Sequence[Sequence[Any]], ncols: int) -> bytes:
+    out = [_HEADER.pack(len(rows), ncols)]
+    for row in rows:
+        if len(row) != ncols:
+            raise ValueError(f"a row has {len(row)} values, not {ncols}")
+        for v in row:
+            if v is None:
+                out.append(_NULL)
+            elif isinstance(v, str):
+                data = v.encode()
+                out.append(_TEXT.pack(TEXT, len(data)))
+                out.append(data)
+            elif isinstance(v, int):
+                if not -(2**63) <= v < 2**63:
+                    raise OverflowError(f"{v} does not fit in a 64-bit integer")
+                out.append(_INT.pack(INT, v))
+            elif isinstance(v, float):
+                out.append(_FLOAT.pack(FLOAT, v))
+            else:
+                raise TypeError(f"a row value of type {type(v).__name__} cannot be packed")
+    return b"".join(out)
+
+
+def unpack_rows(packed: bytes) -> list[list[Any]]:
+    """The rows of ``packed``, as lists."""
+    view = memoryview(packed)
+    try:
+        nrows, ncols = _HEADER.unpack_from(view, 0)
+        pos = _HEADER.size
+        rows = []
+        for _ in range(nrows):
+            row: list[Any] = []
+            for _ in range(ncols):
+                tag = view[pos]
+                if tag == NULL:
+                    row.append(None)
+                    pos += 1
+                elif tag == TEXT:
+                    n = _TEXT.unpack_from(view, pos)[1]
+                    pos += _TEXT.size
+                    if pos + n > len(view):
+                        raise struct.error("text past the end")
+                    row.append(str(view[pos : pos + n], "utf-8"))
+                    pos += n
+                elif tag == INT:
+                    row.append(_INT.unpack_from(view, pos)[1])
+                    pos += _INT.size
+                elif tag == FLOAT:
+                    row.append(_FLOAT.unpack_from(view, pos)[1])
+                    pos += _FLOAT.size
+                else:
+                    raise struct.error(f"tag {tag}")
+            rows.append(row)
+    except (struct.error, IndexError, UnicodeDecodeError) as exc:
+        raise PackedRowsError("packed rows are truncated or malformed") from exc
+    if pos != len(view):
+        raise PackedRowsError("packed rows are truncated or malformed")
+    return rows
+
+
+class PythonRowDb:
+    """``_rowdb.RowDb`` in Python: a connection (busy timeout 30 s, autocommit: SQL says BEGIN/COMMIT)."""
+
+    def __init__(self, path: str) -> None:
+        self._con: sqlite3.Connection | None = sqlite3.connect(
+            path, timeout=30, isolation_level=None, check_same_thread=False
+        )
+
+    def _open(self) -> sqlite3.Connection:
+        if self._con is None:
+            raise PackedRowsError("the database is closed")
+        return self._con
+
+    def execute(self, sql: str) -> None:
+        self._open().execute(sql)
+
+    def executemany(self, sql: str, packed: bytes, rowid_base: int = -1, order_col: int = 0) -> None:
+        con = self._open()
+        rows = unpack_rows(packed)
+        if rowid_base >= 0:
+            if any(not isinstance(row[order_col], int) for row in rows):
+                raise PackedRowsError("the rowid column of packed rows is missing or not an integer")
+            rows = [[rowid_base + 1 + row[order_col], *row] for row in rows]
+        con.executemany(sql, rows)
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+
+pack_rows = native.pack_rows if native is not None else python_pack_rows
+RowDb = native.RowDb if native is not None else PythonRowDb

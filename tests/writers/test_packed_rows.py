@@ -1,0 +1,127 @@
+"""writers/packed_rows.py: the C module packs and inserts rows exactly as the Python definition does."""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from msprobe_dask.writers import packed_rows
+from msprobe_dask.writers.packed_rows import ERRORS, PythonRowDb, python_pack_rows, unpack_rows
+
+native = packed_rows.native
+needs_native = pytest.mark.skipif(native is None, reason="msprobe_dask.writers._rowdb is not built")
+
+VALUES = st.one_of(
+    st.none(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False),
+    st.text(),
+)
+ROWS = st.integers(min_value=1, max_value=5).flatmap(
+    lambda n: st.tuples(st.just(n), st.lists(st.lists(VALUES, min_size=n, max_size=n), max_size=8))
+)
+
+
+def _same(a: list, b: list) -> bool:
+    pairs = [(x, y) for ra, rb in zip(a, b) for x, y in zip(ra, rb)]
+    return len(a) == len(b) and all(x == y and type(x) is type(y) for x, y in pairs)
+
+
+def test_the_extension_is_built() -> None:
+    """Where the project is installed with a C compiler and SQLite's header (as in CI), the C module
+    is there and its API matches the sources."""
+    if os.environ.get("MSPROBE_DASK_PURE_PYTHON"):
+        pytest.skip("MSPROBE_DASK_PURE_PYTHON is set")
+    assert native is not None and native.API == packed_rows.API
+
+
+@given(ROWS)
+@settings(max_examples=300, deadline=None)
+def test_rows_pack_and_unpack_unchanged(case: tuple[int, list[list]]) -> None:
+    ncols, rows = case
+    packed = python_pack_rows(rows, ncols)
+    assert _same(unpack_rows(packed), rows)
+    if native is not None:
+        assert native.pack_rows(rows, ncols) == packed
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "value", [True, False, -1, 2**63 - 1, -(2**63), 0.0, -0.0, math.inf, -math.inf, "", "é\u4e2d", "a\x00b"]
+)
+def test_c_packs_edge_values_as_python(value: object) -> None:
+    assert native.pack_rows([[value]], 1) == python_pack_rows([[value]], 1)
+    (row,) = unpack_rows(python_pack_rows([[value]], 1))
+    assert row == [int(value) if isinstance(value, bool) else value]
+
+
+@pytest.mark.parametrize("pack", [python_pack_rows, *([native.pack_rows] if native else [])])
+@pytest.mark.parametrize(
+    ("rows", "error"),
+    [
+        ([[2**63]], OverflowError),
+        ([[b"bytes"]], TypeError),
+        ([["\ud800"]], UnicodeEncodeError),
+        ([[1, 2]], ValueError),
+    ],
+)
+def test_values_that_cannot_be_packed_are_refused(pack, rows: list, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        pack(rows, 1)
+
+
+def _dbs() -> list:
+    return [PythonRowDb, *([native.RowDb] if native else [])]
+
+
+def _fill(cls, path: Path, packed: list[bytes], base: int) -> list[tuple]:
+    db = cls(str(path))
+    db.execute("CREATE TABLE t (a TEXT PRIMARY KEY, n INTEGER, x)")
+    db.execute("BEGIN")
+    for p in packed:
+        db.executemany("INSERT INTO t (rowid, a, n, x) VALUES (?, ?, ?, ?)", p, base, 1)
+    db.execute("COMMIT")
+    db.close()
+    with sqlite3.connect(path) as con:
+        return con.execute("SELECT rowid, a, n, x FROM t ORDER BY rowid").fetchall()
+
+
+@pytest.mark.parametrize("cls", _dbs())
+def test_rows_get_the_rowid_of_their_order_whatever_the_insert_order(cls, tmp_path: Path) -> None:
+    rows = [[f"id{i}", i, v] for i, v in enumerate([None, 1.5, "t", -7, "é"])]
+    chunks = [python_pack_rows(rows[3:], 3), python_pack_rows(rows[:3], 3)]
+    got = _fill(cls, tmp_path / "t.db", chunks, 10)
+    assert got == [(11 + i, *row) for i, row in enumerate(rows)]
+
+
+@pytest.mark.parametrize("cls", _dbs())
+def test_database_errors_are_raised_as_one_of_errors(cls, tmp_path: Path) -> None:
+    db = cls(str(tmp_path / "t.db"))
+    db.execute("CREATE TABLE t (a TEXT PRIMARY KEY)")
+    twice = python_pack_rows([["x"], ["x"]], 1)
+    with pytest.raises(ERRORS, match="UNIQUE constraint failed: t.a"):
+        db.executemany("INSERT INTO t VALUES (?)", twice)
+    with pytest.raises(ERRORS, match="no such table"):
+        db.execute("SELECT * FROM missing")
+    with pytest.raises(ERRORS, match="not an integer"):
+        db.executemany("INSERT INTO t (rowid, a) VALUES (?, ?)", python_pack_rows([["y"]], 1), 0, 0)
+    db.close()
+    with pytest.raises(ERRORS, match="closed"):
+        db.execute("SELECT 1")
+
+
+@pytest.mark.parametrize("cls", _dbs())
+def test_malformed_packed_rows_are_refused(cls, tmp_path: Path) -> None:
+    db = cls(str(tmp_path / "t.db"))
+    db.execute("CREATE TABLE t (a, b)")
+    good = python_pack_rows([["abc", 1], [None, 2.5]], 2)
+    for bad in (good[:-1], good + b"\x00", good[:9] + b"\x07" + good[10:], b"", b"\x01"):
+        with pytest.raises(ERRORS, match="truncated or malformed"):
+            db.executemany("INSERT INTO t VALUES (?, ?)", bad)
+    db.close()
