@@ -86,6 +86,10 @@ class DumpEntries(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"DumpEntries({str(self._path)!r}, {len(self)} entries)"
 
+    def spans(self) -> tuple[dict[str, tuple[int, int]], dict[str, Any], bytes] | None:
+        """(spans, one-line entries, text) while the entries are read by spans, else None."""
+        return (self._spans, self._small, self._text) if self._full is None else None
+
     def without_text(self, text: bytes) -> tuple[Any, ...] | None:
         """What rebuilds these entries with with_text(..., ``text``), if they were read from bytes
         equal to ``text`` (else None): the entries sent to a process that holds those bytes already."""

@@ -7,13 +7,17 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from msprobe_dask.dump.dumpjson import read_json
-from msprobe_dask.dump.entries import read_dump_doc, read_whole_dump_doc
+from msprobe_dask.dump.entries import DumpEntries, read_dump_doc, read_whole_dump_doc
 from msprobe_dask.errors import DumpError
-from msprobe_dask.graph.items import entry_items
+from msprobe_dask.graph import speedups
+from msprobe_dask.graph.items import NATIVE_LEAF, entry_items
 from msprobe_dask.graph.model import API, COLLECTION, MODULE, ROOT_ID, Graph, Node, node_type_of
 
 BWD = re.compile(r"(\.backward\.)(\d+)$")
@@ -379,8 +383,12 @@ def _place_parameters_grad(b: _Builder) -> None:
 def _items(node_id: str, data: Mapping[str, Any], folder: str) -> tuple[dict[str, dict], dict[str, dict]]:
     """The node's items from its entry; an entry the items cannot be made of is refused naming the
     dump.json of ``folder``."""
+    return _entry_items(node_id, data.get(node_id), folder)
+
+
+def _entry_items(node_id: str, entry: Any, folder: str) -> tuple[dict[str, dict], dict[str, dict]]:
     try:
-        return entry_items(node_id, data.get(node_id))
+        return entry_items(node_id, entry)
     except DumpError as exc:
         if exc.path is not None:
             raise
@@ -399,6 +407,13 @@ def parse_items(g: Graph, nodes: Iterable[Node]) -> None:
     """Give ``nodes`` their items, if ``g`` was built without (``items_pending``); nodes that already
     hold some keep them."""
     if not g.items_pending:
+        return
+    native = speedups.native
+    spans = g.data.spans() if isinstance(g.data, DumpEntries) else None
+    if native is not None and spans is not None:  # the same loop in C, entries parsed from their spans
+        items, entry = partial(_items, data=g.data, folder=g.folder), partial(_entry_items, folder=g.folder)
+        nodes = nodes if isinstance(nodes, list) else list(nodes)
+        native.parse_items(nodes, g.root, COLLECTION, *spans, orjson.loads, items, entry, *NATIVE_LEAF)
         return
     for node in nodes:
         if node is not g.root and node.type != COLLECTION and not (node.input_data or node.output_data):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
+from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.build import parse_items
 from msprobe_dask.graph.compare import MD5, compare_subtrees
 from msprobe_dask.graph.forked import run_jobs, usable_cpus
@@ -72,7 +73,7 @@ def build_rows(g: Graph, source: str, overflow: bool = False, sink: RowSink | No
     if sink is not None:
         sink.expect(table, len(nodes))
         arrived = partial(_to_sink, sink, table)
-    chunks = run_jobs(jobs, _processes(len(nodes)), _pack, arrived)
+    chunks = run_jobs(jobs, _processes(len(nodes)), partial(_pack, g.folder), arrived)
     return join_rows(g, source, chunks)
 
 
@@ -124,25 +125,30 @@ def compare_rows(
         sink.expect(tables[0], len(npu_nodes))
         sink.expect(tables[1], len(bench_nodes))
         arrived = partial(_pair_to_sink, sink, tables)
-    results = run_jobs(
-        jobs, _processes(COMPARE_WEIGHT * len(npu_nodes) + len(bench_nodes)), _pack_pair, arrived
-    )
+    processes = _processes(COMPARE_WEIGHT * len(npu_nodes) + len(bench_nodes))
+    results = run_jobs(jobs, processes, partial(_pack_pair, (npu.folder, bench.folder)), arrived)
     npu_rows = join_rows(npu, sources[0], [r for r, _ in results if r is not None])
     bench_rows = join_rows(bench, sources[1], [b for _, b in results], made_out_of_order=True)
     return npu_rows, bench_rows
 
 
-def _pack(chunk: RowsChunk) -> RowsChunk:
+def _pack(folder: str, chunk: RowsChunk) -> RowsChunk:
     """The chunk with its rows packed (in the process that made them): only the communication rows
-    stay as lists (linking across ranks updates them)."""
+    stay as lists (linking across ranks updates them). ``folder``: the dump the rows come from."""
     kept = [row for row in chunk.nodes if row[DISTRIBUTED] == 1]
-    packed = pack_rows(chunk.nodes, N_NODE_COLUMNS)
+    try:
+        packed = pack_rows(chunk.nodes, N_NODE_COLUMNS)
+    except UnicodeEncodeError as exc:  # a lone surrogate escape (\ud800) in the dump's JSON
+        bad = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else ""
+        raise DumpError(folder, f"holds a name or value that is not valid Unicode ({bad!r})") from None
     return RowsChunk(kept, chunk.stacks, chunk.p2p, packed, True, len(chunk.nodes))
 
 
-def _pack_pair(pair: tuple[RowsChunk | None, RowsChunk]) -> tuple[RowsChunk | None, RowsChunk]:
+def _pack_pair(
+    folders: tuple[str, str], pair: tuple[RowsChunk | None, RowsChunk]
+) -> tuple[RowsChunk | None, RowsChunk]:
     npu, bench = pair
-    return (_pack(npu) if npu is not None else None, _pack(bench))
+    return (_pack(folders[0], npu) if npu is not None else None, _pack(folders[1], bench))
 
 
 def _to_sink(sink: RowSink, table: str, chunk: RowsChunk) -> RowsChunk:

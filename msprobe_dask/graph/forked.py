@@ -29,6 +29,10 @@ T = TypeVar("T")
 _SIZE = 4  # bytes per job number in the pipe (reads this small are atomic)
 _FRAME = 8  # bytes of a result frame's length
 _lock = threading.Lock()
+# held while a pipe's ends are open in this process only for a moment (a job queue being filled, a
+# child being forked): a child forked by another thread meanwhile would keep them open, and the
+# queue's readers would wait for that child's end to see the queue's
+_fd_lock = threading.Lock()
 _children = 0  # forked children running, over all threads (ranks are finished in parallel threads)
 
 
@@ -101,11 +105,11 @@ def call_in_child(fn: Callable[[], T]) -> T | None:
     try:
         if not extra:
             return None
-        queue_r, queue_w = os.pipe()
-        os.write(queue_w, (0).to_bytes(_SIZE, "little"))
-        os.close(queue_w)
+        queue_r = _job_queue(1)
         try:
             pid, fd = _fork([fn], queue_r)
+        except OSError:  # no process to be had (EAGAIN): the caller runs it
+            return None
         finally:
             os.close(queue_r)
         return _collect(pid, fd).get(0)
@@ -127,11 +131,17 @@ def _release(n: int) -> None:
         _children -= n
 
 
+def _job_queue(n: int) -> int:
+    """The read end of a pipe holding the job numbers 0 .. n-1 (its write end already closed)."""
+    with _fd_lock:
+        queue_r, queue_w = os.pipe()
+        os.write(queue_w, b"".join(i.to_bytes(_SIZE, "little") for i in range(n)))
+        os.close(queue_w)
+    return queue_r
+
+
 def _run(jobs: Sequence[Callable[[], T]], extra: int, receive: Callable[[T], T]) -> list[T]:
-    queue_r, queue_w = os.pipe()
-    for i in range(len(jobs)):
-        os.write(queue_w, i.to_bytes(_SIZE, "little"))
-    os.close(queue_w)
+    queue_r = _job_queue(len(jobs))
     done: dict[int, T] = {}
     errors: list[BaseException] = []  # raised by ``receive`` in a reader thread
 
@@ -142,7 +152,10 @@ def _run(jobs: Sequence[Callable[[], T]], extra: int, receive: Callable[[T], T])
     readers: list[threading.Thread] = []
     try:
         for _ in range(extra):
-            pid, fd = _fork(jobs, queue_r)
+            try:
+                pid, fd = _fork(jobs, queue_r)
+            except OSError:  # no more processes to be had (EAGAIN): the others do the jobs
+                break
             pids.append(pid)
             readers.append(threading.Thread(target=_read_results, args=(fd, arrive, errors), daemon=True))
             readers[-1].start()
@@ -176,25 +189,32 @@ def _next_job(queue: int) -> int | None:
 def _fork(jobs: Sequence[Callable[[], Any]], queue: int) -> tuple[int, int]:
     """A child that runs the jobs it takes from ``queue`` and sends each (number, result) back as soon
     as it has it, as a frame: its length (8 bytes), then its pickle. Returns (pid, read end)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        code = 1
+    with _fd_lock:
+        r, w = os.pipe()
         try:
+            pid = os.fork()
+        except OSError:
             os.close(r)
-            with os.fdopen(w, "wb") as out:
-                while (i := _next_job(queue)) is not None:
-                    payload = pickle.dumps((i, jobs[i]()), protocol=pickle.HIGHEST_PROTOCOL)
-                    out.write(len(payload).to_bytes(_FRAME, "little"))
-                    out.write(payload)
-                    out.flush()
-            code = 0
-        except BaseException:  # noqa: B036 - the parent reruns the jobs it has no result of
-            pass
-        finally:
-            os._exit(code)
-    os.close(w)
-    return pid, r
+            os.close(w)
+            raise
+        if pid != 0:
+            os.close(w)
+            return pid, r
+    # the child: never returns
+    code = 1
+    try:
+        os.close(r)
+        with os.fdopen(w, "wb") as out:
+            while (i := _next_job(queue)) is not None:
+                payload = pickle.dumps((i, jobs[i]()), protocol=pickle.HIGHEST_PROTOCOL)
+                out.write(len(payload).to_bytes(_FRAME, "little"))
+                out.write(payload)
+                out.flush()
+        code = 0
+    except BaseException:  # noqa: B036 - the parent reruns the jobs it has no result of
+        pass
+    finally:
+        os._exit(code)
 
 
 def _read_results(fd: int, arrive: Callable[[int, Any], None], errors: list[BaseException]) -> None:

@@ -125,6 +125,7 @@ _CRC32_SEEN: dict[str, str] = {}
 
 
 _CRC32_EMPTY = _crc32("")
+NATIVE_LEAF = (_CRC32_EMPTY, _python_leaf)  # the C functions' last arguments: md5 of nothing, the leaf
 
 
 def _fill_non_tensor(item: dict[str, Any], leaf: dict[str, Any], name: str) -> None:
@@ -244,7 +245,7 @@ def entry_items(node_id: str, entry: Any) -> tuple[dict[str, dict], dict[str, di
     """``split_items(parse_entry(node_id, entry))``: a node's (input_data, output_data)."""
     native = speedups.native
     if native is not None:
-        data = native.entry_items(node_id, entry, _CRC32_EMPTY, _python_leaf)
+        data = native.entry_items(node_id, entry, *NATIVE_LEAF)
         if data is not None:
             return data  # type: ignore[no-any-return]
     return split_items(parse_entry(node_id, entry))

@@ -59,6 +59,8 @@ ERRORS: tuple[type[Exception], ...] = (PackedRowsError, sqlite3.Error) + ((nativ
 
 
 def python_pack_rows(rows: Sequence[Sequence[Any]], ncols: int) -> bytes:
+    if not 0 <= ncols < 2**31:
+        raise ValueError("a column count must be between 0 and 2**31 - 1")
     out = [_HEADER.pack(len(rows), ncols)]
     for row in rows:
         if len(row) != ncols:
@@ -138,6 +140,8 @@ class PythonRowDb:
         con = self._open()
         rows = unpack_rows(packed)
         if rowid_base >= 0:
+            if rows and not 0 <= order_col < len(rows[0]):
+                raise PackedRowsError("the rowid column of packed rows is missing or not an integer")
             if any(not isinstance(row[order_col], int) for row in rows):
                 raise PackedRowsError("the rowid column of packed rows is missing or not an integer")
             rows = [[rowid_base + 1 + row[order_col], *row] for row in rows]

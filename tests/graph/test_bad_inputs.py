@@ -9,6 +9,7 @@ import pytest
 
 from msprobe_dask.cli import main as cli_main
 from msprobe_dask.graph import chunks, forked, speedups
+from msprobe_dask.writers.packed_rows import python_pack_rows
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -128,6 +129,24 @@ def test_an_item_whose_data_name_is_not_a_string(
     args = ["-tp", str(tp), "-o", str(out)] + (["-gp", str(DATA / "stat_mix" / "golden")] if gp else [])
     rc, err = _run(args, capsys)
     _assert_refused(rc, err, out, str(tp / "dump.json"), "data_name 5 is not a string")
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["c_path", "python_path"])
+def test_a_name_that_is_not_valid_unicode(
+    native: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lone surrogate escape (``\\ud800``, valid JSON) in a dump's names cannot go into the vis.db:
+    one line naming the dump (the reference crashes and leaves a partial vis.db)."""
+    if not native:
+        monkeypatch.setattr(speedups, "native", None)
+        monkeypatch.setattr(chunks, "pack_rows", python_pack_rows)
+    tp = _copy_dump(DATA / "multirank" / "target" / "step0" / "rank0", tmp_path / "target")
+    for name in ("construct.json", "dump.json", "stack.json"):
+        path = tp / name
+        path.write_text(path.read_text().replace("Module.fc1.Linear", "Module.fc\\ud8001.Linear"))
+    out = tmp_path / "out"
+    rc, err = _run(["-tp", str(tp), "-o", str(out)], capsys)
+    _assert_refused(rc, err, out, str(tp), "not valid Unicode ('\\ud800')")
 
 
 def test_a_bad_entry_that_no_node_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -136,3 +136,16 @@ def test_read_exact_reads_across_pipe_pieces_and_stops_at_the_end() -> None:
     finally:
         writer.join()
         os.close(r)
+
+
+def test_no_process_to_be_had_leaves_the_jobs_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fork() failing (EAGAIN at the process limit): the jobs run here and no descriptor is left open."""
+
+    def no_fork() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    before = set(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert run_jobs([_job(i) for i in range(4)], 3) == [(i, os.getpid()) for i in range(4)]
+    assert forked.call_in_child(lambda: 1) is None
+    assert set(os.listdir("/proc/self/fd")) == before

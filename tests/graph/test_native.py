@@ -12,8 +12,11 @@ import copy
 import json
 import math
 import os
+import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -21,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msprobe_dask.graph import compare, items, rows, speedups
+from msprobe_dask.graph import build, compare, items, rows, speedups
 from msprobe_dask.graph.compare import MD5, SUMMARY, TENSOR, _diffs, _stat_diff, compare_pair
 from msprobe_dask.graph.model import API, Node
 
@@ -367,3 +370,51 @@ def test_other_modes_take_the_python_path(mode: str, monkeypatch: pytest.MonkeyP
     rows = [("input", (1.0, 0.0, 0.5, 1.0), {"md5": "abc"})]
     compare_pair(_node("Functional.relu.0.forward", rows), _node("Functional.relu.0.forward", rows), mode)
     assert "summary_pair" not in calls
+
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _items_of(case: Path, native: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list, int]:
+    """Every node's items after build.parse_items, and how many nodes Python read (``build._items``)."""
+    monkeypatch.setattr(speedups, "native", NATIVE if native else None)
+    g = build.build_graph(build.GraphSource(str(case)), items=False)
+    calls = 0
+    python_items = build._items
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return python_items(*args, **kwargs)
+
+    monkeypatch.setattr(build, "_items", counted)
+    nodes = g.sorted_nodes()
+    build.parse_items(g, nodes)
+    monkeypatch.setattr(build, "_items", python_items)
+    return [(n.id, _typed(n.input_data), _typed(n.output_data)) for n in nodes], calls
+
+
+def _typed(value: Any) -> Any:
+    """The value with the class of every part, keys in order: == then compares classes and order too."""
+    if isinstance(value, dict):
+        return ("dict", [(k, _typed(v)) for k, v in value.items()])
+    if isinstance(value, list):
+        return ("list", [_typed(v) for v in value])
+    return (type(value).__name__, repr(value))
+
+
+@needs_native
+@pytest.mark.parametrize("case", ["transformer_big/target", "L0_only/target", "multirank/golden/step0/rank1"])
+def test_parse_items_as_python(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C loop of parse_items gives every node the items the Python loop gives, including entries it
+    hands to Python: a long integer (json reads it), NaN (orjson refuses it) and a malformed span."""
+    folder = tmp_path / "dump"
+    shutil.copytree(DATA / case, folder)
+    text = (folder / "dump.json").read_text()
+    text = re.sub(r'"value": \d+', '"value": 123456789012345678901234', text, count=1)
+    text = re.sub(r'"Max": [0-9.e-]+', '"Max": NaN', text, count=1)
+    (folder / "dump.json").write_text(text)
+    ours, python_reads = _items_of(folder, True, monkeypatch)
+    want, _ = _items_of(folder, False, monkeypatch)
+    assert ours == want
+    assert 2 <= python_reads < len(ours) / 4  # the two edited entries (at least) went to Python

@@ -125,3 +125,38 @@ def test_malformed_packed_rows_are_refused(cls, tmp_path: Path) -> None:
         with pytest.raises(ERRORS, match="truncated or malformed"):
             db.executemany("INSERT INTO t VALUES (?, ?)", bad)
     db.close()
+    with sqlite3.connect(tmp_path / "t.db") as con:  # a bad chunk inserts none of its rows
+        assert con.execute("SELECT count(*) FROM t").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("cls", _dbs())
+def test_a_path_of_any_bytes_is_opened(cls, tmp_path: Path) -> None:
+    """A folder name that is not UTF-8 (a str with surrogate escapes, as os.fsdecode gives it)."""
+    folder = tmp_path / os.fsdecode(b"caf\xe9")
+    folder.mkdir()
+    db = cls(str(folder / "t.db"))
+    db.execute("CREATE TABLE t (a)")
+    db.close()
+    assert os.listdir(os.fsencode(folder)) == [b"t.db"]
+
+
+@pytest.mark.parametrize("cls", _dbs())
+@pytest.mark.parametrize(
+    ("sql", "packed", "base", "message"),
+    [
+        ("INSERT INTO t VALUES (?,?)", python_pack_rows([["x"]], 1), -1, "bindings|value for each parameter"),
+        ("INSERT INTO t (rowid, a, b) VALUES (?,?,?)", python_pack_rows([[2**63 - 1, 1]], 2), 5, "rowid|int"),
+        ("INSERT INTO t VALUES (?, ?); SELECT 1", python_pack_rows([[1, 2]], 2), -1, "one statement"),
+    ],
+    ids=["too_few_values", "rowid_overflow", "two_statements"],
+)
+def test_misused_statements_are_refused(
+    cls, sql: str, packed: bytes, base: int, message: str, tmp_path: Path
+) -> None:
+    db = cls(str(tmp_path / "t.db"))
+    db.execute("CREATE TABLE t (a, b)")
+    with pytest.raises((*ERRORS, OverflowError), match=message):
+        db.executemany(sql, packed, base, 0)
+    db.close()
+    with sqlite3.connect(tmp_path / "t.db") as con:
+        assert con.execute("SELECT count(*) FROM t").fetchone() == (0,)

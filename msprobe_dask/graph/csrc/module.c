@@ -40,6 +40,9 @@ static PyMethodDef methods[] = {
     {"leaf", leaf, METH_VARARGS, "leaf(leaf, name, state, crc_empty): items._leaf for a tensor, or None."},
     {"summary_pair", summary_pair, METH_VARARGS, "summary_pair(npu_in, npu_out, bench_in, bench_out, how)."},
     {"stat_diffs", stat_diffs, METH_VARARGS, "stat_diffs(ns, bs, stat_diff): compare._diffs."},
+    {"parse_items", parse_items, METH_VARARGS,
+     "parse_items(nodes, root, collection, spans, small, text, loads, python_items, python_entry_items, "
+     "crc_empty, python_leaf): build.parse_items."},
     {"read_exact", read_exact, METH_VARARGS, "read_exact(fd, n): n bytes (fewer at end of file), no GIL."},
     {NULL, NULL, 0, NULL},
 };

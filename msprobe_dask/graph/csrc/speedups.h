@@ -2,7 +2,8 @@
  *
  * buffer.c: the text being made; text.c: the exported items' JSON text (items.py, section 7.6 of
  * graph_visualize.md); items.c: dump entries into items (items.py); compare.c: the summary compare of
- * a node pair (compare.py); rows.c: tb_nodes rows (rows.py); pipe.c: reading forked children's
+ * a node pair (compare.py); rows.c: tb_nodes rows (rows.py); parse.c: the nodes' items from
+ * dump.json's entries (build.py); pipe.c: reading forked children's
  * results (forked.py); module.c: the module, its constants.
  *
  * Each function handles the common values (exact floats, ints, bools, None, lists and printable
@@ -31,7 +32,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 2
+#define SPEEDUPS_API 3
 
 #define N_WRITTEN 11 /* the cells a summary compare writes back into an item */
 
@@ -100,6 +101,7 @@ PyObject *items_json(PyObject *self, PyObject *args);
 PyObject *node_rows(PyObject *self, PyObject *args);
 PyObject *stat_diffs(PyObject *self, PyObject *args);
 PyObject *read_exact(PyObject *self, PyObject *args);
+PyObject *parse_items(PyObject *self, PyObject *args);
 PyObject *summary_pair(PyObject *self, PyObject *args);
 PyObject *leaf(PyObject *self, PyObject *args);
 PyObject *entry_items(PyObject *self, PyObject *args);

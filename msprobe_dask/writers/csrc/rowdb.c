@@ -90,15 +90,20 @@ static PyObject *pack_rows(PyObject *self, PyObject *args) {
     Py_ssize_t ncols;
     if (!PyArg_ParseTuple(args, "On", &rows, &ncols))
         return NULL;
-    PyObject *seq = PySequence_Fast(rows, "rows must be a sequence");
+    if (ncols < 0 || ncols > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "a column count must be between 0 and 2**31 - 1");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Tuple(rows); /* a snapshot: a row's own code cannot change it */
     if (seq == NULL)
         return NULL;
     Buffer b = {NULL, 0, 0};
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     if (put_u32(&b, n) < 0 || put_u32(&b, ncols) < 0)
         goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *row = PySequence_Fast(PySequence_Fast_GET_ITEM(seq, i), "a row must be a sequence");
+        /* a list or tuple itself (nothing below runs Python code), else a list made of it */
+        PyObject *row = PySequence_Fast(PyTuple_GET_ITEM(seq, i), "a row must be a sequence");
         if (row == NULL)
             goto fail;
         int bad = PySequence_Fast_GET_SIZE(row) != ncols;
@@ -122,6 +127,9 @@ fail:
 
 /* ------------------------------------------------------------------ reading packed rows */
 
+/* outcomes of running packed rows that are not SQLite's (its codes are all >= 0) */
+enum { E_MALFORMED = -1, E_ROWID = -2, E_COLUMNS = -3, E_NOT_ONE_STATEMENT = -4 };
+
 typedef struct {
     const unsigned char *p, *end;
 } Reader;
@@ -134,39 +142,77 @@ static int take(Reader *r, void *out, size_t n) {
     return 0;
 }
 
-/* Binds the next value to parameter ``param`` (0: skip binding); its integer into *as_int if it is one. */
-static int bind_next(Reader *r, sqlite3_stmt *stmt, int param, int64_t *as_int, int *is_int) {
+/* The next value: bound to parameter ``param`` if stmt is not NULL; its integer into *as_int if it
+ * is one (else *is_int is 0). */
+static int next_value(Reader *r, sqlite3_stmt *stmt, int param, int64_t *as_int, int *is_int) {
     unsigned char tag;
     *is_int = 0;
     if (take(r, &tag, 1) < 0)
-        return SQLITE_CORRUPT;
+        return E_MALFORMED;
     switch (tag) {
     case TAG_NULL:
-        return param ? sqlite3_bind_null(stmt, param) : SQLITE_OK;
+        return stmt ? sqlite3_bind_null(stmt, param) : SQLITE_OK;
     case TAG_INT: {
         int64_t i;
         if (take(r, &i, 8) < 0)
-            return SQLITE_CORRUPT;
+            return E_MALFORMED;
         *as_int = i;
         *is_int = 1;
-        return param ? sqlite3_bind_int64(stmt, param, i) : SQLITE_OK;
+        return stmt ? sqlite3_bind_int64(stmt, param, i) : SQLITE_OK;
     }
     case TAG_FLOAT: {
         double d;
         if (take(r, &d, 8) < 0)
-            return SQLITE_CORRUPT;
-        return param ? sqlite3_bind_double(stmt, param, d) : SQLITE_OK;
+            return E_MALFORMED;
+        return stmt ? sqlite3_bind_double(stmt, param, d) : SQLITE_OK;
     }
     case TAG_TEXT: {
         uint32_t n;
-        if (take(r, &n, 4) < 0 || (size_t)(r->end - r->p) < n)
-            return SQLITE_CORRUPT;
-        const char *s = (const char *)r->p;
+        if (take(r, &n, 4) < 0 || n > INT32_MAX || (size_t)(r->end - r->p) < n)
+            return E_MALFORMED;
+        const char *text = (const char *)r->p;
         r->p += n;
-        return param ? sqlite3_bind_text(stmt, param, s, (int)n, SQLITE_STATIC) : SQLITE_OK;
+        return stmt ? sqlite3_bind_text(stmt, param, text, (int)n, SQLITE_STATIC) : SQLITE_OK;
     }
     }
-    return SQLITE_CORRUPT;
+    return E_MALFORMED;
+}
+
+/* One pass over the packed rows: checks them (stmt NULL), or binds and runs each. With
+ * rowid_base >= 0 the first parameter is rowid_base + 1 + (the row's integer at order_col) and the
+ * row's values are the next ones. */
+static int pass_rows(Reader r, sqlite3_stmt *stmt, int64_t rowid_base, Py_ssize_t order_col) {
+    uint32_t nrows, ncols;
+    if (take(&r, &nrows, 4) < 0 || take(&r, &ncols, 4) < 0)
+        return E_MALFORMED;
+    if ((uint64_t)nrows * ncols > (uint64_t)(r.end - r.p)) /* every value takes a byte at least */
+        return E_MALFORMED;
+    int first = rowid_base >= 0 ? 2 : 1;
+    if (stmt != NULL && sqlite3_bind_parameter_count(stmt) != (int)ncols + first - 1)
+        return E_COLUMNS;
+    if (rowid_base >= 0 && (order_col < 0 || (uint32_t)order_col >= ncols))
+        return E_ROWID;
+    for (uint32_t i = 0; i < nrows; i++) {
+        for (uint32_t j = 0; j < ncols; j++) {
+            int64_t v = 0, rowid;
+            int is_int, rc = next_value(&r, stmt, first + (int)j, &v, &is_int);
+            if (rc != SQLITE_OK)
+                return rc;
+            if (rowid_base >= 0 && j == (uint32_t)order_col) {
+                if (!is_int || __builtin_add_overflow(rowid_base + 1, v, &rowid))
+                    return E_ROWID;
+                if (stmt != NULL && (rc = sqlite3_bind_int64(stmt, 1, rowid)) != SQLITE_OK)
+                    return rc;
+            }
+        }
+        if (stmt != NULL) {
+            int rc = sqlite3_step(stmt);
+            if (rc != SQLITE_DONE)
+                return rc;
+            sqlite3_reset(stmt);
+        }
+    }
+    return r.p == r.end ? SQLITE_OK : E_MALFORMED;
 }
 
 /* ------------------------------------------------------------------ the connection */
@@ -176,7 +222,24 @@ typedef struct {
 } RowDb;
 
 static PyObject *db_error(sqlite3 *db, int rc) {
-    PyErr_SetString(RowDbError, db && rc != SQLITE_CORRUPT ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    const char *message;
+    switch (rc) {
+    case E_MALFORMED:
+        message = "packed rows are truncated or malformed";
+        break;
+    case E_ROWID:
+        message = "the rowid column of packed rows is missing or not an integer";
+        break;
+    case E_COLUMNS:
+        message = "packed rows do not have a value for each parameter of the statement";
+        break;
+    case E_NOT_ONE_STATEMENT:
+        message = "the SQL is not one statement";
+        break;
+    default:
+        message = db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    }
+    PyErr_SetString(RowDbError, message);
     return NULL;
 }
 
@@ -188,19 +251,20 @@ static int open_check(RowDb *self) {
 }
 
 static int rowdb_init(RowDb *self, PyObject *args, PyObject *kwds) {
-    const char *path;
-    if (!PyArg_ParseTuple(args, "s", &path))
+    PyObject *path; /* bytes, as os.fsencode gives them (a str with surrogate escapes, a PathLike) */
+    if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &path))
         return -1;
     if (self->db != NULL)
         sqlite3_close_v2(self->db);
     self->db = NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS;
-    rc = sqlite3_open_v2(path, &self->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                         NULL);
+    rc = sqlite3_open_v2(PyBytes_AS_STRING(path), &self->db,
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
     if (rc == SQLITE_OK)
         sqlite3_busy_timeout(self->db, 30000);
     Py_END_ALLOW_THREADS;
+    Py_DECREF(path);
     if (rc != SQLITE_OK) {
         db_error(self->db, rc);
         sqlite3_close_v2(self->db);
@@ -223,36 +287,6 @@ static PyObject *rowdb_execute(RowDb *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* Runs ``sql`` once per packed row. With rowid_base >= 0 the first parameter is
- * rowid_base + 1 + (the row's integer at order_col), the row's values the next ones. */
-static int run_rows(sqlite3 *db, sqlite3_stmt *stmt, Reader *r, int64_t rowid_base, Py_ssize_t order_col) {
-    uint32_t nrows, ncols;
-    if (take(r, &nrows, 4) < 0 || take(r, &ncols, 4) < 0)
-        return SQLITE_CORRUPT;
-    int first = rowid_base >= 0 ? 2 : 1;
-    if (rowid_base >= 0 && (order_col < 0 || (uint32_t)order_col >= ncols))
-        return SQLITE_MISUSE;
-    for (uint32_t i = 0; i < nrows; i++) {
-        for (uint32_t j = 0; j < ncols; j++) {
-            int64_t v = 0;
-            int is_int, rc = bind_next(r, stmt, first + (int)j, &v, &is_int);
-            if (rc != SQLITE_OK)
-                return rc;
-            if (rowid_base >= 0 && j == (uint32_t)order_col) {
-                if (!is_int)
-                    return SQLITE_MISMATCH;
-                if ((rc = sqlite3_bind_int64(stmt, 1, rowid_base + 1 + v)) != SQLITE_OK)
-                    return rc;
-            }
-        }
-        int rc = sqlite3_step(stmt);
-        if (rc != SQLITE_DONE)
-            return rc;
-        sqlite3_reset(stmt);
-    }
-    return r->p == r->end ? SQLITE_OK : SQLITE_CORRUPT;
-}
-
 static PyObject *rowdb_executemany(RowDb *self, PyObject *args) {
     const char *sql;
     Py_buffer packed;
@@ -266,22 +300,20 @@ static PyObject *rowdb_executemany(RowDb *self, PyObject *args) {
     }
     Reader r = {packed.buf, (const unsigned char *)packed.buf + packed.len};
     sqlite3_stmt *stmt = NULL;
+    const char *tail = NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS;
-    rc = sqlite3_prepare_v2(self->db, sql, -1, &stmt, NULL);
+    /* checked whole before the first row goes in: a bad chunk inserts nothing */
+    rc = pass_rows(r, NULL, rowid_base, order_col);
     if (rc == SQLITE_OK)
-        rc = run_rows(self->db, stmt, &r, rowid_base, order_col);
+        rc = sqlite3_prepare_v2(self->db, sql, -1, &stmt, &tail);
+    if (rc == SQLITE_OK && (stmt == NULL || tail[strspn(tail, " \t\r\n;")] != '\0'))
+        rc = E_NOT_ONE_STATEMENT;
+    if (rc == SQLITE_OK)
+        rc = pass_rows(r, stmt, rowid_base, order_col);
     sqlite3_finalize(stmt);
     Py_END_ALLOW_THREADS;
     PyBuffer_Release(&packed);
-    if (rc == SQLITE_CORRUPT) {
-        PyErr_SetString(RowDbError, "packed rows are truncated or malformed");
-        return NULL;
-    }
-    if (rc == SQLITE_MISMATCH || rc == SQLITE_MISUSE) {
-        PyErr_SetString(RowDbError, "the rowid column of packed rows is missing or not an integer");
-        return NULL;
-    }
     if (rc != SQLITE_OK)
         return db_error(self->db, rc);
     Py_RETURN_NONE;
