@@ -2,8 +2,9 @@
 
 Forked jobs (graph/forked.py) make the vis.db's rows; pickling them back as lists, then binding them
 one value at a time in the writer, would cost the writer ~15 us per row, alone. Packed, a chunk of
-rows travels as one bytes object, and ``RowDb`` (the C module ``msprobe_dask.writers._rowdb`` where it
-was built) binds it in C without holding the GIL, so a writer thread inserts while the jobs go on.
+rows travels as one bytes object, and ``open_db``'s RowDb (the C module ``msprobe_dask.writers._rowdb``
+where it was built) binds it in C without holding the GIL, so a writer thread inserts while the jobs
+go on.
 
 The format (little-endian): ``u32`` row count, ``u32`` column count, then each value as a tag byte
 and its payload: 0 NULL; 1 int64; 2 float64; 3 text (``u32`` length, UTF-8 bytes). This module's
@@ -153,5 +154,11 @@ class PythonRowDb:
             self._con = None
 
 
-pack_rows = native.pack_rows if native is not None else python_pack_rows
-RowDb = native.RowDb if native is not None else PythonRowDb
+def pack_rows(rows: Sequence[Sequence[Any]], ncols: int) -> bytes:
+    """``rows`` (each of ``ncols`` values: None, int, float or str) packed."""
+    return native.pack_rows(rows, ncols) if native is not None else python_pack_rows(rows, ncols)
+
+
+def open_db(path: str) -> Any:
+    """A RowDb on the SQLite file ``path`` (the C one where it is built)."""
+    return native.RowDb(path) if native is not None else PythonRowDb(path)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from msprobe_dask.errors import OutputError
-from msprobe_dask.writers.packed_rows import ERRORS, RowDb, pack_rows
+from msprobe_dask.writers.packed_rows import ERRORS, open_db, pack_rows
 
 NODES_DDL = """CREATE TABLE tb_nodes (
     id TEXT PRIMARY KEY,
@@ -134,7 +134,7 @@ class VisdbWriter:
             if self.path.exists():
                 shutil.copyfile(self.path, self._tmp)
             self._next = _last_rowid(self._tmp)
-            self._db = RowDb(str(self._tmp))
+            self._db = open_db(str(self._tmp))
         except OSError as exc:
             self._remove()
             raise OutputError(self.path.parent, f"cannot write the vis.db: {_reason(exc)}") from None

@@ -9,7 +9,7 @@ import pytest
 
 from msprobe_dask.cli import main as cli_main
 from msprobe_dask.graph import chunks, forked, speedups
-from msprobe_dask.writers.packed_rows import python_pack_rows
+from msprobe_dask.writers import packed_rows
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -139,7 +139,7 @@ def test_a_name_that_is_not_valid_unicode(
     one line naming the dump (the reference crashes and leaves a partial vis.db)."""
     if not native:
         monkeypatch.setattr(speedups, "native", None)
-        monkeypatch.setattr(chunks, "pack_rows", python_pack_rows)
+        monkeypatch.setattr(packed_rows, "native", None)
     tp = _copy_dump(DATA / "multirank" / "target" / "step0" / "rank0", tmp_path / "target")
     for name in ("construct.json", "dump.json", "stack.json"):
         path = tp / name

@@ -12,6 +12,7 @@ from visdb_diff import diff_visdb, path_normalizer
 
 from msprobe_dask.cli import main as cli_main
 from msprobe_dask.graph import api, forked, speedups
+from msprobe_dask.writers import packed_rows
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -104,9 +105,10 @@ def test_same_visdb_as_reference_with_builds_in_forked_children(
 def test_same_visdb_as_reference_in_pure_python(
     case: str, name: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without the C hot path (graph/csrc/), as where it could not be built: the Python path
-    stays the definition, and gives the reference's vis.db too."""
+    """Without the C extensions (graph/csrc/, writers/csrc/), as where they could not be built: the
+    Python path stays the definition, and gives the reference's vis.db too."""
     monkeypatch.setattr(speedups, "native", None)
+    monkeypatch.setattr(packed_rows, "native", None)
     _check_same_as_reference(case, name, argv, tmp_path)
 
 
