@@ -135,9 +135,10 @@ class VisdbWriter:
                 shutil.copyfile(self.path, self._tmp)
             self._next = _last_rowid(self._tmp)
             self._db = open_db(str(self._tmp))
-        except OSError as exc:
+        except OSError as exc:  # the target unreadable, or the folder unwritable
             self._remove()
-            raise OutputError(self.path.parent, f"cannot write the vis.db: {_reason(exc)}") from None
+            where = exc.filename or self.path.parent
+            raise OutputError(where, f"cannot write the vis.db: {_reason(exc)}") from None
         except ERRORS as exc:
             self._remove()
             raise OutputError(self.path, f"cannot write the vis.db: {exc}") from None
@@ -201,7 +202,11 @@ class VisdbWriter:
             for sql in (*_INDEXES, "COMMIT", "PRAGMA journal_mode=WAL"):
                 self._db.execute(sql)
         self._close()
-        os.replace(self._tmp, self.path)
+        try:
+            os.replace(self._tmp, self.path)
+        except OSError as exc:
+            self._remove()
+            raise OutputError(self.path, f"cannot write the vis.db: {_reason(exc)}") from None
         return str(self.path)
 
     def abort(self) -> None:

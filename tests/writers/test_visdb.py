@@ -125,3 +125,18 @@ def test_ids_already_in_the_target_are_refused_and_the_target_kept(tmp_path: Pat
         write_visdb(path, [GraphTables("NPU_0_0", 2, _graph_rows("NPU_0_0", 2), [])], CONFIG)
     assert path.read_bytes() == before
     assert _leftovers(tmp_path) == []
+
+
+def test_a_target_that_cannot_be_read_or_replaced_is_one_error_and_no_temporary_file(tmp_path: Path) -> None:
+    path = tmp_path / "build_1.vis.db"
+    path.mkdir()  # a folder where the file goes: it cannot be appended to
+    (path / "x").write_text("")
+    with pytest.raises(OutputError, match=r"build_1\.vis\.db: cannot write the vis.db: Is a directory"):
+        write_visdb(path, [GraphTables("NPU_0_0", 1, [_row("a", 0)], [])], CONFIG)
+    other = tmp_path / "build_2.vis.db"
+    writer = VisdbWriter(other)
+    other.mkdir()  # made meanwhile: the final rename fails
+    (other / "x").write_text("")
+    with pytest.raises(OutputError, match=r"build_2\.vis\.db: cannot write the vis.db"):
+        writer.finish([GraphTables("NPU_0_0", 1, [_row("a", 0)], [])], CONFIG)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["build_1.vis.db", "build_2.vis.db"]
