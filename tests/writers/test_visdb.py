@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from msprobe_dask.errors import OutputError
+from msprobe_dask.writers import packed_rows
 from msprobe_dask.writers.packed_rows import pack_rows
 from msprobe_dask.writers.visdb import (
     CONFIG_DDL,
@@ -140,3 +141,37 @@ def test_a_target_that_cannot_be_read_or_replaced_is_one_error_and_no_temporary_
     with pytest.raises(OutputError, match=r"build_2\.vis\.db: cannot write the vis.db"):
         writer.finish([GraphTables("NPU_0_0", 1, [_row("a", 0)], [])], CONFIG)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["build_1.vis.db", "build_2.vis.db"]
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["c_path", "python_path"])
+def test_a_damaged_target_is_reported_as_sqlite_reports_it(
+    native: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Appending to an existing vis.db whose id index is damaged: SQLite's own message, not one about
+    packed rows; the target is left as it was."""
+    if not native:
+        monkeypatch.setattr(packed_rows, "native", None)
+    path = tmp_path / "build_1.vis.db"
+    with sqlite3.connect(path) as con:
+        con.execute("PRAGMA page_size=4096")
+        con.execute(NODES_DDL)
+        con.executemany(
+            f"INSERT INTO tb_nodes VALUES ({','.join('?' * 22)})", _graph_rows("NPU_0_0", 20_000)
+        )
+        leaves = [
+            p
+            for (p,) in con.execute(
+                "SELECT pageno FROM dbstat WHERE name = 'sqlite_autoindex_tb_nodes_1' AND pagetype = 'leaf'"
+            )
+        ]
+    con.close()
+    with open(path, "r+b") as f:  # the index's leaves only: max(rowid) still reads
+        for page in leaves[len(leaves) // 10 : len(leaves) * 9 // 10]:
+            f.seek((page - 1) * 4096)
+            f.write(b"\xee" * 4096)
+    before = path.read_bytes()
+    with pytest.raises(OutputError, match="database disk image is malformed"):
+        mid_index = _graph_rows("NPU_0_0_5", 3)  # ids that sort among the damaged leaves
+        write_visdb(path, [GraphTables("NPU_0_0_5", 3, mid_index, [])], CONFIG)
+    assert path.read_bytes() == before
+    assert _leftovers(tmp_path) == []
