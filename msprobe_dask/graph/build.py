@@ -412,7 +412,6 @@ def parse_items(g: Graph, nodes: Iterable[Node]) -> None:
     spans = g.data.spans() if isinstance(g.data, DumpEntries) else None
     if native is not None and spans is not None:  # the same loop in C, entries parsed from their spans
         items, entry = partial(_items, data=g.data, folder=g.folder), partial(_entry_items, folder=g.folder)
-        nodes = nodes if isinstance(nodes, list) else list(nodes)
         native.parse_items(nodes, g.root, COLLECTION, *spans, orjson.loads, items, entry, *NATIVE_LEAF)
         return
     for node in nodes:

@@ -330,7 +330,7 @@ def format_item(item: dict[str, Any], keep_md5: bool, batch_p2p: bool) -> dict[s
     """A new dict holding the exported form of ``item``."""
     if item.get("type") == "torch.ProcessGroup":
         item = {k: v for k, v in item.items() if k in _PG_KEEP}
-    skip = _SKIPPED[bool(keep_md5), bool(batch_p2p)]
+    skip = skipped_keys(keep_md5, batch_p2p)
     fmt = _FORMAT.get
     out = {k: fmt(v.__class__, _fmt_other)(v) for k, v in item.items() if k not in skip}
     if out.get("Max") == "null":
@@ -493,7 +493,7 @@ def skipped_keys(keep_md5: bool, batch_p2p: bool) -> frozenset[str]:
 
 def items_json_for(keep_md5: bool, batch_p2p: bool) -> Callable[[dict[str, dict]], str]:
     """``items_json`` with these options, as a function of the items alone (for many calls)."""
-    skip = _SKIPPED[bool(keep_md5), bool(batch_p2p)]
+    skip = skipped_keys(keep_md5, batch_p2p)
     python_to_json = python_items_json_for(keep_md5, batch_p2p)
 
     def to_json(data: dict[str, dict]) -> str:
@@ -509,7 +509,7 @@ def items_json_for(keep_md5: bool, batch_p2p: bool) -> Callable[[dict[str, dict]
 
 def python_items_json_for(keep_md5: bool, batch_p2p: bool) -> Callable[[dict[str, dict]], str]:
     """items_json_for's Python path alone (for the C code's fallback: it has tried its own)."""
-    skip = _SKIPPED[bool(keep_md5), bool(batch_p2p)]
+    skip = skipped_keys(keep_md5, batch_p2p)
     forms = _FORMS[skip]
 
     def to_json(data: dict[str, dict]) -> str:
