@@ -41,7 +41,7 @@ class DumpEntries(Mapping[str, Any]):
     to a dask worker.
     """
 
-    __slots__ = ("_path", "_text", "_spans", "_small", "_full")
+    __slots__ = ("_path", "_text", "_spans", "_small", "_full", "_mentioned")
 
     def __init__(
         self,
@@ -49,15 +49,17 @@ class DumpEntries(Mapping[str, Any]):
         text: bytes,
         spans: dict[str, tuple[int, int]],
         small: dict[str, Any],
+        mentioned: dict[bytes, bool] | None = None,
     ) -> None:
         self._path = path
         self._text = text
         self._spans = spans  # entry name -> [start, end) of its value in text
         self._small = small  # values of one-line entries (parsed by the scan to check them)
         self._full: dict[str, Any] | None = None  # the full parse, once a span failed to parse
+        self._mentioned = mentioned if mentioned is not None else {}  # token -> whether the text has it
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (DumpEntries, (self._path, self._text, self._spans, self._small))
+        return (DumpEntries, (self._path, self._text, self._spans, self._small, self._mentioned))
 
     def __len__(self) -> int:
         full = self._full
@@ -86,6 +88,13 @@ class DumpEntries(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"DumpEntries({str(self._path)!r}, {len(self)} entries)"
 
+    def mentions(self, token: bytes) -> bool:
+        """Whether the file's text holds ``token`` (a quick test that can spare a walk of the entries)."""
+        found = self._mentioned.get(token)
+        if found is None:
+            found = self._mentioned[token] = token in self._text
+        return found
+
     def spans(self) -> tuple[dict[str, tuple[int, int]], dict[str, Any], bytes] | None:
         """(spans, one-line entries, text) while the entries are read by spans, else None."""
         return (self._spans, self._small, self._text) if self._full is None else None
@@ -95,12 +104,12 @@ class DumpEntries(Mapping[str, Any]):
         equal to ``text`` (else None): the entries sent to a process that holds those bytes already."""
         if self._full is not None or self._text != text:
             return None
-        return self._path, self._spans, self._small
+        return self._path, self._spans, self._small, self._mentioned
 
     @classmethod
     def with_text(cls, state: tuple[Any, ...], text: bytes) -> DumpEntries:
-        path, spans, small = state
-        return cls(path, text, spans, small)
+        path, spans, small, mentioned = state
+        return cls(path, text, spans, small, mentioned)
 
     def _fall_back(self) -> dict[str, Any]:
         """Parse the whole file: raises its DumpError, or (the scan misread a valid file) gives data.
@@ -133,14 +142,18 @@ def read_dump_doc(path: Path) -> tuple[dict[str, Any], Mapping[str, Any]]:
     return read_whole_dump_doc(path)
 
 
-def scan_dump_doc(path: Path, text: bytes) -> tuple[dict[str, Any], tuple[Any, ...]] | None:
+def scan_dump_doc(
+    path: Path, text: bytes, tokens: tuple[bytes, ...] = ()
+) -> tuple[dict[str, Any], tuple[Any, ...]] | None:
     """What read_dump_doc gives when dump.json holds ``text`` and is laid out for the lazy read: the
-    header and the entries' DumpEntries.without_text state (for a process that holds ``text``); None
-    if it is laid out otherwise."""
+    header and the entries' DumpEntries.without_text state (for a process that holds ``text``), which
+    knows already whether the text mentions each of ``tokens``; None if it is laid out otherwise."""
     lazy = _scan(path, text) if text else None
     if lazy is None:
         return None
     header, entries = lazy
+    for token in tokens:
+        entries.mentions(token)
     state = entries.without_text(text)
     return (header, state) if state is not None else None
 

@@ -28,6 +28,7 @@ from msprobe_dask.dump.entries import DumpEntries, scan_dump_doc
 from msprobe_dask.errors import ConfigError, DumpError, OutputError
 from msprobe_dask.graph import layout
 from msprobe_dask.graph.build import (
+    MD5_TOKEN,
     GraphSource,
     assign_micro_steps,
     build_graph,
@@ -123,7 +124,8 @@ def _dump_doc_in_child(path: Path, text: bytes) -> Callable[[], tuple[dict[str, 
     out for the lazy read, the caller's thread reads the file itself (and gives its errors)."""
     scanned: list[Any] = []
     waiter = threading.Thread(
-        target=lambda: scanned.append(call_in_child(partial(scan_dump_doc, path, text))), daemon=True
+        target=lambda: scanned.append(call_in_child(partial(scan_dump_doc, path, text, (MD5_TOKEN,)))),
+        daemon=True,
     )
     waiter.start()
 

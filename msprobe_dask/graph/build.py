@@ -26,6 +26,7 @@ FRAME = re.compile(r"File (.*?), line \d+, in ([^,]*)")  # a stack line's file a
 PARAMS_GRAD = re.compile(r"\.parameters_grad(?:\.\d+)?$")
 NO_FORWARD_STACK = ["This backward node cannot find the forward node and cannot retrieve stack information."]
 MEGATRON_KEY = "megatron_micro_step_number"
+MD5_TOKEN = b'"md5"'  # in the text of a dump.json whose entries may have an md5
 MAX_MICRO_DEPTH = 500
 
 
@@ -419,6 +420,19 @@ def parse_items(g: Graph, nodes: Iterable[Node]) -> None:
             node.input_data, node.output_data = _items(node.id, g.data, g.folder)
 
 
+def export_texts(g: Graph, nodes: list[Node]) -> list[tuple[str, str] | None] | None:
+    """For each of ``nodes``, the JSON texts of its exported (input_data, output_data) made by the C
+    code straight from the text of its dump.json entry (csrc/entry_text.c), as rows.chunk_rows makes
+    them from the items parse_items would give (md5 left out), or None for a node whose items must
+    be parsed; None for all of them without the C code or where ``g``'s entries are not read by span.
+    """
+    native = speedups.native
+    spans = g.data.spans() if g.items_pending and isinstance(g.data, DumpEntries) else None
+    if native is None or spans is None:
+        return None
+    return native.node_texts(nodes, g.root, COLLECTION, *spans)  # type: ignore[no-any-return]
+
+
 def parse_all_items(g: Graph) -> None:
     parse_items(g, g.nodes.values())
     g.items_pending = False
@@ -474,7 +488,9 @@ def build_graph(
         folder=str(src.folder),
         step=src.step,
         rank=src.rank,
-        no_md5=not _mentions(src.dump_json, b'"md5"'),
+        no_md5=not (
+            data.mentions(MD5_TOKEN) if isinstance(data, DumpEntries) else _mentions(src.dump_json, MD5_TOKEN)
+        ),
         items_pending=not items,
     )
     if k is not None:

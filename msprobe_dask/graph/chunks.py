@@ -12,7 +12,7 @@ from collections.abc import Callable
 from functools import partial
 
 from msprobe_dask.errors import DumpError
-from msprobe_dask.graph.build import parse_items
+from msprobe_dask.graph.build import export_texts, parse_items
 from msprobe_dask.graph.compare import MD5, compare_subtrees
 from msprobe_dask.graph.forked import run_jobs, usable_cpus
 from msprobe_dask.graph.model import COLLECTION, Graph, Node
@@ -210,10 +210,13 @@ def _bench_rows_job(
 def _rows_job(
     g: Graph, source: str, md5: bool, overflow: bool, nodes: list[Node], start: int, ids: StackIds
 ) -> RowsChunk:
-    parse_items(g, nodes)
+    """The rows of ``nodes``: their exported items' texts made straight from dump.json where the C
+    code can (build.export_texts), else from the items parsed here."""
+    texts = None if md5 or overflow else export_texts(g, nodes)
+    parse_items(g, nodes if texts is None else [n for n, t in zip(nodes, texts) if t is None])
     if overflow:
         overflow_levels(g, nodes)
-    rows = chunk_rows(g, source, nodes, start, ids, md5)
+    rows = chunk_rows(g, source, nodes, start, ids, md5, texts)
     _drop_items(g, nodes)
     return rows
 

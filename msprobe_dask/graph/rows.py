@@ -169,9 +169,17 @@ def join_rows(g: Graph, source: str, chunks: list[RowsChunk], made_out_of_order:
 
 
 def chunk_rows(
-    g: Graph, source: str, nodes: list[Node], start: int, stack_ids: StackIds, md5_mode: bool = False
+    g: Graph,
+    source: str,
+    nodes: list[Node],
+    start: int,
+    stack_ids: StackIds,
+    md5_mode: bool = False,
+    texts: list[tuple[str, str] | None] | None = None,
 ) -> RowsChunk:
-    """The rows of ``nodes``, the run of ``g.sorted_nodes()`` that begins at position ``start``."""
+    """The rows of ``nodes``, the run of ``g.sorted_nodes()`` that begins at position ``start``.
+    ``texts``: for each node, the texts of its exported (input_data, output_data) if already made
+    (build.export_texts), else None (its items are exported here)."""
     graph_id = f"{source}_{g.step}_{g.rank}"
     row_id = graph_id + "_"
     data_path, step, rank = g.data_path, g.step, g.rank
@@ -195,12 +203,13 @@ def chunk_rows(
             dumps,
             batch_p2p_ops,
         )
-        out.nodes = native.node_rows(nodes, start, how, out.stacks, out.p2p)
+        out.nodes = native.node_rows(nodes, start, how, out.stacks, out.p2p, texts)
         return out
     to_json, batch_to_json = items_json_for(md5_mode, False), items_json_for(md5_mode, True)
     append = out.nodes.append
     sid_texts: dict[int, str] = {}
-    for order, node in enumerate(nodes, start):
+    made = texts if texts is not None else [None] * len(nodes)
+    for order, (node, text) in enumerate(zip(nodes, made), start):
         n = number_of[id(node.stack)]
         sid = sid_texts.get(n)
         if sid is None:
@@ -231,8 +240,8 @@ def chunk_rows(
                 dumps(node.merge_info) if node.merge_info else "",
                 "{}",
                 0,
-                items(node.input_data),
-                items(node.output_data),
+                text[0] if text is not None else items(node.input_data),
+                text[1] if text is not None else items(node.output_data),
                 source,
                 data_path,
                 step,

@@ -12,7 +12,7 @@ import os
 import warnings
 from types import ModuleType
 
-API = 3  # SPEEDUPS_API in csrc/speedups.h
+API = 4  # SPEEDUPS_API in csrc/speedups.h
 
 native: ModuleType | None = None
 if not os.environ.get("MSPROBE_DASK_PURE_PYTHON"):

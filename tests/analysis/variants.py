@@ -33,14 +33,23 @@ VARIANTS: dict[str, tuple[str, list[tuple[int, str, int, float]], list[int]]] = 
         [],
     ),
     "post": ("golden", [(3, "Tensor.add_.5.forward", 0, 2.0)], []),
-    "grad_sync": ("golden", [(1, "Distributed.all_reduce.5.forward", 0, 2.0),
-                             (3, "Tensor.div_.2.forward", 0, 2.0)], []),
-    "same_layer_two_ranks": ("golden", [(0, "Distributed.all_reduce.0.forward", 0, 2.0),
-                                        (2, "Distributed.all_reduce.0.forward", 0, 3.0)], []),
+    "grad_sync": (
+        "golden",
+        [(1, "Distributed.all_reduce.5.forward", 0, 2.0), (3, "Tensor.div_.2.forward", 0, 2.0)],
+        [],
+    ),
+    "same_layer_two_ranks": (
+        "golden",
+        [(0, "Distributed.all_reduce.0.forward", 0, 2.0), (2, "Distributed.all_reduce.0.forward", 0, 3.0)],
+        [],
+    ),
     # rank3 has no broadcast on either side: its all_gather is its first communication op, but it is
     # linked with the other ranks' all_gather, one layer after rank0's broadcast
-    "linked_layers": ("golden", [(0, "Distributed.broadcast.0.forward", 0, 2.0),
-                                 (3, "Distributed.all_gather.0.forward", 0, 2.0)], []),
+    "linked_layers": (
+        "golden",
+        [(0, "Distributed.broadcast.0.forward", 0, 2.0), (3, "Distributed.all_gather.0.forward", 0, 2.0)],
+        [],
+    ),
 }
 # name -> [(rank, entry)] removed from both the target and the golden dump
 DROPPED: dict[str, list[tuple[int, str]]] = {"linked_layers": [(3, "Distributed.broadcast.0.forward")]}

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from msprobe_dask.dump.entries import DumpEntries, read_dump_doc
+from msprobe_dask.dump.entries import DumpEntries, read_dump_doc, scan_dump_doc
 from msprobe_dask.errors import DumpError
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -237,3 +237,15 @@ def test_pickles_and_threads(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert results == [True] * 4
+
+
+def test_mentions_a_token_scanned_in_another_process(tmp_path: Path) -> None:
+    """scan_dump_doc tells whether the text holds the tokens asked for; the entries rebuilt from its
+    state know it, and find any other token in their text."""
+    path = _write(tmp_path, DOC, indent=1)
+    text = path.read_bytes()
+    header, state = scan_dump_doc(path, text, (b'"md5"', b'"Max"'))  # type: ignore[misc]
+    assert state[-1] == {b'"md5"': False, b'"Max"': True}
+    entries = DumpEntries.with_text(state, text)
+    assert not entries.mentions(b'"md5"') and entries.mentions(b'"Max"') and entries.mentions(b'"Min"')
+    assert pickle.loads(pickle.dumps(entries)).mentions(b'"Min"')

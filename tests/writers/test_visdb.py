@@ -155,9 +155,7 @@ def test_a_damaged_target_is_reported_as_sqlite_reports_it(
     with sqlite3.connect(path) as con:
         con.execute("PRAGMA page_size=4096")
         con.execute(NODES_DDL)
-        con.executemany(
-            f"INSERT INTO tb_nodes VALUES ({','.join('?' * 22)})", _graph_rows("NPU_0_0", 20_000)
-        )
+        con.executemany(f"INSERT INTO tb_nodes VALUES ({','.join('?' * 22)})", _graph_rows("NPU_0_0", 20_000))
         leaves = [
             p
             for (p,) in con.execute(

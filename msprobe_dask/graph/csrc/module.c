@@ -43,6 +43,10 @@ static PyMethodDef methods[] = {
     {"parse_items", parse_items, METH_VARARGS,
      "parse_items(nodes, root, collection, spans, small, text, loads, python_items, python_entry_items, "
      "crc_empty, python_leaf): build.parse_items."},
+    {"entry_texts", entry_texts, METH_VARARGS,
+     "entry_texts(text, start, end, node_id): the exported items' JSON texts of an entry, or None."},
+    {"node_texts", node_texts, METH_VARARGS,
+     "node_texts(nodes, root, collection, spans, small, text): entry_texts of each node's entry, or None."},
     {"read_exact", read_exact, METH_VARARGS, "read_exact(fd, n): n bytes (fewer at end of file), no GIL."},
     {NULL, NULL, 0, NULL},
 };
@@ -91,6 +95,7 @@ static const struct {
 
 PyMODINIT_FUNC PyInit__speedups(void) {
     init_char_classes();
+    init_entry_text();
     for (size_t i = 0; i < sizeof(constants) / sizeof(constants[0]); i++)
         if ((*constants[i].var = PyUnicode_InternFromString(constants[i].text)) == NULL)
             return NULL;

@@ -18,28 +18,56 @@ static int has_long_integer(const char *s, Py_ssize_t n) {
     return 0;
 }
 
+/* The span of node_id's entry in text (*s, *n): 1; 0 without an error set when it has none (no span,
+ * a one-line entry, a span out of the text); -1 on error. */
+static int entry_span(PyObject *node_id, PyObject *spans, PyObject *small, PyObject *text, const char **s,
+                      Py_ssize_t *n) {
+    int in_small = PyDict_Contains(small, node_id);
+    if (in_small != 0)
+        return in_small;
+    PyObject *span = PyDict_GetItemWithError(spans, node_id);
+    if (span == NULL || !PyTuple_CheckExact(span) || PyTuple_GET_SIZE(span) != 2)
+        return PyErr_Occurred() ? -1 : 0;
+    Py_ssize_t start = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 0));
+    Py_ssize_t end = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 1));
+    if (PyErr_Occurred() || start < 0 || end < start || end > PyBytes_GET_SIZE(text)) {
+        PyErr_Clear();
+        return 0;
+    }
+    *s = PyBytes_AS_STRING(text) + start;
+    *n = end - start;
+    return 1;
+}
+
 /* The entry of node_id parsed from its span (a new reference), or NULL without an error set when
  * Python must read it (no span, a one-line entry, a long integer, a text orjson refuses). */
 static PyObject *span_entry(PyObject *node_id, PyObject *spans, PyObject *small, PyObject *text, PyObject *loads) {
-    int in_small = PyDict_Contains(small, node_id);
-    if (in_small != 0)
+    const char *s = NULL;
+    Py_ssize_t n = 0;
+    if (entry_span(node_id, spans, small, text, &s, &n) <= 0 || has_long_integer(s, n))
         return NULL;
-    PyObject *span = PyDict_GetItemWithError(spans, node_id);
-    if (span == NULL || !PyTuple_CheckExact(span) || PyTuple_GET_SIZE(span) != 2)
-        return NULL;
-    Py_ssize_t start = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 0));
-    Py_ssize_t end = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 1));
-    if (PyErr_Occurred() || start < 0 || end < start || end > PyBytes_GET_SIZE(text))
-        return NULL;
-    const char *s = PyBytes_AS_STRING(text) + start;
-    if (has_long_integer(s, end - start))
-        return NULL;
-    PyObject *piece = PyBytes_FromStringAndSize(s, end - start);
+    PyObject *piece = PyBytes_FromStringAndSize(s, n);
     if (piece == NULL)
         return NULL;
     PyObject *entry = PyObject_CallOneArg(loads, piece);
     Py_DECREF(piece);
     return entry;
+}
+
+/* Whether a node is to be given items: 1, or 0 for the root, a collection or a node that holds some;
+ * -1 on error. */
+static int wants_items(PyObject *node, PyObject *root, PyObject *collection) {
+    if (node == root)
+        return 0;
+    PyObject *type = PyObject_GetAttr(node, str_type_attr);
+    int skip = type == NULL ? -1 : PyObject_RichCompareBool(type, collection, Py_EQ);
+    Py_XDECREF(type);
+    for (int k = 0; skip == 0 && k < 2; k++) {
+        PyObject *held = PyObject_GetAttr(node, k ? str_output_data : str_input_data);
+        skip = held == NULL ? -1 : PyObject_IsTrue(held);
+        Py_XDECREF(held);
+    }
+    return skip < 0 ? -1 : !skip;
 }
 
 /* parse_items(nodes, root, collection, spans, small, text, loads, python_items, python_entry_items,
@@ -59,19 +87,10 @@ PyObject *parse_items(PyObject *self, PyObject *args) {
         return NULL;
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
         PyObject *node = PySequence_Fast_GET_ITEM(seq, i), *id = NULL, *items = NULL;
-        if (node == root)
+        int wanted = wants_items(node, root, collection);
+        if (wanted == 0)
             continue;
-        PyObject *type = PyObject_GetAttr(node, str_type_attr);
-        int skip = type == NULL ? -1 : PyObject_RichCompareBool(type, collection, Py_EQ);
-        Py_XDECREF(type);
-        for (int k = 0; skip == 0 && k < 2; k++) {
-            PyObject *held = PyObject_GetAttr(node, k ? str_output_data : str_input_data);
-            skip = held == NULL ? -1 : PyObject_IsTrue(held);
-            Py_XDECREF(held);
-        }
-        if (skip > 0)
-            continue;
-        if (skip < 0 || (id = PyObject_GetAttr(node, str_id)) == NULL)
+        if (wanted < 0 || (id = PyObject_GetAttr(node, str_id)) == NULL)
             goto fail;
         PyObject *entry = PyUnicode_CheckExact(id) ? span_entry(id, spans, small, text, loads) : NULL;
         if (entry != NULL) {
@@ -112,4 +131,45 @@ PyObject *parse_items(PyObject *self, PyObject *args) {
     }
     Py_DECREF(seq);
     Py_RETURN_NONE;
+}
+
+/* node_texts(nodes, root, collection, spans, small, text) -> for each node, the texts of its exported
+ * (input_data, output_data) made straight from its entry's span (entry_text.c), or None where its
+ * items must be parsed: nodes parse_items skips (the root, collections, nodes holding items),
+ * batch_isend_irecv nodes (exported with other keys, their ops read from the items), entries without
+ * a span, and entries entry_text.c does not take. */
+PyObject *node_texts(PyObject *self, PyObject *args) {
+    PyObject *nodes, *root, *collection, *spans, *small, *text;
+    if (!PyArg_ParseTuple(args, "OOOO!O!O!", &nodes, &root, &collection, &PyDict_Type, &spans, &PyDict_Type,
+                          &small, &PyBytes_Type, &text) ||
+        configured() < 0)
+        return NULL;
+    PyObject *seq = PySequence_Fast(nodes, "nodes must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        PyObject *node = PySequence_Fast_GET_ITEM(seq, i), *texts = NULL;
+        int wanted = wants_items(node, root, collection);
+        PyObject *id = wanted > 0 ? PyObject_GetAttr(node, str_id) : NULL;
+        const char *s = NULL, *id_text = NULL;
+        Py_ssize_t n = 0, id_n = 0;
+        if (id != NULL && PyUnicode_CheckExact(id))
+            id_text = ascii_data(id, &id_n);
+        int found = id_text != NULL && memmem(id_text, id_n, "batch_isend_irecv", 17) == NULL
+                        ? entry_span(id, spans, small, text, &s, &n)
+                        : 0;
+        if (found > 0)
+            texts = texts_of_entry(s, n, id_text, id_n);
+        else if (wanted >= 0 && found == 0 && !PyErr_Occurred())
+            texts = Py_NewRef(Py_None);
+        Py_XDECREF(id);
+        if (texts == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, texts);
+    }
+    Py_DECREF(seq);
+    return out;
 }

@@ -44,18 +44,19 @@ static PyObject *items_text(PyObject *data, Skip *skip, PyObject *to_json) {
     return PyObject_CallOneArg(to_json, data);
 }
 
-/* node_rows(nodes, start, how, stacks, p2p) -> rows.chunk_rows' rows of ``nodes`` (a run of
+/* node_rows(nodes, start, how, stacks, p2p, texts=None) -> rows.chunk_rows' rows of ``nodes`` (a run of
  * sorted_nodes() from position ``start``), its first stack uses appended to ``stacks`` and the
  * batch_isend_irecv ops put in ``p2p``. ``how``: (row_id, graph_id, source, data_path, step, rank,
  * stack numbers by id(stack), ids of the nodes that use a number first, the item skip sets
- * (plain, batch), the Python to_json functions (plain, batch), dumps, batch_p2p_ops). */
+ * (plain, batch), the Python to_json functions (plain, batch), dumps, batch_p2p_ops). ``texts``: for each
+ * node, its (input_data, output_data) texts if made already (build.export_texts), else None. */
 PyObject *node_rows(PyObject *self, PyObject *args) {
-    PyObject *nodes, *how, *stacks_out, *p2p_out;
+    PyObject *nodes, *how, *stacks_out, *p2p_out, *texts = Py_None;
     Py_ssize_t start;
     PyObject *row_id, *graph_id, *source, *data_path, *step, *rank, *number_of, *first, *skip_set,
         *batch_skip_set, *to_json, *batch_to_json, *dumps, *batch_ops;
-    if (!PyArg_ParseTuple(args, "O!nO!O!O!", &PyList_Type, &nodes, &start, &PyTuple_Type, &how, &PyList_Type,
-                          &stacks_out, &PyDict_Type, &p2p_out) ||
+    if (!PyArg_ParseTuple(args, "O!nO!O!O!|O", &PyList_Type, &nodes, &start, &PyTuple_Type, &how, &PyList_Type,
+                          &stacks_out, &PyDict_Type, &p2p_out, &texts) ||
         !PyArg_ParseTuple(how, "UUUOOOO!O!OOOOOO", &row_id, &graph_id, &source, &data_path, &step, &rank,
                           &PyDict_Type, &number_of, &PyDict_Type, &first, &skip_set, &batch_skip_set,
                           &to_json,
@@ -65,6 +66,10 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
     if (configured() < 0 || skip_of(skip_set, &skip) < 0 || skip_of(batch_skip_set, &batch_skip) < 0)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(nodes);
+    if (texts != Py_None && (!PyList_CheckExact(texts) || PyList_GET_SIZE(texts) != n)) {
+        PyErr_SetString(PyExc_TypeError, "texts must be None or a list with one entry per node");
+        return NULL;
+    }
     PyObject *rows = PyList_New(n), *sids = PyDict_New();
     if (rows == NULL || sids == NULL)
         goto fail;
@@ -176,12 +181,22 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
             goto row_fail;
         Skip *node_skip = batch ? &batch_skip : &skip;
         PyObject *node_to_json = batch ? batch_to_json : to_json;
-        PyObject *data = PyObject_GetAttr(node, str_input_data);
-        cells[15] = data != NULL ? items_text(data, node_skip, node_to_json) : NULL;
-        Py_XDECREF(data);
-        data = cells[15] != NULL ? PyObject_GetAttr(node, str_output_data) : NULL;
-        cells[16] = data != NULL ? items_text(data, node_skip, node_to_json) : NULL;
-        Py_XDECREF(data);
+        PyObject *made = texts != Py_None ? PyList_GET_ITEM(texts, i) : Py_None;
+        if (made != Py_None) { /* (input_data, output_data) texts made already */
+            if (!PyTuple_CheckExact(made) || PyTuple_GET_SIZE(made) != 2) {
+                PyErr_SetString(PyExc_TypeError, "a node's texts must be a pair");
+                goto row_fail;
+            }
+            cells[15] = Py_NewRef(PyTuple_GET_ITEM(made, 0));
+            cells[16] = Py_NewRef(PyTuple_GET_ITEM(made, 1));
+        } else {
+            PyObject *data = PyObject_GetAttr(node, str_input_data);
+            cells[15] = data != NULL ? items_text(data, node_skip, node_to_json) : NULL;
+            Py_XDECREF(data);
+            data = cells[15] != NULL ? PyObject_GetAttr(node, str_output_data) : NULL;
+            cells[16] = data != NULL ? items_text(data, node_skip, node_to_json) : NULL;
+            Py_XDECREF(data);
+        }
         if (cells[16] == NULL || (cells[0] = PyUnicode_Concat(row_id, node_id)) == NULL ||
             (cells[2] = PyLong_FromSsize_t(start + i)) == NULL)
             goto row_fail;

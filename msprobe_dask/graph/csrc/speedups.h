@@ -3,7 +3,8 @@
  * buffer.c: the text being made; text.c: the exported items' JSON text (items.py, section 7.6 of
  * graph_visualize.md); items.c: dump entries into items (items.py); compare.c: the summary compare of
  * a node pair (compare.py); rows.c: tb_nodes rows (rows.py); parse.c: the nodes' items from
- * dump.json's entries (build.py); pipe.c: reading forked children's
+ * dump.json's entries (build.py); entry_text.c: the exported items' texts straight from an entry's
+ * JSON text (build.py); pipe.c: reading forked children's
  * results (forked.py); module.c: the module, its constants.
  *
  * Each function handles the common values (exact floats, ints, bools, None, lists and printable
@@ -32,7 +33,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 3
+#define SPEEDUPS_API 4
 
 #define N_WRITTEN 11 /* the cells a summary compare writes back into an item */
 
@@ -91,6 +92,13 @@ int classes(const char *s, Py_ssize_t n);
 const char *ascii_data(PyObject *s, Py_ssize_t *n);
 int skip_of(PyObject *set, Skip *out);
 PyObject *data_json(PyObject *data, Skip *skip);
+int add_str_text(Buf *b, const char *s, Py_ssize_t n);
+int add_float_value(Buf *b, double x);
+
+/* ------------------------------------------------------------------ entry_text.c */
+
+void init_entry_text(void);
+PyObject *texts_of_entry(const char *s, Py_ssize_t n, const char *node_id, Py_ssize_t id_n);
 
 /* ------------------------------------------------------------------ the module's functions */
 
@@ -105,5 +113,7 @@ PyObject *parse_items(PyObject *self, PyObject *args);
 PyObject *summary_pair(PyObject *self, PyObject *args);
 PyObject *leaf(PyObject *self, PyObject *args);
 PyObject *entry_items(PyObject *self, PyObject *args);
+PyObject *entry_texts(PyObject *self, PyObject *args);
+PyObject *node_texts(PyObject *self, PyObject *args);
 
 #endif

@@ -36,13 +36,26 @@ static int add_double(Buf *b, double x, char code, int precision, int flags) {
     return rc;
 }
 
+static int orjson_writes_repr(double x) { return (x >= 1e-4 && x < 1e16) || (x > -1e16 && x <= -1e-4); }
+
 /* repr(x): orjson's text where it is repr's, 1e-4 <= |x| < 1e16 (see jsontext.float_text), made at
  * the end for all such floats at once; elsewhere Python's */
 static int add_float(Buf *b, PyObject *v) {
     double x = PyFloat_AS_DOUBLE(v);
-    if ((x >= 1e-4 && x < 1e16) || (x > -1e16 && x <= -1e-4))
+    if (orjson_writes_repr(x))
         return buf_defer(b, v);
     return add_double(b, x, 'r', 0, Py_DTSF_ADD_DOT_0);
+}
+
+int add_float_value(Buf *b, double x) {
+    if (!orjson_writes_repr(x))
+        return add_double(b, x, 'r', 0, Py_DTSF_ADD_DOT_0);
+    PyObject *v = PyFloat_FromDouble(x);
+    if (v == NULL)
+        return -1;
+    int rc = buf_defer(b, v);
+    Py_DECREF(v);
+    return rc;
 }
 
 /* the decimal digits of x */
@@ -128,8 +141,11 @@ static int add_rounded(Buf *b, const char *s, Py_ssize_t n) {
 static int add_str(Buf *b, PyObject *v) {
     Py_ssize_t n;
     const char *s = ascii_data(v, &n);
-    if (s == NULL)
-        return UNHANDLED;
+    return s != NULL ? add_str_text(b, s, n) : UNHANDLED;
+}
+
+/* add_str of the str of the n ASCII characters s */
+int add_str_text(Buf *b, const char *s, Py_ssize_t n) {
     int c = classes(s, n);
     if (c & BAD)
         return UNHANDLED;

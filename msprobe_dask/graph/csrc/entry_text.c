@@ -1,0 +1,841 @@
+/* A dump entry's exported items made straight from its JSON text, without the item dicts (a build's
+ * rows need nothing else of them): entry_texts(text, start, end, node_id) is
+ *
+ *     (items_json(inputs, False, False), items_json(outputs, False, False))
+ *     where inputs, outputs = items.entry_items(node_id, json.loads(text[start:end]))
+ *
+ * or None for an entry this code does not take: anything but tensors, plain scalar arguments, nulls
+ * and their lists and dicts (sizes, slices, process groups, P2P ops, rank parameters, parameters_grad),
+ * strings with escapes or outside printable ASCII, integers of 19 digits or more, duplicate keys,
+ * deep nesting, and text json would refuse. The Python path then makes the items, and its errors.
+ *
+ * The entry is read once into a tape of values (its containers' members linked in order), then
+ * walked as items.parse_entry walks the parsed entry, each item's text written as items_json writes
+ * it (the keys state, full_op_name and md5 left out). */
+#include "speedups.h"
+
+#include <float.h>
+
+#define MAX_NEST 64    /* deeper values: the Python path (items.MAX_DEPTH is 400) */
+#define MAX_ITEMS 1024 /* items per entry checked for duplicate keys; more: the Python path */
+
+enum { J_STR, J_INT, J_FLOAT, J_TRUE, J_FALSE, J_NULL, J_NAN, J_INF, J_NINF, J_LIST, J_OBJ };
+
+/* the keys of a leaf that _python_leaf reads or sets (K_MAX + i: STATS[i]); K_LEFT_OUT: the keys the
+ * export leaves out (state, full_op_name, md5) */
+enum { K_OTHER, K_TYPE, K_CLASS_TYPE, K_DATA_NAME, K_DTYPE, K_VALUE, K_REQUIRES_GRAD, K_SHAPE, K_LEFT_OUT,
+       K_MAX, K_MIN, K_MEAN, K_NORM };
+
+#define TEXT_IS(s, n, lit) ((n) == (Py_ssize_t)sizeof(lit) - 1 && memcmp((s), (lit), sizeof(lit) - 1) == 0)
+
+static int key_role(const char *k, Py_ssize_t n) {
+    switch (n) {
+    case 3:
+        return TEXT_IS(k, n, "Max") ? K_MAX : TEXT_IS(k, n, "Min") ? K_MIN : TEXT_IS(k, n, "md5") ? K_LEFT_OUT : K_OTHER;
+    case 4:
+        return TEXT_IS(k, n, "type") ? K_TYPE : TEXT_IS(k, n, "Mean") ? K_MEAN : TEXT_IS(k, n, "Norm") ? K_NORM : K_OTHER;
+    case 5:
+        return TEXT_IS(k, n, "dtype")   ? K_DTYPE
+               : TEXT_IS(k, n, "value") ? K_VALUE
+               : TEXT_IS(k, n, "shape") ? K_SHAPE
+               : TEXT_IS(k, n, "state") ? K_LEFT_OUT
+                                        : K_OTHER;
+    case 9:
+        return TEXT_IS(k, n, "data_name") ? K_DATA_NAME : K_OTHER;
+    case 10:
+        return TEXT_IS(k, n, "class_type") ? K_CLASS_TYPE : K_OTHER;
+    case 12:
+        return TEXT_IS(k, n, "full_op_name") ? K_LEFT_OUT : K_OTHER;
+    case 13:
+        return TEXT_IS(k, n, "requires_grad") ? K_REQUIRES_GRAD : K_OTHER;
+    default:
+        return K_OTHER;
+    }
+}
+
+/* one value of the entry: a string's characters (between the quotes) or a number's text in s/n; a
+ * container's members from ``first`` along ``next``; a member of an object has its key in k/kn */
+typedef struct {
+    int kind, plain, kplain; /* plain: printable ASCII without a backslash (string, key) */
+    int role;                /* a member's key, if one items.py reads (K_...) */
+    const char *s, *k;
+    Py_ssize_t n, kn;
+    int first, next, count;
+} Val;
+
+#define TAPE_SMALL 256 /* values held on the stack (an entry of a dozen tensors holds about 150) */
+
+typedef struct {
+    Val *v;
+    int n, cap;
+    const char *p, *end;
+    Val small[TAPE_SMALL];
+} Tape;
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* long double arithmetic keeps 64 bits (x87 precision control, set by the module's init) */
+static int long_double_is_exact;
+
+void init_entry_text(void) {
+#if LDBL_MANT_DIG >= 64
+    volatile long double one = 1.0L, tiny = 0x1p-63L;
+    long_double_is_exact = one + tiny != one;
+#endif
+}
+
+static void skip_ws(Tape *t) {
+    while (t->p < t->end && (*t->p == ' ' || *t->p == '\n' || *t->p == '\t' || *t->p == '\r'))
+        t->p++;
+}
+
+static int is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+/* the string at t->p (its opening quote): its characters, and whether they are plain; 0 if invalid */
+static int read_string(Tape *t, const char **s, Py_ssize_t *n, int *plain) {
+    const char *p = t->p + 1;
+    int ok = 1;
+    for (;;) {
+        if (p >= t->end)
+            return 0;
+        unsigned char c = (unsigned char)*p;
+        if (c == '"')
+            break;
+        if (c < 0x20)
+            return 0;
+        if (c == '\\') {
+            ok = 0;
+            if (++p >= t->end)
+                return 0;
+            if (*p == 'u') {
+                if (t->end - p < 5 || !is_hex(p[1]) || !is_hex(p[2]) || !is_hex(p[3]) || !is_hex(p[4]))
+                    return 0;
+                p += 5;
+                continue;
+            }
+            if (*p != '"' && *p != '\\' && *p != '/' && *p != 'b' && *p != 'f' && *p != 'n' && *p != 'r' &&
+                *p != 't')
+                return 0;
+        } else if (c > 0x7e) {
+            ok = 0; /* (UTF-8: the scan of dump.json checked the whole file) */
+        }
+        p++;
+    }
+    *s = t->p + 1;
+    *n = p - *s;
+    *plain = ok;
+    t->p = p + 1;
+    return 1;
+}
+
+/* a JSON number at t->p: J_INT or J_FLOAT, its text in v; 0 if invalid */
+static int read_number(Tape *t, Val *v) {
+    const char *p = t->p, *e = t->end;
+    int is_float = 0;
+    if (p < e && *p == '-')
+        p++;
+    if (p >= e || !is_digit(*p))
+        return 0;
+    if (*p == '0')
+        p++;
+    else
+        while (p < e && is_digit(*p))
+            p++;
+    if (p < e && *p == '.') {
+        if (++p >= e || !is_digit(*p))
+            return 0;
+        while (p < e && is_digit(*p))
+            p++;
+        is_float = 1;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        if (++p < e && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= e || !is_digit(*p))
+            return 0;
+        while (p < e && is_digit(*p))
+            p++;
+        is_float = 1;
+    }
+    v->kind = is_float ? J_FLOAT : J_INT;
+    v->s = t->p;
+    v->n = p - t->p;
+    t->p = p;
+    return 1;
+}
+
+static int literal(Tape *t, const char *word, int kind, Val *v) {
+    size_t n = strlen(word);
+    if ((size_t)(t->end - t->p) < n || memcmp(t->p, word, n) != 0)
+        return 0;
+    t->p += n;
+    v->kind = kind;
+    return 1;
+}
+
+/* a new value on the tape (its index), or -1 (no memory: an error is set) */
+static int new_val(Tape *t) {
+    if (t->n == t->cap) {
+        int cap = 2 * t->cap;
+        Val *v = t->v == t->small ? PyMem_Malloc(cap * sizeof(Val)) : PyMem_Realloc(t->v, cap * sizeof(Val));
+        if (v == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (t->v == t->small)
+            memcpy(v, t->small, t->n * sizeof(Val));
+        t->v = v;
+        t->cap = cap;
+    }
+    Val *v = &t->v[t->n];
+    memset(v, 0, sizeof(Val));
+    v->first = v->next = -1;
+    return t->n++;
+}
+
+/* the value at t->p onto the tape: its index, -2 if the text is not JSON (or nests too deep), -1 on
+ * error */
+static int read_value(Tape *t, int depth) {
+    skip_ws(t);
+    if (t->p >= t->end || depth > MAX_NEST)
+        return -2;
+    int at = new_val(t);
+    if (at < 0)
+        return -1;
+    Val v = t->v[at];
+    char c = *t->p;
+    int ok = 1;
+    if (c == '"') {
+        v.kind = J_STR;
+        ok = read_string(t, &v.s, &v.n, &v.plain);
+    } else if (c == '{' || c == '[') {
+        v.kind = c == '{' ? J_OBJ : J_LIST;
+        char close = c == '{' ? '}' : ']';
+        t->p++;
+        skip_ws(t);
+        int last = -1;
+        if (t->p < t->end && *t->p == close) {
+            t->p++;
+        } else {
+            for (;;) {
+                const char *k = NULL;
+                Py_ssize_t kn = 0;
+                int kplain = 0;
+                if (v.kind == J_OBJ) {
+                    skip_ws(t);
+                    if (t->p >= t->end || *t->p != '"' || !read_string(t, &k, &kn, &kplain))
+                        return -2;
+                    skip_ws(t);
+                    if (t->p >= t->end || *t->p != ':')
+                        return -2;
+                    t->p++;
+                }
+                int child = read_value(t, depth + 1);
+                if (child < 0)
+                    return child;
+                t->v[child].k = k;
+                t->v[child].kn = kn;
+                t->v[child].kplain = kplain;
+                t->v[child].role = kplain ? key_role(k, kn) : K_OTHER;
+                if (last < 0)
+                    v.first = child;
+                else
+                    t->v[last].next = child;
+                last = child;
+                v.count++;
+                skip_ws(t);
+                if (t->p >= t->end)
+                    return -2;
+                if (*t->p == ',') {
+                    t->p++;
+                    continue;
+                }
+                if (*t->p != close)
+                    return -2;
+                t->p++;
+                break;
+            }
+        }
+    } else if (c == 't') {
+        ok = literal(t, "true", J_TRUE, &v);
+    } else if (c == 'f') {
+        ok = literal(t, "false", J_FALSE, &v);
+    } else if (c == 'n') {
+        ok = literal(t, "null", J_NULL, &v);
+    } else if (c == 'N') {
+        ok = literal(t, "NaN", J_NAN, &v);
+    } else if (c == 'I') {
+        ok = literal(t, "Infinity", J_INF, &v);
+    } else if (c == '-' && t->end - t->p > 1 && t->p[1] == 'I') {
+        ok = literal(t, "-Infinity", J_NINF, &v);
+    } else {
+        ok = read_number(t, &v);
+    }
+    if (!ok)
+        return -2;
+    v.first = v.kind == J_OBJ || v.kind == J_LIST ? v.first : -1;
+    v.next = -1;
+    t->v[at] = v;
+    return at;
+}
+
+/* ------------------------------------------------------------------ the items' texts */
+
+/* the keys of the items of one side: where each starts in the side's text, and its length */
+typedef struct {
+    Py_ssize_t *at, *len, n, cap;
+    Py_ssize_t small_at[32], small_len[32];
+} Keys;
+
+typedef struct {
+    Tape t;
+    Buf in, out; /* the two texts being made */
+    Buf name;    /* the name of the value being walked (no floats deferred in it) */
+    Keys keys[2]; /* of ``in`` and ``out`` */
+} Walk;
+
+static int add_key_at(Keys *k, Py_ssize_t at, Py_ssize_t len) {
+    if (k->n == k->cap) {
+        Py_ssize_t cap = 2 * k->cap;
+        Py_ssize_t *a = PyMem_Malloc(cap * sizeof(Py_ssize_t)), *l = PyMem_Malloc(cap * sizeof(Py_ssize_t));
+        if (a == NULL || l == NULL) {
+            PyMem_Free(a);
+            PyMem_Free(l);
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(a, k->at, k->n * sizeof(Py_ssize_t));
+        memcpy(l, k->len, k->n * sizeof(Py_ssize_t));
+        if (k->at != k->small_at) {
+            PyMem_Free(k->at);
+            PyMem_Free(k->len);
+        }
+        k->at = a;
+        k->len = l;
+        k->cap = cap;
+    }
+    k->at[k->n] = at;
+    k->len[k->n++] = len;
+    return 0;
+}
+
+
+
+/* the text of a JSON integer as Python's int repr ("-0" is 0); UNHANDLED beyond 18 digits */
+static int add_int(Buf *b, const Val *v) {
+    int neg = v->s[0] == '-';
+    if (v->n - neg > 18)
+        return UNHANDLED;
+    if (neg && v->n == 2 && v->s[1] == '0')
+        return BUF_LIT(b, "0") < 0 ? -1 : DONE;
+    return buf_add(b, v->s, v->n) < 0 ? -1 : DONE;
+}
+
+/* float(text) for a JSON number of at most 19 significant digits and a decimal exponent within
+ * +-27, where this can tell: the significand times (or over) the power of ten, both exact in a long
+ * double of 64 bits, rounded once there (within half a unit of its last bit), then to a double; that
+ * is the correctly rounded double unless the long double lies within a unit of a halfway point
+ * between two doubles, or out of their normal range. 0 where it cannot tell. */
+static int fast_double(const char *s, Py_ssize_t n, double *x) {
+#if LDBL_MANT_DIG >= 64
+    static const long double tens[28] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,  1e7L,  1e8L,  1e9L,
+                                         1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L,
+                                         1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
+    if (!long_double_is_exact)
+        return 0;
+    const char *p = s, *e = s + n;
+    int neg = *p == '-', digits = 0, exp10 = 0;
+    p += neg;
+    unsigned long long w = 0;
+    for (; p < e && *p != 'e' && *p != 'E'; p++) {
+        if (*p == '.') {
+            for (const char *q = p + 1; q < e && is_digit(*q); q++)
+                exp10--;
+            continue;
+        }
+        if (w == 0 && *p == '0')
+            continue; /* (a leading zero) */
+        if (++digits > 19)
+            return 0;
+        w = 10 * w + (unsigned long long)(*p - '0');
+    }
+    if (p < e) { /* the exponent: at most a few digits count */
+        int sign = 1, k = 0;
+        if (++p < e && (*p == '+' || *p == '-'))
+            sign = *p++ == '-' ? -1 : 1;
+        for (; p < e; p++) {
+            if (k > 1000)
+                return 0;
+            k = 10 * k + (*p - '0');
+        }
+        exp10 += sign * k;
+    }
+    if (w == 0) {
+        *x = neg ? -0.0 : 0.0;
+        return 1;
+    }
+    if (exp10 < -27 || exp10 > 27)
+        return 0;
+    long double r = exp10 >= 0 ? (long double)w * tens[exp10] : (long double)w / tens[-exp10];
+    if (r < 0x1p-1000L || r > 0x1p1000L)
+        return 0;
+    unsigned long long bits;
+#if LDBL_MANT_DIG == 64 && defined(__x86_64__)
+    memcpy(&bits, &r, sizeof(bits)); /* (x87 extended: the 64 bits of the significand come first) */
+#else
+    int k;
+    bits = (unsigned long long)ldexpl(frexpl(r, &k), 64);
+#endif
+    unsigned long long low = bits & 0x7ff;
+    if (low >= 0x3ff && low <= 0x401)
+        return 0;
+    *x = neg ? -(double)r : (double)r;
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* repr(float(text)) of a finite JSON number; UNHANDLED for one out of range */
+static int add_json_float(Buf *b, const Val *v) {
+    double x;
+    if (!fast_double(v->s, v->n, &x)) {
+        char digits[64], *end;
+        if (v->n >= (Py_ssize_t)sizeof(digits))
+            return UNHANDLED;
+        memcpy(digits, v->s, v->n);
+        digits[v->n] = '\0';
+        x = PyOS_string_to_double(digits, &end, NULL);
+        if (x == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return UNHANDLED;
+        }
+        if (end != digits + v->n || !isfinite(x))
+            return UNHANDLED;
+    }
+    return add_float_value(b, x) < 0 ? -1 : DONE;
+}
+
+/* list.__repr__ of a list of ints and lists of them (a shape); UNHANDLED for others */
+static int add_int_list(Buf *b, const Tape *t, const Val *v, int depth) {
+    if (depth > MAX_NEST || BUF_LIT(b, "[") < 0)
+        return depth > MAX_NEST ? UNHANDLED : -1;
+    for (int i = v->first, k = 0; i >= 0; i = t->v[i].next, k++) {
+        const Val *x = &t->v[i];
+        if (k > 0 && BUF_LIT(b, ", ") < 0)
+            return -1;
+        int rc = x->kind == J_INT ? add_int(b, x) : x->kind == J_LIST ? add_int_list(b, t, x, depth + 1) : UNHANDLED;
+        if (rc <= 0)
+            return rc;
+    }
+    return BUF_LIT(b, "]") < 0 ? -1 : DONE;
+}
+
+/* the exported text of a value (items._JSON_TEXT by the class json gives it), JSON-ready; NULL: None */
+static int add_text(Buf *b, const Tape *t, const Val *v) {
+    if (v == NULL)
+        return BUF_LIT(b, "null") < 0 ? -1 : DONE;
+    switch (v->kind) {
+    case J_STR:
+        return v->plain ? add_str_text(b, v->s, v->n) : UNHANDLED;
+    case J_INT:
+        return add_int(b, v);
+    case J_FLOAT:
+        return add_json_float(b, v);
+    case J_TRUE:
+        return BUF_LIT(b, "True") < 0 ? -1 : DONE;
+    case J_FALSE:
+        return BUF_LIT(b, "False") < 0 ? -1 : DONE;
+    case J_NULL:
+        return BUF_LIT(b, "null") < 0 ? -1 : DONE;
+    case J_NAN:
+        return BUF_LIT(b, "nan") < 0 ? -1 : DONE;
+    case J_INF:
+        return BUF_LIT(b, "inf") < 0 ? -1 : DONE;
+    case J_NINF:
+        return BUF_LIT(b, "-inf") < 0 ? -1 : DONE;
+    case J_LIST:
+        return add_int_list(b, t, v, 0);
+    default:
+        return UNHANDLED; /* a dict: str(dict) in Python */
+    }
+}
+
+/* str(type(value)) for the value json gives (absent: None) */
+static const char *type_text(const Val *v) {
+    if (v == NULL)
+        return "<class 'NoneType'>";
+    switch (v->kind) {
+    case J_STR:
+        return "<class 'str'>";
+    case J_INT:
+        return "<class 'int'>";
+    case J_TRUE:
+    case J_FALSE:
+        return "<class 'bool'>";
+    case J_NULL:
+        return "<class 'NoneType'>";
+    case J_LIST:
+        return "<class 'list'>";
+    case J_OBJ:
+        return "<class 'dict'>";
+    default:
+        return "<class 'float'>";
+    }
+}
+
+/* the start of an item keyed ``key`` (ASCII without escapes): into the outputs if the key holds
+ * ".output." and not ".input.", else the inputs (items.split_items); its buffer, or NULL with *rc
+ * UNHANDLED (a key given twice: Python keeps the first place and the last item) or -1 */
+static Buf *start_item(Walk *w, const char *key, Py_ssize_t n, int *rc) {
+    int side = memmem(key, n, ".output.", 8) != NULL && memmem(key, n, ".input.", 7) == NULL;
+    Buf *b = side ? &w->out : &w->in;
+    Keys *keys = &w->keys[side];
+    *rc = UNHANDLED;
+    if (keys->n == MAX_ITEMS)
+        return NULL;
+    for (Py_ssize_t i = 0; i < keys->n; i++)
+        if (keys->len[i] == n && memcmp(b->p + keys->at[i], key, n) == 0)
+            return NULL;
+    *rc = -1;
+    if ((keys->n == 0 ? BUF_LIT(b, "{\"") : BUF_LIT(b, ", \"")) < 0 || add_key_at(keys, b->len, n) < 0 ||
+        buf_add(b, key, n) < 0 || BUF_LIT(b, "\": ") < 0)
+        return NULL;
+    return b;
+}
+
+/* an item that exports as {"value": "null"} (a null in the entry: items._default_item) */
+static int add_null_item(Walk *w) {
+    int rc;
+    Buf *b = start_item(w, w->name.p, w->name.len, &rc);
+    if (b == NULL)
+        return rc;
+    return BUF_LIT(b, "{\"value\": \"null\"}") < 0 ? -1 : DONE;
+}
+
+static const char *STATS[4] = {"Max", "Min", "Mean", "Norm"};
+static const Py_ssize_t STAT_LEN[4] = {3, 3, 4, 4};
+
+/* one key and value of an item: ``"key": "`` (or ``{"key": "`` first) and the value's text */
+static int add_cell(Buf *b, int *first, const char *key, Py_ssize_t kn) {
+    if ((*first ? BUF_LIT(b, "{\"") : BUF_LIT(b, "\", \"")) < 0 || buf_add(b, key, kn) < 0 ||
+        BUF_LIT(b, "\": \"") < 0)
+        return -1;
+    *first = 0;
+    return 0;
+}
+
+/* the item of a leaf (an object whose "type" is a string): items._python_leaf, then format_item */
+static int add_leaf(Walk *w, const Val *leaf) {
+    const Tape *t = &w->t;
+    const Val *kind = NULL, *data_name = NULL, *dtype = NULL, *value = NULL;
+    int has_requires_grad = 0, has_shape = 0, has_stat[4] = {0, 0, 0, 0};
+    for (int i = leaf->first; i >= 0; i = t->v[i].next) { /* (walk_value checked the keys) */
+        const Val *m = &t->v[i];
+        switch (m->role) {
+        case K_TYPE:
+            kind = m;
+            break;
+        case K_DATA_NAME:
+            data_name = m;
+            break;
+        case K_DTYPE:
+            dtype = m;
+            break;
+        case K_VALUE:
+            value = m;
+            break;
+        case K_REQUIRES_GRAD:
+            has_requires_grad = 1;
+            break;
+        case K_SHAPE:
+            has_shape = 1;
+            break;
+        case K_MAX:
+        case K_MIN:
+        case K_MEAN:
+        case K_NORM:
+            has_stat[m->role - K_MAX] = 1;
+            break;
+        }
+    }
+    if (kind == NULL || kind->kind != J_STR || !kind->plain || TEXT_IS(kind->s, kind->n, "torch.ProcessGroup"))
+        return UNHANDLED;
+    /* data_name: the entry's, if truthy (a string), else "-1" */
+    const char *dn = "-1";
+    Py_ssize_t dn_n = 2;
+    if (data_name != NULL && !(data_name->kind == J_NULL || data_name->kind == J_FALSE ||
+                               (data_name->kind == J_STR && data_name->n == 0))) {
+        if (data_name->kind != J_STR || !data_name->plain)
+            return UNHANDLED;
+        dn = data_name->s;
+        dn_n = data_name->n;
+    }
+    /* a tensor has a truthy dtype (a bool counts: the item holds its text); a scalar argument has none */
+    int scalar;
+    if (dtype == NULL || dtype->kind == J_NULL)
+        scalar = 1;
+    else if (dtype->kind == J_STR)
+        scalar = dtype->n == 0;
+    else if (dtype->kind == J_TRUE || dtype->kind == J_FALSE)
+        scalar = 0;
+    else
+        return UNHANDLED;
+    const char *name = w->name.p;
+    Py_ssize_t name_n = w->name.len;
+    if (scalar) { /* items._fill_non_tensor's general case only */
+        if (TEXT_IS(kind->s, kind->n, "torch.Size") || TEXT_IS(kind->s, kind->n, "slice") ||
+            TEXT_IS(kind->s, kind->n, "ellipsis"))
+            return UNHANDLED;
+        const char *dot = name + name_n;
+        while (dot > name && dot[-1] != '.')
+            dot--;
+        Py_ssize_t last_n = name + name_n - dot;
+        if (TEXT_IS(dot, last_n, "src") || TEXT_IS(dot, last_n, "dst") || TEXT_IS(dot, last_n, "group_src") ||
+            TEXT_IS(dot, last_n, "group_dst"))
+            return UNHANDLED;
+        if (value != NULL && value->kind == J_OBJ)
+            return UNHANDLED;
+    }
+    /* the key: the data name without its last part, or the item's name */
+    const char *key = name;
+    Py_ssize_t key_n = name_n;
+    if (!TEXT_IS(dn, dn_n, "-1")) {
+        key = dn;
+        key_n = dn_n;
+        for (Py_ssize_t i = dn_n - 1; i >= 0; i--) {
+            if (dn[i] == '.') {
+                key_n = i;
+                break;
+            }
+        }
+    }
+    int rc;
+    Buf *b = start_item(w, key, key_n, &rc);
+    if (b == NULL)
+        return rc;
+    Py_ssize_t start = b->len, max_at = -1;
+    int first = 1;
+    const char *scalar_type = scalar ? type_text(value) : NULL;
+    for (int i = leaf->first; i >= 0; i = t->v[i].next) {
+        const Val *m = &t->v[i];
+        if (m->role == K_LEFT_OUT)
+            continue;
+        if (add_cell(b, &first, m->k, m->kn) < 0)
+            return -1;
+        int stat = m->role >= K_MAX ? m->role - K_MAX : -1;
+        if (stat == 0)
+            max_at = b->len;
+        if (m == data_name)
+            rc = add_str_text(b, dn, dn_n);
+        else if (scalar && stat >= 0)
+            rc = add_text(b, t, value);
+        else if (scalar && m == dtype)
+            rc = add_str_text(b, scalar_type, (Py_ssize_t)strlen(scalar_type));
+        else if (scalar && m->role == K_SHAPE)
+            rc = BUF_LIT(b, "[]") < 0 ? -1 : DONE;
+        else
+            rc = add_text(b, t, m);
+        if (rc <= 0)
+            return rc;
+        if (stat == 0 && !(b->len - max_at == 4 && memcmp(b->p + max_at, "null", 4) == 0))
+            max_at = -1; /* (a Max whose text is not null) */
+    }
+    /* the keys _python_leaf adds, in its order (full_op_name, state and md5 are left out) */
+    if (data_name == NULL && (add_cell(b, &first, "data_name", 9) < 0 || add_str_text(b, "-1", 2) < 0))
+        return -1;
+    if (!has_requires_grad && (add_cell(b, &first, "requires_grad", 13) < 0 || BUF_LIT(b, "null") < 0))
+        return -1;
+    for (int s = 0; s < 4; s++) {
+        if (has_stat[s])
+            continue;
+        if (add_cell(b, &first, STATS[s], STAT_LEN[s]) < 0)
+            return -1;
+        Py_ssize_t at = b->len;
+        rc = add_text(b, t, scalar ? value : NULL);
+        if (rc <= 0)
+            return rc;
+        if (s == 0 && b->len - at == 4 && memcmp(b->p + at, "null", 4) == 0)
+            max_at = at;
+    }
+    if (scalar && dtype == NULL &&
+        (add_cell(b, &first, "dtype", 5) < 0 || add_str_text(b, scalar_type, (Py_ssize_t)strlen(scalar_type)) < 0))
+        return -1;
+    if (scalar && !has_shape && (add_cell(b, &first, "shape", 5) < 0 || BUF_LIT(b, "[]") < 0))
+        return -1;
+    if (max_at >= 0) { /* format_item: a null Max makes the whole item null */
+        if (buf_truncate(b, start) < 0)
+            return -1;
+        return BUF_LIT(b, "{\"value\": \"null\"}") < 0 ? -1 : DONE;
+    }
+    return (first ? BUF_LIT(b, "{}") : BUF_LIT(b, "\"}")) < 0 ? -1 : DONE;
+}
+
+static int walk_value(Walk *w, const Val *v, int depth);
+
+/* the value's members (an object's, a list's), each named after the walked name: ".key" or ".i" */
+static int walk_members(Walk *w, const Val *v, int depth) {
+    Py_ssize_t len = w->name.len;
+    int k = 0;
+    for (int i = v->first; i >= 0; i = w->t.v[i].next, k++) {
+        const Val *m = &w->t.v[i];
+        int rc;
+        if (v->kind == J_OBJ) {
+            if (memmem(m->k, m->kn, "parameters_grad", 15) != NULL)
+                return UNHANDLED; /* (a name holding it keeps its lists' elements unnumbered) */
+            rc = BUF_LIT(&w->name, ".") < 0 || buf_add(&w->name, m->k, m->kn) < 0 ? -1 : DONE;
+        } else {
+            char digits[16], *end = digits + sizeof(digits), *p = end;
+            unsigned u = (unsigned)k;
+            do {
+                *--p = (char)('0' + u % 10);
+                u /= 10;
+            } while (u);
+            *--p = '.';
+            rc = buf_add(&w->name, p, end - p) < 0 ? -1 : DONE;
+        }
+        if (rc == DONE)
+            rc = walk_value(w, m, depth + 1);
+        w->name.len = len;
+        if (rc <= 0)
+            return rc;
+    }
+    return DONE;
+}
+
+/* items._parse of one value, named w->name */
+static int walk_value(Walk *w, const Val *v, int depth) {
+    if (depth > MAX_NEST)
+        return UNHANDLED;
+    if (v->kind == J_NULL)
+        return add_null_item(w);
+    if (v->kind == J_LIST)
+        return walk_members(w, v, depth);
+    if (v->kind != J_OBJ)
+        return DONE; /* a bare scalar makes no item */
+    const Val *kind = NULL;
+    for (int i = v->first; i >= 0; i = w->t.v[i].next) {
+        const Val *m = &w->t.v[i];
+        if (!m->kplain)
+            return UNHANDLED;
+        for (int j = v->first; j != i; j = w->t.v[j].next) /* a key given twice */
+            if (w->t.v[j].kn == m->kn && w->t.v[j].k[0] == m->k[0] && memcmp(w->t.v[j].k, m->k, m->kn) == 0)
+                return UNHANDLED;
+        if (m->role == K_CLASS_TYPE && m->kind == J_STR &&
+            (!m->plain || TEXT_IS(m->s, m->n, "torch.distributed.P2POp")))
+            return UNHANDLED; /* a P2P op */
+        if (m->role == K_TYPE)
+            kind = m;
+    }
+    if (kind != NULL && kind->kind == J_STR)
+        return add_leaf(w, v);
+    return walk_members(w, v, depth);
+}
+
+static const struct {
+    const char *key, *suffix;
+} SUB_KEYS[5] = {{"input_args", ".input"}, {"input_kwargs", ".input"}, {"input", ".input"},
+                 {"output", ".output"}, {"parameters", ".parameters"}};
+
+/* the walk of an entry (items.parse_entry): DONE, UNHANDLED or -1 */
+static int walk_entry(Walk *w, const char *node_id, Py_ssize_t id_n) {
+    const Val *entry = &w->t.v[0];
+    if (entry->kind != J_OBJ)
+        return UNHANDLED;
+    for (int k = 0; k < 5; k++) {
+        const Val *part = NULL;
+        for (int i = entry->first; i >= 0; i = w->t.v[i].next) {
+            const Val *m = &w->t.v[i];
+            if (!m->kplain)
+                return UNHANDLED; /* (its key may read as one of these) */
+            if (m->kn == (Py_ssize_t)strlen(SUB_KEYS[k].key) && memcmp(m->k, SUB_KEYS[k].key, m->kn) == 0) {
+                if (part != NULL)
+                    return UNHANDLED; /* given twice */
+                part = m;
+            }
+        }
+        if (part == NULL)
+            continue;
+        w->name.len = 0;
+        if (buf_add(&w->name, node_id, id_n) < 0 ||
+            buf_add(&w->name, SUB_KEYS[k].suffix, (Py_ssize_t)strlen(SUB_KEYS[k].suffix)) < 0)
+            return -1;
+        int rc = part->kind == J_LIST ? walk_members(w, part, 0) : walk_value(w, part, 0);
+        if (rc <= 0)
+            return rc;
+    }
+    return DONE;
+}
+
+/* the texts of the entry text s[0:n] of node_id (ASCII), or None */
+PyObject *texts_of_entry(const char *s, Py_ssize_t n, const char *node_id, Py_ssize_t id_n) {
+    if (memmem(node_id, id_n, "parameters_grad", 15) != NULL || classes(node_id, id_n) & (BAD | ESCAPED))
+        Py_RETURN_NONE;
+    Walk w;
+    w.t.v = w.t.small;
+    w.t.n = 0;
+    w.t.cap = TAPE_SMALL;
+    w.t.p = s;
+    w.t.end = s + n;
+    for (int side = 0; side < 2; side++) {
+        Keys *k = &w.keys[side];
+        k->at = k->small_at;
+        k->len = k->small_len;
+        k->n = 0;
+        k->cap = 32;
+    }
+    buf_init(&w.in);
+    buf_init(&w.out);
+    buf_init(&w.name);
+    PyObject *result = NULL;
+    int rc = read_value(&w.t, 0);
+    if (rc >= 0) {
+        skip_ws(&w.t);
+        rc = w.t.p == w.t.end ? walk_entry(&w, node_id, id_n) : UNHANDLED;
+    } else {
+        rc = rc == -2 ? UNHANDLED : -1;
+    }
+    for (int side = 0; side < 2 && rc == DONE; side++) {
+        Buf *b = side ? &w.out : &w.in;
+        if ((w.keys[side].n ? BUF_LIT(b, "}") : BUF_LIT(b, "{}")) < 0)
+            rc = -1;
+    }
+    if (rc == DONE) {
+        PyObject *in = buf_text(&w.in), *out = in != NULL ? buf_text(&w.out) : NULL;
+        result = out != NULL ? PyTuple_Pack(2, in, out) : NULL;
+        Py_XDECREF(in);
+        Py_XDECREF(out);
+    } else if (rc == UNHANDLED) {
+        result = Py_NewRef(Py_None);
+    }
+    for (int side = 0; side < 2; side++) {
+        if (w.keys[side].at != w.keys[side].small_at) {
+            PyMem_Free(w.keys[side].at);
+            PyMem_Free(w.keys[side].len);
+        }
+    }
+    if (w.t.v != w.t.small)
+        PyMem_Free(w.t.v);
+    buf_free(&w.in);
+    buf_free(&w.out);
+    buf_free(&w.name);
+    return result;
+}
+
+/* entry_texts(text, start, end, node_id) -> (input_json, output_json) of the entry text[start:end],
+ * or None (see above) */
+PyObject *entry_texts(PyObject *self, PyObject *args) {
+    PyObject *text, *node_id;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "O!nnU", &PyBytes_Type, &text, &start, &end, &node_id) || configured() < 0)
+        return NULL;
+    if (start < 0 || end < start || end > PyBytes_GET_SIZE(text)) {
+        PyErr_SetString(PyExc_ValueError, "entry_texts: a span outside the text");
+        return NULL;
+    }
+    Py_ssize_t id_n;
+    const char *id = ascii_data(node_id, &id_n);
+    if (id == NULL)
+        Py_RETURN_NONE;
+    return texts_of_entry(PyBytes_AS_STRING(text) + start, end - start, id, id_n);
+}

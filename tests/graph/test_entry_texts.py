@@ -1,0 +1,227 @@
+"""entry_texts (graph/csrc/entry_text.c) makes a dump entry's exported items straight from its JSON
+text: where it answers, its texts are the ones the Python path makes from the parsed entry's items
+(items.entry_items, then items.items_json); where it does not (None), the Python path makes them.
+
+The entries are real dumps' and generated ones, written as json.dump writes them (indented, NaN and
+Infinity for non-finite floats) and in other valid or invalid JSON forms.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+from decimal import ROUND_DOWN, ROUND_UP, Decimal, localcontext
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from msprobe_dask.dump.entries import read_dump_doc
+from msprobe_dask.dump.fastjson import loads
+from msprobe_dask.errors import DumpError
+from msprobe_dask.graph import items, speedups
+
+NATIVE = speedups.native
+pytestmark = pytest.mark.skipif(NATIVE is None, reason="the C extension is not built")
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _python_texts(node_id: str, text: bytes) -> Any:
+    """The Python path's texts of the entry ``text``, or "refused" where it gives an error."""
+    native, speedups.native = speedups.native, None
+    try:
+        try:
+            inputs, outputs = items.entry_items(node_id, loads(text))
+        except (ValueError, DumpError):
+            return "refused"
+        return items.items_json(inputs, False, False), items.items_json(outputs, False, False)
+    finally:
+        speedups.native = native
+
+
+def _taken(node_id: str, text: bytes) -> bool:
+    """Whether entry_texts answers for the entry; where it does, its texts are Python's."""
+    assert NATIVE is not None
+    padded = b"xx" + text + b"yy"  # a span inside a bigger text, as in dump.json
+    got = NATIVE.entry_texts(padded, 2, 2 + len(text), node_id)
+    if got is None:
+        return False
+    assert got == _python_texts(node_id, text), text
+    return True
+
+
+def test_every_entry_of_the_test_dumps() -> None:
+    """All the entries of tests/data, read by span: the common ones are taken (all but parameters_grad,
+    process groups, P2P ops, rank parameters and slices), with Python's texts."""
+    taken = total = 0
+    for path in sorted(DATA.rglob("dump.json")):
+        _, data = read_dump_doc(path)
+        found = data.spans()  # type: ignore[attr-defined]
+        assert found is not None, path
+        spans, _, text = found
+        for name, (start, end) in spans.items():
+            total += 1
+            taken += _taken(name, text[start:end])
+    assert total > 20_000
+    assert taken / total > 0.9
+
+
+# ------------------------------------------------------------------ generated entries
+
+_KEYS = ["type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "requires_grad", "data_name", "md5", "value"]
+_OTHER_KEYS = ["state", "full_op_name", "group_ranks", "class_type", "extra", "src"]
+_STRINGS = st.sampled_from(
+    ["torch.float32", "", "None", "a'b", "x.y.0.pt", "nodot", "-1", "12.123456789", "3.5%", "é", 'a\\"b']
+)
+_FLOATS = st.floats() | st.sampled_from([0.0, -0.0, 1e-5, 1e-4, 1e16, 9007199254740993.0, 1e300, 5e-324])
+_SCALARS = st.none() | st.booleans() | st.integers(-(10**20), 10**20) | _FLOATS | _STRINGS
+_VALUES = _SCALARS | st.lists(st.integers(-3, 10**19) | st.lists(st.integers(0, 3), max_size=2), max_size=3)
+_TYPES = st.sampled_from(
+    ["torch.Tensor", "int", "float", "bool", "str", "torch.Size", "slice", "ellipsis", "torch.ProcessGroup"]
+)
+
+
+@st.composite
+def _leaf(draw: st.DrawFn) -> dict[str, Any]:
+    """A leaf with some of the keys items.py reads, in any order, and values of any JSON class."""
+    keys = draw(st.lists(st.sampled_from(_KEYS + _OTHER_KEYS), unique=True, max_size=8))
+    leaf = {k: draw(_VALUES) for k in keys}
+    if draw(st.booleans()):
+        leaf["type"] = draw(_TYPES)
+    if "dtype" in leaf and draw(st.booleans()):
+        leaf["dtype"] = draw(st.sampled_from(["torch.float32", "", None, False, 0]))
+    if "class_type" in leaf and draw(st.booleans()):
+        leaf["class_type"] = "torch.distributed.P2POp"
+    return leaf
+
+
+_PART = st.recursive(
+    _leaf() | st.none() | _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["a", "src", "0", "p"]), inner)
+    ),
+    max_leaves=6,
+)
+_ENTRY = st.dictionaries(
+    st.sampled_from(["input_args", "input_kwargs", "input", "output", "parameters", "other"]),
+    _PART,
+    max_size=4,
+)
+_NODE_IDS = st.sampled_from(
+    ["Functional.linear.0.forward", "Module.a.output.b.forward.0", "x.parameters_grad", "Torch.é.0", 'a"b']
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_NODE_IDS, _ENTRY, st.sampled_from([1, 2, None]))
+def test_generated_entries(node_id: str, entry: dict[str, Any], indent: int | None) -> None:
+    _taken(node_id, json.dumps(entry, indent=indent).encode())
+
+
+def test_the_common_entries_are_taken() -> None:
+    """A tensor, scalar arguments and a null, as msProbe dumps them, are taken (not handed to Python)."""
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4, 64], "Max": 2.5, "Min": -1.0}
+    tensor |= {
+        "Mean": 0.125,
+        "Norm": 30.0,
+        "requires_grad": True,
+        "data_name": "Functional.a.0.forward.input.0.pt",
+    }
+    entry = {
+        "input_args": [tensor, {"type": "int", "value": -0}, {"type": "float", "value": 1e-7}, None],
+        "input_kwargs": {"dim": {"type": "int", "value": 1}, "inplace": {"type": "bool", "value": False}},
+        "output": [{**tensor, "Max": float("nan"), "data_name": "-1"}, {"type": "str", "value": "mean"}],
+    }
+    for indent in (1, None):
+        assert _taken("Functional.a.0.forward", json.dumps(entry, indent=indent).encode())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"output": [{"type": "float", "value": Infinity}, {"type": "float", "value": -Infinity}]}',
+        '{"output": [{"type": "int", "value": -0}, {"type": "float", "value": -0.0}]}',
+        '{"output": [{"type": "float", "value": 1E5}, {"type": "float", "value": 2.50e-3}]}',
+        '{"output": [{"type": "int", "value": 1234567890123456789}]}',  # 19 digits: Python reads it
+        '{"output": [{"type": "float", "value": 1e400}]}',  # json gives inf
+        '{"output": [{"type": "int", "value": 01}]}',  # not JSON: both refuse
+        '{"output": [{"type": "int", "value": 1}],}',
+        '{"output": [{"type": "int" "value": 1}]}',
+        '{"output": [{"type": "str", "value": "a\\u0041"}]}',
+        '{"output": [{"type": "str", "value": "tab\there"}]}',  # a raw control character
+        '{"output": [{"type": "int", "value": 1, "value": 2}]}',  # json keeps the last
+        '{"output": [], "output": [{"type": "int", "value": 2}]}',
+        '{"out\\u0070ut": [{"type": "int", "value": 2}]}',  # a key spelled with an escape
+        '{"output": [{"type": "int", "value": 1}]} x',
+        '{"output": [{"type": "int", "value": 1}]',
+        '[{"type": "int", "value": 1}]',
+        '{"output": {"a": {"b": [null, {"type": "int", "value": 3}]}}}',
+        '{"output": [{"type": "torch.Tensor", "dtype": true, "Max": 1}]}',
+        '{"output": [{"type": "torch.Tensor", "dtype": "x", "shape": [[1, 2], [], -0]}]}',
+        '{"output": [{"type": "torch.Tensor", "dtype": "x", "shape": [1.5]}]}',
+        '{"input": [{"type": "int", "value": 1, "data_name": "x.output.y.pt"}]}',
+        '{"input": [{"type": "int", "value": 1}], "input_args": [{"type": "int", "value": 2}]}',
+    ],
+)
+def test_json_forms(text: str) -> None:
+    _taken("Functional.a.0.forward", text.encode())
+
+
+# ------------------------------------------------------------------ floats read straight from text
+
+
+def _float_entry(number: str) -> bytes:
+    return b'{"input_args": [{"type": "float", "value": ' + number.encode() + b"}]}"
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_floats_as_json_writes_them(x: float) -> None:
+    assert _taken("Functional.a.0.forward", _float_entry(json.dumps(x)))
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    st.integers(0, 10**19 - 1),
+    st.integers(0, 19),
+    st.integers(-30, 30) | st.none(),
+    st.booleans(),
+)
+def test_floats_in_any_decimal_form(digits: int, point: int, exponent: int | None, negative: bool) -> None:
+    """Decimal texts of up to 19 digits, the decimal point anywhere, with or without an exponent:
+    each read as float() reads it (the long double path, or Python's where it cannot tell)."""
+    text = str(digits)
+    point = min(point, len(text) - 1)
+    number = f"{'-' if negative else ''}{text[: len(text) - point]}.{text[len(text) - point :] or '0'}"
+    if exponent is not None:
+        number += f"e{exponent}"
+    if not re.fullmatch(r"-?(0|[1-9]\d*)\.\d+(e-?\d+)?", number):
+        return
+    assert _taken("Functional.a.0.forward", _float_entry(number))
+
+
+def test_floats_near_halfway_between_two_doubles() -> None:
+    """Decimals of 17 to 19 digits around the halfway point between two neighbouring doubles: where the
+    long double cannot tell which way to round, Python's reading is used."""
+    rng = random.Random(5)
+    for _ in range(2000):
+        x = rng.uniform(-1e10, 1e10) if rng.random() < 0.5 else rng.uniform(-1, 1)
+        halfway = (Decimal(x) + Decimal(math.nextafter(x, math.inf))) / 2  # exact
+        for digits in (17, 18, 19):
+            for rounding in (ROUND_DOWN, ROUND_UP):
+                with localcontext() as ctx:
+                    ctx.prec, ctx.rounding = digits, rounding
+                    number = +halfway
+                text = f"{number:e}".replace("e+", "e")
+                assert _taken("Functional.a.0.forward", _float_entry(text)), text
+    for text in (
+        "9007199254740993",
+        "9007199254740993.0",
+        "4.9406564584124654e-324",
+        "2.2250738585072011e-308",
+    ):
+        _taken("Functional.a.0.forward", _float_entry(text))
