@@ -17,6 +17,7 @@ from msprobe_dask.dump.dumpjson import read_json
 from msprobe_dask.dump.entries import DumpEntries, read_dump_doc, read_whole_dump_doc
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import speedups
+from msprobe_dask.graph.gcpause import collections_paused
 from msprobe_dask.graph.items import NATIVE_LEAF, entry_items
 from msprobe_dask.graph.model import API, COLLECTION, MODULE, ROOT_ID, Graph, Node, node_type_of
 
@@ -208,8 +209,9 @@ class _Builder:
 
     def get(self, node_id: str) -> Node:
         node = self.nodes.get(node_id)
-        if node is not None:
-            return node
+        return node if node is not None else self.new(node_id)
+
+    def new(self, node_id: str) -> Node:
         inputs, outputs = _items(node_id, self.data, self.folder) if self.items else ({}, {})
         micro = self.micro.get(node_id, 0) if self.micro is not None else None
         stack = self._stack_for(node_id)
@@ -217,6 +219,27 @@ class _Builder:
         node = Node(node_id, node_type_of(node_id), None, [], inputs, outputs, stack, micro)
         self.nodes[node_id] = node
         return node
+
+
+def _attach_all(b: _Builder, construct: Mapping[str, str | None]) -> None:
+    """Each node of construct.json under its (repaired) parent: ``b.get(sub).attach(b.get(up))`` for
+    each, in a loop that calls no Python function but for new nodes and backward ones (the loop of a
+    build: once per node)."""
+    nodes, root, new = b.nodes, b.root, b.new
+    get = nodes.get
+    for sub, up in construct.items():
+        if ".backward" in sub:  # (_repair_parent leaves other nodes' parents alone)
+            up = _repair_parent(sub, up, construct)
+        if up is None:
+            parent = root
+        else:
+            found = get(up)
+            parent = found if found is not None else new(up)
+        found = get(sub)
+        node = found if found is not None else new(sub)
+        if node.parent is None and parent is not node:  # Node.attach
+            node.parent = parent
+            parent.children.append(node)
 
 
 def _stack_shows_recompute(lines: list[str]) -> bool:
@@ -462,10 +485,8 @@ def build_graph(
         raise
     micro_of = micro if k is not None else None
     b = _Builder(doc[1] if doc is not None else {}, stacks, micro_of, items, str(src.folder))
-    for sub, up in construct.items():
-        up = _repair_parent(sub, up, construct)
-        parent = b.root if up is None else b.get(up)
-        b.get(sub).attach(parent)
+    with collections_paused():
+        _attach_all(b, construct)
     if elsewhere is not None:
         doc = elsewhere()
     assert doc is not None

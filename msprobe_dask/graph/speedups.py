@@ -7,23 +7,10 @@ the values it does not handle, and tests/graph/test_native.py checks that both p
 
 from __future__ import annotations
 
-import importlib
-import os
-import warnings
 from types import ModuleType
+
+from msprobe_dask.native import load
 
 API = 4  # SPEEDUPS_API in csrc/speedups.h
 
-native: ModuleType | None = None
-if not os.environ.get("MSPROBE_DASK_PURE_PYTHON"):
-    try:
-        native = importlib.import_module("msprobe_dask.graph._speedups")
-    except ImportError:  # installed without a C compiler
-        native = None
-    if native is not None and getattr(native, "API", None) != API:
-        warnings.warn(
-            "msprobe_dask.graph._speedups was built from other sources: reinstall (pip install -e .) to "
-            "use it; running the Python path",
-            stacklevel=1,
-        )
-        native = None
+native: ModuleType | None = load("msprobe_dask.graph._speedups", API)

@@ -14,15 +14,13 @@ slower); tests/writers/test_packed_rows.py checks that both agree.
 
 from __future__ import annotations
 
-import importlib
-import os
 import sqlite3
 import struct
 import sys
-import warnings
 from collections.abc import Sequence
-from types import ModuleType
 from typing import Any
+
+from msprobe_dask.native import load
 
 API = 1  # ROWDB_API in csrc/rowdb.c
 
@@ -38,24 +36,7 @@ class PackedRowsError(RuntimeError):
     """A database error while running packed rows (the C module raises its own subclass)."""
 
 
-def _load_native() -> ModuleType | None:
-    if os.environ.get("MSPROBE_DASK_PURE_PYTHON") or sys.byteorder != "little":
-        return None
-    try:
-        module = importlib.import_module("msprobe_dask.writers._rowdb")
-    except ImportError:  # installed without a C compiler or without SQLite's header
-        return None
-    if getattr(module, "API", None) != API:
-        warnings.warn(
-            "msprobe_dask.writers._rowdb was built from other sources: reinstall (pip install -e .) to "
-            "use it; running the Python path",
-            stacklevel=2,
-        )
-        return None
-    return module
-
-
-native = _load_native()
+native = load("msprobe_dask.writers._rowdb", API) if sys.byteorder == "little" else None
 ERRORS: tuple[type[Exception], ...] = (PackedRowsError, sqlite3.Error) + ((native.Error,) if native else ())
 
 

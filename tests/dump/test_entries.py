@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import pickle
+import random
+import re
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from msprobe_dask.dump import entries as entries_module
 from msprobe_dask.dump.entries import DumpEntries, read_dump_doc, scan_dump_doc
 from msprobe_dask.errors import DumpError
 
@@ -249,3 +252,57 @@ def test_mentions_a_token_scanned_in_another_process(tmp_path: Path) -> None:
     entries = DumpEntries.with_text(state, text)
     assert not entries.mentions(b'"md5"') and entries.mentions(b'"Max"') and entries.mentions(b'"Min"')
     assert pickle.loads(pickle.dumps(entries)).mentions(b'"Min"')
+
+
+def _scanned(text: bytes, native: Any) -> Any:
+    """What the scan of ``text`` gives, with the C scan ``native`` (or the Python path for None)."""
+    saved, entries_module._native = entries_module._native, native
+    try:
+        lazy = entries_module._scan(Path("dump.json"), text)
+    finally:
+        entries_module._native = saved
+    if lazy is None:
+        return None
+    header, data = lazy
+    spans, small, _ = data.spans()  # type: ignore[misc]
+    return header, spans, json.dumps(small)
+
+
+@pytest.mark.skipif(entries_module._native is None, reason="the C scan is not built")
+def test_the_c_scan_answers_as_python_on_edited_layouts() -> None:
+    """Random edits of indented dumps (a bracket, a comma, a quote, an escape, a newline or a space put
+    in or taken out, near the lines the scan reads): the scan gives the same with the C code as
+    without, whether the layout is taken or refused."""
+    rng = random.Random(7)
+    doc = {**DOC, "data": {**DOC["data"], "one.line": 3, "nested": {"a": {"b": [1, {}]}}}}
+    escaped = {**doc, "data": {**doc["data"], 'esc"aped': [1]}}  # (the C scan leaves those to Python)
+    indents = (1, 2, 4, 1)
+    bases = [json.dumps(d, indent=i).encode() for d, i in zip((doc, doc, doc, escaped), indents)]
+    # where the edits go: around the lines of entries and the lines that close them (indented twice
+    # at most), and anywhere
+    near = {
+        base: [m.start() for m in re.finditer(rb"\n {0,%d}[^ ]" % (2 * i + 1), base)]
+        for base, i in zip(bases, indents)
+    }
+    for base in bases:
+        assert _scanned(base, entries_module._native) == _scanned(base, None) is not None
+    pieces = [b"{", b"}", b"[", b"]", b",", b'"', b"\\", b"\n", b" ", b"\t", b": ", b"\x01", b"\xc3\xa9"]
+    taken = 0
+    for _ in range(4000):
+        base = rng.choice(bases)
+        text = bytearray(base)
+        for _ in range(rng.randint(1, 2)):
+            at = (
+                rng.choice(near[base]) + rng.randint(-3, 6)
+                if rng.random() < 0.5
+                else rng.randrange(len(base))
+            )
+            at = min(at, len(text))
+            if rng.random() < 0.5:
+                text[at : at + rng.randint(1, 2)] = b""
+            else:
+                text[at:at] = rng.choice(pieces)
+        fast = _scanned(bytes(text), entries_module._native)
+        assert fast == _scanned(bytes(text), None)
+        taken += fast is not None
+    assert taken > 100  # (many edits keep the layout: inside values, or as json.dump would write)
