@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from msprobe_dask.graph import speedups
+
 ROOT_ID = "DefaultModel"
 MODULE, API, COLLECTION = 0, 1, 9
 
@@ -92,10 +94,12 @@ class Graph:
     def _tree_post_order(self) -> list[Node] | None:
         """sorted_nodes() of a tree, 5x faster: the pre-order that takes children right to left,
         reversed. None if a node is reached twice (shared by two parents, or on a cycle)."""
+        limit = len(self.nodes) + 1  # a cycle makes the walk go on forever
+        if speedups.native is not None:
+            return speedups.native.tree_post_order(self.root, limit)  # type: ignore[no-any-return]
         out: list[Node] = []
         stack = [self.root]
         pop, push, take = stack.pop, stack.extend, out.append
-        limit = len(self.nodes) + 1  # a cycle makes the walk go on forever
         while stack:
             node = pop()
             take(node)

@@ -102,6 +102,8 @@ class StackIds:
 
 def number_stacks(nodes: list[Node]) -> StackIds:
     """``nodes``: the graph's sorted_nodes()."""
+    if speedups.native is not None:
+        return StackIds(*speedups.native.number_stacks(nodes, dumps))
     numbers: dict[Any, int] = {}
     of_list: dict[int, int] = {}
     first: dict[int, int] = {}

@@ -12,6 +12,7 @@ import copy
 import json
 import math
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -26,7 +27,7 @@ from hypothesis import strategies as st
 
 from msprobe_dask.graph import build, compare, items, rows, speedups
 from msprobe_dask.graph.compare import MD5, SUMMARY, TENSOR, _diffs, _stat_diff, compare_pair
-from msprobe_dask.graph.model import API, Node
+from msprobe_dask.graph.model import API, Graph, Node
 
 NATIVE = speedups.native
 needs_native = pytest.mark.skipif(NATIVE is None, reason="the C extension is not built")
@@ -418,3 +419,39 @@ def test_parse_items_as_python(case: str, tmp_path: Path, monkeypatch: pytest.Mo
     want, _ = _items_of(folder, False, monkeypatch)
     assert ours == want
     assert 2 <= python_reads < len(ours) / 4  # the two edited entries (at least) went to Python
+
+
+# ------------------------------------------------------------------ walks over a built graph
+
+
+def _random_graph(rng: random.Random, n: int, shared: bool, cycle: bool) -> Graph:
+    nodes = [Node("DefaultModel", 0)] + [Node(f"Module.n{i}.forward.0", 0) for i in range(n)]
+    for i, node in enumerate(nodes[1:], 1):
+        parent = nodes[rng.randrange(i)]
+        node.parent = parent
+        parent.children.append(node)
+    if shared and n > 2:  # a node under a second parent
+        nodes[1].children.append(nodes[-1])
+    if cycle and n > 2:
+        nodes[-1].children.append(nodes[1])
+    lines = [["File a.py, line 1, in f"], ["File b.py, line 2, in g"], [], [1], [1.0], [True], ["x", 2]]
+    for node in nodes:
+        node.stack = rng.choice([list(rng.choice(lines)), rng.choice(lines)])
+    return Graph(nodes[0], {x.id: x for x in nodes}, {}, "", "pytorch", None)
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(40))
+def test_tree_walks_as_python(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sorted_nodes (post-order, or the walk that allows shared nodes and cycles) and the stack numbers
+    (equal stacks share a number, as their JSON texts: [1], [1.0] and [true] do not)."""
+    rng = random.Random(seed)
+    g = _random_graph(rng, rng.randrange(1, 60), seed % 3 == 1, seed % 5 == 2)
+
+    def walk() -> Any:
+        nodes = g.sorted_nodes()
+        ids = rows.number_stacks(nodes)
+        return [n.id for n in nodes], ids.of_list, ids.first
+
+    with_c, python = _both(monkeypatch, walk)
+    assert with_c == python

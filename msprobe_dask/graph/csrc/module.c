@@ -47,6 +47,9 @@ static PyMethodDef methods[] = {
      "entry_texts(text, start, end, node_id): the exported items' JSON texts of an entry, or None."},
     {"node_texts", node_texts, METH_VARARGS,
      "node_texts(nodes, root, collection, spans, small, text): entry_texts of each node's entry, or None."},
+    {"tree_post_order", tree_post_order, METH_VARARGS,
+     "tree_post_order(root, limit): Graph._tree_post_order's nodes, or None."},
+    {"number_stacks", number_stacks, METH_VARARGS, "number_stacks(nodes, dumps): rows.number_stacks' (of_list, first)."},
     {"read_exact", read_exact, METH_VARARGS, "read_exact(fd, n): n bytes (fewer at end of file), no GIL."},
     {NULL, NULL, 0, NULL},
 };

@@ -4,7 +4,7 @@
  * graph_visualize.md); items.c: dump entries into items (items.py); compare.c: the summary compare of
  * a node pair (compare.py); rows.c: tb_nodes rows (rows.py); parse.c: the nodes' items from
  * dump.json's entries (build.py); entry_text.c: the exported items' texts straight from an entry's
- * JSON text (build.py); pipe.c: reading forked children's
+ * JSON text (build.py); tree.c: walks over a built graph (model.py, rows.py); pipe.c: reading forked children's
  * results (forked.py); module.c: the module, its constants.
  *
  * Each function handles the common values (exact floats, ints, bools, None, lists and printable
@@ -33,7 +33,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 4
+#define SPEEDUPS_API 5
 
 #define N_WRITTEN 11 /* the cells a summary compare writes back into an item */
 
@@ -114,6 +114,8 @@ PyObject *summary_pair(PyObject *self, PyObject *args);
 PyObject *leaf(PyObject *self, PyObject *args);
 PyObject *entry_items(PyObject *self, PyObject *args);
 PyObject *entry_texts(PyObject *self, PyObject *args);
+PyObject *tree_post_order(PyObject *self, PyObject *args);
+PyObject *number_stacks(PyObject *self, PyObject *args);
 PyObject *node_texts(PyObject *self, PyObject *args);
 
 #endif
