@@ -26,6 +26,7 @@ FWD = re.compile(r"(\.forward\.)(\d+)$")
 FRAME = re.compile(r"File (.*?), line \d+, in ([^,]*)")  # a stack line's file and function
 PARAMS_GRAD = re.compile(r"\.parameters_grad(?:\.\d+)?$")
 NO_FORWARD_STACK = ["This backward node cannot find the forward node and cannot retrieve stack information."]
+NO_STACK: list[str] = []  # the stack of the nodes stack.json has none for (shared: stacks are never changed)
 MEGATRON_KEY = "megatron_micro_step_number"
 MD5_TOKEN = b'"md5"'  # in the text of a dump.json whose entries may have an md5
 MAX_MICRO_DEPTH = 500
@@ -194,7 +195,7 @@ class _Builder:
     def _stack_for(self, node_id: str) -> list[str]:
         """Its stack.json lines; a backward node without any shows its forward twin's
         (``X.backward``: ``X.forward``'s, ``X.backward.N``: ``X.forward.0``'s)."""
-        stack = self.stacks.get(node_id, [])
+        stack = self.stacks.get(node_id, NO_STACK)
         if stack or ".backward" not in node_id:
             return stack
         if node_id.endswith(".backward"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,46 @@ def test_misused_statements_are_refused(
     db.close()
     with sqlite3.connect(tmp_path / "t.db") as con:
         assert con.execute("SELECT count(*) FROM t").fetchone() == (0,)
+
+
+@needs_native
+def test_threads_sharing_a_connection_take_turns(tmp_path: Path) -> None:
+    """The C connection runs without SQLite's own mutex: its lock lets one thread use it at a time.
+    Four threads insert at once, one closes meanwhile: every insert either lands whole or is refused
+    as closed, and nothing else happens (no crash, no other error)."""
+    assert native is not None
+    db = native.RowDb(str(tmp_path / "t.db"))
+    for sql in (
+        "PRAGMA synchronous=OFF",
+        "PRAGMA journal_mode=OFF",
+        "CREATE TABLE t (a TEXT PRIMARY KEY, n)",
+    ):
+        db.execute(sql)
+    errors: list[str] = []
+    done: list[int] = []
+
+    def insert(k: int) -> None:
+        for i in range(200):
+            try:
+                db.executemany(
+                    "INSERT INTO t VALUES (?, ?)",
+                    python_pack_rows([[f"{k}.{i}.{j}", j] for j in range(20)], 2),
+                )
+                done.append(1)
+            except ERRORS as exc:
+                errors.append(str(exc))
+
+    threads = [threading.Thread(target=insert, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    threads[0].join()
+    db.close()
+    for t in threads[1:]:
+        t.join()
+    assert set(errors) <= {"the database is closed"}
+    with sqlite3.connect(tmp_path / "t.db") as con:
+        assert con.execute("SELECT count(*) FROM t").fetchone() == (20 * len(done),)
+    uninitialised = native.RowDb.__new__(native.RowDb)
+    with pytest.raises(ERRORS, match="closed"):
+        uninitialised.execute("SELECT 1")
+    uninitialised.close()

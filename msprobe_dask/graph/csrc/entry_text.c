@@ -488,7 +488,7 @@ static const char *type_text(const Val *v) {
  * ".output." and not ".input.", else the inputs (items.split_items); its buffer, or NULL with *rc
  * UNHANDLED (a key given twice: Python keeps the first place and the last item) or -1 */
 static Buf *start_item(Walk *w, const char *key, Py_ssize_t n, int *rc) {
-    int side = memmem(key, n, ".output.", 8) != NULL && memmem(key, n, ".input.", 7) == NULL;
+    int side = HAS_LIT(key, n, ".output.") && !HAS_LIT(key, n, ".input.");
     Buf *b = side ? &w->out : &w->in;
     Keys *keys = &w->keys[side];
     *rc = UNHANDLED;
@@ -681,7 +681,7 @@ static int walk_members(Walk *w, const Val *v, int depth) {
         const Val *m = &w->t.v[i];
         int rc;
         if (v->kind == J_OBJ) {
-            if (memmem(m->k, m->kn, "parameters_grad", 15) != NULL)
+            if (HAS_LIT(m->k, m->kn, "parameters_grad"))
                 return UNHANDLED; /* (a name holding it keeps its lists' elements unnumbered) */
             rc = BUF_LIT(&w->name, ".") < 0 || buf_add(&w->name, m->k, m->kn) < 0 ? -1 : DONE;
         } else {
@@ -769,7 +769,7 @@ static int walk_entry(Walk *w, const char *node_id, Py_ssize_t id_n) {
 
 /* the texts of the entry text s[0:n] of node_id (ASCII), or None */
 PyObject *texts_of_entry(const char *s, Py_ssize_t n, const char *node_id, Py_ssize_t id_n) {
-    if (memmem(node_id, id_n, "parameters_grad", 15) != NULL || classes(node_id, id_n) & (BAD | ESCAPED))
+    if (HAS_LIT(node_id, id_n, "parameters_grad") || classes(node_id, id_n) & (BAD | ESCAPED))
         Py_RETURN_NONE;
     Walk w;
     w.t.v = w.t.small;

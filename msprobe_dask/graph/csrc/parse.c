@@ -157,7 +157,7 @@ PyObject *node_texts(PyObject *self, PyObject *args) {
         Py_ssize_t n = 0, id_n = 0;
         if (id != NULL && PyUnicode_CheckExact(id))
             id_text = ascii_data(id, &id_n);
-        int found = id_text != NULL && memmem(id_text, id_n, "batch_isend_irecv", 17) == NULL
+        int found = id_text != NULL && !HAS_LIT(id_text, id_n, "batch_isend_irecv")
                         ? entry_span(id, spans, small, text, &s, &n)
                         : 0;
         if (found > 0)

@@ -77,6 +77,16 @@ static inline int buf_add(Buf *b, const char *s, Py_ssize_t n) {
 
 #define BUF_LIT(b, lit) buf_add((b), (lit), (Py_ssize_t)(sizeof(lit) - 1))
 
+/* whether the short text s[0:n] holds the literal ``lit`` (memmem's setup costs more on names) */
+static inline int has_part(const char *s, Py_ssize_t n, const char *part, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i + m <= n; i++)
+        if (s[i] == part[0] && memcmp(s + i + 1, part + 1, m - 1) == 0)
+            return 1;
+    return 0;
+}
+
+#define HAS_LIT(s, n, lit) has_part((s), (n), (lit), (Py_ssize_t)(sizeof(lit) - 1))
+
 /* ------------------------------------------------------------------ text.c */
 
 /* the keys an item leaves out (a small set, kept as their texts for a cheap test) */
