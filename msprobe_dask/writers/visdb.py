@@ -244,14 +244,18 @@ class RowSink:
     """Adds packed tb_nodes rows to a VisdbWriter from a thread of its own, while the jobs that make
     them go on (the C RowDb inserts without the GIL). ``open`` gives it the writer and the graph ids
     in write order; each graph is placed once its own size and those of the graphs before it are
-    known (``expect``). ``close`` waits for the rows given so far and hands the writer back."""
+    known (``expect``). ``close`` waits for the rows given so far and hands the writer back.
+
+    At most QUEUED_CHUNKS chunks wait for the thread: a job that hands over more waits meanwhile,
+    which bounds the memory the rows take and gives the thread the CPU it lacks (the jobs use every
+    core). Unbounded, the last chunks were inserted alone at the end, one core idle."""
 
     def __init__(self) -> None:
         self._writer: VisdbWriter | None = None
         self._order: list[str] = []  # graph ids not placed yet, in write order
         self._takes: frozenset[str] = frozenset()
         self._sizes: dict[str, int] = {}
-        self._queue: queue.SimpleQueue[tuple[str, Any] | None] = queue.SimpleQueue()
+        self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue(QUEUED_CHUNKS)
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
@@ -314,6 +318,7 @@ class RowSink:
 
 
 TABLES = (NODES_DDL, STACK_DDL, CONFIG_DDL)
+QUEUED_CHUNKS = 2
 _INDEXES = tuple(ddl.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1) for ddl in INDEXES)
 
 
