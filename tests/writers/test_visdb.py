@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from msprobe_dask.writers.visdb import (
     CONFIG_DDL,
     NODES_DDL,
     PAGE_SIZE,
+    QUEUED_CHUNKS,
     STACK_DDL,
     GraphTables,
     RowSink,
@@ -173,3 +176,39 @@ def test_a_damaged_target_is_reported_as_sqlite_reports_it(
         write_visdb(path, [GraphTables("NPU_0_0_5", 3, mid_index, [])], CONFIG)
     assert path.read_bytes() == before
     assert _leftovers(tmp_path) == []
+
+
+def test_at_most_a_few_chunks_wait_for_the_sink(tmp_path: Path) -> None:
+    """A producer faster than the sink waits once QUEUED_CHUNKS chunks are queued (bounded memory);
+    every chunk still lands, in order."""
+    rows = _graph_rows("NPU_0_0", 12)
+    writer = VisdbWriter(tmp_path / "q.vis.db")
+    inserting, go = threading.Event(), threading.Event()
+    add = writer.add
+
+    def slow_add(graph_id: str, packed: bytes) -> None:
+        inserting.set()
+        go.wait()
+        add(graph_id, packed)
+
+    writer.add = slow_add  # type: ignore[method-assign]
+    sink = RowSink()
+    sink.open(writer, ["NPU_0_0"])
+    sink.expect("NPU_0_0", len(rows))
+    handed: list[int] = []
+
+    def produce() -> None:
+        for k in range(0, len(rows), 2):
+            sink.put("NPU_0_0", pack_rows(rows[k : k + 2], 22))
+            handed.append(k)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    assert inserting.wait(10)
+    time.sleep(0.2)
+    assert len(handed) == 1 + QUEUED_CHUNKS  # one being inserted, the others queued; the next waits
+    go.set()
+    producer.join(10)
+    path = sink.close().finish([GraphTables("NPU_0_0", len(rows), [], [], apart=True)], CONFIG)
+    with sqlite3.connect(path) as con:
+        assert con.execute("SELECT id FROM tb_nodes ORDER BY rowid").fetchall() == [(r[0],) for r in rows]
