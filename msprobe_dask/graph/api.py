@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msprobe_dask.dump.entries import DumpEntries, scan_dump_doc
 from msprobe_dask.errors import ConfigError, DumpError, OutputError
@@ -47,13 +47,15 @@ from msprobe_dask.graph.compare import (
 )
 from msprobe_dask.graph.forked import call_in_child
 from msprobe_dask.graph.gcpause import rare_full_collections
-from msprobe_dask.graph.merge.strategy import ParallelParams
 from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.overflow import check_overflow
 from msprobe_dask.graph.rows import GraphRows, config_row, graph_rows, read_back
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 from msprobe_dask.writers.atomic import output_dir
 from msprobe_dask.writers.visdb import GraphTables, RowSink, VisdbWriter
+
+if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
+    from msprobe_dask.graph.merge.strategy import ParallelParams
 
 NPU, BENCH = "NPU", "Bench"
 

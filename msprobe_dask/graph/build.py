@@ -525,15 +525,25 @@ def build_graph(
 
 
 def _propagate(node: Node) -> None:
+    """Each node under ``node`` without a micro step takes its parent's (depth first)."""
+    native = speedups.native
+    deep = native.propagate_micro(node, MAX_MICRO_DEPTH) if native is not None else _python_propagate(node)
+    if deep is not None:
+        raise DumpError(None, f"{deep.id}: the model hierarchy is deeper than {MAX_MICRO_DEPTH} levels")
+
+
+def _python_propagate(node: Node) -> Node | None:
+    """_propagate's walk: the first node found deeper than MAX_MICRO_DEPTH below ``node``, or None."""
     stack = [(node, 0)]
     while stack:
         n, depth = stack.pop()
         if depth > MAX_MICRO_DEPTH:
-            raise DumpError(None, f"{n.id}: the model hierarchy is deeper than {MAX_MICRO_DEPTH} levels")
+            return n
         for child in n.children:
             if child.micro is None:
                 child.micro = n.micro
             stack.append((child, depth + 1))
+    return None
 
 
 def assign_micro_steps(g: Graph, bench: Graph | None = None) -> None:

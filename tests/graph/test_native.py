@@ -25,6 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import build, compare, items, rows, speedups
 from msprobe_dask.graph.compare import MD5, SUMMARY, TENSOR, _diffs, _stat_diff, compare_pair
 from msprobe_dask.graph.model import API, Graph, Node
@@ -451,7 +452,41 @@ def test_tree_walks_as_python(seed: int, monkeypatch: pytest.MonkeyPatch) -> Non
     def walk() -> Any:
         nodes = g.sorted_nodes()
         ids = rows.number_stacks(nodes)
-        return [n.id for n in nodes], ids.of_list, ids.first
+        for node in g.nodes.values():
+            node.micro = rng_micro.choice([None, None, 1, 2]) if node.parent is not g.root else None
+        try:
+            build.assign_micro_steps(g)
+            micro: Any = [(n.id, n.micro) for n in g.nodes.values()]
+        except DumpError as exc:
+            micro = str(exc)
+        return [n.id for n in nodes], ids.of_list, ids.first, micro
 
-    with_c, python = _both(monkeypatch, walk)
-    assert with_c == python
+    rng_micro = random.Random(seed)
+    with_c = walk()
+    rng_micro = random.Random(seed)
+    monkeypatch.setattr(speedups, "native", None)
+    assert with_c == walk()
+
+
+@needs_native
+def test_a_hierarchy_too_deep_for_micro_steps_names_the_first_node_too_deep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chain = [Node("DefaultModel", 0)] + [
+        Node(f"Module.m{i}.forward.0", 0) for i in range(build.MAX_MICRO_DEPTH + 3)
+    ]
+    for parent, child in zip(chain, chain[1:]):
+        child.parent = parent
+        parent.children.append(child)
+    g = Graph(chain[0], {n.id: n for n in chain}, {}, "", "pytorch", None)
+
+    def assign() -> str:
+        with pytest.raises(DumpError) as caught:
+            build.assign_micro_steps(g)
+        return str(caught.value)
+
+    with_c, python = _both(monkeypatch, assign)
+    assert (
+        with_c == python
+        and f"m{build.MAX_MICRO_DEPTH + 1}.forward.0: the model hierarchy is deeper" in with_c
+    )

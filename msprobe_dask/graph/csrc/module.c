@@ -50,6 +50,8 @@ static PyMethodDef methods[] = {
     {"tree_post_order", tree_post_order, METH_VARARGS,
      "tree_post_order(root, limit): Graph._tree_post_order's nodes, or None."},
     {"number_stacks", number_stacks, METH_VARARGS, "number_stacks(nodes, dumps): rows.number_stacks' (of_list, first)."},
+    {"propagate_micro", propagate_micro, METH_VARARGS,
+     "propagate_micro(node, max_depth): build._propagate; the node too deep, or None."},
     {"read_exact", read_exact, METH_VARARGS, "read_exact(fd, n): n bytes (fewer at end of file), no GIL."},
     {NULL, NULL, 0, NULL},
 };

@@ -33,7 +33,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 5
+#define SPEEDUPS_API 6
 
 #define N_WRITTEN 11 /* the cells a summary compare writes back into an item */
 
@@ -126,6 +126,7 @@ PyObject *entry_items(PyObject *self, PyObject *args);
 PyObject *entry_texts(PyObject *self, PyObject *args);
 PyObject *tree_post_order(PyObject *self, PyObject *args);
 PyObject *number_stacks(PyObject *self, PyObject *args);
+PyObject *propagate_micro(PyObject *self, PyObject *args);
 PyObject *node_texts(PyObject *self, PyObject *args);
 
 #endif

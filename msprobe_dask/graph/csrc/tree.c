@@ -102,3 +102,55 @@ done:
     Py_XDECREF(first);
     return result;
 }
+
+/* propagate_micro(node, max_depth) -> build._propagate: each node under ``node`` without a micro step
+ * takes its parent's, walked depth first as _propagate walks; the first node found deeper than
+ * ``max_depth`` below ``node`` (the caller raises its error), or None. */
+PyObject *propagate_micro(PyObject *self, PyObject *args) {
+    PyObject *node;
+    Py_ssize_t max_depth;
+    if (!PyArg_ParseTuple(args, "On", &node, &max_depth))
+        return NULL;
+    PyObject *todo = PyList_New(0), *depths = PyList_New(0), *result = NULL;
+    PyObject *zero_depth = PyLong_FromLong(0);
+    if (todo == NULL || depths == NULL || zero_depth == NULL || PyList_Append(todo, node) < 0 ||
+        PyList_Append(depths, zero_depth) < 0)
+        goto done;
+    while (PyList_GET_SIZE(todo) > 0) {
+        Py_ssize_t last = PyList_GET_SIZE(todo) - 1;
+        PyObject *n = Py_NewRef(PyList_GET_ITEM(todo, last));
+        Py_ssize_t depth = PyLong_AsSsize_t(PyList_GET_ITEM(depths, last));
+        if (PyList_SetSlice(todo, last, last + 1, NULL) < 0 || PyList_SetSlice(depths, last, last + 1, NULL) < 0) {
+            Py_DECREF(n);
+            goto done;
+        }
+        if (depth > max_depth) {
+            result = n;
+            goto done;
+        }
+        PyObject *children = PyObject_GetAttr(n, str_children), *micro = PyObject_GetAttr(n, str_micro);
+        PyObject *seq = children != NULL ? PySequence_Fast(children, "children must be a sequence") : NULL;
+        PyObject *below = PyLong_FromSsize_t(depth + 1);
+        int rc = seq != NULL && micro != NULL && below != NULL ? 0 : -1;
+        for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(seq); i++) {
+            PyObject *child = PySequence_Fast_GET_ITEM(seq, i), *own = PyObject_GetAttr(child, str_micro);
+            rc = own == NULL ? -1 : own == Py_None ? PyObject_SetAttr(child, str_micro, micro) : 0;
+            Py_XDECREF(own);
+            if (rc == 0)
+                rc = PyList_Append(todo, child) < 0 || PyList_Append(depths, below) < 0 ? -1 : 0;
+        }
+        Py_XDECREF(children);
+        Py_XDECREF(micro);
+        Py_XDECREF(seq);
+        Py_XDECREF(below);
+        Py_DECREF(n);
+        if (rc < 0)
+            goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(todo);
+    Py_XDECREF(depths);
+    Py_XDECREF(zero_depth);
+    return result;
+}
