@@ -19,7 +19,7 @@ from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.gcpause import collections_paused
 from msprobe_dask.graph.items import NATIVE_LEAF, entry_items
-from msprobe_dask.graph.model import API, COLLECTION, MODULE, ROOT_ID, Graph, Node, node_type_of
+from msprobe_dask.graph.model import API, API_PREFIXES, COLLECTION, MODULE, ROOT_ID, Graph, Node, node_type_of
 
 BWD = re.compile(r"(\.backward\.)(\d+)$")
 FWD = re.compile(r"(\.forward\.)(\d+)$")
@@ -223,24 +223,35 @@ class _Builder:
 
 
 def _attach_all(b: _Builder, construct: Mapping[str, str | None]) -> None:
-    """Each node of construct.json under its (repaired) parent: ``b.get(sub).attach(b.get(up))`` for
-    each, in a loop that calls no Python function but for new nodes and backward ones (the loop of a
-    build: once per node)."""
-    nodes, root, new = b.nodes, b.root, b.new
-    get = nodes.get
+    """Each node of construct.json under its (repaired) parent, made if new, in construct.json's
+    order: the loop of a build, once per node, in C for a build without items (csrc/tree.c)."""
+    native = speedups.native
+    if native is not None and not b.items and construct.__class__ is dict and b.stacks.__class__ is dict:
+        how = (
+            b.stacks,
+            b.micro,
+            NO_STACK,
+            NO_FORWARD_STACK,
+            Node,
+            API,
+            MODULE,
+            API_PREFIXES,
+            node_type_of,
+            partial(_repair_parent, construct=construct),
+            partial(_attach, b),
+        )
+        native.attach_all(construct, b.nodes, b.root, how)
+        return
     for sub, up in construct.items():
         if ".backward" in sub:  # (_repair_parent leaves other nodes' parents alone)
             up = _repair_parent(sub, up, construct)
-        if up is None:
-            parent = root
-        else:
-            found = get(up)
-            parent = found if found is not None else new(up)
-        found = get(sub)
-        node = found if found is not None else new(sub)
-        if node.parent is None and parent is not node:  # Node.attach
-            node.parent = parent
-            parent.children.append(node)
+        _attach(b, sub, up)
+
+
+def _attach(b: _Builder, sub: str, up: str | None) -> None:
+    """``b.get(sub).attach(b.get(up))``, the root for no parent."""
+    parent = b.root if up is None else b.get(up)
+    b.get(sub).attach(parent)
 
 
 def _stack_shows_recompute(lines: list[str]) -> bool:

@@ -12,19 +12,19 @@ from msprobe_dask.graph import speedups
 ROOT_ID = "DefaultModel"
 MODULE, API, COLLECTION = 0, 1, 9
 
-_API_PREFIXES = tuple(
+API_PREFIXES = tuple(
     "Tensor. Torch. Functional. NPU. VF. Distributed. Aten. Mint. Primitive. Jit. MintFunctional. "
     "MindSpeed.".split()
 )
 # the same prefixes as the reference matches them: each "." is any character but a newline
-_API_RE = re.compile("^(" + "|".join(_API_PREFIXES) + ")")
+_API_RE = re.compile("^(" + "|".join(API_PREFIXES) + ")")
 
 
 def node_type_of(node_id: str) -> int:
     """API if the id starts with an API prefix, else module (Module., Cell., optimizer, clip_grad,
     DefaultModel and unknown prefixes alike: no module prefix starts like an API one). The string
     tests answer for the usual ids, the regex for the rest."""
-    if node_id.startswith(_API_PREFIXES):
+    if node_id.startswith(API_PREFIXES):
         return API
     if node_id.startswith(("Module.", "Cell.")):
         return MODULE

@@ -7,7 +7,7 @@ PyObject *exported_text_type, *orjson_dumps, *crc32_text, *zero, *str_max, *str_
     *str_children, *str_stack, *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info,
     *str_input_data, *str_output_data, *str_type_attr, *str_batch_p2p, *str_distributed, *str_empty,
     *str_empty_map, *str_output_part, *str_int_type, *str_float_type, *str_no_shape, *str_class_type,
-    *str_p2p_class, *str_input_part;
+    *str_p2p_class, *str_input_part, *str_backward_part;
 PyObject *stat_names[4], *state_names[5], *written_keys[N_WRITTEN], *rank_params[4], *shaped_kinds[4],
     *sub_keys[5], *sub_suffixes[5], *sub_states[5];
 
@@ -52,6 +52,7 @@ static PyMethodDef methods[] = {
     {"number_stacks", number_stacks, METH_VARARGS, "number_stacks(nodes, dumps): rows.number_stacks' (of_list, first)."},
     {"propagate_micro", propagate_micro, METH_VARARGS,
      "propagate_micro(node, max_depth): build._propagate; the node too deep, or None."},
+    {"attach_all", attach_all, METH_VARARGS, "attach_all(construct, nodes, root, how): build._attach_all."},
     {"read_exact", read_exact, METH_VARARGS, "read_exact(fd, n): n bytes (fewer at end of file), no GIL."},
     {NULL, NULL, 0, NULL},
 };
@@ -68,7 +69,7 @@ static const struct {
     {&str_state, "state"}, {&str_requires_grad, "requires_grad"}, {&str_dtype, "dtype"}, {&str_md5, "md5"},
     {&str_value, "value"}, {&str_no_data_name, "-1"}, {&str_output_part, ".output."}, {&str_shape, "shape"},
     {&str_class, "class"}, {&str_class_type, "class_type"}, {&str_p2p_class, "torch.distributed.P2POp"},
-    {&str_input_part, ".input."}, {&str_int_type, "<class 'int'>"}, {&str_float_type, "<class 'float'>"},
+    {&str_input_part, ".input."}, {&str_backward_part, ".backward"}, {&str_int_type, "<class 'int'>"}, {&str_float_type, "<class 'float'>"},
     {&str_no_shape, "[]"},
     /* Node attributes, and texts of rows */
     {&str_id, "id"}, {&str_parent, "parent"}, {&str_children, "children"}, {&str_stack, "stack"},

@@ -33,7 +33,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 6
+#define SPEEDUPS_API 7
 
 #define N_WRITTEN 11 /* the cells a summary compare writes back into an item */
 
@@ -44,7 +44,7 @@ extern PyObject *exported_text_type, *orjson_dumps, *crc32_text, *zero, *str_max
     *str_children, *str_stack, *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info,
     *str_input_data, *str_output_data, *str_type_attr, *str_batch_p2p, *str_distributed, *str_empty,
     *str_empty_map, *str_output_part, *str_int_type, *str_float_type, *str_no_shape, *str_class_type,
-    *str_p2p_class, *str_input_part;
+    *str_p2p_class, *str_input_part, *str_backward_part;
 extern PyObject *stat_names[4], *state_names[5], *written_keys[N_WRITTEN], *rank_params[4], *shaped_kinds[4],
     *sub_keys[5], *sub_suffixes[5], *sub_states[5];
 
@@ -127,6 +127,7 @@ PyObject *entry_texts(PyObject *self, PyObject *args);
 PyObject *tree_post_order(PyObject *self, PyObject *args);
 PyObject *number_stacks(PyObject *self, PyObject *args);
 PyObject *propagate_micro(PyObject *self, PyObject *args);
+PyObject *attach_all(PyObject *self, PyObject *args);
 PyObject *node_texts(PyObject *self, PyObject *args);
 
 #endif
