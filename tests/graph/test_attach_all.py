@@ -99,22 +99,20 @@ def _dump(folder: Path, seed: int) -> None:
     if seed % 4 == 0:
         construct = {k: [v, rng.randrange(3)] for k, v in construct.items()}
         construct["megatron_micro_step_number"] = 2  # type: ignore[assignment]
-    stacks = {
-        str(i): [[n], [f"File m.py, line {i}, in f"]] for i, n in enumerate(names) if rng.random() < 0.4
-    }
+    _write(folder, construct, [n for n in names if rng.random() < 0.4], names)
+
+
+def _write(folder: Path, construct: dict[str, Any], with_stack: list[str], entries: list[str]) -> None:
+    """A dump folder: construct.json, a stack.json giving ``with_stack`` a line each, and a dump.json
+    with an empty entry for each of ``entries``."""
     folder.mkdir()
     (folder / "construct.json").write_text(json.dumps(construct))
+    stacks = {str(i): [[n], [f"File m.py, line {i}, in f"]] for i, n in enumerate(with_stack)}
     (folder / "stack.json").write_text(json.dumps(stacks))
-    data = {n: {"input_args": [], "output": []} for n in names}
+    data = {n: {"input_args": [], "output": []} for n in entries}
     (folder / "dump.json").write_text(
         json.dumps({"task": "statistics", "level": "mix", "data": data}, indent=1)
     )
-
-
-@pytest.mark.parametrize("seed", range(150))
-def test_generated_dumps(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _dump(tmp_path / "d", seed)
-    assert _built(tmp_path / "d", True, monkeypatch) == _built(tmp_path / "d", False, monkeypatch)
 
 
 def _model_dump(folder: Path, seed: int) -> None:
@@ -148,19 +146,11 @@ def _model_dump(folder: Path, seed: int) -> None:
                 for a in range(rng.randrange(0, 2)):
                     api = f"Functional.f{a}.{call}.{direction}"
                     construct[api] = name if rng.random() < 0.8 else None
-    stacks = {
-        str(i): [[n], [f"File m.py, line {i}, in f"]] for i, n in enumerate(construct) if "forward" in n
-    }
-    folder.mkdir()
-    (folder / "construct.json").write_text(json.dumps(construct))
-    (folder / "stack.json").write_text(json.dumps(stacks))
-    data = {n: {"input_args": [], "output": []} for n in construct}
-    (folder / "dump.json").write_text(
-        json.dumps({"task": "statistics", "level": "mix", "data": data}, indent=1)
-    )
+    _write(folder, construct, [n for n in construct if "forward" in n], list(construct))
 
 
 @pytest.mark.parametrize("seed", range(150))
-def test_generated_models(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _model_dump(tmp_path / "d", seed)
+@pytest.mark.parametrize("make", [_dump, _model_dump], ids=["names", "models"])
+def test_generated_dumps(make: Any, seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make(tmp_path / "d", seed)
     assert _built(tmp_path / "d", True, monkeypatch) == _built(tmp_path / "d", False, monkeypatch)

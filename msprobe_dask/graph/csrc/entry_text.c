@@ -431,6 +431,11 @@ static int add_int_list(Buf *b, const Tape *t, const Val *v, int depth) {
     return BUF_LIT(b, "]") < 0 ? -1 : DONE;
 }
 
+/* the exported texts of the JSON constants: True, False and None as Python writes them, NaN and
+ * Infinity as repr writes the floats json reads them as */
+static const char *const CONSTANT_TEXT[] = {[J_TRUE] = "True", [J_FALSE] = "False", [J_NULL] = "null",
+                                            [J_NAN] = "nan",   [J_INF] = "inf",     [J_NINF] = "-inf"};
+
 /* the exported text of a value (items._JSON_TEXT by the class json gives it), JSON-ready; NULL: None */
 static int add_text(Buf *b, const Tape *t, const Val *v) {
     if (v == NULL)
@@ -443,17 +448,12 @@ static int add_text(Buf *b, const Tape *t, const Val *v) {
     case J_FLOAT:
         return add_json_float(b, v);
     case J_TRUE:
-        return BUF_LIT(b, "True") < 0 ? -1 : DONE;
     case J_FALSE:
-        return BUF_LIT(b, "False") < 0 ? -1 : DONE;
     case J_NULL:
-        return BUF_LIT(b, "null") < 0 ? -1 : DONE;
     case J_NAN:
-        return BUF_LIT(b, "nan") < 0 ? -1 : DONE;
     case J_INF:
-        return BUF_LIT(b, "inf") < 0 ? -1 : DONE;
     case J_NINF:
-        return BUF_LIT(b, "-inf") < 0 ? -1 : DONE;
+        return buf_add(b, CONSTANT_TEXT[v->kind], (Py_ssize_t)strlen(CONSTANT_TEXT[v->kind])) < 0 ? -1 : DONE;
     case J_LIST:
         return add_int_list(b, t, v, 0);
     default:
