@@ -74,12 +74,16 @@ _APIS = ["Functional.linear", "Tensor.add", "Torch.matmul", "Distributed.all_red
 
 
 def _name(rng: random.Random) -> str:
+    """A module's or an API's name; now and then with a final newline (which build.py's regular
+    expressions read as the end of the name)."""
     if rng.random() < 0.55:
         kind = rng.choice(["Linear", "Block"])
-        return f"{rng.choice(_MODULES)}.{kind}.{rng.choice(['forward', 'backward'])}.{rng.randrange(3)}"
-    kind = rng.choice(["forward", "backward"])
-    name = f"{rng.choice(_APIS)}.{rng.randrange(3)}.{kind}"
-    return name if rng.random() < 0.9 else name.replace(f".{kind}", f".{kind}.x")
+        name = f"{rng.choice(_MODULES)}.{kind}.{rng.choice(['forward', 'backward'])}.{rng.randrange(3)}"
+    else:
+        kind = rng.choice(["forward", "backward"])
+        name = f"{rng.choice(_APIS)}.{rng.randrange(3)}.{kind}"
+        name = name if rng.random() < 0.9 else name.replace(f".{kind}", f".{kind}.x")
+    return name + "\n" if rng.random() < 0.05 else name
 
 
 def _dump(folder: Path, seed: int) -> None:

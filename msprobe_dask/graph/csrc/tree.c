@@ -182,31 +182,44 @@ static int ascii_tail_digits(const char *s, Py_ssize_t n) {
     return (int)k;
 }
 
+/* s[0:n] with every ``from`` (f letters) replaced by ``to`` (t letters): str.replace */
+static PyObject *replaced(const char *s, Py_ssize_t n, const char *from, Py_ssize_t f, const char *to, Py_ssize_t t) {
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i + f <= n;)
+        i += memcmp(s + i, from, f) == 0 ? (count++, f) : 1;
+    char *out = PyMem_Malloc(n + count * (t > f ? t - f : 0) + 1);
+    if (out == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < n;) {
+        if (i + f <= n && memcmp(s + i, from, f) == 0) {
+            memcpy(out + m, to, t);
+            m += t;
+            i += f;
+        } else {
+            out[m++] = s[i++];
+        }
+    }
+    PyObject *text = PyUnicode_FromStringAndSize(out, m);
+    PyMem_Free(out);
+    return text;
+}
+
+/* where "<word>." + ASCII digits end s[0:n] (the word with its leading '.'), as (\.word\.)(\d+)$ finds
+ * it in a text without a newline: the start of ".word.", or -1 */
+static Py_ssize_t numbered_tail(const char *s, Py_ssize_t n, const char *word, Py_ssize_t w) {
+    int digits = ascii_tail_digits(s, n);
+    Py_ssize_t at = n - digits - w;
+    return digits > 0 && at >= 0 && memcmp(s + at, word, w) == 0 ? at : -1;
+}
+
 /* the id of the forward twin whose stack a backward node without one shows (_Builder._stack_for), or
  * NULL without an error when it has none */
 static PyObject *twin_id(const char *s, Py_ssize_t n) {
-    if (n >= 9 && memcmp(s + n - 9, ".backward", 9) == 0) { /* every "backward" -> "forward" */
-        char *out = PyMem_Malloc(n + 1);
-        if (out == NULL)
-            return PyErr_NoMemory();
-        Py_ssize_t m = 0;
-        for (Py_ssize_t i = 0; i < n;) {
-            if (i + 8 <= n && memcmp(s + i, "backward", 8) == 0) {
-                memcpy(out + m, "forward", 7);
-                m += 7;
-                i += 8;
-            } else {
-                out[m++] = s[i++];
-            }
-        }
-        PyObject *id = PyUnicode_FromStringAndSize(out, m);
-        PyMem_Free(out);
-        return id;
-    }
-    int digits = ascii_tail_digits(s, n); /* BWD: (\.backward\.)(\d+)$ */
-    if (digits == 0 || n - digits < 10 || memcmp(s + n - digits - 10, ".backward.", 10) != 0)
-        return NULL;
-    return joined(s, n - digits - 10, ".forward.0", "", 0);
+    if (n >= 9 && memcmp(s + n - 9, ".backward", 9) == 0)
+        return replaced(s, n, "backward", 8, "forward", 7);
+    Py_ssize_t at = numbered_tail(s, n, ".backward.", 10); /* BWD */
+    return at < 0 ? NULL : joined(s, at, ".forward.0", "", 0);
 }
 
 /* _Builder._stack_for */
@@ -271,37 +284,6 @@ done:
         if (i != 2)
             Py_XDECREF(args[i]);
     return node;
-}
-
-/* s[0:n] with every ``from`` (f letters) replaced by ``to`` (t letters): str.replace */
-static PyObject *replaced(const char *s, Py_ssize_t n, const char *from, Py_ssize_t f, const char *to, Py_ssize_t t) {
-    Py_ssize_t count = 0;
-    for (Py_ssize_t i = 0; i + f <= n;)
-        i += memcmp(s + i, from, f) == 0 ? (count++, f) : 1;
-    char *out = PyMem_Malloc(n + count * (t > f ? t - f : 0) + 1);
-    if (out == NULL)
-        return PyErr_NoMemory();
-    Py_ssize_t m = 0;
-    for (Py_ssize_t i = 0; i < n;) {
-        if (i + f <= n && memcmp(s + i, from, f) == 0) {
-            memcpy(out + m, to, t);
-            m += t;
-            i += f;
-        } else {
-            out[m++] = s[i++];
-        }
-    }
-    PyObject *text = PyUnicode_FromStringAndSize(out, m);
-    PyMem_Free(out);
-    return text;
-}
-
-/* where "<word>." + ASCII digits end s[0:n] (the word with its leading '.'), as (\.word\.)(\d+)$ finds
- * it in a text without a newline: the start of ".word.", or -1 */
-static Py_ssize_t numbered_tail(const char *s, Py_ssize_t n, const char *word, Py_ssize_t w) {
-    int digits = ascii_tail_digits(s, n);
-    Py_ssize_t at = n - digits - w;
-    return digits > 0 && at >= 0 && memcmp(s + at, word, w) == 0 ? at : -1;
 }
 
 /* s with its ".word.N" tail (at ``at``, the old word ``w`` letters) given the word ``to`` */
@@ -410,11 +392,18 @@ static int attach(PyObject *node, PyObject *parent) {
     return rc;
 }
 
+/* the ASCII data of a str without a newline (the names this code takes: the regular expressions of
+ * build.py read a final newline as the end), else NULL */
+static const char *ascii_line(PyObject *name, Py_ssize_t *n) {
+    const char *s = ascii_data(name, n);
+    return s != NULL && memchr(s, '\n', *n) == NULL ? s : NULL;
+}
+
 /* attach_all(construct, nodes, root, how): build._attach_all for a build without items. ``how``:
  * (stacks, micro or None, NO_STACK, NO_FORWARD_STACK, Node, API, MODULE, API prefixes, node_type_of,
  * repair(sub, up) -> up, attach(sub, up)). The backward nodes' parents are repaired by ``repair``;
- * ``attach`` (Python) takes the entries whose names are not ASCII (or whose parent is neither a name
- * nor None). */
+ * ``attach`` (Python) takes the entries whose names are not ASCII or hold a newline (or whose parent is
+ * neither a name nor None). */
 PyObject *attach_all(PyObject *self, PyObject *args) {
     PyObject *construct, *root, *how;
     Build b;
@@ -435,7 +424,7 @@ PyObject *attach_all(PyObject *self, PyObject *args) {
         Py_INCREF(up);
         int rc = PySequence_Contains(sub, str_backward_part); /* (a name that is not a str: TypeError) */
         Py_ssize_t n = 0, m = 0;
-        const char *s = rc >= 0 && PyUnicode_CheckExact(sub) ? ascii_data(sub, &n) : NULL;
+        const char *s = rc >= 0 && PyUnicode_CheckExact(sub) ? ascii_line(sub, &n) : NULL;
         if (rc > 0) { /* _repair_parent, in C where it can */
             int fallback = 1;
             PyObject *repaired = s != NULL && (up == Py_None || PyUnicode_CheckExact(up))
@@ -446,7 +435,7 @@ PyObject *attach_all(PyObject *self, PyObject *args) {
             Py_SETREF(up, repaired);
             rc = up == NULL ? -1 : 0;
         }
-        const char *u = rc == 0 && s != NULL && PyUnicode_CheckExact(up) ? ascii_data(up, &m) : NULL;
+        const char *u = rc == 0 && s != NULL && PyUnicode_CheckExact(up) ? ascii_line(up, &m) : NULL;
         if (rc < 0) {
         } else if (s == NULL || (up != Py_None && u == NULL)) {
             PyObject *done = PyObject_CallFunctionObjArgs(b.attach, sub, up, NULL);
