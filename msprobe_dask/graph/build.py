@@ -88,6 +88,7 @@ def load_construct(path: Path) -> tuple[dict[str, str | None], dict[str, int], i
     if not doc:
         raise DumpError(path, "is empty ({}): dump with level L0 or mix to collect the model structure")
     if MEGATRON_KEY not in doc:
+        _check_parents(path, doc)
         return doc, {}, None
     doc = dict(doc)
     k = doc.pop(MEGATRON_KEY)
@@ -100,7 +101,17 @@ def load_construct(path: Path) -> tuple[dict[str, str | None], dict[str, int], i
             parents[sub], micro[sub] = up[0], up[1]
         else:
             parents[sub], micro[sub] = up, 0
+    _check_parents(path, parents)
     return parents, micro, int(k)
+
+
+def _check_parents(path: Path, parents: Mapping[str, Any]) -> None:
+    """Each node's parent is a name or null (the reference crashes on anything else)."""
+    for sub, up in parents.items():
+        if up is not None and up.__class__ is not str:
+            raise DumpError(
+                path, f"cannot be parsed: {sub!r} must map to its parent's name or null, not {up!r}"
+            )
 
 
 def load_dump_doc(path: Path, lazy: bool = False) -> tuple[dict[str, Any], Mapping[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -174,3 +175,19 @@ def test_existing_output_folder_is_left_alone(tmp_path: Path, capsys: pytest.Cap
     (out / "keep.txt").write_text("x")
     rc, err = _run(["-tp", str(DATA / "L1_only" / "target"), "-o", str(out)], capsys)
     assert rc == 2 and [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.parametrize("parent", [3, ["x"], {"a": 1}, True])
+def test_a_parent_that_is_not_a_name(
+    parent: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """construct.json maps a node to something else than a name or null: one line naming the file and
+    the node (D22: the reference crashes with a traceback)."""
+    tp = _copy_dump(DATA / "L0_only" / "target", tmp_path / "target")
+    construct = json.loads((tp / "construct.json").read_text())
+    node = list(construct)[3]
+    construct[node] = parent
+    (tp / "construct.json").write_text(json.dumps(construct))
+    out = tmp_path / "out"
+    rc, err = _run(["-tp", str(tp), "-o", str(out)], capsys)
+    _assert_refused(rc, err, out, str(tp / "construct.json"), repr(node), "parent's name or null")
