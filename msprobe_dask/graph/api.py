@@ -45,11 +45,12 @@ from msprobe_dask.graph.compare import (
     node_colors,
     tool_tip,
 )
-from msprobe_dask.graph.forked import call_in_child
+from msprobe_dask.graph.forked import call_in_child, start_in_child
 from msprobe_dask.graph.gcpause import rare_full_collections
 from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.overflow import check_overflow
 from msprobe_dask.graph.rows import GraphRows, config_row, graph_rows, read_back
+from msprobe_dask.graph.texts_ahead import TextsAhead, texts_ahead
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 from msprobe_dask.writers.atomic import output_dir
 from msprobe_dask.writers.visdb import GraphTables, RowSink, VisdbWriter
@@ -82,14 +83,18 @@ class VisResult:
 # ------------------------------------------------------------------------------------ tasks
 
 
-def _build_task(folder: str, step: int, rank: int, items: bool = True, alone: bool = False) -> Graph:
+def _build_task(
+    folder: str, step: int, rank: int, items: bool = True, alone: bool = False, ahead: bool = False
+) -> Graph:
     """``items=False``: the finish task parses the nodes' items (build.parse_items). ``alone``: no
-    other build task will run beside this one.
+    other build task will run beside this one. ``ahead``: the rows' item texts will be made from
+    dump.json's entries (a build without -oc).
 
     A build is pure Python: two threads building at once (the two sides of a compare, two ranks)
     would share one CPU. So while another build runs in this process, a big lazy build is done by a
     forked child and sent back flat (graph/codec.py). A big lazy build alone leaves a CPU free: a
-    child then reads the layout of dump.json's entries (half the build) while the tree is built."""
+    child then reads the layout of dump.json's entries (half the build) while the tree is built, and
+    with ``ahead`` goes on to make the texts (graph/texts_ahead.py)."""
     global _builds
     src = GraphSource(folder, step, rank)
     with _builds_lock:
@@ -101,7 +106,7 @@ def _build_task(folder: str, step: int, rank: int, items: bool = True, alone: bo
             if text is None:
                 return build_graph(src, items)  # which gives the error
             if not others:
-                return build_graph(src, False, _dump_doc_in_child(src.dump_json, text))
+                return _build_with_child(src, text, texts_ahead(len(text)) if ahead else None)
             flat = call_in_child(partial(_flat_build, src, text))
             if flat is not None:
                 return decode(flat, text)
@@ -116,26 +121,52 @@ _builds = 0  # build tasks running in this process
 _builds_lock = threading.Lock()
 
 
+def _build_with_child(src: GraphSource, text: bytes, ahead: TextsAhead | None) -> Graph:
+    """The lazy build of ``src`` (whose dump.json holds ``text``), a child reading dump.json's layout
+    meanwhile, then making the rows' texts into ``ahead`` if given."""
+    try:
+        g = build_graph(src, False, _dump_doc_in_child(src.dump_json, text, ahead))
+    except BaseException:
+        if ahead is not None:
+            ahead.close()  # (the child would end by itself, but hold its CPU until then)
+        raise
+    g.texts_ahead = ahead if ahead is not None and ahead.region is not None else None
+    return g
+
+
 def _flat_build(src: GraphSource, text: bytes) -> tuple[Any, ...]:
     return encode(build_graph(src, False), text)
 
 
-def _dump_doc_in_child(path: Path, text: bytes) -> Callable[[], tuple[dict[str, Any], Mapping[str, Any]]]:
+def _dump_doc_in_child(
+    path: Path, text: bytes, ahead: TextsAhead | None = None
+) -> Callable[[], tuple[dict[str, Any], Mapping[str, Any]]]:
     """load_dump_doc(path, lazy=True) for a dump.json holding ``text``, started now by a forked child
     (a thread waits for it); the call returns it. Without a free CPU, or for a file that is not laid
-    out for the lazy read, the caller's thread reads the file itself (and gives its errors)."""
-    scanned: list[Any] = []
+    out for the lazy read, the caller's thread reads the file itself (and gives its errors). The
+    child then goes on making the rows' texts into ``ahead`` if given; else, or if there is no such
+    child, ``ahead`` is closed."""
+    started: list[Any] = []
+    then = partial(ahead.make, text) if ahead is not None else None
     waiter = threading.Thread(
-        target=lambda: scanned.append(call_in_child(partial(scan_dump_doc, path, text, (MD5_TOKEN,)))),
+        target=lambda: started.append(start_in_child(partial(scan_dump_doc, path, text, (MD5_TOKEN,)), then)),
         daemon=True,
     )
     waiter.start()
 
     def dump_doc() -> tuple[dict[str, Any], Mapping[str, Any]]:
         waiter.join()
-        if not scanned or scanned[0] is None:
+        scanned, child = started[0] if started and started[0] is not None else (None, None)
+        if child is not None and ahead is not None and scanned is not None:
+            ahead.going_on(child)
+        else:
+            if child is not None:
+                child.wait()
+            if ahead is not None:
+                ahead.close()
+        if scanned is None:
             return load_dump_doc(path, lazy=True)
-        header, state = scanned[0]
+        header, state = scanned
         return header, DumpEntries.with_text(state, text)
 
     return dump_doc
@@ -259,7 +290,13 @@ def _plan(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None,
         parts = []
         for step, rank, folder in sources:
             g = dask.delayed(_build_task, pure=True)(
-                folder, step, rank, False, len(sources) == 1, dask_key_name=f"build-{step}-{rank}-NPU"
+                folder,
+                step,
+                rank,
+                False,
+                len(sources) == 1,
+                not opts.overflow_check,
+                dask_key_name=f"build-{step}-{rank}-NPU",
             )
             parts.append(dask.delayed(_finish_build)(g, opts, dask_key_name=f"finish-{step}-{rank}"))
         steps = sorted({s for s, _, _ in sources}) if kind == "steps" else [0]

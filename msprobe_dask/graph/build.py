@@ -471,12 +471,14 @@ def export_texts(g: Graph, nodes: list[Node]) -> list[tuple[str, str] | None] | 
     code straight from the text of its dump.json entry (csrc/entry_text.c), as rows.chunk_rows makes
     them from the items parse_items would give (md5 left out), or None for a node whose items must
     be parsed; None for all of them without the C code or where ``g``'s entries are not read by span.
+    Texts made ahead by the same code (graph/texts_ahead.py) are taken from there.
     """
     native = speedups.native
     spans = g.data.spans() if g.items_pending and isinstance(g.data, DumpEntries) else None
     if native is None or spans is None:
         return None
-    return native.node_texts(nodes, g.root, COLLECTION, *spans)  # type: ignore[no-any-return]
+    ahead = g.texts_ahead.region if g.texts_ahead is not None else None
+    return native.node_texts(nodes, g.root, COLLECTION, *spans, ahead)  # type: ignore[no-any-return]
 
 
 def parse_all_items(g: Graph) -> None:

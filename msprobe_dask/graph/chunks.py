@@ -73,7 +73,15 @@ def build_rows(g: Graph, source: str, overflow: bool = False, sink: RowSink | No
     if sink is not None:
         sink.expect(table, len(nodes))
         arrived = partial(_to_sink, sink, table)
-    chunks = run_jobs(jobs, _processes(len(nodes)), partial(_pack, g.folder), arrived)
+    ahead = g.texts_ahead
+    if ahead is not None:
+        ahead.stop()  # its CPU is the jobs'; they take the texts it made (build.export_texts)
+    try:
+        chunks = run_jobs(jobs, _processes(len(nodes)), partial(_pack, g.folder), arrived, sink is not None)
+    finally:
+        if ahead is not None:
+            g.texts_ahead = None
+            ahead.close()
     return join_rows(g, source, chunks)
 
 
@@ -126,7 +134,9 @@ def compare_rows(
         sink.expect(tables[1], len(bench_nodes))
         arrived = partial(_pair_to_sink, sink, tables)
     processes = _processes(COMPARE_WEIGHT * len(npu_nodes) + len(bench_nodes))
-    results = run_jobs(jobs, processes, partial(_pack_pair, (npu.folder, bench.folder)), arrived)
+    results = run_jobs(
+        jobs, processes, partial(_pack_pair, (npu.folder, bench.folder)), arrived, sink is not None
+    )
     npu_rows = join_rows(npu, sources[0], [r for r, _ in results if r is not None])
     bench_rows = join_rows(bench, sources[1], [b for _, b in results], made_out_of_order=True)
     return npu_rows, bench_rows

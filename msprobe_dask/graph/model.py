@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msprobe_dask.graph import speedups
+
+if TYPE_CHECKING:
+    from msprobe_dask.graph.texts_ahead import TextsAhead
 
 ROOT_ID = "DefaultModel"
 MODULE, API, COLLECTION = 0, 1, 9
@@ -85,6 +88,7 @@ class Graph:
     folder: str = ""  # the dump folder: -lm reads its construct.json and stack.json
     no_md5: bool = False  # dump.json's text has no "md5" key, so compare_mode need not walk ``data``
     items_pending: bool = False  # built without the nodes' items: build.parse_items gives them
+    texts_ahead: TextsAhead | None = None  # the rows' item texts being made meanwhile (graph/texts_ahead.py)
 
     def sorted_nodes(self) -> list[Node]:
         """Post-order DFS from the root (children in order, root last), each node once."""

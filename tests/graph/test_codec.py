@@ -104,18 +104,21 @@ def test_a_build_alone_reads_dump_json_in_a_child(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(api, "FORK_BUILD_BYTES", 0)
     monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
     children: list[object] = []
-    call = api.call_in_child
-    monkeypatch.setattr(api, "call_in_child", lambda fn: children.append(fn) or call(fn))
+    start = api.start_in_child
+    monkeypatch.setattr(api, "start_in_child", lambda fn, then=None: children.append(fn) or start(fn, then))
     folder = str(DATA / "transformer_big" / "target")
     alone = api._build_task(folder, 0, 0, False, True)
     assert len(children) == 1 and isinstance(alone.data, DumpEntries)
     _same(alone, build_graph(GraphSource(folder), items=False))
 
 
+@pytest.mark.parametrize("ahead", [False, True])
 @pytest.mark.parametrize("broken_stack", [False, True])
 def test_a_build_alone_reports_a_bad_dump_json_as_a_build_here_does(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken_stack: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken_stack: bool, ahead: bool
 ) -> None:
+    """The same error as a build here, and no child left behind holding a CPU (with ``ahead``, the
+    scan child would go on making the rows' texts)."""
     monkeypatch.setattr(api, "FORK_BUILD_BYTES", 0)
     monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
     folder = tmp_path / "dump"
@@ -127,5 +130,19 @@ def test_a_build_alone_reports_a_bad_dump_json_as_a_build_here_does(
     with pytest.raises(DumpError) as here:
         build_graph(GraphSource(str(folder)), items=False)
     with pytest.raises(DumpError) as alone:
-        api._build_task(str(folder), 0, 0, False, True)
+        api._build_task(str(folder), 0, 0, False, True, ahead)
     assert str(alone.value) == str(here.value) and "dump.json" in str(here.value)
+    assert forked._children == 0
+
+
+def test_a_bad_stack_json_stops_the_texts_made_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dump.json is fine and its texts are being made ahead when stack.json turns out bad: the error
+    is raised and the child is stopped."""
+    monkeypatch.setattr(api, "FORK_BUILD_BYTES", 0)
+    monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
+    folder = tmp_path / "dump"
+    shutil.copytree(DATA / "transformer_big" / "target", folder)
+    (folder / "stack.json").write_text("[1,")
+    with pytest.raises(DumpError, match="stack.json"):
+        api._build_task(str(folder), 0, 0, False, True, True)
+    assert forked._children == 0

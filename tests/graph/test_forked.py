@@ -149,3 +149,50 @@ def test_no_process_to_be_had_leaves_the_jobs_here(monkeypatch: pytest.MonkeyPat
     assert run_jobs([_job(i) for i in range(4)], 3) == [(i, os.getpid()) for i in range(4)]
     assert forked.call_in_child(lambda: 1) is None
     assert set(os.listdir("/proc/self/fd")) == before
+
+
+@pytest.mark.parametrize("failure", ["", "raise", "kill"])
+def test_busy_here_leaves_the_jobs_to_the_children(monkeypatch: pytest.MonkeyPatch, failure: str) -> None:
+    """``busy_here``: as many children as processes asked for, and no job run here, unless a child
+    fails (its jobs are rerun here) or no child can be had."""
+    monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
+    out = run_jobs([_job(i, failure) for i in range(8)], 2, busy_here=True)
+    assert [i for i, _ in out] == list(range(8))
+    pids = {pid for _, pid in out}
+    if failure:
+        assert pids == {os.getpid()}
+    else:
+        assert len(pids) == 2 and os.getpid() not in pids
+    assert forked._children == 0
+    monkeypatch.setattr(forked, "_children", 2)  # the CPUs are other threads' children's
+    assert run_jobs([_job(i) for i in range(3)], 2, busy_here=True) == [(i, os.getpid()) for i in range(3)]
+
+
+def test_a_child_going_on_after_its_result_holds_its_cpu_until_stopped(tmp_path) -> None:
+    """start_in_child: the result is here while the child goes on with ``then``; stop() ends it
+    (SIGKILL) and gives its CPU back; wait() waits for it to end."""
+    mark = tmp_path / "mark"
+
+    def then(result: int) -> None:
+        mark.write_text(str(result))
+        time.sleep(60)
+
+    started = forked.start_in_child(lambda: 41 + 1, then)
+    assert started is not None
+    result, child = started
+    assert result == 42 and forked._children == 1
+    deadline = time.monotonic() + 10
+    while not mark.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert mark.read_text() == "42"
+    begun = time.monotonic()
+    child.stop()
+    assert time.monotonic() - begun < 5 and forked._children == 0
+    child.stop()  # once only
+    assert forked._children == 0
+
+    started = forked.start_in_child(lambda: 1, lambda r: time.sleep(0.2))
+    assert started is not None
+    begun = time.monotonic()
+    started[1].wait()
+    assert time.monotonic() - begun >= 0.1 and forked._children == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import struct
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from visdb_diff import diff_visdb, path_normalizer
 from msprobe_dask.cli import main as cli_main
 from msprobe_dask.dump import entries
 from msprobe_dask.graph import api, forked, speedups
+from msprobe_dask.graph.texts_ahead import TextsAhead
 from msprobe_dask.writers import packed_rows
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -95,11 +97,39 @@ def test_same_visdb_as_reference_with_builds_in_forked_children(
     monkeypatch.setattr(api, "FORK_BUILD_BYTES", 0)
     monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
     children: list[object] = []
-    call = api.call_in_child
-    monkeypatch.setattr(api, "call_in_child", lambda fn: children.append(fn) or call(fn))
+    start = api.start_in_child
+    monkeypatch.setattr(api, "start_in_child", lambda fn, then=None: children.append(fn) or start(fn, then))
     _check_same_as_reference(case, name, argv, tmp_path)
     if "-gp" not in argv and "--rank_size" not in argv and case not in ("multistep", "multirank"):
         assert children, "a single build did not scan dump.json in a child"
+
+
+BUILDS = [run for run in RUNS if "-gp" not in run[2] and "-oc" not in run[2]]
+
+
+@pytest.mark.parametrize(("case", "name", "argv"), BUILDS, ids=[f"{c}-{n}" for c, n, _ in BUILDS])
+def test_same_visdb_as_reference_with_the_texts_made_ahead(
+    case: str, name: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build alone takes the rows' texts its scan child made ahead (graph/texts_ahead.py): here all
+    of them, the child being let finish before the jobs begin (tests/graph/test_texts_ahead.py stops
+    it anywhere)."""
+    if not forked.can_fork() or speedups.native is None:
+        pytest.skip("texts are made ahead by a forked child, with the C extension")
+    monkeypatch.setattr(api, "FORK_BUILD_BYTES", 0)
+    monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(forked.GoingOn, "stop", forked.GoingOn.wait)
+    made: list[tuple[int, int]] = []
+    stop = TextsAhead.stop
+    monkeypatch.setattr(TextsAhead, "stop", lambda self: stop(self) or made.append(_made(self.region)))
+    _check_same_as_reference(case, name, argv, tmp_path)
+    if "--rank_size" not in argv and case not in ("multistep", "multirank"):
+        assert made and all(0 < done == count for done, count in made), made
+
+
+def _made(region: object) -> tuple[int, int]:
+    """(rows made, rows laid out) of a region of texts made ahead (graph/csrc/ahead.c)."""
+    return struct.unpack_from("<qq", region, 0)  # type: ignore[arg-type,return-value]
 
 
 @pytest.mark.parametrize(("case", "name", "argv"), RUNS, ids=[f"{c}-{n}" for c, n, _ in RUNS])

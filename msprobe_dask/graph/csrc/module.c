@@ -46,7 +46,10 @@ static PyMethodDef methods[] = {
     {"entry_texts", entry_texts, METH_VARARGS,
      "entry_texts(text, start, end, node_id): the exported items' JSON texts of an entry, or None."},
     {"node_texts", node_texts, METH_VARARGS,
-     "node_texts(nodes, root, collection, spans, small, text): entry_texts of each node's entry, or None."},
+     "node_texts(nodes, root, collection, spans, small, text, ahead=None): entry_texts of each node's entry, "
+     "or None."},
+    {"make_texts_ahead", make_texts_ahead, METH_VARARGS,
+     "make_texts_ahead(region, spans, small, text): the entries' texts into region, in file order."},
     {"tree_post_order", tree_post_order, METH_VARARGS,
      "tree_post_order(root, limit): Graph._tree_post_order's nodes, or None."},
     {"number_stacks", number_stacks, METH_VARARGS, "number_stacks(nodes, dumps): rows.number_stacks' (of_list, first)."},
