@@ -17,7 +17,16 @@ from msprobe_dask.graph.compare import MD5, compare_subtrees
 from msprobe_dask.graph.forked import run_jobs, usable_cpus
 from msprobe_dask.graph.model import COLLECTION, Graph, Node
 from msprobe_dask.graph.overflow import overflow_levels
-from msprobe_dask.graph.rows import COL, GraphRows, RowsChunk, StackIds, chunk_rows, join_rows, number_stacks
+from msprobe_dask.graph.rows import (
+    COL,
+    GraphRows,
+    RowsChunk,
+    StackIds,
+    chunk_rows,
+    join_rows,
+    number_stacks,
+    stack_rows,
+)
 from msprobe_dask.writers.packed_rows import pack_rows
 from msprobe_dask.writers.visdb import N_NODE_COLUMNS, RowSink
 
@@ -71,7 +80,7 @@ def build_rows(g: Graph, source: str, overflow: bool = False, sink: RowSink | No
     table = f"{source}_{g.step}_{g.rank}"
     arrived = None
     if sink is not None:
-        sink.expect(table, len(nodes))
+        sink.expect(table, len(nodes), len(ids.first))
         arrived = partial(_to_sink, sink, table)
     ahead = g.texts_ahead
     if ahead is not None:
@@ -130,8 +139,8 @@ def compare_rows(
     arrived = None
     if sink is not None:
         tables = (f"{sources[0]}_{npu.step}_{npu.rank}", f"{sources[1]}_{bench.step}_{bench.rank}")
-        sink.expect(tables[0], len(npu_nodes))
-        sink.expect(tables[1], len(bench_nodes))
+        sink.expect(tables[0], len(npu_nodes), len(ids[0].first))
+        sink.expect(tables[1], len(bench_nodes), len(ids[1].first))
         arrived = partial(_pair_to_sink, sink, tables)
     processes = _processes(COMPARE_WEIGHT * len(npu_nodes) + len(bench_nodes))
     results = run_jobs(
@@ -162,7 +171,9 @@ def _pack_pair(
 
 
 def _to_sink(sink: RowSink, table: str, chunk: RowsChunk) -> RowsChunk:
-    if chunk.packed is not None and sink.put(table, chunk.packed):
+    """The chunk, its packed rows handed to ``sink`` (its stack rows too; they stay in the chunk for
+    join_rows) if it takes them."""
+    if chunk.packed is not None and sink.put(table, chunk.packed, stack_rows(table, chunk)):
         chunk.packed = None
     return chunk
 

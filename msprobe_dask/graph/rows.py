@@ -12,7 +12,7 @@ from msprobe_dask.graph.items import items_json_for, python_items_json_for, skip
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import Graph, Node
 from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops
-from msprobe_dask.writers.packed_rows import unpack_rows
+from msprobe_dask.writers.packed_rows import pack_rows, unpack_rows
 
 NODE_COLUMNS = (
     "id",
@@ -151,7 +151,6 @@ def join_rows(g: Graph, source: str, chunks: list[RowsChunk], made_out_of_order:
     """The chunks' rows in order (``made_out_of_order``: put in node order), and the stack rows in id
     order."""
     out = GraphRows(source, g.step, g.rank, micro_steps=g.micro_steps)
-    prefix = f"{out.graph_id}_"
     stacks: list[tuple[int, str]] = []
     out.apart = any(chunk.apart for chunk in chunks)
     for chunk in chunks:
@@ -166,8 +165,17 @@ def join_rows(g: Graph, source: str, chunks: list[RowsChunk], made_out_of_order:
     if made_out_of_order:
         out.nodes.sort(key=_ORDER)
     stacks.sort()
-    out.stacks = [(f"{prefix}{n}", text) for n, text in stacks]
+    out.stacks = [(_stack_id(out.graph_id, n), text) for n, text in stacks]
     return out
+
+
+def stack_rows(graph_id: str, chunk: RowsChunk) -> bytes:
+    """The chunk's tb_stack rows packed for the vis.db writer: (number, id, stack_info)."""
+    return pack_rows([(n, _stack_id(graph_id, n), text) for n, text in chunk.stacks], 3)
+
+
+def _stack_id(graph_id: str, n: int) -> str:
+    return f"{graph_id}_{n}"
 
 
 def chunk_rows(

@@ -6,10 +6,11 @@ transaction without a rollback journal (a failed write deletes the file); the fi
 mode and renamed only when complete, so an interrupted run leaves nothing that looks finished. An
 existing target is copied first and appended to, as the reference does.
 
-tb_nodes rows arrive packed (writers/packed_rows.py), in chunks, in any order: each graph gets a range
-of rowids in write order (``place``) and a row's rowid is its graph's base plus its node_order, so the
-table reads back, in rowid order, exactly as if the graphs had been written one after the other.
-``RowSink`` inserts chunks in a thread while the jobs that make them go on.
+tb_nodes and tb_stack rows arrive packed (writers/packed_rows.py), in chunks, in any order: each graph
+gets a range of rowids of each table in write order (``place``) and a row's rowid is its graph's base
+plus its number (a tb_nodes row's node_order, a tb_stack row's stack number), so the tables read back,
+in rowid order, exactly as if the graphs had been written one after the other. ``RowSink`` inserts
+chunks in a thread while the jobs that make them go on.
 """
 
 from __future__ import annotations
@@ -96,7 +97,9 @@ NODE_COLUMNS_SQL = (
 INSERT_NODES = (
     f"INSERT INTO tb_nodes (rowid, {NODE_COLUMNS_SQL}) VALUES ({','.join('?' * (N_NODE_COLUMNS + 1))})"
 )
-INSERT_STACKS = "INSERT INTO tb_stack (id, stack_info) VALUES (?, ?)"
+# packed tb_stack rows are (number, id, stack_info): ?2, the number, gives the rowid (?1)
+INSERT_STACKS = "INSERT INTO tb_stack (rowid, id, stack_info) VALUES (?1, ?3, ?4)"
+NODES, STACKS = "tb_nodes", "tb_stack"
 INSERT_CONFIG = "INSERT OR IGNORE INTO tb_config VALUES (?,?,?,?,?,?,?,?,?)"
 UPDATE_DISTRIBUTED = "UPDATE tb_nodes SET matched_distributed = ? WHERE id = ?"
 ID, ORDER, MATCHED_DISTRIBUTED = 0, 2, 13  # positions of tb_nodes' columns
@@ -120,6 +123,18 @@ def write_visdb(path: str | os.PathLike[str], graphs: Iterable[GraphTables], con
     return VisdbWriter(path).finish(graphs, config)
 
 
+class _Placed:
+    """One table's rows, placed graph by graph (see the module)."""
+
+    def __init__(self, sql: str, number: int, last_rowid: int) -> None:
+        self.sql = sql
+        self.number = number  # the packed rows' column holding a row's number in its graph
+        self.next = last_rowid
+        self.bases: dict[str, int] = {}  # graph id -> the rowid of its number -1
+        self.counts: dict[str, tuple[int, int]] = {}  # graph id -> (rows placed, rows inserted)
+        self.pending: dict[str, list[bytes]] = {}  # chunks of graphs not placed yet
+
+
 class VisdbWriter:
     """A vis.db being written (see the module). The indexes are built at the end: kept up to date
     with each insert instead, they cost up to three times as much."""
@@ -127,13 +142,13 @@ class VisdbWriter:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        self._bases: dict[str, int] = {}  # graph id -> rowid of its node_order -1
-        self._counts: dict[str, tuple[int, int]] = {}  # graph id -> (rows placed, rows inserted)
-        self._pending: dict[str, list[bytes]] = {}  # chunks of graphs not placed yet
         try:
             if self.path.exists():
                 shutil.copyfile(self.path, self._tmp)
-            self._next = _last_rowid(self._tmp)
+            self._tables = {
+                NODES: _Placed(INSERT_NODES, ORDER, _last_rowid(self._tmp, NODES)),
+                STACKS: _Placed(INSERT_STACKS, 0, _last_rowid(self._tmp, STACKS)),
+            }
             self._db = open_db(str(self._tmp))
         except OSError as exc:  # the target unreadable, or the folder unwritable
             self._remove()
@@ -154,29 +169,36 @@ class VisdbWriter:
             ):
                 self._db.execute(sql)
 
-    def place(self, graph_id: str, count: int) -> None:
-        """Give the graph the next ``count`` rowids (graphs are placed in write order)."""
-        if graph_id in self._bases:
-            raise RuntimeError(f"graph {graph_id} placed twice")
-        self._bases[graph_id] = self._next
-        self._counts[graph_id] = (count, 0)
-        self._next += count
-        for packed in self._pending.pop(graph_id, ()):
-            self.add(graph_id, packed)
+    def place(self, graph_id: str, count: int, table: str = NODES) -> None:
+        """Give the graph the next ``count`` rowids of ``table`` (graphs are placed in write order)."""
+        t = self._tables[table]
+        if graph_id in t.bases:
+            raise RuntimeError(f"graph {graph_id} placed twice in {table}")
+        t.bases[graph_id] = t.next
+        t.counts[graph_id] = (count, 0)
+        t.next += count
+        for packed in t.pending.pop(graph_id, ()):
+            self.add(graph_id, packed, table)
 
-    def placed(self, graph_id: str) -> bool:
-        return graph_id in self._bases
+    def placed(self, graph_id: str, table: str = NODES) -> bool:
+        return graph_id in self._tables[table].bases
 
-    def add(self, graph_id: str, packed: bytes) -> None:
-        """Insert packed tb_nodes rows of the graph (kept until the graph is placed)."""
-        base = self._bases.get(graph_id)
+    def add(self, graph_id: str, packed: bytes, table: str = NODES) -> None:
+        """Insert packed rows of the graph into ``table`` (kept until the graph is placed there)."""
+        t = self._tables[table]
+        base = t.bases.get(graph_id)
         if base is None:
-            self._pending.setdefault(graph_id, []).append(packed)
+            t.pending.setdefault(graph_id, []).append(packed)
             return
         with _failing(self):
-            self._db.executemany(INSERT_NODES, packed, base, ORDER)
-        placed, inserted = self._counts[graph_id]
-        self._counts[graph_id] = (placed, inserted + int.from_bytes(packed[:4], "little"))
+            self._db.executemany(t.sql, packed, base, t.number)
+        placed, inserted = t.counts[graph_id]
+        t.counts[graph_id] = (placed, inserted + int.from_bytes(packed[:4], "little"))
+
+    def _check_count(self, graph_id: str, table: str) -> None:
+        placed, inserted = self._tables[table].counts[graph_id]
+        if placed != inserted:
+            raise RuntimeError(f"graph {graph_id}: {inserted} rows written to {table}, {placed} expected")
 
     def finish(self, graphs: Iterable[GraphTables], config: Sequence[Any]) -> str:
         """Add the rest of ``graphs`` (in write order), their stacks and tb_config; index, commit and
@@ -193,11 +215,13 @@ class VisdbWriter:
                     self._db.executemany(UPDATE_DISTRIBUTED, pack_rows(updates, 2))
                 elif g.nodes:
                     self.add(g.graph_id, pack_rows(g.nodes, N_NODE_COLUMNS))
-                placed, inserted = self._counts[g.graph_id]
-                if placed != inserted:
-                    raise RuntimeError(f"graph {g.graph_id}: {inserted} rows written, {placed} expected")
-            for g in graphs:
-                self._db.executemany(INSERT_STACKS, pack_rows(g.stacks, 2))
+                self._check_count(g.graph_id, NODES)
+            for g in graphs:  # (a RowSink may have written them already)
+                if not self.placed(g.graph_id, STACKS):
+                    self.place(g.graph_id, len(g.stacks), STACKS)
+                    rows = [(n, sid, text) for n, (sid, text) in enumerate(g.stacks)]
+                    self.add(g.graph_id, pack_rows(rows, 3), STACKS)
+                self._check_count(g.graph_id, STACKS)
             self._db.executemany(INSERT_CONFIG, pack_rows([config], len(config)))
             for sql in (*_INDEXES, "COMMIT", "PRAGMA journal_mode=WAL"):
                 self._db.execute(sql)
@@ -241,10 +265,10 @@ def _failing(writer: VisdbWriter) -> Iterator[None]:
 
 
 class RowSink:
-    """Adds packed tb_nodes rows to a VisdbWriter from a thread of its own, while the jobs that make
-    them go on (the C RowDb inserts without the GIL). ``open`` gives it the writer and the graph ids
-    in write order; each graph is placed once its own size and those of the graphs before it are
-    known (``expect``). ``close`` waits for the rows given so far and hands the writer back.
+    """Adds packed tb_nodes and tb_stack rows to a VisdbWriter from a thread of its own, while the jobs
+    that make them go on (the C RowDb inserts without the GIL). ``open`` gives it the writer and the
+    graph ids in write order; each graph is placed once its own sizes and those of the graphs before
+    it are known (``expect``). ``close`` waits for the rows given so far and hands the writer back.
 
     At most QUEUED_CHUNKS chunks wait for the thread: a job that hands over more waits meanwhile,
     which bounds the memory the rows take and gives the thread the CPU it lacks (the jobs use every
@@ -254,7 +278,7 @@ class RowSink:
         self._writer: VisdbWriter | None = None
         self._order: list[str] = []  # graph ids not placed yet, in write order
         self._takes: frozenset[str] = frozenset()
-        self._sizes: dict[str, int] = {}
+        self._sizes: dict[str, tuple[int, int]] = {}  # graph id -> its tb_nodes and tb_stack rows
         self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue(QUEUED_CHUNKS)
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -264,16 +288,17 @@ class RowSink:
         self._thread = threading.Thread(target=self._run, name="vis.db rows", daemon=True)
         self._thread.start()
 
-    def expect(self, graph_id: str, count: int) -> None:
-        """The graph will have ``count`` rows."""
+    def expect(self, graph_id: str, count: int, stacks: int) -> None:
+        """The graph will have ``count`` tb_nodes rows and ``stacks`` tb_stack rows."""
         if self._thread is not None:
-            self._queue.put((graph_id, count))
+            self._queue.put((graph_id, (count, stacks)))
 
-    def put(self, graph_id: str, packed: bytes) -> bool:
-        """Hand over packed rows of the graph; False (not taken) for a graph outside the write order."""
+    def put(self, graph_id: str, packed: bytes, stacks: bytes) -> bool:
+        """Hand over packed tb_nodes and tb_stack rows of the graph; False (not taken) for a graph
+        outside the write order."""
         if self._thread is None or graph_id not in self._takes:
             return False
-        self._queue.put((graph_id, packed))
+        self._queue.put((graph_id, (packed, stacks)))
         return True
 
     def close(self) -> VisdbWriter:
@@ -304,15 +329,17 @@ class RowSink:
         while (item := self._queue.get()) is not None:
             if self._error is not None:
                 continue  # drained until closed
-            graph_id, value = item
+            graph_id, (nodes, stacks) = item
             try:
-                if isinstance(value, int):
-                    self._sizes[graph_id] = value
+                if isinstance(nodes, int):
+                    self._sizes[graph_id] = (nodes, stacks)
                     while order and order[0] in self._sizes:
                         first = order.pop(0)
-                        writer.place(first, self._sizes[first])
+                        writer.place(first, self._sizes[first][0], NODES)
+                        writer.place(first, self._sizes[first][1], STACKS)
                 else:
-                    writer.add(graph_id, value)
+                    writer.add(graph_id, nodes, NODES)
+                    writer.add(graph_id, stacks, STACKS)
             except BaseException as exc:  # noqa: B036 - raised again by close()
                 self._error = exc
 
@@ -322,14 +349,14 @@ QUEUED_CHUNKS = 2
 _INDEXES = tuple(ddl.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1) for ddl in INDEXES)
 
 
-def _last_rowid(path: Path) -> int:
-    """The highest tb_nodes rowid of an existing file (0 for none)."""
+def _last_rowid(path: Path, table: str) -> int:
+    """The highest rowid of ``table`` in an existing file (0 for none)."""
     if not path.exists():
         return 0
     con = sqlite3.connect(path)
     try:
-        has_table = con.execute("SELECT 1 FROM sqlite_master WHERE name = 'tb_nodes'").fetchone()
-        return (con.execute("SELECT max(rowid) FROM tb_nodes").fetchone()[0] or 0) if has_table else 0
+        has_table = con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+        return (con.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0) if has_table else 0
     finally:
         con.close()
 

@@ -148,8 +148,8 @@ def test_visdb_written_while_the_jobs_run_equals_visdb_written_at_the_end(
     taken: list[str] = []
     put = RowSink.put
 
-    def counted_put(self: RowSink, graph_id: str, packed: bytes) -> bool:
-        ok = put(self, graph_id, packed)
+    def counted_put(self: RowSink, graph_id: str, packed: bytes, stacks: bytes) -> bool:
+        ok = put(self, graph_id, packed, stacks)
         taken.extend([graph_id] if ok else [])
         return ok
 
