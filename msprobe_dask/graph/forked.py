@@ -163,7 +163,7 @@ class GoingOn:
 
 
 def _reserve(wanted: int, kept: int = 1) -> int:
-    """Up to ``wanted`` CPUs for children, ``kept`` of them left to this process."""
+    """Up to ``wanted`` CPUs for children, leaving ``kept`` CPUs to this process's own threads."""
     global _children
     with _lock:
         n = max(0, min(wanted, usable_cpus() - kept - _children))

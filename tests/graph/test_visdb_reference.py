@@ -13,7 +13,7 @@ from visdb_diff import diff_visdb, path_normalizer
 
 from msprobe_dask.cli import main as cli_main
 from msprobe_dask.dump import entries
-from msprobe_dask.graph import api, forked, speedups
+from msprobe_dask.graph import api, chunks, forked, speedups
 from msprobe_dask.graph.texts_ahead import TextsAhead
 from msprobe_dask.writers import packed_rows
 
@@ -90,18 +90,34 @@ def test_same_visdb_as_reference_with_builds_in_forked_children(
     case: str, name: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every dump.json taken as big enough to fork for: a build alone has a child scan dump.json
-    while it builds the tree, a build beside another is done whole by a child and sent back flat
-    (graph/api.py _build_task). Still the reference's vis.db, cell for cell."""
+    while it builds the tree (and make the rows' texts ahead, stopped wherever it is), a build beside
+    another is done whole by a child and sent back flat (graph/api.py _build_task); and every graph
+    big enough for chunk jobs in forked children, which run them all while this process's writer
+    thread inserts their rows (forked.run_jobs' busy_here). Still the reference's vis.db, cell for
+    cell."""
     if not forked.can_fork():
         pytest.skip("forked children are used on Linux only")
     monkeypatch.setattr(api, "FORK_BUILD_BYTES", 0)
     monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(chunks, "CHUNK_NODES", (3, 40))
+    monkeypatch.setattr(chunks, "PROCESS_NODES", 1)
+    monkeypatch.setattr(chunks, "usable_cpus", lambda: 2)
     children: list[object] = []
     start = api.start_in_child
     monkeypatch.setattr(api, "start_in_child", lambda fn, then=None: children.append(fn) or start(fn, then))
+    runs: list[bool] = []
+    run = forked._run
+    monkeypatch.setattr(
+        forked,
+        "_run",
+        lambda jobs, extra, receive, here: runs.append(here) or run(jobs, extra, receive, here),
+    )
     _check_same_as_reference(case, name, argv, tmp_path)
     if "-gp" not in argv and "--rank_size" not in argv and case not in ("multistep", "multirank"):
         assert children, "a single build did not scan dump.json in a child"
+    assert not any(runs), "a chunk job ran beside the writer thread"
+    if "-gp" not in argv and "--rank_size" not in argv:
+        assert runs, "a build's chunk jobs did not run in forked children"
 
 
 BUILDS = [run for run in RUNS if "-gp" not in run[2] and "-oc" not in run[2]]
