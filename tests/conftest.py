@@ -15,7 +15,7 @@ if "avx2" in (Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists(
     os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
 assert "numpy" not in sys.modules, "numpy was imported before the BLAS kernel was pinned (a pytest plugin?)"
 
-import pytest
+import pytest  # noqa: E402 (after the BLAS pin above)
 
 DATA = Path(__file__).parent / "data"
 

@@ -21,7 +21,6 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from msprobe_dask.dump.kernel import read_kernel_tree
 from msprobe_dask.dump.source import DUMP_FILE_NAMES, DumpSource, DumpTree, rank_number, step_number
 from msprobe_dask.errors import DumpError
 
@@ -170,7 +169,13 @@ def _mixed(path: Path) -> DumpTree | None:
     return _tree(path, "mixed", found)
 
 
-READERS: list[LayoutReader] = [_single_file, _single_folder, _mixed, _steps, _ranks, read_kernel_tree]
+def _kernel(path: Path) -> DumpTree | None:
+    from msprobe_dask.dump.kernel import read_kernel_tree  # numpy: imported only when no other layout fits
+
+    return read_kernel_tree(path)
+
+
+READERS: list[LayoutReader] = [_single_file, _single_folder, _mixed, _steps, _ranks, _kernel]
 
 
 def open_dump(path: str | Path) -> DumpTree:

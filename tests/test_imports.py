@@ -1,0 +1,48 @@
+"""Nothing imported that the command does not use: ``--help`` and a statistics compare start without
+numpy, ml_dtypes, openpyxl, dask.array or distributed (each costs 0.05-0.5 s of CPU at start)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import case_dir
+
+HEAVY = ("numpy", "ml_dtypes", "openpyxl", "dask.array", "distributed", "pandas", "zarr")
+
+
+def imported_modules(args: list[str]) -> set[str]:
+    """The modules a CLI run imported, read from ``python -X importtime``'s report on stderr."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "msprobe_dask", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {
+        line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")
+    }
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
+
+
+@pytest.mark.parametrize("args", [["--help"], ["compare", "--help"]], ids=["help", "compare-help"])
+def test_help_imports_nothing_heavy(args: list[str]) -> None:
+    modules = imported_modules(args)
+    assert "msprobe_dask.cli" in modules  # the report is read (a test that cannot fail is none)
+    assert heavy(modules) == []
+
+
+def test_statistics_csv_compare_imports_nothing_heavy(tmp_path: Path) -> None:
+    case = case_dir("stat_mix")
+    out = tmp_path / "out"
+    args = ["compare", "-q", "-tp", str(case / "target"), "-gp", str(case / "golden"), "-o", str(out)]
+    modules = imported_modules(args)
+    assert "msprobe_dask.pipeline.compare" in modules
+    assert heavy(modules) == []
+    assert len(list(out.glob("compare_result_*.csv"))) == 1
