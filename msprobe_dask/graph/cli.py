@@ -148,5 +148,10 @@ def run(args: argparse.Namespace) -> int:
         raise
     if log is not None:
         log.finished()
+    if not args.quiet and str(path).endswith(".vis.db"):
+        from msprobe_dask.summary.text import summary_lines
+        from msprobe_dask.summary.visdb import summarise_visdb
+
+        print("\n".join(summary_lines(summarise_visdb(path))))
     print(f"wrote {path}", file=sys.stderr)
     return 0

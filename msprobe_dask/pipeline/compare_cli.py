@@ -11,6 +11,9 @@ from msprobe_dask.dump.layouts import open_dump
 from msprobe_dask.pipeline.compare import RankResult, compare
 from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.scheduler import RunOptions
+from msprobe_dask.summary.model import GroupSummary, RunSummary
+from msprobe_dask.summary.table import summarise_table
+from msprobe_dask.summary.text import print_run_end
 from msprobe_dask.writers.atomic import output_dir, prepare_output_dir
 
 
@@ -98,6 +101,16 @@ def write_result(result: RankResult, out: Path, xlsx: bool, stamp: str, debug: b
     return write_csv(result.table, path)
 
 
+def result_path_line(path: Path) -> str:
+    """The reference's last line, which scripts parse."""
+    return f"The result file path is: {path.resolve()}."
+
+
+def summarise_result(result: RankResult) -> GroupSummary:
+    table = result.table
+    return summarise_table(result.label, table.columns, table.rows, table.entries)
+
+
 def _log_tensor_rows(result: RankResult) -> None:
     if result.table.mode != "tensor":
         return
@@ -145,6 +158,7 @@ def _run(args: argparse.Namespace, out: Path) -> int:
 
         write_layer_mapping_files(args.target_path, args.golden_path, args.layer_mapping, out, stamp)
     debug = Path(args.target_path).name == "debug.json" or (Path(args.target_path) / "debug.json").is_file()
+    summary, path_lines = RunSummary("compare"), []
     for result in results:
         for message in result.tensor_messages:
             print(f"warning: {message}", file=sys.stderr)
@@ -154,5 +168,7 @@ def _run(args: argparse.Namespace, out: Path) -> int:
             print("warning: no comparable entries found; no result file written", file=sys.stderr)
             continue
         path = write_result(result, out, args.xlsx, stamp, debug)
-        print(f"The result file path is: {path.resolve()}.")
+        summary.groups.append(summarise_result(result))
+        path_lines.append(result_path_line(path))
+    print_run_end(summary, path_lines, args.quiet)
     return 0

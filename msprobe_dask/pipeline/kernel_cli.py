@@ -10,13 +10,17 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.pipeline.compare import RankResult
-from msprobe_dask.pipeline.compare_cli import write_result
+from msprobe_dask.pipeline.compare_cli import result_path_line, write_result
 from msprobe_dask.pipeline.kernel_compare import compare_kernels
-from msprobe_dask.pipeline.kernel_table import csv_view, xlsx_view
+from msprobe_dask.pipeline.kernel_table import KernelTable, csv_view, xlsx_view
 from msprobe_dask.pipeline.scheduler import RunOptions
+from msprobe_dask.summary.model import RunSummary
+from msprobe_dask.summary.table import summarise_table
+from msprobe_dask.summary.text import print_run_end
 
 
 def parse_ids(flag: str, text: str | None) -> list[int] | None:
@@ -39,6 +43,7 @@ def run_kernel_compare(args: argparse.Namespace, out: Path, run_options: RunOpti
         args.target_path, args.golden_path, ranks=ranks, steps=steps, run=run_options, warn=_warn
     )
     stamp = time.strftime("%Y%m%d%H%M%S")
+    summary, path_lines = RunSummary("compare"), []
     for result in results:
         for message in dict.fromkeys(result.warnings):
             _warn(message)
@@ -47,5 +52,14 @@ def run_kernel_compare(args: argparse.Namespace, out: Path, run_options: RunOpti
             continue
         view = xlsx_view(result.table) if args.xlsx else csv_view(result.table)
         path = write_result(RankResult(f"{result.rank}_{result.step}", view), out, args.xlsx, stamp)
-        print(f"The result file path is: {path.resolve()}.")
+        summary.groups.append(
+            summarise_table(f"step{result.step}/rank{result.rank}", *_csv_cells(result.table))
+        )
+        path_lines.append(result_path_line(path))
+    print_run_end(summary, path_lines, args.quiet)
     return 0
+
+
+def _csv_cells(table: KernelTable) -> tuple[list[str], list[list[Any]]]:
+    view = csv_view(table)
+    return view.columns, view.rows

@@ -1,0 +1,76 @@
+"""Err_message cells -> message kinds: the same message with other values in it is one kind.
+
+A compare row's Err_message is the JSON list the reference writes (``["error: ...", ...]``); a kernel
+row's is its messages one per line. A kind is a message with its numbers and side names abstracted
+(the reference puts values only there: ``... All the data is Zero in npu dump data.``); it is shown
+as the first message seen of that kind.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from msprobe_dask.summary.model import MessageKind
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?%?")
+_SIDE = re.compile(r"\b(?:npu|bench)\b", re.IGNORECASE)
+# what a message names when the two sides differ in structure rather than in numbers
+STRUCTURAL_WORDS = (
+    "dtype",
+    "shape",
+    "required_grad",
+    "requires_grad",
+    "scalar",
+    "not ndarray",
+    "empty tensor",
+)
+
+
+def messages(cell: Any) -> list[str]:
+    """The messages of one Err_message cell (JSON list, or one message per line), in order."""
+    if cell is None or cell != cell:  # None or NaN: no message
+        return []
+    text = str(cell).strip()
+    if text.startswith("["):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, list):
+            return [str(m) for m in parsed if str(m).strip()]
+    return [line.strip() for line in text.splitlines() if line.strip() and line.strip() != "None"]
+
+
+def kind_key(message: str) -> str:
+    return _SIDE.sub("<side>", _NUMBER.sub("<n>", message))
+
+
+def is_structural(message: str) -> bool:
+    lowered = message.lower()
+    return any(word in lowered for word in STRUCTURAL_WORDS)
+
+
+class KindCounter:
+    """Counts rows per message kind; a row holding one message twice counts once."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._shown: dict[str, str] = {}
+
+    def add(self, row_messages: Iterable[str]) -> None:
+        keys: dict[str, str] = {}
+        for message in row_messages:
+            keys.setdefault(kind_key(message), message)
+        for key, message in keys.items():
+            self._shown.setdefault(key, message)
+            self._counts[key] += 1
+
+    def most_common(self, n: int | None = None) -> list[MessageKind]:
+        return [
+            MessageKind(self._shown[key], count, is_structural(key))
+            for key, count in self._counts.most_common(n)
+        ]

@@ -1,0 +1,80 @@
+"""The summary records: one ``GroupSummary`` per (step, rank) compared, inside a ``RunSummary``.
+
+``first_divergence`` is filled by one rule (``summary.table.first_divergent_row`` or, for a graph,
+``summary.visdb``); a better analysis may replace the field's value, the record stays the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PASS, WARNING, ERROR, OTHER = "pass", "warning", "error", "other"
+
+
+@dataclass(frozen=True, slots=True)
+class MessageKind:
+    """One kind of Err_message (its text with values abstracted) and how many rows hold it."""
+
+    text: str
+    count: int
+    structural: bool  # a dtype / shape / requires_grad / scalar mismatch, not a numeric difference
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRef:
+    """A row (compare) or node (graph) worth looking at: its name, one metric and one stack line."""
+
+    name: str
+    metric: str = ""
+    value: float = float("nan")
+    stack: str = ""
+    result: str = ""
+
+
+@dataclass(slots=True)
+class GroupSummary:
+    """One (step, rank) compared: rows (or nodes) by result, message kinds, first divergence, worst few."""
+
+    label: str  # "step0/rank2", "" for a single dump
+    unit: str  # "rows" (compare) or "nodes" (graph_visualize)
+    total: int = 0
+    passed: int = 0
+    warnings: int = 0
+    errors: int = 0
+    others: int = 0  # not judged: unmatched graph nodes, kernel rows without a verdict
+    kinds: list[MessageKind] = field(default_factory=list)  # most frequent first
+    first_divergence: NodeRef | None = None
+    worst: list[NodeRef] = field(default_factory=list)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {PASS: self.passed, WARNING: self.warnings, ERROR: self.errors, OTHER: self.others}
+
+    def count(self, result: str) -> None:
+        """Add one row (node) whose result is ``result`` (pass / warning / error / anything else)."""
+        self.total += 1
+        if result == PASS:
+            self.passed += 1
+        elif result == WARNING:
+            self.warnings += 1
+        elif result == ERROR:
+            self.errors += 1
+        else:
+            self.others += 1
+
+
+@dataclass(slots=True)
+class RunSummary:
+    """The whole run: its groups in the order they were compared, and the files written."""
+
+    command: str  # "compare" or "graph_visualize"
+    groups: list[GroupSummary] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+
+    @property
+    def first_divergence(self) -> tuple[str, NodeRef] | None:
+        """(group label, node) of the first group, in compare order, that has a first divergence."""
+        for group in self.groups:
+            if group.first_divergence is not None:
+                return group.label, group.first_divergence
+        return None

@@ -1,0 +1,89 @@
+"""The summary of one compare result table, from the cells written to its csv.
+
+- counts: the ``Result`` column (a kernel table's ``Accuracy Reached or Not``: Yes is pass, No is error,
+  anything else is not judged);
+- message kinds: the ``Err_message`` column, per ``summary.kinds``;
+- first divergence (a simple rule, to be replaced by a cross-rank analysis): the first row, in the
+  table's order (execution order), that is not pass and holds a message that is not structural (or
+  no message at all): a row whose only problems are dtype / shape / requires_grad kinds is skipped;
+- worst rows: one per dump entry, by the mode's main metric (statistics: NormRelativeErr, highest
+  first; tensor: Cosine, lowest first; md5: the first rows whose checksum differs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from msprobe_dask.summary.cells import as_float, is_number
+from msprobe_dask.summary.kinds import KindCounter, is_structural, messages
+from msprobe_dask.summary.model import ERROR, OTHER, PASS, GroupSummary, NodeRef
+from msprobe_dask.summary.stack import stack_frames, user_frame
+
+KINDS_SHOWN = 5
+WORST_SHOWN = 3
+KERNEL_VERDICT = "Accuracy Reached or Not"
+_KERNEL_RESULTS = {"Yes": PASS, "No": ERROR}
+# (column, higher is worse) in order of preference
+RANK_METRICS = (("NormRelativeErr", True), ("Cosine", False))
+HIGHER_IS_WORSE = dict(RANK_METRICS)
+
+
+def row_result(columns: Sequence[str], row: Sequence[Any]) -> str:
+    if "Result" in columns:
+        return str(row[columns.index("Result")])
+    if KERNEL_VERDICT in columns:
+        return _KERNEL_RESULTS.get(str(row[columns.index(KERNEL_VERDICT)]), OTHER)
+    return OTHER
+
+
+def diverges(result: str, row_messages: Sequence[str]) -> bool:
+    """The simple first-divergence rule: judged not pass, for a reason that is not only structural."""
+    if result in (PASS, OTHER):
+        return False
+    return not row_messages or not all(is_structural(m) for m in row_messages)
+
+
+def _rank_metric(columns: Sequence[str]) -> tuple[str, bool] | None:
+    return next(((c, worse) for c, worse in RANK_METRICS if c in columns), None)
+
+
+def summarise_table(
+    label: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], entries: Sequence[str] = ()
+) -> GroupSummary:
+    """``entries``: the dump entry of each row (rows of one entry share a stack and a worst-row slot)."""
+    group = GroupSummary(label=label, unit="rows")
+    kinds = KindCounter()
+    name_at = columns.index("NPU Name")
+    message_at = columns.index("Err_message") if "Err_message" in columns else None
+    stack_at = columns.index("NPU_Stack_Info") if "NPU_Stack_Info" in columns else None
+    metric = _rank_metric(columns)
+    metric_at = columns.index(metric[0]) if metric else None
+    stacks: dict[str, str] = {}
+    worst: dict[str, NodeRef] = {}
+    for i, row in enumerate(rows):
+        entry = entries[i] if i < len(entries) else str(i)
+        if stack_at is not None and entry not in stacks:
+            stacks[entry] = user_frame(stack_frames(row[stack_at]))
+        result = row_result(columns, row)
+        group.count(result)
+        row_messages = messages(row[message_at]) if message_at is not None else []
+        kinds.add(row_messages)
+        value = as_float(row[metric_at]) if metric_at is not None else float("nan")
+        ref = NodeRef(str(row[name_at]), metric[0] if metric else "", value, stacks.get(entry, ""), result)
+        if group.first_divergence is None and diverges(result, row_messages):
+            group.first_divergence = ref
+        if metric is None:
+            if result not in (PASS, OTHER) and entry not in worst and len(worst) < WORST_SHOWN:
+                worst[entry] = ref
+        elif is_number(value) and (entry not in worst or _worse(value, worst[entry].value, metric[1])):
+            worst[entry] = ref
+    group.kinds = kinds.most_common(KINDS_SHOWN)
+    higher_is_worse = metric[1] if metric else True
+    ranked = sorted(worst.values(), key=lambda r: -r.value if higher_is_worse else r.value)
+    group.worst = ranked[:WORST_SHOWN] if metric else list(worst.values())
+    return group
+
+
+def _worse(value: float, than: float, higher_is_worse: bool) -> bool:
+    return value > than if higher_is_worse else value < than
