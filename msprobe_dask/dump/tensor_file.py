@@ -500,3 +500,12 @@ def as_dask_array(handle: TensorHandle, chunk_elems: int = DEFAULT_CHUNK_ELEMS) 
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text or type(exc).__name__
+
+
+def stored_nbytes(path: Path) -> int:
+    """How many bytes the tensor at ``path`` holds, from the file system only (0 when it cannot be told:
+    reading the tensor will report why)."""
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0

@@ -5,12 +5,15 @@ Two ways to the same row:
 - one shot (tensors up to ``BIG_TENSOR_ELEMS`` elements): both tensors are read and the metrics are
   computed with the same numpy operations, in the same dtypes, as the reference, so every cell is
   bit-identical to it;
-- chunked (bigger tensors): each flat chunk of the pair gives a few partials (see :class:`Partials`) and one
-  aggregate turns them into the row, so no whole tensor is ever in memory. MaxAbsErr, MaxRelativeErr and
-  the two ratios are still exact. Cosine and EucDist come from dot products summed per chunk and then
-  across chunks (``math.fsum``), while the reference takes one BLAS dot over the whole tensor, so their
-  last digits can differ: a few ulps, up to ~1e-13 relative on tens of millions of elements (ours is the
-  more accurate sum). Cosine's 12-decimal rounding hides that almost always; EucDist is not rounded.
+- chunked (bigger tensors): each flat chunk of the pair gives a few partials (see :class:`Partials`), held
+  as one numpy record (``PARTIALS_RECORD``); a ``dask.array`` reduction merges the records (chunk / combine /
+  aggregate, :func:`merge_records`) and one task turns the merged record into the row
+  (:func:`measure_pair_delayed`), so no whole tensor is ever in memory and the chunks of one pair run on
+  every worker. MaxAbsErr, MaxRelativeErr and the two ratios are still exact. Cosine and EucDist come from
+  dot products summed per chunk and then across chunks (exactly, as double-doubles), while the reference
+  takes one BLAS dot over the whole tensor, so their last digits can differ: a few ulps, up to ~1e-13
+  relative on tens of millions of elements (ours is the more accurate sum). Cosine's 12-decimal rounding
+  hides that almost always; EucDist is not rounded.
 """
 
 from __future__ import annotations
@@ -275,36 +278,87 @@ def chunk_partials(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> Partials:
         )
 
 
-def _sum(values: Iterable[float]) -> np.float64:
-    """Exactly rounded sum (so chunk order does not matter); inf/nan partials sum as numpy would."""
-    values = list(values)
+_SUMS = ("dot", "n_sq", "b_sq", "diff_sq")
+PARTIALS_RECORD = np.dtype(
+    [("size", "i8"), ("mismatch", "?")]
+    + [(name, "f8") for field in _SUMS for name in (field, field + "_lo")]
+    + [("max_abs", "f8"), ("max_rel", "f8"), ("under_thousandth", "i8"), ("under_five_thousandths", "i8")]
+)
+"""Partials as one numpy record, the element type of the dask.array reduction. Each float sum is kept as a
+double-double (``x`` + ``x_lo``, the exact sum to ~106 bits), so that merging records in any tree shape gives
+the same sums; the maxima are float64 (the same values as the float16/32 maxima they hold)."""
+
+
+def _record(part: Partials) -> np.ndarray:
+    record = np.zeros(1, PARTIALS_RECORD)
+    for name in Partials.__slots__:
+        record[name] = getattr(part, name)
+    return record
+
+
+def _exact_sum(values: list[float]) -> tuple[float, float]:
+    """(the correctly rounded sum, the rest of the exact sum); inf/nan as numpy sums them, rest 0."""
     try:
-        return np.float64(math.fsum(values))
+        high = math.fsum(values)
     except (OverflowError, ValueError):
-        return np.sum(np.array(values, dtype=np.float64))
+        return float(np.sum(np.array(values, dtype=np.float64))), 0.0
+    if not math.isfinite(high):
+        return high, 0.0
+    return high, math.fsum([*values, -high])
+
+
+def merge_records(records: np.ndarray, axis: Any = None, keepdims: bool = False) -> np.ndarray:
+    """Chunk, combine and aggregate step of the reduction: many partials records into one."""
+    flat = np.asarray(records, PARTIALS_RECORD).reshape(-1)
+    merged = np.zeros(1, PARTIALS_RECORD)
+    if flat.size:
+        merged["size"] = flat["size"].sum()
+        merged["mismatch"] = flat["mismatch"].any()
+        for name in _SUMS:
+            merged[name], merged[name + "_lo"] = _exact_sum(
+                [*flat[name].tolist(), *flat[name + "_lo"].tolist()]
+            )
+        with np.errstate(all="ignore"):
+            merged["max_abs"] = np.max(flat["max_abs"])  # NaN wins, as in one np.max over the tensor
+            merged["max_rel"] = np.max(flat["max_rel"])
+        merged["under_thousandth"] = flat["under_thousandth"].sum()
+        merged["under_five_thousandths"] = flat["under_five_thousandths"].sum()
+    return merged if keepdims else merged.reshape(())
+
+
+def record_metrics(record: np.ndarray) -> TensorMetrics:
+    """The row from the merged record of all chunks."""
+    total = record.reshape(-1)[0]
+    if total["size"] == 0:
+        return TensorMetrics.filled(UNSUPPORTED, "no data")
+    if total["mismatch"]:
+        return TensorMetrics.filled(NOT_AVAILABLE, "NaN/Inf positions of NPU and bench differ")
+    size = int(total["size"])
+
+    def summed(name: str) -> np.float64:
+        return np.float64(total[name]) + np.float64(total[name + "_lo"])
+
+    with np.errstate(all="ignore"):
+        n_norm, b_norm, num = np.sqrt(summed("n_sq")), np.sqrt(summed("b_sq")), summed("dot")
+        cells = (
+            _guarded(lambda: _cosine_cell(num, n_norm, b_norm)),
+            float(np.sqrt(summed("diff_sq"))),
+            _max_cell(total["max_abs"]),
+            _max_cell(total["max_rel"]),
+            _ratio_cell(np.int64(total["under_thousandth"]), size),
+            _ratio_cell(np.int64(total["under_five_thousandths"]), size),
+        )
+    return TensorMetrics(cells)
 
 
 def aggregate_partials(parts: Iterable[Partials]) -> TensorMetrics:
     """The row from all chunks' partials, in any order."""
-    parts = list(parts)
-    if not parts:
-        return TensorMetrics.filled(UNSUPPORTED, "no data")
-    if any(p.mismatch for p in parts):
-        return TensorMetrics.filled(NOT_AVAILABLE, "NaN/Inf positions of NPU and bench differ")
-    total = sum(p.size for p in parts)
-    with np.errstate(all="ignore"):
-        n_norm = np.sqrt(_sum(p.n_sq for p in parts))
-        b_norm = np.sqrt(_sum(p.b_sq for p in parts))
-        num = _sum(p.dot for p in parts)
-        cells = (
-            _guarded(lambda: _cosine_cell(num, n_norm, b_norm)),
-            float(np.sqrt(_sum(p.diff_sq for p in parts))),
-            _max_cell(np.max([p.max_abs for p in parts])),
-            _max_cell(np.max(np.array([p.max_rel for p in parts]))),
-            _ratio_cell(np.int64(sum(p.under_thousandth for p in parts)), total),
-            _ratio_cell(np.int64(sum(p.under_five_thousandths for p in parts)), total),
-        )
-    return TensorMetrics(cells)
+    records = [_record(p) for p in parts]
+    return record_metrics(merge_records(np.concatenate(records) if records else np.zeros(0, PARTIALS_RECORD)))
+
+
+def _block_record(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> np.ndarray:
+    return _record(chunk_partials(npu_chunk, bench_chunk))
 
 
 def _chunk_bounds(size: int, chunk_elems: int) -> list[tuple[int, int]]:
@@ -377,12 +431,19 @@ def measure_pairs(
     return [measure_pair(n, b, big_elems=big_elems, chunk_elems=chunk_elems) for n, b in pairs]
 
 
-def measure_pair_delayed(
-    npu_path: PathLike, bench_path: PathLike, *, chunk_elems: int = CHUNK_ELEMS
-) -> Delayed:
-    """A lazy ``TensorMetrics`` for one big pair: one task per chunk pair and one aggregate task.
+SPLIT_EVERY = 32
+"""Records merged per combine task of the reduction tree."""
 
-    Headers are read now (to know the chunking); the data only when the graph runs.
+
+def measure_pair_delayed(
+    npu_path: PathLike, bench_path: PathLike, *, chunk_elems: int | None = None
+) -> Delayed:
+    """A lazy ``TensorMetrics`` for one big pair: a ``dask.array`` reduction over the two flat tensors.
+
+    Each pair of aligned chunks gives one partials record (``blockwise``), the records are merged by
+    ``dask.array.reduction`` (chunk / combine / aggregate: :func:`merge_records`), and one task turns the
+    merged record into the row. The chunks are independent tasks, so a big tensor is read and reduced on
+    every worker at once. Headers are read now (to know the chunking); the data only when the graph runs.
     """
     from dask import delayed
 
@@ -395,7 +456,19 @@ def measure_pair_delayed(
         return delayed(early)
     if npu.size <= 1:  # 0-d after squeeze: nothing to chunk
         return delayed(_measure_one_shot)(npu, bench)
-    npu_blocks = as_dask_array(npu, chunk_elems).to_delayed().ravel()
-    bench_blocks = as_dask_array(bench, chunk_elems).to_delayed().ravel()
-    parts = [delayed(chunk_partials)(x, y) for x, y in zip(npu_blocks, bench_blocks)]
-    return delayed(aggregate_partials)(parts)
+    return delayed(record_metrics)(_reduced_record(npu, bench, chunk_elems or CHUNK_ELEMS))
+
+
+def _reduced_record(npu: TensorHandle, bench: TensorHandle, chunk_elems: int) -> Any:
+    import dask.array as da
+
+    records = da.blockwise(
+        _block_record, "i",
+        as_dask_array(npu, chunk_elems), "i",
+        as_dask_array(bench, chunk_elems), "i",
+        adjust_chunks={"i": 1}, dtype=PARTIALS_RECORD, meta=np.empty((0,), PARTIALS_RECORD),
+    )  # fmt: skip
+    return da.reduction(
+        records, merge_records, merge_records, combine=merge_records, dtype=PARTIALS_RECORD,
+        split_every=SPLIT_EVERY, concatenate=True, meta=np.empty((), PARTIALS_RECORD),
+    )  # fmt: skip

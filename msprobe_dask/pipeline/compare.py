@@ -7,7 +7,6 @@ parse(golden) ─┘
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,29 +52,50 @@ def match_sides(npu: Side, bench: Side, options: MatchOptions) -> Matched:
     return Matched(mode=mode, pairs=pairs, stacks=npu.stacks, jobs=jobs, float_bench=float_bench)
 
 
-def _batches(jobs: Sequence[TensorJob]) -> list[list[int]]:
-    """Group job indices so that each batch task reads a bounded number of files and bytes."""
+def _batches(jobs: Sequence[TensorJob]) -> tuple[list[list[int]], list[int]]:
+    """Group the indices of small jobs so that each batch task reads a bounded number of files and bytes;
+    the jobs holding a file too big for one task are returned apart, one by one (see ``_measure_big``)."""
+    from msprobe_dask.dump.tensor_file import stored_nbytes
+    from msprobe_dask.metrics.tensor import BIG_TENSOR_ELEMS
+
     batches: list[list[int]] = []
+    big: list[int] = []
     current: list[int] = []
     size = 0
     for i, job in enumerate(jobs):
         if job is None:
             continue
-        nbytes = sum(os.path.getsize(p) for p in job if p.exists())
-        if current and (len(current) >= BATCH_FILES or size + nbytes > BATCH_BYTES):
+        sizes = [stored_nbytes(p) for p in job]
+        if max(sizes) > BIG_TENSOR_ELEMS:  # may hold more than BIG_TENSOR_ELEMS elements
+            big.append(i)
+            continue
+        if current and (len(current) >= BATCH_FILES or size + sum(sizes) > BATCH_BYTES):
             batches.append(current)
             current, size = [], 0
         current.append(i)
-        size += nbytes
+        size += sum(sizes)
     if current:
         batches.append(current)
-    return batches
+    return batches, big
 
 
 def _measure_batch(jobs: list[tuple[Path, Path]]) -> list[Any]:
     from msprobe_dask.metrics.tensor import measure_pairs
 
     return list(measure_pairs(jobs))
+
+
+def _as_batch(metrics: Any) -> list[Any]:
+    return [metrics]
+
+
+def _measure_big(job: tuple[Path, Path]) -> Any:
+    """One pair as a dask.array reduction whose chunks are tasks of their own (a batch of one result)."""
+    import dask
+
+    from msprobe_dask.metrics.tensor import measure_pair_delayed
+
+    return dask.delayed(_as_batch)(measure_pair_delayed(*job))
 
 
 def _assemble(matched: Matched, batch_indices: list[list[int]], *batch_results: list[Any]) -> RankResult:
@@ -159,8 +179,10 @@ def _measure_and_assemble(matched_list: Sequence[Matched], compute: Compute) -> 
 
     tasks = []
     for matched in matched_list:
-        batches = _batches(matched.jobs)
+        batches, big = _batches(matched.jobs)
         measured = [dask.delayed(_measure_batch)([matched.jobs[i] for i in batch]) for batch in batches]
+        measured += [_measure_big(matched.jobs[i]) for i in big]  # type: ignore[arg-type]
+        batches += [[i] for i in big]
         # traverse=False: the matched rows are data, not a collection for dask to walk through
         tasks.append(dask.delayed(_assemble)(dask.delayed(matched, traverse=False), batches, *measured))
     return compute(tasks)

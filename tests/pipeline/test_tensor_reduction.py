@@ -1,0 +1,81 @@
+"""Tensor pairs measured as dask.array reductions inside the compare graph: the same cells as the
+reference, chunks of one big pair as tasks of their own, metrics equal to numpy's float64 answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import read_csv, reference_file
+from test_compare_csv_reference import assert_same_cells, run_compare
+
+import msprobe_dask.metrics.tensor as tensor_metrics
+from msprobe_dask.pipeline import compare as compare_pipeline
+from msprobe_dask.pipeline.compare import compare
+from msprobe_dask.pipeline.scheduler import RunOptions
+
+
+@pytest.mark.parametrize("case", ["tensor_mix", "fuzzy_tensor"])
+def test_every_pair_as_a_reduction_gives_the_reference_csv(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every pair through the dask.array reduction (one chunk each: the same float64 dots as one shot)."""
+    monkeypatch.setattr(tensor_metrics, "BIG_TENSOR_ELEMS", 0)
+    jobs: list[int] = []
+    real_big = compare_pipeline._measure_big
+    monkeypatch.setattr(compare_pipeline, "_measure_big", lambda job: jobs.append(1) or real_big(job))
+    ours = read_csv(run_compare(case, tmp_path))
+    assert len(jobs) > 80
+    assert_same_cells(ours, read_csv(reference_file(case, "compare_csv")))
+
+
+def _dump(folder: Path, array: np.ndarray) -> Path:
+    (folder / "dump_tensor_data").mkdir(parents=True)
+    np.save(folder / "dump_tensor_data" / "Tensor.big.0.forward.output.0.npy", array)
+    entry = {
+        "type": "numpy.ndarray", "dtype": str(array.dtype), "shape": list(array.shape),
+        "Max": 0, "Min": 0, "Mean": 0, "Norm": 0, "data_name": "Tensor.big.0.forward.output.0.npy",
+    }  # fmt: skip
+    dump = {
+        "task": "tensor", "level": "L1", "framework": "mindspore", "dump_data_dir": str(folder),
+        "data": {"Tensor.big.0.forward": {"input_args": [], "input_kwargs": {}, "output": [entry]}},
+    }  # fmt: skip
+    (folder / "dump.json").write_text(json.dumps(dump))
+    return folder
+
+
+def test_a_big_pair_is_chunk_tasks_and_equals_float64_numpy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(11)
+    npu = rng.standard_normal((300, 333)).astype(np.float32)
+    bench = (npu * (1 + rng.normal(0, 2e-3, npu.shape))).astype(np.float32)
+    target, golden = _dump(tmp_path / "target", npu), _dump(tmp_path / "golden", bench)
+    monkeypatch.setattr(tensor_metrics, "BIG_TENSOR_ELEMS", 10_000)
+    monkeypatch.setattr(tensor_metrics, "CHUNK_ELEMS", 4_000)
+
+    job = (
+        target / "dump_tensor_data" / "Tensor.big.0.forward.output.0.npy",
+        golden / "dump_tensor_data" / "Tensor.big.0.forward.output.0.npy",
+    )
+    graph = dict(compare_pipeline._measure_big(job).__dask_graph__())
+    chunks = -(-npu.size // 4_000)
+    chunk_tasks = {key[1] for key in graph if isinstance(key, tuple) and key[0].startswith("merge_records-")}
+    assert chunk_tasks == set(range(chunks))  # one (fused read + partials) task per chunk pair
+
+    (result,) = compare(target, golden, run=RunOptions())
+    record = result.table.records()[0]
+    n, b = npu.reshape(-1).astype(np.float64), bench.reshape(-1).astype(np.float64)
+    relative = np.abs((npu - bench) / bench).reshape(-1)
+    expected = {
+        "Cosine": n @ b / (np.linalg.norm(n) * np.linalg.norm(b)),
+        "EucDist": np.linalg.norm(n - b),
+        "MaxAbsErr": np.max(np.abs(n - b)),
+        "MaxRelativeErr": np.max(relative),
+        "One Thousandth Err Ratio": np.mean(relative < 0.001),
+        "Five Thousandths Err Ratio": np.mean(relative < 0.005),
+    }
+    for column, value in expected.items():
+        assert record[column] == pytest.approx(value, rel=1e-6, abs=1e-12), column
