@@ -1,0 +1,297 @@
+"""Where two runs first diverge, across every rank and step of a job, and how it spread.
+
+The rule, node by node in execution order (``flow`` gives each tensor a dimensionless error with an
+absolute floor ``atol``; ``links`` says what each communication node received and when):
+
+- a node is an **origin** when its output error exceeds what it received by more than ``rtol``:
+  ``output error > max(input error, error received from peers) + rtol`` (the input error of a backward
+  node also counts its forward's inputs: the activations it saved), or when one of its inputs differs by
+  more than ``rtol`` and no earlier node made that tensor (a parameter or data that differs);
+- a node **received** the divergence when its output error exceeds its own inputs' but not what a peer
+  sent (``all_reduce`` with a rank whose data differs), or when it uses a tensor a peer sent it that
+  differs: it names that rank.
+
+The first divergence of the job is the origin with the smallest happens-before time (steps in order;
+within a step, the Lamport time of ``links``; a tie goes to the lower rank). Its path is the origin
+followed by the first node of every rank it reached, in time order, each naming the rank it came from.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from msprobe_dask.analysis.flow import Node, Signature, TensorError, rank_nodes
+from msprobe_dask.analysis.links import Links, Sent, link
+
+ORIGIN, RECEIVED = "origin", "received"
+_NUMBER = re.compile(r"(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Tolerance:
+    """``atol``: differences up to this, in the tensor's units, are no difference (near-zero values);
+    ``rtol``: how much a node's error may exceed its inputs' (a fraction of the tensor's magnitude)."""
+
+    atol: float = 1e-6
+    rtol: float = 0.1
+
+    def limit(self, received: float) -> float:
+        """The largest error a node may show when its inputs bring ``received``."""
+        return (1 + self.rtol) * received + self.rtol
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A node that diverges: where, how much, and why."""
+
+    step: str  # "step0", "" for a single step
+    rank: int
+    node: str  # the dump entry
+    index: int  # its position in the rank's execution order
+    time: int  # happens-before time within the step
+    kind: str  # ORIGIN or RECEIVED
+    tensor: str  # the row that diverges most
+    error: float
+    input_error: float
+    received_from: int | None = None
+    via: str = ""  # the peer's communication node it came through
+    reason: str = ""
+    stack: str = ""
+
+    @property
+    def where(self) -> str:
+        return "/".join(p for p in (self.step, f"rank{self.rank}") if p)
+
+    def describe(self) -> str:
+        text = f"{self.where} {self.node}: {self.reason}"
+        return f"{text} (received from rank {self.received_from})" if self.kind == RECEIVED else text
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The answer for a whole job. ``origin`` is None when nothing diverges."""
+
+    tolerance: Tolerance
+    origin: Finding | None
+    origins: tuple[Finding, ...] = ()  # every origin, earliest first
+    firsts: tuple[Finding, ...] = ()  # the first divergent node of each (step, rank), in job order
+    path: tuple[Finding, ...] = ()  # the origin, then where it reached each other rank, in time order
+    nodes: dict[tuple[str, int], int] = field(default_factory=dict)  # nodes analysed per (step, rank)
+
+    def first(self, step: str, rank: int) -> Finding | None:
+        return next((f for f in self.firsts if (f.step, f.rank) == (step, rank)), None)
+
+    def lines(self) -> list[str]:
+        """The answer in a few lines of text."""
+        if self.origin is None:
+            return ["First divergence: none (every node within tolerance)"]
+        o = self.origin
+        lines = [
+            f"First divergence: {o.where} {o.node}",
+            f"    {o.reason}",
+        ]
+        if o.stack:
+            lines.append(f"    code: {o.stack}")
+        for hop in self.path[1:]:
+            lines.append(f"    spread: {hop.where} {hop.node} (received from rank {hop.received_from})")
+        return lines
+
+
+def _step_key(step: str) -> tuple[Any, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in _NUMBER.split(step))
+
+
+def _fmt(value: float) -> str:
+    return "inf" if math.isinf(value) else f"{value:.3g}"
+
+
+@dataclass
+class _Known:
+    """Tensors a rank has seen so far, by NPU (max, min): their error, and the rank that sent them."""
+
+    tensors: dict[Signature, tuple[float, int | None, str]] = field(default_factory=dict)
+
+    def add(self, tensor: TensorError, sender: int | None = None, via: str = "") -> None:
+        if tensor.signature is not None:
+            self.tensors.setdefault(tensor.signature, (tensor.error, sender, via))
+
+    def get(self, tensor: TensorError) -> tuple[float, int | None, str] | None:
+        return self.tensors.get(tensor.signature) if tensor.signature is not None else None
+
+
+def _forward_of(name: str) -> str:
+    """The forward node whose inputs a backward node (or a parameters_grad node) also uses."""
+    for part in (".backward", ".parameters_grad"):
+        if part in name:
+            return name.replace(part, ".forward", 1)
+    return ""
+
+
+def _judge(
+    step: str,
+    node: Node,
+    time: int,
+    input_error: float,
+    received: Sequence[Sent],
+    known: _Known,
+    tol: Tolerance,
+) -> Finding | None:
+    """Whether one node is an origin, received the divergence from a peer, or neither."""
+
+    def found(
+        kind: str, tensor: TensorError, reason: str, sender: int | None = None, via: str = ""
+    ) -> Finding:
+        return Finding(
+            step, node.rank, node.name, node.index, time, kind, tensor.name, tensor.error,
+            input_error, sender, via, reason, node.stack,
+        )  # fmt: skip
+
+    new_inputs = [t for t in node.inputs if t.error > tol.rtol and known.get(t) is None]
+    if new_inputs:
+        worst = max(new_inputs, key=lambda t: t.error)
+        return found(
+            ORIGIN,
+            worst,
+            f"input {worst.name} differs (error {_fmt(worst.error)}) and no earlier node made it",
+        )
+    from_peers = max(received, key=lambda s: s.error, default=None)
+    peer_error = from_peers.error if from_peers else 0.0
+    worst_out = max((t for t in node.outputs if known.get(t) is None), key=lambda t: t.error, default=None)
+    if worst_out and worst_out.error > tol.limit(max(input_error, peer_error)):
+        peers = f" and what it received ({_fmt(peer_error)})" if received else ""
+        return found(
+            ORIGIN,
+            worst_out,
+            f"output error {_fmt(worst_out.error)} exceeds its inputs' ({_fmt(input_error)}){peers}",
+        )
+    if worst_out and from_peers and worst_out.error > tol.limit(input_error):
+        reason = f"output error {_fmt(worst_out.error)}; rank {from_peers.rank} sent error {_fmt(peer_error)}"
+        return found(RECEIVED, worst_out, reason, from_peers.rank, from_peers.node)
+    tensors = node.inputs + node.outputs
+    arrived = [(t, k) for t in tensors if (k := known.get(t)) and k[1] is not None and t.error > tol.rtol]
+    if arrived:
+        tensor, (_, sender, via) = max(arrived, key=lambda a: a[0].error)
+        reason = f"{tensor.name} (error {_fmt(tensor.error)}) is what rank {sender} sent"
+        return found(RECEIVED, tensor, reason, sender, via)
+    return None
+
+
+def _walk_rank(step: str, nodes: Sequence[Node], links: Links, tol: Tolerance) -> list[Finding]:
+    """The findings of one rank, in execution order."""
+    known = _Known()
+    forward_input: dict[str, float] = {}
+    previous = 0.0
+    findings: list[Finding] = []
+    for node in nodes:
+        key = (node.rank, node.index)
+        received = links.received.get(key, [])
+        for sent in received:
+            for tensor in sent.tensors:
+                known.add(tensor, sent.rank, sent.node)
+        own = max((t.error for t in node.inputs), default=0.0)
+        forward_input[node.name] = own
+        input_error = max(own, forward_input.get(_forward_of(node.name), 0.0))
+        if not node.inputs:  # a parameters_grad node: made by the backward node before it
+            input_error = max(input_error, previous)
+        previous = input_error
+        finding = _judge(step, node, links.clock.get(key, node.index), input_error, received, known, tol)
+        if finding:
+            findings.append(finding)
+        for tensor in node.inputs + node.outputs:
+            known.add(tensor)
+    return findings
+
+
+def _steps(groups: Mapping[str, Mapping[int, Sequence[Node]]]) -> list[str]:
+    return sorted(groups, key=_step_key)
+
+
+def _path(origin: Finding, firsts: Sequence[Finding]) -> tuple[Finding, ...]:
+    """The origin, then each rank of its step whose first divergence came (through others) from it."""
+    reached = {origin.rank}
+    path = [origin]
+    pending = sorted(
+        (f for f in firsts if f.step == origin.step and f.kind == RECEIVED and f.rank != origin.rank),
+        key=lambda f: (f.time, f.rank),
+    )
+    changed = True
+    while changed:
+        changed = False
+        for finding in list(pending):
+            if finding.received_from in reached:
+                reached.add(finding.rank)
+                path.append(finding)
+                pending.remove(finding)
+                changed = True
+    return (origin, *sorted(path[1:], key=lambda f: (f.time, f.rank)))
+
+
+def analyse_nodes(groups: Mapping[str, Mapping[int, Sequence[Node]]], tol: Tolerance) -> Divergence:
+    """The divergence of a job from its nodes: ``{step: {rank: nodes in execution order}}``."""
+    origins: list[Finding] = []
+    firsts: list[Finding] = []
+    for step in _steps(groups):
+        ranks = groups[step]
+        links = link(ranks)
+        for rank in sorted(ranks):
+            findings = _walk_rank(step, ranks[rank], links, tol)
+            origins.extend(f for f in findings if f.kind == ORIGIN)
+            if findings:
+                firsts.append(findings[0])
+    order = {step: i for i, step in enumerate(_steps(groups))}
+    origins.sort(key=lambda f: (order[f.step], f.time, f.rank, f.index))
+    origin = origins[0] if origins else None
+    return Divergence(
+        tolerance=tol,
+        origin=origin,
+        origins=tuple(origins),
+        firsts=tuple(firsts),
+        path=_path(origin, firsts) if origin else (),
+        nodes={(step, rank): len(nodes) for step, ranks in groups.items() for rank, nodes in ranks.items()},
+    )
+
+
+def analyse(
+    groups: Mapping[str, Mapping[int, Iterable[Mapping[str, Any]]]], tol: Tolerance | None = None
+) -> Divergence:
+    """The divergence of a job from its compare rows: ``{step: {rank: rows}}`` (see ``flow``)."""
+    tol = tol or Tolerance()
+    return analyse_nodes(
+        {
+            step: {rank: rank_nodes(rows, rank, tol.atol) for rank, rows in ranks.items()}
+            for step, ranks in groups.items()
+        },
+        tol,
+    )
+
+
+def step_and_rank(label: str) -> tuple[str, int]:
+    """A compare result's label (``step0/rank2``, ``rank1``, ``graph/step0/proc3``, ``""``) as
+    (step, rank); a folder without a rank number is rank 0."""
+    parts = [p for p in label.split("/") if p]
+    rank_part = parts[-1] if parts and parts[-1].startswith(("rank", "proc")) else ""
+    digits = rank_part[4:]
+    step = "/".join(parts[:-1] if rank_part else parts)
+    return step, int(digits) if rank_part.startswith("rank") and digits.isdigit() else 0
+
+
+def table_rows(table: Any) -> list[dict[str, Any]]:
+    """A ``CompareTable``'s rows as the mappings ``flow`` reads, each with its dump entry."""
+    records = table.records()
+    for record, entry in zip(records, table.entries):
+        record["api_origin_name"] = entry
+    return records
+
+
+def from_tables(labelled: Iterable[tuple[str, Any]], tol: Tolerance | None = None) -> Divergence:
+    """The divergence of compare results: (label, ``CompareTable``) pairs, as ``compare`` returns them
+    (``[(r.label, r.table) for r in compare(...)]``)."""
+    groups: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for label, table in labelled:
+        step, rank = step_and_rank(label)
+        groups.setdefault(step, {})[rank] = table_rows(table)
+    return analyse(groups, tol)

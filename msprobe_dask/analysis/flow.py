@@ -1,0 +1,269 @@
+"""The divergence analysis's view of one rank: its dump entries in execution order, each with the error
+of every input and output tensor, made from compare rows.
+
+A compare row is a mapping keyed by the compare table's column names: a ``CompareTable`` record, a
+row read back from a written csv, or a ``-da`` record item. Values may be numbers or the texts the csv
+holds. Optional keys: ``api_origin_name`` (the dump entry), ``state``, ``NPU P2POp op`` and
+``NPU P2POp peer``; without them the entry and state are read from the row's name.
+
+A tensor's *error* is dimensionless: the largest difference of its summaries (Max, Min, Mean; Norm;
+with tensor dumps also MaxAbsErr and EucDist) beyond an absolute floor ``atol``, relative to the
+tensor's magnitude (``max(|Bench max|, |Bench min|)``, the Bench norm for Norm and EucDist). A mean of
+0.0 against 3.7e-9 in a tensor whose values reach 2 is an error of 2e-9, not 100%.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from msprobe_dask.analysis.first_diff import api_of, is_communication
+
+NPU_STATS = ("NPU max", "NPU min", "NPU mean", "NPU l2norm")
+BENCH_STATS = ("Bench max", "Bench min", "Bench mean", "Bench l2norm")
+STACK_COLUMN = "NPU_Stack_Info"
+INPUT_ROLES = ("input", "parameters")
+_ENTRY = re.compile(r"^(.+?\.(?:forward|backward)(?:\.\d+)?)\.(input|output|parameters)(?:\.|$)")
+_GRAD_ENTRY = re.compile(r"^(.+?\.parameters_grad(?:\.\d+)?)(?:\.|$)")
+_RANKS = re.compile(r"-?\d+")
+# communication arguments that are buffers the op writes (their content before the call means
+# nothing): the argument's index, per api
+OUTPUT_BUFFER_ARG = {
+    "recv": 0,
+    "irecv": 0,
+    "all_gather": 0,
+    "all_gather_into_tensor": 0,
+    "_all_gather_base": 0,
+    "reduce_scatter": 0,
+    "reduce_scatter_tensor": 0,
+    "_reduce_scatter_base": 0,
+    "all_to_all": 0,
+    "all_to_all_single": 0,
+    "scatter": 0,
+    "gather": 1,
+}
+NONBLOCKING = ("isend", "irecv", "batch_isend_irecv")
+
+
+Signature = tuple[object, object]
+
+
+@dataclass(frozen=True, slots=True)
+class TensorError:
+    """One input or output of a node: its row name, error and (for matching producers) NPU max/min."""
+
+    name: str
+    role: str  # input | parameters | output | parameters_grad
+    error: float
+    signature: Signature | None  # an earlier node's tensor with the same one is this tensor
+    sent_to: int | None = None  # a P2POp isend's peer
+    received_from: int | None = None  # a P2POp irecv's peer
+
+
+@dataclass(frozen=True, slots=True)
+class Comm:
+    """What a communication node exchanges: its api and the ranks it talks to (None: the world, or,
+    for ``batch_isend_irecv``, every rank that makes a batch: its peers are not known)."""
+
+    api: str
+    peers: frozenset[int] | None
+    root: int | None = None  # a collective's src/dst argument
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One dump entry of one rank, in execution order."""
+
+    rank: int
+    index: int
+    name: str
+    inputs: tuple[TensorError, ...]
+    outputs: tuple[TensorError, ...]
+    stack: str = ""
+    comm: Comm | None = None
+
+    @property
+    def output_error(self) -> float:
+        return max((t.error for t in self.outputs), default=0.0)
+
+
+def number(value: Any) -> float | None:
+    """A compare cell as a float (numbers and their csv texts, ``inf``, ``nan``); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def entry_and_state(name: str) -> tuple[str, str]:
+    """``Module.fc1.Linear.forward.0.input.0`` -> (``Module.fc1.Linear.forward.0``, ``input``)."""
+    match = _ENTRY.match(name)
+    if match:
+        return match.group(1), match.group(2)
+    match = _GRAD_ENTRY.match(name)
+    if match:
+        return match.group(1), "parameters_grad"
+    return name, "output"
+
+
+def _relative(npu: float, bench: float, scale: float, atol: float) -> float:
+    if math.isnan(npu) and math.isnan(bench) or npu == bench:
+        return 0.0
+    if not (math.isfinite(npu) and math.isfinite(bench)):
+        return math.inf
+    excess = abs(npu - bench) - atol
+    if excess <= 0:
+        return 0.0
+    return excess / scale if scale > 0 else math.inf
+
+
+def tensor_error(row: Mapping[str, Any], atol: float) -> float | None:
+    """The row's error (see the module's doc); None for a row without two comparable summaries."""
+    if "NPU MD5" in row and "BENCH MD5" in row and not any(c in row for c in NPU_STATS):
+        return 0.0 if row["NPU MD5"] == row["BENCH MD5"] else 1.0
+    npu = [number(row.get(c)) for c in NPU_STATS]
+    bench = [number(row.get(c)) for c in BENCH_STATS]
+    scale = max((abs(b) for b in bench[:2] if b is not None and math.isfinite(b)), default=0.0)
+    norm = bench[3] if bench[3] is not None and math.isfinite(bench[3]) else None
+    errors = [
+        _relative(a, b, scale, atol) for a, b in zip(npu[:3], bench[:3]) if a is not None and b is not None
+    ]
+    if norm is not None and npu[3] is not None:
+        errors.append(_relative(npu[3], norm, abs(norm), atol))
+    for column, base in (("MaxAbsErr", scale), ("EucDist", norm)):
+        value = number(row.get(column))
+        if value is not None and base is not None and not math.isnan(value):
+            errors.append(_relative(value, 0.0, abs(base), atol))
+    return max(errors) if errors else None
+
+
+def _signature(row: Mapping[str, Any]) -> Signature | None:
+    """What identifies the tensor on the NPU side: its max and min (unchanged by views, reshapes and
+    copies), or its md5 in an md5 dump."""
+    high, low = number(row.get("NPU max")), number(row.get("NPU min"))
+    if high is not None and low is not None:
+        return (high, low)
+    md5 = row.get("NPU MD5")
+    return ("md5", str(md5)) if md5 not in (None, "N/A") else None
+
+
+def user_line(stack: Any) -> str:
+    """The first stack line outside site-packages and the standard library, on one line."""
+    if isinstance(stack, str):
+        try:
+            stack = ast.literal_eval(stack) if stack.startswith("[") else None
+        except (ValueError, SyntaxError):
+            stack = None
+    if not isinstance(stack, list) or not stack:
+        return ""
+    for line in stack:
+        text = str(line)
+        if "site-packages" not in text and "/lib/python" not in text and "multiprocessing" not in text:
+            return " ".join(text.split())
+    return " ".join(str(stack[0]).split())
+
+
+def _argument_index(name: str, entry: str, state: str) -> int | None:
+    """The n of ``{entry}.{state}.{n}...``: which argument (or output) of the call the row is."""
+    rest = name[len(entry) :].split(".")
+    return int(rest[2]) if len(rest) > 2 and rest[1] == state and rest[2].isdigit() else None
+
+
+def _peer(value: Any) -> int | None:
+    number_ = number(value)
+    return int(number_) if number_ is not None and number_.is_integer() else None
+
+
+def _comm(entry: str, rows: Sequence[Mapping[str, Any]], rank: int) -> Comm:
+    api = api_of(entry)
+    peers: set[int] = set()
+    root: int | None = None
+    group: frozenset[int] | None = None
+    for row in rows:
+        name = str(row.get("NPU Name", ""))
+        peer = _peer(row.get("NPU P2POp peer"))
+        if peer is not None:
+            peers.add(peer)
+        if name.rsplit(".", 1)[-1] in ("src", "dst", "group_src", "group_dst"):
+            root = _peer(row.get("NPU max"))
+            if root is not None:
+                peers.add(root)
+        if row.get("NPU Dtype") == "torch.ProcessGroup":
+            group = frozenset(int(m) for m in _RANKS.findall(str(row.get("NPU max", ""))))
+    if api == "batch_isend_irecv" and not peers:  # a csv read back does not hold the P2POp peers
+        return Comm(api, None)
+    if api in ("send", "recv", "isend", "irecv", "batch_isend_irecv"):
+        return Comm(api, frozenset(peers - {rank}))
+    return Comm(api, None if group is None else frozenset(group - {rank}), root)
+
+
+def _unsettled(api: str, op: str, state: str, argument: int | None) -> bool:
+    """A communication row whose values are no evidence: a non-blocking op's outputs (read when the call
+    returned, before a receive completed: a race; what it sends is its input), a P2POp receive buffer,
+    or a buffer that a blocking op writes, read before the call."""
+    if (api in NONBLOCKING and state == "output") or op == "irecv":
+        return True
+    return state == "input" and argument is not None and argument == OUTPUT_BUFFER_ARG.get(api)
+
+
+def _tensors(
+    entry: str, rows: Sequence[Mapping[str, Any]], comm: Comm | None, atol: float
+) -> tuple[list[TensorError], list[TensorError]]:
+    inputs: list[TensorError] = []
+    outputs: list[TensorError] = []
+    for row in rows:
+        name = str(row.get("NPU Name", ""))
+        state = str(row.get("state") or entry_and_state(name)[1])
+        error = tensor_error(row, atol)
+        if error is None:
+            continue
+        op = str(row.get("NPU P2POp op", ""))
+        peer = _peer(row.get("NPU P2POp peer"))
+        if comm and _unsettled(comm.api, op, state, _argument_index(name, entry, state)):
+            continue
+        tensor = TensorError(
+            name,
+            state,
+            error,
+            _signature(row),
+            sent_to=peer if op == "isend" else None,
+            received_from=peer if op == "irecv" else None,
+        )
+        (inputs if state in INPUT_ROLES else outputs).append(tensor)
+    return inputs, outputs
+
+
+def _entries(rows: Iterable[Mapping[str, Any]]) -> Iterator[tuple[str, list[Mapping[str, Any]]]]:
+    """Consecutive rows of one dump entry, in order."""
+    current: str | None = None
+    group: list[Mapping[str, Any]] = []
+    for row in rows:
+        entry = str(row.get("api_origin_name") or entry_and_state(str(row.get("NPU Name", "")))[0])
+        if entry != current and group:
+            yield str(current), group
+            group = []
+        current = entry
+        group.append(row)
+    if group:
+        yield str(current), group
+
+
+def rank_nodes(rows: Iterable[Mapping[str, Any]], rank: int, atol: float) -> list[Node]:
+    """The nodes of one rank, in execution (dump) order, from its compare rows."""
+    nodes: list[Node] = []
+    for entry, group in _entries(rows):
+        comm = _comm(entry, group, rank) if is_communication(entry) else None
+        inputs, outputs = _tensors(entry, group, comm, atol)
+        stack = next((user_line(r.get(STACK_COLUMN)) for r in group if r.get(STACK_COLUMN)), "")
+        nodes.append(Node(rank, len(nodes), entry, tuple(inputs), tuple(outputs), stack, comm))
+    return nodes

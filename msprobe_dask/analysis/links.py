@@ -1,0 +1,185 @@
+"""Communication across ranks: which nodes exchange data, what each one received, and a happens-before
+clock over the whole job.
+
+Links, from each rank's nodes in execution order:
+- ``send``/``isend`` from A to B with the receive (``recv``/``irecv``) on B from A: the n-th with the
+  n-th;
+- ``batch_isend_irecv``: the n-th batch of A that names B with the n-th batch of B that names A; what
+  A sent to B is its P2POp ``isend`` tensors whose peer is B;
+- a collective (``all_reduce``, ``all_gather``, ``reduce_scatter``, ``broadcast``, ...): the n-th call
+  of that api by the same set of ranks (its process group, else the whole job); each participant
+  receives every other one's data, except ``broadcast``/``scatter``, where only the root sends.
+
+The clock is a Lamport clock: each node ticks its rank's clock; a receive is later than its send; the
+nodes of a collective or a batch share one time, after every participant's previous node. So a node
+that happens before another (on one rank, or through a link) has a smaller time.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from msprobe_dask.analysis.flow import Node, TensorError
+
+SEND = ("send", "isend")
+RECEIVE = ("recv", "irecv")
+ROOT_SENDS = ("broadcast", "scatter")
+
+Key = tuple[int, int]  # (rank, node index)
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What one node received from one peer: the peer, its node and the error of what it sent."""
+
+    rank: int
+    node: str
+    error: float
+    tensors: tuple[TensorError, ...] = ()  # the tensors sent point to point (their values, not the race)
+
+
+@dataclass
+class Links:
+    received: dict[Key, list[Sent]] = field(default_factory=dict)
+    clock: dict[Key, int] = field(default_factory=dict)
+
+
+def _direction(node: Node) -> str:
+    return node.name.rsplit(".", 1)[-1]
+
+
+def _sent(node: Node, to: int | None = None) -> tuple[TensorError, ...]:
+    """The tensors a node sends: its inputs (to one peer: its P2POp isend tensors for that peer)."""
+    if to is not None and any(t.sent_to is not None for t in node.inputs):
+        return tuple(t for t in node.inputs if t.sent_to == to)
+    return node.inputs
+
+
+def _message(rank: int, node: Node, tensors: tuple[TensorError, ...], point_to_point: bool) -> Sent:
+    error = max((t.error for t in tensors), default=0.0)
+    return Sent(rank, node.name, error, tensors if point_to_point else ())
+
+
+def _groups(ranks: Mapping[int, Sequence[Node]]) -> tuple[list[tuple[Key, Key]], list[list[Key]]]:
+    """(point-to-point pairs (sender, receiver), groups of nodes that take part in one exchange)."""
+    world = frozenset(ranks)
+    slots: dict[tuple[object, ...], list[Key]] = defaultdict(list)
+    sends: dict[tuple[str, int, int, int], Key] = {}
+    receives: dict[tuple[str, int, int, int], Key] = {}
+    count: dict[tuple[object, ...], int] = defaultdict(int)
+
+    def number(base: tuple[object, ...], rank: int) -> int:
+        count[(base, rank)] += 1
+        return count[(base, rank)] - 1
+
+    for rank, nodes in ranks.items():
+        for node in nodes:
+            comm = node.comm
+            if comm is None:
+                continue
+            key = (rank, node.index)
+            direction = _direction(node)
+            peers = sorted(world - {rank} if comm.peers is None else comm.peers)
+            if comm.api == "batch_isend_irecv":
+                for peer in peers:
+                    base: tuple[object, ...] = ("batch", direction, frozenset((rank, peer)))
+                    slots[(base, number(base, rank))].append(key)
+            elif comm.api in SEND + RECEIVE:
+                for peer in peers:
+                    sender, receiver = (rank, peer) if comm.api in SEND else (peer, rank)
+                    table = sends if comm.api in SEND else receives
+                    base = ("p2p", direction, sender, receiver, comm.api in SEND)
+                    table[(direction, sender, receiver, number(base, rank))] = key
+            else:
+                base = ("collective", comm.api, direction, frozenset(peers) | {rank})
+                slots[(base, number(base, rank))].append(key)
+    pairs = [(sender, receives[slot]) for slot, sender in sends.items() if slot in receives]
+    return pairs, [keys for keys in slots.values() if len(keys) > 1]
+
+
+def link(ranks: Mapping[int, Sequence[Node]]) -> Links:
+    """What every communication node received, and the clock of every node."""
+    nodes = {(rank, node.index): node for rank, rank_nodes in ranks.items() for node in rank_nodes}
+    pairs, groups = _groups(ranks)
+    links = Links()
+    for sender, receiver in pairs:
+        source = nodes[sender]
+        links.received.setdefault(receiver, []).append(_message(sender[0], source, _sent(source), True))
+    for group in groups:
+        for key in group:
+            node = nodes[key]
+            assert node.comm is not None
+            for other in group:
+                peer = nodes[other]
+                if other == key or (
+                    node.comm.api in ROOT_SENDS and node.comm.root is not None and other[0] != node.comm.root
+                ):
+                    continue
+                batch = node.comm.api == "batch_isend_irecv"
+                sent = _sent(peer, key[0] if batch else None)
+                links.received.setdefault(key, []).append(_message(other[0], peer, sent, batch))
+    links.clock = _clock(ranks, pairs, groups)
+    return links
+
+
+def _components(groups: Sequence[Sequence[Key]]) -> dict[Key, frozenset[Key]]:
+    """Groups that share a node are one exchange (a ring of batches): each node's whole component."""
+    parent: dict[Key, Key] = {}
+
+    def root(key: Key) -> Key:
+        while parent.setdefault(key, key) != key:
+            key = parent[key] = parent[parent[key]]
+        return key
+
+    for group in groups:
+        for key in group[1:]:
+            parent[root(key)] = root(group[0])
+    members: dict[Key, set[Key]] = defaultdict(set)
+    for key in parent:
+        members[root(key)].add(key)
+    return {key: frozenset(members[root(key)]) for key in parent}
+
+
+def _clock(
+    ranks: Mapping[int, Sequence[Node]], pairs: Sequence[tuple[Key, Key]], groups: Sequence[Sequence[Key]]
+) -> dict[Key, int]:
+    """Lamport times: run every rank forward, a receive waiting for its send and a group for all its
+    members; when every rank waits (a link the dumps do not complete), the least advanced one goes on."""
+    send_of = {receiver: sender for sender, receiver in pairs}
+    group_of = _components(groups)
+    position = dict.fromkeys(ranks, 0)
+    now = dict.fromkeys(ranks, 0)
+    clock: dict[Key, int] = {}
+
+    def ready(key: Key) -> bool:
+        sender = send_of.get(key)
+        if sender is not None and sender not in clock:
+            return False
+        return all(position[r] == i for r, i in group_of.get(key, ()))
+
+    def stamp(keys: Sequence[Key]) -> None:
+        time = max(now[r] for r, _ in keys) + 1
+        sender = send_of.get(keys[0])
+        if sender is not None:
+            time = max(time, clock[sender] + 1)
+        for r, i in keys:
+            clock[(r, i)] = time
+            now[r] = time
+            position[r] = i + 1
+
+    while any(position[r] < len(nodes) for r, nodes in ranks.items()):
+        moved = False
+        for rank, nodes in ranks.items():
+            while position[rank] < len(nodes):
+                key = (rank, position[rank])
+                if not ready(key):
+                    break
+                stamp(sorted(group_of.get(key, frozenset((key,)))))
+                moved = True
+        if not moved:
+            waiting = [r for r, nodes in ranks.items() if position[r] < len(nodes)]
+            rank = min(waiting, key=lambda r: (now[r], r))
+            stamp([(rank, position[rank])])
+    return clock

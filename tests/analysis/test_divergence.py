@@ -1,0 +1,127 @@
+"""The first divergence (msprobe_dask.analysis.divergence): on dumps with a fault planted at a known op
+(workflows/gen_divergence_dumps.py) and on the corpus' stat_mix and multirank, the answer is the
+planted op and rank; a near-zero mean is not a divergence."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import case_dir
+
+from msprobe_dask.analysis.divergence import ORIGIN, RECEIVED, Tolerance, from_tables, step_and_rank
+from msprobe_dask.analysis.flow import tensor_error
+from msprobe_dask.pipeline.compare import compare
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "workflows"))
+from gen_divergence_dumps import CASES, write_case  # noqa: E402
+
+
+def _divergence(target: Path, golden: Path, tol: Tolerance | None = None):  # type: ignore[no-untyped-def]
+    return from_tables(((r.label, r.table) for r in compare(target, golden)), tol)
+
+
+def _sides(root: Path) -> tuple[Path, Path]:
+    target, golden = root / "target", root / "golden"
+    return (target / "step0", golden / "step0") if (target / "step0").is_dir() else (target, golden)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_planted_fault_is_found(name: str, tmp_path: Path) -> None:
+    case = write_case(tmp_path, name)
+    found = _divergence(*_sides(tmp_path))
+    if case.answer is None:
+        assert found.origin is None and found.origins == ()
+        return
+    assert found.origin is not None
+    assert (found.origin.rank, found.origin.node) == case.answer
+    assert found.origin.kind == ORIGIN
+    assert [(o.rank, o.node) for o in found.origins] == [case.answer], "a later node taken for an origin"
+    reached = {f.rank for f in found.firsts if f.kind == RECEIVED}
+    assert reached == set(range(case.ranks)) - {case.fault_rank}
+    assert all(hop.received_from is not None for hop in found.path[1:])
+
+
+def test_send_recv_names_the_sender(tmp_path: Path) -> None:
+    write_case(tmp_path, "send_recv")
+    found = _divergence(*_sides(tmp_path))
+    first = found.first("", 3)
+    assert first is not None and first.node == "Distributed.recv.0.forward" and first.received_from == 2
+    assert "(received from rank 2)" in first.describe()
+    assert [hop.rank for hop in found.path] == [2, 3, 0, 1]  # rank 3 by recv first, then the all_reduce
+
+
+def test_all_reduce_names_the_sender(tmp_path: Path) -> None:
+    write_case(tmp_path, "all_reduce")
+    found = _divergence(*_sides(tmp_path))
+    for rank in (0, 2, 3):
+        first = found.first("", rank)
+        assert first is not None
+        assert (first.node, first.received_from, first.via) == (
+            "Distributed.all_reduce.0.forward",
+            1,
+            "Distributed.all_reduce.0.forward",
+        )
+
+
+def test_stat_mix_names_block_h2() -> None:
+    root = case_dir("stat_mix")
+    found = _divergence(root / "target", root / "golden")
+    assert found.origin is not None
+    assert found.origin.node == "Functional.linear.10.forward"  # inside Module.h.2.mlp.c_fc
+    assert "self.c_fc(x)" in found.origin.stack
+    assert found.origin.tensor == "Functional.linear.10.forward.input.1"  # its weight, scaled by 1.5
+
+
+def test_multirank_names_rank_2_and_how_it_spread() -> None:
+    root = case_dir("multirank")
+    found = _divergence(root / "target" / "step0", root / "golden" / "step0")
+    assert found.origin is not None
+    assert (found.origin.rank, found.origin.node) == (2, "Functional.linear.1.forward")  # fc2's weight
+    assert [o.rank for o in found.origins] == [2]  # not rank 1's batch_isend_irecv (a racy buffer)
+    for rank in (0, 1, 3):
+        first = found.first("", rank)
+        assert first is not None and first.received_from == 2
+        assert first.node == "Distributed.all_reduce.1.forward"
+    assert "received from rank 2" in "\n".join(found.lines())
+
+
+def test_multistep_names_the_first_step() -> None:
+    root = case_dir("multistep")
+    found = _divergence(root / "target", root / "golden")
+    assert found.origin is not None and found.origin.step == "step0"
+    assert found.origin.tensor == "Tensor.add_.0.forward.input.alpha"  # lr 0.12 against 0.1
+
+
+def test_near_zero_mean_is_no_error() -> None:
+    row = {
+        "NPU max": 2.5, "NPU min": -1.9, "NPU mean": 0.0, "NPU l2norm": 11.0,
+        "Bench max": 2.5, "Bench min": -1.9, "Bench mean": 3.7e-9, "Bench l2norm": 11.0,
+    }  # fmt: skip
+    assert tensor_error(row, 1e-6) == 0.0
+    assert tensor_error(row, 0.0) == pytest.approx(3.7e-9 / 2.5)
+    assert tensor_error({**row, "NPU max": 3.75}, 1e-6) == pytest.approx((1.25 - 1e-6) / 2.5)
+    assert tensor_error({**row, "NPU max": "inf"}, 1e-6) == float("inf")
+    assert tensor_error({"NPU max": "N/A", "Bench max": 1.0}, 1e-6) is None
+
+
+def test_tolerance_is_settable(tmp_path: Path) -> None:
+    write_case(tmp_path, "single")
+    found = _divergence(*_sides(tmp_path), Tolerance(atol=1e-6, rtol=1.0))
+    assert found.origin is None  # a 1.5x fault is within a 100% tolerance
+    strict = _divergence(*_sides(tmp_path), Tolerance(atol=0.0, rtol=1e-4))
+    assert strict.origin is not None and strict.origin.node == "Functional.linear.0.forward"  # the noise
+
+
+@pytest.mark.parametrize(
+    ("label", "expected"),
+    [
+        ("", ("", 0)),
+        ("rank3", ("", 3)),
+        ("step1/rank2", ("step1", 2)),
+        ("graph/step0/proc5", ("graph/step0", 0)),
+    ],
+)
+def test_step_and_rank(label: str, expected: tuple[str, int]) -> None:
+    assert step_and_rank(label) == expected
