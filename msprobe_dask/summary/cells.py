@@ -1,8 +1,8 @@
 """A result cell as a number: what the typed API and the summary's metrics read.
 
 Numbers stay numbers; a percentage text is a fraction (``12.5%`` -> 0.125); ``inf``/``nan`` texts are
-those floats; anything else (``N/A``, ``unsupported``, ``shape unmatched``, empty) is NaN. A bool is
-not a number here.
+those floats; a bool or its text (a bool tensor's max) is 0.0 or 1.0; anything else (``N/A``, ``unsupported``,
+``shape unmatched``, empty) is NaN.
 """
 
 from __future__ import annotations
@@ -11,18 +11,21 @@ import math
 from typing import Any
 
 NAN = float("nan")
+BOOL_TEXTS = {"True": 1.0, "False": 0.0}
 
 
 def as_float(cell: Any) -> float:
-    if isinstance(cell, bool) or cell is None:
+    if cell is None:
         return NAN
-    if isinstance(cell, (int, float)):
+    if isinstance(cell, (int, float)):  # bools too
         return float(cell)
     try:
         return float(cell)  # numpy scalars, "1.5", "inf", "nan"
     except (TypeError, ValueError):
         pass
     text = str(cell).strip()
+    if text in BOOL_TEXTS:
+        return BOOL_TEXTS[text]
     if text.endswith("%"):
         try:
             return float(text[:-1]) / 100

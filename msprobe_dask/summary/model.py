@@ -29,6 +29,7 @@ class NodeRef:
     value: float = float("nan")
     stack: str = ""
     result: str = ""
+    label: str = ""  # the (step, rank) it belongs to, as GroupSummary.label
 
 
 @dataclass(slots=True)
@@ -72,9 +73,6 @@ class RunSummary:
     paths: list[str] = field(default_factory=list)
 
     @property
-    def first_divergence(self) -> tuple[str, NodeRef] | None:
-        """(group label, node) of the first group, in compare order, that has a first divergence."""
-        for group in self.groups:
-            if group.first_divergence is not None:
-                return group.label, group.first_divergence
-        return None
+    def first_divergence(self) -> NodeRef | None:
+        """The first divergence of the first group, in compare order, that has one."""
+        return next((g.first_divergence for g in self.groups if g.first_divergence is not None), None)

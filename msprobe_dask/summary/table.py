@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from msprobe_dask.summary.cells import as_float, is_number
@@ -24,9 +25,25 @@ KINDS_SHOWN = 5
 WORST_SHOWN = 3
 KERNEL_VERDICT = "Accuracy Reached or Not"
 _KERNEL_RESULTS = {"Yes": PASS, "No": ERROR}
-# (column, higher is worse) in order of preference
-RANK_METRICS = (("NormRelativeErr", True), ("Cosine", False))
-HIGHER_IS_WORSE = dict(RANK_METRICS)
+
+
+@dataclass(frozen=True, slots=True)
+class RankMetric:
+    """The metric the worst rows are ranked by; a row at its ideal value is never among them."""
+
+    column: str
+    higher_is_worse: bool
+    ideal: float
+
+    def badness(self, value: float) -> float:
+        return value if self.higher_is_worse else -value
+
+    def ranks(self, value: float) -> bool:
+        return is_number(value) and value != self.ideal
+
+
+RANK_METRICS = (RankMetric("NormRelativeErr", True, 0.0), RankMetric("Cosine", False, 1.0))
+METRIC_OF_COLUMN = {m.column: m for m in RANK_METRICS}
 
 
 def row_result(columns: Sequence[str], row: Sequence[Any]) -> str:
@@ -44,8 +61,8 @@ def diverges(result: str, row_messages: Sequence[str]) -> bool:
     return not row_messages or not all(is_structural(m) for m in row_messages)
 
 
-def _rank_metric(columns: Sequence[str]) -> tuple[str, bool] | None:
-    return next(((c, worse) for c, worse in RANK_METRICS if c in columns), None)
+def _rank_metric(columns: Sequence[str]) -> RankMetric | None:
+    return next((m for m in RANK_METRICS if m.column in columns), None)
 
 
 def summarise_table(
@@ -58,7 +75,7 @@ def summarise_table(
     message_at = columns.index("Err_message") if "Err_message" in columns else None
     stack_at = columns.index("NPU_Stack_Info") if "NPU_Stack_Info" in columns else None
     metric = _rank_metric(columns)
-    metric_at = columns.index(metric[0]) if metric else None
+    metric_at = columns.index(metric.column) if metric else None
     stacks: dict[str, str] = {}
     worst: dict[str, NodeRef] = {}
     for i, row in enumerate(rows):
@@ -70,20 +87,20 @@ def summarise_table(
         row_messages = messages(row[message_at]) if message_at is not None else []
         kinds.add(row_messages)
         value = as_float(row[metric_at]) if metric_at is not None else float("nan")
-        ref = NodeRef(str(row[name_at]), metric[0] if metric else "", value, stacks.get(entry, ""), result)
+        name = str(row[name_at])
+        ref = NodeRef(name, metric.column if metric else "", value, stacks.get(entry, ""), result, label)
         if group.first_divergence is None and diverges(result, row_messages):
             group.first_divergence = ref
         if metric is None:
             if result not in (PASS, OTHER) and entry not in worst and len(worst) < WORST_SHOWN:
                 worst[entry] = ref
-        elif is_number(value) and (entry not in worst or _worse(value, worst[entry].value, metric[1])):
+        elif metric.ranks(value) and (
+            entry not in worst or metric.badness(value) > metric.badness(worst[entry].value)
+        ):
             worst[entry] = ref
     group.kinds = kinds.most_common(KINDS_SHOWN)
-    higher_is_worse = metric[1] if metric else True
-    ranked = sorted(worst.values(), key=lambda r: -r.value if higher_is_worse else r.value)
-    group.worst = ranked[:WORST_SHOWN] if metric else list(worst.values())
+    if metric is not None:
+        group.worst = sorted(worst.values(), key=lambda r: -metric.badness(r.value))[:WORST_SHOWN]
+    else:
+        group.worst = list(worst.values())
     return group
-
-
-def _worse(value: float, than: float, higher_is_worse: bool) -> bool:
-    return value > than if higher_is_worse else value < than

@@ -18,7 +18,8 @@ def _value(ref: NodeRef) -> str:
 def node_line(ref: NodeRef) -> str:
     result = f"  [{ref.result}]" if ref.result else ""
     stack = f"\n        at {ref.stack}" if ref.stack else ""
-    return f"{ref.name}{result}{_value(ref)}{stack}"
+    name = ref.name.rpartition("/")[2]  # a kernel dump's row is named by its file's path
+    return f"{name}{result}{_value(ref)}{stack}"
 
 
 def group_lines(group: GroupSummary) -> list[str]:
