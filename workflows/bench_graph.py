@@ -14,13 +14,13 @@ Each tool runs with its modules' bytecode compiled, as ``pip install`` leaves a 
 reference's is (pip compiled it), and this script compiles ours first. (An editable checkout under
 PYTHONDONTWRITEBYTECODE=1 would compile all of ours again at each start: 0.08 s.)
 
-``cpu`` is the user + system time of the tool and of the children it waited for (forked jobs, worker
+``cpu`` is the user + system time of the tool and of the children it waited for (dask worker
 processes): less sensitive than wall time to a busy machine, it tells how much work each tool does.
 
 Memory: ``rss`` is the peak resident set of the largest process (what ``/usr/bin/time`` reports);
 ``tree`` is the peak of the summed resident sets of the whole process tree, sampled every 100 ms: it
-counts forked children (graph/forked.py), and counts the pages they still share with their parent
-twice, so it is an upper bound. (Sampling /proc/PID/statm is cheap; smaps_rollup, which gives the
+counts dask's worker processes (``--workers``), and counts pages shared between processes twice, so
+it is an upper bound. (Sampling /proc/PID/statm is cheap; smaps_rollup, which gives the
 exact proportional size, costs about 50 ms per read on a 2 GB process and would slow the tools down.)
 """
 

@@ -103,23 +103,10 @@ class DumpEntries(Mapping[str, Any]):
         """(spans, one-line entries, text) while the entries are read by spans, else None."""
         return (self._spans, self._small, self._text) if self._full is None else None
 
-    def without_text(self, text: bytes) -> tuple[Any, ...] | None:
-        """What rebuilds these entries with with_text(..., ``text``), if they were read from bytes
-        equal to ``text`` (else None): the entries sent to a process that holds those bytes already."""
-        if self._full is not None or self._text != text:
-            return None
-        return self._path, self._spans, self._small, self._mentioned
-
-    @classmethod
-    def with_text(cls, state: tuple[Any, ...], text: bytes) -> DumpEntries:
-        path, spans, small, mentioned = state
-        return cls(path, text, spans, small, mentioned)
-
     def _fall_back(self) -> dict[str, Any]:
         """Parse the whole file: raises its DumpError, or (the scan misread a valid file) gives data.
 
-        No lock: two threads may both parse, harmlessly, and a lock held by one thread while another
-        forks (graph/forked.py) would stay locked forever in the child."""
+        No lock: two threads may both parse, harmlessly."""
         if self._full is None:
             data = read_json(self._path).get("data")
             if not isinstance(data, dict):
@@ -144,22 +131,6 @@ def read_dump_doc(path: Path) -> tuple[dict[str, Any], Mapping[str, Any]]:
         return lazy
     del text  # the full parse reads the file as text, for the usual errors
     return read_whole_dump_doc(path)
-
-
-def scan_dump_doc(
-    path: Path, text: bytes, tokens: tuple[bytes, ...] = ()
-) -> tuple[dict[str, Any], tuple[Any, ...]] | None:
-    """What read_dump_doc gives when dump.json holds ``text`` and is laid out for the lazy read: the
-    header and the entries' DumpEntries.without_text state (for a process that holds ``text``), which
-    knows already whether the text mentions each of ``tokens``; None if it is laid out otherwise."""
-    lazy = _scan(path, text) if text else None
-    if lazy is None:
-        return None
-    header, entries = lazy
-    for token in tokens:
-        entries.mentions(token)
-    state = entries.without_text(text)
-    return (header, state) if state is not None else None
 
 
 def read_whole_dump_doc(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:

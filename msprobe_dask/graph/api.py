@@ -7,36 +7,37 @@
 
 Task graph (one task per box)::
 
-    build(step, rank, NPU) --+
-                             +--> finish(step, rank) --+
-    build(step, rank, Bench)-+                         +--> link (cross-rank) --> write vis.db
-    ...                                  ...-----------+
+    build(step, rank, NPU) --+                 +--> rows(step, rank, 0) --+
+                             +--> prepare  ----+--> ...                   +--> finish(step, rank) --+
+    build(step, rank, Bench)-+    (match)      +--> rows(step, rank, n-1)-+                         |
+    ...                                                                            link (cross-rank) <--+
+                                                                                     --> write vis.db
+
+A rows task makes one chunk of the (step, rank)'s rows (graph/chunks.py) and returns them packed; the
+one write task inserts them in order.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from msprobe_dask.dump.entries import DumpEntries, scan_dump_doc
 from msprobe_dask.errors import ConfigError, DumpError, OutputError
 from msprobe_dask.graph import layout
-from msprobe_dask.graph.build import (
-    MD5_TOKEN,
-    GraphSource,
-    assign_micro_steps,
-    build_graph,
-    load_dump_doc,
-    parse_all_items,
+from msprobe_dask.graph.build import GraphSource, assign_micro_steps, build_graph, parse_all_items
+from msprobe_dask.graph.chunks import (
+    Prepared,
+    chunk_count,
+    chunk_task,
+    join,
+    prepare_build,
+    prepare_compare,
+    rows_here,
 )
-from msprobe_dask.graph.chunks import build_rows, compare_rows
-from msprobe_dask.graph.codec import decode, encode
 from msprobe_dask.graph.compare import (
     CONFIG_TASK,
     compare_graphs,
@@ -45,15 +46,13 @@ from msprobe_dask.graph.compare import (
     node_colors,
     tool_tip,
 )
-from msprobe_dask.graph.forked import call_in_child, start_in_child
 from msprobe_dask.graph.gcpause import rare_full_collections
 from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.overflow import check_overflow
-from msprobe_dask.graph.rows import GraphRows, config_row, graph_rows, read_back
-from msprobe_dask.graph.texts_ahead import TextsAhead, texts_ahead
+from msprobe_dask.graph.rows import GraphHead, GraphRows, config_row, graph_rows, read_back
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 from msprobe_dask.writers.atomic import output_dir
-from msprobe_dask.writers.visdb import GraphTables, RowSink, VisdbWriter
+from msprobe_dask.writers.visdb import GraphTables, write_visdb
 
 if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
     from msprobe_dask.graph.merge.strategy import ParallelParams
@@ -68,7 +67,6 @@ class Options:
     layer_mapping: str | bool | None = None
     tensor_log: bool = False
     merge: bool = False  # parallel-merged graphs: merge checkers in the compare (§3.4)
-    sink: RowSink | None = None  # takes the tb_nodes rows as they are made (writers/visdb.py)
 
 
 @dataclass(slots=True)
@@ -83,115 +81,17 @@ class VisResult:
 # ------------------------------------------------------------------------------------ tasks
 
 
-def _build_task(
-    folder: str, step: int, rank: int, items: bool = True, alone: bool = False, ahead: bool = False
-) -> Graph:
-    """``items=False``: the finish task parses the nodes' items (build.parse_items). ``alone``: no
-    other build task will run beside this one. ``ahead``: the rows' item texts will be made from
-    dump.json's entries (a build without -oc).
-
-    A build is pure Python: two threads building at once (the two sides of a compare, two ranks)
-    would share one CPU. So while another build runs in this process, a big lazy build is done by a
-    forked child and sent back flat (graph/codec.py). A big lazy build alone leaves a CPU free: a
-    child then reads the layout of dump.json's entries (half the build) while the tree is built, and
-    with ``ahead`` goes on to make the texts (graph/texts_ahead.py)."""
-    global _builds
-    src = GraphSource(folder, step, rank)
-    with _builds_lock:
-        others = _builds
-        _builds += 1
-    try:
-        if (others or alone) and not items and _size(src.dump_json) >= FORK_BUILD_BYTES:
-            text = _read_bytes(src.dump_json)  # the child's too: its results come back without them
-            if text is None:
-                return build_graph(src, items)  # which gives the error
-            if not others:
-                return _build_with_child(src, text, texts_ahead(len(text)) if ahead else None)
-            flat = call_in_child(partial(_flat_build, src, text))
-            if flat is not None:
-                return decode(flat, text)
-        return build_graph(src, items)
-    finally:
-        with _builds_lock:
-            _builds -= 1
+def _build_task(folder: str, step: int, rank: int, items: bool = True) -> Graph:
+    """``items=False``: the chunk tasks parse the nodes' items (build.parse_items)."""
+    return build_graph(GraphSource(folder, step, rank), items)
 
 
-FORK_BUILD_BYTES = 1 << 20  # a dump.json smaller than this builds faster than a fork pays back
-_builds = 0  # build tasks running in this process
-_builds_lock = threading.Lock()
-
-
-def _build_with_child(src: GraphSource, text: bytes, ahead: TextsAhead | None) -> Graph:
-    """The lazy build of ``src`` (whose dump.json holds ``text``), a child reading dump.json's layout
-    meanwhile, then making the rows' texts into ``ahead`` if given."""
-    try:
-        g = build_graph(src, False, _dump_doc_in_child(src.dump_json, text, ahead))
-    except BaseException:
-        if ahead is not None:
-            ahead.close()  # (the child would end by itself, but hold its CPU until then)
-        raise
-    g.texts_ahead = ahead if ahead is not None and ahead.region is not None else None
-    return g
-
-
-def _flat_build(src: GraphSource, text: bytes) -> tuple[Any, ...]:
-    return encode(build_graph(src, False), text)
-
-
-def _dump_doc_in_child(
-    path: Path, text: bytes, ahead: TextsAhead | None = None
-) -> Callable[[], tuple[dict[str, Any], Mapping[str, Any]]]:
-    """load_dump_doc(path, lazy=True) for a dump.json holding ``text``, started now by a forked child
-    (a thread waits for it); the call returns it. Without a free CPU, or for a file that is not laid
-    out for the lazy read, the caller's thread reads the file itself (and gives its errors). The
-    child then goes on making the rows' texts into ``ahead`` if given; else, or if there is no such
-    child, ``ahead`` is closed."""
-    started: list[Any] = []
-    then = partial(ahead.make, text) if ahead is not None else None
-    waiter = threading.Thread(
-        target=lambda: started.append(start_in_child(partial(scan_dump_doc, path, text, (MD5_TOKEN,)), then)),
-        daemon=True,
-    )
-    waiter.start()
-
-    def dump_doc() -> tuple[dict[str, Any], Mapping[str, Any]]:
-        waiter.join()
-        scanned, child = started[0] if started and started[0] is not None else (None, None)
-        if child is not None and ahead is not None and scanned is not None:
-            ahead.going_on(child)
-        else:
-            if child is not None:
-                child.wait()
-            if ahead is not None:
-                ahead.close()
-        if scanned is None:
-            return load_dump_doc(path, lazy=True)
-        header, state = scanned
-        return header, DumpEntries.with_text(state, text)
-
-    return dump_doc
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0  # build_graph gives the error
-
-
-def _read_bytes(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return None  # build_graph gives the error
-
-
-def _finish_build(g: Graph, opts: Options) -> tuple[list[GraphRows], str, int]:
+def _prepare_build(g: Graph, opts: Options, n: int = 1) -> Prepared:
     assign_micro_steps(g)
-    return [build_rows(g, NPU, opts.overflow_check, opts.sink)], "", g.micro_steps
+    return prepare_build(g, NPU, opts.overflow_check, n)
 
 
-def _finish_compare(npu: Graph, bench: Graph, opts: Options, where: str) -> tuple[list[GraphRows], str, int]:
+def _prepare_compare(npu: Graph, bench: Graph, opts: Options, where: str, n: int = 1) -> Prepared:
     mode = compare_mode(npu, bench, where)
     if npu.framework != bench.framework and not opts.layer_mapping:
         raise ConfigError(where, "the two dumps come from different frameworks: pass -lm/--layer_mapping")
@@ -205,32 +105,75 @@ def _finish_compare(npu: Graph, bench: Graph, opts: Options, where: str) -> tupl
         from msprobe_dask.graph.mapping import layer_mapping
 
         mapping = layer_mapping(npu, bench, opts.layer_mapping)
-    # the compare is done with the rows, in chunks (graph/chunks.py), except in tensor mode (tensors are
-    # measured and logged in the reference's order) and for merged graphs (their nodes share items)
-    chunked = measure is None and not opts.merge
-    if chunked:
+    sources = (NPU, BENCH)
+    # the compare is done with the rows, in chunk tasks (graph/chunks.py), except in tensor mode
+    # (tensors are measured and logged in the reference's order) and for merged graphs (their nodes
+    # share items)
+    if measure is None and not opts.merge:
         pairs = match_pairs(npu, bench, opts.fuzzy_match, mapping)
-    else:
-        parse_all_items(npu)
-        parse_all_items(bench)
-        compare_graphs(
-            npu, bench, mode, fuzzy=opts.fuzzy_match, mapping=mapping, measure=measure, merge=opts.merge
-        )
+        assign_micro_steps(npu, bench)
+        return prepare_compare(npu, bench, pairs, mode, sources, opts.overflow_check, n)
+    parse_all_items(npu)
+    parse_all_items(bench)
+    compare_graphs(
+        npu, bench, mode, fuzzy=opts.fuzzy_match, mapping=mapping, measure=measure, merge=opts.merge
+    )
     assign_micro_steps(npu, bench)
-    if chunked:  # overflow levels set in the chunk jobs
-        rows = compare_rows(npu, bench, pairs, mode, (NPU, BENCH), opts.overflow_check, opts.sink)
-    else:
-        if opts.overflow_check:
-            check_overflow(npu)
-            check_overflow(bench)
-        md5 = mode == "md5"
-        rows = (graph_rows(npu, NPU, md5), graph_rows(bench, BENCH, md5))
-    return list(rows), mode, npu.micro_steps
+    if opts.overflow_check:
+        check_overflow(npu)
+        check_overflow(bench)
+    md5 = mode == "md5"
+    done = [graph_rows(npu, NPU, md5), graph_rows(bench, BENCH, md5)]
+    return Prepared((npu, bench), sources, mode, opts.overflow_check, [], done)
 
 
-def _link_task(
-    parts: list[tuple[list[GraphRows], str, int]], distributed: bool, overflow: bool
-) -> list[tuple[list[GraphRows], str, int]]:
+Part = tuple[list[GraphRows], str, int]  # a (step, rank)'s rows of each graph, compare mode, micro steps
+
+
+def _summary(p: Prepared) -> tuple[list[GraphHead], list[GraphRows] | None, str]:
+    """What joining the chunks needs of a Prepared (small: runs where the Prepared is)."""
+    return p.heads(), p.done, p.mode
+
+
+def _joined(summary: tuple[list[GraphHead], list[GraphRows] | None, str], results: list[Any]) -> Part:
+    heads, done, mode = summary
+    return (done if done is not None else join(heads, results)), mode, heads[0].micro_steps
+
+
+def _finish(p: Prepared) -> Part:
+    """A Prepared's rows made in this task (merged graphs: graph/merge/plan.py)."""
+    return rows_here(p), p.mode, p.heads()[0].micro_steps
+
+
+def _finish_build(g: Graph, opts: Options) -> Part:
+    return _finish(_prepare_build(g, opts))
+
+
+def _finish_compare(npu: Graph, bench: Graph, opts: Options, where: str) -> Part:
+    return _finish(_prepare_compare(npu, bench, opts, where))
+
+
+def _rows_tasks(prepared: Any, n: int, name: str) -> Any:
+    """The lazy Part of a Prepared cut into ``n`` chunk tasks."""
+    import dask
+
+    chunks = [dask.delayed(chunk_task)(prepared, k, dask_key_name=f"rows-{name}-{k}") for k in range(n)]
+    summary = dask.delayed(_summary)(prepared, dask_key_name=f"summary-{name}")
+    return dask.delayed(_joined)(summary, chunks, dask_key_name=f"finish-{name}")
+
+
+def _chunks_for(*folders: str) -> int:
+    return chunk_count(sum(_size(GraphSource(f).dump_json) for f in folders))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # the build task gives the error
+
+
+def _link_task(parts: list[Part], distributed: bool, overflow: bool) -> list[Part]:
     if distributed:
         from msprobe_dask.graph.distributed import link_distributed
 
@@ -239,7 +182,7 @@ def _link_task(
 
 
 def _result(
-    parts: list[tuple[list[GraphRows], str, int]],
+    parts: list[Part],
     compare: bool,
     opts: Options,
     ranks: list[int],
@@ -264,11 +207,11 @@ def _result(
     return VisResult(compare, graphs, config)
 
 
-def _write_task(result: VisResult, path: str, sink: RowSink | None) -> str:
-    """Write the vis.db: the rest of it, if ``sink`` took rows as they were made."""
-    writer = sink.close() if sink is not None else VisdbWriter(path)
+def _write_task(result: VisResult, path: str) -> str:
+    """Write the vis.db: the graphs' chunks inserted in write order, in one transaction, indexes last
+    (writers/visdb.py)."""
     graphs = [GraphTables(g.graph_id, g.n_rows, g.nodes, g.stacks, g.packed, g.apart) for g in result.graphs]
-    return writer.finish(graphs, result.config)
+    return write_visdb(path, graphs, result.config)
 
 
 def _read_back(result: VisResult) -> VisResult:
@@ -290,15 +233,11 @@ def _plan(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None,
         parts = []
         for step, rank, folder in sources:
             g = dask.delayed(_build_task, pure=True)(
-                folder,
-                step,
-                rank,
-                False,
-                len(sources) == 1,
-                not opts.overflow_check,
-                dask_key_name=f"build-{step}-{rank}-NPU",
+                folder, step, rank, False, dask_key_name=f"build-{step}-{rank}-NPU"
             )
-            parts.append(dask.delayed(_finish_build)(g, opts, dask_key_name=f"finish-{step}-{rank}"))
+            n = _chunks_for(folder)
+            prepared = dask.delayed(_prepare_build)(g, opts, n, dask_key_name=f"prepare-{step}-{rank}")
+            parts.append(_rows_tasks(prepared, n, f"{step}-{rank}"))
         steps = sorted({s for s, _, _ in sources}) if kind == "steps" else [0]
         ranks = sorted({r for _, r, _ in sources}, key=[r for _, r, _ in sources].index)
         order = [f"{NPU}_{step}_{rank}" for step, rank, _ in sources]
@@ -310,9 +249,11 @@ def _plan(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None,
         for step, rank, a, b in pairs:
             ga = dask.delayed(_build_task)(a, step, rank, False, dask_key_name=f"build-{step}-{rank}-NPU")
             gb = dask.delayed(_build_task)(b, step, rank, False, dask_key_name=f"build-{step}-{rank}-Bench")
-            parts.append(
-                dask.delayed(_finish_compare)(ga, gb, opts, a, dask_key_name=f"finish-{step}-{rank}")
+            n = _chunks_for(a, b)
+            prepared = dask.delayed(_prepare_compare)(
+                ga, gb, opts, a, n, dask_key_name=f"prepare-{step}-{rank}"
             )
+            parts.append(_rows_tasks(prepared, n, f"{step}-{rank}"))
         steps = sorted({s for s, _, _, _ in pairs}) if kind == "steps" else [0]
         ranks = list(dict.fromkeys(r for _, r, _, _ in pairs))
         order = [f"{side}_{step}_{rank}" for step, rank, _, _ in pairs for side in (NPU, BENCH)]
@@ -344,11 +285,7 @@ def _any_plan(
 
 
 def _compute(obj: Any, client: Any = None, run: RunOptions | None = None) -> Any:
-    """On ``client`` if given, else where ``run`` says (default: local threads, see pipeline.scheduler).
-
-    Threads, whatever the CPU count: the CPU-bound part forks its own processes (graph/forked.py),
-    while dask.multiprocessing would pickle every Graph between tasks (2.7x slower on a 20,000-node
-    compare)."""
+    """On ``client`` if given, else where ``run`` says (see pipeline.scheduler)."""
     if client is not None:
         return client.compute(obj).result()
     with rare_full_collections(), computing(run or RunOptions()) as compute:
@@ -405,23 +342,14 @@ def graph_visualize(
     if out.exists() and not out.is_dir():
         raise OutputError(out, "is not a folder")
     json_files = bool(parallel and json_output)
-    # tasks in this process: the rows go into the vis.db while the jobs that make them go on
-    in_this_process = client is None and (run is None or run.in_this_process)
-    sink = RowSink() if in_this_process and not json_files else None
-    opts = Options(overflow_check, fuzzy_match, layer_mapping, tensor_log, sink=sink)
-    result, compare, order = _any_plan(target, golden, opts, parallel, json_output)
+    opts = Options(overflow_check, fuzzy_match, layer_mapping, tensor_log)
+    result, compare, _ = _any_plan(target, golden, opts, parallel, json_output)
     path = out / output_name(compare, ts)
     if json_files:
         from msprobe_dask.graph.merge.export_json import write_merged_json
 
         written = dask.delayed(write_merged_json)(result, str(out), dask_key_name="write-json")
     else:
-        written = dask.delayed(_write_task)(result, str(path), sink, dask_key_name="write-visdb")
+        written = dask.delayed(_write_task)(result, str(path), dask_key_name="write-visdb")
     with output_dir(out):  # a bad input leaves nothing behind, not even the folders we made
-        if sink is not None:  # the plan has checked the inputs: the file may be begun
-            sink.open(VisdbWriter(path), order)
-        try:
-            return _compute(written, client, run)
-        finally:
-            if sink is not None:
-                sink.abort()  # nothing left to do once written
+        return _compute(written, client, run)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -471,14 +471,12 @@ def export_texts(g: Graph, nodes: list[Node]) -> list[tuple[str, str] | None] | 
     code straight from the text of its dump.json entry (csrc/entry_text.c), as rows.chunk_rows makes
     them from the items parse_items would give (md5 left out), or None for a node whose items must
     be parsed; None for all of them without the C code or where ``g``'s entries are not read by span.
-    Texts made ahead by the same code (graph/texts_ahead.py) are taken from there.
     """
     native = speedups.native
     spans = g.data.spans() if g.items_pending and isinstance(g.data, DumpEntries) else None
     if native is None or spans is None:
         return None
-    ahead = g.texts_ahead.region if g.texts_ahead is not None else None
-    return native.node_texts(nodes, g.root, COLLECTION, *spans, ahead)  # type: ignore[no-any-return]
+    return native.node_texts(nodes, g.root, COLLECTION, *spans)  # type: ignore[no-any-return]
 
 
 def parse_all_items(g: Graph) -> None:
@@ -486,37 +484,20 @@ def parse_all_items(g: Graph) -> None:
     g.items_pending = False
 
 
-def build_graph(
-    src: GraphSource,
-    items: bool = True,
-    dump_doc: Callable[[], tuple[dict[str, Any], Mapping[str, Any]]] | None = None,
-) -> Graph:
+def build_graph(src: GraphSource, items: bool = True) -> Graph:
     """Read one dump folder and build its hierarchy (no compare, no micro steps yet).
 
     ``items=False`` leaves the nodes' items to ``parse_items`` (the parse is most of the build, and
-    graph/chunks.py does it in parallel chunks). A build without items needs dump.json's entries
-    only once the tree is built: ``dump_doc`` then gives what load_dump_doc gives, read meanwhile
-    elsewhere (graph/api.py)."""
+    graph/chunks.py does it in chunk tasks)."""
     for p in (src.construct_json, src.dump_json, src.stack_json):
         _check_file(p)
     construct, micro, k = load_construct(src.construct_json)
-    elsewhere = dump_doc if dump_doc is not None and not items else None
-    doc = load_dump_doc(src.dump_json, lazy=not items) if elsewhere is None else None
-    try:
-        stacks = load_stack_map(src.stack_json)
-    except DumpError:
-        if elsewhere is not None:
-            elsewhere()  # a bad dump.json is reported first, as it is read first
-        raise
+    header, data = load_dump_doc(src.dump_json, lazy=not items)
+    stacks = load_stack_map(src.stack_json)
     micro_of = micro if k is not None else None
-    b = _Builder(doc[1] if doc is not None else {}, stacks, micro_of, items, str(src.folder))
+    b = _Builder(data, stacks, micro_of, items, str(src.folder))
     with collections_paused():
         _attach_all(b, construct)
-    if elsewhere is not None:
-        doc = elsewhere()
-    assert doc is not None
-    header, data = doc
-    b.data = data
     framework = header.get("framework") or "pytorch"
     _handle_recompute(b, framework)
     _wrap_api_collections(b)

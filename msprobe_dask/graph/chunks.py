@@ -1,40 +1,98 @@
-"""Compare and export one (step, rank) in chunks spread over processes (graph/forked.py).
+"""The rows of one (step, rank) cut into chunks: the chunk tasks of graph_visualize's Dask graph.
 
 After matching, the work on a node's rows does not depend on other nodes, except that a collection's
 precision index is the worst of its children's: a chunk is therefore a run of ``sorted_nodes()``
-(post-order) that never splits a collection's subtree. Chunks are joined in order, so the rows, their
-order and the stack ids are those of the serial graph_rows.
+(post-order) that never splits a collection's subtree. ``prepare_build`` and ``prepare_compare`` cut
+a graph (or a compared pair) into at most ``n`` chunks, each described by node positions only
+(``Chunk``); ``chunk_task(prepared, k)`` makes chunk k's rows, packed into one bytes object
+(writers/packed_rows.py), in whatever process the scheduler runs it; ``join`` puts a graph's chunks
+together. The rows, their order and the stack ids are those of the serial graph_rows, whatever order
+the chunks are made in and wherever.
+
+A Prepared pickles its graphs flat (model.Graph.__reduce__), dump.json's bytes with them: a worker
+that runs chunks of a graph built elsewhere receives it once. The chunk tasks of one Prepared in one
+process share its graphs and take turns (its lock): a task gives its nodes and their Bench partners
+their items, compares them, makes their rows and drops the items again, and two chunks' nodes may
+share a Bench partner.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
+import threading
+from typing import Any, NamedTuple
 
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.build import export_texts, parse_items
 from msprobe_dask.graph.compare import MD5, compare_subtrees
-from msprobe_dask.graph.forked import run_jobs, usable_cpus
 from msprobe_dask.graph.model import COLLECTION, Graph, Node
 from msprobe_dask.graph.overflow import overflow_levels
 from msprobe_dask.graph.rows import (
     COL,
+    GraphHead,
     GraphRows,
     RowsChunk,
     StackIds,
     chunk_rows,
     join_rows,
     number_stacks,
-    stack_rows,
 )
 from msprobe_dask.writers.packed_rows import pack_rows
-from msprobe_dask.writers.visdb import N_NODE_COLUMNS, RowSink
+from msprobe_dask.writers.visdb import N_NODE_COLUMNS
 
-CHUNKS = 16  # chunk jobs per graph, so that the processes' shares even out
-CHUNK_NODES = (250, 2_000)  # bounds of a chunk's size in nodes
-PROCESS_NODES = 2_000  # below this much work (in Bench-node units) per extra process, forking does not pay
-COMPARE_WEIGHT = 3  # an NPU node (compare + rows) costs about 3 Bench nodes (rows)
+CHUNK_BYTES = 1 << 20  # dump.json bytes per chunk task (about 1,000 nodes of a statistics dump)
+MAX_CHUNKS = 32  # chunk tasks per graph at most
 ORDER, DISTRIBUTED = COL["node_order"], COL["is_distributed"]
+
+
+def chunk_count(dump_bytes: int) -> int:
+    """How many chunk tasks the rows of ``dump_bytes`` bytes of dump.json are cut into."""
+    return max(1, min(MAX_CHUNKS, dump_bytes // CHUNK_BYTES))
+
+
+class Chunk(NamedTuple):
+    lo: int  # the chunk's run [lo, hi) of the (NPU) graph's sorted_nodes()
+    hi: int
+    partners: tuple[tuple[int, int], ...] = ()  # (run position, Bench node's position in bench.nodes)
+    bench: tuple[int, ...] = ()  # positions in the Bench sorted_nodes() of the rows it makes
+
+
+class Prepared:
+    """A graph, or a compared pair (NPU, Bench), ready for its chunk tasks; or, with ``done``, its rows
+    already made (tensor mode and merged graphs are compared whole)."""
+
+    __slots__ = ("graphs", "sources", "mode", "overflow", "chunks", "done", "_lock", "_orders")
+
+    def __init__(
+        self,
+        graphs: tuple[Graph, ...],
+        sources: tuple[str, ...],
+        mode: str,
+        overflow: bool,
+        chunks: list[Chunk],
+        done: list[GraphRows] | None = None,
+    ) -> None:
+        self.graphs, self.sources, self.mode, self.overflow = graphs, sources, mode, overflow
+        self.chunks, self.done = chunks, done
+        self._lock = threading.Lock()
+        self._orders: list[tuple[list[Node], StackIds, list[Node]]] | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Prepared, (self.graphs, self.sources, self.mode, self.overflow, self.chunks, self.done)
+
+    def heads(self) -> list[GraphHead]:
+        return [GraphHead(s, g.step, g.rank, g.micro_steps) for g, s in zip(self.graphs, self.sources)]
+
+    def orders(self) -> list[tuple[list[Node], StackIds, list[Node]]]:
+        """For each graph: its sorted_nodes(), their stack numbers, and its nodes (made once per
+        process: they are the same in every process)."""
+        if self._orders is None:
+            self._orders = [_order(g) for g in self.graphs]
+        return self._orders
+
+
+def _order(g: Graph) -> tuple[list[Node], StackIds, list[Node]]:
+    nodes = g.sorted_nodes()
+    return nodes, number_stacks(nodes), list(g.nodes.values())
 
 
 def _in_collection(node: Node, root: Node) -> bool:
@@ -48,7 +106,7 @@ def _in_collection(node: Node, root: Node) -> bool:
 
 def subtree_runs(nodes: list[Node], root: Node, target: int) -> list[tuple[int, int]]:
     """``[lo, hi)`` runs of ``nodes`` (post-order) of about ``target`` nodes, none ending inside a
-    collection's subtree."""
+    collection's subtree: at most ceil(len(nodes) / target) of them."""
     runs = []
     lo = 0
     for i, node in enumerate(nodes):
@@ -60,38 +118,118 @@ def subtree_runs(nodes: list[Node], root: Node, target: int) -> list[tuple[int, 
     return runs
 
 
-def _processes(work: int) -> int:
-    return max(1, min(usable_cpus(), work // PROCESS_NODES))
+def _runs(g: Graph, nodes: list[Node], n: int) -> list[tuple[int, int]]:
+    return subtree_runs(nodes, g.root, max(1, -(-len(nodes) // max(1, n))))
 
 
-def _run_size(n: int) -> int:
-    return min(max(n // CHUNKS, CHUNK_NODES[0]), CHUNK_NODES[1])
+def prepare_build(g: Graph, source: str, overflow: bool = False, n: int = 1) -> Prepared:
+    """``g`` (built without items, its micro steps set) cut into at most ``n`` chunks. ``overflow``:
+    the chunks set the nodes' overflow levels (-oc; check_overflow need not run first)."""
+    p = Prepared((g,), (source,), "", overflow, [])
+    nodes = p.orders()[0][0]
+    p.chunks = [Chunk(lo, hi) for lo, hi in _runs(g, nodes, n)]
+    return p
 
 
-def build_rows(g: Graph, source: str, overflow: bool = False, sink: RowSink | None = None) -> GraphRows:
-    """graph_rows(g, source) in chunks (items parsed on the way if the graph was built without), its
-    tb_nodes rows packed (see GraphRows.apart). ``overflow``: set the nodes' overflow levels in the
-    jobs (-oc; check_overflow need not run first). ``sink``: where the packed rows go as they are made,
-    if it takes them."""
-    nodes = g.sorted_nodes()
-    ids = number_stacks(nodes)
-    runs = subtree_runs(nodes, g.root, _run_size(len(nodes)))
-    jobs = [partial(_rows_job, g, source, False, overflow, nodes[lo:hi], lo, ids) for lo, hi in runs]
-    table = f"{source}_{g.step}_{g.rank}"
-    arrived = None
-    if sink is not None:
-        sink.expect(table, len(nodes), len(ids.first))
-        arrived = partial(_to_sink, sink, table)
-    ahead = g.texts_ahead
-    if ahead is not None:
-        ahead.stop()  # its CPU is the jobs'; they take the texts it made (build.export_texts)
-    try:
-        chunks = run_jobs(jobs, _processes(len(nodes)), partial(_pack, g.folder), arrived, sink is not None)
-    finally:
-        if ahead is not None:
-            g.texts_ahead = None
-            ahead.close()
-    return join_rows(g, source, chunks)
+def prepare_compare(
+    npu: Graph,
+    bench: Graph,
+    pairs: list[tuple[Node, Node]],
+    mode: str,
+    sources: tuple[str, str],
+    overflow: bool = False,
+    n: int = 1,
+) -> Prepared:
+    """compare_graphs' work after matching (``pairs``), then graph_rows of both sides, cut into at
+    most ``n`` chunks.
+
+    A chunk compares a run of NPU nodes and also makes the rows of their Bench partners, whose items
+    it has just parsed (another chunk would parse them again); the Bench nodes nobody is matched to
+    are shared out among the chunks. Micro steps must be set before: the rows are made in the chunks.
+    Not for tensor mode (tensors would be measured out of the reference's order) nor for merged
+    graphs (nodes that share items must all be compared before any row is made)."""
+    p = Prepared((npu, bench), sources, mode, overflow, [])
+    (npu_nodes, _, _), (bench_nodes, _, bench_all) = p.orders()
+    position = {id(b): i for i, b in enumerate(bench_nodes)}
+    anywhere = {id(b): i for i, b in enumerate(bench_all)}
+    partner_of = {id(n): b for n, b in pairs}
+    owned: set[int] = set()  # Bench nodes whose rows a chunk makes (the first to meet them)
+    runs = _runs(npu, npu_nodes, n)
+    made: list[tuple[list[tuple[int, int]], list[int]]] = []
+    for lo, hi in runs:
+        partners, mine = [], []
+        for i in range(lo, hi):
+            b = partner_of.get(id(npu_nodes[i]))
+            if b is None:
+                continue
+            if id(b) not in anywhere:
+                raise RuntimeError(f"{npu_nodes[i].id} is matched to a node its graph does not hold")
+            partners.append((i, anywhere[id(b)]))
+            if id(b) not in owned and id(b) in position:
+                owned.add(id(b))
+                mine.append(position[id(b)])
+        made.append((partners, mine))
+    rest = [i for i, b in enumerate(bench_nodes) if id(b) not in owned]
+    share = -(-len(rest) // len(runs))
+    p.chunks = [
+        Chunk(lo, hi, tuple(partners), tuple(mine + rest[k * share : (k + 1) * share]))
+        for k, ((lo, hi), (partners, mine)) in enumerate(zip(runs, made))
+    ]
+    return p
+
+
+def chunk_task(p: Prepared, k: int) -> tuple[RowsChunk | None, ...]:
+    """Chunk ``k``'s rows of each of the graphs (None for a graph it has none of), packed: only the
+    communication rows stay as lists (linking across ranks updates them). Past the last chunk (the
+    graph had fewer nodes than chunk tasks), none."""
+    if k >= len(p.chunks):
+        return (None,) * len(p.graphs)
+    c = p.chunks[k]
+    md5 = p.mode == MD5
+    with p._lock:
+        orders = p.orders()
+        if len(p.graphs) == 1:
+            (g,), (nodes, ids, _) = p.graphs, orders[0]
+            return (_pack(g.folder, _rows(g, p.sources[0], md5, p.overflow, nodes[c.lo : c.hi], c.lo, ids)),)
+        (npu, bench), ((npu_nodes, npu_ids, _), (bench_nodes, bench_ids, bench_all)) = p.graphs, orders
+        run = npu_nodes[c.lo : c.hi]
+        partners = {npu_nodes[i]: bench_all[j] for i, j in c.partners}
+        parse_items(npu, run)
+        parse_items(bench, list(partners.values()))
+        compare_subtrees(run, partners, npu.root, p.mode)
+        if p.overflow:
+            overflow_levels(npu, run)
+        npu_rows = chunk_rows(npu, p.sources[0], run, c.lo, npu_ids, md5)
+        _drop_items(npu, run)
+        bench_rows = _rows(
+            bench, p.sources[1], md5, p.overflow, [bench_nodes[i] for i in c.bench], 0, bench_ids
+        )
+        for row, pos in zip(bench_rows.nodes, c.bench):
+            row[ORDER] = pos
+        return _pack(npu.folder, npu_rows), _pack(bench.folder, bench_rows)
+
+
+def join(heads: list[GraphHead], results: list[tuple[RowsChunk | None, ...]]) -> list[GraphRows]:
+    """Each graph's rows from the chunk tasks' results (in chunk order; a compare's Bench rows, made
+    out of node order, are put in it)."""
+    return [
+        join_rows(head, [c for r in results if (c := r[i]) is not None], made_out_of_order=i > 0)
+        for i, head in enumerate(heads)
+    ]
+
+
+def rows_here(p: Prepared) -> list[GraphRows]:
+    """The rows of ``p``'s graphs, its chunks made one after the other in this task."""
+    if p.done is not None:
+        return p.done
+    return join(p.heads(), [chunk_task(p, k) for k in range(len(p.chunks))])
+
+
+def build_rows(g: Graph, source: str, overflow: bool = False, n: int = 1) -> GraphRows:
+    """graph_rows(g, source) made chunk by chunk (items parsed on the way if the graph was built
+    without), its tb_nodes rows packed (see GraphRows.apart)."""
+    (rows,) = rows_here(prepare_build(g, source, overflow, n))
+    return rows
 
 
 def compare_rows(
@@ -101,59 +239,16 @@ def compare_rows(
     mode: str,
     sources: tuple[str, str],
     overflow: bool = False,
-    sink: RowSink | None = None,
+    n: int = 1,
 ) -> tuple[GraphRows, GraphRows]:
-    """compare_graphs' work after matching (``pairs``), then graph_rows of both sides, in chunks.
-
-    A job compares a run of NPU nodes and also makes the rows of their Bench partners, whose items it
-    has just parsed (a Bench job in another process would parse them again); the Bench nodes nobody is
-    matched to get jobs of their own. Micro steps and overflow levels must be set before: the rows are
-    made in the jobs. Not for tensor mode (tensors would be measured out of the reference's order) nor
-    for merged graphs (nodes that share items must all be compared before any row is made).
-    """
-    md5 = mode == MD5
-    partners = dict(pairs)
-    npu_nodes = npu.sorted_nodes()
-    bench_nodes = bench.sorted_nodes()
-    ids = (number_stacks(npu_nodes), number_stacks(bench_nodes))
-    position = {node: i for i, node in enumerate(bench_nodes)}
-    owned: set[Node] = set()  # Bench nodes whose rows an NPU job makes (the first to meet them)
-    jobs: list[Callable[[], tuple[RowsChunk | None, RowsChunk]]] = []
-    for lo, hi in subtree_runs(npu_nodes, npu.root, _run_size(len(npu_nodes))):
-        run = npu_nodes[lo:hi]
-        mine = []
-        for n in run:
-            b = partners.get(n)
-            if b is not None and b not in owned and b in position:
-                owned.add(b)
-                mine.append(position[b])
-        job = partial(
-            _compare_rows_job, npu, bench, partners, mode, sources, overflow, run, lo, mine, bench_nodes, ids
-        )
-        jobs.append(job)
-    rest = [i for i, b in enumerate(bench_nodes) if b not in owned]
-    size = _run_size(len(bench_nodes))
-    for k in range(0, len(rest), size):
-        part = rest[k : k + size]
-        jobs.append(partial(_bench_rows_job, bench, sources[1], md5, overflow, part, bench_nodes, ids[1]))
-    arrived = None
-    if sink is not None:
-        tables = (f"{sources[0]}_{npu.step}_{npu.rank}", f"{sources[1]}_{bench.step}_{bench.rank}")
-        sink.expect(tables[0], len(npu_nodes), len(ids[0].first))
-        sink.expect(tables[1], len(bench_nodes), len(ids[1].first))
-        arrived = partial(_pair_to_sink, sink, tables)
-    processes = _processes(COMPARE_WEIGHT * len(npu_nodes) + len(bench_nodes))
-    results = run_jobs(
-        jobs, processes, partial(_pack_pair, (npu.folder, bench.folder)), arrived, sink is not None
-    )
-    npu_rows = join_rows(npu, sources[0], [r for r, _ in results if r is not None])
-    bench_rows = join_rows(bench, sources[1], [b for _, b in results], made_out_of_order=True)
+    """prepare_compare's rows, its chunks made one after the other here."""
+    npu_rows, bench_rows = rows_here(prepare_compare(npu, bench, pairs, mode, sources, overflow, n))
     return npu_rows, bench_rows
 
 
 def _pack(folder: str, chunk: RowsChunk) -> RowsChunk:
-    """The chunk with its rows packed (in the process that made them): only the communication rows
-    stay as lists (linking across ranks updates them). ``folder``: the dump the rows come from."""
+    """The chunk with its rows packed: only the communication rows stay as lists. ``folder``: the
+    dump the rows come from."""
     kept = [row for row in chunk.nodes if row[DISTRIBUTED] == 1]
     try:
         packed = pack_rows(chunk.nodes, N_NODE_COLUMNS)
@@ -163,72 +258,7 @@ def _pack(folder: str, chunk: RowsChunk) -> RowsChunk:
     return RowsChunk(kept, chunk.stacks, chunk.p2p, packed, True, len(chunk.nodes))
 
 
-def _pack_pair(
-    folders: tuple[str, str], pair: tuple[RowsChunk | None, RowsChunk]
-) -> tuple[RowsChunk | None, RowsChunk]:
-    npu, bench = pair
-    return (_pack(folders[0], npu) if npu is not None else None, _pack(folders[1], bench))
-
-
-def _to_sink(sink: RowSink, table: str, chunk: RowsChunk) -> RowsChunk:
-    """The chunk, its packed rows handed to ``sink`` (its stack rows too; they stay in the chunk for
-    join_rows) if it takes them."""
-    if chunk.packed is not None and sink.put(table, chunk.packed, stack_rows(table, chunk)):
-        chunk.packed = None
-    return chunk
-
-
-def _pair_to_sink(
-    sink: RowSink, tables: tuple[str, str], pair: tuple[RowsChunk | None, RowsChunk]
-) -> tuple[RowsChunk | None, RowsChunk]:
-    npu, bench = pair
-    return (_to_sink(sink, tables[0], npu) if npu is not None else None, _to_sink(sink, tables[1], bench))
-
-
-def _compare_rows_job(
-    npu: Graph,
-    bench: Graph,
-    partners: dict[Node, Node],
-    mode: str,
-    sources: tuple[str, str],
-    overflow: bool,
-    nodes: list[Node],
-    start: int,
-    bench_positions: list[int],
-    bench_nodes: list[Node],
-    ids: tuple[StackIds, StackIds],
-) -> tuple[RowsChunk, RowsChunk]:
-    """The NPU rows of ``nodes`` (compared), and the Bench rows at ``bench_positions``."""
-    parse_items(npu, nodes)
-    parse_items(bench, [partners[n] for n in nodes if n in partners])
-    compare_subtrees(nodes, partners, npu.root, mode)
-    md5 = mode == MD5
-    if overflow:
-        overflow_levels(npu, nodes)
-    rows = chunk_rows(npu, sources[0], nodes, start, ids[0], md5)
-    _drop_items(npu, nodes)
-    bench_rows = _bench_rows_job(bench, sources[1], md5, overflow, bench_positions, bench_nodes, ids[1])[1]
-    return rows, bench_rows
-
-
-def _bench_rows_job(
-    bench: Graph,
-    source: str,
-    md5: bool,
-    overflow: bool,
-    positions: list[int],
-    bench_nodes: list[Node],
-    ids: StackIds,
-) -> tuple[None, RowsChunk]:
-    """The rows of the Bench nodes at ``positions`` (in sorted_nodes()), each with its node_order."""
-    nodes = [bench_nodes[i] for i in positions]
-    rows = _rows_job(bench, source, md5, overflow, nodes, 0, ids)
-    for row, pos in zip(rows.nodes, positions):
-        row[ORDER] = pos
-    return None, rows
-
-
-def _rows_job(
+def _rows(
     g: Graph, source: str, md5: bool, overflow: bool, nodes: list[Node], start: int, ids: StackIds
 ) -> RowsChunk:
     """The rows of ``nodes``: their exported items' texts made straight from dump.json where the C

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from msprobe_dask.graph import speedups
-
-if TYPE_CHECKING:
-    from msprobe_dask.graph.texts_ahead import TextsAhead
+from msprobe_dask.graph.gcpause import collections_paused
 
 ROOT_ID = "DefaultModel"
 MODULE, API, COLLECTION = 0, 1, 9
@@ -88,7 +86,15 @@ class Graph:
     folder: str = ""  # the dump folder: -lm reads its construct.json and stack.json
     no_md5: bool = False  # dump.json's text has no "md5" key, so compare_mode need not walk ``data``
     items_pending: bool = False  # built without the nodes' items: build.parse_items gives them
-    texts_ahead: TextsAhead | None = None  # the rows' item texts being made meanwhile (graph/texts_ahead.py)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled flat (see _flat): a Graph goes to another process when a dask task that needs it
+        runs there. Pickled as it is, it would recurse along the parent/child links (too deep for
+        pickle on long chains) and cost more than the build."""
+        flat = _flat(self)
+        if flat is None:  # a node linked to one the graph does not hold: pickled as it is
+            return _graph_of_fields, (tuple(getattr(self, name) for name in _GRAPH_FIELDS),)
+        return _unflat, (flat, tuple(getattr(self, name) for name in _REST_FIELDS))
 
     def sorted_nodes(self) -> list[Node]:
         """Post-order DFS from the root (children in order, root last), each node once."""
@@ -132,3 +138,67 @@ class Graph:
                 stack.pop()
                 out.append(node)
         return out
+
+
+_GRAPH_FIELDS = tuple(f.name for f in fields(Graph))
+_REST_FIELDS = tuple(name for name in _GRAPH_FIELDS if name not in ("root", "nodes"))
+# the Node fields that most nodes leave empty: carried for the nodes that hold something
+_SPARSE = ("input_data", "output_data", "link", "precision", "overflow", "merge_info")
+
+
+def _graph_of_fields(values: tuple[Any, ...]) -> Graph:
+    return Graph(*values)
+
+
+def _flat(g: Graph) -> tuple[Any, ...] | None:
+    """The graph's nodes as parallel lists: ids, types, parent and children as positions, stacks as
+    positions in a list of the distinct stack lists (equal stacks stay one list), micro steps, and
+    for each field of _SPARSE the {position: value} of the nodes that hold one. None if a node is
+    linked to one the graph does not hold."""
+    nodes = list(g.nodes.values())
+    position = {id(node): i for i, node in enumerate(nodes)}
+    root = position.get(id(g.root))
+    if root is None:
+        return None
+    stacks: list[list[str]] = []
+    stack_position: dict[int, int] = {}
+    types, parents, children, stack_of, micro = [], [], [], [], []
+    sparse: tuple[dict[int, Any], ...] = tuple({} for _ in _SPARSE)
+    try:
+        for i, node in enumerate(nodes):
+            types.append(node.type)
+            parents.append(-1 if node.parent is None else position[id(node.parent)])
+            children.append([position[id(c)] for c in node.children] if node.children else None)
+            k = stack_position.get(id(node.stack))
+            if k is None:
+                k = stack_position[id(node.stack)] = len(stacks)
+                stacks.append(node.stack)
+            stack_of.append(k)
+            micro.append(node.micro)
+            for name, held in zip(_SPARSE, sparse):
+                value = getattr(node, name)
+                if value is not None and (value or value.__class__ not in (dict, list)):
+                    held[i] = value
+    except KeyError:
+        return None
+    ids = [node.id for node in nodes]
+    keys = list(g.nodes)
+    return ids, None if keys == ids else keys, types, parents, children, stacks, stack_of, micro, root, sparse
+
+
+def _unflat(flat: tuple[Any, ...], rest: tuple[Any, ...]) -> Graph:
+    ids, keys, types, parents, children, stacks, stack_of, micro, root, sparse = flat
+    with collections_paused():  # (see gcpause: objects that all live on)
+        nodes = [
+            Node(node_id, kind, None, [], {}, {}, stacks[k], m)
+            for node_id, kind, k, m in zip(ids, types, stack_of, micro)
+        ]
+        for node, up, below in zip(nodes, parents, children):
+            if up >= 0:
+                node.parent = nodes[up]
+            if below:
+                node.children = [nodes[i] for i in below]
+    for name, held in zip(_SPARSE, sparse):
+        for i, value in held.items():
+            setattr(nodes[i], name, value)
+    return Graph(nodes[root], dict(zip(keys or ids, nodes)), *rest)

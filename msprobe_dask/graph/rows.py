@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.items import items_json_for, python_items_json_for, skipped_keys
@@ -144,13 +144,23 @@ def read_back(g: GraphRows) -> None:
 
 def graph_rows(g: Graph, source: str, md5_mode: bool = False) -> GraphRows:
     nodes = g.sorted_nodes()
-    return join_rows(g, source, [chunk_rows(g, source, nodes, 0, number_stacks(nodes), md5_mode)])
+    chunk = chunk_rows(g, source, nodes, 0, number_stacks(nodes), md5_mode)
+    return join_rows(GraphHead(source, g.step, g.rank, g.micro_steps), [chunk])
 
 
-def join_rows(g: Graph, source: str, chunks: list[RowsChunk], made_out_of_order: bool = False) -> GraphRows:
+class GraphHead(NamedTuple):
+    """What the rows of a graph say of it besides its nodes (all that joining its chunks needs)."""
+
+    source: str
+    step: int
+    rank: int
+    micro_steps: int
+
+
+def join_rows(head: GraphHead, chunks: list[RowsChunk], made_out_of_order: bool = False) -> GraphRows:
     """The chunks' rows in order (``made_out_of_order``: put in node order), and the stack rows in id
     order."""
-    out = GraphRows(source, g.step, g.rank, micro_steps=g.micro_steps)
+    out = GraphRows(head.source, head.step, head.rank, micro_steps=head.micro_steps)
     stacks: list[tuple[int, str]] = []
     out.apart = any(chunk.apart for chunk in chunks)
     for chunk in chunks:

@@ -1,10 +1,9 @@
 """Table rows packed into one bytes object, and a SQLite connection that inserts packed rows.
 
-Forked jobs (graph/forked.py) make the vis.db's rows; pickling them back as lists, then binding them
-one value at a time in the writer, would cost the writer ~15 us per row, alone. Packed, a chunk of
-rows travels as one bytes object, and ``open_db``'s RowDb (the C module ``msprobe_dask.writers._rowdb``
-where it was built) binds it in C without holding the GIL, so a writer thread inserts while the jobs
-go on.
+graph_visualize's chunk tasks (graph/chunks.py) make the vis.db's rows; sent to the write task as
+lists and bound one value at a time, they would cost the writer ~15 us per row. Packed, a chunk of
+rows travels on the task graph's edges as one bytes object (cheap to pickle to another process), and
+``open_db``'s RowDb (the C module ``msprobe_dask.writers._rowdb`` where it was built) binds it in C.
 
 The format (little-endian): ``u32`` row count, ``u32`` column count, then each value as a tag byte
 and its payload: 0 NULL; 1 int64; 2 float64; 3 text (``u32`` length, UTF-8 bytes). This module's

@@ -9,18 +9,15 @@ existing target is copied first and appended to, as the reference does.
 tb_nodes and tb_stack rows arrive packed (writers/packed_rows.py), in chunks, in any order: each graph
 gets a range of rowids of each table in write order (``place``) and a row's rowid is its graph's base
 plus its number (a tb_nodes row's node_order, a tb_stack row's stack number), so the tables read back,
-in rowid order, exactly as if the graphs had been written one after the other. ``RowSink`` inserts
-chunks in a thread while the jobs that make them go on.
+in rowid order, exactly as if the graphs had been written one after the other.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import shutil
 import sqlite3
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -132,7 +129,6 @@ class _Placed:
         self.next = last_rowid
         self.bases: dict[str, int] = {}  # graph id -> the rowid of its number -1
         self.counts: dict[str, tuple[int, int]] = {}  # graph id -> (rows placed, rows inserted)
-        self.pending: dict[str, list[bytes]] = {}  # chunks of graphs not placed yet
 
 
 class VisdbWriter:
@@ -177,19 +173,11 @@ class VisdbWriter:
         t.bases[graph_id] = t.next
         t.counts[graph_id] = (count, 0)
         t.next += count
-        for packed in t.pending.pop(graph_id, ()):
-            self.add(graph_id, packed, table)
-
-    def placed(self, graph_id: str, table: str = NODES) -> bool:
-        return graph_id in self._tables[table].bases
 
     def add(self, graph_id: str, packed: bytes, table: str = NODES) -> None:
-        """Insert packed rows of the graph into ``table`` (kept until the graph is placed there)."""
+        """Insert packed rows of the graph, placed before, into ``table``."""
         t = self._tables[table]
-        base = t.bases.get(graph_id)
-        if base is None:
-            t.pending.setdefault(graph_id, []).append(packed)
-            return
+        base = t.bases[graph_id]
         with _failing(self):
             self._db.executemany(t.sql, packed, base, t.number)
         placed, inserted = t.counts[graph_id]
@@ -206,8 +194,7 @@ class VisdbWriter:
         graphs = list(graphs)
         with _failing(self):
             for g in graphs:
-                if not self.placed(g.graph_id):
-                    self.place(g.graph_id, g.n_rows)
+                self.place(g.graph_id, g.n_rows)
                 for packed in g.packed:
                     self.add(g.graph_id, packed)
                 if g.apart:
@@ -216,11 +203,10 @@ class VisdbWriter:
                 elif g.nodes:
                     self.add(g.graph_id, pack_rows(g.nodes, N_NODE_COLUMNS))
                 self._check_count(g.graph_id, NODES)
-            for g in graphs:  # (a RowSink may have written them already)
-                if not self.placed(g.graph_id, STACKS):
-                    self.place(g.graph_id, len(g.stacks), STACKS)
-                    rows = [(n, sid, text) for n, (sid, text) in enumerate(g.stacks)]
-                    self.add(g.graph_id, pack_rows(rows, 3), STACKS)
+            for g in graphs:
+                self.place(g.graph_id, len(g.stacks), STACKS)
+                rows = [(n, sid, text) for n, (sid, text) in enumerate(g.stacks)]
+                self.add(g.graph_id, pack_rows(rows, 3), STACKS)
                 self._check_count(g.graph_id, STACKS)
             self._db.executemany(INSERT_CONFIG, pack_rows([config], len(config)))
             for sql in (*_INDEXES, "COMMIT", "PRAGMA journal_mode=WAL"):
@@ -264,88 +250,7 @@ def _failing(writer: VisdbWriter) -> Iterator[None]:
         raise
 
 
-class RowSink:
-    """Adds packed tb_nodes and tb_stack rows to a VisdbWriter from a thread of its own, while the jobs
-    that make them go on (the C RowDb inserts without the GIL). ``open`` gives it the writer and the
-    graph ids in write order; each graph is placed once its own sizes and those of the graphs before
-    it are known (``expect``). ``close`` waits for the rows given so far and hands the writer back.
-
-    At most QUEUED_CHUNKS chunks wait for the thread: a job that hands over more waits meanwhile,
-    which bounds the memory the rows take and gives the thread the CPU it lacks (the jobs use every
-    core). Unbounded, the last chunks were inserted alone at the end, one core idle."""
-
-    def __init__(self) -> None:
-        self._writer: VisdbWriter | None = None
-        self._order: list[str] = []  # graph ids not placed yet, in write order
-        self._takes: frozenset[str] = frozenset()
-        self._sizes: dict[str, tuple[int, int]] = {}  # graph id -> its tb_nodes and tb_stack rows
-        self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue(QUEUED_CHUNKS)
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
-
-    def open(self, writer: VisdbWriter, order: Sequence[str]) -> None:
-        self._writer, self._order, self._takes = writer, list(order), frozenset(order)
-        self._thread = threading.Thread(target=self._run, name="vis.db rows", daemon=True)
-        self._thread.start()
-
-    def expect(self, graph_id: str, count: int, stacks: int) -> None:
-        """The graph will have ``count`` tb_nodes rows and ``stacks`` tb_stack rows."""
-        if self._thread is not None:
-            self._queue.put((graph_id, (count, stacks)))
-
-    def put(self, graph_id: str, packed: bytes, stacks: bytes) -> bool:
-        """Hand over packed tb_nodes and tb_stack rows of the graph; False (not taken) for a graph
-        outside the write order."""
-        if self._thread is None or graph_id not in self._takes:
-            return False
-        self._queue.put((graph_id, (packed, stacks)))
-        return True
-
-    def close(self) -> VisdbWriter:
-        """The writer, once every row handed over is in it (or the error that stopped the thread)."""
-        writer = self._stop()
-        if self._error is not None:
-            writer.abort()
-            raise self._error
-        return writer
-
-    def abort(self) -> None:
-        """Stop and delete the file begun (nothing to do once closed)."""
-        if self._writer is not None:
-            self._stop().abort()
-
-    def _stop(self) -> VisdbWriter:
-        writer, thread = self._writer, self._thread
-        if writer is None or thread is None:
-            raise RuntimeError("the vis.db rows sink is not open")
-        self._writer = self._thread = None
-        self._queue.put(None)
-        thread.join()
-        return writer
-
-    def _run(self) -> None:
-        writer, order = self._writer, self._order
-        assert writer is not None
-        while (item := self._queue.get()) is not None:
-            if self._error is not None:
-                continue  # drained until closed
-            graph_id, (nodes, stacks) = item
-            try:
-                if isinstance(nodes, int):
-                    self._sizes[graph_id] = (nodes, stacks)
-                    while order and order[0] in self._sizes:
-                        first = order.pop(0)
-                        writer.place(first, self._sizes[first][0], NODES)
-                        writer.place(first, self._sizes[first][1], STACKS)
-                else:
-                    writer.add(graph_id, nodes, NODES)
-                    writer.add(graph_id, stacks, STACKS)
-            except BaseException as exc:  # noqa: B036 - raised again by close()
-                self._error = exc
-
-
 TABLES = (NODES_DDL, STACK_DDL, CONFIG_DDL)
-QUEUED_CHUNKS = 2
 _INDEXES = tuple(ddl.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1) for ddl in INDEXES)
 
 

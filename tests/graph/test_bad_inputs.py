@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from msprobe_dask.cli import main as cli_main
-from msprobe_dask.graph import chunks, forked, speedups
+from msprobe_dask.graph import chunks, speedups
 from msprobe_dask.writers import packed_rows
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -85,17 +85,14 @@ def test_truncated_dump_json(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     _assert_refused(rc, err, out, "dump.json", "not valid JSON")
 
 
-@pytest.mark.parametrize("processes", [1, 2])
+@pytest.mark.parametrize("chunk_bytes", [1 << 30, 1])
 def test_an_entry_of_dump_json_that_does_not_parse(
-    processes: int, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    chunk_bytes: int, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """dump.json is read lazily (dump/entries.py): its entries are parsed in the chunk jobs, in forked
-    children with two processes (half the entries are bad, so that every process meets one), and the
-    error is still the one line naming dump.json and its first bad line."""
-    monkeypatch.setattr(chunks, "CHUNK_NODES", (3, 40))
-    monkeypatch.setattr(chunks, "PROCESS_NODES", 1)
-    monkeypatch.setattr(chunks, "usable_cpus", lambda: processes)
-    monkeypatch.setattr(forked, "usable_cpus", lambda: processes)
+    """dump.json is read lazily (dump/entries.py): its entries are parsed in the chunk tasks, one or
+    many (half the entries are bad, so that many tasks meet one), and the error is still the one line
+    naming dump.json and its first bad line."""
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", chunk_bytes)
     tp = _copy_dump(DATA / "transformer_big" / "target", tmp_path / "target")
     gp = _copy_dump(DATA / "transformer_big" / "golden", tmp_path / "golden")
     lines = (gp / "dump.json").read_text().split("\n")

@@ -1,4 +1,4 @@
-"""Chunked compare + rows over forked processes (graph/chunks.py) give the serial rows exactly."""
+"""Compare + rows cut into chunk tasks (graph/chunks.py) give the serial rows exactly, on any scheduler."""
 
 from __future__ import annotations
 
@@ -6,13 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from msprobe_dask.graph import chunks, forked
+from msprobe_dask.graph import chunks
 from msprobe_dask.graph.build import GraphSource, assign_micro_steps, build_graph
 from msprobe_dask.graph.compare import compare_graphs, compare_mode, match_pairs
 from msprobe_dask.graph.model import COLLECTION
 from msprobe_dask.graph.overflow import check_overflow
 from msprobe_dask.graph.rows import GraphRows, graph_rows, read_back
-from msprobe_dask.writers.visdb import RowSink
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CASES = [
@@ -24,13 +23,7 @@ CASES = [
 ]
 
 
-@pytest.fixture
-def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Many chunks of a few nodes, always two processes."""
-    monkeypatch.setattr(chunks, "CHUNK_NODES", (3, 40))
-    monkeypatch.setattr(chunks, "PROCESS_NODES", 1)
-    monkeypatch.setattr(chunks, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
+MANY = 40  # chunks per graph
 
 
 def _sides(case: str) -> tuple[Path, Path]:
@@ -59,7 +52,7 @@ def _chunked(tp: Path, gp: Path, fuzzy: bool) -> tuple[GraphRows, GraphRows]:
     mode = compare_mode(npu, bench, str(tp))
     pairs = match_pairs(npu, bench, fuzzy)
     assign_micro_steps(npu, bench)
-    return chunks.compare_rows(npu, bench, pairs, mode, ("NPU", "Bench"), overflow=True)
+    return chunks.compare_rows(npu, bench, pairs, mode, ("NPU", "Bench"), overflow=True, n=MANY)
 
 
 def _read_back(g: GraphRows) -> GraphRows:
@@ -68,7 +61,7 @@ def _read_back(g: GraphRows) -> GraphRows:
 
 
 @pytest.mark.parametrize(("case", "fuzzy"), CASES, ids=[c for c, _ in CASES])
-def test_chunked_compare_rows_equal_serial_rows(case: str, fuzzy: bool, small_chunks: None) -> None:
+def test_chunked_compare_rows_equal_serial_rows(case: str, fuzzy: bool) -> None:
     tp, gp = _sides(case)
     for ours, want in zip(map(_read_back, _chunked(tp, gp, fuzzy)), _serial(tp, gp, fuzzy)):
         assert ours.nodes == want.nodes
@@ -78,8 +71,8 @@ def test_chunked_compare_rows_equal_serial_rows(case: str, fuzzy: bool, small_ch
 
 
 @pytest.mark.parametrize("case", ["transformer_big", "multirank/target/step0/rank1"])
-def test_packed_rows_read_back_as_serial_rows(case: str, small_chunks: None) -> None:
-    """Jobs pack their rows (one bytes object per chunk) and keep only the communication rows."""
+def test_packed_rows_read_back_as_serial_rows(case: str) -> None:
+    """Chunk tasks pack their rows (one bytes object per chunk) and keep only the communication rows."""
     tp, gp = _sides(case)
     for ours, want in zip(_chunked(tp, gp, False), _serial(tp, gp, False)):
         assert ours.apart and len(ours.packed) > 2 and ours.n_rows == len(want.nodes)
@@ -92,11 +85,11 @@ def test_packed_rows_read_back_as_serial_rows(case: str, small_chunks: None) -> 
         assert ours.micro_steps == want.micro_steps
 
 
-def test_chunked_build_rows_equal_serial_rows(small_chunks: None) -> None:
+def test_chunked_build_rows_equal_serial_rows() -> None:
     src = GraphSource(str(DATA / "transformer_big" / "target"))
     g = build_graph(src, items=False)
     assign_micro_steps(g)
-    ours = chunks.build_rows(g, "NPU", overflow=True)
+    ours = chunks.build_rows(g, "NPU", overflow=True, n=MANY)
     want_graph = build_graph(src)
     assign_micro_steps(want_graph)
     check_overflow(want_graph)
@@ -119,43 +112,49 @@ def test_runs_cover_the_nodes_and_keep_collections_whole() -> None:
         assert {run_of[id(x)] for x in c.children} == {run_of[id(c)]}
 
 
-@pytest.mark.parametrize(
-    ("target", "golden", "overflow"),
-    [("multirank/target", "multirank/golden", False), ("transformer_big/target", None, True)],
-)
-def test_visdb_written_while_the_jobs_run_equals_visdb_written_at_the_end(
-    target: str, golden: str | None, overflow: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """graph_visualize, whose writer thread takes the packed rows of forked jobs as they come (in any
-    order, the communication links set at the end), writes the db that the rows written all at the end
-    make, and leaves no other file behind."""
-    from visdb_diff import diff_visdb
+def test_no_more_chunks_than_asked_and_tasks_past_the_last_make_nothing() -> None:
+    g = build_graph(GraphSource(str(DATA / "transformer_big" / "target")), items=False)
+    assign_micro_steps(g)
+    p = chunks.prepare_build(g, "NPU", n=7)
+    assert 1 < len(p.chunks) <= 7
+    assert chunks.chunk_task(p, 7) == (None,)
+    assert chunks.chunk_count(0) == 1 and chunks.chunk_count(1 << 40) == chunks.MAX_CHUNKS
 
-    from msprobe_dask.graph.api import build_graphs, graph_visualize
-    from msprobe_dask.writers.visdb import GraphTables, write_visdb
 
-    gp = DATA / golden if golden else None
-    result = build_graphs(DATA / target, gp, overflow_check=overflow)
-    at_end = write_visdb(
-        tmp_path / "at_end.vis.db",
-        [GraphTables(g.graph_id, len(g.nodes), g.nodes, g.stacks) for g in result.graphs],
-        result.config,
+def test_chunk_tasks_of_an_unpickled_prepared_give_the_same_rows() -> None:
+    """A chunk task run in another process (a dask worker) gets the Prepared pickled, graphs and all,
+    and makes the rows a task makes on the original."""
+    import pickle
+
+    tp, gp = _sides("transformer_big")
+    npu, bench = (
+        build_graph(GraphSource(str(tp)), items=False),
+        build_graph(GraphSource(str(gp)), items=False),
     )
-    monkeypatch.setattr(chunks, "CHUNK_NODES", (3, 40))
-    monkeypatch.setattr(chunks, "PROCESS_NODES", 1)
-    monkeypatch.setattr(chunks, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(forked, "usable_cpus", lambda: 8)
-    taken: list[str] = []
-    put = RowSink.put
+    mode = compare_mode(npu, bench, str(tp))
+    pairs = match_pairs(npu, bench)
+    assign_micro_steps(npu, bench)
+    p = chunks.prepare_compare(npu, bench, pairs, mode, ("NPU", "Bench"), overflow=True, n=6)
+    copy = pickle.loads(pickle.dumps(p))
+    for k in range(len(p.chunks)):
+        here, there = chunks.chunk_task(p, k), chunks.chunk_task(copy, k)
+        assert [(c.packed, c.nodes, c.stacks) for c in here] == [(c.packed, c.nodes, c.stacks) for c in there]
 
-    def counted_put(self: RowSink, graph_id: str, packed: bytes, stacks: bytes) -> bool:
-        ok = put(self, graph_id, packed, stacks)
-        taken.extend([graph_id] if ok else [])
-        return ok
 
-    monkeypatch.setattr(RowSink, "put", counted_put)
-    out = tmp_path / "streamed"
-    streamed = graph_visualize(DATA / target, gp, output_path=out, overflow_check=overflow)
-    assert len(taken) > 10 and set(taken) == {g.graph_id for g in result.graphs}
-    assert diff_visdb(streamed, at_end) == []
-    assert [p.name for p in out.iterdir()] == [Path(streamed).name]
+@pytest.mark.parametrize("scheduler", ["threads", "processes", "sync"])
+def test_every_dask_scheduler_gives_the_same_rows(scheduler: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graph of a multi-rank compare in many chunk tasks, computed by dask's threaded, processes
+    (each task's inputs pickled to a worker process) and synchronous schedulers: the same rows."""
+    import dask
+
+    from msprobe_dask.graph.api import Options, _plan
+
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
+    results = []
+    for how in ("sync", scheduler):
+        lazy, _, _ = _plan(
+            DATA / "multirank" / "target", DATA / "multirank" / "golden", Options(overflow_check=True)
+        )
+        (result,) = dask.compute(lazy, scheduler=how)
+        results.append([(g.graph_id, g.n_rows, g.nodes, g.stacks, g.packed) for g in result.graphs])
+    assert results[0] == results[1]

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -16,10 +14,8 @@ from msprobe_dask.writers.visdb import (
     CONFIG_DDL,
     NODES_DDL,
     PAGE_SIZE,
-    QUEUED_CHUNKS,
     STACK_DDL,
     GraphTables,
-    RowSink,
     VisdbWriter,
     write_visdb,
 )
@@ -78,50 +74,36 @@ def _leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.endswith((".tmp", "-wal", "-shm", "-journal")))
 
 
-def _stacks(graph: str, numbers: range) -> bytes:
-    return pack_rows([(n, f"{graph}_{n}", f"[{n}]") for n in numbers], 3)
-
-
-NO_STACKS = pack_rows([], 3)
-
-
-def test_chunks_given_in_any_order_are_written_in_graph_and_node_order(tmp_path: Path) -> None:
-    """The sink takes a later graph's rows before the earlier graph's size is known, and chunks out
-    of node order, with stack rows out of number order: the tables read back as if written graph after
-    graph, node after node, stack after stack."""
+def test_chunks_given_out_of_node_order_are_written_in_graph_and_node_order(tmp_path: Path) -> None:
+    """The write task gets each graph's chunks as the chunk tasks made them (a compare's Bench chunks
+    out of node order): the tables read back as if written graph after graph, node after node."""
     a, b = _graph_rows("NPU_0_0", 5), _graph_rows("Bench_0_0", 4)
-    sink = RowSink()
-    sink.open(VisdbWriter(tmp_path / "c.vis.db"), ["NPU_0_0", "Bench_0_0"])
-    assert sink.put("Bench_0_0", pack_rows(b[2:], 22), _stacks("Bench_0_0", range(1, 2)))
-    sink.expect("Bench_0_0", 4, 2)
-    assert sink.put("NPU_0_0", pack_rows(a[3:], 22), _stacks("NPU_0_0", range(2, 3)))
-    assert not sink.put("NPU_9_9", pack_rows(a[:1], 22), NO_STACKS)  # not in the write order: the caller's
-    sink.expect("NPU_0_0", 5, 3)
-    assert sink.put("Bench_0_0", pack_rows(b[:2], 22), _stacks("Bench_0_0", range(1)))
-    assert sink.put("NPU_0_0", pack_rows(a[:3], 22), _stacks("NPU_0_0", range(2)))
     graphs = [
-        GraphTables("NPU_0_0", 5, [], [(f"NPU_0_0_{n}", f"[{n}]") for n in range(3)], apart=True),
-        GraphTables("Bench_0_0", 4, [], [(f"Bench_0_0_{n}", f"[{n}]") for n in range(2)], apart=True),
+        GraphTables(
+            "NPU_0_0",
+            5,
+            [],
+            [(f"NPU_0_0_{n}", f"[{n}]") for n in range(3)],
+            [pack_rows(a[3:], 22), pack_rows(a[:3], 22)],
+            True,
+        ),
+        GraphTables(
+            "Bench_0_0",
+            4,
+            [],
+            [("Bench_0_0_0", "[0]")],
+            [pack_rows([b[3], b[0]], 22), pack_rows(b[1:3], 22)],
+            True,
+        ),
     ]
-    path = sink.close().finish(graphs, CONFIG)
-    sink.abort()  # nothing to do once closed
+    path = write_visdb(tmp_path / "c.vis.db", graphs, CONFIG)
     assert _leftovers(tmp_path) == []
     with sqlite3.connect(path) as con:
         got = con.execute("SELECT rowid, id FROM tb_nodes ORDER BY rowid").fetchall()
         stacks = con.execute("SELECT rowid, id, stack_info FROM tb_stack ORDER BY rowid").fetchall()
     assert got == [(i + 1, row[0]) for i, row in enumerate(a + b)]
-    expected = [(g, n) for g, k in (("NPU_0_0", 3), ("Bench_0_0", 2)) for n in range(k)]
+    expected = [(g, n) for g, k in (("NPU_0_0", 3), ("Bench_0_0", 1)) for n in range(k)]
     assert stacks == [(i + 1, f"{g}_{n}", f"[{n}]") for i, (g, n) in enumerate(expected)]
-
-
-def test_stack_rows_the_sink_missed_are_an_error(tmp_path: Path) -> None:
-    sink = RowSink()
-    sink.open(VisdbWriter(tmp_path / "s.vis.db"), ["NPU_0_0"])
-    sink.expect("NPU_0_0", 2, 3)
-    sink.put("NPU_0_0", pack_rows(_graph_rows("NPU_0_0", 2), 22), _stacks("NPU_0_0", range(2)))
-    with pytest.raises(RuntimeError, match="2 rows written to tb_stack, 3 expected"):
-        sink.close().finish([GraphTables("NPU_0_0", 2, [], [], apart=True)], CONFIG)
-    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_graph_missing_rows_is_not_written(tmp_path: Path) -> None:
@@ -131,13 +113,10 @@ def test_a_graph_missing_rows_is_not_written(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_an_error_in_the_sink_thread_is_raised_by_close_and_nothing_is_left(tmp_path: Path) -> None:
-    sink = RowSink()
-    sink.open(VisdbWriter(tmp_path / "b.vis.db"), ["NPU_0_0"])
-    sink.expect("NPU_0_0", 2, 0)
-    sink.put("NPU_0_0", pack_rows(_graph_rows("NPU_0_0", 2), 22)[:-3], NO_STACKS)  # truncated
+def test_a_truncated_chunk_is_one_error_and_nothing_is_left(tmp_path: Path) -> None:
+    truncated = pack_rows(_graph_rows("NPU_0_0", 2), 22)[:-3]
     with pytest.raises(OutputError, match=r"b\.vis\.db: cannot write the vis.db: packed rows are truncated"):
-        sink.close()
+        write_visdb(tmp_path / "b.vis.db", [GraphTables("NPU_0_0", 2, [], [], [truncated], True)], CONFIG)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -196,39 +175,3 @@ def test_a_damaged_target_is_reported_as_sqlite_reports_it(
         write_visdb(path, [GraphTables("NPU_0_0_5", 3, mid_index, [])], CONFIG)
     assert path.read_bytes() == before
     assert _leftovers(tmp_path) == []
-
-
-def test_at_most_a_few_chunks_wait_for_the_sink(tmp_path: Path) -> None:
-    """A producer faster than the sink waits once QUEUED_CHUNKS chunks are queued (bounded memory);
-    every chunk still lands, in order."""
-    rows = _graph_rows("NPU_0_0", 12)
-    writer = VisdbWriter(tmp_path / "q.vis.db")
-    inserting, go = threading.Event(), threading.Event()
-    add = writer.add
-
-    def slow_add(graph_id: str, packed: bytes, table: str) -> None:
-        inserting.set()
-        go.wait()
-        add(graph_id, packed, table)
-
-    writer.add = slow_add  # type: ignore[method-assign]
-    sink = RowSink()
-    sink.open(writer, ["NPU_0_0"])
-    sink.expect("NPU_0_0", len(rows), 0)
-    handed: list[int] = []
-
-    def produce() -> None:
-        for k in range(0, len(rows), 2):
-            sink.put("NPU_0_0", pack_rows(rows[k : k + 2], 22), NO_STACKS)
-            handed.append(k)
-
-    producer = threading.Thread(target=produce)
-    producer.start()
-    assert inserting.wait(10)
-    time.sleep(0.2)
-    assert len(handed) == 1 + QUEUED_CHUNKS  # one being inserted, the others queued; the next waits
-    go.set()
-    producer.join(10)
-    path = sink.close().finish([GraphTables("NPU_0_0", len(rows), [], [], apart=True)], CONFIG)
-    with sqlite3.connect(path) as con:
-        assert con.execute("SELECT id FROM tb_nodes ORDER BY rowid").fetchall() == [(r[0],) for r in rows]

@@ -46,17 +46,14 @@ static PyMethodDef methods[] = {
     {"entry_texts", entry_texts, METH_VARARGS,
      "entry_texts(text, start, end, node_id): the exported items' JSON texts of an entry, or None."},
     {"node_texts", node_texts, METH_VARARGS,
-     "node_texts(nodes, root, collection, spans, small, text, ahead=None): entry_texts of each node's entry, "
+     "node_texts(nodes, root, collection, spans, small, text): entry_texts of each node's entry, "
      "or None."},
-    {"make_texts_ahead", make_texts_ahead, METH_VARARGS,
-     "make_texts_ahead(region, spans, small, text): the entries' texts into region, in file order."},
     {"tree_post_order", tree_post_order, METH_VARARGS,
      "tree_post_order(root, limit): Graph._tree_post_order's nodes, or None."},
     {"number_stacks", number_stacks, METH_VARARGS, "number_stacks(nodes, dumps): rows.number_stacks' (of_list, first)."},
     {"propagate_micro", propagate_micro, METH_VARARGS,
      "propagate_micro(node, max_depth): build._propagate; the node too deep, or None."},
     {"attach_all", attach_all, METH_VARARGS, "attach_all(construct, nodes, root, how): build._attach_all."},
-    {"read_exact", read_exact, METH_VARARGS, "read_exact(fd, n): n bytes (fewer at end of file), no GIL."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -133,26 +133,21 @@ PyObject *parse_items(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* node_texts(nodes, root, collection, spans, small, text, ahead=None) -> for each node, the texts of its
- * exported (input_data, output_data) made straight from its entry's span (entry_text.c), or taken from
- * ``ahead`` where they were made there already (ahead.c); or None where its items must be parsed:
+/* node_texts(nodes, root, collection, spans, small, text) -> for each node, the texts of its
+ * exported (input_data, output_data) made straight from its entry's span (entry_text.c); or None where
+ * its items must be parsed:
  * nodes parse_items skips (the root, collections, nodes holding items), batch_isend_irecv nodes
  * (exported with other keys, their ops read from the items), entries without a span or of one line,
  * and entries entry_text.c does not take. */
 PyObject *node_texts(PyObject *self, PyObject *args) {
-    PyObject *nodes, *root, *collection, *spans, *small, *text, *region = Py_None;
-    if (!PyArg_ParseTuple(args, "OOOO!O!O!|O", &nodes, &root, &collection, &PyDict_Type, &spans, &PyDict_Type,
-                          &small, &PyBytes_Type, &text, &region) ||
+    PyObject *nodes, *root, *collection, *spans, *small, *text;
+    if (!PyArg_ParseTuple(args, "OOOO!O!O!", &nodes, &root, &collection, &PyDict_Type, &spans, &PyDict_Type,
+                          &small, &PyBytes_Type, &text) ||
         configured() < 0)
         return NULL;
     PyObject *seq = PySequence_Fast(nodes, "nodes must be a sequence");
     if (seq == NULL)
         return NULL;
-    Ahead ahead;
-    if (ahead_open(region, &ahead) < 0) {
-        Py_DECREF(seq);
-        return NULL;
-    }
     Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
     PyObject *out = PyList_New(count);
     for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
@@ -167,9 +162,7 @@ PyObject *node_texts(PyObject *self, PyObject *args) {
                         ? entry_span(id, spans, small, text, &s, &n)
                         : 0;
         if (found > 0) {
-            texts = ahead.rows != NULL ? ahead_texts(&ahead, s - PyBytes_AS_STRING(text)) : NULL;
-            if (texts == NULL && !PyErr_Occurred())
-                texts = texts_of_entry(s, n, id_text, id_n);
+            texts = texts_of_entry(s, n, id_text, id_n);
         } else if (wanted >= 0 && found == 0 && !PyErr_Occurred()) {
             texts = Py_NewRef(Py_None);
         }
@@ -179,7 +172,6 @@ PyObject *node_texts(PyObject *self, PyObject *args) {
         else
             PyList_SET_ITEM(out, i, texts);
     }
-    ahead_close(&ahead);
     Py_DECREF(seq);
     return out;
 }

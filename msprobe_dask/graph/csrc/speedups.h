@@ -4,9 +4,8 @@
  * graph_visualize.md); items.c: dump entries into items (items.py); compare.c: the summary compare of
  * a node pair (compare.py); rows.c: tb_nodes rows (rows.py); parse.c: the nodes' items from
  * dump.json's entries (build.py); entry_text.c: the exported items' texts straight from an entry's
- * JSON text (build.py); ahead.c: those texts made ahead into shared memory (texts_ahead.py); tree.c: walks
- * over a built graph (model.py, rows.py); pipe.c: reading forked children's results (forked.py);
- * module.c: the module, its constants.
+ * JSON text (build.py); tree.c: walks over a built graph (model.py, rows.py); module.c: the module,
+ * its constants.
  *
  * Each function handles the common values (exact floats, ints, bools, None, lists and printable
  * ASCII strings) and answers None, or calls back into Python, for anything else: the Python path
@@ -35,7 +34,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 8
+#define SPEEDUPS_API 9
 
 #define N_WRITTEN 11 /* the cells a summary compare writes back into an item */
 
@@ -112,23 +111,6 @@ int add_float_value(Buf *b, double x);
 void init_entry_text(void);
 PyObject *texts_of_entry(const char *s, Py_ssize_t n, const char *node_id, Py_ssize_t id_n);
 
-/* ------------------------------------------------------------------ ahead.c */
-
-/* the texts made ahead in a region, while it is read */
-typedef struct {
-    Py_buffer view;
-    int held;
-    const struct Row *rows; /* NULL: none made */
-    int64_t done;
-} Ahead;
-
-/* ``region``: a buffer holding texts made ahead, or None; 0, or -1 on error */
-int ahead_open(PyObject *region, Ahead *a);
-void ahead_close(Ahead *a);
-/* the texts made ahead for the entry whose span starts at ``start``: (input, output), None where
- * texts_of_entry answered None, or NULL (without an error set) if they were not made ahead */
-PyObject *ahead_texts(const Ahead *a, Py_ssize_t start);
-
 /* ------------------------------------------------------------------ the module's functions */
 
 /* 0 if configure() was called, else -1 with a RuntimeError (module.c) */
@@ -137,7 +119,6 @@ int configured(void);
 PyObject *items_json(PyObject *self, PyObject *args);
 PyObject *node_rows(PyObject *self, PyObject *args);
 PyObject *stat_diffs(PyObject *self, PyObject *args);
-PyObject *read_exact(PyObject *self, PyObject *args);
 PyObject *parse_items(PyObject *self, PyObject *args);
 PyObject *summary_pair(PyObject *self, PyObject *args);
 PyObject *leaf(PyObject *self, PyObject *args);
@@ -148,6 +129,5 @@ PyObject *number_stacks(PyObject *self, PyObject *args);
 PyObject *propagate_micro(PyObject *self, PyObject *args);
 PyObject *attach_all(PyObject *self, PyObject *args);
 PyObject *node_texts(PyObject *self, PyObject *args);
-PyObject *make_texts_ahead(PyObject *self, PyObject *args);
 
 #endif
