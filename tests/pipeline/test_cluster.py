@@ -166,3 +166,46 @@ def test_bad_cluster_option_is_a_clear_error(
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and all(w in lines[0] for w in words), lines
     assert not out.exists()
+
+
+def test_one_rank_spreads_over_both_workers_and_writes_the_local_visdb(
+    cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """graph_visualize of ONE rank cut into many chunk tasks (graph/chunks.py): both workers run
+    chunk tasks of that rank (the scheduler's task stream says where each ran), and the vis.db is the
+    local run's, table by table and cell by cell, rowids included."""
+    from distributed import Client
+
+    from msprobe_dask.graph import chunks
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "graph"))
+    from visdb_diff import diff_visdb
+
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)  # (the plan, made here, cuts the graphs)
+    folder = case_dir("transformer_big")
+    args = ["-q", "-tp", str(folder / "target"), "-gp", str(folder / "golden")]
+    local = _visdb(tmp_path / "local", *args)
+    with Client(cluster, timeout="20s") as client:
+        client.get_task_stream()  # the scheduler records the tasks from now on
+        begun = time.time()
+        remote = _visdb(tmp_path / "remote", *args, "--scheduler", cluster)
+        stream = client.get_task_stream(start=begun)
+    where: dict[str, set[str]] = {}
+    for record in stream:
+        key = record["key"] if isinstance(record["key"], str) else str(record["key"])
+        where.setdefault(key.rsplit("-", 1)[0] if key.startswith("rows-") else key, set()).add(
+            record["worker"]
+        )
+    assert len(where["rows-0-0"]) == 2, where
+    assert diff_visdb(str(remote), str(local)) == []
+    assert _rowids(remote) == _rowids(local)
+
+
+def _rowids(path: Path) -> list[list[tuple[int, str]]]:
+    import sqlite3
+
+    with sqlite3.connect(path) as con:
+        return [
+            con.execute(f"SELECT rowid, id FROM {t} ORDER BY rowid").fetchall()
+            for t in ("tb_nodes", "tb_stack")
+        ]
