@@ -225,27 +225,6 @@ def rows_here(p: Prepared) -> list[GraphRows]:
     return join(p.heads(), [chunk_task(p, k) for k in range(len(p.chunks))])
 
 
-def build_rows(g: Graph, source: str, overflow: bool = False, n: int = 1) -> GraphRows:
-    """graph_rows(g, source) made chunk by chunk (items parsed on the way if the graph was built
-    without), its tb_nodes rows packed (see GraphRows.apart)."""
-    (rows,) = rows_here(prepare_build(g, source, overflow, n))
-    return rows
-
-
-def compare_rows(
-    npu: Graph,
-    bench: Graph,
-    pairs: list[tuple[Node, Node]],
-    mode: str,
-    sources: tuple[str, str],
-    overflow: bool = False,
-    n: int = 1,
-) -> tuple[GraphRows, GraphRows]:
-    """prepare_compare's rows, its chunks made one after the other here."""
-    npu_rows, bench_rows = rows_here(prepare_compare(npu, bench, pairs, mode, sources, overflow, n))
-    return npu_rows, bench_rows
-
-
 def _pack(folder: str, chunk: RowsChunk) -> RowsChunk:
     """The chunk with its rows packed: only the communication rows stay as lists. ``folder``: the
     dump the rows come from."""

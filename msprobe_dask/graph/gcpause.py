@@ -8,7 +8,8 @@ only less often; the old thresholds come back on exit.
 
 A graph's nodes are such objects: six per node, which each young-generation pass would walk once
 and each middle-generation pass again (0.07 s of a 100,000-node build). Made with the collector
-paused, they are then frozen (``gc.freeze``): no later pass walks them. rare_full_collections unfreezes them on exit.
+paused, they are then frozen (``gc.freeze``): no later pass walks them. rare_full_collections
+unfreezes them on exit.
 """
 
 from __future__ import annotations

@@ -52,7 +52,10 @@ def _chunked(tp: Path, gp: Path, fuzzy: bool) -> tuple[GraphRows, GraphRows]:
     mode = compare_mode(npu, bench, str(tp))
     pairs = match_pairs(npu, bench, fuzzy)
     assign_micro_steps(npu, bench)
-    return chunks.compare_rows(npu, bench, pairs, mode, ("NPU", "Bench"), overflow=True, n=MANY)
+    npu_rows, bench_rows = chunks.rows_here(
+        chunks.prepare_compare(npu, bench, pairs, mode, ("NPU", "Bench"), overflow=True, n=MANY)
+    )
+    return npu_rows, bench_rows
 
 
 def _read_back(g: GraphRows) -> GraphRows:
@@ -89,7 +92,7 @@ def test_chunked_build_rows_equal_serial_rows() -> None:
     src = GraphSource(str(DATA / "transformer_big" / "target"))
     g = build_graph(src, items=False)
     assign_micro_steps(g)
-    ours = chunks.build_rows(g, "NPU", overflow=True, n=MANY)
+    (ours,) = chunks.rows_here(chunks.prepare_build(g, "NPU", overflow=True, n=MANY))
     want_graph = build_graph(src)
     assign_micro_steps(want_graph)
     check_overflow(want_graph)
