@@ -1,4 +1,4 @@
-"""``compare -da``: per-rank first-diff records, the first divergence across ranks, and a summary.
+"""``compare -da``: the reference's per-rank first-diff records and its diff_analyze json.
 
     parse(target rank N) ─┐
                           ├─ match ─> records(rank N) ─┐      (one chain of tasks per rank)
@@ -14,14 +14,13 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from msprobe_dask.analysis.first_diff import entries_of, first_divergence
-from msprobe_dask.analysis.records import RELATIVE_COLUMNS, THRESHOLD, Records, rank_records, statistics_only
+from msprobe_dask.analysis.records import Records, rank_records, statistics_only
 from msprobe_dask.dump.source import DumpSource
-from msprobe_dask.metrics.stats import relative_fraction
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 from msprobe_dask.writers.atomic import atomic_path, prepare_output_dir
 
@@ -89,39 +88,6 @@ def diff_report(per_rank: Mapping[int, Records]) -> tuple[str, dict[str, list[di
     return stage, report
 
 
-def _user_line(stack: Sequence[str] | None) -> str:
-    for line in stack or ():
-        if "site-packages" not in line and "/lib/python" not in line and "multiprocessing" not in line:
-            return " ".join(line.split())
-    return " ".join(stack[0].split()) if stack else "no stack recorded"
-
-
-def _worst_metric(items: Sequence[Mapping[str, Any]]) -> str:
-    worst: tuple[float, str] | None = None
-    for item in items:
-        if item["state"] != "output":
-            continue
-        if item.get("Result") == "Different":
-            return f"{item['NPU Name']}: md5 differs"
-        for column in RELATIVE_COLUMNS:
-            fraction = relative_fraction(item.get(column))
-            if fraction is not None and fraction > THRESHOLD and (worst is None or fraction > worst[0]):
-                worst = (fraction, f"{item['NPU Name']}: {column} {item[column]}")
-    return worst[1] if worst else "its communication peers differ"
-
-
-def summary(stage: str, report: Mapping[str, list[dict[str, Any]]], per_rank: Mapping[int, Records]) -> str:
-    lines = [f"First divergence ({stage}):"]
-    for key, nodes in report.items():
-        rank = int(key.split("_", 1)[1])
-        for node in nodes:
-            items = per_rank[rank][node["op_name"]]["op_items"]
-            lines.append(f"  {key}  {node['op_name']}")
-            lines.append(f"      metric: {_worst_metric(items)}")
-            lines.append(f"      code:   {_user_line(node['stack_info'])}")
-    return "\n".join(lines)
-
-
 def _write_json(path: Path, content: Any, indent: int) -> Path:
     if path.exists():
         print(f"warning: {path} exists and is replaced", file=sys.stderr)
@@ -130,8 +96,11 @@ def _write_json(path: Path, content: Any, indent: int) -> Path:
     return path
 
 
-def run_diff_analyze(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
-    from msprobe_dask.pipeline.compare_cli import result_name
+def write_diff_analyze(args: argparse.Namespace, out: Path, run_options: RunOptions) -> None:
+    """The reference's ``-da`` files: one json of records per rank and, per step, diff_analyze_{ts}.json
+    (or the reference's line saying there is no diff node). The csv/xlsx tables of the same run and the
+    first divergence in its summary are the compare command's (D23)."""
+    from msprobe_dask.pipeline.compare_cli import result_name, result_path_line
     from msprobe_dask.pipeline.pairing import MatchOptions
 
     results = analyse(
@@ -151,16 +120,13 @@ def run_diff_analyze(args: argparse.Namespace, out: Path, run_options: RunOption
                 f"warning: {source.dump_json}: no comparable entries; no result file written", file=sys.stderr
             )
             continue
-        path = _write_json(folder / result_name(name, ".json", stamp), records, 4)
-        print(f"The result file path is: {path.resolve()}.")
+        print(result_path_line(_write_json(folder / result_name(name, ".json", stamp), records, 4)))
         by_step.setdefault(sub, {})[_rank_key(source)] = records
     for sub, per_rank in by_step.items():
-        stage, report = diff_report(per_rank)
+        _, report = diff_report(per_rank)
         if not report:
             print("Cannot find any diff node, no need to generate analyze file.")
             continue
         folder = out / sub if sub else out
         path = _write_json(folder / f"diff_analyze_{time.time_ns()}.json", report, 2)
         print(f"The analyze result is saved in: {path}")
-        print(summary(stage, report, per_rank))
-    return 0

@@ -11,6 +11,7 @@ from msprobe_dask.dump.layouts import open_dump
 from msprobe_dask.pipeline.compare import RankResult, compare
 from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.scheduler import RunOptions
+from msprobe_dask.summary.divergence import analyse_tables, apply_divergence
 from msprobe_dask.summary.model import GroupSummary, RunSummary
 from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.summary.text import print_run_end
@@ -67,7 +68,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "-da",
         "--diff_analyze",
         action="store_true",
-        help="first-divergence analysis: per-rank json and diff_analyze_{ts}.json",
+        help="also write the reference's first-diff json per rank and diff_analyze_{ts}.json",
     )
     p.add_argument("--rank", help="static-graph kernel dumps: compare these ranks only (0,1,...)")
     p.add_argument("--step", help="static-graph kernel dumps: compare these steps only (0,1,...)")
@@ -132,10 +133,10 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, out: Path) -> int:
     run_options = RunOptions(address=args.scheduler, workers=args.workers, progress=not args.quiet)
     if args.diff_analyze:
-        from msprobe_dask.analysis.cli import run_diff_analyze
+        from msprobe_dask.analysis.cli import write_diff_analyze
 
-        return run_diff_analyze(args, out, run_options)
-    if args.rank is not None or args.step is not None or open_dump(args.target_path).layout == "kernel":
+        write_diff_analyze(args, out, run_options)  # then the tables, as without -da (D23)
+    elif args.rank is not None or args.step is not None or open_dump(args.target_path).layout == "kernel":
         from msprobe_dask.pipeline.kernel_cli import run_kernel_compare
 
         return run_kernel_compare(args, out, run_options)
@@ -170,5 +171,7 @@ def _run(args: argparse.Namespace, out: Path) -> int:
         path = write_result(result, out, args.xlsx, stamp, debug)
         summary.groups.append(summarise_result(result))
         path_lines.append(result_path_line(path))
+    if not args.quiet:
+        apply_divergence(summary, analyse_tables((r.label, r.table) for r in results))
     print_run_end(summary, path_lines, args.quiet)
     return 0

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from msprobe_dask.analysis.divergence import Divergence
 from msprobe_dask.columns import DIFF_COLUMNS, STAT_COLUMNS, TENSOR_METRIC_COLUMNS
 from msprobe_dask.results.display import summary_html
 from msprobe_dask.results.frames import data_frame
 from msprobe_dask.summary.cells import as_float
+from msprobe_dask.summary.divergence import analyse_tables, apply_divergence
 from msprobe_dask.summary.kinds import messages
 from msprobe_dask.summary.model import GroupSummary, NodeRef, RunSummary
 from msprobe_dask.summary.table import summarise_table
@@ -101,11 +104,21 @@ class CompareResult:
         raise KeyError(f"{key!r}: the labels are {[t.label for t in self.tables]}")
 
     def summary(self) -> RunSummary:
-        return RunSummary("compare", [table.summary for table in self.tables])
+        summary = RunSummary("compare", [table.summary for table in self.tables])
+        apply_divergence(summary, self.divergence())
+        return summary
+
+    def divergence(self) -> Divergence | None:
+        """The cross-rank first-divergence analysis (``analysis.divergence``); None for kernel dumps."""
+        return self._divergence
+
+    @cached_property
+    def _divergence(self) -> Divergence | None:
+        return analyse_tables((t.label, t.source) for t in self.tables)
 
     def first_divergence(self) -> NodeRef | None:
-        """The first row, in execution order, that is not pass for a reason that is not only a
-        dtype / shape / requires_grad kind (of the first (step, rank) that has one)."""
+        """Where the job first diverges: the earliest origin over every rank and step, by
+        ``analysis.divergence`` (kernel dumps: the first row not pass for a numeric reason)."""
         return self.summary().first_divergence
 
     def to_pandas(self) -> Any:

@@ -1,7 +1,8 @@
 """The summary records: one ``GroupSummary`` per (step, rank) compared, inside a ``RunSummary``.
 
 ``first_divergence`` is filled by one rule (``summary.table.first_divergent_row`` or, for a graph,
-``summary.visdb``); a better analysis may replace the field's value, the record stays the same.
+``summary.visdb``); for compare tables, ``summary.divergence`` replaces it with the cross-rank
+analysis's answer and adds the job's origin.
 """
 
 from __future__ import annotations
@@ -71,8 +72,13 @@ class RunSummary:
     command: str  # "compare" or "graph_visualize"
     groups: list[GroupSummary] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    origin: NodeRef | None = None  # the job's first divergence, by summary.divergence
+    origin_lines: list[str] = field(default_factory=list)  # it, the reason, and how it spread
 
     @property
     def first_divergence(self) -> NodeRef | None:
-        """The first divergence of the first group, in compare order, that has one."""
+        """The job's first divergence (``summary.divergence``) when it was analysed, else the first
+        divergence of the first group, in compare order, that has one."""
+        if self.origin_lines:
+            return self.origin
         return next((g.first_divergence for g in self.groups if g.first_divergence is not None), None)

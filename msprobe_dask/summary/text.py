@@ -45,7 +45,7 @@ def summary_lines(summary: RunSummary) -> list[str]:
     lines = [f"Summary of {summary.command}:"]
     for group in summary.groups:
         lines.extend(group_lines(group))
-    return lines
+    return lines + summary.origin_lines
 
 
 def print_run_end(summary: RunSummary, path_lines: list[str], quiet: bool) -> None:

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import case_dir
+from conftest import case_dir, read_csv
 from variants import VARIANTS, build_variant
 
 from msprobe_dask.analysis.first_diff import Entry, first_divergence, is_communication
 from msprobe_dask.cli import main
 
 STAMP = re.compile(r"_\d{14}(?=\.json$)")
+STAMP_CSV = re.compile(r"_\d{14}(?=\.csv$)")
 
 
 def assert_same_json(ours: Any, ref: Any, where: str = "") -> None:
@@ -56,10 +57,33 @@ def test_da_equals_reference(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     [ref_diff] = ref_dir.glob("diff_analyze_*.json")
     assert re.fullmatch(r"diff_analyze_\d{19}\.json", ours_diff.name)
     assert_same_json(json.loads(ours_diff.read_text()), json.loads(ref_diff.read_text()))
-    summary = capsys.readouterr().out
-    assert "rank_1  Distributed.batch_isend_irecv.0.forward" in summary
-    assert "MaxRelativeErr 100.0%" in summary
-    assert "torch_dist.py, line 61" in summary
+    lines = capsys.readouterr().out.splitlines()
+    assert "First divergence" not in "\n".join(lines)  # -q: the result path lines only
+    assert lines[-4:] == [f"The result file path is: {p.resolve()}." for p in sorted(tmp_path.glob("*.csv"))]
+
+
+def test_da_also_writes_the_tables_and_the_first_divergence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """D23: the reference's -da writes only json; ours also writes the run's csv (the reference's plain
+    compare's cells) and prints the first divergence before the result path lines."""
+    root = case_dir("multirank")
+    args = ["compare", "-da", "-tp", str(root / "target" / "step0"), "-gp", str(root / "golden" / "step0")]
+    assert main([*args, "-o", str(tmp_path)]) == 0
+    ours = {STAMP_CSV.sub("", p.name): p for p in tmp_path.glob("*.csv")}
+    ref = {STAMP_CSV.sub("", p.name): p for p in (root / "ref" / "compare_step0_csv").glob("*.csv")}
+    assert sorted(ours) == sorted(ref) == [f"compare_result_rank{r}.csv" for r in range(4)]
+    for name in ref:
+        assert read_csv(ours[name]) == read_csv(ref[name]), name
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index("First divergence: rank2 Functional.linear.1.forward")
+    assert "no earlier node made it" in lines[start + 1]
+    assert lines[start + 3 : start + 6] == [
+        f"    spread: rank{r} Distributed.all_reduce.1.forward (received from rank 2)" for r in (0, 1, 3)
+    ]
+    assert all(line.startswith("The result file path is: ") for line in lines[start + 6 :])
+    assert lines[-1].endswith(".csv.")
+    assert sum("received from rank 2" in line for line in lines[:start]) == 3  # the per-rank summaries
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
@@ -79,7 +103,8 @@ def test_da_variant_equals_reference(name: str, tmp_path: Path, capsys: pytest.C
 
 
 def test_da_on_two_files_works(tmp_path: Path) -> None:
-    """D2: the reference ignores -da for two dump.json files and writes a csv; we analyse them."""
+    """D2: the reference ignores -da for two dump.json files and writes a csv; we analyse them (and
+    write the csv too, D23)."""
     root = case_dir("multirank")
     rank2 = Path("step0") / "rank2" / "dump.json"
     assert _run_da(root / "target" / rank2, root / "golden" / rank2, tmp_path) == 0
@@ -87,7 +112,7 @@ def test_da_on_two_files_works(tmp_path: Path) -> None:
     ref = _load(root / "ref" / "compare_step0_da", "compare_result_rank2_*.json")
     assert list(ours) == ["compare_result.json"]
     assert_same_json(ours["compare_result.json"], ref["compare_result_rank2.json"])
-    assert not list(tmp_path.glob("*.csv"))
+    assert len(list(tmp_path.glob("compare_result_*.csv"))) == 1
     [diff] = tmp_path.glob("diff_analyze_*.json")
     nodes = json.loads(diff.read_text())["rank_0"]
     assert [node["op_name"] for node in nodes] == ["Tensor.__add__.5.forward"]

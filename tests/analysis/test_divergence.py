@@ -125,3 +125,19 @@ def test_tolerance_is_settable(tmp_path: Path) -> None:
 )
 def test_step_and_rank(label: str, expected: tuple[str, int]) -> None:
     assert step_and_rank(label) == expected
+
+
+def test_typed_api_and_summary_use_the_analysis() -> None:
+    import msprobe_dask as mp
+
+    root = case_dir("multirank")
+    res = mp.compare(root / "target", root / "golden")
+    node = res.first_divergence()
+    assert node is not None
+    assert (node.label, node.name, node.result) == ("step0/rank2", "Functional.linear.1.forward", "origin")
+    summary = res.summary()
+    firsts = {g.label: g.first_divergence for g in summary.groups}
+    assert firsts["step0/rank0"] is not None and firsts["step0/rank0"].result == "received from rank 2"
+    assert summary.origin_lines[0] == "First divergence: step0/rank2 Functional.linear.1.forward"
+    divergence = res.divergence()
+    assert divergence is not None and divergence.origin is not None and divergence.origin.step == "step0"
