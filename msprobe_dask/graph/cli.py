@@ -125,9 +125,16 @@ def run(args: argparse.Namespace) -> int:
             print(
                 "--file_type json is only supported in graph merge builds; writing a vis.db", file=sys.stderr
             )
+    from msprobe_dask.pipeline.stages import StageLog
+
     log = ProgressLog() if args.is_print_progress_log else None
+    stages = None if args.quiet else StageLog()
     run_options = RunOptions(
-        address=args.scheduler, workers=args.workers, progress=not args.quiet, on_progress=log
+        address=args.scheduler,
+        workers=args.workers,
+        progress=not args.quiet,
+        on_progress=log,
+        stage_log=stages,
     )
     try:
         path = graph_visualize(
@@ -148,6 +155,8 @@ def run(args: argparse.Namespace) -> int:
         raise
     if log is not None:
         log.finished()
+    if stages is not None:
+        stages.close()
     if not args.quiet and str(path).endswith(".vis.db"):
         from msprobe_dask.summary.text import summary_lines
         from msprobe_dask.summary.visdb import summarise_visdb

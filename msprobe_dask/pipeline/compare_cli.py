@@ -107,6 +107,15 @@ def result_path_line(path: Path) -> str:
     return f"The result file path is: {path.resolve()}."
 
 
+def log_written(run_options: RunOptions, path_lines: list[str], kind: str, started: float) -> None:
+    """The write stage's progress line (after the dask stages' lines)."""
+    if run_options.stage_log is not None and path_lines:
+        from msprobe_dask.pipeline.stages import stage_line
+
+        n = len(path_lines)
+        run_options.stage_log.line(stage_line(f"write {kind}", n, n, "files", time.perf_counter() - started))
+
+
 def summarise_result(result: RankResult) -> GroupSummary:
     table = result.table
     return summarise_table(result.label, table.columns, table.rows, table.entries)
@@ -126,12 +135,20 @@ def _log_tensor_rows(result: RankResult) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from msprobe_dask.pipeline.stages import StageLog
+
+    log = None if args.quiet else StageLog()
+    run_options = RunOptions(
+        address=args.scheduler, workers=args.workers, progress=log is not None, stage_log=log
+    )
     with output_dir(args.output_path) as out:
-        return _run(args, out)
+        code = _run(args, out, run_options)
+    if log is not None:
+        log.close()
+    return code
 
 
-def _run(args: argparse.Namespace, out: Path) -> int:
-    run_options = RunOptions(address=args.scheduler, workers=args.workers, progress=not args.quiet)
+def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
     if args.diff_analyze:
         from msprobe_dask.analysis.cli import write_diff_analyze
 
@@ -160,6 +177,7 @@ def _run(args: argparse.Namespace, out: Path) -> int:
         write_layer_mapping_files(args.target_path, args.golden_path, args.layer_mapping, out, stamp)
     debug = Path(args.target_path).name == "debug.json" or (Path(args.target_path) / "debug.json").is_file()
     summary, path_lines = RunSummary("compare"), []
+    started = time.perf_counter()
     for result in results:
         for message in result.tensor_messages:
             print(f"warning: {message}", file=sys.stderr)
@@ -171,6 +189,7 @@ def _run(args: argparse.Namespace, out: Path) -> int:
         path = write_result(result, out, args.xlsx, stamp, debug)
         summary.groups.append(summarise_result(result))
         path_lines.append(result_path_line(path))
+    log_written(run_options, path_lines, "xlsx" if args.xlsx else "csv", started)
     if not args.quiet:
         apply_divergence(summary, analyse_tables((r.label, r.table) for r in results))
     print_run_end(summary, path_lines, args.quiet)

@@ -14,7 +14,7 @@ from typing import Any
 
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.pipeline.compare import RankResult
-from msprobe_dask.pipeline.compare_cli import result_path_line, write_result
+from msprobe_dask.pipeline.compare_cli import log_written, result_path_line, write_result
 from msprobe_dask.pipeline.kernel_compare import compare_kernels
 from msprobe_dask.pipeline.kernel_table import KernelTable, csv_view, xlsx_view
 from msprobe_dask.pipeline.scheduler import RunOptions
@@ -44,6 +44,7 @@ def run_kernel_compare(args: argparse.Namespace, out: Path, run_options: RunOpti
     )
     stamp = time.strftime("%Y%m%d%H%M%S")
     summary, path_lines = RunSummary("compare"), []
+    started = time.perf_counter()
     for result in results:
         for message in dict.fromkeys(result.warnings):
             _warn(message)
@@ -56,6 +57,7 @@ def run_kernel_compare(args: argparse.Namespace, out: Path, run_options: RunOpti
             summarise_table(f"step{result.step}/rank{result.rank}", *_csv_cells(result.table))
         )
         path_lines.append(result_path_line(path))
+    log_written(run_options, path_lines, "xlsx" if args.xlsx else "csv", started)
     print_run_end(summary, path_lines, args.quiet)
     return 0
 

@@ -7,9 +7,12 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msprobe_dask.errors import ConfigError
+
+if TYPE_CHECKING:  # (stages imports dask: only when a run shows progress)
+    from msprobe_dask.pipeline.stages import StageLog
 
 Compute = Callable[[Sequence[Any]], list[Any]]
 
@@ -18,10 +21,11 @@ Compute = Callable[[Sequence[Any]], list[Any]]
 class RunOptions:
     address: str | None = None  # a running dask scheduler
     workers: int = 0  # >0: start a LocalCluster with that many worker processes
-    progress: bool = False  # show a progress bar (only on a terminal)
+    progress: bool = False  # show progress: named stages (a bar on a cluster, on a terminal only)
     # called with the percentage of finished tasks (local schedulers: as tasks finish; on a cluster:
     # at the end only) - for progress logs that are not a bar
     on_progress: Callable[[float], None] | None = None
+    stage_log: StageLog | None = None  # the command's stage lines (pipeline/stages.py)
 
     @property
     def in_this_process(self) -> bool:
@@ -82,10 +86,11 @@ def computing(options: RunOptions) -> Iterator[Compute]:
 
     def compute_local(objs: Sequence[Any]) -> list[Any]:
         with contextlib.ExitStack() as watchers:
-            if _show_progress(options):
-                from dask.diagnostics import ProgressBar
+            if options.progress:  # named stages: a live line on a terminal, else a line per stage
+                from msprobe_dask.pipeline.stages import StageLog, StageProgress
 
-                watchers.enter_context(ProgressBar(out=sys.stderr))
+                log = options.stage_log or StageLog(hold_seconds=0)
+                watchers.enter_context(StageProgress(log, live=sys.stderr.isatty()))
             if options.on_progress is not None:
                 from msprobe_dask.pipeline.task_progress import TaskProgress
 

@@ -1,0 +1,91 @@
+"""Progress by named stage: one line per stage when stderr is not a terminal, a live line on one, none
+with -q."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import case_dir
+
+from msprobe_dask.pipeline.stages import Stage, StageLog, StageProgress
+
+LINE = re.compile(r"^(.+?) ([\d,]+)/([\d,]+)(?: (\w[\w-]*))? \(\d+\.\d s\)$")
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "msprobe_dask", *args], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def stage_lines(stderr: str) -> dict[str, tuple[int, int, str | None]]:
+    found = {}
+    for line in stderr.splitlines():
+        if m := LINE.match(line):
+            found[m[1]] = (int(m[2].replace(",", "")), int(m[3].replace(",", "")), m[4])
+    return found
+
+
+def test_compare_logs_a_line_per_stage(tmp_path: Path) -> None:
+    data = case_dir("multirank")
+    proc = run_cli("compare", "-tp", str(data / "target"), "-gp", str(data / "golden"), "-o", str(tmp_path))
+    assert stage_lines(proc.stderr) == {"parse and match": (8, 8, "ranks"), "write csv": (8, 8, "files")}
+
+
+def test_tensor_compare_logs_metrics_and_judge(tmp_path: Path) -> None:
+    data = case_dir("tensor_mix")
+    proc = run_cli("compare", "-tp", str(data / "target"), "-gp", str(data / "golden"), "-o", str(tmp_path))
+    stages = stage_lines(proc.stderr)
+    assert list(stages) == ["parse and match", "tensor metrics", "judge", "write csv"]
+    done, total, unit = stages["tensor metrics"]
+    assert done == total >= 1 and unit == "batches"
+
+
+def test_graph_visualize_logs_its_stages(tmp_path: Path) -> None:
+    data = case_dir("multirank")
+    proc = run_cli(
+        "graph_visualize", "-tp", str(data / "target"), "-gp", str(data / "golden"), "-o", str(tmp_path)
+    )
+    assert stage_lines(proc.stderr) == {
+        "build graphs": (16, 16, "graphs"),
+        "compare graphs": (8, 8, "ranks"),
+        "link ranks": (1, 1, None),
+        "write vis.db": (1, 1, None),
+    }
+
+
+def test_quiet_logs_no_stage(tmp_path: Path) -> None:
+    data = case_dir("multirank")
+    proc = run_cli(
+        "compare", "-q", "-tp", str(data / "target"), "-gp", str(data / "golden"), "-o", str(tmp_path)
+    )
+    assert proc.stderr == ""
+
+
+def test_live_line_is_redrawn_and_cleared() -> None:
+    import dask
+
+    written: list[str] = []
+    tasks = [dask.delayed(abs)(i, dask_key_name=f"build-0-{i}-NPU") for i in range(3)]
+    with StageProgress(StageLog(written.append), live=True):
+        dask.compute(*tasks, scheduler="sync")
+    assert written[-1] == "\r\x1b[K"
+    assert any("build graphs 3/3 graphs" in text for text in written)
+    assert Stage("build graphs", "graphs") == Stage("build graphs", "graphs")
+
+
+def test_a_young_command_holds_its_lines_until_it_succeeds() -> None:
+    written: list[str] = []
+    log = StageLog(written.append, hold_seconds=60)
+    log.line("build graphs 2/2 graphs (0.1 s)")
+    assert written == []  # a bad input found now would end with its error line alone
+    log.close()
+    assert written == ["build graphs 2/2 graphs (0.1 s)\n"]
+    late = StageLog(written.append, hold_seconds=0)
+    late.line("write vis.db 1/1 (0.0 s)")
+    assert written[-1] == "write vis.db 1/1 (0.0 s)\n"
