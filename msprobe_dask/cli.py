@@ -19,6 +19,7 @@ COMMAND_MODULES = {
     "compare": "msprobe_dask.pipeline.compare_cli",
     "graph_visualize": "msprobe_dask.graph.cli",
     "merge_result": "msprobe_dask.pipeline.merge_cli",
+    "convert": "msprobe_dask.pipeline.convert_cli",
 }
 
 

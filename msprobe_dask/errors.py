@@ -36,3 +36,7 @@ class ConfigError(UserError):
 
 class OutputError(UserError):
     """An output folder that cannot be created or written."""
+
+
+class StoreError(UserError):
+    """A zarr store (a converted dump) that is damaged, incomplete or cannot be reached."""

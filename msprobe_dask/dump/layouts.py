@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from msprobe_dask.dump.location import dump_path
 from msprobe_dask.dump.source import DUMP_FILE_NAMES, DumpSource, DumpTree, rank_number, step_number
 from msprobe_dask.errors import DumpError
 
@@ -179,8 +180,9 @@ READERS: list[LayoutReader] = [_single_file, _single_folder, _mixed, _steps, _ra
 
 
 def open_dump(path: str | Path) -> DumpTree:
-    """Recognise the dump layout at ``path`` and list its dumps; raise DumpError if there is none."""
-    path = Path(path)
+    """Recognise the dump layout at ``path`` (a folder, a dump.json, a converted dump's zarr store, or a
+    ``file://`` URL of one) and list its dumps; raise DumpError if there is none."""
+    path = dump_path(path)
     if not path.exists():
         raise DumpError(path, "does not exist")
     for reader in READERS:

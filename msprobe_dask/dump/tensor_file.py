@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import ml_dtypes
 import numpy as np
 
-from msprobe_dask.errors import TensorFileError, UnsafePathError
+from msprobe_dask.dump import zarr_store
+from msprobe_dask.errors import StoreError, TensorFileError, UnsafePathError
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -80,7 +81,7 @@ class TensorHandle:
     """
 
     path: Path
-    kind: Literal["npy", "pt"]
+    kind: Literal["npy", "pt", "zarr"]
     dtype: np.dtype
     shape: tuple[int, ...]
     offset: int
@@ -119,8 +120,12 @@ def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def open_tensor(path: Path) -> TensorHandle:
-    """Read the header of a ``.npy`` or ``.pt`` file (sniffed by content) and check the data is all there."""
+    """Read the header of a ``.npy`` or ``.pt`` file (sniffed by content), or of a converted dump's zarr
+    array (``zarr_store``), and check the data is all there."""
     path = Path(path)
+    if path.is_dir() and zarr_store.is_array(path):
+        dtype, shape, _ = zarr_store.array_header(path)
+        return TensorHandle(path, "zarr", dtype, shape, 0, _c_strides(shape))
     try:
         with open(path, "rb") as f:
             magic = f.read(6)
@@ -129,6 +134,8 @@ def open_tensor(path: Path) -> TensorHandle:
         if magic[:4] == _ZIP_MAGIC:
             return _open_pt(path)
     except OSError as exc:
+        if zarr_store.in_store(path):
+            raise StoreError(path, "the zarr store has no such array (an incomplete store?)") from None
         raise TensorFileError(path, f"cannot read tensor file: {exc.strerror or exc}") from exc
     if not magic:
         raise TensorFileError(path, "empty file, not a .npy or .pt tensor")
@@ -429,6 +436,8 @@ def _read_run(handle: TensorHandle, first: int, count: int) -> np.ndarray:
     """``count`` consecutive items starting ``first`` items after ``handle.offset``."""
     offset = handle.offset + first * handle.dtype.itemsize
     nbytes = count * handle.dtype.itemsize
+    if handle.kind == "zarr":
+        return zarr_store.read_elements(handle.path, handle.dtype, first, first + count)
     try:
         if handle.zip_member is not None:
             with zipfile.ZipFile(handle.path) as zf, zf.open(handle.zip_member) as member:
@@ -506,6 +515,9 @@ def stored_nbytes(path: Path) -> int:
     """How many bytes the tensor at ``path`` holds, from the file system only (0 when it cannot be told:
     reading the tensor will report why)."""
     try:
+        if zarr_store.is_array(path):
+            dtype, shape, _ = zarr_store.array_header(path)
+            return math.prod(shape) * dtype.itemsize
         return os.path.getsize(path)
-    except OSError:
+    except (OSError, StoreError):
         return 0

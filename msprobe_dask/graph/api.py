@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from msprobe_dask.dump.location import dump_path
 from msprobe_dask.errors import ConfigError, DumpError, OutputError
 from msprobe_dask.graph import layout
 from msprobe_dask.graph.build import GraphSource, assign_micro_steps, build_graph, parse_all_items
@@ -227,7 +228,7 @@ def _plan(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None,
     """(lazy VisResult, compare?, the graph ids in write order) for the inputs."""
     import dask
 
-    tp = Path(target)
+    tp = dump_path(target)
     if golden is None:
         kind, sources = layout.build_sources(tp)
         parts = []
@@ -243,7 +244,7 @@ def _plan(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None,
         order = [f"{NPU}_{step}_{rank}" for step, rank, _ in sources]
         compare = False
     else:
-        gp = Path(golden)
+        gp = dump_path(golden)
         kind, pairs = layout.compare_sources(tp, gp)
         parts = []
         for step, rank, a, b in pairs:

@@ -30,7 +30,7 @@ import numpy as np
 
 from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
 from msprobe_dask.dump.tensor_file import TensorHandle, as_dask_array, open_tensor, read_array, read_flat
-from msprobe_dask.errors import UserError
+from msprobe_dask.errors import StoreError, UserError
 
 if TYPE_CHECKING:
     from dask.delayed import Delayed
@@ -378,11 +378,18 @@ def _measure_chunked(npu: TensorHandle, bench: TensorHandle, chunk_elems: int) -
 # Files
 
 
+def _unreadable(exc: UserError | OSError) -> TensorMetrics:
+    """A row for a tensor that cannot be read; a damaged zarr store stops the run instead (StoreError)."""
+    if isinstance(exc, StoreError):
+        raise exc
+    return TensorMetrics.filled(UNSUPPORTED, str(exc))
+
+
 def _open_pair(npu_path: PathLike, bench_path: PathLike) -> tuple[TensorHandle, TensorHandle] | TensorMetrics:
     try:
         return open_tensor(Path(npu_path)), open_tensor(Path(bench_path))
     except (UserError, OSError) as exc:
-        return TensorMetrics.filled(UNSUPPORTED, str(exc))
+        return _unreadable(exc)
 
 
 def measure_pair(
@@ -409,7 +416,7 @@ def measure_pair(
         try:
             return _measure_chunked(npu, bench, chunk_elems)
         except (UserError, OSError) as exc:
-            return TensorMetrics.filled(UNSUPPORTED, str(exc))
+            return _unreadable(exc)
     return _measure_one_shot(npu, bench)
 
 
@@ -417,7 +424,7 @@ def _measure_one_shot(npu: TensorHandle, bench: TensorHandle) -> TensorMetrics:
     try:
         npu_array, bench_array = read_array(npu), read_array(bench)
     except (UserError, OSError) as exc:
-        return TensorMetrics.filled(UNSUPPORTED, str(exc))
+        return _unreadable(exc)
     return measure_arrays(npu_array, bench_array)
 
 

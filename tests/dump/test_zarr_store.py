@@ -1,0 +1,192 @@
+"""``msprobe-dask convert`` and compare / graph_visualize on the zarr store: the same outputs as on the
+dump (csv bytes, xlsx cells, vis.db rows) for every tensor case; resume, refusal to overwrite; a damaged
+store or an unreachable URL is one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import openpyxl
+import pytest
+from conftest import case_dir
+
+from msprobe_dask.cli import main
+from msprobe_dask.dump.convert import partial_path, store_bytes
+from msprobe_dask.metrics.tensor import measure_pair
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "graph"))
+from visdb_diff import diff_visdb, path_normalizer  # noqa: E402
+
+DATA = case_dir("tensor_mix").parent
+CASES = ("tensor_mix", "fuzzy_tensor", "ms_vs_pt_tensor")
+EDGE = DATA / "tensors" / "edge"
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every side of every tensor case (and the edge-case tensors) converted below one folder."""
+    root = tmp_path_factory.mktemp("stores")
+    for case in CASES:
+        for side in ("target", "golden"):
+            assert main(["convert", "-q", str(DATA / case / side), "-o", str(root / case / side)]) == 0
+    for kind in ("npy", "pt"):
+        for side in ("target", "golden"):
+            source = root / "edge_dumps" / kind / side
+            shutil.copytree(EDGE / kind / side, source)
+            (source / "dump.json").write_text(json.dumps({"task": "tensor", "data": {}}))
+            assert main(["convert", "-q", str(source), "-o", str(root / "edge" / kind / side)]) == 0
+    return root
+
+
+def _commands() -> list[tuple[str, str, list[str]]]:
+    runs = []
+    for case in CASES:
+        for cmd in json.loads((DATA / case / "ref" / "commands.json").read_text()):
+            if cmd["argv"][1] in ("compare", "graph_visualize") and cmd["rc"] == 0:
+                runs.append((case, cmd["name"], cmd["argv"][1:]))
+    return runs
+
+
+def _run(argv: list[str], root: Path, out: Path) -> Path:
+    """Run a reference command line with its paths below ``root`` (tests/data or the stores)."""
+    args = [a if not a.startswith(tuple(f"{c}/" for c in CASES)) else str(root / a) for a in argv]
+    for flag in ("-lm", "--layer_mapping"):
+        if flag in args and args[args.index(flag) + 1].endswith(".yaml"):
+            args[args.index(flag) + 1] = str(DATA / argv[args.index(flag) + 1])
+    args[args.index("-o") + 1] = str(out)
+    assert main([args[0], "-q", *args[1:]]) == 0
+    (written,) = [p for p in out.iterdir() if p.suffix in (".csv", ".xlsx", ".db")]
+    return written
+
+
+def _xlsx_cells(path: Path) -> list[list[object]]:
+    book = openpyxl.load_workbook(path)
+    return [[c.value for c in row] for sheet in book for row in sheet.iter_rows()]
+
+
+@pytest.mark.parametrize(("case", "name", "argv"), _commands(), ids=[f"{c}-{n}" for c, n, _ in _commands()])
+def test_store_gives_the_dumps_outputs(
+    case: str, name: str, argv: list[str], stores: Path, tmp_path: Path
+) -> None:
+    ours = _run(argv, DATA, tmp_path / "dump")
+    from_store = _run(argv, stores, tmp_path / "store")
+    if ours.suffix == ".csv":
+        assert from_store.read_bytes() == ours.read_bytes()
+    elif ours.suffix == ".xlsx":
+        assert _xlsx_cells(from_store) == _xlsx_cells(ours)
+    else:
+        fix = path_normalizer(str(stores), str(DATA))
+        normalize = {("tb_nodes", "dump_data_dir"): fix}  # the dump's path: the store's here
+        assert diff_visdb(str(from_store), str(ours), normalize=normalize) == []
+
+
+@pytest.mark.parametrize("key", sorted(json.loads((EDGE / "expected.json").read_text())))
+def test_edge_case_tensors_read_back_from_the_store(key: str, stores: Path) -> None:
+    """bfloat16, float8, raw |V2, big-endian, Fortran and non-contiguous tensors keep their cells."""
+    kind, npu = key.split("/", 1)
+    bench = json.loads((EDGE / "expected.json").read_text())[key][-1]
+    original = measure_pair(
+        EDGE / kind / "target/dump_tensor_data" / npu, EDGE / kind / "golden/dump_tensor_data" / bench
+    )
+    converted = measure_pair(
+        stores / "edge" / kind / "target/dump_tensor_data" / npu,
+        stores / "edge" / kind / "golden/dump_tensor_data" / bench,
+    )
+    assert converted.cells == original.cells
+
+
+def test_file_url(stores: Path, tmp_path: Path) -> None:
+    case = DATA / "tensor_mix"
+    argv = [
+        "compare",
+        "-tp",
+        f"file://{stores}/tensor_mix/target",
+        "-gp",
+        f"file://{stores}/tensor_mix/golden",
+    ]
+    assert main([*argv, "-q", "-o", str(tmp_path / "url")]) == 0
+    ours = _run(
+        ["compare", "-tp", "tensor_mix/target", "-gp", "tensor_mix/golden", "-o", "x"], DATA, tmp_path / "d"
+    )
+    (from_url,) = (tmp_path / "url").iterdir()
+    assert from_url.read_bytes() == ours.read_bytes()
+    assert case.exists()
+
+
+def _many_tensor_dump(folder: Path) -> Path:
+    rng = np.random.default_rng(1)
+    (folder / "dump_tensor_data").mkdir(parents=True)
+    for i in range(12):
+        values = rng.standard_normal(50_000).astype(np.float16 if i % 2 else np.float32)
+        np.save(folder / "dump_tensor_data" / f"Tensor.op.{i}.forward.output.0.npy", values)
+    (folder / "dump.json").write_text(json.dumps({"task": "tensor", "framework": "mindspore", "data": {}}))
+    return folder
+
+
+def test_store_is_smaller_resumes_and_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    dump = _many_tensor_dump(tmp_path / "dump")
+    store = tmp_path / "run.zarr"
+    assert main(["convert", "-q", str(dump), "-o", str(store)]) == 0
+    original = sum(p.stat().st_size for p in dump.rglob("*") if p.is_file())
+    assert store_bytes(store) < original
+    # refuses to overwrite: one line, exit 2, the store untouched
+    before = sorted(p.relative_to(store) for p in store.rglob("*"))
+    capsys.readouterr()
+    assert main(["convert", "-q", str(dump), "-o", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "already exists" in err
+    assert sorted(p.relative_to(store) for p in store.rglob("*")) == before
+    # an interrupted run (one array incomplete, one missing) is resumed
+    shutil.move(store, partial_path(store))
+    arrays = sorted((partial_path(store) / "dump_tensor_data").glob("*.npy"))
+    shutil.rmtree(arrays[0])
+    meta = json.loads((arrays[1] / "zarr.json").read_text())
+    meta["attributes"]["msprobe_dask"]["complete"] = False
+    (arrays[1] / "zarr.json").write_text(json.dumps(meta))
+    assert main(["convert", "-q", str(dump), "-o", str(store)]) == 0
+    assert (
+        "2 tensors as zarr arrays, 0 files copied, 11 kept from the interrupted run"
+        in capsys.readouterr().out
+    )
+    assert not partial_path(store).exists()
+    for path in sorted((dump / "dump_tensor_data").iterdir()):
+        assert measure_pair(path, store / "dump_tensor_data" / path.name).cells == (
+            1.0,
+            0.0,
+            0.0,
+            0.0,
+            1.0,
+            1.0,
+        )
+
+
+def _bad_input(argv: list[str], out: Path, capsys: pytest.CaptureFixture) -> str:
+    capsys.readouterr()
+    assert main([*argv, "-q", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert not out.exists() or not any(out.iterdir())
+    return err
+
+
+def test_damaged_stores_and_unreachable_urls(
+    stores: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    broken = tmp_path / "broken"
+    shutil.copytree(stores / "tensor_mix" / "target", broken)
+    golden = str(stores / "tensor_mix" / "golden")
+    (chunk,) = [p for p in (broken / "dump_tensor_data").glob("*.pt/c/0") if p.stat().st_size > 100][:1]
+    chunk.write_bytes(b"\x00garbage" * 20)
+    err = _bad_input(["compare", "-tp", str(broken), "-gp", golden], tmp_path / "o1", capsys)
+    assert "corrupt zarr array" in err and chunk.parent.parent.name in err
+    shutil.rmtree(chunk.parent.parent)
+    err = _bad_input(["compare", "-tp", str(broken), "-gp", golden], tmp_path / "o2", capsys)
+    assert "no such array" in err and chunk.parent.parent.name in err
+    err = _bad_input(["graph_visualize", "-tp", str(broken), "-gp", golden], tmp_path / "o3", capsys)
+    assert "no such array" in err
+    for url in ("s3://no-such-bucket/run.zarr", f"file://{tmp_path}/nowhere.zarr"):
+        _bad_input(["compare", "-tp", url, "-gp", golden], tmp_path / "o4", capsys)
