@@ -10,9 +10,10 @@ Two ways to the same row:
   aggregate, :func:`merge_records`) and one task turns the merged record into the row
   (:func:`measure_pair_delayed`), so no whole tensor is ever in memory and the chunks of one pair run on
   every worker. MaxAbsErr, MaxRelativeErr and the two ratios are still exact. Cosine and EucDist come from
-  dot products summed per chunk and then across chunks (exactly, as double-doubles), while the reference
-  takes one BLAS dot over the whole tensor, so their last digits can differ: a few ulps, up to ~1e-13
-  relative on tens of millions of elements (ours is the more accurate sum). Cosine's 12-decimal rounding
+  dot products summed per chunk (numpy's einsum loop, the same in every process whatever its BLAS
+  threads) and then across chunks (exactly, as double-doubles), while the reference takes one BLAS dot
+  over the whole tensor, so their last digits can differ: a few ulps, up to ~1e-13 relative on tens of
+  millions of elements. Cosine's 12-decimal rounding
   hides that almost always; EucDist is not rounded.
 """
 
@@ -118,21 +119,23 @@ def _compute_dtype(array: np.ndarray) -> np.ndarray:
     return array.astype(np.float32) if array.dtype in _TO_FLOAT32 else array
 
 
-def _zero_shared_invalid(n: np.ndarray, b: np.ndarray) -> bool:
-    """Zero NaN/Inf where both sides have them at the same places (in place); False if the places differ."""
+def _without_shared_invalid(n: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The two arrays with NaN/Inf zeroed where both sides have them at the same places (copies, only when
+    there is something to zero); None if the places differ."""
     if n.dtype.kind in "biu" and b.dtype.kind in "biu":
-        return True  # no NaN/Inf in integers
+        return n, b  # no NaN/Inf in integers
     # The reference looks at float64 copies; float16/32 NaN/Inf masks are the same on the arrays themselves.
     n_float = n if n.dtype.kind == "f" else n.astype(float)
     b_float = b if b.dtype.kind == "f" else b.astype(float)
+    if np.isfinite(n_float).all() and np.isfinite(b_float).all():
+        return n, b
     n_inf, b_inf, n_nan, b_nan = np.isinf(n_float), np.isinf(b_float), np.isnan(n_float), np.isnan(b_float)
-    if not (n_inf.any() or n_nan.any() or b_inf.any() or b_nan.any()):
-        return True
     if not (np.array_equal(n_inf, b_inf) and np.array_equal(n_nan, b_nan)):
-        return False
+        return None
+    n, b = np.array(n), np.array(b)
     for array, mask in ((n, n_inf), (b, b_inf), (n, n_nan), (b, b_nan)):
         array[mask] = 0
-    return True
+    return n, b
 
 
 def _relative_error(n: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -144,10 +147,13 @@ def _relative_error(n: np.ndarray, b: np.ndarray) -> np.ndarray:
             b = b.astype(float)
         zero = b == 0
         rtype = np.result_type(n, b, np.float32)
-        n, b = n.astype(rtype), b.astype(rtype)
-        eps = np.finfo(rtype).eps
-        n[zero] += eps
-        b[zero] += eps
+        if zero.any():
+            n, b = n.astype(rtype), b.astype(rtype)  # copies: eps is added in place
+            eps = np.finfo(rtype).eps
+            n[zero] += eps
+            b[zero] += eps
+        else:
+            n, b = n.astype(rtype, copy=False), b.astype(rtype, copy=False)
         return np.abs(np.divide(n - b, b))
 
 
@@ -186,19 +192,20 @@ def _guarded(compute: Any) -> Cell:
 
 def measure_arrays(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
     """The six cells for two in-memory tensors, bit-identical to the reference."""
-    n = np.squeeze(np.array(_compute_dtype(np.asarray(npu))))
-    b = np.squeeze(np.array(_compute_dtype(np.asarray(bench))))
+    n = np.squeeze(_compute_dtype(np.asarray(npu)))
+    b = np.squeeze(_compute_dtype(np.asarray(bench)))
     early = _precheck(n.shape, b.shape)
     if early is not None:
         return early
     if n.ndim == 0:
         return _measure_0d(n, b)
     try:
-        same_places = _zero_shared_invalid(n, b)
+        zeroed = _without_shared_invalid(n, b)
     except (ValueError, TypeError):
         return TensorMetrics.filled(UNSUPPORTED, "data is unreadable as numbers")
-    if not same_places:
+    if zeroed is None:
         return TensorMetrics.filled(NOT_AVAILABLE, "NaN/Inf positions of NPU and bench differ")
+    n, b = zeroed
     n64, b64 = n.reshape(-1).astype(float), b.reshape(-1).astype(float)
     with np.errstate(all="ignore"):  # overflow to inf is part of the answer, not worth a warning
         try:
@@ -209,13 +216,14 @@ def measure_arrays(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
         def from_relative(cell: Any) -> Cell:
             return UNSUPPORTED if relative is None else _guarded(lambda: cell(relative))
 
+        diff = n64 - b64
         cells = (
             _guarded(lambda: _cosine_cell(np.dot(n64, b64), np.linalg.norm(n64), np.linalg.norm(b64))),
-            _guarded(lambda: float(np.linalg.norm(n64 - b64, ord=2))),
-            _guarded(lambda: _max_cell(np.max(np.abs(n64 - b64)))),
-            from_relative(lambda re: _max_cell(np.max(np.abs(re)))),
-            from_relative(lambda re: _ratio_cell(np.sum(re < THOUSANDTH), re.size)),
-            from_relative(lambda re: _ratio_cell(np.sum(re < FIVE_THOUSANDTHS), re.size)),
+            _guarded(lambda: float(np.linalg.norm(diff, ord=2))),
+            _guarded(lambda: _max_cell(np.max(np.abs(diff)))),
+            from_relative(lambda re: _max_cell(np.max(re))),  # re is |...| already
+            from_relative(lambda re: _ratio_cell(np.count_nonzero(re < THOUSANDTH), re.size)),
+            from_relative(lambda re: _ratio_cell(np.count_nonzero(re < FIVE_THOUSANDTHS), re.size)),
         )
     return TensorMetrics(cells)
 
@@ -256,25 +264,36 @@ class Partials:
 
 
 def chunk_partials(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> Partials:
-    """Partials of two aligned flat chunks (raw file dtypes; bfloat16/float8 are converted here)."""
-    n = np.array(_compute_dtype(npu_chunk)).reshape(-1)
-    b = np.array(_compute_dtype(bench_chunk)).reshape(-1)
-    if not _zero_shared_invalid(n, b):
-        return Partials(n.size, mismatch=True)
-    n64, b64 = n.astype(float), b.astype(float)
+    """Partials of two aligned flat chunks (raw file dtypes; bfloat16/float8 are converted here).
+
+    The sums are taken with ``einsum`` (numpy's own loop, not BLAS), so a chunk gives the same partials
+    whatever BLAS threading the process has (a dask worker runs BLAS on one thread). Most chunks hold no
+    NaN/Inf: the sums of squares being finite proves it, and only other chunks take the masks' path.
+    """
+    n = _compute_dtype(npu_chunk).reshape(-1)
+    b = _compute_dtype(bench_chunk).reshape(-1)
     with np.errstate(all="ignore"):
-        diff = n64 - b64
+        n_sq = np.einsum("i,i->", n, n, dtype=np.float64)
+        b_sq = np.einsum("i,i->", b, b, dtype=np.float64)
+        if not (np.isfinite(n_sq) and np.isfinite(b_sq)):
+            zeroed = _without_shared_invalid(n, b)
+            if zeroed is None:
+                return Partials(n.size, mismatch=True)
+            n, b = zeroed
+            n_sq = np.einsum("i,i->", n, n, dtype=np.float64)
+            b_sq = np.einsum("i,i->", b, b, dtype=np.float64)
+        diff = np.subtract(n, b, dtype=np.float64)
         relative = _relative_error(n, b)
         return Partials(
             size=n.size,
-            dot=float(np.dot(n64, b64)),
-            n_sq=float(np.dot(n64, n64)),
-            b_sq=float(np.dot(b64, b64)),
-            diff_sq=float(np.dot(diff, diff)),
+            dot=float(np.einsum("i,i->", n, b, dtype=np.float64)),
+            n_sq=float(n_sq),
+            b_sq=float(b_sq),
+            diff_sq=float(np.einsum("i,i->", diff, diff)),
             max_abs=np.max(np.abs(diff)),
             max_rel=np.max(relative),
-            under_thousandth=int(np.sum(relative < THOUSANDTH)),
-            under_five_thousandths=int(np.sum(relative < FIVE_THOUSANDTHS)),
+            under_thousandth=int(np.count_nonzero(relative < THOUSANDTH)),
+            under_five_thousandths=int(np.count_nonzero(relative < FIVE_THOUSANDTHS)),
         )
 
 
