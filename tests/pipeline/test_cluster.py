@@ -209,3 +209,34 @@ def _rowids(path: Path) -> list[list[tuple[int, str]]]:
             con.execute(f"SELECT rowid, id FROM {t} ORDER BY rowid").fetchall()
             for t in ("tb_nodes", "tb_stack")
         ]
+
+
+def test_one_big_tensor_pair_spreads_over_both_workers(
+    cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compare whose tensors are one big pair: its chunk tasks (the dask.array reduction's, one per pair
+    of chunks) run on both workers, and the csv is the local run's, byte for byte."""
+    import numpy as np
+    from distributed import Client
+    from test_tensor_reduction import tensor_dump
+
+    import msprobe_dask.metrics.tensor as tensor_metrics
+
+    rng = np.random.default_rng(5)
+    npu = rng.standard_normal((64, 4096)).astype(np.float32)
+    bench = (npu * (1 + rng.normal(0, 1e-3, npu.shape))).astype(np.float32)
+    target, golden = tensor_dump(tmp_path / "target", npu), tensor_dump(tmp_path / "golden", bench)
+    monkeypatch.setattr(tensor_metrics, "BIG_TENSOR_ELEMS", 10_000)  # (the plan, made here, chunks it)
+    monkeypatch.setattr(tensor_metrics, "CHUNK_ELEMS", 8_192)
+    args = ["compare", "-q", "-tp", str(target), "-gp", str(golden)]
+    assert main([*args, "-o", str(tmp_path / "local")]) == 0
+    with Client(cluster, timeout="20s") as client:
+        client.get_task_stream()
+        begun = time.time()
+        assert main([*args, "-o", str(tmp_path / "remote"), "--scheduler", cluster]) == 0
+        stream = client.get_task_stream(start=begun)
+    chunk_workers = {r["worker"] for r in stream if str(r["key"]).startswith("('merge_records-")}
+    chunk_tasks = [r for r in stream if str(r["key"]).startswith("('merge_records-")]
+    assert len(chunk_tasks) >= npu.size // 8_192 and len(chunk_workers) == 2, stream
+    ((local,), (remote,)) = (list((tmp_path / d).glob("*.csv")) for d in ("local", "remote"))
+    assert remote.read_bytes() == local.read_bytes()

@@ -38,7 +38,7 @@ def test_every_pair_as_a_reduction_gives_the_reference_csv(
     assert_same_cells(ours, ref)
 
 
-def _dump(folder: Path, array: np.ndarray) -> Path:
+def tensor_dump(folder: Path, array: np.ndarray) -> Path:
     (folder / "dump_tensor_data").mkdir(parents=True)
     np.save(folder / "dump_tensor_data" / "Tensor.big.0.forward.output.0.npy", array)
     entry = {
@@ -59,7 +59,7 @@ def test_a_big_pair_is_chunk_tasks_and_equals_float64_numpy(
     rng = np.random.default_rng(11)
     npu = rng.standard_normal((300, 333)).astype(np.float32)
     bench = (npu * (1 + rng.normal(0, 2e-3, npu.shape))).astype(np.float32)
-    target, golden = _dump(tmp_path / "target", npu), _dump(tmp_path / "golden", bench)
+    target, golden = tensor_dump(tmp_path / "target", npu), tensor_dump(tmp_path / "golden", bench)
     monkeypatch.setattr(tensor_metrics, "BIG_TENSOR_ELEMS", 10_000)
     monkeypatch.setattr(tensor_metrics, "CHUNK_ELEMS", 4_000)
 
