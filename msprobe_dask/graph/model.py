@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pickle
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Any
 
 from msprobe_dask.graph import speedups
@@ -144,51 +146,67 @@ _GRAPH_FIELDS = tuple(f.name for f in fields(Graph))
 _REST_FIELDS = tuple(name for name in _GRAPH_FIELDS if name not in ("root", "nodes"))
 # the Node fields that most nodes leave empty: carried for the nodes that hold something
 _SPARSE = ("input_data", "output_data", "link", "precision", "overflow", "merge_info")
+_STACK = attrgetter("stack")
 
 
 def _graph_of_fields(values: tuple[Any, ...]) -> Graph:
     return Graph(*values)
 
 
-def _flat(g: Graph) -> tuple[Any, ...] | None:
-    """The graph's nodes as parallel lists: ids, types, parent and children as positions, stacks as
-    positions in a list of the distinct stack lists (equal stacks stay one list), micro steps, and
-    for each field of _SPARSE the {position: value} of the nodes that hold one. None if a node is
-    linked to one the graph does not hold."""
+def _flat(g: Graph) -> bytes | None:
+    """The graph's nodes as parallel lists, pickled: ids, types, parent and children as positions,
+    stacks as positions in a list of the distinct stack lists (equal stacks stay one list), micro
+    steps, and for each field of _SPARSE the {position: value} of the nodes that hold one. None if a
+    node is linked to one the graph does not hold."""
     nodes = list(g.nodes.values())
     position = {id(node): i for i, node in enumerate(nodes)}
     root = position.get(id(g.root))
     if root is None:
         return None
-    stacks: list[list[str]] = []
     stack_position: dict[int, int] = {}
-    types, parents, children, stack_of, micro = [], [], [], [], []
-    sparse: tuple[dict[int, Any], ...] = tuple({} for _ in _SPARSE)
+    stacks: list[list[str]] = []
+    stack_of = []
+    for stack in map(_STACK, nodes):
+        k = stack_position.get(id(stack))
+        if k is None:
+            k = stack_position[id(stack)] = len(stacks)
+            stacks.append(stack)
+        stack_of.append(k)
     try:
-        for i, node in enumerate(nodes):
-            types.append(node.type)
-            parents.append(-1 if node.parent is None else position[id(node.parent)])
-            children.append([position[id(c)] for c in node.children] if node.children else None)
-            k = stack_position.get(id(node.stack))
-            if k is None:
-                k = stack_position[id(node.stack)] = len(stacks)
-                stacks.append(node.stack)
-            stack_of.append(k)
-            micro.append(node.micro)
-            for name, held in zip(_SPARSE, sparse):
-                value = getattr(node, name)
-                if value is not None and (value or value.__class__ not in (dict, list)):
-                    held[i] = value
+        parents = [-1 if (up := node.parent) is None else position[id(up)] for node in nodes]
+        children = [[position[id(c)] for c in below] if (below := node.children) else None for node in nodes]
     except KeyError:
         return None
+    sparse = tuple(
+        {
+            i: v
+            for i, v in enumerate(map(attrgetter(name), nodes))
+            if v is not None and (v or v.__class__ not in (dict, list))
+        }
+        for name in _SPARSE
+    )
     ids = [node.id for node in nodes]
     keys = list(g.nodes)
-    return ids, None if keys == ids else keys, types, parents, children, stacks, stack_of, micro, root, sparse
+    types = [node.type for node in nodes]
+    micro = [node.micro for node in nodes]
+    flat = (
+        ids,
+        None if keys == ids else keys,
+        types,
+        parents,
+        children,
+        stacks,
+        stack_of,
+        micro,
+        root,
+        sparse,
+    )
+    return pickle.dumps(flat, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _unflat(flat: tuple[Any, ...], rest: tuple[Any, ...]) -> Graph:
-    ids, keys, types, parents, children, stacks, stack_of, micro, root, sparse = flat
+def _unflat(flat: bytes, rest: tuple[Any, ...]) -> Graph:
     with collections_paused():  # (see gcpause: objects that all live on)
+        ids, keys, types, parents, children, stacks, stack_of, micro, root, sparse = pickle.loads(flat)
         nodes = [
             Node(node_id, kind, None, [], {}, {}, stacks[k], m)
             for node_id, kind, k, m in zip(ids, types, stack_of, micro)
