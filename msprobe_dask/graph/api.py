@@ -47,7 +47,7 @@ from msprobe_dask.graph.compare import (
     node_colors,
     tool_tip,
 )
-from msprobe_dask.graph.gcpause import rare_full_collections
+from msprobe_dask.graph.gcpause import rare_collections_from_now, rare_full_collections
 from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.overflow import check_overflow
 from msprobe_dask.graph.rows import GraphHead, GraphRows, config_row, graph_rows, read_back
@@ -84,15 +84,18 @@ class VisResult:
 
 def _build_task(folder: str, step: int, rank: int, items: bool = True) -> Graph:
     """``items=False``: the chunk tasks parse the nodes' items (build.parse_items)."""
+    rare_collections_from_now()
     return build_graph(GraphSource(folder, step, rank), items)
 
 
 def _prepare_build(g: Graph, opts: Options, n: int = 1) -> Prepared:
+    rare_collections_from_now()
     assign_micro_steps(g)
     return prepare_build(g, NPU, opts.overflow_check, n)
 
 
 def _prepare_compare(npu: Graph, bench: Graph, opts: Options, where: str, n: int = 1) -> Prepared:
+    rare_collections_from_now()
     mode = compare_mode(npu, bench, where)
     if npu.framework != bench.framework and not opts.layer_mapping:
         raise ConfigError(where, "the two dumps come from different frameworks: pass -lm/--layer_mapping")

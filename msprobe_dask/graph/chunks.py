@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.build import export_texts, parse_items
 from msprobe_dask.graph.compare import MD5, compare_subtrees
+from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.graph.model import COLLECTION, Graph, Node
 from msprobe_dask.graph.overflow import overflow_levels
 from msprobe_dask.graph.rows import (
@@ -184,6 +185,7 @@ def chunk_task(p: Prepared, k: int) -> tuple[RowsChunk | None, ...]:
     graph had fewer nodes than chunk tasks), none."""
     if k >= len(p.chunks):
         return (None,) * len(p.graphs)
+    rare_collections_from_now()
     c = p.chunks[k]
     md5 = p.mode == MD5
     with p._lock:

@@ -25,7 +25,7 @@ from msprobe_dask.graph.build import (
     build_graph,
 )
 from msprobe_dask.graph.compare import data_has_md5
-from msprobe_dask.graph.gcpause import THRESHOLDS, rare_full_collections
+from msprobe_dask.graph.gcpause import THRESHOLDS, rare_collections_from_now, rare_full_collections
 from msprobe_dask.graph.items import _fmt_str
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import API, MODULE, Node, node_type_of
@@ -116,6 +116,26 @@ def test_gc_thresholds_raised_inside_and_restored() -> None:
     with rare_full_collections():
         assert all(t >= want for t, want in zip(gc.get_threshold(), THRESHOLDS))
     assert gc.get_threshold() == before
+
+
+def test_a_worker_keeps_the_raised_thresholds_and_a_run_here_restores_them() -> None:
+    """A graph task raises the thresholds for the rest of a worker process's life; inside a run in this
+    process (rare_full_collections) it changes nothing, and the run's end restores them."""
+    before = gc.get_threshold()
+    try:
+        with rare_full_collections():
+            raised = gc.get_threshold()
+            rare_collections_from_now()
+            assert gc.get_threshold() == raised
+        assert gc.get_threshold() == before
+        gc.set_threshold(700, 10, 10)
+        rare_collections_from_now()
+        assert gc.get_threshold() == THRESHOLDS
+        gc.set_threshold(THRESHOLDS[0] * 2, 10, 10)
+        rare_collections_from_now()
+        assert gc.get_threshold() == (THRESHOLDS[0] * 2, *THRESHOLDS[1:])  # never lowered
+    finally:
+        gc.set_threshold(*before)
 
 
 def test_visdb_is_left_in_wal_mode_without_side_files(tmp_path: Path) -> None:
