@@ -14,7 +14,6 @@ tensor's magnitude (``max(|Bench max|, |Bench min|)``, the Bench norm for Norm a
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from msprobe_dask.analysis.first_diff import api_of, is_communication
+from msprobe_dask.summary.stack import stack_frames, user_frame
 
 NPU_STATS = ("NPU max", "NPU min", "NPU mean", "NPU l2norm")
 BENCH_STATS = ("Bench max", "Bench min", "Bench mean", "Bench l2norm")
@@ -157,22 +157,6 @@ def _signature(row: Mapping[str, Any]) -> Signature | None:
     return ("md5", str(md5)) if md5 not in (None, "N/A") else None
 
 
-def user_line(stack: Any) -> str:
-    """The first stack line outside site-packages and the standard library, on one line."""
-    if isinstance(stack, str):
-        try:
-            stack = ast.literal_eval(stack) if stack.startswith("[") else None
-        except (ValueError, SyntaxError):
-            stack = None
-    if not isinstance(stack, list) or not stack:
-        return ""
-    for line in stack:
-        text = str(line)
-        if "site-packages" not in text and "/lib/python" not in text and "multiprocessing" not in text:
-            return " ".join(text.split())
-    return " ".join(str(stack[0]).split())
-
-
 def _argument_index(name: str, entry: str, state: str) -> int | None:
     """The n of ``{entry}.{state}.{n}...``: which argument (or output) of the call the row is."""
     rest = name[len(entry) :].split(".")
@@ -264,6 +248,7 @@ def rank_nodes(rows: Iterable[Mapping[str, Any]], rank: int, atol: float) -> lis
     for entry, group in _entries(rows):
         comm = _comm(entry, group, rank) if is_communication(entry) else None
         inputs, outputs = _tensors(entry, group, comm, atol)
-        stack = next((user_line(r.get(STACK_COLUMN)) for r in group if r.get(STACK_COLUMN)), "")
+        frames = next((stack_frames(r.get(STACK_COLUMN)) for r in group if r.get(STACK_COLUMN)), [])
+        stack = user_frame(frames)
         nodes.append(Node(rank, len(nodes), entry, tuple(inputs), tuple(outputs), stack, comm))
     return nodes
