@@ -20,6 +20,7 @@ COMMAND_MODULES = {
     "graph_visualize": "msprobe_dask.graph.cli",
     "merge_result": "msprobe_dask.pipeline.merge_cli",
     "convert": "msprobe_dask.pipeline.convert_cli",
+    "report": "msprobe_dask.report.cli",
 }
 
 

@@ -101,7 +101,7 @@ class Divergence:
         return lines
 
 
-def _step_key(step: str) -> tuple[Any, ...]:
+def step_key(step: str) -> tuple[Any, ...]:
     return tuple(int(p) if p.isdigit() else p for p in _NUMBER.split(step))
 
 
@@ -207,7 +207,7 @@ def _walk_rank(step: str, nodes: Sequence[Node], links: Links, tol: Tolerance) -
 
 
 def _steps(groups: Mapping[str, Mapping[int, Sequence[Node]]]) -> list[str]:
-    return sorted(groups, key=_step_key)
+    return sorted(groups, key=step_key)
 
 
 def _path(origin: Finding, firsts: Sequence[Finding]) -> tuple[Finding, ...]:

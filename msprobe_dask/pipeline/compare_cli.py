@@ -7,10 +7,12 @@ import sys
 import time
 from pathlib import Path
 
+from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.dump.layouts import open_dump
 from msprobe_dask.pipeline.compare import RankResult, compare
 from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.scheduler import RunOptions
+from msprobe_dask.report.cli import add_tolerance_options, report_path_line, write_run_report
 from msprobe_dask.summary.divergence import analyse_tables, apply_divergence
 from msprobe_dask.summary.model import GroupSummary, RunSummary
 from msprobe_dask.summary.table import summarise_table
@@ -70,6 +72,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also write the reference's first-diff json per rank and diff_analyze_{ts}.json",
     )
+    p.add_argument(
+        "--report", action="store_true", help="also write OUT/report_{ts}.html (as msprobe-dask report OUT)"
+    )
+    add_tolerance_options(p)
     p.add_argument("--rank", help="static-graph kernel dumps: compare these ranks only (0,1,...)")
     p.add_argument("--step", help="static-graph kernel dumps: compare these steps only (0,1,...)")
     p.add_argument(
@@ -190,7 +196,14 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
         summary.groups.append(summarise_result(result))
         path_lines.append(result_path_line(path))
     log_written(run_options, path_lines, "xlsx" if args.xlsx else "csv", started)
-    if not args.quiet:
-        apply_divergence(summary, analyse_tables((r.label, r.table) for r in results))
+    tables = [(r.label, r.table) for r in results if r.table.rows]
+    tol = Tolerance(args.atol, args.rtol)
+    found = analyse_tables(tables, tol) if args.report or not args.quiet else None
+    apply_divergence(summary, found)
+    if args.report:
+        report = write_run_report(
+            tables, out, tol, summary=summary, found=found, target=args.target_path, golden=args.golden_path
+        )
+        path_lines.insert(0, report_path_line(report))
     print_run_end(summary, path_lines, args.quiet)
     return 0

@@ -1,0 +1,85 @@
+"""``msprobe-dask report OUT``: the HTML report of the compare results written below OUT."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from msprobe_dask.analysis.divergence import Divergence, Tolerance
+from msprobe_dask.summary.divergence import analyse_tables, apply_divergence
+from msprobe_dask.summary.model import RunSummary
+from msprobe_dask.summary.table import summarise_table
+
+
+def add_tolerance_options(p: argparse.ArgumentParser) -> None:
+    defaults = Tolerance()
+    p.add_argument(
+        "--atol",
+        type=float,
+        default=defaults.atol,
+        help=f"first divergence: differences up to this are none (near-zero values; default {defaults.atol})",
+    )
+    p.add_argument(
+        "--rtol",
+        type=float,
+        default=defaults.rtol,
+        help=f"first divergence: error a node may add to its inputs' (default {defaults.rtol})",
+    )
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "report",
+        help="one self-contained HTML file about the compare results in OUT",
+        description="Write OUT/report_{ts}.html from the compare_result_*.csv/.xlsx files below OUT: error "
+        "along execution order per rank, first divergence per rank and step, summary, top rows.",
+    )
+    p.add_argument("output_path", metavar="OUT", help="a compare's output folder")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the report's path")
+    p.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
+    add_tolerance_options(p)
+    p.set_defaults(run=run)
+
+
+def write_run_report(
+    labelled: Sequence[tuple[str, Any]],
+    out: Path,
+    tol: Tolerance,
+    *,
+    summary: RunSummary | None = None,
+    found: Divergence | None = None,
+    target: str = "TARGET",
+    golden: str = "GOLDEN",
+    title: str = "",
+) -> Path:
+    """OUT/report_{ts}.html of ``(label, table)`` pairs (``CompareTable``s or tables read back); the
+    run's summary and analysis are made here unless given."""
+    from msprobe_dask.report.html import write_report
+    from msprobe_dask.report.model import report_data
+
+    if summary is None:
+        groups = [summarise_table(label, t.columns, t.rows, t.entries) for label, t in labelled]
+        summary = RunSummary("compare", groups)
+        found = analyse_tables(labelled, tol)
+        apply_divergence(summary, found)
+    title = title or f"msprobe-dask compare report: {target} against {golden}"
+    data = report_data(labelled, summary, found, title=title, target=target, golden=golden)
+    return write_report(out / f"report_{time.strftime('%Y%m%d%H%M%S')}.html", data)
+
+
+def report_path_line(path: Path) -> str:
+    return f"The report file path is: {path.resolve()}."
+
+
+def run(args: argparse.Namespace) -> int:
+    from msprobe_dask.report.results import read_results
+
+    out = Path(args.output_path)
+    labelled = read_results(out)
+    title = f"msprobe-dask report of {out.resolve()}"
+    path = write_run_report(labelled, out, Tolerance(args.atol, args.rtol), title=title)
+    print(report_path_line(path))
+    return 0

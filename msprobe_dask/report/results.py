@@ -1,0 +1,92 @@
+"""Compare results read back from an output folder: every ``compare_result_*.csv`` / ``.xlsx`` below it
+(the newest of each (step, rank) when a folder holds several runs), as tables the report and the
+divergence analysis read."""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from msprobe_dask.analysis.divergence import step_key
+from msprobe_dask.analysis.flow import entry_and_state
+from msprobe_dask.errors import DumpError, UserError
+
+RESULT = re.compile(r"^compare_result_(?:(?P<label>.+)_)?(?P<stamp>\d{14})\.(?P<kind>csv|xlsx)$")
+MODE_COLUMNS = {"NormRelativeErr": "statistics", "MaxRelativeErr": "tensor", "NPU MD5": "md5"}
+
+
+@dataclass
+class ReadTable:
+    """A written compare table: its header, its rows of cells (texts; xlsx numbers stay numbers) and the
+    dump entry of each row, read from the row's name."""
+
+    mode: str
+    columns: list[str]
+    rows: list[list[Any]]
+    entries: list[str] = field(default_factory=list)
+    path: Path | None = None
+
+    def records(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row)) for row in self.rows]
+
+
+def _cells(path: Path) -> list[list[Any]]:
+    if path.suffix == ".csv":
+        with open(path, encoding="utf-8", newline="") as f:
+            return [list(row) for row in csv.reader(f)]
+    import openpyxl
+
+    try:
+        workbook = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unreadable workbook is the user's file problem
+        raise DumpError(path, f"cannot be read as xlsx: {exc}") from None
+    try:
+        return [
+            ["" if c is None else c for c in row]
+            for row in workbook.worksheets[0].iter_rows(values_only=True)
+        ]
+    finally:
+        workbook.close()
+
+
+def read_table(path: Path) -> ReadTable | None:
+    """The table of one result file; None for a file that is not a dump compare's result (a kernel
+    dump's table has no dump entries)."""
+    cells = _cells(path)
+    if not cells:
+        return None
+    header = [str(c) for c in cells[0]]
+    mode = next((m for c, m in MODE_COLUMNS.items() if c in header), None)
+    if mode is None or "NPU Name" not in header:
+        return None
+    rows = [row + [""] * (len(header) - len(row)) for row in cells[1:]]
+    name_at = header.index("NPU Name")
+    entries = [entry_and_state(str(row[name_at]))[0] for row in rows]
+    return ReadTable(mode, header, rows, entries, path)
+
+
+def read_results(out: Path) -> list[tuple[str, ReadTable]]:
+    """(label, table) of every compare result below ``out``, labels as the compare names them
+    (``step0/rank2``), sorted by label."""
+    if not out.is_dir():
+        raise UserError(out, "is not a folder of compare results")
+    newest: dict[str, tuple[str, Path]] = {}
+    for path in out.rglob("compare_result_*"):
+        match = RESULT.match(path.name)
+        if not match or not path.is_file():
+            continue
+        parts = [*path.parent.relative_to(out).parts, *([match["label"]] if match["label"] else [])]
+        label = "/".join(parts)
+        if label not in newest or match["stamp"] > newest[label][0]:
+            newest[label] = (match["stamp"], path)
+    results = []
+    for label in sorted(newest, key=step_key):
+        table = read_table(newest[label][1])
+        if table is not None:
+            results.append((label, table))
+    if not results:
+        raise UserError(out, "holds no compare_result_*.csv or .xlsx of a dump compare")
+    return results
