@@ -10,7 +10,8 @@ inputs'. The target run is the golden run with a relative rounding noise of 2e-3
 (as bf16 against fp32) and the case's fault: one op's output (or one weight) scaled by 1.5 on one rank,
 from there on. Every layer_norm's mean is 0.0 in the target and a few 1e-9 in the golden run.
 OUT/target and OUT/golden get ``step{S}/rank{R}/`` folders (a single dump.json folder for one rank
-and one step); ``CASES[case].answer`` is the (rank, op) the first divergence must name.
+and one step), level mix with every node at the top of construct.json (graph_visualize draws them);
+``CASES[case].answer`` is the (rank, op) the first divergence must name.
 """
 
 from __future__ import annotations
@@ -205,10 +206,11 @@ def write_case(out: Path, name: str, steps: int = 1) -> Case:
                 if case.ranks > 1 or steps > 1:
                     folder = folder / f"step{step}" / f"rank{run.rank}"
                 folder.mkdir(parents=True, exist_ok=True)
-                dump = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None,
+                dump = {"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": None,
                         "data": run.data}  # fmt: skip
                 stack = {str(i): [[n], lines] for i, (n, lines) in enumerate(run.stacks.items())}
-                for file, doc in (("dump.json", dump), ("stack.json", stack), ("construct.json", {})):
+                construct = dict.fromkeys(run.data)  # every node at the top of the model (graph_visualize)
+                for file, doc in (("dump.json", dump), ("stack.json", stack), ("construct.json", construct)):
                     (folder / file).write_text(json.dumps(doc, indent=1))
     return case
 

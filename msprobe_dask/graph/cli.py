@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from msprobe_dask.report.cli import add_tolerance_options
+
     p = subparsers.add_parser(
         "graph_visualize",
         help="build (or compare) model hierarchy graphs into a vis.db for tb-graph-ascend",
@@ -68,6 +71,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--workers", type=int, default=0, help="start a local cluster of N worker processes")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, only errors and the result")
     p.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
+    p.add_argument(
+        "--report",
+        action="store_true",
+        help="with -gp: also compare the dumps' rows and write OUT/report_{ts}.html (msprobe-dask report)",
+    )
+    add_tolerance_options(p)
     p.set_defaults(run=run)
     return p
 
@@ -118,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
 
         compare = bool(args.golden_path)
         parallel = parse_params(args.rank_size, args.tp, args.pp, args.vpp, args.order, compare)
+    if args.report and not args.golden_path:
+        raise ConfigError("--report", "needs -gp GOLDEN: the report is about a compare")
     if args.file_type == "json":
         if args.golden_path:
             raise ConfigError("--file_type", "json output is not supported in graph comparison mode")
@@ -162,5 +173,11 @@ def run(args: argparse.Namespace) -> int:
         from msprobe_dask.summary.visdb import summarise_visdb
 
         print("\n".join(summary_lines(summarise_visdb(path))))
+    if args.report:
+        from msprobe_dask.report.cli import report_of_dumps
+
+        report_of_dumps(
+            args, Path(args.output_path), RunOptions(address=args.scheduler, workers=args.workers)
+        )
     print(f"wrote {path}", file=sys.stderr)
     return 0

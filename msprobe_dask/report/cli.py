@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from msprobe_dask.analysis.divergence import Divergence, Tolerance
+from msprobe_dask.errors import UserError
+from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.summary.divergence import analyse_tables, apply_divergence
 from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.summary.table import summarise_table
@@ -68,6 +71,26 @@ def write_run_report(
     title = title or f"msprobe-dask compare report: {target} against {golden}"
     data = report_data(labelled, summary, found, title=title, target=target, golden=golden)
     return write_report(out / f"report_{time.strftime('%Y%m%d%H%M%S')}.html", data)
+
+
+def report_of_dumps(args: argparse.Namespace, out: Path, run: RunOptions) -> Path | None:
+    """graph_visualize --report: compare the two dumps' rows (the compare command's tables) and write
+    their report; a warning and None where they cannot be compared row by row (a parallel merge)."""
+    from msprobe_dask.pipeline.compare import compare
+    from msprobe_dask.pipeline.pairing import MatchOptions
+
+    try:
+        results = compare(
+            args.target_path, args.golden_path, match=MatchOptions(fuzzy=args.fuzzy_match), run=run
+        )
+    except UserError as exc:
+        print(f"warning: no report: {exc}", file=sys.stderr)
+        return None
+    tables = [(r.label, r.table) for r in results if r.table.rows]
+    tol = Tolerance(args.atol, args.rtol)
+    path = write_run_report(tables, out, tol, target=args.target_path, golden=args.golden_path)
+    print(report_path_line(path))
+    return path
 
 
 def report_path_line(path: Path) -> str:

@@ -201,3 +201,20 @@ def test_report_loads_in_headless_chromium(run: tuple[Path, Path], tmp_path: Pat
     assert len(cells) == 8  # 4 ranks x 2 steps
     origin = [a for a in cells if "origin" in str(a.get("class"))]
     assert [(a["data-step"], a["data-rank"]) for a in origin] == [("step0", "2"), ("step1", "2")]
+
+
+def test_graph_visualize_report(
+    run: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report, _ = run
+    root = report.parents[1]
+    args = ["graph_visualize", "-q", "--report", "-tp", str(root / "target"), "-gp", str(root / "golden")]
+    assert main([*args, "-o", str(tmp_path)]) == 0
+    [ours] = tmp_path.glob("report_*.html")
+    assert f"The report file path is: {ours.resolve()}." in capsys.readouterr().out
+    graph = json.loads(_parse(ours.read_text()).text["report-data"])
+    first = json.loads(_parse(report.read_text()).text["report-data"])
+    assert [g["points"] for g in graph["groups"]] == [g["points"] for g in first["groups"]]
+    assert graph["origin"] == first["origin"]
+    assert main(["graph_visualize", "--report", "-tp", str(root / "target"), "-o", str(tmp_path / "b")]) == 2
+    assert "--report: needs -gp GOLDEN" in capsys.readouterr().err
