@@ -280,10 +280,13 @@ def step_and_rank(label: str) -> tuple[str, int]:
 
 
 def table_rows(table: Any) -> list[dict[str, Any]]:
-    """A ``CompareTable``'s rows as the mappings ``flow`` reads, each with its dump entry."""
+    """A ``CompareTable``'s rows as the mappings ``flow`` reads, each with its dump entry and, where the
+    table knows them (not read back from a csv), its P2POp's op and peer."""
     records = table.records()
     for record, entry in zip(records, table.entries):
         record["api_origin_name"] = entry
+    for row, (op, peer) in getattr(table, "p2p", {}).items():
+        records[row]["NPU P2POp op"], records[row]["NPU P2POp peer"] = op, peer
     return records
 
 

@@ -48,6 +48,7 @@ class CompareTable:
     highlights: list[str | None] = field(default_factory=list)
     highlight_reasons: list[list[str]] = field(default_factory=list)
     entries: list[str] = field(default_factory=list)  # the dump entry of each row (api_origin_name)
+    p2p: dict[int, tuple[str, str]] = field(default_factory=dict)  # row -> a P2POp's (op, peer) texts
 
     def column(self, name: str) -> list[Any]:
         index = self.columns.index(name)
@@ -148,6 +149,7 @@ def build_table(
         highlights=[color for color, _ in marks],
         highlight_reasons=[reasons for _, reasons in marks],
         entries=entries,
+        p2p={i: (p.npu.p2p_op, p.npu.p2p_peer) for i, p in enumerate(pairs) if p.npu.p2p_op != NA},
     )
 
 

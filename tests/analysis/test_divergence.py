@@ -141,3 +141,30 @@ def test_typed_api_and_summary_use_the_analysis() -> None:
     assert summary.origin_lines[0] == "First divergence: step0/rank2 Functional.linear.1.forward"
     divergence = res.divergence()
     assert divergence is not None and divergence.origin is not None and divergence.origin.step == "step0"
+
+
+def test_batch_links_name_the_peers_when_the_table_knows_them(tmp_path: Path) -> None:
+    """In memory a CompareTable holds each P2POp's op and peer: rank 3's batch received rank 2's isend
+    tensors only. A csv read back does not: any two batches are linked, every tensor may be sent."""
+    from msprobe_dask.analysis.divergence import table_rows
+    from msprobe_dask.analysis.flow import rank_nodes
+    from msprobe_dask.analysis.links import link
+
+    write_case(tmp_path, "batch")
+    results = compare(*_sides(tmp_path))
+    known = {
+        step_and_rank(r.label)[1]: rank_nodes(table_rows(r.table), step_and_rank(r.label)[1], 1e-6)
+        for r in results
+    }
+    batch = next(n for n in known[3] if n.name == "Distributed.batch_isend_irecv.0.forward")
+    received = link(known).received[(3, batch.index)]
+    assert {s.rank for s in received if s.tensors} == {2}
+    assert batch.comm is not None and batch.comm.peers == frozenset({0, 2})
+    bare = {
+        rank: [{k: v for k, v in row.items() if "P2POp" not in k} for row in table_rows(r.table)]
+        for r in results
+        for rank in [step_and_rank(r.label)[1]]
+    }
+    read_back = {rank: rank_nodes(rows, rank, 1e-6) for rank, rows in bare.items()}
+    batch = next(n for n in read_back[3] if n.name == "Distributed.batch_isend_irecv.0.forward")
+    assert {s.rank for s in link(read_back).received[(3, batch.index)] if s.tensors} == {0, 1, 2}
