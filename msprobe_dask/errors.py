@@ -34,6 +34,10 @@ class ConfigError(UserError):
     """A bad command-line option or a bad yaml mapping file."""
 
 
+class ClusterError(UserError):
+    """The dask workers failed the run: every worker gone, a worker process killed."""
+
+
 class OutputError(UserError):
     """An output folder that cannot be created or written."""
 

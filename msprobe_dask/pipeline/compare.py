@@ -8,7 +8,7 @@ parse(golden) ─┘
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +132,13 @@ def _pair_sources(
     return pair_trees(open_dump(target), open_dump(golden), skip_missing_ranks, warn=log.warning)
 
 
+def _input_bytes(sources: Sequence[tuple[str, DumpSource, DumpSource]]) -> int:
+    """The bytes of every dump file the compare parses (what the scheduler choice goes by)."""
+    return sum(
+        os.path.getsize(src.dump_json) for _, *sides in sources for src in sides if src.dump_json.is_file()
+    )
+
+
 def compare(
     target: str | Path,
     golden: str | Path,
@@ -146,6 +153,8 @@ def compare(
     match = match or MatchOptions()
     run = run or RunOptions()
     sources = _pair_sources(target, golden, skip_missing_ranks)
+    if not run.input_bytes:
+        run = replace(run, input_bytes=_input_bytes(sources))
     with computing(run) as compute:
         first = compute(
             [

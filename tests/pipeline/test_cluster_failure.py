@@ -1,0 +1,155 @@
+"""A run whose every dask worker dies ends with one line and exit 2, leaving no output (a real
+``dask scheduler`` and a ``dask worker`` without nanny, killed with SIGKILL while it runs the compare)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from msprobe_dask.pipeline.scheduler import WORKERLESS_SECONDS
+
+DASK = [sys.executable, "-m", "dask"]
+
+
+def _tensor(value: float) -> dict:
+    return {
+        "type": "torch.Tensor",
+        "dtype": "torch.float32",
+        "shape": [8, 64],
+        "Max": value + 1,
+        "Min": value - 1,
+        "Mean": value,
+        "Norm": 3 * value,
+        "requires_grad": True,
+    }
+
+
+def write_dump(folder: Path, entries: int) -> Path:
+    """A statistics dump.json of ``entries`` linear calls, indented as msProbe writes it."""
+    data = {
+        f"Functional.linear.{i}.forward": {
+            "input_args": [_tensor(i * 0.5), _tensor(0.25), _tensor(0.125)],
+            "input_kwargs": {},
+            "output": [_tensor(i * 0.75)],
+        }
+        for i in range(entries)
+    }
+    folder.mkdir(parents=True)
+    doc = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None, "data": data}
+    (folder / "dump.json").write_text(json.dumps(doc, indent=1))
+    return folder
+
+
+def _start(command: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_every_worker_killed_ends_the_run_with_exit_2(tmp_path: Path) -> None:
+    from distributed import Client
+
+    target, golden = write_dump(tmp_path / "t", 30_000), write_dump(tmp_path / "g", 30_000)
+    scheduler_file = tmp_path / "scheduler.json"
+    procs = [
+        _start(
+            [
+                *DASK,
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(scheduler_file),
+            ]
+        )
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while not scheduler_file.exists() or not scheduler_file.read_text().strip():
+            assert time.monotonic() < deadline, "the dask scheduler did not start"
+            time.sleep(0.2)
+        address = json.loads(scheduler_file.read_text())["address"]
+        worker = _start(
+            [
+                *DASK,
+                "worker",
+                address,
+                "--nthreads",
+                "1",
+                "--no-nanny",
+                "--no-dashboard",
+                "--host",
+                "127.0.0.1",
+            ]
+        )
+        procs.insert(0, worker)
+        with Client(address, timeout="20s") as client:
+            client.wait_for_workers(1, timeout=60)
+            out = tmp_path / "out"
+            started = time.monotonic()
+            run = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "msprobe_dask",
+                    "compare",
+                    "-q",
+                    "-tp",
+                    str(target),
+                    "-gp",
+                    str(golden),
+                    "-o",
+                    str(out),
+                    "--scheduler",
+                    address,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            procs.insert(0, run)
+            while not any(client.processing().values()):  # the compare's tasks are on the worker
+                assert run.poll() is None and time.monotonic() < deadline + 60, run.communicate()
+                time.sleep(0.05)
+            os.kill(worker.pid, signal.SIGKILL)
+            _, stderr = run.communicate(timeout=WORKERLESS_SECONDS + 40)
+        assert time.monotonic() - started < 60
+        assert run.returncode == 2, stderr
+        lines = stderr.strip().splitlines()
+        assert len(lines) == 1 and "no dask worker left" in lines[0] and address in lines[0], lines
+        assert not out.exists() or not any(out.iterdir())
+    finally:
+        _stop(procs)
+
+
+class _Client:
+    def __init__(self, services: dict) -> None:
+        self.services = services
+        self.dashboard_link = "http://127.0.0.1:8787/status"
+
+    def scheduler_info(self) -> dict:
+        return {"services": self.services}
+
+
+def test_dashboard_link_shown_when_the_scheduler_serves_one(capsys: pytest.CaptureFixture[str]) -> None:
+    from msprobe_dask.pipeline.scheduler import announce_dashboard
+
+    announce_dashboard(_Client({"dashboard": 8787}))
+    assert capsys.readouterr().err == "dask dashboard: http://127.0.0.1:8787/status\n"
+    announce_dashboard(_Client({}))  # dask scheduler --no-dashboard, or no bokeh installed
+    assert capsys.readouterr().err == ""
