@@ -7,6 +7,7 @@ parse(golden) ─┘
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
