@@ -31,14 +31,15 @@ class Dump:
 
     @property
     def has_md5(self) -> bool:
-        return self.md5_in_text and any(_has_key(body, "md5") for body in self.entries.values())
+        return self.md5_in_text and any(has_key(body, "md5") for body in self.entries.values())
 
 
-def _has_key(node: Any, key: str) -> bool:
+def has_key(node: Any, key: str) -> bool:
+    """Whether ``key`` names a field anywhere in the JSON value ``node``."""
     if isinstance(node, dict):
-        return key in node or any(_has_key(v, key) for v in node.values())
+        return key in node or any(has_key(v, key) for v in node.values())
     if isinstance(node, list):
-        return any(_has_key(v, key) for v in node)
+        return any(has_key(v, key) for v in node)
     return False
 
 
@@ -89,20 +90,26 @@ def load_dump(source: DumpSource) -> Dump:
     data = doc["data"]
     if not isinstance(data, dict):
         raise DumpError(path, f"'data' must be a mapping of entry names, found {type(data).__name__}")
-    task = doc.get("task")
-    if task not in TASKS:
-        raise DumpError(path, f"task {task!r} cannot be compared (expected statistics or tensor)")
-    framework = doc.get("framework") or "pytorch"
-    if framework not in FRAMEWORKS:
-        raise DumpError(path, f"unknown framework {framework!r}")
+    task, level, framework = dump_facts(path, doc)
     return Dump(
         source=source,
         task=task,
-        level=str(doc.get("level", "")),
+        level=level,
         framework=framework,
         entries=data,
         md5_in_text='"md5"' in text,
     )
+
+
+def dump_facts(path: Path, header: dict[str, Any]) -> tuple[str, str, str]:
+    """(task, level, framework) of a dump.json's top-level fields, checked."""
+    task = header.get("task")
+    if task not in TASKS:
+        raise DumpError(path, f"task {task!r} cannot be compared (expected statistics or tensor)")
+    framework = header.get("framework") or "pytorch"
+    if framework not in FRAMEWORKS:
+        raise DumpError(path, f"unknown framework {framework!r}")
+    return task, str(header.get("level", "")), framework
 
 
 def load_stack(path: Path) -> dict[str, list[str]]:

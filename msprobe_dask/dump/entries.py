@@ -133,6 +133,12 @@ def read_dump_doc(path: Path) -> tuple[dict[str, Any], Mapping[str, Any]]:
     return read_whole_dump_doc(path)
 
 
+def scan_dump_doc(path: Path, text: bytes) -> tuple[dict[str, Any], DumpEntries] | None:
+    """The header and lazy entries of the dump.json holding ``text``, if it is laid out for the lazy
+    read (else None: nothing raised, the caller parses it whole)."""
+    return _scan(path, text) if text else None
+
+
 def read_whole_dump_doc(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(header, data) of a dump.json parsed whole."""
     doc = read_json(path)

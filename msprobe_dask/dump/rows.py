@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 NA = "N/A"
 NO_DATA = "-1"
@@ -21,9 +20,9 @@ _P2P_CLASS = "torch.distributed.P2POp"
 Stat = Any  # float | int | bool | str
 
 
-@dataclass(frozen=True, slots=True)
-class LeafRow:
-    """One compare row of one side: a tensor, a scalar argument, or a None argument."""
+class LeafRow(NamedTuple):
+    """One compare row of one side: a tensor, a scalar argument, or a None argument (a tuple: made,
+    pickled and sent between tasks 2-3x faster than a slotted dataclass)."""
 
     name: str  # the 'NPU Name' / 'Bench Name' text
     entry: str  # the dump.json key the row came from (api_origin_name)
@@ -110,7 +109,7 @@ def _walk(
     elif isinstance(node, dict):
         if node.get("class_type") == _P2P_CLASS and isinstance(node.get("tensor"), dict):
             row = _leaf_row(path, entry, state, node["tensor"])
-            yield replace(row, p2p_op=str(node.get("op", NA)), p2p_peer=str(node.get("peer", NA)))
+            yield row._replace(p2p_op=str(node.get("op", NA)), p2p_peer=str(node.get("peer", NA)))
             return
         if isinstance(node.get("type"), str):
             data_name = node.get("data_name")

@@ -8,10 +8,10 @@ parse(golden) ─┘
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msprobe_dask.dump.layouts import open_dump
 from msprobe_dask.dump.source import DumpSource
@@ -19,6 +19,9 @@ from msprobe_dask.pipeline.pairing import MatchOptions, TensorJob, pair_rows, te
 from msprobe_dask.pipeline.scheduler import Compute, RunOptions, computing
 from msprobe_dask.pipeline.sides import Side, compare_mode, is_cross_framework, parse_side
 from msprobe_dask.pipeline.table import CompareTable, RowPair, build_table, float_bench_columns
+
+if TYPE_CHECKING:
+    from msprobe_dask.pipeline.chunked import WrittenRank
 
 UNSUPPORTED = ("unsupported",) * 6
 BATCH_FILES = 128
@@ -140,6 +143,11 @@ def _input_bytes(sources: Sequence[tuple[str, DumpSource, DumpSource]]) -> int:
     )
 
 
+def _sized(run: RunOptions | None, sources: Sequence[tuple[str, DumpSource, DumpSource]]) -> RunOptions:
+    run = run or RunOptions()
+    return run if run.input_bytes else replace(run, input_bytes=_input_bytes(sources))
+
+
 def compare(
     target: str | Path,
     golden: str | Path,
@@ -149,25 +157,65 @@ def compare(
     skip_missing_ranks: bool = False,
 ) -> list[RankResult]:
     """Compare a target dump with a golden one; one RankResult per compared (step, rank) pair."""
-    import dask
+    sources = _pair_sources(target, golden, skip_missing_ranks)
+    with computing(_sized(run, sources)) as compute:
+        return _tables(sources, match or MatchOptions(), compute)
+
+
+def compare_to_csv(
+    target: str | Path,
+    golden: str | Path,
+    result_path: Callable[[str], Path],
+    *,
+    match: MatchOptions | None = None,
+    run: RunOptions | None = None,
+    skip_missing_ranks: bool = False,
+    with_nodes: bool = False,
+) -> list[WrittenRank | RankResult]:
+    """Like ``compare``, but each statistics-mode rank is written to ``result_path(label)`` by its own
+    tasks, part by part (``pipeline/chunked.py``), and comes back as a WrittenRank (with the nodes of
+    the first-divergence analysis if ``with_nodes``); the other ranks
+    (tensor mode, dumps not laid out as msProbe writes them) come back as RankResults to write.
+    If the run fails, no file of it is left behind."""
+    from msprobe_dask.pipeline.chunked import is_statistics_dump, part_file, rank_csv
 
     match = match or MatchOptions()
-    run = run or RunOptions()
     sources = _pair_sources(target, golden, skip_missing_ranks)
-    if not run.input_bytes:
-        run = replace(run, input_bytes=_input_bytes(sources))
-    with computing(run) as compute:
-        first = compute(
-            [
-                dask.delayed(_match_and_finish, pure=True)(npu_src, bench_src, match)
-                for _, npu_src, bench_src in sources
-            ]
-        )
-        pending = [i for i, item in enumerate(first) if isinstance(item, Matched)]
-        measured = _measure_and_assemble([first[i] for i in pending], compute) if pending else []
-        for i, result in zip(pending, measured):
-            first[i] = result
-        results: list[RankResult] = first
+    streamed = [i for i, (_, a, b) in enumerate(sources) if is_statistics_dump(a) and is_statistics_dump(b)]
+    paths = {i: result_path(sources[i][0]) for i in streamed}
+    results: list[WrittenRank | RankResult] = []
+    with computing(_sized(run, sources)) as compute:
+        try:
+            written = compute(
+                [rank_csv(sources[i][0], *sources[i][1:], match, paths[i], with_nodes) for i in streamed]
+            )
+        except BaseException:
+            for path in paths.values():
+                part_file(path).unlink(missing_ok=True)
+            raise
+        others = [source for i, source in enumerate(sources) if i not in paths]
+        tables = iter(_tables(others, match, compute) if others else [])
+        by_index = dict(zip(streamed, written))
+        results = [by_index[i] if i in by_index else next(tables) for i in range(len(sources))]
+    return results
+
+
+def _tables(
+    sources: Sequence[tuple[str, DumpSource, DumpSource]], match: MatchOptions, compute: Compute
+) -> list[RankResult]:
+    import dask
+
+    first = compute(
+        [
+            dask.delayed(_match_and_finish, pure=True)(npu_src, bench_src, match)
+            for _, npu_src, bench_src in sources
+        ]
+    )
+    pending = [i for i, item in enumerate(first) if isinstance(item, Matched)]
+    measured = _measure_and_assemble([first[i] for i in pending], compute) if pending else []
+    for i, result in zip(pending, measured):
+        first[i] = result
+    results: list[RankResult] = first
     for (label, _, _), result in zip(sources, results):
         result.label = label
     return results

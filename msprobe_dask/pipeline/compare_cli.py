@@ -9,11 +9,12 @@ from pathlib import Path
 
 from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.dump.layouts import open_dump
-from msprobe_dask.pipeline.compare import RankResult, compare
+from msprobe_dask.pipeline.chunked import WrittenRank
+from msprobe_dask.pipeline.compare import RankResult, compare, compare_to_csv
 from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.report.cli import add_tolerance_options, report_path_line, write_run_report
-from msprobe_dask.summary.divergence import analyse_tables, apply_divergence
+from msprobe_dask.summary.divergence import analyse_rank_nodes, apply_divergence, rank_table_nodes
 from msprobe_dask.summary.model import GroupSummary, RunSummary
 from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.summary.text import print_run_end
@@ -92,13 +93,19 @@ def result_name(label: str, suffix: str, stamp: str, debug: bool = False) -> str
     return f"{prefix}_{label}_{stamp}{suffix}" if label else f"{prefix}_{stamp}{suffix}"
 
 
-def write_result(result: RankResult, out: Path, xlsx: bool, stamp: str, debug: bool = False) -> Path:
-    sub, _, label = result.label.rpartition("/")  # 'graph/step0/rank0': out/graph/step0/..._rank0_...
+def result_path(full_label: str, out: Path, xlsx: bool, stamp: str, debug: bool = False) -> Path:
+    """Where a rank's result goes (its folder made): 'graph/step0/rank0' -> out/graph/step0/..._rank0_..."""
+    sub, _, label = full_label.rpartition("/")
     if sub:
         out = prepare_output_dir(out / sub)
     path = out / result_name(label, ".xlsx" if xlsx else ".csv", stamp, debug)
     if path.exists():
         print(f"warning: {path} exists and is replaced", file=sys.stderr)
+    return path
+
+
+def write_result(result: RankResult, out: Path, xlsx: bool, stamp: str, debug: bool = False) -> Path:
+    path = result_path(result.label, out, xlsx, stamp, debug)
     if xlsx:
         from msprobe_dask.writers.xlsx_writer import write_xlsx
 
@@ -163,42 +170,65 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
         from msprobe_dask.pipeline.kernel_cli import run_kernel_compare
 
         return run_kernel_compare(args, out, run_options)
-    results = compare(
-        args.target_path,
-        args.golden_path,
-        match=MatchOptions(
-            fuzzy=args.fuzzy_match,
-            api_mapping=args.api_mapping,
-            cell_mapping=args.cell_mapping,
-            data_mapping=args.data_mapping,
-            layer_mapping=args.layer_mapping,
-        ),
-        run=run_options,
-        skip_missing_ranks=args.skip_missing_ranks,
+    match = MatchOptions(
+        fuzzy=args.fuzzy_match,
+        api_mapping=args.api_mapping,
+        cell_mapping=args.cell_mapping,
+        data_mapping=args.data_mapping,
+        layer_mapping=args.layer_mapping,
     )
     stamp = time.strftime("%Y%m%d%H%M%S")
+    debug = Path(args.target_path).name == "debug.json" or (Path(args.target_path) / "debug.json").is_file()
+    dumps = (args.target_path, args.golden_path)
+    skip = args.skip_missing_ranks
+    results: list[WrittenRank | RankResult]
+    if args.xlsx or args.is_print_compare_log or args.report:  # the report reads the tables
+        results = list(compare(*dumps, match=match, run=run_options, skip_missing_ranks=skip))
+    else:  # statistics ranks written part by part by their tasks
+        results = compare_to_csv(
+            *dumps,
+            lambda label: result_path(label, out, False, stamp, debug),
+            match=match,
+            run=run_options,
+            skip_missing_ranks=skip,
+            with_nodes=not args.quiet,
+        )
     if args.layer_mapping:
         from msprobe_dask.match.layer_mapping import write_layer_mapping_files
 
         write_layer_mapping_files(args.target_path, args.golden_path, args.layer_mapping, out, stamp)
-    debug = Path(args.target_path).name == "debug.json" or (Path(args.target_path) / "debug.json").is_file()
     summary, path_lines = RunSummary("compare"), []
     started = time.perf_counter()
     for result in results:
-        for message in result.tensor_messages:
-            print(f"warning: {message}", file=sys.stderr)
-        if args.is_print_compare_log:
-            _log_tensor_rows(result)
-        if not result.table.rows:
+        if isinstance(result, RankResult):
+            for message in result.tensor_messages:
+                print(f"warning: {message}", file=sys.stderr)
+            if args.is_print_compare_log:
+                _log_tensor_rows(result)
+        if isinstance(result, RankResult) and result.table.rows:
+            path: Path | None = write_result(result, out, args.xlsx, stamp, debug)
+            summary.groups.append(summarise_result(result))
+        elif isinstance(result, RankResult):
+            path = None
+        else:
+            path = result.path
+            if path is not None:
+                summary.groups.append(result.summary)
+        if path is None:
             print("warning: no comparable entries found; no result file written", file=sys.stderr)
             continue
-        path = write_result(result, out, args.xlsx, stamp, debug)
-        summary.groups.append(summarise_result(result))
         path_lines.append(result_path_line(path))
     log_written(run_options, path_lines, "xlsx" if args.xlsx else "csv", started)
-    tables = [(r.label, r.table) for r in results if r.table.rows]
     tol = Tolerance(args.atol, args.rtol)
-    found = analyse_tables(tables, tol) if args.report or not args.quiet else None
+    tables = [(r.label, r.table) for r in results if isinstance(r, RankResult) and r.table.rows]
+    found = None
+    if args.report or not args.quiet:
+        nodes = [
+            (r.label, r.nodes if isinstance(r, WrittenRank) else rank_table_nodes(r.label, r.table, tol))
+            for r in results
+            if isinstance(r, WrittenRank) and r.path is not None or isinstance(r, RankResult) and r.table.entries
+        ]
+        found = analyse_rank_nodes(((label, n) for label, n in nodes if n is not None), tol)
     apply_divergence(summary, found)
     if args.report:
         report = write_run_report(

@@ -107,16 +107,30 @@ def npu_match_keys(npu: Side, bench: Side, options: MatchOptions) -> tuple[list[
     return compare_keys(npu.rows, renumber), compare_keys(bench.rows, renumber), True
 
 
+def pair_indices(
+    npu: Side, bench: Side, cross_framework: bool, options: MatchOptions
+) -> list[tuple[int, int | None]]:
+    """(target row, golden partner or None) indices, target rows in order (compare.md §3)."""
+    npu_keys, bench_keys, gate = npu_match_keys(npu, bench, options)
+    pairs = join_left(npu_keys, bench_keys)
+    if not gate:
+        return pairs
+    npu_rows, bench_rows = npu.rows, bench.rows
+    return [
+        (i, j)
+        if j is None or dtypes_pairable(npu_rows[i].dtype, bench_rows[j].dtype, cross_framework)
+        else (i, None)
+        for i, j in pairs
+    ]
+
+
 def pair_rows(npu: Side, bench: Side, cross_framework: bool, options: MatchOptions) -> list[RowPair]:
     """Target rows in order, each with its golden partner or None (compare.md §3)."""
-    npu_keys, bench_keys, gate = npu_match_keys(npu, bench, options)
-    pairs = []
-    for i, j in join_left(npu_keys, bench_keys):
-        a, b = npu.rows[i], bench.rows[j] if j is not None else None
-        if gate and b is not None and not dtypes_pairable(a.dtype, b.dtype, cross_framework):
-            b = None
-        pairs.append(RowPair(a, b))
-    return pairs
+    npu_rows, bench_rows = npu.rows, bench.rows
+    return [
+        RowPair(npu_rows[i], None if j is None else bench_rows[j])
+        for i, j in pair_indices(npu, bench, cross_framework, options)
+    ]
 
 
 TensorJob = tuple[Path, Path] | None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from msprobe_dask.dump.dumpjson import Dump, load_dump, load_stack
+from msprobe_dask.dump.dumpjson import load_dump, load_stack
 from msprobe_dask.dump.rows import NO_DATA, LeafRow, entry_rows
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.errors import DumpError
@@ -23,10 +25,10 @@ class Side:
     stacks: dict[str, list[str]] | None
 
 
-def _rows(dump: Dump) -> tuple[LeafRow, ...]:
-    debug = dump.source.is_debug
+def rows_of(entries: Iterable[tuple[str, Any]], debug: bool) -> tuple[LeafRow, ...]:
+    """The compare rows of (entry name, value) pairs in dump order (entries the reference drops skipped)."""
     rows: list[LeafRow] = []
-    for entry, body in dump.entries.items():
+    for entry, body in entries:
         if debug or is_comparable_entry(entry):
             rows.extend(entry_rows(entry, body, debug=debug))
     return tuple(rows)
@@ -43,7 +45,7 @@ def _check_data_names(source: DumpSource, rows: tuple[LeafRow, ...]) -> None:
 
 def parse_side(source: DumpSource, with_stack: bool) -> Side:
     dump = load_dump(source)
-    rows = _rows(dump)
+    rows = rows_of(dump.entries.items(), source.is_debug)
     if dump.task == "tensor":
         _check_data_names(source, rows)
     stacks = None

@@ -111,8 +111,10 @@ def build_table(
     stacks: dict[str, list[str]] | None,
     tensor_cells: Sequence[Sequence[Any]] | None = None,
     float_bench: Sequence[bool] = (False,) * 4,
+    highlight: bool = True,
 ) -> CompareTable:
-    """Assemble, judge and order the rows of one compare (``stacks`` None: no NPU_Stack_Info column)."""
+    """Assemble, judge and order the rows of one compare (``stacks`` None: no NPU_Stack_Info column;
+    ``highlight`` False: no D6 highlights, which only the xlsx writer shows)."""
     columns = columns_for(mode, stacks is not None)
     stat_cols = _stat_columns(pairs, float_bench) if mode != "md5" else []
     records: list[dict[str, Any]] = []
@@ -139,7 +141,8 @@ def build_table(
     marks: list[tuple[str | None, list[str]]] = []
     for group in _entry_groups(records, entries):
         judge_group(group, mode)
-        marks.extend(highlight_group(group, mode))
+        if highlight:
+            marks.extend(highlight_group(group, mode))
     if stacks is not None:
         _add_stacks(records, entries, stacks)
     return CompareTable(

@@ -69,6 +69,12 @@ class KindCounter:
             self._shown.setdefault(key, message)
             self._counts[key] += 1
 
+    def merge(self, later: KindCounter) -> None:
+        """Add the counts of ``later``, a counter of the rows that follow this one's."""
+        for key, count in later._counts.items():
+            self._shown.setdefault(key, later._shown[key])
+            self._counts[key] += count
+
     def most_common(self, n: int | None = None) -> list[MessageKind]:
         return [
             MessageKind(self._shown[key], count, is_structural(key))

@@ -66,11 +66,16 @@ def _rank_metric(columns: Sequence[str]) -> RankMetric | None:
 
 
 def summarise_table(
-    label: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], entries: Sequence[str] = ()
+    label: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    entries: Sequence[str] = (),
+    kinds: KindCounter | None = None,
 ) -> GroupSummary:
-    """``entries``: the dump entry of each row (rows of one entry share a stack and a worst-row slot)."""
+    """``entries``: the dump entry of each row (rows of one entry share a stack and a worst-row slot);
+    ``kinds``: the counter the rows' message kinds are added to (for ``merge_summaries``)."""
     group = GroupSummary(label=label, unit="rows")
-    kinds = KindCounter()
+    kinds = kinds if kinds is not None else KindCounter()
     name_at = columns.index("NPU Name")
     message_at = columns.index("Err_message") if "Err_message" in columns else None
     stack_at = columns.index("NPU_Stack_Info") if "NPU_Stack_Info" in columns else None
@@ -103,4 +108,30 @@ def summarise_table(
         group.worst = sorted(worst.values(), key=lambda r: -metric.badness(r.value))[:WORST_SHOWN]
     else:
         group.worst = list(worst.values())
+    return group
+
+
+def merge_summaries(
+    label: str, columns: Sequence[str], parts: Sequence[tuple[GroupSummary, KindCounter]]
+) -> GroupSummary:
+    """What summarise_table gives for a table from its parts' summaries and kind counters, in the
+    table's order (each part holding whole dump entries)."""
+    group = GroupSummary(label=label, unit="rows")
+    kinds = KindCounter()
+    worst: list[NodeRef] = []
+    for part, part_kinds in parts:
+        group.total += part.total
+        group.passed += part.passed
+        group.warnings += part.warnings
+        group.errors += part.errors
+        group.others += part.others
+        kinds.merge(part_kinds)
+        if group.first_divergence is None:
+            group.first_divergence = part.first_divergence
+        worst.extend(part.worst)  # each part's worst entries: the table's are among them
+    group.kinds = kinds.most_common(KINDS_SHOWN)
+    metric = _rank_metric(columns)
+    if metric is not None:
+        worst.sort(key=lambda r: -metric.badness(r.value))  # stable: ties stay in the table's order
+    group.worst = worst[:WORST_SHOWN]
     return group

@@ -3,17 +3,35 @@
 from __future__ import annotations
 
 import csv
+import io
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any, TextIO
 
 from msprobe_dask.pipeline.table import CompareTable
 from msprobe_dask.writers.atomic import atomic_path
 from msprobe_dask.writers.cells import cell_text
 
 
+def _write_rows(f: TextIO, rows: Iterable[Sequence[Any]]) -> None:
+    csv.writer(f, lineterminator="\n").writerows([cell_text(v) for v in row] for row in rows)
+
+
 def write_csv(table: CompareTable, path: Path) -> Path:
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(table.columns)
-        for row in table.rows:
-            writer.writerow([cell_text(v) for v in row])
+        csv.writer(f, lineterminator="\n").writerow(table.columns)
+        _write_rows(f, table.rows)
     return path
+
+
+def csv_lines(rows: Iterable[Sequence[Any]]) -> bytes:
+    """The csv lines of ``rows`` as write_csv writes them, UTF-8: a part of the file, made by a task."""
+    text = io.StringIO(newline="")
+    _write_rows(text, rows)
+    return text.getvalue().encode("utf-8")
+
+
+def header_line(columns: Sequence[str]) -> bytes:
+    text = io.StringIO(newline="")
+    csv.writer(text, lineterminator="\n").writerow(columns)
+    return text.getvalue().encode("utf-8")

@@ -240,3 +240,22 @@ def test_one_big_tensor_pair_spreads_over_both_workers(
     assert len(chunk_tasks) >= npu.size // 8_192 and len(chunk_workers) == 2, stream
     ((local,), (remote,)) = (list((tmp_path / d).glob("*.csv")) for d in ("local", "remote"))
     assert remote.read_bytes() == local.read_bytes()
+
+
+def test_one_rank_runs_on_both_workers(cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One rank cut into parts: tasks of that rank run on both dask workers, and the csv is the
+    local run's, byte for byte."""
+    from distributed import Client, get_task_stream
+
+    from msprobe_dask.pipeline import chunked
+
+    monkeypatch.setattr(chunked, "PART_BYTES", 100_000)  # transformer_big: 17 target and 17 golden parts
+    local = _result("transformer_big", tmp_path / "local")
+    with Client(cluster, timeout="20s") as client, get_task_stream(client) as stream:
+        remote = _result("transformer_big", tmp_path / "remote", "--scheduler", cluster)
+    assert remote == local
+    workers = {
+        name: {t["worker"] for t in stream.data if str(t["key"]).startswith(name)}
+        for name in ("parse_part", "table_part")
+    }
+    assert all(len(ran_on) == 2 for ran_on in workers.values()), workers
