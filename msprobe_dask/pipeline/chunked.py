@@ -246,16 +246,15 @@ def match_parts(
 class TablePart:
     csv: bytes
     rows: int
-    summary: GroupSummary
-    kinds: KindCounter
-    nodes: list[Node] | None  # for the first-divergence analysis, when it is asked for
+    summary: tuple[GroupSummary, KindCounter] | None  # when the run's summary is asked for
+    nodes: list[Node] | None  # the first-divergence analysis's, with the summary
 
 
 def table_part(
-    label: str, with_nodes: bool, plan: Plan, k: int, window_start: int, npu_part: RowPart, *window: RowPart
+    label: str, with_summary: bool, plan: Plan, k: int, window_start: int, npu_part: RowPart, *window: RowPart
 ) -> TablePart:
     """Table part ``k``: its rows judged (whole entries, as the reference judges them), as csv lines,
-    their summary and (``with_nodes``) the divergence analysis's nodes."""
+    and (``with_summary``) their summary and the divergence analysis's nodes."""
     part = plan.part(k)
     base = plan.bench_offsets[window_start]
     near = list(chain.from_iterable(p.rows for p in window))
@@ -264,10 +263,12 @@ def table_part(
         for i, j in zip(part.npu_rows, part.bench_rows)
     ]
     table = build_table(pairs, plan.mode, part.stacks, None, plan.float_bench, highlight=False)
+    lines = csv_lines(table.rows)
+    if not with_summary:
+        return TablePart(lines, len(table.rows), None, None)
     kinds = KindCounter()
     summary = summarise_table(label, table.columns, table.rows, table.entries, kinds)
-    nodes = rank_table_nodes(label, table) if with_nodes else None
-    return TablePart(csv_lines(table.rows), len(table.rows), summary, kinds, nodes)
+    return TablePart(lines, len(table.rows), (summary, kinds), rank_table_nodes(label, table))
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,8 +288,8 @@ class WrittenRank:
 
     label: str
     path: Path | None
-    summary: GroupSummary
-    nodes: list[Node] | None  # the divergence analysis's nodes of the rank, when asked for
+    summary: GroupSummary | None  # when asked for
+    nodes: list[Node] | None  # the divergence analysis's nodes of the rank, with the summary
 
 
 def part_file(path: Path) -> Path:
@@ -305,15 +306,14 @@ def begin_file(path: Path, plan: Plan) -> PartWritten:
 def append_part(previous: PartWritten, part: TablePart) -> PartWritten:
     with open(part_file(previous.path), "ab") as f:
         f.write(part.csv)
-    return PartWritten(previous.path, previous.columns, part.rows, (part.summary, part.kinds), part.nodes)
+    return PartWritten(previous.path, previous.columns, part.rows, part.summary, part.nodes)
 
 
 def finish_file(label: str, head: PartWritten, *parts: PartWritten) -> WrittenRank:
     """Rename the complete file (none when the compare has no row); the rank's summary and nodes."""
-    summary = merge_summaries(label, head.columns, [p.summary for p in parts if p.summary is not None])
-    nodes = (
-        joined_nodes(p.nodes for p in parts if p.nodes is not None) if parts[0].nodes is not None else None
-    )
+    asked = parts[0].summary is not None
+    summary = merge_summaries(label, head.columns, [p.summary for p in parts if p.summary]) if asked else None
+    nodes = joined_nodes(p.nodes or () for p in parts) if asked else None
     tmp = part_file(head.path)
     if not sum(p.rows for p in parts):
         tmp.unlink()
@@ -324,7 +324,12 @@ def finish_file(label: str, head: PartWritten, *parts: PartWritten) -> WrittenRa
 
 
 def rank_csv(
-    label: str, npu_src: DumpSource, bench_src: DumpSource, match: MatchOptions, path: Path, with_nodes: bool
+    label: str,
+    npu_src: DumpSource,
+    bench_src: DumpSource,
+    match: MatchOptions,
+    path: Path,
+    with_summary: bool,
 ) -> Any:
     """The Delayed that compares one rank into ``path`` (its value: a WrittenRank)."""
     import dask
@@ -342,7 +347,7 @@ def rank_csv(
     for k, part in enumerate(npu_parts):
         window = bench_window(k, npu_n, bench_n)
         chunk = task(table_part)(
-            label, with_nodes, plan, k, window.start, part, *(bench_parts[j] for j in window)
+            label, with_summary, plan, k, window.start, part, *(bench_parts[j] for j in window)
         )
         written = task(append_part)(written, chunk)  # in the reference's order
         appended.append(written)

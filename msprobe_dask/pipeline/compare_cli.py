@@ -191,7 +191,7 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
             match=match,
             run=run_options,
             skip_missing_ranks=skip,
-            with_nodes=not args.quiet,
+            with_summary=not args.quiet,
         )
     if args.layer_mapping:
         from msprobe_dask.match.layer_mapping import write_layer_mapping_files
@@ -212,7 +212,7 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
             path = None
         else:
             path = result.path
-            if path is not None:
+            if path is not None and result.summary is not None:
                 summary.groups.append(result.summary)
         if path is None:
             print("warning: no comparable entries found; no result file written", file=sys.stderr)

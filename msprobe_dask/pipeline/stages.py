@@ -32,6 +32,8 @@ class Stage:
 STAGES = {
     "match_and_finish": Stage("parse and match", "ranks"),
     "records_task": Stage("parse and match", "ranks"),
+    "match_parts": Stage("parse and match", "ranks"),  # pipeline/chunked.py: a rank's parts
+    "table_part": Stage("judge", "parts"),
     "compare_job": Stage("kernel compare", "rank-steps"),
     "measure_batch": Stage("tensor metrics", "batches"),
     "as_batch": Stage("tensor metrics", "batches"),

@@ -45,7 +45,7 @@ def test_parts_write_the_whole_tables_bytes(
         lambda label: tmp_path / f"result{label.replace('/', '_')}.csv",
         match=match,
         run=run,
-        with_nodes=True,
+        with_summary=True,
     )
     tables = compare(target, golden, match=match, run=run)
     assert [w.label for w in written] == [t.label for t in tables] and tables

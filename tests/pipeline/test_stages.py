@@ -34,7 +34,11 @@ def stage_lines(stderr: str) -> dict[str, tuple[int, int, str | None]]:
 def test_compare_logs_a_line_per_stage(tmp_path: Path) -> None:
     data = case_dir("multirank")
     proc = run_cli("compare", "-tp", str(data / "target"), "-gp", str(data / "golden"), "-o", str(tmp_path))
-    assert stage_lines(proc.stderr) == {"parse and match": (8, 8, "ranks"), "write csv": (8, 8, "files")}
+    assert stage_lines(proc.stderr) == {
+        "parse and match": (8, 8, "ranks"),
+        "judge": (8, 8, "parts"),  # one part per rank (pipeline/chunked.py)
+        "write csv": (8, 8, "files"),
+    }
 
 
 def test_tensor_compare_logs_metrics_and_judge(tmp_path: Path) -> None:
