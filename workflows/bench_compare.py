@@ -1,73 +1,120 @@
-"""Benchmark: msprobe_dask compare against the reference ``msprobe compare`` on the same input.
+"""Benchmark: msprobe_dask compare against the reference ``msprobe compare`` and the floor.
 
-    python workflows/bench_compare.py [--case transformer_big] [--reference /path/to/msprobe] [--xlsx]
+    python workflows/bench_compare.py [--case transformer_big | --target T --golden G]
+        [--reference /path/to/msprobe] [--xlsx] [--repeat 3] [--flags "--workers 2"]
 
+T and G are what compare takes (dump.json files or dump folders, rank trees too). Runs are interleaved
+(ours, reference, floor, ours, ...) and medians reported, with CPU time and the peak RSS summed over
+each command's process tree. The floor is what no compare can beat here: a Python start, the fastest
+JSON parse of every dump.json of both sides (orjson) and writing a file of the size of our results.
 The reference runs only if ``msprobe`` is on PATH (or given with --reference).
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from measure import best_of, report  # noqa: E402
+from measure import Measurement, measure, report  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+
+_FLOOR = (
+    "import sys, orjson\n"
+    "for path in sys.argv[3:]:\n"
+    "    with open(path, 'rb') as f:\n"
+    "        orjson.loads(f.read())\n"
+    "with open(sys.argv[1], 'wb') as f:\n"
+    "    f.write(b'x' * int(sys.argv[2]))\n"
+)
+
+
+def dump_files(path: Path) -> list[Path]:
+    return [path] if path.is_file() else sorted(path.rglob("dump.json"))
+
+
+def median(runs: list[Measurement]) -> Measurement:
+    return Measurement(
+        wall=statistics.median(m.wall for m in runs),
+        peak_mib=statistics.median(m.peak_mib for m in runs),
+        returncode=max(m.returncode for m in runs),
+        cpu=statistics.median(m.cpu for m in runs),
+        tree_peak_mib=statistics.median(m.tree_peak_mib for m in runs),
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", default="transformer_big", help="a case folder in tests/data")
-    parser.add_argument("--target", help="target dump.json (overrides --case)")
-    parser.add_argument("--golden", help="golden dump.json (overrides --case)")
+    parser.add_argument("--target", type=Path, help="target dump.json or folder (overrides --case)")
+    parser.add_argument("--golden", type=Path, help="golden dump.json or folder (overrides --case)")
     parser.add_argument(
         "--reference", default=shutil.which("msprobe"), help="the reference msprobe executable"
     )
     parser.add_argument("--xlsx", action="store_true")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each tool (the fastest is kept)")
+    parser.add_argument("--flags", default="", help="more flags for our compare (e.g. '--workers 2')")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each command (medians reported)")
     args = parser.parse_args()
-    target = Path(args.target or DATA / args.case / "target" / "dump.json")
-    golden = Path(args.golden or DATA / args.case / "golden" / "dump.json")
+    target = args.target or DATA / args.case / "target" / "dump.json"
+    golden = args.golden or DATA / args.case / "golden" / "dump.json"
     extra = ["--xlsx"] if args.xlsx else []
+    ours_runs: list[Measurement] = []
+    reference_runs: list[Measurement] = []
+    floor_runs: list[Measurement] = []
     with tempfile.TemporaryDirectory() as tmp:
-        ours = best_of(
-            [
-                sys.executable,
-                "-m",
-                "msprobe_dask",
-                "compare",
-                "-q",
-                "-tp",
-                str(target),
-                "-gp",
-                str(golden),
-                "-o",
-                f"{tmp}/ours",
-                *extra,
-            ],
-            args.repeat,
-        )
-        reference = None
-        if args.reference:
-            reference = best_of(
-                [
-                    args.reference,
-                    "compare",
-                    "-tp",
-                    str(target),
-                    "-gp",
-                    str(golden),
-                    "-o",
-                    f"{tmp}/reference",
-                    *extra,
-                ],
-                args.repeat,
+        for i in range(max(1, args.repeat)):
+            out = Path(tmp) / f"ours{i}"
+            ours_runs.append(
+                measure(
+                    [
+                        sys.executable,
+                        "-m",
+                        "msprobe_dask",
+                        "compare",
+                        "-q",
+                        "-tp",
+                        str(target),
+                        "-gp",
+                        str(golden),
+                        "-o",
+                        str(out),
+                        *extra,
+                        *shlex.split(args.flags),
+                    ]
+                )  # fmt: skip
             )
-    report(f"compare {target.parent.parent.name}{' --xlsx' if args.xlsx else ''}", ours, reference)
+            if args.reference:
+                reference_runs.append(
+                    measure(
+                        [
+                            args.reference,
+                            "compare",
+                            "-tp",
+                            str(target),
+                            "-gp",
+                            str(golden),
+                            "-o",
+                            f"{tmp}/reference{i}",
+                            *extra,
+                        ]
+                    )  # fmt: skip
+                )
+            size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+            dumps = [str(p) for p in dump_files(target) + dump_files(golden)]
+            floor_runs.append(measure([sys.executable, "-c", _FLOOR, f"{tmp}/floor", str(size), *dumps]))
+    name = f"compare {args.target or args.case}"
+    name += f"{' --xlsx' if args.xlsx else ''}{' ' + args.flags if args.flags else ''}"
+    ours = median(ours_runs)
+    report(name, ours, median(reference_runs) if reference_runs else None)
+    floor = median(floor_runs)
+    print(f"{name}: floor {floor.summary}")
+    print(f"{name}: ours / floor {ours.wall / floor.wall:.1f}x")
     return 0
 
 
