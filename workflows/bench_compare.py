@@ -70,25 +70,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(max(1, args.repeat)):
             out = Path(tmp) / f"ours{i}"
-            ours_runs.append(
-                measure(
-                    [
-                        sys.executable,
-                        "-m",
-                        "msprobe_dask",
-                        "compare",
-                        "-q",
-                        "-tp",
-                        str(target),
-                        "-gp",
-                        str(golden),
-                        "-o",
-                        str(out),
-                        *extra,
-                        *shlex.split(args.flags),
-                    ]
-                )  # fmt: skip
-            )
+            flags = ["-tp", str(target), "-gp", str(golden), "-o", str(out), *extra, *shlex.split(args.flags)]
+            ours_runs.append(measure([sys.executable, "-m", "msprobe_dask", "compare", "-q", *flags]))
             if args.reference:
                 reference_runs.append(
                     measure(

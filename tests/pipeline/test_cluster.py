@@ -20,6 +20,12 @@ from msprobe_dask.cli import main
 DASK = [sys.executable, "-m", "dask"]
 
 
+def scheduler_command(scheduler_file: Path) -> list[str]:
+    """A ``dask scheduler`` on 127.0.0.1, on a free port written to ``scheduler_file``."""
+    where = ["--host", "127.0.0.1", "--port", "0", "--scheduler-file", str(scheduler_file)]
+    return [*DASK, "scheduler", *where, "--no-dashboard"]
+
+
 def _wait_for(path: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists() or not path.read_text().strip():
@@ -42,17 +48,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
     procs = [
         subprocess.Popen(
-            [
-                *DASK,
-                "scheduler",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--no-dashboard",
-                "--scheduler-file",
-                str(scheduler_file),
-            ],
+            scheduler_command(scheduler_file),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env=env,

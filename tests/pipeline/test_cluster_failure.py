@@ -12,10 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_cluster import DASK, scheduler_command
 
 from msprobe_dask.pipeline.scheduler import WORKERLESS_SECONDS
-
-DASK = [sys.executable, "-m", "dask"]
 
 
 def _tensor(value: float) -> dict:
@@ -63,65 +62,23 @@ def test_every_worker_killed_ends_the_run_with_exit_2(tmp_path: Path) -> None:
 
     target, golden = write_dump(tmp_path / "t", 30_000), write_dump(tmp_path / "g", 30_000)
     scheduler_file = tmp_path / "scheduler.json"
-    procs = [
-        _start(
-            [
-                *DASK,
-                "scheduler",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--no-dashboard",
-                "--scheduler-file",
-                str(scheduler_file),
-            ]
-        )
-    ]
+    procs = [_start(scheduler_command(scheduler_file))]
     try:
         deadline = time.monotonic() + 60
         while not scheduler_file.exists() or not scheduler_file.read_text().strip():
             assert time.monotonic() < deadline, "the dask scheduler did not start"
             time.sleep(0.2)
         address = json.loads(scheduler_file.read_text())["address"]
-        worker = _start(
-            [
-                *DASK,
-                "worker",
-                address,
-                "--nthreads",
-                "1",
-                "--no-nanny",
-                "--no-dashboard",
-                "--host",
-                "127.0.0.1",
-            ]
-        )
+        alone = ["--nthreads", "1", "--no-nanny", "--no-dashboard", "--host", "127.0.0.1"]  # dies when killed
+        worker = _start([*DASK, "worker", address, *alone])
         procs.insert(0, worker)
         with Client(address, timeout="20s") as client:
             client.wait_for_workers(1, timeout=60)
             out = tmp_path / "out"
             started = time.monotonic()
-            run = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "msprobe_dask",
-                    "compare",
-                    "-q",
-                    "-tp",
-                    str(target),
-                    "-gp",
-                    str(golden),
-                    "-o",
-                    str(out),
-                    "--scheduler",
-                    address,
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
+            flags = ["-q", "-tp", str(target), "-gp", str(golden), "-o", str(out), "--scheduler", address]
+            command = [sys.executable, "-m", "msprobe_dask", "compare", *flags]
+            run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             procs.insert(0, run)
             while not any(client.processing().values()):  # the compare's tasks are on the worker
                 assert run.poll() is None and time.monotonic() < deadline + 60, run.communicate()
