@@ -25,6 +25,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.analysis.flow import Node
 from msprobe_dask.dump.dumpjson import dump_facts, has_key, load_dump, load_stack
 from msprobe_dask.dump.entries import read_whole_dump_doc, scan_dump_doc
@@ -251,10 +252,16 @@ class TablePart:
 
 
 def table_part(
-    label: str, with_summary: bool, plan: Plan, k: int, window_start: int, npu_part: RowPart, *window: RowPart
+    label: str,
+    tolerance: Tolerance | None,
+    plan: Plan,
+    k: int,
+    window_start: int,
+    npu_part: RowPart,
+    *window: RowPart,
 ) -> TablePart:
     """Table part ``k``: its rows judged (whole entries, as the reference judges them), as csv lines,
-    and (``with_summary``) their summary and the divergence analysis's nodes."""
+    and (given the divergence analysis's ``tolerance``) their summary and that analysis's nodes."""
     part = plan.part(k)
     base = plan.bench_offsets[window_start]
     near = list(chain.from_iterable(p.rows for p in window))
@@ -264,11 +271,11 @@ def table_part(
     ]
     table = build_table(pairs, plan.mode, part.stacks, None, plan.float_bench, highlight=False)
     lines = csv_lines(table.rows)
-    if not with_summary:
+    if tolerance is None:
         return TablePart(lines, len(table.rows), None, None)
     kinds = KindCounter()
     summary = summarise_table(label, table.columns, table.rows, table.entries, kinds)
-    return TablePart(lines, len(table.rows), (summary, kinds), rank_table_nodes(label, table))
+    return TablePart(lines, len(table.rows), (summary, kinds), rank_table_nodes(label, table, tolerance))
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,7 +336,7 @@ def rank_csv(
     bench_src: DumpSource,
     match: MatchOptions,
     path: Path,
-    with_summary: bool,
+    tolerance: Tolerance | None,
 ) -> Any:
     """The Delayed that compares one rank into ``path`` (its value: a WrittenRank)."""
     import dask
@@ -347,7 +354,7 @@ def rank_csv(
     for k, part in enumerate(npu_parts):
         window = bench_window(k, npu_n, bench_n)
         chunk = task(table_part)(
-            label, with_summary, plan, k, window.start, part, *(bench_parts[j] for j in window)
+            label, tolerance, plan, k, window.start, part, *(bench_parts[j] for j in window)
         )
         written = task(append_part)(written, chunk)  # in the reference's order
         appended.append(written)

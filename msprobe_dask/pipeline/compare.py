@@ -21,6 +21,7 @@ from msprobe_dask.pipeline.sides import Side, compare_mode, is_cross_framework, 
 from msprobe_dask.pipeline.table import CompareTable, RowPair, build_table, float_bench_columns
 
 if TYPE_CHECKING:
+    from msprobe_dask.analysis.divergence import Tolerance
     from msprobe_dask.pipeline.chunked import WrittenRank
 
 UNSUPPORTED = ("unsupported",) * 6
@@ -170,11 +171,11 @@ def compare_to_csv(
     match: MatchOptions | None = None,
     run: RunOptions | None = None,
     skip_missing_ranks: bool = False,
-    with_summary: bool = False,
+    summary_tolerance: Tolerance | None = None,
 ) -> list[WrittenRank | RankResult]:
     """Like ``compare``, but each statistics-mode rank is written to ``result_path(label)`` by its own
     tasks, part by part (``pipeline/chunked.py``), and comes back as a WrittenRank (with its summary
-    and the first-divergence analysis's nodes if ``with_summary``); the other ranks
+    and the first-divergence analysis's nodes, by ``summary_tolerance``, if given); the other ranks
     (tensor mode, dumps not laid out as msProbe writes them) come back as RankResults to write.
     If the run fails, no file of it is left behind."""
     from msprobe_dask.pipeline.chunked import is_statistics_dump, part_file, rank_csv
@@ -187,7 +188,10 @@ def compare_to_csv(
     with computing(_sized(run, sources)) as compute:
         try:
             written = compute(
-                [rank_csv(sources[i][0], *sources[i][1:], match, paths[i], with_summary) for i in streamed]
+                [
+                    rank_csv(sources[i][0], *sources[i][1:], match, paths[i], summary_tolerance)
+                    for i in streamed
+                ]
             )
         except BaseException:
             for path in paths.values():

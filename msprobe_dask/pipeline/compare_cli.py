@@ -181,6 +181,7 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
     debug = Path(args.target_path).name == "debug.json" or (Path(args.target_path) / "debug.json").is_file()
     dumps = (args.target_path, args.golden_path)
     skip = args.skip_missing_ranks
+    tol = Tolerance(args.atol, args.rtol)
     results: list[WrittenRank | RankResult]
     if args.xlsx or args.is_print_compare_log or args.report:  # the report reads the tables
         results = list(compare(*dumps, match=match, run=run_options, skip_missing_ranks=skip))
@@ -191,7 +192,7 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
             match=match,
             run=run_options,
             skip_missing_ranks=skip,
-            with_summary=not args.quiet,
+            summary_tolerance=None if args.quiet else tol,
         )
     if args.layer_mapping:
         from msprobe_dask.match.layer_mapping import write_layer_mapping_files
@@ -219,14 +220,13 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
             continue
         path_lines.append(result_path_line(path))
     log_written(run_options, path_lines, "xlsx" if args.xlsx else "csv", started)
-    tol = Tolerance(args.atol, args.rtol)
     tables = [(r.label, r.table) for r in results if isinstance(r, RankResult) and r.table.rows]
     found = None
     if args.report or not args.quiet:
         nodes = [
-            (r.label, r.nodes if isinstance(r, WrittenRank) else rank_table_nodes(r.label, r.table, tol))
+            (r.label, rank_table_nodes(r.label, r.table, tol) if isinstance(r, RankResult) else r.nodes)
             for r in results
-            if isinstance(r, WrittenRank) and r.path is not None or isinstance(r, RankResult) and r.table.entries
+            if (r.table.entries if isinstance(r, RankResult) else r.path is not None)
         ]
         found = analyse_rank_nodes(((label, n) for label, n in nodes if n is not None), tol)
     apply_divergence(summary, found)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import case_dir
 
+from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.pipeline import chunked
 from msprobe_dask.pipeline.chunked import WrittenRank, bench_window
 from msprobe_dask.pipeline.compare import compare, compare_to_csv
@@ -45,7 +46,7 @@ def test_parts_write_the_whole_tables_bytes(
         lambda label: tmp_path / f"result{label.replace('/', '_')}.csv",
         match=match,
         run=run,
-        with_summary=True,
+        summary_tolerance=Tolerance(),
     )
     tables = compare(target, golden, match=match, run=run)
     assert [w.label for w in written] == [t.label for t in tables] and tables
