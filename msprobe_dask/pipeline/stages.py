@@ -39,6 +39,8 @@ STAGES = {
     "as_batch": Stage("tensor metrics", "batches"),
     "assemble": Stage("judge", "ranks"),
     "build": Stage("build graphs", "graphs"),
+    "prepare": Stage("match graphs", "ranks"),
+    "rows": Stage("graph rows", "chunks"),
     "finish": Stage("compare graphs", "ranks"),
     "link-ranks": Stage("link ranks", ""),
     "write-visdb": Stage("write vis.db", ""),
