@@ -227,8 +227,12 @@ def _read_back(result: VisResult) -> VisResult:
 # ------------------------------------------------------------------------------------ graph
 
 
-def _plan(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None, opts: Options):
-    """(lazy VisResult, compare?, the graph ids in write order) for the inputs."""
+def _plan(
+    target: str | os.PathLike[str], golden: str | os.PathLike[str] | None, opts: Options, split: bool = True
+):
+    """(lazy VisResult, compare?) for the inputs. ``split``: cut each
+    graph's rows into chunk tasks (else one task each: where the tasks reading a result would each get
+    it pickled, see RunOptions.shares_results)."""
     import dask
 
     tp = dump_path(target)
@@ -239,12 +243,11 @@ def _plan(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None,
             g = dask.delayed(_build_task, pure=True)(
                 folder, step, rank, False, dask_key_name=f"build-{step}-{rank}-NPU"
             )
-            n = _chunks_for(folder)
+            n = _chunks_for(folder) if split else 1
             prepared = dask.delayed(_prepare_build)(g, opts, n, dask_key_name=f"prepare-{step}-{rank}")
             parts.append(_rows_tasks(prepared, n, f"{step}-{rank}"))
         steps = sorted({s for s, _, _ in sources}) if kind == "steps" else [0]
         ranks = sorted({r for _, r, _ in sources}, key=[r for _, r, _ in sources].index)
-        order = [f"{NPU}_{step}_{rank}" for step, rank, _ in sources]
         compare = False
     else:
         gp = dump_path(golden)
@@ -253,21 +256,20 @@ def _plan(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None,
         for step, rank, a, b in pairs:
             ga = dask.delayed(_build_task)(a, step, rank, False, dask_key_name=f"build-{step}-{rank}-NPU")
             gb = dask.delayed(_build_task)(b, step, rank, False, dask_key_name=f"build-{step}-{rank}-Bench")
-            n = _chunks_for(a, b)
+            n = _chunks_for(a, b) if split else 1
             prepared = dask.delayed(_prepare_compare)(
                 ga, gb, opts, a, n, dask_key_name=f"prepare-{step}-{rank}"
             )
             parts.append(_rows_tasks(prepared, n, f"{step}-{rank}"))
         steps = sorted({s for s, _, _, _ in pairs}) if kind == "steps" else [0]
         ranks = list(dict.fromkeys(r for _, r, _, _ in pairs))
-        order = [f"{side}_{step}_{rank}" for step, rank, _, _ in pairs for side in (NPU, BENCH)]
         compare = True
     if not parts:
         raise DumpError(target, "holds no dump to visualize")
     ranks = ranks if kind != "files" else [0]
     linked = dask.delayed(_link_task)(parts, kind != "files", opts.overflow_check, dask_key_name="link-ranks")
     result = dask.delayed(_result)(linked, compare, opts, ranks, steps, dask_key_name="vis-result")
-    return result, compare, order
+    return result, compare
 
 
 def _any_plan(
@@ -276,16 +278,21 @@ def _any_plan(
     opts: Options,
     parallel: Sequence[ParallelParams] | None,
     json_output: bool = False,
+    split: bool = True,
 ):
-    """The merge plan when ``parallel`` is given and the input has rank folders, else ``_plan``; with
-    the graph ids in write order (none for a merge: its graphs are made in the plan)."""
+    """The merge plan when ``parallel`` is given and the input has rank folders, else ``_plan``."""
     if parallel:
         from msprobe_dask.graph.merge.plan import merge_plan
 
         result, compare = merge_plan(target, golden, opts, list(parallel), json_output)
         if result is not None:
-            return result, compare, []
-    return _plan(target, golden, opts)
+            return result, compare
+    return _plan(target, golden, opts, split)
+
+
+def _splits(client: Any, run: RunOptions | None) -> bool:
+    """Whether the graphs' rows are cut into chunk tasks where the graph runs (see _plan)."""
+    return client is not None or (run or RunOptions()).shares_results
 
 
 def _compute(obj: Any, client: Any = None, run: RunOptions | None = None) -> Any:
@@ -312,7 +319,7 @@ def build_graphs(
     ``parallel``: merge each side's rank graphs first (see graph_visualize). ``client``: a dask Client
     to compute on; otherwise ``run`` chooses the scheduler, workers and progress reporting."""
     opts = Options(overflow_check, fuzzy_match, layer_mapping)
-    result, _, _ = _any_plan(target, golden, opts, parallel)
+    result, _ = _any_plan(target, golden, opts, parallel, split=_splits(client, run))
     return _read_back(_compute(result, client, run))
 
 
@@ -347,7 +354,7 @@ def graph_visualize(
         raise OutputError(out, "is not a folder")
     json_files = bool(parallel and json_output)
     opts = Options(overflow_check, fuzzy_match, layer_mapping, tensor_log)
-    result, compare, _ = _any_plan(target, golden, opts, parallel, json_output)
+    result, compare = _any_plan(target, golden, opts, parallel, json_output, _splits(client, run))
     path = out / output_name(compare, ts)
     if json_files:
         from msprobe_dask.graph.merge.export_json import write_merged_json

@@ -62,6 +62,16 @@ class RunOptions:
         return cpus if cpus > 1 and self.input_bytes >= LOCAL_PROCESSES_FROM_BYTES else 0
 
     @property
+    def shares_results(self) -> bool:
+        """Whether the tasks that read a task's result get it without its being pickled again for each
+        of them: true of threads of this process and of distributed workers (a cluster, the
+        LocalCluster of ``workers``), which keep a result where it was made and send it once to each
+        worker that needs it; false of dask's local processes scheduler, which pickles each task's
+        inputs into it. graph_visualize cuts a graph's rows into many tasks that all read the graph
+        only where it is shared (graph/api.py)."""
+        return True  # every scheduler ``computing`` chooses shares them
+
+    @property
     def in_this_process(self) -> bool:
         """Tasks run in threads of this process (no cluster, no worker processes)."""
         return not self.address and not self.local_processes

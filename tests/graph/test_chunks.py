@@ -155,9 +155,27 @@ def test_every_dask_scheduler_gives_the_same_rows(scheduler: str, monkeypatch: p
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     results = []
     for how in ("sync", scheduler):
-        lazy, _, _ = _plan(
+        lazy, _ = _plan(
             DATA / "multirank" / "target", DATA / "multirank" / "golden", Options(overflow_check=True)
         )
         (result,) = dask.compute(lazy, scheduler=how)
         results.append([(g.graph_id, g.n_rows, g.nodes, g.stacks, g.packed) for g in result.graphs])
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_rows_are_cut_into_chunk_tasks_only_where_results_are_shared(
+    shared: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where each task that reads a result would get it pickled (dask's local processes scheduler:
+    RunOptions.shares_results), a graph's rows are one task; elsewhere many."""
+    from msprobe_dask.graph import api
+    from msprobe_dask.pipeline.scheduler import RunOptions
+
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(RunOptions, "shares_results", property(lambda self: shared))
+    cut: list[int] = []
+    prepare = api.prepare_build
+    monkeypatch.setattr(api, "prepare_build", lambda *a, **k: cut.append(a[-1]) or prepare(*a, **k))
+    api.graph_visualize(DATA / "transformer_big" / "target", output_path=tmp_path, run=RunOptions())
+    assert (cut[0] > 1) == shared and len(cut) == 1
