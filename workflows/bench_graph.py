@@ -2,6 +2,7 @@
 
     python workflows/bench_graph.py --reference /path/to/msprobe [--nodes 100000] [--repeat 3]
                                     [--ref-repeat 1] [--skip-synthetic] [--skip-build | --skip-compare]
+                                    [--flags '--workers 2']
 
 Cases: tests/data/transformer_big (a real 24-layer dump) and a synthetic dump in the reference's format
 with about ``--nodes`` nodes per side (two copies with different statistics), each as a compare
@@ -33,6 +34,7 @@ import json
 import os
 import random
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -178,14 +180,21 @@ def _line(who: str, r: Run) -> str:
 
 
 def bench(
-    name: str, args: list[str], reference: str | None, work: Path, repeat: int, ref_repeat: int
+    name: str,
+    args: list[str],
+    reference: str | None,
+    work: Path,
+    repeat: int,
+    ref_repeat: int,
+    flags: list[str],
 ) -> None:
+    """``flags``: ours' own (``--workers 2``), not given to the reference."""
     from visdb_diff import diff_visdb
 
     load = os.getloadavg()[0]
     folder = work / name.replace(" ", "_")
     ours_out, ref_out = folder.with_name(f"{folder.name}_ours"), folder.with_name(f"{folder.name}_ref")
-    ours_cmd = [sys.executable, "-m", "msprobe_dask", "graph_visualize", *args]
+    ours_cmd = [sys.executable, "-m", "msprobe_dask", "graph_visualize", *args, *flags]
     # with the reference, half of our runs go before it and half after: the machine's speed drifts
     # (a shared host), and our best run then comes from around the time the reference ran
     before = repeat if not reference else (repeat + 1) // 2
@@ -227,7 +236,9 @@ def main() -> int:
     p.add_argument("--skip-synthetic", action="store_true")
     p.add_argument("--skip-build", action="store_true", help="only the compare cases")
     p.add_argument("--skip-compare", action="store_true", help="only the build cases")
+    p.add_argument("--flags", default="", help="flags for ours only, e.g. '--workers 2'")
     a = p.parse_args()
+    flags = shlex.split(a.flags)
     _compile_ours()
     work = Path(tempfile.mkdtemp(prefix="bench_graph_"))
     try:
@@ -248,9 +259,10 @@ def main() -> int:
                     work,
                     a.repeat,
                     a.ref_repeat,
+                    flags,
                 )
             if not a.skip_build:
-                bench(f"{name} build", ["-tp", str(tp)], a.reference, work, a.repeat, a.ref_repeat)
+                bench(f"{name} build", ["-tp", str(tp)], a.reference, work, a.repeat, a.ref_repeat, flags)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
