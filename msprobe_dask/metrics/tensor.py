@@ -462,9 +462,10 @@ SPLIT_EVERY = 32
 
 
 def measure_pair_delayed(
-    npu_path: PathLike, bench_path: PathLike, *, chunk_elems: int | None = None
+    npu_path: PathLike, bench_path: PathLike, *, big_elems: int | None = None, chunk_elems: int | None = None
 ) -> Delayed:
-    """A lazy ``TensorMetrics`` for one big pair: a ``dask.array`` reduction over the two flat tensors.
+    """A lazy ``TensorMetrics`` for a pair: for more than ``big_elems`` (``BIG_TENSOR_ELEMS``) elements, a
+    ``dask.array`` reduction over the two flat tensors, else one task measuring it in one shot.
 
     Each pair of aligned chunks gives one partials record (``blockwise``), the records are merged by
     ``dask.array.reduction`` (chunk / combine / aggregate: :func:`merge_records`), and one task turns the
@@ -480,7 +481,8 @@ def measure_pair_delayed(
     early = _precheck(_squeezed(npu.shape), _squeezed(bench.shape))
     if early is not None:
         return delayed(early)
-    if npu.size <= 1:  # 0-d after squeeze: nothing to chunk
+    big = BIG_TENSOR_ELEMS if big_elems is None else big_elems
+    if npu.size <= max(big, 1):  # small after all (or 0-d): one shot, the reference's bits
         return delayed(_measure_one_shot)(npu, bench)
     return delayed(record_metrics)(_reduced_record(npu, bench, chunk_elems or CHUNK_ELEMS))
 

@@ -184,7 +184,9 @@ def _close(chunked: float | str, one_shot: float | str, rel: float = 1e-12) -> b
 def _assert_chunked_matches(npu: Path, bench: Path, big_elems: int, chunk_elems: int) -> TensorMetrics:
     one_shot = measure_pair(npu, bench)
     chunked = measure_pair(npu, bench, big_elems=big_elems, chunk_elems=chunk_elems)
-    lazy = measure_pair_delayed(npu, bench, chunk_elems=chunk_elems).compute(scheduler="sync")
+    lazy = measure_pair_delayed(npu, bench, big_elems=big_elems, chunk_elems=chunk_elems).compute(
+        scheduler="sync"
+    )
     assert lazy == chunked
     cosine, euc, *exact = chunked.cells
     assert _close(cosine, one_shot.cells[0]) and _close(euc, one_shot.cells[1]), (chunked, one_shot)

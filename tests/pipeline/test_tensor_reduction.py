@@ -86,3 +86,20 @@ def test_a_big_pair_is_chunk_tasks_and_equals_float64_numpy(
     }
     for column, value in expected.items():
         assert record[column] == pytest.approx(value, rel=1e-6, abs=1e-12), column
+
+
+def test_a_file_bigger_than_the_limit_holding_fewer_elements_is_measured_in_one_shot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batches split by file bytes; a pair whose file is big but whose elements are not stays exact."""
+    rng = np.random.default_rng(2)
+    npu = rng.standard_normal(6_000).astype(np.float32)  # 24 KB files, 6,000 elements
+    target = tensor_dump(tmp_path / "target", npu)
+    golden = tensor_dump(tmp_path / "golden", (npu * 1.001).astype(np.float32))
+    monkeypatch.setattr(tensor_metrics, "BIG_TENSOR_ELEMS", 10_000)
+    job = tuple(side / "dump_tensor_data" / "Tensor.big.0.forward.output.0.npy" for side in (target, golden))
+    assert compare_pipeline._batches([job]) == ([], [0])  # type: ignore[list-item]
+    graph = dict(compare_pipeline._measure_big(job).__dask_graph__())
+    assert not any(isinstance(key, tuple) and key[0].startswith("merge_records-") for key in graph)
+    (measured,) = compare_pipeline._measure_big(job).compute(scheduler="sync")
+    assert measured == tensor_metrics.measure_pair(*job)
