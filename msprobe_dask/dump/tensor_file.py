@@ -492,7 +492,8 @@ class _FlatReader:
 def as_dask_array(handle: TensorHandle, chunk_elems: int = DEFAULT_CHUNK_ELEMS) -> da.Array:
     """The tensor flattened (C order) as a 1-D dask array of ``chunk_elems``-element chunks.
 
-    Each chunk is one task reading only its bytes, so a worker holds one chunk, never the whole tensor.
+    Each chunk is one task reading only its bytes, so a worker holds one chunk, never the whole tensor;
+    the reader is inlined in every chunk's task (no shared key that would draw the chunks to one worker).
     """
     import dask.array as da
     from dask.base import tokenize
@@ -502,7 +503,7 @@ def as_dask_array(handle: TensorHandle, chunk_elems: int = DEFAULT_CHUNK_ELEMS) 
     name = "tensor-" + tokenize(str(handle.path), stat.st_mtime_ns, stat.st_size, handle.offset, chunk_elems)
     return da.from_array(
         reader, chunks=(max(int(chunk_elems), 1),), name=name, meta=np.empty((0,), reader.dtype),
-        asarray=True, lock=False,
+        asarray=True, lock=False, inline_array=True,
     )  # fmt: skip
 
 
