@@ -33,6 +33,7 @@ demo: install
 
 lint: install
 	$(PY) -m ruff check msprobe_dask tests workflows
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_import_contracts.py  # cycles, layers, private names
 
 typecheck: install
 	$(PY) -m mypy msprobe_dask

@@ -29,6 +29,7 @@ from msprobe_dask.columns import (
 )
 from msprobe_dask.errors import ConfigError, DumpError
 from msprobe_dask.writers.atomic import atomic_path
+from msprobe_dask.writers.xlsx_package import write_workbook
 
 RESULT_NAME = re.compile(r"^compare_result_rank(\d+)(?:-rank\1)?_\d{14}\.xlsx$")
 SKIPPED_NAME = re.compile(r"^compare_result_rank(?:_|-rank)")
@@ -225,15 +226,11 @@ def _cell(value: Any) -> Any:
 
 
 def write_merge(path: Path, ranks: Sequence[str], workbook: Mapping[str, list[list[Any]]]) -> Path:
-    import openpyxl
-
-    book = openpyxl.Workbook()
-    book.remove(book.active)
-    for index, rows in workbook.items():
-        sheet = book.create_sheet(title=index[:31])
-        sheet.append(["NPU Name", *ranks])
-        for row in rows:
-            sheet.append([_cell(v) for v in row])
+    header = ["NPU Name", *ranks]
+    sheets = [
+        (index[:31], len(header), [(header, None), *(([_cell(v) for v in row], None) for row in rows)])
+        for index, rows in workbook.items()
+    ]
     with atomic_path(path) as tmp:
-        book.save(tmp)
+        write_workbook(tmp, sheets)
     return path

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,8 @@ from msprobe_dask.columns import DIFF_COLUMNS
 from msprobe_dask.pipeline.table import CompareTable
 from msprobe_dask.writers.atomic import atomic_path
 from msprobe_dask.writers.cells import neutralise
+from msprobe_dask.writers.xlsx_package import Row, write_workbook
 
-FILLS = {"red": "FFFF0000", "yellow": "FFFFFF00"}
 MAX_ROWS_PER_SHEET = 1_048_500
 
 
@@ -51,34 +52,29 @@ def _with_reasons(message: str, reasons: list[str]) -> str:
     return json.dumps(json.loads(message) + reasons)
 
 
-def write_xlsx(table: CompareTable, path: Path) -> Path:
-    from openpyxl import Workbook
-    from openpyxl.cell import WriteOnlyCell
-    from openpyxl.styles import PatternFill
-
-    fills = {
-        name: PatternFill(start_color=rgb, end_color=rgb, fill_type="solid") for name, rgb in FILLS.items()
-    }
+def sheet_rows(table: CompareTable, start: int, stop: int) -> Iterator[Row]:
     text_names = DIFF_COLUMNS if table.mode == "statistics" else []
     text_columns = {i for i, name in enumerate(table.columns) if name in text_names}
     message_column = table.columns.index("Err_message")
-    workbook = Workbook(write_only=True)
-    chunks = range(0, max(len(table.rows), 1), MAX_ROWS_PER_SHEET)
-    for part, start in enumerate(chunks):
-        sheet = workbook.create_sheet("Sheet1" if len(chunks) == 1 else f"part_{part}")
-        sheet.append(table.columns)
-        for index in range(start, min(start + MAX_ROWS_PER_SHEET, len(table.rows))):
-            row = list(table.rows[index])
-            color = table.highlights[index] if table.highlights else None
-            if table.highlight_reasons:
-                row[message_column] = _with_reasons(row[message_column], table.highlight_reasons[index])
-            cells = []
-            for i, value in enumerate(row):
-                cell = WriteOnlyCell(sheet, value=_text_cell(value) if i in text_columns else _cell(value))
-                if color:
-                    cell.fill = fills[color]
-                cells.append(cell)
-            sheet.append(cells)
+    yield table.columns, None
+    for index in range(start, stop):
+        row = list(table.rows[index])
+        if table.highlight_reasons:
+            row[message_column] = _with_reasons(row[message_column], table.highlight_reasons[index])
+        cells = [_text_cell(value) if i in text_columns else _cell(value) for i, value in enumerate(row)]
+        yield cells, table.highlights[index] if table.highlights else None
+
+
+def write_xlsx(table: CompareTable, path: Path) -> Path:
+    starts = range(0, max(len(table.rows), 1), MAX_ROWS_PER_SHEET)
+    sheets = [
+        (
+            "Sheet1" if len(starts) == 1 else f"part_{part}",
+            len(table.columns),
+            sheet_rows(table, start, min(start + MAX_ROWS_PER_SHEET, len(table.rows))),
+        )
+        for part, start in enumerate(starts)
+    ]
     with atomic_path(path) as tmp:
-        workbook.save(tmp)
+        write_workbook(tmp, sheets)
     return path

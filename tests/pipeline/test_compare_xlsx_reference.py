@@ -11,7 +11,7 @@ import pytest
 from conftest import reference_file
 from test_compare_csv_reference import run_compare
 
-from msprobe_dask.writers.xlsx_writer import FILLS
+from msprobe_dask.writers.xlsx_package import FILLS
 
 CASES = ["stat_mix", "tensor_mix", "md5_mix", "xor_mix", "L0_only", "L1_only", "transformer_big"]
 

@@ -1,0 +1,237 @@
+"""Import contracts of the package (run by `make lint` and by the test suite).
+
+Every ``import`` of the package is read with ``ast``, those inside function bodies included, and three
+rules are checked:
+
+1. No cycle between modules.
+2. Imports point down the layers (``LAYERS``): foundation -> dump -> match -> metrics -> judge ->
+   graph / analysis (consumers of the rows) -> writers -> the commands (CLI, pipeline, and the drivers
+   of graph and analysis) on top. Within one layer, a package imports none of its siblings.
+3. No private name (``_x``) is imported from another module.
+
+Today's violations are listed in ``ALLOWED``, each with why it is there and what removes it; any other
+violation fails. An entry that no longer matches a violation fails too, so the list only shrinks.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "msprobe_dask"
+
+# (module prefix, layer); the longest matching prefix places a module. Lower layers import nothing above.
+LAYERS: list[tuple[str, int]] = [
+    # what every layer may use: errors, column names, the C-extension switch, atomic output files
+    ("msprobe_dask.errors", 0),
+    ("msprobe_dask.columns", 0),
+    ("msprobe_dask.native", 0),
+    ("msprobe_dask.writers.atomic", 0),
+    ("msprobe_dask.dump", 1),
+    ("msprobe_dask.match", 2),
+    ("msprobe_dask.metrics", 3),
+    ("msprobe_dask.judge", 4),
+    ("msprobe_dask.graph", 5),
+    ("msprobe_dask.analysis", 5),
+    ("msprobe_dask.writers", 6),
+    # the commands and their drivers
+    ("msprobe_dask.pipeline", 7),
+    ("msprobe_dask.graph.api", 7),
+    ("msprobe_dask.graph.cli", 7),
+    ("msprobe_dask.analysis.cli", 7),
+    ("msprobe_dask.cli", 7),
+    ("msprobe_dask.__main__", 7),
+]
+
+# (importer, imported) -> why it is allowed today. Rule 3's entries name the private name too.
+ALLOWED: dict[tuple[str, str], str] = {
+    # --- the compare table (the data model) still lives in pipeline/, above the writers ---
+    (
+        "msprobe_dask.writers.csv_writer",
+        "msprobe_dask.pipeline.table",
+    ): "CompareTable belongs in a table module between judge and writers (issue 20)",
+    (
+        "msprobe_dask.writers.xlsx_writer",
+        "msprobe_dask.pipeline.table",
+    ): "as csv_writer: CompareTable lives in pipeline/table.py",
+    (
+        "msprobe_dask.analysis.records",
+        "msprobe_dask.pipeline.table",
+    ): "build_table: as csv_writer, the table module belongs below the consumers",
+    (
+        "msprobe_dask.analysis.records",
+        "msprobe_dask.pipeline.compare",
+    ): "Matched (matched rows of one rank) belongs with the table model, not the compare driver",
+    # --- the diff_analyze command and compare's drivers call each other (a cycle) ---
+    (
+        "msprobe_dask.pipeline.compare_cli",
+        "msprobe_dask.analysis.cli",
+    ): "compare -da hands over to analysis.cli, which takes result_name back from compare_cli: a cycle"
+    " through function-body imports; one place for output names (a writers module) breaks it",
+    (
+        "msprobe_dask.analysis.cli",
+        "msprobe_dask.pipeline.compare_cli",
+    ): "result_name: the other half of the compare_cli <-> analysis.cli cycle",
+    (
+        "msprobe_dask.pipeline.compare_cli",
+        "msprobe_dask.pipeline.kernel_cli",
+    ): "kernel dumps hand over to kernel_cli, which imports compare_cli's writers: a cycle",
+    (
+        "msprobe_dask.pipeline.kernel_cli",
+        "msprobe_dask.pipeline.compare_cli",
+    ): "write_result/result_name: the other half of the compare_cli <-> kernel_cli cycle",
+    (
+        "msprobe_dask.analysis.cli",
+        "msprobe_dask.pipeline.compare:_pair_sources",
+    ): "private: the (step, rank) pairing belongs in dump.source's pair_trees, called by both",
+    # --- graph: the merge plan reaches into the driver (owned by the graph engineer) ---
+    (
+        "msprobe_dask.graph.merge.plan",
+        "msprobe_dask.graph.api",
+    ): "the TP/PP merge plan builds graphs with the driver's tasks: upward, and a cycle with graph.api",
+    (
+        "msprobe_dask.graph.api",
+        "msprobe_dask.graph.merge.plan",
+    ): "the other half of the graph.api <-> merge.plan cycle",
+    ("msprobe_dask.graph.merge.plan", "msprobe_dask.graph.api:_build_task"): "private: see merge.plan -> api",
+    ("msprobe_dask.graph.merge.plan", "msprobe_dask.graph.api:_finish_build"): "private: see merge.plan -> api",
+    ("msprobe_dask.graph.merge.plan", "msprobe_dask.graph.api:_finish_compare"): "private: see merge.plan -> api",
+    ("msprobe_dask.graph.merge.plan", "msprobe_dask.graph.api:_result"): "private: see merge.plan -> api",
+    (
+        "msprobe_dask.graph.compare",
+        "msprobe_dask.graph.items:_fmt_str",
+    ): "private: one float-text rule used by both; it should be public in graph/jsontext",
+    # --- graph compute imports writers ---
+    (
+        "msprobe_dask.graph.chunks",
+        "msprobe_dask.writers.visdb",
+    ): "RowSink/N_NODE_COLUMNS: compute code that knows the vis.db writer; the column table should "
+    "live below both",
+    (
+        "msprobe_dask.graph.chunks",
+        "msprobe_dask.writers.packed_rows",
+    ): "packed_rows is the graph rows' wire format between tasks, not a writer: it belongs in graph/",
+    ("msprobe_dask.graph.rows", "msprobe_dask.writers.packed_rows"): "as graph.chunks -> packed_rows",
+    # --- match reads dumps through the pipeline ---
+    (
+        "msprobe_dask.match.layer_mapping",
+        "msprobe_dask.pipeline.sides",
+    ): "parse_side (one side's rows) belongs in dump/, below match",
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports(name: str, path: Path, known: set[str]) -> Iterator[tuple[str, str | None]]:
+    """(imported module, imported name or None) for every import of the package in the file."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "msprobe_dask":
+                    yield alias.name, None
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            if base.split(".")[0] != "msprobe_dask":
+                continue
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                yield (submodule, None) if submodule in known else (base, alias.name)
+
+
+def layer(name: str) -> tuple[str, int]:
+    prefix, level = max(
+        ((p, n) for p, n in LAYERS if name == p or name.startswith(p + ".")), key=lambda item: len(item[0])
+    )
+    return prefix, level
+
+
+def _top_package(name: str) -> str:
+    return ".".join(name.split(".")[:2])
+
+
+def violations() -> dict[tuple[str, str], str]:
+    """(importer, imported[:name]) -> which rule it breaks (cycles are found on what remains)."""
+    known = modules()
+    found: dict[tuple[str, str], str] = {}
+    edges: dict[str, set[str]] = {name: set() for name in known}
+    for name, path in known.items():
+        for target, imported in imports(name, path, set(known)):
+            if target == name:
+                continue
+            edges[name].add(target)
+            if imported is not None and imported.startswith("_") and not imported.startswith("__"):
+                found[(name, f"{target}:{imported}")] = "imports a private name from another module"
+            (_, mine), (_, theirs) = layer(name), layer(target)
+            if theirs > mine:
+                found[(name, target)] = f"imports upward (layer {mine} -> {theirs})"
+            elif theirs == mine and mine > 0 and _top_package(name) != _top_package(target):
+                if mine != layer("msprobe_dask.cli")[1]:
+                    found[(name, target)] = f"imports a sibling package in layer {mine}"
+    for cycle in _cycles(edges):
+        for a in cycle:
+            for b in sorted(edges[a] & set(cycle)):
+                found.setdefault((a, b), f"is part of an import cycle among {', '.join(cycle)}")
+    return found
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan): the modules of each cycle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def test_imports_follow_the_contracts() -> None:
+    found = violations()
+    new = [f"{a} -> {b}: {why}" for (a, b), why in sorted(found.items()) if (a, b) not in ALLOWED]
+    stale = [f"{a} -> {b}" for a, b in ALLOWED if (a, b) not in found]
+    assert not new, "import contract broken (tests/test_import_contracts.py):\n" + "\n".join(new)
+    assert not stale, "fixed, remove from ALLOWED in tests/test_import_contracts.py:\n" + "\n".join(stale)
+
+
+def test_the_check_sees_a_cycle_an_upward_import_and_a_private_name() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(edges) == [["a", "b", "c"]]
+    assert layer("msprobe_dask.dump.rows")[1] < layer("msprobe_dask.writers.visdb")[1]
+    assert layer("msprobe_dask.writers.atomic")[1] == 0
+    assert layer("msprobe_dask.graph.api")[1] > layer("msprobe_dask.graph.chunks")[1]
