@@ -95,8 +95,14 @@ ALLOWED: dict[tuple[str, str], str] = {
         "msprobe_dask.graph.merge.plan",
     ): "the other half of the graph.api <-> merge.plan cycle",
     ("msprobe_dask.graph.merge.plan", "msprobe_dask.graph.api:_build_task"): "private: see merge.plan -> api",
-    ("msprobe_dask.graph.merge.plan", "msprobe_dask.graph.api:_finish_build"): "private: see merge.plan -> api",
-    ("msprobe_dask.graph.merge.plan", "msprobe_dask.graph.api:_finish_compare"): "private: see merge.plan -> api",
+    (
+        "msprobe_dask.graph.merge.plan",
+        "msprobe_dask.graph.api:_finish_build",
+    ): "private: see merge.plan -> api",
+    (
+        "msprobe_dask.graph.merge.plan",
+        "msprobe_dask.graph.api:_finish_compare",
+    ): "private: see merge.plan -> api",
     ("msprobe_dask.graph.merge.plan", "msprobe_dask.graph.api:_result"): "private: see merge.plan -> api",
     (
         "msprobe_dask.graph.compare",

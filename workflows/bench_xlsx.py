@@ -52,7 +52,9 @@ def _openpyxl(table: Any, path: Path) -> None:
     from msprobe_dask.writers.xlsx_package import FILLS
     from msprobe_dask.writers.xlsx_writer import sheet_rows
 
-    fills = {name: PatternFill(start_color=rgb, end_color=rgb, fill_type="solid") for name, rgb in FILLS.items()}
+    fills = {
+        name: PatternFill(start_color=rgb, end_color=rgb, fill_type="solid") for name, rgb in FILLS.items()
+    }
     book = Workbook(write_only=True)
     sheet = book.create_sheet("Sheet1")
     for values, fill in sheet_rows(table, 0, len(table.rows)):
@@ -73,7 +75,9 @@ def _xlsxwriter(table: Any, path: Path) -> None:
     from msprobe_dask.writers.xlsx_writer import sheet_rows
 
     book = xlsxwriter.Workbook(str(path), {"constant_memory": True})
-    formats = {name: book.add_format({"bg_color": f"#{rgb[2:]}", "pattern": 1}) for name, rgb in FILLS.items()}
+    formats = {
+        name: book.add_format({"bg_color": f"#{rgb[2:]}", "pattern": 1}) for name, rgb in FILLS.items()
+    }
     sheet = book.add_worksheet("Sheet1")
     for row, (values, fill) in enumerate(sheet_rows(table, 0, len(table.rows))):
         style = formats[fill] if fill else None
@@ -141,7 +145,11 @@ def _cells(path: Path) -> list[tuple[str, list[list[tuple[Any, str, str | None]]
             sheet.title,
             [
                 [
-                    (c.value, type(c.value).__name__, c.fill.fgColor.rgb if c.fill.fill_type == "solid" else None)
+                    (
+                        c.value,
+                        type(c.value).__name__,
+                        c.fill.fgColor.rgb if c.fill.fill_type == "solid" else None,
+                    )
                     for c in row
                 ]
                 for row in sheet.iter_rows()

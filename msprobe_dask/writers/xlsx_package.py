@@ -3,9 +3,9 @@
 Cells are written as openpyxl writes them, so that a workbook read back with openpyxl (or pandas)
 holds the same values and types as the reference's: numbers as ``%.16g`` (so ``3.0`` reads back as
 the int 3, as in the reference's files), strings inline, bools as ``t="b"``, ``None`` and ``""`` as
-empty cells, texts cut at 32,767 characters; no number formats, no column widths. A row may carry a fill (``FILLS``), applied to each
-of its cells. Measured against openpyxl's write-only mode and XlsxWriter's constant_memory mode in
-workflows/bench_xlsx.py (README, Dependencies).
+empty cells, texts cut at 32,767 characters; no number formats, no column widths. A row may carry a
+fill (``FILLS``), applied to each of its cells. Measured against openpyxl's write-only mode and
+XlsxWriter's constant_memory mode in workflows/bench_xlsx.py (README, Dependencies).
 
 Each sheet's XML goes to a temporary file first (memory stays bounded by one row) and is then
 stored in the zip with its size known, so that ZIP64 records appear only in sheets above 2 GiB

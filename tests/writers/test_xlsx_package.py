@@ -19,13 +19,13 @@ from msprobe_dask.writers.xlsx_package import FILLS, column_letter, write_workbo
 AWKWARD: list[Any] = [
     "plain",
     "a & b < c > d",
-    ' leading and trailing ',
+    " leading and trailing ",
     "tab\there",
     "line\nbreak",
     "bell\x07 and nul\x00",
     "_x0041_ stays literal",
     "中文 ünïcode 🙂",
-    '"quoted" \'single\'',
+    "\"quoted\" 'single'",
     "x" * 40_000,
     "",
     None,
@@ -53,7 +53,10 @@ def _read(path: Path) -> list[tuple[str, list[list[tuple[Any, type, str | None]]
         (
             sheet.title,
             [
-                [(c.value, type(c.value), c.fill.fgColor.rgb if c.fill.fill_type == "solid" else None) for c in row]
+                [
+                    (c.value, type(c.value), c.fill.fgColor.rgb if c.fill.fill_type == "solid" else None)
+                    for c in row
+                ]
                 for row in sheet.iter_rows()
             ],
         )
