@@ -195,7 +195,7 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
             summary_tolerance=None if args.quiet else tol,
         )
     if args.layer_mapping:
-        from msprobe_dask.match.layer_mapping import write_layer_mapping_files
+        from msprobe_dask.pipeline.layer_mapping_files import write_layer_mapping_files
 
         write_layer_mapping_files(args.target_path, args.golden_path, args.layer_mapping, out, stamp)
     summary, path_lines = RunSummary("compare"), []

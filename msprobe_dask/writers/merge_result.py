@@ -16,6 +16,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -228,7 +229,7 @@ def _cell(value: Any) -> Any:
 def write_merge(path: Path, ranks: Sequence[str], workbook: Mapping[str, list[list[Any]]]) -> Path:
     header = ["NPU Name", *ranks]
     sheets = [
-        (index[:31], len(header), [(header, None), *(([_cell(v) for v in row], None) for row in rows)])
+        (index[:31], len(header), chain([(header, None)], (([_cell(v) for v in row], None) for row in rows)))
         for index, rows in workbook.items()
     ]
     with atomic_path(path) as tmp:
