@@ -5,8 +5,8 @@ XlsxWriter constant_memory), with csv as the yardstick.
 
 The rows are the compare table of a case in tests/data (its statistics compare, D6 fills included),
 tiled to ``--rows`` with renamed entries when more are asked for. Each writer runs in a fresh process
-per run, runs are interleaved, and the medians of wall time, CPU time (user + system) and the writer
-process's peak RSS are printed. Every workbook is read back with openpyxl and compared with ours:
+per run, runs are interleaved, and the medians of wall time, CPU time (user + system) and the growth
+of the process's peak RSS while the writer runs (above the loaded rows) are printed. Every workbook is read back with openpyxl and compared with ours:
 values, types and fills of every cell, and sheet names. openpyxl with lxml and XlsxWriter are measured
 only when importable (``pip install lxml xlsxwriter`` into a separate folder on PYTHONPATH is enough).
 """
@@ -98,6 +98,7 @@ def _run_one(writer: str, table_file: Path, out: Path) -> None:
     """In a child process: load the rows, write them with ``writer``, print the figures as json."""
     with open(table_file, "rb") as f:
         table = pickle.load(f)
+    before = _peak_mib()
     wall, cpu = time.perf_counter(), time.process_time()
     if writer == "ours":
         from msprobe_dask.writers.xlsx_writer import write_xlsx
@@ -112,8 +113,12 @@ def _run_one(writer: str, table_file: Path, out: Path) -> None:
     else:
         _openpyxl(table, out)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"wall": wall, "cpu": cpu, "rss_mib": rss}))
+    print(json.dumps({"wall": wall, "cpu": cpu, "rss_mib": _peak_mib() - before}))
+
+
+def _peak_mib() -> float:
+    """This process's peak RSS so far (the writer's own peak is the growth while it runs)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _available(writer: str) -> bool:
@@ -186,7 +191,7 @@ def main() -> int:
             same = "-" if writer == "csv" else ("yes" if _cells(outputs[writer]) == reference else "NO")
             print(
                 f"{writer:>14}: wall {figures['wall']:6.2f} s  cpu {figures['cpu']:6.2f} s  "
-                f"peak {figures['rss_mib']:5.0f} MiB  size {outputs[writer].stat().st_size / 2**20:6.1f} MiB"
+                f"peak +{figures['rss_mib']:4.0f} MiB  size {outputs[writer].stat().st_size / 2**20:6.1f} MiB"
                 f"  same cells as ours: {same}"
             )
     return 0
