@@ -42,6 +42,8 @@ LAYERS: list[tuple[str, int]] = [
     ("msprobe_dask.graph.cli", 7),
     ("msprobe_dask.analysis.cli", 7),
     ("msprobe_dask.cli", 7),
+    ("msprobe_dask.api", 7),
+    ("msprobe_dask.results", 7),  # the Python API's typed results: summaries, csv/xlsx of a finished run
     ("msprobe_dask.__main__", 7),
 ]
 
