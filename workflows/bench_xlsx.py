@@ -6,9 +6,10 @@ XlsxWriter constant_memory), with csv as the yardstick.
 The rows are the compare table of a case in tests/data (its statistics compare, D6 fills included),
 tiled to ``--rows`` with renamed entries when more are asked for. Each writer runs in a fresh process
 per run, runs are interleaved, and the medians of wall time, CPU time (user + system) and the growth
-of the process's peak RSS while the writer runs (above the loaded rows) are printed. Every workbook is read back with openpyxl and compared with ours:
-values, types and fills of every cell, and sheet names. openpyxl with lxml and XlsxWriter are measured
-only when importable (``pip install lxml xlsxwriter`` into a separate folder on PYTHONPATH is enough).
+of the process's peak RSS while the writer runs (above the loaded rows) are printed. Every workbook is
+read back with openpyxl and compared with ours: values, types and fills of every cell, and sheet
+names. openpyxl with lxml and XlsxWriter are measured only when importable (``pip install lxml
+xlsxwriter`` into a separate folder on PYTHONPATH is enough).
 """
 
 from __future__ import annotations
