@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, int]] = [
     ("msprobe_dask.analysis.cli", 7),
     ("msprobe_dask.cli", 7),
     ("msprobe_dask.api", 7),
+    ("msprobe_dask.report", 7),  # the HTML report of a run
     ("msprobe_dask.results", 7),  # the Python API's typed results: summaries, csv/xlsx of a finished run
     ("msprobe_dask.__main__", 7),
 ]
@@ -88,6 +89,10 @@ ALLOWED: dict[tuple[str, str], str] = {
         "msprobe_dask.analysis.cli",
         "msprobe_dask.pipeline.compare:_pair_sources",
     ): "private: the (step, rank) pairing belongs in dump.source's pair_trees, called by both",
+    (
+        "msprobe_dask.analysis.flow",
+        "msprobe_dask.summary.stack",
+    ): "the user-frame rule of a stack lives in summary/, above analysis: it belongs below both (dump/)",
     # --- graph: the merge plan reaches into the driver (owned by the graph engineer) ---
     (
         "msprobe_dask.graph.merge.plan",
