@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from msprobe_dask.analysis.first_diff import api_of, is_communication
+from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
 from msprobe_dask.summary.stack import stack_frames, user_frame
 
-NPU_STATS = ("NPU max", "NPU min", "NPU mean", "NPU l2norm")
-BENCH_STATS = ("Bench max", "Bench min", "Bench mean", "Bench l2norm")
-STACK_COLUMN = "NPU_Stack_Info"
+NPU_STATS = tuple(STAT_COLUMNS[:4])
+BENCH_STATS = tuple(STAT_COLUMNS[4:])
 INPUT_ROLES = ("input", "parameters")
 _ENTRY = re.compile(r"^(.+?\.(?:forward|backward)(?:\.\d+)?)\.(input|output|parameters)(?:\.|$)")
 _GRAD_ENTRY = re.compile(r"^(.+?\.parameters_grad(?:\.\d+)?)(?:\.|$)")
@@ -61,7 +61,6 @@ class TensorError:
     error: float
     signature: Signature | None  # an earlier node's tensor with the same one is this tensor
     sent_to: int | None = None  # a P2POp isend's peer
-    received_from: int | None = None  # a P2POp irecv's peer
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +84,6 @@ class Node:
     outputs: tuple[TensorError, ...]
     stack: str = ""
     comm: Comm | None = None
-
-    @property
-    def output_error(self) -> float:
-        return max((t.error for t in self.outputs), default=0.0)
 
 
 def number(value: Any) -> float | None:
@@ -221,7 +216,6 @@ def _tensors(
             error,
             _signature(row),
             sent_to=peer if op == "isend" else None,
-            received_from=peer if op == "irecv" else None,
         )
         (inputs if state in INPUT_ROLES else outputs).append(tensor)
     return inputs, outputs
