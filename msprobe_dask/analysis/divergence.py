@@ -147,7 +147,7 @@ def _judge(
     ) -> Finding:
         return Finding(
             step, node.rank, node.name, node.index, time, kind, tensor.name, tensor.error,
-            input_error, sender, via, reason, node.stack,
+            input_error, sender, via, reason, node.code_line,
         )  # fmt: skip
 
     new_inputs = [t for t in node.inputs if t.error > tol.rtol and known.get(t) is None]
@@ -158,11 +158,11 @@ def _judge(
             worst,
             f"input {worst.name} differs (error {_fmt(worst.error)}) and no earlier node made it",
         )
-    from_peers = max(received, key=lambda s: s.error, default=None)
+    from_peers = max((s for s in received if s.rank != node.rank), key=lambda s: s.error, default=None)
     peer_error = from_peers.error if from_peers else 0.0
     worst_out = max((t for t in node.outputs if known.get(t) is None), key=lambda t: t.error, default=None)
     if worst_out and worst_out.error > tol.limit(max(input_error, peer_error)):
-        peers = f" and what it received ({_fmt(peer_error)})" if received else ""
+        peers = f" and what it received ({_fmt(peer_error)})" if from_peers else ""
         return found(
             ORIGIN,
             worst_out,

@@ -82,21 +82,29 @@ class Node:
     name: str
     inputs: tuple[TensorError, ...]
     outputs: tuple[TensorError, ...]
-    stack: str = ""
+    stack: Any = None  # the first NPU_Stack_Info cell of its rows (a list, or its text)
     comm: Comm | None = None
+
+    @property
+    def code_line(self) -> str:
+        """The stack's first frame in the user's code."""
+        return user_frame(stack_frames(self.stack))
 
 
 def number(value: Any) -> float | None:
     """A compare cell as a float (numbers and their csv texts, ``inf``, ``nan``); None otherwise."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
+    kind = type(value)
+    if kind is float:
+        return value  # type: ignore[no-any-return]
+    if kind is int:
         return float(value)
-    if isinstance(value, str):
+    if kind is str:
         try:
             return float(value)
         except ValueError:
             return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
     return None
 
 
@@ -122,24 +130,33 @@ def _relative(npu: float, bench: float, scale: float, atol: float) -> float:
     return excess / scale if scale > 0 else math.inf
 
 
+def _finite(value: float | None) -> bool:
+    return value is not None and -math.inf < value < math.inf
+
+
 def tensor_error(row: Mapping[str, Any], atol: float) -> float | None:
     """The row's error (see the module's doc); None for a row without two comparable summaries."""
-    if "NPU MD5" in row and "BENCH MD5" in row and not any(c in row for c in NPU_STATS):
+    get = row.get
+    if "NPU MD5" in row and "BENCH MD5" in row and "NPU max" not in row:
         return 0.0 if row["NPU MD5"] == row["BENCH MD5"] else 1.0
-    npu = [number(row.get(c)) for c in NPU_STATS]
-    bench = [number(row.get(c)) for c in BENCH_STATS]
-    scale = max((abs(b) for b in bench[:2] if b is not None and math.isfinite(b)), default=0.0)
-    norm = bench[3] if bench[3] is not None and math.isfinite(bench[3]) else None
-    errors = [
-        _relative(a, b, scale, atol) for a, b in zip(npu[:3], bench[:3]) if a is not None and b is not None
-    ]
-    if norm is not None and npu[3] is not None:
-        errors.append(_relative(npu[3], norm, abs(norm), atol))
+    npu = [number(get(c)) for c in NPU_STATS]
+    bench = [number(get(c)) for c in BENCH_STATS]
+    if npu == bench and None not in npu and get("MaxAbsErr") in (None, 0, 0.0, "0", "0.0"):
+        return 0.0  # the same summaries (NaN aside, which is never equal): no error
+    scale = max(abs(b) if _finite(b) else 0.0 for b in bench[:2])  # type: ignore[arg-type]
+    norm = abs(bench[3]) if _finite(bench[3]) else None  # type: ignore[arg-type]
+    worst: float | None = None
+    for i, (a, b) in enumerate(zip(npu, bench)):
+        if a is None or b is None or (i == 3 and norm is None):
+            continue
+        error = _relative(a, b, scale if i < 3 else norm, atol)  # type: ignore[arg-type]
+        worst = error if worst is None or error > worst else worst
     for column, base in (("MaxAbsErr", scale), ("EucDist", norm)):
-        value = number(row.get(column))
-        if value is not None and base is not None and not math.isnan(value):
-            errors.append(_relative(value, 0.0, abs(base), atol))
-    return max(errors) if errors else None
+        value = number(get(column))
+        if value is not None and base is not None and value == value:
+            error = _relative(value, 0.0, base, atol)
+            worst = error if worst is None or error > worst else worst
+    return worst
 
 
 def _signature(row: Mapping[str, Any]) -> Signature | None:
@@ -242,7 +259,6 @@ def rank_nodes(rows: Iterable[Mapping[str, Any]], rank: int, atol: float) -> lis
     for entry, group in _entries(rows):
         comm = _comm(entry, group, rank) if is_communication(entry) else None
         inputs, outputs = _tensors(entry, group, comm, atol)
-        frames = next((stack_frames(r.get(STACK_COLUMN)) for r in group if r.get(STACK_COLUMN)), [])
-        stack = user_frame(frames)
+        stack = next((r.get(STACK_COLUMN) for r in group if r.get(STACK_COLUMN)), None)
         nodes.append(Node(rank, len(nodes), entry, tuple(inputs), tuple(outputs), stack, comm))
     return nodes

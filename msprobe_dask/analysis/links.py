@@ -57,6 +57,13 @@ def _sent(node: Node, to: int | None = None) -> tuple[TensorError, ...]:
     return node.inputs
 
 
+def _sends_in(node: Node) -> bool:
+    """Whether a collective member's data goes to the others: every member's, except for broadcast and
+    scatter, where only the root's does."""
+    comm = node.comm
+    return comm is None or comm.api not in ROOT_SENDS or comm.root is None or comm.root == node.rank
+
+
 def _message(rank: int, node: Node, tensors: tuple[TensorError, ...], point_to_point: bool) -> Sent:
     error = max((t.error for t in tensors), default=0.0)
     return Sent(rank, node.name, error, tensors if point_to_point else ())
@@ -108,18 +115,20 @@ def link(ranks: Mapping[int, Sequence[Node]]) -> Links:
         source = nodes[sender]
         links.received.setdefault(receiver, []).append(_message(sender[0], source, _sent(source), True))
     for group in groups:
-        for key in group:
-            node = nodes[key]
-            assert node.comm is not None
-            for other in group:
-                peer = nodes[other]
-                if other == key or (
-                    node.comm.api in ROOT_SENDS and node.comm.root is not None and other[0] != node.comm.root
-                ):
-                    continue
-                batch = node.comm.api == "batch_isend_irecv"
-                sent = _sent(peer, key[0] if batch else None)
-                links.received.setdefault(key, []).append(_message(other[0], peer, sent, batch))
+        batch = nodes[group[0]].comm.api == "batch_isend_irecv"  # type: ignore[union-attr]
+        if batch:  # what each member sent to each other one
+            for key in group:
+                for other in group:
+                    if other != key:
+                        sent = _sent(nodes[other], key[0])
+                        links.received.setdefault(key, []).append(
+                            _message(other[0], nodes[other], sent, True)
+                        )
+            continue
+        senders = [k for k in group if _sends_in(nodes[k])]
+        shared = [_message(k[0], nodes[k], nodes[k].inputs, False) for k in senders]
+        for key in group:  # one list for the whole collective; a node skips its own rank's entry
+            links.received.setdefault(key, []).extend(shared)
     links.clock = _clock(ranks, pairs, groups)
     return links
 
