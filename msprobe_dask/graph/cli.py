@@ -146,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         on_progress=log,
         stage_log=stages,
+        big_shared_results=True,
     )
     try:
         path = graph_visualize(

@@ -2,7 +2,8 @@
 
 =========================  ===============================================================================
 ``--scheduler ADDRESS``    that running dask cluster (a distributed ``Client``; its dashboard link is shown)
-``--workers N``            dask's local processes scheduler with N worker processes
+``--workers N``            dask's local processes scheduler with N worker processes (a LocalCluster of N
+                           workers for a graph whose big results many tasks read: ``big_shared_results``)
 no flag, big input         the same, one worker process per CPU (``LOCAL_PROCESSES_FROM_BYTES``)
 no flag, small input       dask's threaded scheduler, in this process
 =========================  ===============================================================================
@@ -16,6 +17,7 @@ On Linux its processes are forked (they start with this process's modules import
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -50,6 +52,11 @@ class RunOptions:
     on_progress: Callable[[float], None] | None = None
     stage_log: StageLog | None = None  # the command's stage lines (pipeline/stages.py)
     input_bytes: int = 0  # size of the input (0: unknown, run in this process unless told otherwise)
+    # the graph's results are big and read by many tasks (graph_visualize's prepared graphs): local
+    # worker processes then form a LocalCluster, which keeps each result on the worker that made it
+    # (dask's processes scheduler would pickle it through this process into every task that reads it:
+    # 3x the time and 4 GB for a 100,000-node compare)
+    big_shared_results: bool = False
 
     @property
     def local_processes(self) -> int:
@@ -64,12 +71,12 @@ class RunOptions:
     @property
     def shares_results(self) -> bool:
         """Whether the tasks that read a task's result get it without its being pickled again for each
-        of them: true of threads of this process and of distributed workers (a cluster, the
-        LocalCluster of ``workers``), which keep a result where it was made and send it once to each
-        worker that needs it; false of dask's local processes scheduler, which pickles each task's
-        inputs into it. graph_visualize cuts a graph's rows into many tasks that all read the graph
-        only where it is shared (graph/api.py)."""
-        return True  # every scheduler ``computing`` chooses shares them
+        of them: true of threads of this process and of a cluster's workers, which keep a result where
+        it was made and send it once to each worker that needs it; false of the local worker
+        processes (dask's processes scheduler pickles each task's inputs into it). graph_visualize
+        cuts a graph's rows into many tasks that all read the graph only where it is shared
+        (graph/api.py)."""
+        return not self.local_processes or self.big_shared_results
 
     @property
     def in_this_process(self) -> bool:
@@ -100,6 +107,18 @@ def computing(options: RunOptions) -> Iterator[Compute]:
     """Yield ``compute(delayed_objects) -> results`` bound to the scheduler the options choose."""
     if options.address:
         with _on_cluster(options) as compute:
+            yield compute
+        return
+    processes = options.local_processes
+    if processes and options.big_shared_results:
+        from distributed import LocalCluster
+
+        with (
+            LocalCluster(
+                n_workers=processes, threads_per_worker=1, dashboard_address=None, processes=True
+            ) as cluster,
+            _on_cluster(dataclasses.replace(options, address=cluster.scheduler_address)) as compute,
+        ):
             yield compute
         return
     yield _local(options)

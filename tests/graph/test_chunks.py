@@ -179,3 +179,26 @@ def test_rows_are_cut_into_chunk_tasks_only_where_results_are_shared(
     monkeypatch.setattr(api, "prepare_build", lambda *a, **k: cut.append(a[-1]) or prepare(*a, **k))
     api.graph_visualize(DATA / "transformer_big" / "target", output_path=tmp_path, run=RunOptions())
     assert (cut[0] > 1) == shared and len(cut) == 1
+
+
+def test_only_local_worker_processes_do_not_share_results() -> None:
+    from msprobe_dask.pipeline.scheduler import RunOptions
+
+    assert RunOptions().shares_results and RunOptions(address="tcp://127.0.0.1:8786").shares_results
+    assert not RunOptions(workers=2).shares_results
+    assert RunOptions(workers=2, big_shared_results=True).shares_results
+
+
+def test_graph_visualize_on_local_workers_writes_the_vis_db_of_a_run_here(tmp_path: Path) -> None:
+    """``--workers 2``: graph_visualize's graph on a LocalCluster (RunOptions.big_shared_results), its
+    rows in chunk tasks: the vis.db of the run in this process."""
+    from visdb_diff import diff_visdb
+
+    from msprobe_dask.cli import main
+
+    args = ["graph_visualize", "-q", "-tp", str(DATA / "multirank" / "target")]
+    args += ["-gp", str(DATA / "multirank" / "golden")]
+    assert main([*args, "-o", str(tmp_path / "here")]) == 0
+    assert main([*args, "-o", str(tmp_path / "workers"), "--workers", "2"]) == 0
+    (here,), (there,) = (tmp_path / "here").glob("*.vis.db"), (tmp_path / "workers").glob("*.vis.db")
+    assert diff_visdb(str(there), str(here)) == []
