@@ -1,16 +1,18 @@
-"""Benchmark: compare a 16-rank synthetic tree with 1 and with 2 local worker processes.
+"""Benchmark: compare a synthetic multi-rank tree with 1 and 2 local worker processes and without flags.
 
     python workflows/bench_multirank.py [--ranks 16] [--layers 400] [--tree DIR] [--repeat 1]
 
-Generates the tree with gen_synthetic_tree.py (unless --tree points at one), then times
-``compare(target, golden, run=RunOptions(workers=N))`` for N = 1 and 2: each rank pair is parsed,
-matched and judged as independent Dask tasks, so two worker processes should take about half the time.
-The times include starting the LocalCluster (about 1 s); the csv writing is timed separately.
+Generates the tree with gen_synthetic_tree.py (unless --tree points at one), then runs the command line
+(``msprobe-dask compare -q``, csv) with ``--workers 1``, ``--workers 2`` and no flag (the size of the
+input decides), interleaved, and reports the median wall time, CPU time and peak RSS summed over each
+run's process tree. Every rank is parsed, matched, judged and written by its own part tasks
+(pipeline/chunked.py), so two worker processes should take about half the time.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -19,30 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from gen_synthetic_tree import write_tree  # noqa: E402
+from measure import Measurement, measure  # noqa: E402
 
-from msprobe_dask.pipeline.compare import compare  # noqa: E402
-from msprobe_dask.pipeline.scheduler import RunOptions  # noqa: E402
-
-
-def time_compare(target: Path, golden: Path, workers: int, repeat: int) -> tuple[float, int]:
-    best = float("inf")
-    rows = 0
-    for _ in range(repeat):
-        start = time.perf_counter()
-        results = compare(target, golden, run=RunOptions(workers=workers))
-        best = min(best, time.perf_counter() - start)
-        rows = sum(len(r.table.rows) for r in results)
-    return best, rows
-
-
-def time_write(target: Path, golden: Path, out: Path) -> float:
-    from msprobe_dask.writers.csv_writer import write_csv
-
-    results = compare(target, golden)
-    start = time.perf_counter()
-    for result in results:
-        write_csv(result.table, out / f"compare_result_{result.label}_bench.csv")
-    return time.perf_counter() - start
+FLAGS = {"--workers 1": ["--workers", "1"], "--workers 2": ["--workers", "2"], "no flag": []}
 
 
 def main() -> None:
@@ -50,7 +31,7 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=16)
     parser.add_argument("--layers", type=int, default=400)
     parser.add_argument("--tree", type=Path, help="an existing tree made by gen_synthetic_tree.py")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per worker count (the best is kept)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per setting (medians reported)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tree = args.tree
@@ -60,13 +41,22 @@ def main() -> None:
             write_tree(tree, args.ranks, 1, args.layers)
             elapsed = time.perf_counter() - start
             print(f"generated {args.ranks} ranks x {args.layers} layers in {elapsed:.1f} s")
-        target, golden = tree / "target" / "step0", tree / "golden" / "step0"
-        t1, rows = time_compare(target, golden, 1, args.repeat)
-        print(f"1 worker:  {t1:6.2f} s  ({rows} rows)")
-        t2, _ = time_compare(target, golden, 2, args.repeat)
-        print(f"2 workers: {t2:6.2f} s")
-        print(f"speed-up:  {t1 / t2:6.2f}x")
-        print(f"csv writing (coordinator, not included above): {time_write(target, golden, Path(tmp)):.2f} s")
+        dumps = ["-tp", str(tree / "target" / "step0"), "-gp", str(tree / "golden" / "step0")]
+        runs: dict[str, list[Measurement]] = {name: [] for name in FLAGS}
+        for i in range(max(1, args.repeat)):
+            for name, flags in FLAGS.items():
+                out = ["-o", f"{tmp}/out{i}{len(runs[name])}{name[-1]}"]
+                runs[name].append(
+                    measure([sys.executable, "-m", "msprobe_dask", "compare", "-q", *dumps, *out, *flags])
+                )
+        walls = {name: statistics.median(m.wall for m in found) for name, found in runs.items()}
+        for name, found in runs.items():
+            cpu = statistics.median(m.cpu for m in found)
+            peak = statistics.median(m.tree_peak_mib for m in found)
+            print(
+                f"{name:12s} {walls[name]:7.2f} s wall, {cpu:7.2f} s CPU, peak {peak:6.0f} MiB (process tree)"
+            )
+        print(f"speed-up of --workers 2 over --workers 1: {walls['--workers 1'] / walls['--workers 2']:.2f}x")
 
 
 if __name__ == "__main__":
