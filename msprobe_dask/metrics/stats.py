@@ -48,6 +48,18 @@ def _number(value: Any) -> float | int:
 
 def stat_diff(npu: Any, bench: Any) -> tuple[Any, str]:
     """(diff, relative error) of one statistic; diff is a number or a marker string."""
+    if npu.__class__ is float and bench.__class__ is float and math.isfinite(npu) and math.isfinite(bench):
+        # the usual case, decided as below without printing the numbers: two finite floats print
+        # alike when they are equal, zeros of the same sign included
+        if npu == bench and (npu or math.copysign(1.0, npu) == math.copysign(1.0, bench)):
+            return "0", "0"
+        diff = npu - bench
+        return diff, "inf" if bench == 0 else f"{abs(diff / bench * 100)}%"
+    return stat_diff_by_kind(npu, bench)
+
+
+def stat_diff_by_kind(npu: Any, bench: Any) -> tuple[Any, str]:
+    """stat_diff for any two values, by their kinds (number, nan, inf, device text, N/A...)."""
     if str(npu) == str(bench):
         return "0", "0"
     a, b = _kind(npu), _kind(bench)

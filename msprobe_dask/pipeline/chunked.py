@@ -19,6 +19,7 @@ import marshal
 import math
 import os
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -45,6 +46,11 @@ from msprobe_dask.writers.csv_writer import csv_lines, header_line
 PART_BYTES = 16 << 20
 """dump.json bytes per part: 4 parts of a 50,000-entry dump, enough for a few workers; a part's rows,
 table and csv text stay a few tens of MB."""
+
+_AST_LOCK = threading.Lock()
+"""Held while a table part's summary reads its stack cells with ast.literal_eval: CPython 3.11.7's
+ast is not thread-safe (gh-106905: "AST constructor recursion depth mismatch" when table parts run
+in threads side by side)."""
 
 _STATISTICS_HEAD = re.compile(rb'\{\r?\n( +)"task": "statistics",')
 
@@ -274,8 +280,10 @@ def table_part(
     if tolerance is None:
         return TablePart(lines, len(table.rows), None, None)
     kinds = KindCounter()
-    summary = summarise_table(label, table.columns, table.rows, table.entries, kinds)
-    return TablePart(lines, len(table.rows), (summary, kinds), rank_table_nodes(label, table, tolerance))
+    with _AST_LOCK:
+        summary = summarise_table(label, table.columns, table.rows, table.entries, kinds)
+        nodes = rank_table_nodes(label, table, tolerance)
+    return TablePart(lines, len(table.rows), (summary, kinds), nodes)
 
 
 @dataclass(frozen=True, slots=True)
