@@ -295,3 +295,12 @@ def test_comparing_a_tensor_with_itself(x: np.ndarray, path_kind: str) -> None:
         metrics = measure_pair(path, path, big_elems=big, chunk_elems=5)
     assert metrics.cells == (1.0, 0.0, 0.0, 0.0, 1.0, 1.0), (x, metrics)
     assert metrics.message == ""
+
+
+def test_bfloat16_widens_to_the_casts_bits_for_every_pattern() -> None:
+    from msprobe_dask.metrics.tensor import _compute_dtype
+
+    every = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16).reshape(256, 256)
+    widened = _compute_dtype(every)
+    assert widened.dtype == np.float32 and widened.shape == (256, 256)
+    assert np.array_equal(widened.view(np.uint32), every.astype(np.float32).view(np.uint32))
