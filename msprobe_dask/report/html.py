@@ -23,7 +23,7 @@ vertical-align:top}th{background:#eee}td.num{text-align:right}
 .received{background:#f5b041}.clean{background:#abebc6}.none{background:#ddd}
 svg.plot{border:1px solid #ddd;background:#fff}svg .pt{fill:#2471a3}svg .inf{fill:#c0392b}
 svg .first{stroke:#e74c3c;stroke-dasharray:4 3}svg .axis{stroke:#999}svg text{font-size:11px;fill:#555}
-.muted{color:#777}
+.muted{color:#777}td.kinds{white-space:pre-line}
 """
 
 SCRIPT = r"""
@@ -144,7 +144,8 @@ SCRIPT = r"""
     var tr = el("tr");
     tr.appendChild(el("td", {}, g.label));
     g.counts.forEach(function (c) { tr.appendChild(el("td", {"class": "num"}, String(c))); });
-    tr.appendChild(el("td", {}, g.kinds.map(function (k) { return k[1] + " x " + k[0]; }).join("\n")));
+    tr.appendChild(el("td", {"class": "kinds"}, g.kinds.map(function (k) { return k[1] + " x " + k[0]; })
+      .join("\n")));
     var f = g.first;
     tr.appendChild(el("td", {}, f ? f.node + " [" + (f.kind === "received" ? "received from rank " +
       f.received_from : f.kind) + "]" : (g.analysed ? "none" : "not analysed")));
