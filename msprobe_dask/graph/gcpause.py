@@ -10,7 +10,9 @@ only less often; the old thresholds come back on exit.
 A graph's nodes are such objects: six per node, which each young-generation pass would walk once
 and each middle-generation pass again (0.07 s of a 100,000-node build). Made with the collector
 paused, they are then frozen (``gc.freeze``): no later pass walks them. rare_full_collections
-unfreezes them on exit.
+unfreezes them on exit; in a dask worker process, which lives on after the run, each graph task's
+``rare_collections_from_now()`` unfreezes what earlier tasks froze (a frozen object in a reference
+cycle, such as a node and its parent, would never be freed).
 """
 
 from __future__ import annotations
@@ -22,17 +24,23 @@ from contextlib import contextmanager
 
 THRESHOLDS = (100_000, 50, 100)
 _pauses = 0  # collections_paused contexts open, over all threads
+_rare_contexts = 0  # rare_full_collections contexts open (the run's own process)
 _was_enabled = False
 _lock = threading.Lock()
 
 
 @contextmanager
 def rare_full_collections() -> Iterator[None]:
+    global _rare_contexts
     old = gc.get_threshold()
     gc.set_threshold(*(max(a, b) for a, b in zip(old, THRESHOLDS)))
+    with _lock:
+        _rare_contexts += 1
     try:
         yield
     finally:
+        with _lock:
+            _rare_contexts -= 1
         gc.set_threshold(*old)
         gc.unfreeze()
 
@@ -40,7 +48,12 @@ def rare_full_collections() -> Iterator[None]:
 def rare_collections_from_now() -> None:
     """What rare_full_collections gives, for the rest of this process's life: called by each graph
     task, for a dask worker process, which runs them outside that context (measured: 2 s of CPU of a
-    100,000-node compare on one worker). Inside it (the tasks run in this process), nothing changes."""
+    100,000-node compare on one worker). Inside it (the tasks run in this process), nothing changes.
+    Outside it, what earlier tasks froze is unfrozen (no collection is paused at that moment), so that
+    the graphs of finished tasks can be collected."""
+    with _lock:
+        if _rare_contexts == 0 and _pauses == 0:
+            gc.unfreeze()
     old = gc.get_threshold()
     new = tuple(max(a, b) for a, b in zip(old, THRESHOLDS))
     if new != old:

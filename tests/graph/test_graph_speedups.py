@@ -163,3 +163,34 @@ def test_tree_walk_is_the_post_order_dfs() -> None:
     first.children.append(g.root)  # a cycle
     assert g._tree_post_order() is None
     assert g.sorted_nodes() == g._post_order() and g.sorted_nodes()[-1] is g.root
+
+
+def test_a_worker_process_frees_the_graphs_of_finished_tasks() -> None:
+    """Outside the run's own context (a dask worker process), a graph task unfreezes what earlier
+    tasks froze: a graph's nodes form reference cycles and would otherwise never be freed."""
+    import subprocess
+    import sys
+
+    code = f"""
+import gc, weakref
+from msprobe_dask.graph.build import GraphSource, build_graph
+from msprobe_dask.graph.gcpause import collections_paused, rare_collections_from_now
+class Cycle:
+    pass
+g = build_graph(GraphSource({str(DATA / "stat_mix" / "target")!r}), items=False)
+assert gc.get_freeze_count() > 0  # the build froze its nodes
+with collections_paused():  # made and frozen as the nodes are
+    made = Cycle()
+    made.self = made
+probe = weakref.ref(made)
+del g, made
+gc.collect()
+assert probe() is not None  # frozen: no collection sees it
+rare_collections_from_now()  # the next graph task in this worker
+assert gc.get_freeze_count() == 0, gc.get_freeze_count()
+gc.collect()
+assert probe() is None
+print("freed")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "freed", out.stderr
