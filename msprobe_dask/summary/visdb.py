@@ -17,7 +17,8 @@ NODES = (
 
 def summarise_visdb(path: str | Path) -> RunSummary:
     """The summary of one vis.db (build or compare) as graph_visualize wrote it."""
-    connection = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
+    # immutable: a read-only connection to a WAL-mode file would leave its -wal and -shm files behind
+    connection = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
     try:
 
         def stack_text(stack_id: str) -> str | None:

@@ -160,3 +160,33 @@ def test_graph_summary_counts_the_visdb(case: str, tmp_path: Path, capsys) -> No
     assert [g["label"] for g in groups] == list(counts)
     for group in groups:
         check_group(group, *counts[group["label"]])
+
+
+def test_the_summary_leaves_no_side_files_beside_the_visdb(tmp_path: Path) -> None:
+    """graph_visualize prints its summary read back from the vis.db: that read leaves no -wal or -shm
+    file beside it (a read-only connection to a WAL-mode file cannot remove them), also in a folder
+    whose name needs quoting in a URI."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out #1 ?%"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "msprobe_dask",
+            "graph_visualize",
+            "-tp",
+            str(case_dir("stat_mix") / "target"),
+            "-gp",
+            str(case_dir("stat_mix") / "golden"),
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    names = [p.name for p in out.iterdir()]
+    assert len(names) == 1 and names[0].endswith(".vis.db"), names
