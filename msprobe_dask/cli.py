@@ -2,7 +2,7 @@
 
 Each sub-command lives in its own module that provides ``add_parser(subparsers)``; the parser's
 ``run(args) -> int`` is stored as the ``run`` default. User mistakes (``UserError``) print one line
-and exit 2; ``--debug`` shows the traceback.
+and exit 2; ``--debug`` shows the traceback (exit codes: ``main``).
 """
 
 from __future__ import annotations
@@ -10,10 +10,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 import traceback
+from typing import Any
 
-from msprobe_dask.errors import UserError
+from msprobe_dask.errors import Terminated, UserError
+from msprobe_dask.processes import stop_children
+from msprobe_dask.writers.atomic import remove_temporaries
 
 COMMAND_MODULES = {
     "compare": "msprobe_dask.pipeline.compare_cli",
@@ -43,19 +47,57 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; the exit code: 0 done, 1 rows that could not be read or an internal bug (one
+    line asking for a report), 2 a user mistake (one line), 130 / 143 stopped by SIGINT / SIGTERM.
+    Whatever the ending, the temporary files are removed and the child processes stopped."""
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(argv).parse_args(argv)
-    debug = args.debug or "--debug" in argv
+    debug = "--debug" in argv
+    previous = _handlers() if _in_main_thread() else None
+    if previous is not None:
+        signal.signal(signal.SIGTERM, _raise_terminated)
     try:
+        args = build_parser(argv).parse_args(argv)
         return int(args.run(args) or 0)
     except UserError as exc:
-        if debug:
-            traceback.print_exc()
-        print(f"msprobe-dask: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("msprobe-dask: interrupted", file=sys.stderr)
-        return 130
+        return _fail(debug, 2, f"error: {exc}")
+    except (KeyboardInterrupt, Terminated) as exc:
+        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+        return _fail(debug, 128 + signum, f"stopped by {signal.Signals(signum).name}")
+    except Exception as exc:
+        problem = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        return _fail(debug, 1, f"internal error ({problem}); please report it with the output of --debug")
+    finally:
+        if previous is not None:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _handlers() -> dict[int, Any]:
+    return {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+def _fail(debug: bool, code: int, line: str) -> int:
+    """The end of a failed run: no further signal interrupts it, the temporaries and the child
+    processes go, then one line (after the traceback with ``--debug``)."""
+    if _in_main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
+    if debug:
+        traceback.print_exc()
+    remove_temporaries()
+    stop_children()
+    print(f"msprobe-dask: {line}", file=sys.stderr, flush=True)
+    return code
 
 
 def console_main() -> None:

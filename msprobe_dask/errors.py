@@ -44,3 +44,12 @@ class OutputError(UserError):
 
 class StoreError(UserError):
     """A zarr store (a converted dump) that is damaged, incomplete or cannot be reached."""
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like KeyboardInterrupt for SIGINT: the run unwinds, removing
+    its temporaries, and the CLI exits 143."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(signum)

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msprobe_dask.dump.confine import check_dump_file
 from msprobe_dask.dump.fastjson import loads
+from msprobe_dask.dump.json_limits import entry_at, limit_problem
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.errors import DumpError
 
@@ -46,6 +48,7 @@ def has_key(node: Any, key: str) -> bool:
 def read_json(path: Path) -> Any:
     """Read a JSON file; any failure is a DumpError naming the file and the problem. Parsed by
     fastjson.loads (what json gives, faster); a file it refuses is read again as text for the error."""
+    check_dump_file(path)
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -55,6 +58,7 @@ def read_json(path: Path) -> Any:
 
 
 def read_text(path: Path) -> str:
+    check_dump_file(path)
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -76,6 +80,12 @@ def parse_json(path: Path, text: str) -> Any:
         raise DumpError(
             path, f"is not valid JSON (truncated?): {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except (RecursionError, ValueError) as exc:
+        problem = limit_problem(exc)
+        if problem is None:
+            raise
+        entry = entry_at(text, problem)
+        raise DumpError(path, f"entry {entry!r} {problem}" if entry else problem) from None
 
 
 def load_dump(source: DumpSource) -> Dump:

@@ -26,6 +26,7 @@ from operator import not_, sub
 from pathlib import Path
 from typing import Any
 
+from msprobe_dask.dump.confine import check_dump_file
 from msprobe_dask.dump.dumpjson import read_json
 from msprobe_dask.dump.fastjson import loads
 from msprobe_dask.errors import DumpError
@@ -92,6 +93,10 @@ class DumpEntries(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"DumpEntries({str(self._path)!r}, {len(self)} entries)"
 
+    def one_line_names(self) -> list[str]:
+        """The entries written on one line (which the scan has parsed), or all once parsed whole."""
+        return list(self._full if self._full is not None else self._small)
+
     def mentions(self, token: bytes) -> bool:
         """Whether the file's text holds ``token`` (a quick test that can spare a walk of the entries)."""
         found = self._mentioned.get(token)
@@ -121,6 +126,7 @@ def read_dump_doc(path: Path) -> tuple[dict[str, Any], Mapping[str, Any]]:
     ``data`` is a DumpEntries if the file has the indented layout, else the dict of the full parse;
     either way a DumpError names the file if it is not a JSON object with a ``data`` object.
     """
+    check_dump_file(path)
     try:
         with open(path, "rb") as f:
             text = f.read()
@@ -248,7 +254,7 @@ def _parse_one_line(
         start, end = spans[name]
         try:
             small[name] = json.loads(text[start:end].decode("utf-8"))
-        except ValueError:
+        except (ValueError, RecursionError):  # the whole parse names the problem
             return False
     return True
 
@@ -276,7 +282,7 @@ def _header(text: bytes) -> dict[str, Any] | None:
 
     try:
         doc = json.loads(text.decode("utf-8"), object_pairs_hook=pairs)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(doc, dict) or not tops:
         return None

@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from msprobe_dask.dump.json_limits import JsonLimitError, limit_problem
+
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_RUN = b"0" * 19
 _ZERO, _POINT = ord("0"), ord(".")
@@ -36,10 +38,16 @@ def has_long_integer(text: bytes) -> bool:
 
 def loads(text: bytes) -> Any:
     """``json.loads`` of UTF-8 ``text``; a ValueError (JSONDecodeError, UnicodeDecodeError) if json
-    refuses it."""
+    refuses it, a JsonLimitError if the text is past a bound of json_limits)."""
     if not has_long_integer(text):
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(text.decode("utf-8"))
+    try:
+        return json.loads(text.decode("utf-8"))
+    except (RecursionError, ValueError) as exc:
+        problem = limit_problem(exc)
+        if problem is None:
+            raise
+        raise JsonLimitError(problem) from None

@@ -17,6 +17,7 @@ Locating files is cheap and happens on the coordinator; nothing here parses a du
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -42,7 +43,7 @@ def _subdirs(path: Path) -> list[Path]:
 
 def _dump_file(folder: Path) -> Path | None:
     for name in DUMP_FILE_NAMES:
-        if (folder / name).is_file():
+        if os.path.lexists(folder / name) and not (folder / name).is_dir():  # load_dump refuses a FIFO
             return folder / name
     return None
 

@@ -27,6 +27,7 @@ import ml_dtypes
 import numpy as np
 
 from msprobe_dask.dump import zarr_store
+from msprobe_dask.dump.confine import check_regular
 from msprobe_dask.errors import StoreError, TensorFileError, UnsafePathError
 
 if TYPE_CHECKING:
@@ -60,8 +61,11 @@ def resolve_data_file(tensor_dir: Path, data_name: str) -> Path:
         raise UnsafePathError(data_name, f"data_name is an absolute path, not a file inside {tensor_dir}")
     if ".." in posix.parts or ".." in windows.parts:
         raise UnsafePathError(data_name, f"data_name contains '..' and would escape {tensor_dir}")
-    base = Path(tensor_dir).resolve()
-    target = (base / data_name).resolve()
+    base = Path(tensor_dir).parent.resolve() / Path(tensor_dir).name  # the folder itself may not lead out
+    try:
+        target = (base / data_name).resolve()
+    except RuntimeError:  # a symlink loop, which leads nowhere: reading it says so
+        return base / data_name
     if not target.is_relative_to(base) or target == base:
         raise UnsafePathError(base / data_name, f"resolves to {target}, outside {base} (symlink?)")
     return target
@@ -126,6 +130,7 @@ def open_tensor(path: Path) -> TensorHandle:
     if path.is_dir() and zarr_store.is_array(path):
         dtype, shape, _ = zarr_store.array_header(path)
         return TensorHandle(path, "zarr", dtype, shape, 0, _c_strides(shape))
+    check_regular(path, TensorFileError)  # a FIFO would block the read forever
     try:
         with open(path, "rb") as f:
             magic = f.read(6)

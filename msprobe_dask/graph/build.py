@@ -13,8 +13,10 @@ from typing import Any
 
 import orjson
 
+from msprobe_dask.dump.confine import check_dump_file
 from msprobe_dask.dump.dumpjson import read_json
 from msprobe_dask.dump.entries import DumpEntries, read_dump_doc, read_whole_dump_doc
+from msprobe_dask.dump.entry_shape import check_entries
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.gcpause import collections_paused
@@ -57,6 +59,7 @@ class GraphSource:
 
 
 def _check_file(path: Path) -> None:
+    check_dump_file(path)
     if not path.is_file():
         raise DumpError(
             path, "does not exist (graph_visualize needs construct.json, dump.json and stack.json)"
@@ -493,6 +496,7 @@ def build_graph(src: GraphSource, items: bool = True) -> Graph:
         _check_file(p)
     construct, micro, k = load_construct(src.construct_json)
     header, data = load_dump_doc(src.dump_json, lazy=not items)
+    check_entries(src.dump_json, data)
     stacks = load_stack_map(src.stack_json)
     micro_of = micro if k is not None else None
     b = _Builder(data, stacks, micro_of, items, str(src.folder))

@@ -27,7 +27,7 @@ def classify(path: Path) -> str:
     entries = os.listdir(path)
     if not entries:
         raise DumpError(path, "is empty")
-    if (path / "dump_tensor_data").exists() or all((path / e).is_file() for e in entries):
+    if (path / "dump_tensor_data").exists() or not any((path / e).is_dir() for e in entries):
         return "files"
     if entries == ["rank"] or entries[0].startswith("proc"):
         return "ranks"

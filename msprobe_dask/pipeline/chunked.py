@@ -148,7 +148,7 @@ def parse_part(scan: SideScan, k: int) -> RowPart:
         if k:
             return RowPart.of((), False)
         dump = load_dump(scan.source)
-        return RowPart.of(rows_of(dump.entries.items(), debug), dump.has_md5)
+        return RowPart.of(rows_of(dump.entries.items(), debug, scan.source.dump_json), dump.has_md5)
     names, starts, ends = scan.parts[k]
     if not names:
         return RowPart.of((), False)
@@ -169,7 +169,7 @@ def parse_part(scan: SideScan, k: int) -> RowPart:
                 body = whole[name]
         bodies.append((name, body))
     has_md5 = scan.md5_in_text and any(has_key(body, "md5") for _, body in bodies)
-    return RowPart.of(rows_of(bodies, debug), has_md5)
+    return RowPart.of(rows_of(bodies, debug, scan.source.dump_json), has_md5)
 
 
 def bench_window(k: int, npu_parts: int, bench_parts: int) -> range:

@@ -105,20 +105,21 @@ def _measure_big(job: tuple[Path, Path]) -> Any:
 
 def _assemble(matched: Matched, batch_indices: list[list[int]], *batch_results: list[Any]) -> RankResult:
     cells: list[Sequence[Any]] = [UNSUPPORTED] * len(matched.pairs)
-    messages: list[str] = []
+    unreadable: dict[int, str] = {}
     for indices, results in zip(batch_indices, batch_results):
         for i, result in zip(indices, results):
             cells[i] = result.cells
             if result.message and any(str(path) in result.message for path in matched.jobs[i] or ()):
-                messages.append(result.message)  # a file that could not be read, not a metric remark
+                unreadable[i] = result.message  # a file that could not be read, not a metric remark
     table = build_table(
         matched.pairs,
         matched.mode,
         matched.stacks,
         cells if matched.mode == "tensor" else None,
         matched.float_bench,
+        unreadable=unreadable,
     )
-    return RankResult(label="", table=table, tensor_messages=messages)
+    return RankResult(label="", table=table, tensor_messages=list(unreadable.values()))
 
 
 def _pair_sources(

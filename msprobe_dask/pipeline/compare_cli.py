@@ -9,6 +9,7 @@ from pathlib import Path
 
 from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.dump.layouts import open_dump
+from msprobe_dask.errors import OutputError
 from msprobe_dask.pipeline.chunked import WrittenRank
 from msprobe_dask.pipeline.compare import RankResult, compare, compare_to_csv
 from msprobe_dask.pipeline.pairing import MatchOptions
@@ -100,7 +101,7 @@ def result_path(full_label: str, out: Path, xlsx: bool, stamp: str, debug: bool 
         out = prepare_output_dir(out / sub)
     path = out / result_name(label, ".xlsx" if xlsx else ".csv", stamp, debug)
     if path.exists():
-        print(f"warning: {path} exists and is replaced", file=sys.stderr)
+        raise OutputError(path, "already exists and is not replaced; run again for a new name")
     return path
 
 
@@ -199,11 +200,11 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
 
         write_layer_mapping_files(args.target_path, args.golden_path, args.layer_mapping, out, stamp)
     summary, path_lines = RunSummary("compare"), []
+    unreadable: list[str] = []
     started = time.perf_counter()
     for result in results:
         if isinstance(result, RankResult):
-            for message in result.tensor_messages:
-                print(f"warning: {message}", file=sys.stderr)
+            unreadable += result.tensor_messages
             if args.is_print_compare_log:
                 _log_tensor_rows(result)
         if isinstance(result, RankResult) and result.table.rows:
@@ -236,4 +237,11 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
         )
         path_lines.insert(0, report_path_line(report))
     print_run_end(summary, path_lines, args.quiet)
+    if unreadable:
+        print(
+            f"msprobe-dask: {len(unreadable)} row(s) could not be read (Result error, Err_message says "
+            f"why), the first: {unreadable[0]}",
+            file=sys.stderr,
+        )
+        return 1
     return 0

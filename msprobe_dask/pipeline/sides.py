@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from msprobe_dask.dump.dumpjson import load_dump, load_stack
+from msprobe_dask.dump.entry_shape import check_entry
 from msprobe_dask.dump.rows import NO_DATA, LeafRow, entry_rows
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.errors import DumpError
@@ -25,10 +27,13 @@ class Side:
     stacks: dict[str, list[str]] | None
 
 
-def rows_of(entries: Iterable[tuple[str, Any]], debug: bool) -> tuple[LeafRow, ...]:
-    """The compare rows of (entry name, value) pairs in dump order (entries the reference drops skipped)."""
+def rows_of(entries: Iterable[tuple[str, Any]], debug: bool, path: Path) -> tuple[LeafRow, ...]:
+    """The compare rows of (entry name, value) pairs of ``path`` in dump order (entries the reference
+    drops skipped; an entry of the wrong shape is a DumpError naming it)."""
     rows: list[LeafRow] = []
     for entry, body in entries:
+        if not debug:
+            check_entry(path, entry, body)
         if debug or is_comparable_entry(entry):
             rows.extend(entry_rows(entry, body, debug=debug))
     return tuple(rows)
@@ -45,7 +50,7 @@ def _check_data_names(source: DumpSource, rows: tuple[LeafRow, ...]) -> None:
 
 def parse_side(source: DumpSource, with_stack: bool) -> Side:
     dump = load_dump(source)
-    rows = rows_of(dump.entries.items(), source.is_debug)
+    rows = rows_of(dump.entries.items(), source.is_debug, source.dump_json)
     if dump.task == "tensor":
         _check_data_names(source, rows)
     stacks = None

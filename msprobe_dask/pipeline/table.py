@@ -6,7 +6,8 @@ A ``CompareTable`` holds cells as the reference's table holds them just before i
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import json
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,9 +113,12 @@ def build_table(
     tensor_cells: Sequence[Sequence[Any]] | None = None,
     float_bench: Sequence[bool] = (False,) * 4,
     highlight: bool = True,
+    unreadable: Mapping[int, str] | None = None,
 ) -> CompareTable:
     """Assemble, judge and order the rows of one compare (``stacks`` None: no NPU_Stack_Info column;
-    ``highlight`` False: no D6 highlights, which only the xlsx writer shows)."""
+    ``highlight`` False: no D6 highlights, which only the xlsx writer shows). ``unreadable``: row
+    index -> why its tensor files could not be read; such a row is an ``error`` whatever its cells
+    say, its Err_message says why."""
     columns = columns_for(mode, stacks is not None)
     stat_cols = _stat_columns(pairs, float_bench) if mode != "md5" else []
     records: list[dict[str, Any]] = []
@@ -143,6 +147,9 @@ def build_table(
         judge_group(group, mode)
         if highlight:
             marks.extend(highlight_group(group, mode))
+    for i, problem in (unreadable or {}).items():
+        records[i]["Result"] = "error"
+        records[i]["Err_message"] = json.dumps([f"error: the tensor could not be read: {problem}"])
     if stacks is not None:
         _add_stacks(records, entries, stacks)
     return CompareTable(

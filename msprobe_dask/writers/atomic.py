@@ -1,4 +1,6 @@
-"""Write to a temporary name in the output folder, rename when complete (never a half file)."""
+"""Write to a temporary name in the output folder, rename when complete (never a half file, never over
+an existing file); results are 0640 and folders 0750 (as msProbe documents them), less if the umask
+says less."""
 
 from __future__ import annotations
 
@@ -10,12 +12,47 @@ from pathlib import Path
 
 from msprobe_dask.errors import OutputError
 
+FILE_MODE = 0o640
+FOLDER_MODE = 0o750
+_temporaries: set[str] = set()  # being written, removed by remove_temporaries if the run is stopped
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def track(path: str | Path) -> None:
+    """``path`` is a temporary file of this run until ``untrack``: removed if the run is stopped."""
+    _temporaries.add(str(path))
+
+
+def untrack(path: str | Path) -> None:
+    _temporaries.discard(str(path))
+
+
+def remove_temporaries() -> None:
+    """Remove every temporary file still being written (a run stopped by a signal, from any thread),
+    with SQLite's companion files."""
+    for tmp in list(_temporaries):
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(OSError):
+                os.unlink(tmp + suffix)
+        untrack(tmp)
+
+
+def set_result_mode(path: str | Path) -> None:
+    """A result file's permissions: 0640, or less if the umask says less."""
+    os.chmod(path, FILE_MODE & ~_umask())
+
 
 def prepare_output_dir(path: str | Path) -> Path:
     """Create the output folder if needed and check that it is writable."""
     path = Path(path)
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        for folder in reversed(missing_folders(path)):
+            folder.mkdir(mode=FOLDER_MODE)
     except OSError as exc:
         raise OutputError(path, f"cannot create the output folder: {exc.strerror or exc}") from None
     if not path.is_dir():
@@ -53,14 +90,35 @@ def output_dir(path: str | Path) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def atomic_path(final: Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``final``; it becomes ``final`` only if the block succeeds."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
+    """Yield a temporary path beside ``final``; it becomes ``final`` only if the block succeeds and no
+    ``final`` exists by then (an existing file is never replaced: OutputError). A full disk or a file
+    size limit while writing is an OutputError naming ``final``."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
+    except OSError as exc:
+        raise OutputError(final, f"cannot be written: {exc.strerror or exc}") from None
     os.close(fd)
+    track(tmp)
     try:
         yield Path(tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, final)
-    except BaseException:
+        set_result_mode(tmp)
+        publish(Path(tmp), final)
+    except OSError as exc:
+        raise OutputError(final, f"cannot be written: {exc.strerror or exc}") from None
+    finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        raise
+        untrack(tmp)
+
+
+def publish(tmp: Path, final: Path) -> None:
+    """Give the complete file ``tmp`` its name ``final``, unless a file of that name exists (a hard link
+    fails then, where a rename would replace it); ``tmp`` stays for the caller to remove."""
+    try:
+        os.link(tmp, final)
+    except FileExistsError:
+        raise OutputError(final, "already exists and is not replaced; run again for a new name") from None
+    except OSError:  # a file system without hard links
+        if os.path.lexists(final):
+            raise OutputError(final, "already exists and is not replaced; run again for a new name") from None
+        os.replace(tmp, final)

@@ -9,6 +9,7 @@ from typing import Any
 _FORMULA_START = "＋－＝％＠+-=%@"
 _FORMULA = re.compile(r"^[＋－＝％＠+\-=%@]|;[＋－＝％＠+\-=%@]")
 _INFS = (math.inf, -math.inf)
+_BLANKS = "\t\r\n "
 
 
 def float_text(value: float) -> str:
@@ -28,12 +29,20 @@ def _parses_as_float(text: str) -> bool:
 
 
 def neutralise(text: str) -> str:
-    """D9: a text that a spreadsheet would run as a formula gets a leading quote instead of aborting."""
-    if not text or (text[0] not in _FORMULA_START and ";" not in text):  # the common case, no regex
+    """D9: a text that a spreadsheet would run as a formula gets a leading quote instead of aborting
+    (also when tabs, spaces, CR or LF come before the formula sign), and a raw CR or LF, which would
+    split the csv row, is written as the two characters ``\\r`` / ``\\n``."""
+    if not text or (
+        text[0] not in _FORMULA_START
+        and text[0] not in _BLANKS
+        and ";" not in text
+        and "\r" not in text
+        and "\n" not in text
+    ):  # the common case, no regex
         return text
-    if _FORMULA.search(text) and not _parses_as_float(text):
-        return "'" + text
-    return text
+    formula = bool(_FORMULA.search(text.lstrip(_BLANKS))) and not _parses_as_float(text)
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    return "'" + text if formula else text
 
 
 def cell_text(value: Any) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from msprobe_dask.errors import OutputError
+from msprobe_dask.writers.atomic import set_result_mode, track, untrack
 from msprobe_dask.writers.packed_rows import ERRORS, open_db, pack_rows
 
 NODES_DDL = """CREATE TABLE tb_nodes (
@@ -138,6 +139,7 @@ class VisdbWriter:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        track(self._tmp)
         try:
             if self.path.exists():
                 shutil.copyfile(self.path, self._tmp)
@@ -213,7 +215,9 @@ class VisdbWriter:
                 self._db.execute(sql)
         self._close()
         try:
+            set_result_mode(self._tmp)
             os.replace(self._tmp, self.path)
+            untrack(self._tmp)
         except OSError as exc:
             self._remove()
             raise OutputError(self.path, f"cannot write the vis.db: {_reason(exc)}") from None
@@ -230,6 +234,7 @@ class VisdbWriter:
             db.close()
 
     def _remove(self) -> None:
+        untrack(self._tmp)
         for suffix in ("", "-wal", "-shm", "-journal"):
             try:
                 os.unlink(f"{self._tmp}{suffix}")

@@ -16,7 +16,7 @@ from typing import Any
 
 from msprobe_dask.errors import OutputError
 from msprobe_dask.graph.model import ROOT_ID, Graph, Node
-from msprobe_dask.writers.atomic import atomic_path, missing_folders
+from msprobe_dask.writers.atomic import atomic_path, missing_folders, prepare_output_dir
 
 STATS = ("Max", "Min", "Mean", "Norm")
 _DROPPED = ("data_name", "full_op_name", "state", "md5")
@@ -139,7 +139,7 @@ def _write_graph(g: Graph, out: str, made: list[Path]) -> None:
     documents = graph_documents(g)
     try:
         made += reversed(missing_folders(folder))  # outermost first: removed last
-        folder.mkdir(parents=True, exist_ok=True)
+        prepare_output_dir(folder)
         for name, doc in zip(_NAMES, documents):
             path = folder / name
             existed = path.exists()

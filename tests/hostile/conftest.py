@@ -1,0 +1,138 @@
+"""The hostile suite's runner: each case runs the real CLI in a forked child of a preloaded process
+(``forkserver.py``) and is checked the same way: exit code, one stderr line naming the file, no
+traceback, no temporary or partial file, no process left, nothing opened outside the case's dumps,
+config files and output folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
+
+
+@dataclass
+class Outcome:
+    code: int | str
+    stdout: str
+    stderr: str
+    opened: list[Path]
+    left: list[str]
+    case: Case = field(repr=False)
+
+    @property
+    def lines(self) -> list[str]:
+        return self.stderr.strip().splitlines()
+
+
+@dataclass
+class Case:
+    """One case's folders: ``dumps/`` (inputs), ``cfg/`` (yaml), ``out/`` (output), ``outside/`` (a
+    file no run may open)."""
+
+    root: Path
+    server: subprocess.Popen[str]
+
+    def __post_init__(self) -> None:
+        for name in ("dumps", "cfg", "outside"):
+            (self.root / name).mkdir()
+        (self.root / "outside" / "secret.npy").write_bytes(b"secret")
+
+    @property
+    def dumps(self) -> Path:
+        return self.root / "dumps"
+
+    @property
+    def out(self) -> Path:
+        return self.root / "out"
+
+    def run(
+        self, *argv: str, fsize: int | None = None, umask: int | None = None, prelude: str = ""
+    ) -> Outcome:
+        logs = self.root / "logs"
+        logs.mkdir(exist_ok=True)
+        request = {
+            "argv": list(argv),
+            "cwd": str(self.root),
+            "stdout": str(logs / "stdout"),
+            "stderr": str(logs / "stderr"),
+            "opened": str(logs / "opened"),
+            "fsize": fsize,
+            "umask": umask,
+            "prelude": prelude,
+            "timeout": 60,
+        }
+        (logs / "opened").write_text("")
+        assert self.server.stdin is not None and self.server.stdout is not None
+        self.server.stdin.write(json.dumps(request) + "\n")
+        self.server.stdin.flush()
+        answer = json.loads(self.server.stdout.readline())
+        return Outcome(
+            code=answer["code"],
+            stdout=(logs / "stdout").read_text(errors="replace"),
+            stderr=(logs / "stderr").read_text(errors="replace"),
+            opened=[Path(p) for p in (logs / "opened").read_text().splitlines()],
+            left=answer["left"],
+            case=self,
+        )
+
+
+def check(outcome: Outcome, code: int, *words: str, lines: int | None = 1) -> Outcome:
+    """The guarantees every case holds, and its exit code and the words of its one stderr line."""
+    case = outcome.case
+    assert outcome.code == code, outcome.stderr
+    assert "Traceback" not in outcome.stderr, outcome.stderr
+    if lines is not None:
+        assert len(outcome.lines) == lines, outcome.stderr
+    for word in words:
+        assert word in outcome.stderr, (word, outcome.stderr)
+    assert not outcome.left, f"processes left behind: {outcome.left}"
+    allowed = [(case.root / name).resolve() for name in ("dumps", "cfg", "out", "logs")]
+    base = case.root.resolve()
+    for path in outcome.opened:
+        if path.is_relative_to(base):
+            assert any(path.is_relative_to(a) for a in allowed), f"opened outside the dump: {path}"
+    assert_no_temporaries(case.out)
+    return outcome
+
+
+def assert_no_temporaries(out: Path) -> None:
+    if not out.exists():
+        return
+    for path in out.rglob("*"):
+        name = path.name
+        assert not (name.startswith(".") or name.endswith((".part", ".tmp"))), f"left behind: {path}"
+
+
+def result_files(out: Path, pattern: str = "*") -> list[Path]:
+    return sorted(p for p in out.rglob(pattern) if p.is_file()) if out.exists() else []
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[subprocess.Popen[str]]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "forkserver.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    yield proc
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture
+def case(tmp_path: Path, server: subprocess.Popen[str]) -> Case:
+    return Case(tmp_path, server)

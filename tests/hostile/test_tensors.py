@@ -1,0 +1,127 @@
+"""Unreadable tensor files: the run completes, each affected row is an ``error`` naming the file and
+the problem, one line at the end counts them, exit 1; a hostile pickle is never run."""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import Case, check, result_files
+from dumps import APIS, evil_pickle, mkfifo, write_dump, zipped_pickle
+
+VICTIM = f"{APIS[1]}.output.0.npy"
+
+
+def _truncate(path: Path, case: Case) -> None:
+    path.write_bytes(path.read_bytes()[:90])
+
+
+def _empty(path: Path, case: Case) -> None:
+    path.write_bytes(b"")
+
+
+def _mislabelled(path: Path, case: Case) -> None:
+    path.write_text("this is a text file named like a tensor")
+
+
+def _pickle_calling(name: str) -> Callable[[Path, Case], None]:
+    module, function = name.split(".")
+
+    def damage(path: Path, case: Case) -> None:
+        zipped_pickle(path, evil_pickle(module, function, case.root / "pwned"))
+
+    return damage
+
+
+def _fifo(path: Path, case: Case) -> None:
+    mkfifo(path)
+
+
+def _loop(path: Path, case: Case) -> None:
+    path.unlink()
+    path.symlink_to(path)
+
+
+def _wrong_shape(path: Path, case: Case) -> None:
+    np.save(path, np.zeros((7,), np.float32))
+
+
+def _folder(path: Path, case: Case) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+def _legacy_pickle(path: Path, case: Case) -> None:
+    path.write_bytes(evil_pickle("builtins", "eval", case.root / "pwned"))
+
+
+def _missing(path: Path, case: Case) -> None:
+    path.unlink()
+
+
+DAMAGES = {
+    "truncated": (_truncate, "npy header"),
+    "empty": (_empty, "empty"),
+    "mislabelled": (_mislabelled, "neither"),
+    "os.system": (_pickle_calling("os.system"), "forbidden global os.system"),
+    "eval": (_pickle_calling("builtins.eval"), "forbidden global builtins.eval"),
+    "legacy-eval": (_legacy_pickle, "legacy"),
+    "fifo": (_fifo, "FIFO"),
+    "symlink-loop": (_loop, "symbolic links"),
+    "folder": (_folder, VICTIM),
+    "missing": (_missing, VICTIM),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_unreadable_tensor_is_an_error_row(case: Case, damage: str) -> None:
+    make, problem = DAMAGES[damage]
+    target = write_dump(case.dumps / "target", task="tensor")
+    golden = write_dump(case.dumps / "golden", task="tensor")
+    make(target / "dump_tensor_data" / VICTIM, case)
+    outcome = case.run("compare", "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q")
+    check(outcome, 1, "1 row(s) could not be read", VICTIM, problem)
+    assert not (case.root / "pwned").exists()
+    (result,) = result_files(case.out)
+    rows = {row["NPU Name"]: row for row in csv.DictReader(result.open(encoding="utf-8"))}
+    bad = rows[VICTIM.removesuffix(".npy")]
+    assert bad["Result"] == "error", bad
+    assert VICTIM in bad["Err_message"] and problem.split()[0] in bad["Err_message"]
+    others = [r for name, r in rows.items() if r is not bad and r["Data_name"] != "['-1', '-1']"]
+    assert others and all(r["Result"] == "pass" for r in others)
+
+
+def test_tensor_folder_that_is_a_symlink_out_of_the_dump(case: Case) -> None:
+    target = write_dump(case.dumps / "target", task="tensor")
+    golden = write_dump(case.dumps / "golden", task="tensor")
+    elsewhere = case.root / "outside" / "tensors"
+    os.replace(target / "dump_tensor_data", elsewhere)
+    (target / "dump_tensor_data").symlink_to(elsewhere)
+    outcome = case.run("compare", "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q")
+    check(outcome, 2, "dump_tensor_data", "outside")
+    assert not result_files(case.out)
+
+
+def test_tensor_file_symlink_out_of_the_dump(case: Case) -> None:
+    target = write_dump(case.dumps / "target", task="tensor")
+    golden = write_dump(case.dumps / "golden", task="tensor")
+    (target / "dump_tensor_data" / VICTIM).unlink()
+    (target / "dump_tensor_data" / VICTIM).symlink_to(case.root / "outside" / "secret.npy")
+    outcome = case.run("compare", "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q")
+    check(outcome, 2, VICTIM, "outside")
+
+
+@pytest.mark.parametrize("data_name", ["../../outside/secret.npy", "/etc/passwd", "a\\..\\..\\x.npy"])
+def test_data_name_escaping(case: Case, data_name: str) -> None:
+    import json
+
+    target = write_dump(case.dumps / "target", task="tensor")
+    golden = write_dump(case.dumps / "golden", task="tensor")
+    text = (target / "dump.json").read_text().replace(json.dumps(VICTIM), json.dumps(data_name))
+    (target / "dump.json").write_text(text)
+    outcome = case.run("compare", "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q")
+    check(outcome, 2, "data_name" if "\\" not in data_name else "..")
