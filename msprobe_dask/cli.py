@@ -16,7 +16,7 @@ import traceback
 from typing import Any
 
 from msprobe_dask.errors import Terminated, UserError
-from msprobe_dask.processes import stop_children
+from msprobe_dask.processes import direct_children, stop_children
 from msprobe_dask.writers.atomic import remove_temporaries
 
 COMMAND_MODULES = {
@@ -53,20 +53,24 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
     previous = _handlers() if _in_main_thread() else None
+    unraisable_hook, children = sys.unraisablehook, direct_children()
     if previous is not None:
         signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         args = build_parser(argv).parse_args(argv)
         return int(args.run(args) or 0)
     except UserError as exc:
-        return _fail(debug, 2, f"error: {exc}")
+        return _fail(debug, 2, f"error: {exc}", children)
     except (KeyboardInterrupt, Terminated) as exc:
         signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
-        return _fail(debug, 128 + signum, f"stopped by {signal.Signals(signum).name}")
+        return _fail(debug, 128 + signum, f"stopped by {signal.Signals(signum).name}", children)
     except Exception as exc:
         problem = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-        return _fail(debug, 1, f"internal error ({problem}); please report it with the output of --debug")
+        return _fail(
+            debug, 1, f"internal error ({problem}); please report it with the output of --debug", children
+        )
     finally:
+        sys.unraisablehook = unraisable_hook
         if previous is not None:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -86,16 +90,19 @@ def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated(signum)
 
 
-def _fail(debug: bool, code: int, line: str) -> int:
+def _fail(debug: bool, code: int, line: str, children: set[int]) -> int:
     """The end of a failed run: no further signal interrupts it, the temporaries and the child
-    processes go, then one line (after the traceback with ``--debug``)."""
+    processes it started (not ``children``, there before) go, then one line (after the traceback
+    with ``--debug``)."""
     if _in_main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.SIG_IGN)
     if debug:
         traceback.print_exc()
+    else:  # a file object of the failed write, closed when freed, fails again: not news
+        sys.unraisablehook = lambda unraisable: None
     remove_temporaries()
-    stop_children()
+    stop_children(spared=children)
     print(f"msprobe-dask: {line}", file=sys.stderr, flush=True)
     return code
 

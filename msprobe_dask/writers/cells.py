@@ -30,8 +30,9 @@ def _parses_as_float(text: str) -> bool:
 
 def neutralise(text: str) -> str:
     """D9: a text that a spreadsheet would run as a formula gets a leading quote instead of aborting
-    (also when tabs, spaces, CR or LF come before the formula sign), and a raw CR or LF, which would
-    split the csv row, is written as the two characters ``\\r`` / ``\\n``."""
+    (also when tabs, spaces, CR or LF come before the formula sign), and a raw CR, which the csv
+    writer leaves unquoted and a reader takes for a line end, is written as the two characters
+    ``\\r`` (a LF is quoted in csv, as the reference writes its kernel messages' line ends)."""
     if not text or (
         text[0] not in _FORMULA_START
         and text[0] not in _BLANKS
@@ -41,7 +42,7 @@ def neutralise(text: str) -> str:
     ):  # the common case, no regex
         return text
     formula = bool(_FORMULA.search(text.lstrip(_BLANKS))) and not _parses_as_float(text)
-    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    text = text.replace("\r", "\\r")
     return "'" + text if formula else text
 
 

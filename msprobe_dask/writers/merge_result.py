@@ -28,8 +28,11 @@ from msprobe_dask.columns import (
     TAIL_COLUMNS,
     TENSOR_COLUMNS,
 )
+from msprobe_dask.dump.confine import check_dump_file
 from msprobe_dask.errors import ConfigError, DumpError
+from msprobe_dask.match.mapfile import load_yaml
 from msprobe_dask.writers.atomic import atomic_path
+from msprobe_dask.writers.cells import neutralise
 from msprobe_dask.writers.xlsx_package import write_workbook
 
 RESULT_NAME = re.compile(r"^compare_result_rank(\d+)(?:-rank\1)?_\d{14}\.xlsx$")
@@ -62,14 +65,7 @@ class RankSheet:
 
 
 def load_config(path: str | Path) -> MergeConfig:
-    import yaml
-
-    try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(path, f"cannot be read: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(path, f"is not valid yaml: {exc}") from None
+    doc = load_yaml(path, "config file")
     if not isinstance(doc, dict):
         raise ConfigError(path, "must be a mapping with 'api' and optionally 'compare_index'")
     apis = doc.get("api")
@@ -92,6 +88,7 @@ def result_files(folder: str | Path, warn: Any = print) -> list[tuple[int, Path]
     for path in sorted(folder.glob("*.xlsx")):
         match = RESULT_NAME.match(path.name)
         if match:
+            check_dump_file(path)  # a FIFO, a symlink loop or a link out of the folder
             found.append((int(match.group(1)), path))
         elif SKIPPED_NAME.match(path.name):
             warn(f"warning: {path.name} has no rank number; skipped")
@@ -223,6 +220,8 @@ def _cell(value: Any) -> Any:
             return "inf" if value > 0 else "-inf"
     if value == "":
         return None
+    if isinstance(value, str):
+        return neutralise(value)  # openpyxl writes a text starting with '=' as a formula
     return value
 
 

@@ -139,9 +139,17 @@ def test_resolve_refuses_symlinked_folder_outside(tensor_dir: Path, no_open: Non
 def test_resolve_accepts_symlinks_that_stay_inside(tensor_dir: Path, tmp_path: Path) -> None:
     (tensor_dir / "alias.npy").symlink_to(tensor_dir / "ok.npy")
     assert resolve_data_file(tensor_dir, "alias.npy") == (tensor_dir / "ok.npy").resolve()
-    linked_dir = tmp_path / "linked_dir"
-    linked_dir.symlink_to(tensor_dir)  # the dump folder itself may be reached through a link
-    assert resolve_data_file(linked_dir, "ok.npy") == (tensor_dir / "ok.npy").resolve()
+    linked_dump = tmp_path / "linked_dump"
+    linked_dump.symlink_to(tensor_dir.parent)  # the dump folder itself may be reached through a link
+    assert resolve_data_file(linked_dump / tensor_dir.name, "ok.npy") == (tensor_dir / "ok.npy").resolve()
+
+
+def test_resolve_refuses_a_tensor_folder_linked_out_of_the_dump(tensor_dir: Path, tmp_path: Path) -> None:
+    dump = tmp_path / "other_dump"
+    dump.mkdir()
+    (dump / "dump_tensor_data").symlink_to(tensor_dir)
+    with pytest.raises(UnsafePathError, match="outside"):
+        resolve_data_file(dump / "dump_tensor_data", "ok.npy")
 
 
 # ---------------------------------------------------------------------------------------------------------

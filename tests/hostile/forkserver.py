@@ -57,7 +57,7 @@ def _child(request: dict) -> int:
         resource.setrlimit(resource.RLIMIT_FSIZE, (request["fsize"], request["fsize"]))
     if request.get("prelude"):
         exec(request["prelude"], {})
-    _record_opens(request["opened"], os.path.realpath(request["cwd"]))
+    _record_opens(request["opened"], os.path.realpath(request["root"]))
     try:
         return cli.main(request["argv"])
     except SystemExit as exc:  # argparse
@@ -100,8 +100,12 @@ def _run(request: dict) -> dict:
             status = -1
         else:
             time.sleep(0.005)
-    time.sleep(0.05)  # let children killed with their parent go
     left = _session_members(pid)
+    for _ in range(100):  # what leaves by itself once the run is gone (multiprocessing's tracker)
+        if not left:
+            break
+        time.sleep(0.02)
+        left = _session_members(pid)
     for member in left:
         os.kill(int(member), signal.SIGKILL)
     code = os.waitstatus_to_exitcode(status) if status != -1 else "timeout"

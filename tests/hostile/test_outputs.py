@@ -4,6 +4,7 @@ with a stricter umask), a full disk named in one line, spreadsheet formulas neut
 from __future__ import annotations
 
 import csv
+import io
 import stat
 import time
 from pathlib import Path
@@ -109,7 +110,7 @@ def test_formula_injection(case: Case, kind: str) -> None:
     if kind == "csv":
         text = result.read_text(encoding="utf-8")
         assert "\r" not in text
-        rows = list(csv.reader(text.splitlines()))
+        rows = list(csv.reader(io.StringIO(text, newline="")))
         assert len({len(r) for r in rows}) == 1, "a row was split"
         cells = [cell for row in rows[1:] for cell in row]
     else:
@@ -118,7 +119,7 @@ def test_formula_injection(case: Case, kind: str) -> None:
         sheet = load_workbook(result).active
         cells = [c.value for row in sheet.iter_rows(min_row=2) for c in row if isinstance(c.value, str)]
     for cell in cells:
-        assert "\r" not in cell and "\n" not in cell, repr(cell)
+        assert "\r" not in cell, repr(cell)
         stripped = cell.lstrip("\t ")
         assert not stripped or stripped[0] not in "=+@" or cell.startswith("'"), repr(cell)
         assert not (stripped.startswith("-") and not _is_number(stripped)) or cell.startswith("'"), repr(cell)

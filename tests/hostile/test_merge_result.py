@@ -1,0 +1,135 @@
+"""merge_result on broken and hostile inputs: config yaml, rank workbooks, output."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import Case, check, result_files
+from dumps import mkfifo
+
+from msprobe_dask.writers.merge_result import MODE_HEADERS
+
+CONFIG = "api:\n  - Distributed.all_reduce\ncompare_index:\n  - Max diff\n"
+BOMB = (
+    "a: &a [x, x, x, x, x, x, x, x, x]\n"
+    + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+        for i in range(8)
+    )
+    + "api: *i\n"
+)
+
+
+def rank_workbook(path: Path, rank: int, name: str = "Distributed.all_reduce.0.forward.input.0") -> Path:
+    from openpyxl import Workbook
+
+    header = MODE_HEADERS["statistics"]
+    book = Workbook()
+    sheet = book.active
+    sheet.append(header)
+    row = ["N/A"] * len(header)
+    row[header.index("NPU Name")] = name
+    row[header.index("Bench Name")] = name
+    for column in ("Max diff", "NPU max", "Bench max"):
+        row[header.index(column)] = 0.5 + rank
+    sheet.append(row)
+    for cell in sheet[2]:
+        if isinstance(cell.value, str):
+            cell.data_type = "s"  # a text, even if it starts with '='
+    book.save(path)
+    return path
+
+
+def inputs(case: Case, name: str = "Distributed.all_reduce.0.forward.input.0") -> Path:
+    folder = case.dumps / "results"
+    folder.mkdir()
+    for rank in (0, 1):
+        rank_workbook(folder / f"compare_result_rank{rank}_20260101000000.xlsx", rank, name)
+    return folder
+
+
+def config(case: Case, text: str = CONFIG) -> Path:
+    path = case.root / "cfg" / "config.yaml"
+    path.write_text(text)
+    return path
+
+
+def merge(case: Case, folder: Path, cfg: Path, **limits: object) -> object:
+    return case.run("merge_result", "-i", str(folder), "-o", str(case.out), "-config", str(cfg), **limits)
+
+
+def test_merges(case: Case) -> None:
+    outcome = merge(case, inputs(case), config(case))
+    check(outcome, 0, lines=0)
+    (result,) = result_files(case.out)
+    assert oct(result.stat().st_mode & 0o777) == oct(0o640)
+
+
+def test_yaml_alias_bomb(case: Case) -> None:
+    check(merge(case, inputs(case), config(case, BOMB)), 2, "config.yaml", "alias")
+
+
+def test_config_is_a_fifo(case: Case) -> None:
+    cfg = mkfifo(case.root / "cfg" / "config.yaml")
+    check(merge(case, inputs(case), cfg), 2, "config.yaml", "FIFO")
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "api: 7", "{{{", "\x00\x01", "api: [" * 3000])
+def test_bad_config(case: Case, text: str) -> None:
+    check(merge(case, inputs(case), config(case, text)), 2, "config.yaml")
+
+
+@pytest.mark.parametrize("damage", ["garbage", "fifo", "loop", "outside", "empty"])
+def test_bad_rank_workbook(case: Case, damage: str) -> None:
+    folder = inputs(case)
+    victim = folder / "compare_result_rank1_20260101000000.xlsx"
+    victim.unlink()
+    if damage == "garbage":
+        victim.write_bytes(b"PK\x03\x04 not really a zip")
+    elif damage == "empty":
+        victim.write_bytes(b"")
+    elif damage == "fifo":
+        mkfifo(victim)
+    elif damage == "loop":
+        victim.symlink_to(victim)
+    else:
+        outside = rank_workbook(case.root / "outside" / "x.xlsx", 1)
+        victim.symlink_to(outside)
+    check(merge(case, folder, config(case)), 2, victim.name)
+    assert not result_files(case.out)
+
+
+def test_input_folder_missing(case: Case) -> None:
+    check(merge(case, case.dumps / "nowhere", config(case)), 2, "nowhere")
+
+
+def test_full_disk(case: Case) -> None:
+    check(merge(case, inputs(case), config(case), fsize=1024), 2, "multi_ranks_compare_merge_")
+    assert not result_files(case.out)
+
+
+def test_formula_in_a_name_is_neutralised(case: Case) -> None:
+    from openpyxl import load_workbook
+
+    check(
+        merge(case, inputs(case, "=HYPERLINK(1)Distributed.all_reduce.0.forward"), config(case)), 0, lines=0
+    )
+    (result,) = result_files(case.out)
+    names = [row[0].value for row in load_workbook(result).active.iter_rows(min_row=2)]
+    assert names and all(not str(n).startswith("=") for n in names)
+
+
+def test_signal_while_writing(case: Case) -> None:
+    prelude = (
+        "import os, signal, msprobe_dask.writers.atomic as atomic\n"
+        "_track = atomic.track\n"
+        "def _tracking(path):\n"
+        "    _track(path)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "atomic.track = _tracking\n"
+    )
+    check(merge(case, inputs(case), config(case), prelude=prelude), 143, "stopped by SIGTERM")
+    assert not result_files(case.out)
+    assert os.listdir(case.dumps / "results")

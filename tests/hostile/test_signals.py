@@ -1,0 +1,149 @@
+"""SIGINT and SIGTERM at start-up, while parsing and while writing, in this process and with
+``--workers 2``: exit 130 / 143 with one line, no temporary or result file, no process left.
+
+Each signal is sent by the run to itself at a precise moment (an audit event or a call), so the
+cases are exact, not timed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Case, Outcome, check, result_files
+from dumps import write_dump
+
+SIGNALS = {"SIGINT": 130, "SIGTERM": 143}
+
+_KILL = "import os, signal\ndef _kill():\n    os.kill(os.getpid(), signal.{sig})\n"
+# the moment, as a prelude run in the case's process before the command
+MOMENTS = {
+    # an audit hook: the first open of a dump.json (by a task thread or a worker's parse)
+    "parse": (
+        "import sys\n"
+        "_fired = []\n"
+        "def _hook(event, args):\n"
+        "    if event == 'open' and str(args[0]).endswith('dump.json') and not _fired:\n"
+        "        _fired.append(1)\n"
+        "        _kill()\n"
+        "sys.addaudithook(_hook)\n"
+    ),
+    # the result's temporary file exists (csv, xlsx, vis.db)
+    "write": (
+        "import msprobe_dask.writers.atomic as atomic, msprobe_dask.writers.visdb as visdb\n"
+        "_track = atomic.track\n"
+        "def _tracking(path):\n"
+        "    _track(path)\n"
+        "    _kill()\n"
+        "atomic.track = visdb.track = _tracking\n"
+    ),
+    # the worker processes are running the graph
+    "workers": (
+        "import distributed\n"
+        "_compute = distributed.Client.compute\n"
+        "def _computing(self, *args, **kwargs):\n"
+        "    futures = _compute(self, *args, **kwargs)\n"
+        "    _kill()\n"
+        "    return futures\n"
+        "distributed.Client.compute = _computing\n"
+    ),
+    # the cluster is starting
+    "cluster": (
+        "import distributed.deploy.spec as spec\n"
+        "_start = spec.SpecCluster._start\n"
+        "async def _starting(self):\n"
+        "    _kill()\n"
+        "    return await _start(self)\n"
+        "spec.SpecCluster._start = _starting\n"
+    ),
+}
+COMMANDS = {"csv": ("compare",), "xlsx": ("compare", "--xlsx"), "vis.db": ("graph_visualize",)}
+
+
+def _dumps(case: Case) -> tuple[Path, Path]:
+    return write_dump(case.dumps / "target"), write_dump(case.dumps / "golden")
+
+
+def _assert_stopped(outcome: Outcome, code: int, name: str, lines: int | None = 1) -> None:
+    check(outcome, code, f"stopped by {name}", lines=lines)
+
+
+@pytest.mark.parametrize("name", list(SIGNALS))
+@pytest.mark.parametrize("kind", list(COMMANDS))
+@pytest.mark.parametrize("moment", ["parse", "write"])
+def test_signal_in_this_process(case: Case, name: str, kind: str, moment: str) -> None:
+    target, golden = _dumps(case)
+    command, *flags = COMMANDS[kind]
+    prelude = _KILL.format(sig=name) + MOMENTS[moment]
+    outcome = case.run(
+        command, "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q", *flags, prelude=prelude
+    )
+    _assert_stopped(outcome, SIGNALS[name], name)
+    assert not result_files(case.out)
+
+
+@pytest.mark.parametrize(
+    "name, kind, moment",
+    [
+        ("SIGTERM", "csv", "cluster"),
+        ("SIGINT", "csv", "workers"),
+        ("SIGTERM", "xlsx", "write"),
+        ("SIGTERM", "vis.db", "workers"),
+    ],
+)
+def test_signal_with_two_workers(case: Case, name: str, kind: str, moment: str) -> None:
+    target, golden = _dumps(case)
+    command, *flags = COMMANDS[kind]
+    prelude = _KILL.format(sig=name) + MOMENTS[moment]
+    args = ("-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q", "--workers", "2", *flags)
+    outcome = case.run(command, *args, prelude=prelude)
+    # distributed may warn first (a dashboard port in use, tasks cancelled): the last line is ours
+    _assert_stopped(outcome, SIGNALS[name], name, lines=None)
+    assert not result_files(case.out)
+
+
+@pytest.mark.parametrize("name", list(SIGNALS))
+@pytest.mark.parametrize("command", ["compare", "graph_visualize"])
+def test_signal_at_start_up(tmp_path: Path, name: str, command: str) -> None:
+    """A fresh interpreter, signalled while it imports the command's modules."""
+    target, golden = write_dump(tmp_path / "target"), write_dump(tmp_path / "golden")
+    module = "msprobe_dask.graph.api" if command == "graph_visualize" else "msprobe_dask.dump.layouts"
+    script = (
+        "import os, signal, sys\n"
+        "def hook(event, args):\n"
+        f"    if event == 'import' and args[0] == {module!r}:\n"
+        f"        os.kill(os.getpid(), signal.{name})\n"
+        "sys.addaudithook(hook)\n"
+        "from msprobe_dask.cli import console_main\n"
+        "console_main()\n"
+    )
+    out = tmp_path / "out"
+    argv = [command, "-tp", str(target), "-gp", str(golden), "-o", str(out)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, *argv],
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == SIGNALS[name], stderr
+    assert stderr.strip().splitlines() == [f"msprobe-dask: stopped by {name}"]
+    time.sleep(0.05)
+    assert not _session_members(proc.pid)
+    assert not out.exists() or not any(out.iterdir())
+
+
+def _session_members(sid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.getsid(int(entry)) == sid:
+                    members.append(int(entry))
+            except OSError:
+                continue
+    return members
