@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import Case, check, result_files
-from dumps import APIS, dump_text_with, edited, mkfifo, nested, write_dump
+from hostile_dumps import APIS, dump_text_with, edited, mkfifo, nested, write_dump
+from hostile_run import Case, check, new_case, result_files
 
 COMMANDS = ("compare", "graph_visualize")
 
@@ -24,7 +24,8 @@ def bad_target(case: Case, text: str) -> Path:
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_nested_5000_levels(case: Case, command: str) -> None:
+def test_nested_5000_levels(tmp_path: Path, command: str) -> None:
+    case = new_case(tmp_path)
     target = bad_target(case, dump_text_with(f'{{"input_args": {nested(5000)}, "output": []}}'))
     outcome = run(case, command, target)
     check(outcome, 2, "dump.json", APIS[1], "nested")
@@ -32,7 +33,8 @@ def test_nested_5000_levels(case: Case, command: str) -> None:
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_integer_of_5000_digits(case: Case, command: str) -> None:
+def test_integer_of_5000_digits(tmp_path: Path, command: str) -> None:
+    case = new_case(tmp_path)
     big = "7" * 5000
     body = f'{{"input_args": [{{"type": "int", "value": {big}}}], "input_kwargs": {{}}, "output": []}}'
     outcome = run(case, command, bad_target(case, dump_text_with(body)))
@@ -40,27 +42,31 @@ def test_integer_of_5000_digits(case: Case, command: str) -> None:
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_entry_that_is_a_string(case: Case, command: str) -> None:
+def test_entry_that_is_a_string(tmp_path: Path, command: str) -> None:
+    case = new_case(tmp_path)
     target = write_dump(case.dumps / "target", edited({APIS[1]: "not an entry"}))
     check(run(case, command, target), 2, "dump.json", APIS[1])
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_input_args_that_is_a_mapping(case: Case, command: str) -> None:
+def test_input_args_that_is_a_mapping(tmp_path: Path, command: str) -> None:
+    case = new_case(tmp_path)
     bad = {"input_args": {"0": {"type": "int", "value": 1}}, "input_kwargs": {}, "output": []}
     target = write_dump(case.dumps / "target", edited({APIS[1]: bad}))
     check(run(case, command, target), 2, "dump.json", APIS[1], "input_args")
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_dump_json_is_a_fifo(case: Case, command: str) -> None:
+def test_dump_json_is_a_fifo(tmp_path: Path, command: str) -> None:
+    case = new_case(tmp_path)
     target = write_dump(case.dumps / "target")
     mkfifo(target / "dump.json")
     check(run(case, command, target), 2, "dump.json", "not a regular file")
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_dump_json_symlink_loop(case: Case, command: str) -> None:
+def test_dump_json_symlink_loop(tmp_path: Path, command: str) -> None:
+    case = new_case(tmp_path)
     target = write_dump(case.dumps / "target")
     (target / "dump.json").unlink()
     (target / "loop.json").symlink_to(target / "dump.json")
@@ -69,7 +75,8 @@ def test_dump_json_symlink_loop(case: Case, command: str) -> None:
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_dump_json_symlink_out_of_the_dump(case: Case, command: str) -> None:
+def test_dump_json_symlink_out_of_the_dump(tmp_path: Path, command: str) -> None:
+    case = new_case(tmp_path)
     target = write_dump(case.dumps / "target")
     outside = case.root / "outside" / "dump.json"
     os.replace(target / "dump.json", outside)
@@ -90,12 +97,14 @@ def test_dump_json_symlink_out_of_the_dump(case: Case, command: str) -> None:
     ],
     ids=["empty", "truncated", "binary", "int-entry", "top-level-list", "data-number"],
 )
-def test_malformed(case: Case, command: str, text: str, words: tuple[str, ...]) -> None:
+def test_malformed(tmp_path: Path, command: str, text: str, words: tuple[str, ...]) -> None:
+    case = new_case(tmp_path)
     check(run(case, command, bad_target(case, text)), 2, "dump.json", *words)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_dump_json_is_a_folder(case: Case, command: str) -> None:
+def test_dump_json_is_a_folder(tmp_path: Path, command: str) -> None:
+    case = new_case(tmp_path)
     target = write_dump(case.dumps / "target")
     (target / "dump.json").unlink()
     (target / "dump.json").mkdir()
@@ -103,8 +112,9 @@ def test_dump_json_is_a_folder(case: Case, command: str) -> None:
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_huge_float_exponent_and_long_name(case: Case, command: str) -> None:
+def test_huge_float_exponent_and_long_name(tmp_path: Path, command: str) -> None:
     """Our own: a float written as 1e999999 and an entry name of 100,000 characters are no mistake."""
+    case = new_case(tmp_path)
     data = edited({"Functional." + "x" * 100_000 + ".0.forward": {"input_args": [], "output": []}})
     text = json.dumps({"task": "statistics", "level": "mix", "data": data}).replace("2.0", "1e999999", 1)
     target = bad_target(case, text)

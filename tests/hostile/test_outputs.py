@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Case, check, result_files
-from dumps import edited, entries, write_dump
+from hostile_dumps import edited, entries, write_dump
+from hostile_run import Case, check, new_case, result_files
 
 KINDS = {"csv": ("compare",), "xlsx": ("compare", "--xlsx"), "vis.db": ("graph_visualize",)}
 
@@ -25,16 +25,18 @@ def _run(case: Case, kind: str, out: Path | None = None, **limits: int) -> objec
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_full_disk_while_writing(case: Case, kind: str) -> None:
+def test_full_disk_while_writing(tmp_path: Path, kind: str) -> None:
     """RLIMIT_FSIZE: every write past 1 KiB fails with EFBIG, as a full disk fails with ENOSPC."""
+    case = new_case(tmp_path)
     outcome = _run(case, kind, fsize=1024)
     check(outcome, 2, str(case.out), "too large" if kind != "vis.db" else "vis.db")
     assert not result_files(case.out)
 
 
 @pytest.mark.parametrize("kind", ["csv", "xlsx"])
-def test_no_space_left(case: Case, kind: str) -> None:
+def test_no_space_left(tmp_path: Path, kind: str) -> None:
     """ENOSPC from the file system, in the middle of the write."""
+    case = new_case(tmp_path)
     prelude = (
         "import builtins, errno, os, openpyxl.workbook.workbook as wb\n"
         "def full(*a, **k): raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))\n"
@@ -48,7 +50,8 @@ def test_no_space_left(case: Case, kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["csv", "xlsx"])
-def test_existing_result_of_the_same_second_is_kept(case: Case, kind: str) -> None:
+def test_existing_result_of_the_same_second_is_kept(tmp_path: Path, kind: str) -> None:
+    case = new_case(tmp_path)
     case.out.mkdir()
     now = time.time()
     kept = [
@@ -65,7 +68,8 @@ def test_existing_result_of_the_same_second_is_kept(case: Case, kind: str) -> No
 
 @pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("umask, file_mode, folder_mode", [(0o022, 0o640, 0o750), (0o077, 0o600, 0o700)])
-def test_permissions(case: Case, kind: str, umask: int, file_mode: int, folder_mode: int) -> None:
+def test_permissions(tmp_path: Path, kind: str, umask: int, file_mode: int, folder_mode: int) -> None:
+    case = new_case(tmp_path)
     out = case.out / "deeper"
     outcome = _run(case, kind, out=out, umask=umask)
     check(outcome, 0, lines=None)
@@ -76,7 +80,8 @@ def test_permissions(case: Case, kind: str, umask: int, file_mode: int, folder_m
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_output_path_is_a_file(case: Case, kind: str) -> None:
+def test_output_path_is_a_file(tmp_path: Path, kind: str) -> None:
+    case = new_case(tmp_path)
     case.out.write_text("a file")
     check(_run(case, kind), 2, str(case.out))
     assert case.out.read_text() == "a file"
@@ -97,7 +102,8 @@ FORMULAS = [
 
 
 @pytest.mark.parametrize("kind", ["csv", "xlsx"])
-def test_formula_injection(case: Case, kind: str) -> None:
+def test_formula_injection(tmp_path: Path, kind: str) -> None:
+    case = new_case(tmp_path)
     names = [f"{start}Functional.relu.{i}.forward" for i, start in enumerate(FORMULAS)]
     data = edited({})
     data.update(entries(names=tuple(names)))

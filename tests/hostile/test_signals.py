@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Case, Outcome, check, result_files
-from dumps import write_dump
+from hostile_dumps import write_dump
+from hostile_run import ROOT, Case, Outcome, check, new_case, result_files
 
 SIGNALS = {"SIGINT": 130, "SIGTERM": 143}
 
@@ -74,7 +74,8 @@ def _assert_stopped(outcome: Outcome, code: int, name: str, lines: int | None = 
 @pytest.mark.parametrize("name", list(SIGNALS))
 @pytest.mark.parametrize("kind", list(COMMANDS))
 @pytest.mark.parametrize("moment", ["parse", "write"])
-def test_signal_in_this_process(case: Case, name: str, kind: str, moment: str) -> None:
+def test_signal_in_this_process(tmp_path: Path, name: str, kind: str, moment: str) -> None:
+    case = new_case(tmp_path)
     target, golden = _dumps(case)
     command, *flags = COMMANDS[kind]
     prelude = _KILL.format(sig=name) + MOMENTS[moment]
@@ -94,7 +95,8 @@ def test_signal_in_this_process(case: Case, name: str, kind: str, moment: str) -
         ("SIGTERM", "vis.db", "workers"),
     ],
 )
-def test_signal_with_two_workers(case: Case, name: str, kind: str, moment: str) -> None:
+def test_signal_with_two_workers(tmp_path: Path, name: str, kind: str, moment: str) -> None:
+    case = new_case(tmp_path)
     target, golden = _dumps(case)
     command, *flags = COMMANDS[kind]
     prelude = _KILL.format(sig=name) + MOMENTS[moment]

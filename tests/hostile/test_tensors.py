@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import Case, check, result_files
-from dumps import APIS, evil_pickle, mkfifo, write_dump, zipped_pickle
+from hostile_dumps import APIS, evil_pickle, mkfifo, write_dump, zipped_pickle
+from hostile_run import Case, check, new_case, result_files
 
 VICTIM = f"{APIS[1]}.output.0.npy"
 
@@ -78,7 +78,8 @@ DAMAGES = {
 
 
 @pytest.mark.parametrize("damage", list(DAMAGES))
-def test_unreadable_tensor_is_an_error_row(case: Case, damage: str) -> None:
+def test_unreadable_tensor_is_an_error_row(tmp_path: Path, damage: str) -> None:
+    case = new_case(tmp_path)
     make, problem = DAMAGES[damage]
     target = write_dump(case.dumps / "target", task="tensor")
     golden = write_dump(case.dumps / "golden", task="tensor")
@@ -95,7 +96,8 @@ def test_unreadable_tensor_is_an_error_row(case: Case, damage: str) -> None:
     assert others and all(r["Result"] == "pass" for r in others)
 
 
-def test_tensor_folder_that_is_a_symlink_out_of_the_dump(case: Case) -> None:
+def test_tensor_folder_that_is_a_symlink_out_of_the_dump(tmp_path: Path) -> None:
+    case = new_case(tmp_path)
     target = write_dump(case.dumps / "target", task="tensor")
     golden = write_dump(case.dumps / "golden", task="tensor")
     elsewhere = case.root / "outside" / "tensors"
@@ -106,7 +108,8 @@ def test_tensor_folder_that_is_a_symlink_out_of_the_dump(case: Case) -> None:
     assert not result_files(case.out)
 
 
-def test_tensor_file_symlink_out_of_the_dump(case: Case) -> None:
+def test_tensor_file_symlink_out_of_the_dump(tmp_path: Path) -> None:
+    case = new_case(tmp_path)
     target = write_dump(case.dumps / "target", task="tensor")
     golden = write_dump(case.dumps / "golden", task="tensor")
     (target / "dump_tensor_data" / VICTIM).unlink()
@@ -116,7 +119,8 @@ def test_tensor_file_symlink_out_of_the_dump(case: Case) -> None:
 
 
 @pytest.mark.parametrize("data_name", ["../../outside/secret.npy", "/etc/passwd", "a\\..\\..\\x.npy"])
-def test_data_name_escaping(case: Case, data_name: str) -> None:
+def test_data_name_escaping(tmp_path: Path, data_name: str) -> None:
+    case = new_case(tmp_path)
     import json
 
     target = write_dump(case.dumps / "target", task="tensor")

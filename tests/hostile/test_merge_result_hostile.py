@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import Case, check, result_files
-from dumps import mkfifo
+from hostile_dumps import mkfifo
+from hostile_run import Case, check, new_case, result_files
 
 from msprobe_dask.writers.merge_result import MODE_HEADERS
 
@@ -60,29 +60,34 @@ def merge(case: Case, folder: Path, cfg: Path, **limits: object) -> object:
     return case.run("merge_result", "-i", str(folder), "-o", str(case.out), "-config", str(cfg), **limits)
 
 
-def test_merges(case: Case) -> None:
+def test_merges(tmp_path: Path) -> None:
+    case = new_case(tmp_path)
     outcome = merge(case, inputs(case), config(case))
     check(outcome, 0, lines=0)
     (result,) = result_files(case.out)
     assert oct(result.stat().st_mode & 0o777) == oct(0o640)
 
 
-def test_yaml_alias_bomb(case: Case) -> None:
+def test_yaml_alias_bomb(tmp_path: Path) -> None:
+    case = new_case(tmp_path)
     check(merge(case, inputs(case), config(case, BOMB)), 2, "config.yaml", "alias")
 
 
-def test_config_is_a_fifo(case: Case) -> None:
+def test_config_is_a_fifo(tmp_path: Path) -> None:
+    case = new_case(tmp_path)
     cfg = mkfifo(case.root / "cfg" / "config.yaml")
     check(merge(case, inputs(case), cfg), 2, "config.yaml", "FIFO")
 
 
 @pytest.mark.parametrize("text", ["[1, 2]", "api: 7", "{{{", "\x00\x01", "api: [" * 3000])
-def test_bad_config(case: Case, text: str) -> None:
+def test_bad_config(tmp_path: Path, text: str) -> None:
+    case = new_case(tmp_path)
     check(merge(case, inputs(case), config(case, text)), 2, "config.yaml")
 
 
 @pytest.mark.parametrize("damage", ["garbage", "fifo", "loop", "outside", "empty"])
-def test_bad_rank_workbook(case: Case, damage: str) -> None:
+def test_bad_rank_workbook(tmp_path: Path, damage: str) -> None:
+    case = new_case(tmp_path)
     folder = inputs(case)
     victim = folder / "compare_result_rank1_20260101000000.xlsx"
     victim.unlink()
@@ -101,16 +106,19 @@ def test_bad_rank_workbook(case: Case, damage: str) -> None:
     assert not result_files(case.out)
 
 
-def test_input_folder_missing(case: Case) -> None:
+def test_input_folder_missing(tmp_path: Path) -> None:
+    case = new_case(tmp_path)
     check(merge(case, case.dumps / "nowhere", config(case)), 2, "nowhere")
 
 
-def test_full_disk(case: Case) -> None:
+def test_full_disk(tmp_path: Path) -> None:
+    case = new_case(tmp_path)
     check(merge(case, inputs(case), config(case), fsize=1024), 2, "multi_ranks_compare_merge_")
     assert not result_files(case.out)
 
 
-def test_formula_in_a_name_is_neutralised(case: Case) -> None:
+def test_formula_in_a_name_is_neutralised(tmp_path: Path) -> None:
+    case = new_case(tmp_path)
     from openpyxl import load_workbook
 
     check(
@@ -121,7 +129,8 @@ def test_formula_in_a_name_is_neutralised(case: Case) -> None:
     assert names and all(not str(n).startswith("=") for n in names)
 
 
-def test_signal_while_writing(case: Case) -> None:
+def test_signal_while_writing(tmp_path: Path) -> None:
+    case = new_case(tmp_path)
     prelude = (
         "import os, signal, msprobe_dask.writers.atomic as atomic\n"
         "_track = atomic.track\n"

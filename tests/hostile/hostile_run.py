@@ -1,19 +1,18 @@
-"""The hostile suite's runner: each case runs the real CLI in a forked child of a preloaded process
-(``forkserver.py``) and is checked the same way: exit code, one stderr line naming the file, no
-traceback, no temporary or partial file, no process left, nothing opened outside the case's dumps,
-config files and output folder."""
+"""The hostile suite's runner, imported by each test module (a conftest.py here would be a second
+module named conftest beside tests/conftest.py). Each case runs the real CLI in a forked child of a
+preloaded process (``forkserver.py``) and is checked the same way: exit code, one stderr line naming
+the file, no traceback, no temporary or partial file, no process left, nothing opened outside the
+case's dumps, config files and output folder."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pytest
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -122,23 +121,32 @@ def result_files(out: Path, pattern: str = "*") -> list[Path]:
     return sorted(p for p in out.rglob(pattern) if p.is_file()) if out.exists() else []
 
 
-@pytest.fixture(scope="session")
-def server() -> Iterator[subprocess.Popen[str]]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "forkserver.py")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
-    yield proc
-    assert proc.stdin is not None
-    proc.stdin.close()
-    proc.wait(timeout=30)
+_server: list[subprocess.Popen[str]] = []
 
 
-@pytest.fixture
-def case(tmp_path: Path, server: subprocess.Popen[str]) -> Case:
-    return Case(tmp_path, server)
+def _forkserver() -> subprocess.Popen[str]:
+    """The preloaded process, started by the first case of the session and ended with it."""
+    if not _server or _server[0].poll() is not None:
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        _server[:] = [
+            subprocess.Popen(
+                [sys.executable, str(HERE / "forkserver.py")],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+                cwd=ROOT,
+            )
+        ]
+        atexit.register(_stop, _server[0])
+    return _server[0]
+
+
+def _stop(server: subprocess.Popen[str]) -> None:
+    assert server.stdin is not None
+    server.stdin.close()
+    server.wait(timeout=30)
+
+
+def new_case(tmp_path: Path) -> Case:
+    return Case(tmp_path, _forkserver())
