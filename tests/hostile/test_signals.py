@@ -19,6 +19,8 @@ from hostile_run import ROOT, Case, Outcome, check, new_case, result_files
 SIGNALS = {"SIGINT": 130, "SIGTERM": 143}
 
 _KILL = "import os, signal\ndef _kill():\n    os.kill(os.getpid(), signal.{sig})\n"
+# a Ctrl-C at a terminal: SIGINT to the whole process group, the worker processes included
+_CTRL_C = "import os, signal\ndef _kill():\n    os.killpg(os.getpgid(0), signal.SIGINT)\n"
 # the moment, as a prelude run in the case's process before the command
 MOMENTS = {
     # an audit hook: the first open of a dump.json (by a task thread or a worker's parse)
@@ -91,6 +93,7 @@ def test_signal_in_this_process(tmp_path: Path, name: str, kind: str, moment: st
     [
         ("SIGTERM", "csv", "cluster"),
         ("SIGINT", "csv", "workers"),
+        ("Ctrl-C", "csv", "workers"),
         ("SIGTERM", "xlsx", "write"),
         ("SIGTERM", "vis.db", "workers"),
     ],
@@ -99,7 +102,8 @@ def test_signal_with_two_workers(tmp_path: Path, name: str, kind: str, moment: s
     case = new_case(tmp_path)
     target, golden = _dumps(case)
     command, *flags = COMMANDS[kind]
-    prelude = _KILL.format(sig=name) + MOMENTS[moment]
+    prelude = (_CTRL_C if name == "Ctrl-C" else _KILL.format(sig=name)) + MOMENTS[moment]
+    name = "SIGINT" if name == "Ctrl-C" else name
     args = ("-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q", "--workers", "2", *flags)
     outcome = case.run(command, *args, prelude=prelude)
     # distributed may warn first (a dashboard port in use, tasks cancelled): the last line is ours
