@@ -15,6 +15,7 @@ from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.summary.divergence import analyse_tables, apply_divergence
 from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.summary.table import summarise_table
+from msprobe_dask.writers.atomic import unused_name
 
 
 def add_tolerance_options(p: argparse.ArgumentParser) -> None:
@@ -70,7 +71,7 @@ def write_run_report(
         apply_divergence(summary, found)
     title = title or f"msprobe-dask compare report: {target} against {golden}"
     data = report_data(labelled, summary, found, title=title, target=target, golden=golden)
-    return write_report(out / f"report_{time.strftime('%Y%m%d%H%M%S')}.html", data)
+    return write_report(unused_name(out / f"report_{time.strftime('%Y%m%d%H%M%S')}.html"), data)
 
 
 def report_of_dumps(args: argparse.Namespace, out: Path, run: RunOptions) -> Path | None:

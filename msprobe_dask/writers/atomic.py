@@ -111,6 +111,16 @@ def atomic_path(final: Path) -> Iterator[Path]:
         untrack(tmp)
 
 
+def unused_name(path: Path) -> Path:
+    """``path``, or ``{stem}_1{suffix}``, ``_2``... if it is taken: for an output no script looks for by
+    its exact name (a second report of the same second)."""
+    candidate, n = path, 0
+    while os.path.lexists(candidate):
+        n += 1
+        candidate = path.with_name(f"{path.stem}_{n}{path.suffix}")
+    return candidate
+
+
 def publish(tmp: Path, final: Path) -> None:
     """Give the complete file ``tmp`` its name ``final``, unless a file of that name exists (a hard link
     fails then, where a rename would replace it); ``tmp`` stays for the caller to remove."""
