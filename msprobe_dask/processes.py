@@ -7,29 +7,17 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
-from collections.abc import Iterator
 
 # multiprocessing's resource tracker ignores SIGTERM and leaves by itself when this process is gone,
 # after removing what the workers left (semaphores, shared memory): it is left to do so
 _LEAVES_BY_ITSELF = "multiprocessing.resource_tracker"
 
 
-@contextlib.contextmanager
-def children_deaf_to_ctrl_c() -> Iterator[None]:
-    """Processes started in the block ignore SIGINT for good (an ignored signal stays ignored across
-    exec, and Python then installs no KeyboardInterrupt handler): a Ctrl-C at the terminal, sent to
-    the whole process group, reaches only this process, which stops them in order instead of each
-    printing a traceback. This process ignores a Ctrl-C during the block too (a cluster's start, about
-    a second); SIGTERM is heard throughout."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+def ignore_ctrl_c() -> None:
+    """For a worker process: ignore SIGINT, so that a Ctrl-C at the terminal (sent to the whole
+    process group) reaches only the run's own process, which stops the workers in order, instead of
+    each worker printing a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def direct_children() -> set[int]:

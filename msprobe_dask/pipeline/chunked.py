@@ -15,12 +15,13 @@ the rank's temporary file in the reference's order, and the file is renamed when
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 import math
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -28,12 +29,13 @@ from typing import Any
 
 from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.analysis.flow import Node
+from msprobe_dask.dump.confine import check_dump_file
 from msprobe_dask.dump.dumpjson import dump_facts, has_key, load_dump, load_stack
 from msprobe_dask.dump.entries import read_whole_dump_doc, scan_dump_doc
 from msprobe_dask.dump.fastjson import loads
 from msprobe_dask.dump.rows import LeafRow
 from msprobe_dask.dump.source import DumpSource
-from msprobe_dask.errors import DumpError
+from msprobe_dask.errors import DumpError, OutputError
 from msprobe_dask.pipeline.pairing import MatchOptions, pair_indices
 from msprobe_dask.pipeline.sides import Side, compare_mode, is_cross_framework, rows_of
 from msprobe_dask.pipeline.table import RowPair, build_table, columns_for, float_bench_columns
@@ -41,6 +43,7 @@ from msprobe_dask.summary.divergence import joined_nodes, rank_table_nodes
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
 from msprobe_dask.summary.table import merge_summaries, summarise_table
+from msprobe_dask.writers.atomic import publish, set_result_mode
 from msprobe_dask.writers.csv_writer import csv_lines, header_line
 
 PART_BYTES = 16 << 20
@@ -57,6 +60,7 @@ _STATISTICS_HEAD = re.compile(rb'\{\r?\n( +)"task": "statistics",')
 
 def is_statistics_dump(source: DumpSource) -> bool:
     """Whether dump.json says ``"task": "statistics"`` first, as msProbe writes it (read from its head)."""
+    check_dump_file(source.dump_json)  # a FIFO would block the read
     try:
         with open(source.dump_json, "rb") as f:
             head = f.read(256)
@@ -91,6 +95,7 @@ def scan_side(source: DumpSource, parts: int) -> SideScan:
     """Find the entries' spans; a file not laid out for them is parsed whole here (for its errors and
     header) and again by part 0."""
     path = source.dump_json
+    check_dump_file(path)
     try:
         with open(path, "rb") as f:
             text = f.read()
@@ -313,15 +318,25 @@ def part_file(path: Path) -> Path:
 
 
 def begin_file(path: Path, plan: Plan) -> PartWritten:
-    with open(part_file(path), "wb") as f:
+    with _writing(path), open(part_file(path), "wb") as f:
         f.write(header_line(plan.columns))
     return PartWritten(path, plan.columns)
 
 
 def append_part(previous: PartWritten, part: TablePart) -> PartWritten:
-    with open(part_file(previous.path), "ab") as f:
+    with _writing(previous.path), open(part_file(previous.path), "ab") as f:
         f.write(part.csv)
     return PartWritten(previous.path, previous.columns, part.rows, part.summary, part.nodes)
+
+
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """A write to the rank's temporary file that fails (a full disk) removes it and names ``path``."""
+    try:
+        yield
+    except OSError as exc:
+        part_file(path).unlink(missing_ok=True)
+        raise OutputError(path, f"cannot be written: {exc.strerror or exc}") from None
 
 
 def finish_file(label: str, head: PartWritten, *parts: PartWritten) -> WrittenRank:
@@ -333,8 +348,12 @@ def finish_file(label: str, head: PartWritten, *parts: PartWritten) -> WrittenRa
     if not sum(p.rows for p in parts):
         tmp.unlink()
         return WrittenRank(label, None, summary, nodes)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, head.path)
+    try:
+        with _writing(head.path):
+            set_result_mode(tmp)
+            publish(tmp, head.path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return WrittenRank(label, head.path, summary, nodes)
 
 

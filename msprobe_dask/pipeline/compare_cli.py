@@ -10,7 +10,7 @@ from pathlib import Path
 from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.dump.layouts import open_dump
 from msprobe_dask.errors import OutputError
-from msprobe_dask.pipeline.chunked import WrittenRank
+from msprobe_dask.pipeline.chunked import WrittenRank, part_file
 from msprobe_dask.pipeline.compare import RankResult, compare, compare_to_csv
 from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.scheduler import RunOptions
@@ -19,7 +19,7 @@ from msprobe_dask.summary.divergence import analyse_rank_nodes, apply_divergence
 from msprobe_dask.summary.model import GroupSummary, RunSummary
 from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.summary.text import print_run_end
-from msprobe_dask.writers.atomic import output_dir, prepare_output_dir
+from msprobe_dask.writers.atomic import output_dir, prepare_output_dir, track
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -102,6 +102,13 @@ def result_path(full_label: str, out: Path, xlsx: bool, stamp: str, debug: bool 
     path = out / result_name(label, ".xlsx" if xlsx else ".csv", stamp, debug)
     if path.exists():
         raise OutputError(path, "already exists and is not replaced; run again for a new name")
+    return path
+
+
+def tracked(path: Path) -> Path:
+    """``path``, whose temporary file the rank's tasks write wherever they run, removed by this
+    process if the run is stopped."""
+    track(part_file(path))
     return path
 
 
@@ -189,7 +196,7 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
     else:  # statistics ranks written part by part by their tasks
         results = compare_to_csv(
             *dumps,
-            lambda label: result_path(label, out, False, stamp, debug),
+            lambda label: tracked(result_path(label, out, False, stamp, debug)),
             match=match,
             run=run_options,
             skip_missing_ranks=skip,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from msprobe_dask.errors import ClusterError, ConfigError
+from msprobe_dask.processes import ignore_ctrl_c
 
 if TYPE_CHECKING:  # (stages imports dask: only when a run shows progress)
     from msprobe_dask.pipeline.stages import StageLog
@@ -229,7 +230,9 @@ def _in_processes(objs: Sequence[Any], processes: int) -> list[Any]:
 
     context = "fork" if sys.platform == "linux" else "spawn"
     try:
-        with dask.config.set({"multiprocessing.context": context}):
+        # the workers ignore a Ctrl-C to the process group: this process stops them (cli.main)
+        config = {"multiprocessing.context": context, "multiprocessing.initializer": ignore_ctrl_c}
+        with dask.config.set(config):
             return list(dask.compute(*objs, scheduler=dask.multiprocessing.get, num_workers=processes))
     except BrokenProcessPool:
         raise ClusterError(

@@ -40,8 +40,8 @@ def test_no_space_left(tmp_path: Path, kind: str) -> None:
     prelude = (
         "import builtins, errno, os, openpyxl.workbook.workbook as wb\n"
         "def full(*a, **k): raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))\n"
-        "import msprobe_dask.writers.csv_writer as c\n"
-        "c.csv.writer = full\n"
+        "import msprobe_dask.pipeline.chunked as chunked\n"
+        "chunked.header_line = full\n"
         "wb.Workbook.save = full\n"
     )
     outcome = _run(case, kind, prelude=prelude)

@@ -52,7 +52,7 @@ def test_mapping_file_that_is_a_fifo(tmp_path: Path) -> None:
 BUG = (
     "import msprobe_dask.pipeline.compare_cli as c\n"
     "def broken(*a, **k): raise KeyError('oops')\n"
-    "c.compare = broken\n"
+    "c.open_dump = broken\n"
 )
 
 
