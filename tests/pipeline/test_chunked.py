@@ -52,7 +52,7 @@ def test_parts_write_the_whole_tables_bytes(
     assert [w.label for w in written] == [t.label for t in tables] and tables
     for rank, whole in zip(written, tables):
         assert isinstance(rank, WrittenRank) and rank.path is not None
-        expected = write_csv(whole.table, tmp_path / "whole.csv").read_bytes()
+        expected = write_csv(whole.table, tmp_path / f"whole{whole.label.replace('/', '_')}.csv").read_bytes()
         assert rank.path.read_bytes() == expected
         t = whole.table
         whole_summary = summarise_table(whole.label, t.columns, t.rows, t.entries)
