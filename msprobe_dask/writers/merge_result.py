@@ -221,7 +221,7 @@ def _cell(value: Any) -> Any:
     if value == "":
         return None
     if isinstance(value, str):
-        return neutralise(value)  # openpyxl writes a text starting with '=' as a formula
+        return neutralise(value)  # D9: a spreadsheet would run it as a formula
     return value
 
 

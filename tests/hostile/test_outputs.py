@@ -38,11 +38,10 @@ def test_no_space_left(tmp_path: Path, kind: str) -> None:
     """ENOSPC from the file system, in the middle of the write."""
     case = new_case(tmp_path)
     prelude = (
-        "import builtins, errno, os, openpyxl.workbook.workbook as wb\n"
+        "import errno, os\n"
         "def full(*a, **k): raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))\n"
-        "import msprobe_dask.pipeline.chunked as chunked\n"
-        "chunked.header_line = full\n"
-        "wb.Workbook.save = full\n"
+        "import msprobe_dask.pipeline.chunked as chunked, msprobe_dask.writers.xlsx_writer as xlsx\n"
+        "chunked.header_line = xlsx.write_workbook = full\n"
     )
     outcome = _run(case, kind, prelude=prelude)
     check(outcome, 2, "No space left on device", "compare_result_")

@@ -58,6 +58,16 @@ MOMENTS = {
         "    return future\n"
         "pool.ProcessPoolExecutor.submit = _submitting\n"
     ),
+    # graph_visualize's LocalCluster workers are running the graph's tasks
+    "cluster": (
+        "import distributed\n"
+        "_compute = distributed.Client.compute\n"
+        "def _computing(self, *args, **kwargs):\n"
+        "    futures = _compute(self, *args, **kwargs)\n"
+        "    _kill()\n"
+        "    return futures\n"
+        "distributed.Client.compute = _computing\n"
+    ),
     # the worker processes are starting
     "pool": (
         "import concurrent.futures.process as pool\n"
@@ -100,7 +110,7 @@ def test_signal_in_this_process(tmp_path: Path, name: str, kind: str, moment: st
         ("SIGTERM", "csv", "pool"),
         ("SIGINT", "csv", "workers"),
         ("SIGTERM", "xlsx", "write"),
-        ("SIGTERM", "vis.db", "workers"),
+        ("SIGTERM", "vis.db", "cluster"),
     ],
 )
 def test_signal_with_two_workers(tmp_path: Path, name: str, kind: str, moment: str) -> None:
