@@ -23,11 +23,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "msprobe_dask"
 
 # (module prefix, layer); the longest matching prefix places a module. Lower layers import nothing above.
 LAYERS: list[tuple[str, int]] = [
-    # what every layer may use: errors, column names, the C-extension switch, atomic output files
+    # what every layer may use: errors, column names, the C-extension switch, atomic output files,
+    # the run's child processes
     ("msprobe_dask.errors", 0),
     ("msprobe_dask.columns", 0),
     ("msprobe_dask.native", 0),
     ("msprobe_dask.writers.atomic", 0),
+    ("msprobe_dask.processes", 0),  # the child processes a run started, stopped when it is
     ("msprobe_dask.dump", 1),
     ("msprobe_dask.match", 2),
     ("msprobe_dask.metrics", 3),
