@@ -10,7 +10,7 @@ endif
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.msprobe-dask-installed
 
-.PHONY: install demo test lint typecheck bench clean
+.PHONY: install demo test test-fast lint typecheck bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,7 @@ demo: install
 		-gp tests/data/tensor_mix/golden/dump.json -o out/demo/tensor --xlsx
 	$(PY) -m msprobe_dask graph_visualize -tp tests/data/multirank/target \
 		-gp tests/data/multirank/golden -o out/demo/graph
-	@echo "demo results are in out/demo/ (tensorboard --logdir out/demo/graph opens the graph)"
+	@echo "demo results are in out/demo/ (msprobe-dask view out/demo/graph opens the graph)"
 
 lint: install
 	$(PY) -m ruff check msprobe_dask tests workflows
@@ -40,6 +40,9 @@ typecheck: install
 
 test: lint typecheck
 	$(PY) -m pytest tests
+
+test-fast: lint typecheck  # all but the slow reference / plugin / viewer / cluster tests
+	$(PY) -m pytest tests -m "not slow"
 
 bench: install
 	$(PY) workflows/bench_compare.py

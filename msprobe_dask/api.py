@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from msprobe_dask.cli_args import graph_dump_folder
 from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.results.compare import CompareResult, ResultTable
 from msprobe_dask.results.graph import GraphResult, graph_views
@@ -107,8 +108,8 @@ def graph(
             golden is not None,
         )
     result = build_graphs(
-        target,
-        golden,
+        graph_dump_folder(target),
+        graph_dump_folder(golden) if golden is not None else None,
         overflow_check=overflow_check,
         fuzzy_match=fuzzy_match,
         layer_mapping=layer_mapping,

@@ -15,6 +15,8 @@ import sys
 import traceback
 from typing import Any
 
+from msprobe_dask import __version__
+from msprobe_dask.cli_args import examples_text
 from msprobe_dask.errors import Terminated, UserError
 from msprobe_dask.processes import direct_children, stop_children
 from msprobe_dask.writers.atomic import remove_temporaries
@@ -25,12 +27,23 @@ COMMAND_MODULES = {
     "merge_result": "msprobe_dask.pipeline.merge_cli",
     "convert": "msprobe_dask.pipeline.convert_cli",
     "report": "msprobe_dask.report.cli",
+    "view": "msprobe_dask.view_cli",
 }
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every sub-command, or only of the one named in ``argv`` (it imports less)."""
-    parser = argparse.ArgumentParser(prog="msprobe-dask", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="msprobe-dask",
+        description=__doc__.splitlines()[0],
+        epilog=examples_text(
+            "msprobe-dask compare -tp run_npu/dump.json -gp run_gpu/dump.json -o out",
+            "msprobe-dask graph_visualize -tp run_npu -gp run_gpu -o out && msprobe-dask view out",
+            "msprobe-dask COMMAND --help                 # each command's options and examples",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
     subparsers = parser.add_subparsers(dest="command", required=True)
     named = next((a for a in argv or () if not a.startswith("-")), None)

@@ -18,6 +18,15 @@ assert "numpy" not in sys.modules, "numpy was imported before the BLAS kernel wa
 import pytest  # noqa: E402 (after the BLAS pin above)
 
 DATA = Path(__file__).parent / "data"
+# the slow tests (`make test-fast` leaves them out): cell-for-cell reference runs, the real TensorBoard
+# plugin and viewer, real dask clusters
+SLOW_FILES = ("_reference.py", "test_plugin.py", "test_view.py", "test_cluster.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name.endswith(SLOW_FILES):
+            item.add_marker(pytest.mark.slow)
 
 
 def case_dir(case: str) -> Path:

@@ -6,29 +6,40 @@ import argparse
 import sys
 from pathlib import Path
 
+from msprobe_dask.cli_args import (
+    add_command,
+    add_output,
+    add_run_options,
+    add_sides,
+    graph_dump_folder,
+    parallel_size,
+)
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     from msprobe_dask.report.cli import add_tolerance_options
 
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "graph_visualize",
-        help="build (or compare) model hierarchy graphs into a vis.db for tb-graph-ascend",
-        description="Build the model hierarchy of a dump (-tp) or compare two dumps (-tp, -gp) into "
-        "build_{ts}.vis.db / compare_{ts}.vis.db, for `tensorboard --logdir OUT` with tb-graph-ascend.",
+        "build (one dump) or compare (two) the model hierarchy graphs into build_{ts}.vis.db / "
+        "compare_{ts}.vis.db, for `msprobe-dask view OUT` (TensorBoard with tb-graph-ascend)",
+        "msprobe-dask graph_visualize -tp run_npu -o out                       # build",
+        "msprobe-dask graph_visualize -tp run_npu/dump.json -gp run_gpu/dump.json -o out   # compare",
+        "msprobe-dask graph_visualize -tp run_npu -gp run_gpu -o out -oc       # + overflow levels",
+        "msprobe-dask graph_visualize -tp run_npu/step0 -gp run_gpu/step0 -o out   # every rank",
+        "msprobe-dask graph_visualize -tp run --rank_size 4 --tp 2 --pp 2 -o out   # merge TP/PP ranks",
+        "msprobe-dask view out                                                 # open it in a browser",
     )
-    p.add_argument(
-        "-tp", "--target_path", dest="target_path", required=True, help="debug side (NPU) dump folder"
-    )
-    p.add_argument(
-        "-o", "--output_path", dest="output_path", required=True, help="output folder (created if missing)"
-    )
-    p.add_argument("-gp", "--golden_path", dest="golden_path", help="bench side dump folder: compare mode")
+    add_sides(p, golden_required=False, golden_help="golden side (Bench), as TARGET: compare mode")
+    add_output(p, required=True)
     p.add_argument(
         "-lm",
         "--layer_mapping",
         dest="layer_mapping",
         nargs="?",
         const=True,
+        metavar="YAML",
         help="match layers across frameworks; optionally a yaml mapping file",
     )
     p.add_argument(
@@ -59,18 +70,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         action="store_true",
         help="log progress as PROGRESS: {json} lines",
     )
-    p.add_argument("--rank_size", type=int, nargs="+", help="parallel merge: world size (one value per side)")
-    p.add_argument("--tp", type=int, nargs="+", help="parallel merge: tensor parallel size")
-    p.add_argument("--pp", type=int, nargs="+", help="parallel merge: pipeline parallel size")
-    p.add_argument("--vpp", type=int, nargs="+", default=[1], help="parallel merge: virtual pipeline size")
+    for flag, what, default in (
+        ("--rank_size", "world size", None),
+        ("--tp", "tensor-parallel size", None),
+        ("--pp", "pipeline-parallel size", None),
+        ("--vpp", "virtual-pipeline size", [1]),
+    ):
+        p.add_argument(
+            flag,
+            type=parallel_size(flag, what),
+            nargs="+",
+            default=default,
+            metavar="N",
+            help=f"parallel merge: the {what} (one value, or one per side)",
+        )
     p.add_argument("--order", nargs="+", default=["tp-cp-ep-dp-pp"], help="parallel merge: rank order")
     p.add_argument(
         "--file_type", choices=("db", "json"), default="db", help="output type (json: merge builds only)"
     )
-    p.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://host:8786)")
-    p.add_argument("--workers", type=int, default=0, help="start a local cluster of N worker processes")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, only errors and the result")
-    p.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
+    add_run_options(p)
     p.add_argument(
         "--report",
         action="store_true",
@@ -150,8 +168,8 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         path = graph_visualize(
-            args.target_path,
-            args.golden_path,
+            graph_dump_folder(args.target_path),
+            graph_dump_folder(args.golden_path) if args.golden_path else None,
             output_path=args.output_path,
             overflow_check=args.overflow_check,
             fuzzy_match=args.fuzzy_match,

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from msprobe_dask.analysis.divergence import Tolerance
+from msprobe_dask.cli_args import add_command, add_output, add_run_options, add_sides
 from msprobe_dask.dump.layouts import open_dump
 from msprobe_dask.errors import OutputError
 from msprobe_dask.pipeline.chunked import WrittenRank, part_file
@@ -23,10 +24,19 @@ from msprobe_dask.writers.atomic import output_dir, prepare_output_dir, track
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("compare", help="compare a target dump with a golden dump (msprobe compare)")
-    p.add_argument("-tp", "--target_path", required=True, help="target (NPU) dump.json or dump folder")
-    p.add_argument("-gp", "--golden_path", required=True, help="golden (bench) dump.json or dump folder")
-    p.add_argument("-o", "--output_path", default="./output", help="output folder (default ./output)")
+    p = add_command(
+        subparsers,
+        "compare",
+        "compare a target dump with a golden dump (msprobe compare): a csv or xlsx per (step, rank)",
+        "msprobe-dask compare -tp run_npu/dump.json -gp run_gpu/dump.json -o out",
+        "msprobe-dask compare -tp run_npu/step0 -gp run_gpu/step0 -o out --xlsx   # every rank",
+        "msprobe-dask compare -tp run_npu -gp run_gpu -o out -da                  # + first divergence",
+        "msprobe-dask compare -tp ms_run -gp pt_run -o out -am                    # MindSpore vs PyTorch",
+        "msprobe-dask compare -tp kernel_a -gp kernel_b -o out --rank 0,1 --step 0",
+        "msprobe-dask compare -tp A -gp B -o out --scheduler tcp://HOST:8786       # on a dask cluster",
+    )
+    add_sides(p, golden_required=True)
+    add_output(p, required=False)
     p.add_argument("--xlsx", action="store_true", help="write .xlsx instead of .csv")
     p.add_argument("-fm", "--fuzzy_match", action="store_true", help="pair entries that differ in call count")
     p.add_argument(
@@ -62,12 +72,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "-tensor_log", "--is_print_compare_log", action="store_true", help="log every row's tensor metrics"
     )
-    p.add_argument(
-        "-q", "--quiet", action="store_true", help="no progress bar, only errors and the result path"
-    )
-    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on this running dask scheduler")
-    p.add_argument("--workers", type=int, default=0, help="start a local cluster of N worker processes")
-    p.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
+    add_run_options(p)
     p.add_argument(
         "-da",
         "--diff_analyze",
@@ -78,8 +83,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--report", action="store_true", help="also write OUT/report_{ts}.html (as msprobe-dask report OUT)"
     )
     add_tolerance_options(p)
-    p.add_argument("--rank", help="static-graph kernel dumps: compare these ranks only (0,1,...)")
-    p.add_argument("--step", help="static-graph kernel dumps: compare these steps only (0,1,...)")
+    p.add_argument("--rank", metavar="0,1,...", help="static-graph kernel dumps: compare these ranks only")
+    p.add_argument("--step", metavar="0,1,...", help="static-graph kernel dumps: compare these steps only")
     p.add_argument(
         "--skip-missing-ranks",
         dest="skip_missing_ranks",

@@ -11,19 +11,27 @@ import argparse
 import os
 from pathlib import Path
 
+from msprobe_dask.cli_args import add_command, add_run_options
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("convert", help="rewrite a dump as a zarr store (tensors as compressed arrays)")
-    p.add_argument("dump", help="a dump folder (any layout: a rank, rank*/, step*/rank*/...)")
-    p.add_argument(
-        "-o", "--output", required=True, help="the store to create, e.g. run.zarr (never overwritten)"
+    p = add_command(
+        subparsers,
+        "convert",
+        "rewrite a dump as a zarr store (tensors as compressed arrays)",
+        "msprobe-dask convert run_npu -o run_npu.zarr",
+        "msprobe-dask compare -tp run_npu.zarr -gp run_gpu.zarr -o out --scheduler tcp://HOST:8786",
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on this running dask scheduler")
-    p.add_argument("--workers", type=int, default=0, help="start a local cluster of N worker processes")
-    p.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
+    p.add_argument("dump", metavar="DUMP", help="a dump folder (any layout: a rank, rank*/, step*/rank*/...)")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="STORE",
+        required=True,
+        help="the store to create, e.g. run.zarr (never overwritten)",
+    )
+    add_run_options(p)
     p.set_defaults(run=run)
 
 

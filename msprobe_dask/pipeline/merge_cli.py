@@ -10,6 +10,7 @@ import argparse
 import sys
 import time
 
+from msprobe_dask.cli_args import add_command, add_output, add_run_options
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 from msprobe_dask.writers.atomic import output_dir
 from msprobe_dask.writers.merge_result import (
@@ -22,11 +23,21 @@ from msprobe_dask.writers.merge_result import (
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("merge_result", help="merge the communication ops of multi-rank xlsx results")
-    p.add_argument(
-        "-i", "--input_dir", required=True, help="folder of compare_result_rank{N}_{ts}.xlsx files"
+    p = add_command(
+        subparsers,
+        "merge_result",
+        "merge the communication ops of multi-rank xlsx results into one workbook (msprobe merge_result)",
+        "msprobe-dask compare -tp run_npu/step0 -gp run_gpu/step0 -o xlsx_dir --xlsx",
+        "msprobe-dask merge_result -i xlsx_dir -o out -config config.yaml",
     )
-    p.add_argument("-o", "--output_dir", required=True, help="output folder")
+    p.add_argument(
+        "-i",
+        "--input_dir",
+        metavar="XLSX_DIR",
+        required=True,
+        help="folder of compare_result_rank{N}_{ts}.xlsx files",
+    )
+    add_output(p, required=True, flags=("-o", "--output_dir"))
     p.add_argument(
         "-config",
         "--config-path",
@@ -34,9 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         required=True,
         help="yaml with 'api' (entry prefixes) and optionally 'compare_index' (columns)",
     )
-    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on this running dask scheduler")
-    p.add_argument("--workers", type=int, default=0, help="start a local cluster of N worker processes")
-    p.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
+    add_run_options(p, quiet=False)
     p.set_defaults(run=run)
 
 

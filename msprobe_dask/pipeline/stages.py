@@ -35,6 +35,7 @@ STAGES = {
     "match_parts": Stage("parse and match", "ranks"),  # pipeline/chunked.py: a rank's parts
     "table_part": Stage("judge", "parts"),
     "compare_job": Stage("kernel compare", "rank-steps"),
+    "convert_files": Stage("convert", "batches"),
     "measure_batch": Stage("tensor metrics", "batches"),
     "as_batch": Stage("tensor metrics", "batches"),
     "assemble": Stage("judge", "ranks"),

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_dask.analysis.divergence import Divergence, Tolerance
+from msprobe_dask.cli_args import add_command
 from msprobe_dask.errors import UserError
 from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.summary.divergence import analyse_tables, apply_divergence
@@ -35,11 +36,14 @@ def add_tolerance_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "report",
-        help="one self-contained HTML file about the compare results in OUT",
-        description="Write OUT/report_{ts}.html from the compare_result_*.csv/.xlsx files below OUT: error "
-        "along execution order per rank, first divergence per rank and step, summary, top rows.",
+        "one self-contained HTML file about the compare results in OUT: OUT/report_{ts}.html from the "
+        "compare_result_*.csv/.xlsx files below OUT (error along execution order per rank, first "
+        "divergence per rank and step, summary, top rows)",
+        "msprobe-dask report out",
+        "msprobe-dask compare -tp run_npu -gp run_gpu -o out --report   # the same, in the compare",
     )
     p.add_argument("output_path", metavar="OUT", help="a compare's output folder")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the report's path")
