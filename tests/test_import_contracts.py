@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, int]] = [
     ("msprobe_dask.errors", 0),
     ("msprobe_dask.columns", 0),
     ("msprobe_dask.native", 0),
+    ("msprobe_dask.cli_args", 0),  # the arguments every command shares (argparse only)
     ("msprobe_dask.writers.atomic", 0),
     ("msprobe_dask.processes", 0),  # the child processes a run started, stopped when it is
     ("msprobe_dask.dump", 1),
@@ -44,6 +45,7 @@ LAYERS: list[tuple[str, int]] = [
     ("msprobe_dask.graph.cli", 7),
     ("msprobe_dask.analysis.cli", 7),
     ("msprobe_dask.cli", 7),
+    ("msprobe_dask.view_cli", 7),
     ("msprobe_dask.api", 7),
     ("msprobe_dask.report", 7),  # the HTML report of a run
     ("msprobe_dask.results", 7),  # the Python API's typed results: summaries, csv/xlsx of a finished run
