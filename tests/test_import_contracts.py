@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, int]] = [
     ("msprobe_dask.analysis.cli", 7),
     ("msprobe_dask.cli", 7),
     ("msprobe_dask.view_cli", 7),
+    ("msprobe_dask", 7),  # the package's __init__: msprobe_dask.compare / .graph, the API on first use
     ("msprobe_dask.api", 7),
     ("msprobe_dask.report", 7),  # the HTML report of a run
     ("msprobe_dask.results", 7),  # the Python API's typed results: summaries, csv/xlsx of a finished run
