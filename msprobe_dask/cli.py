@@ -19,7 +19,7 @@ from msprobe_dask import __version__
 from msprobe_dask.cli_args import examples_text
 from msprobe_dask.errors import Terminated, UserError
 from msprobe_dask.processes import direct_children, stop_children
-from msprobe_dask.writers.atomic import remove_temporaries
+from msprobe_dask.writers.atomic import begin_run, remove_temporaries
 
 COMMAND_MODULES = {
     "compare": "msprobe_dask.pipeline.compare_cli",
@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     previous = _handlers() if _in_main_thread() else None
     unraisable_hook, children = sys.unraisablehook, direct_children()
+    begin_run()
     if previous is not None:
         signal.signal(signal.SIGTERM, _raise_terminated)
     try:
@@ -125,6 +126,8 @@ def console_main() -> None:
     teardown, which frees a big run's objects one by one (2-4 s after a 100,000-node graph_visualize).
     Every output file is complete and renamed before ``main`` returns."""
     code = main()
+    if code:  # a task thread of a stopped run may have created a temporary since main removed them
+        remove_temporaries()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

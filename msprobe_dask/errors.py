@@ -46,6 +46,12 @@ class StoreError(UserError):
     """A zarr store (a converted dump) that is damaged, incomplete or cannot be reached."""
 
 
+class RunStopped(BaseException):
+    """Raised in a task thread that would begin or publish a result after the run was stopped by a
+    signal (the main thread is unwinding): a BaseException, so that no task's error handling takes it
+    for a failure of its own."""
+
+
 class Terminated(BaseException):
     """SIGTERM, raised in the main thread like KeyboardInterrupt for SIGINT: the run unwinds, removing
     its temporaries, and the CLI exits 143."""

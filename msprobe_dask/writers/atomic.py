@@ -10,11 +10,12 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from msprobe_dask.errors import OutputError
+from msprobe_dask.errors import OutputError, RunStopped
 
 FILE_MODE = 0o640
 FOLDER_MODE = 0o750
 _temporaries: set[str] = set()  # being written, removed by remove_temporaries if the run is stopped
+_stopped = False  # the run is stopped: no temporary may be begun or published any more
 
 
 def _umask() -> int:
@@ -24,8 +25,26 @@ def _umask() -> int:
 
 
 def track(path: str | Path) -> None:
-    """``path`` is a temporary file of this run until ``untrack``: removed if the run is stopped."""
+    """``path`` is a temporary file of this run until ``untrack``: removed if the run is stopped. A
+    task thread that begins one after the run was stopped (the main thread unwinding from a signal)
+    gets ``RunStopped`` and the file is removed."""
     _temporaries.add(str(path))
+    check_running()
+
+
+def begin_run() -> None:
+    """A new run in this process (the CLI's ``main``): nothing stopped, nothing tracked."""
+    global _stopped
+    _stopped = False
+    _temporaries.clear()
+
+
+def check_running() -> None:
+    """Raise ``RunStopped`` (removing this run's temporaries) once the run has been stopped: called
+    before a temporary is begun and before a result is published."""
+    if _stopped:
+        remove_temporaries()
+        raise RunStopped("the run was stopped")
 
 
 def untrack(path: str | Path) -> None:
@@ -33,13 +52,16 @@ def untrack(path: str | Path) -> None:
 
 
 def remove_temporaries() -> None:
-    """Remove every temporary file still being written (a run stopped by a signal, from any thread),
-    with SQLite's companion files."""
+    """Stop the run's writing: remove every temporary file still being written (a run stopped by a
+    signal, from any thread), with SQLite's companion files. They stay tracked, and a task thread still
+    writing can begin or publish nothing more (``check_running``), so a second call as the process
+    leaves removes what such a thread created meanwhile."""
+    global _stopped
+    _stopped = True
     for tmp in list(_temporaries):
         for suffix in ("", "-wal", "-shm", "-journal"):
             with contextlib.suppress(OSError):
                 os.unlink(tmp + suffix)
-        untrack(tmp)
 
 
 def set_result_mode(path: str | Path) -> None:
@@ -102,6 +124,7 @@ def atomic_path(final: Path) -> Iterator[Path]:
     try:
         yield Path(tmp)
         set_result_mode(tmp)
+        check_running()
         publish(Path(tmp), final)
     except OSError as exc:
         raise OutputError(final, f"cannot be written: {exc.strerror or exc}") from None

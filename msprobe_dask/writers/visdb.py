@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from msprobe_dask.errors import OutputError
-from msprobe_dask.writers.atomic import set_result_mode, track, untrack
+from msprobe_dask.writers.atomic import check_running, set_result_mode, track, untrack
 from msprobe_dask.writers.packed_rows import ERRORS, open_db, pack_rows
 
 NODES_DDL = """CREATE TABLE tb_nodes (
@@ -216,6 +216,7 @@ class VisdbWriter:
         self._close()
         try:
             set_result_mode(self._tmp)
+            check_running()
             os.replace(self._tmp, self.path)
             untrack(self._tmp)
         except OSError as exc:

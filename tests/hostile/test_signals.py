@@ -18,7 +18,14 @@ from hostile_run import ROOT, Case, Outcome, check, new_case, result_files
 
 SIGNALS = {"SIGINT": 130, "SIGTERM": 143}
 
-_KILL = "import os, signal\ndef _kill():\n    os.kill(os.getpid(), signal.{sig})\n"
+# sent to the main thread, as the kernel delivers a Ctrl-C or a kill from another process: sent to the
+# process from a task thread, it would be taken by that thread, and Python would run its handler only
+# once the main thread wakes (when that task is done: a vis.db already published)
+_KILL = (
+    "import signal, threading\n"
+    "def _kill():\n"
+    "    signal.pthread_kill(threading.main_thread().ident, signal.{sig})\n"
+)
 # the moment, as a prelude run in the case's process before the command
 MOMENTS = {
     # an audit hook: the first open of a dump.json (by a task thread or a worker's parse)

@@ -1,0 +1,47 @@
+"""A run stopped by a signal: the main thread removes the temporaries while a task thread may still be
+writing; that thread can then neither begin a result nor publish one (the race behind a vis.db left
+beside a run stopped at its write)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from msprobe_dask.errors import RunStopped
+from msprobe_dask.writers import atomic
+from msprobe_dask.writers.visdb import VisdbWriter
+
+
+@pytest.fixture(autouse=True)
+def _new_run() -> Iterator[None]:
+    atomic.begin_run()
+    yield
+    atomic.begin_run()
+
+
+def test_a_result_begun_after_the_stop_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
+    atomic.remove_temporaries()  # the main thread, unwinding from SIGINT
+    with pytest.raises(RunStopped), atomic.atomic_path(tmp_path / "result.csv"):
+        pass
+    with pytest.raises(RunStopped):
+        VisdbWriter(tmp_path / "build.vis.db")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_result_written_across_the_stop_is_not_published(tmp_path: Path) -> None:
+    with pytest.raises(RunStopped), atomic.atomic_path(tmp_path / "result.csv") as tmp:
+        tmp.write_text("a,b\n")
+        atomic.remove_temporaries()  # the stop comes while this thread writes
+        tmp.write_text("a,b\n1,2\n")  # it goes on writing, then would publish
+    atomic.remove_temporaries()  # the CLI's last sweep as the process leaves
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_new_run_in_the_same_process_writes_again(tmp_path: Path) -> None:
+    atomic.remove_temporaries()
+    atomic.begin_run()
+    with atomic.atomic_path(tmp_path / "result.csv") as tmp:
+        tmp.write_text("a\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["result.csv"]
