@@ -59,10 +59,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, exiting: bool = False) -> int:
     """Run one command; the exit code: 0 done, 1 rows that could not be read or an internal bug (one
     line asking for a report), 2 a user mistake (one line), 130 / 143 stopped by SIGINT / SIGTERM.
-    Whatever the ending, the temporary files are removed and the child processes stopped."""
+    Whatever the ending, the temporary files are removed and the child processes stopped. ``exiting``:
+    the process leaves right after (console_main), so a stopped run stays stopped for the task threads
+    still running; else (a caller in the same process) writing is allowed again on return."""
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
     previous = _handlers() if _in_main_thread() else None
@@ -85,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     finally:
         sys.unraisablehook = unraisable_hook
+        if not exiting:
+            begin_run()
         if previous is not None:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -125,7 +129,7 @@ def console_main() -> None:
     """``msprobe-dask`` / ``python -m msprobe_dask``: run, flush, and leave without the interpreter's
     teardown, which frees a big run's objects one by one (2-4 s after a 100,000-node graph_visualize).
     Every output file is complete and renamed before ``main`` returns."""
-    code = main()
+    code = main(exiting=True)
     if code:  # a task thread of a stopped run may have created a temporary since main removed them
         remove_temporaries()
     sys.stdout.flush()

@@ -59,7 +59,7 @@ def _child(request: dict) -> int:
         exec(request["prelude"], {})
     _record_opens(request["opened"], os.path.realpath(request["root"]))
     try:
-        return cli.main(request["argv"])
+        return cli.main(request["argv"], exiting=True)  # the child leaves right after, as console_main
     except SystemExit as exc:  # argparse
         return exc.code if isinstance(exc.code, int) else 2
     except BaseException:  # what the interpreter would do

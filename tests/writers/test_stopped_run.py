@@ -45,3 +45,13 @@ def test_a_new_run_in_the_same_process_writes_again(tmp_path: Path) -> None:
     with atomic.atomic_path(tmp_path / "result.csv") as tmp:
         tmp.write_text("a\n")
     assert [p.name for p in tmp_path.iterdir()] == ["result.csv"]
+
+
+def test_a_failed_command_in_this_process_leaves_writing_allowed(tmp_path: Path) -> None:
+    """``main`` called in-process (not leaving after it): its failure does not stop later writes."""
+    from msprobe_dask.cli import main
+
+    assert main(["compare", "-tp", str(tmp_path / "missing"), "-gp", str(tmp_path), "-o", str(tmp_path)]) == 2
+    with atomic.atomic_path(tmp_path / "result.csv") as tmp:
+        tmp.write_text("a\n")
+    assert (tmp_path / "result.csv").exists()
