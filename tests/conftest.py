@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -48,3 +49,10 @@ def read_csv(path: Path) -> list[list[str]]:
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -m msprobe_dask ARGS`` in a fresh process, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "msprobe_dask", *args], capture_output=True, text=True, timeout=timeout
+    )

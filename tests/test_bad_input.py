@@ -4,19 +4,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import case_dir
+from conftest import case_dir, run_cli
 
 GOOD = case_dir("stat_mix") / "golden" / "dump.json"
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "msprobe_dask", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 def assert_user_error(proc: subprocess.CompletedProcess[str], *words: str) -> None:

@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
-from conftest import case_dir
+from conftest import case_dir, run_cli
 
 from msprobe_dask.pipeline.stages import Stage, StageLog, StageProgress
 
 LINE = re.compile(r"^(.+?) ([\d,]+)/([\d,]+)(?: (\w[\w-]*))? \(\d+\.\d s\)$")
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "msprobe_dask", *args], capture_output=True, text=True, timeout=300
-    )
+def run_ok(*args: str) -> subprocess.CompletedProcess[str]:
+    proc = run_cli(*args, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -33,7 +30,7 @@ def stage_lines(stderr: str) -> dict[str, tuple[int, int, str | None]]:
 
 def test_compare_logs_a_line_per_stage(tmp_path: Path) -> None:
     data = case_dir("multirank")
-    proc = run_cli("compare", "-tp", str(data / "target"), "-gp", str(data / "golden"), "-o", str(tmp_path))
+    proc = run_ok("compare", "-tp", str(data / "target"), "-gp", str(data / "golden"), "-o", str(tmp_path))
     assert stage_lines(proc.stderr) == {
         "parse and match": (8, 8, "ranks"),
         "judge": (8, 8, "parts"),  # one part per rank (pipeline/chunked.py)
@@ -43,7 +40,7 @@ def test_compare_logs_a_line_per_stage(tmp_path: Path) -> None:
 
 def test_tensor_compare_logs_metrics_and_judge(tmp_path: Path) -> None:
     data = case_dir("tensor_mix")
-    proc = run_cli("compare", "-tp", str(data / "target"), "-gp", str(data / "golden"), "-o", str(tmp_path))
+    proc = run_ok("compare", "-tp", str(data / "target"), "-gp", str(data / "golden"), "-o", str(tmp_path))
     stages = stage_lines(proc.stderr)
     assert list(stages) == ["parse and match", "tensor metrics", "judge", "write csv"]
     done, total, unit = stages["tensor metrics"]
@@ -52,7 +49,7 @@ def test_tensor_compare_logs_metrics_and_judge(tmp_path: Path) -> None:
 
 def test_graph_visualize_logs_its_stages(tmp_path: Path) -> None:
     data = case_dir("multirank")
-    proc = run_cli(
+    proc = run_ok(
         "graph_visualize", "-tp", str(data / "target"), "-gp", str(data / "golden"), "-o", str(tmp_path)
     )
     assert stage_lines(proc.stderr) == {
@@ -67,7 +64,7 @@ def test_graph_visualize_logs_its_stages(tmp_path: Path) -> None:
 
 def test_quiet_logs_no_stage(tmp_path: Path) -> None:
     data = case_dir("multirank")
-    proc = run_cli(
+    proc = run_ok(
         "compare", "-q", "-tp", str(data / "target"), "-gp", str(data / "golden"), "-o", str(tmp_path)
     )
     assert proc.stderr == ""

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import case_dir, read_csv
+from conftest import case_dir, read_csv, run_cli
 
 from msprobe_dask.cli import main
 from msprobe_dask.summary.kinds import kind_key
@@ -166,26 +166,10 @@ def test_the_summary_leaves_no_side_files_beside_the_visdb(tmp_path: Path) -> No
     """graph_visualize prints its summary read back from the vis.db: that read leaves no -wal or -shm
     file beside it (a read-only connection to a WAL-mode file cannot remove them), also in a folder
     whose name needs quoting in a URI."""
-    import subprocess
-    import sys
-
     out = tmp_path / "out #1 ?%"
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "msprobe_dask",
-            "graph_visualize",
-            "-tp",
-            str(case_dir("stat_mix") / "target"),
-            "-gp",
-            str(case_dir("stat_mix") / "golden"),
-            "-o",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    stat_mix = case_dir("stat_mix")
+    run = run_cli(
+        "graph_visualize", "-tp", str(stat_mix / "target"), "-gp", str(stat_mix / "golden"), "-o", str(out)
     )
     assert run.returncode == 0, run.stderr
     names = [p.name for p in out.iterdir()]
