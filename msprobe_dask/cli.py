@@ -19,7 +19,7 @@ from msprobe_dask import __version__
 from msprobe_dask.cli_args import examples_text
 from msprobe_dask.errors import Terminated, UserError
 from msprobe_dask.processes import direct_children, stop_children
-from msprobe_dask.writers.atomic import begin_run, remove_temporaries
+from msprobe_dask.writers.atomic import begin_run, remove_temporaries, stop_writing
 
 COMMAND_MODULES = {
     "compare": "msprobe_dask.pipeline.compare_cli",
@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None, exiting: bool = False) -> int:
     unraisable_hook, children = sys.unraisablehook, direct_children()
     begin_run()
     if previous is not None:
-        signal.signal(signal.SIGTERM, _raise_terminated)
+        signal.signal(signal.SIGTERM, _raise_stopped)
+        signal.signal(signal.SIGINT, _raise_stopped)
     try:
         args = build_parser(argv).parse_args(argv)
         return int(args.run(args) or 0)
@@ -104,7 +105,12 @@ def _handlers() -> dict[int, Any]:
     return {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
 
 
-def _raise_terminated(signum: int, frame: object) -> None:
+def _raise_stopped(signum: int, frame: object) -> None:
+    """SIGINT / SIGTERM: from this moment no task thread begins or publishes a result (the scheduler
+    may wait for its running tasks before the exception reaches ``main``), then unwind."""
+    stop_writing()
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise Terminated(signum)
 
 

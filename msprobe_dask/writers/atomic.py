@@ -51,13 +51,18 @@ def untrack(path: str | Path) -> None:
     _temporaries.discard(str(path))
 
 
+def stop_writing() -> None:
+    """The run is stopped (a signal's handler): from now on ``check_running`` refuses."""
+    global _stopped
+    _stopped = True
+
+
 def remove_temporaries() -> None:
     """Stop the run's writing: remove every temporary file still being written (a run stopped by a
     signal, from any thread), with SQLite's companion files. They stay tracked, and a task thread still
     writing can begin or publish nothing more (``check_running``), so a second call as the process
     leaves removes what such a thread created meanwhile."""
-    global _stopped
-    _stopped = True
+    stop_writing()
     for tmp in list(_temporaries):
         for suffix in ("", "-wal", "-shm", "-journal"):
             with contextlib.suppress(OSError):
@@ -124,7 +129,6 @@ def atomic_path(final: Path) -> Iterator[Path]:
     try:
         yield Path(tmp)
         set_result_mode(tmp)
-        check_running()
         publish(Path(tmp), final)
     except OSError as exc:
         raise OutputError(final, f"cannot be written: {exc.strerror or exc}") from None
@@ -146,7 +150,9 @@ def unused_name(path: Path) -> Path:
 
 def publish(tmp: Path, final: Path) -> None:
     """Give the complete file ``tmp`` its name ``final``, unless a file of that name exists (a hard link
-    fails then, where a rename would replace it); ``tmp`` stays for the caller to remove."""
+    fails then, where a rename would replace it); ``tmp`` stays for the caller to remove. Nothing is
+    published once the run was stopped (``check_running``)."""
+    check_running()
     try:
         os.link(tmp, final)
     except FileExistsError:

@@ -55,3 +55,17 @@ def test_a_failed_command_in_this_process_leaves_writing_allowed(tmp_path: Path)
     with atomic.atomic_path(tmp_path / "result.csv") as tmp:
         tmp.write_text("a\n")
     assert (tmp_path / "result.csv").exists()
+
+
+def test_the_signal_handler_stops_writing_at_once(tmp_path: Path) -> None:
+    """The scheduler may wait for its running tasks before the signal's exception reaches ``main``:
+    the handler itself stops the writing, so a task finishing meanwhile publishes nothing."""
+    import signal
+
+    from msprobe_dask.cli import _raise_stopped  # the handler main installs
+
+    with pytest.raises(KeyboardInterrupt):
+        _raise_stopped(signal.SIGINT, None)
+    with pytest.raises(RunStopped), atomic.atomic_path(tmp_path / "result.csv") as tmp:
+        tmp.write_text("a\n")
+    assert list(tmp_path.iterdir()) == []
