@@ -15,8 +15,7 @@ from typing import Any
 from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
 from msprobe_dask.dump.rows import NA
 from msprobe_dask.metrics.stats import relative_fraction
-from msprobe_dask.pipeline.compare import Matched
-from msprobe_dask.pipeline.table import build_table
+from msprobe_dask.table import Matched, build_table
 
 RELATIVE_COLUMNS = ("MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
 THRESHOLD = 0.5  # diff_analyze_threshold.yaml: each relative error, as a fraction

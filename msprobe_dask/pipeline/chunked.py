@@ -38,11 +38,11 @@ from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.errors import DumpError, OutputError
 from msprobe_dask.pipeline.pairing import MatchOptions, pair_indices
 from msprobe_dask.pipeline.sides import Side, compare_mode, is_cross_framework, rows_of
-from msprobe_dask.pipeline.table import RowPair, build_table, columns_for, float_bench_columns
 from msprobe_dask.summary.divergence import joined_nodes, rank_table_nodes
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
 from msprobe_dask.summary.table import merge_summaries, summarise_table
+from msprobe_dask.table import RowPair, build_table, columns_for, float_bench_columns
 from msprobe_dask.writers.atomic import publish, set_result_mode
 from msprobe_dask.writers.csv_writer import csv_lines, header_line
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from msprobe_dask.dump.layouts import open_dump
 from msprobe_dask.dump.source import DumpSource
-from msprobe_dask.pipeline.pairing import MatchOptions, TensorJob, pair_rows, tensor_jobs
+from msprobe_dask.pipeline.pairing import MatchOptions, pair_rows, tensor_jobs
 from msprobe_dask.pipeline.scheduler import Compute, RunOptions, computing
 from msprobe_dask.pipeline.sides import Side, compare_mode, is_cross_framework, parse_side
-from msprobe_dask.pipeline.table import CompareTable, RowPair, build_table, float_bench_columns
+from msprobe_dask.table import CompareTable, Matched, TensorJob, build_table, float_bench_columns
 
 if TYPE_CHECKING:
     from msprobe_dask.analysis.divergence import Tolerance
@@ -27,17 +27,6 @@ if TYPE_CHECKING:
 UNSUPPORTED = ("unsupported",) * 6
 BATCH_FILES = 128
 BATCH_BYTES = 256 << 20
-
-
-@dataclass
-class Matched:
-    """The output of the match stage for one (target, golden) pair of dumps."""
-
-    mode: str
-    pairs: list[RowPair]
-    stacks: dict[str, list[str]] | None
-    jobs: list[TensorJob] = field(default_factory=list)
-    float_bench: tuple[bool, ...] = (False,) * 4
 
 
 @dataclass

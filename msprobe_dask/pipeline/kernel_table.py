@@ -19,7 +19,7 @@ import numpy as np
 
 from msprobe_dask.columns import DIFF_COLUMNS, STAT_COLUMNS, TENSOR_METRIC_COLUMNS
 from msprobe_dask.dump.kernel import NPY_MODE
-from msprobe_dask.pipeline.table import CompareTable
+from msprobe_dask.table import CompareTable
 
 HEAD = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape"]
 VERDICT = ["Accuracy Reached or Not", "Err_message"]

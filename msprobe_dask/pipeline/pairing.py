@@ -20,7 +20,7 @@ from msprobe_dask.match.exact import compare_keys, join_left
 from msprobe_dask.match.fuzzy import KeyTable, fuzzy_row_keys
 from msprobe_dask.match.mapfile import load_name_map, load_yaml, warn_unused
 from msprobe_dask.pipeline.sides import Side
-from msprobe_dask.pipeline.table import RowPair
+from msprobe_dask.table import RowPair, TensorJob
 
 MappingFile = bool | str | Path | None  # True: the flag without a file
 
@@ -131,9 +131,6 @@ def pair_rows(npu: Side, bench: Side, cross_framework: bool, options: MatchOptio
         RowPair(npu_rows[i], None if j is None else bench_rows[j])
         for i, j in pair_indices(npu, bench, cross_framework, options)
     ]
-
-
-TensorJob = tuple[Path, Path] | None
 
 
 def tensor_jobs(pairs: list[RowPair], npu: Side, bench: Side) -> list[TensorJob]:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from msprobe_dask.pipeline.table import CompareTable
+from msprobe_dask.table import CompareTable
 from msprobe_dask.writers.atomic import atomic_path
 from msprobe_dask.writers.cells import cell_text
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_dask.columns import DIFF_COLUMNS
-from msprobe_dask.pipeline.table import CompareTable
+from msprobe_dask.table import CompareTable
 from msprobe_dask.writers.atomic import atomic_path
 from msprobe_dask.writers.cells import neutralise
 from msprobe_dask.writers.xlsx_package import Row, write_workbook

@@ -94,7 +94,7 @@ def dump(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any], int]:
     strict=True,
     reason="known difference from the reference: an int argument in an all-numeric statistics column; "
     "the reference types the NPU column float too (NPU max 3.0) and the row passes, ours prints 3 against "
-    "the golden's 3.0 and judges 'scalar parameters inconsistent' (pipeline/table.py types the golden side "
+    "the golden's 3.0 and judges 'scalar parameters inconsistent' (table.py types the golden side "
     "only; typing the NPU side by the same rule breaks L0_only's reference csv, so the rule is another)",
 )
 def test_an_int_argument_compared_with_itself_passes(tmp_path: Path) -> None:

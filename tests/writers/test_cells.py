@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from msprobe_dask.pipeline.table import CompareTable
+from msprobe_dask.table import CompareTable
 from msprobe_dask.writers.cells import cell_text
 from msprobe_dask.writers.csv_writer import write_csv
 

@@ -12,7 +12,7 @@ import openpyxl
 import pytest
 from openpyxl.styles import PatternFill
 
-from msprobe_dask.pipeline.table import CompareTable, columns_for
+from msprobe_dask.table import CompareTable, columns_for
 from msprobe_dask.writers import xlsx_writer
 from msprobe_dask.writers.xlsx_package import FILLS, column_letter, write_workbook
 

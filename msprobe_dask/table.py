@@ -1,7 +1,9 @@
-"""The compare table: columns of each mode and the assembly of matched row pairs into rows.
+"""The compare table model: columns of each mode, the matched row pairs of one rank, and their assembly
+into judged rows.
 
 A ``CompareTable`` holds cells as the reference's table holds them just before it is written
-(numbers stay numbers, markers are strings); writers only format.
+(numbers stay numbers, markers are strings); writers only format. It sits between judge/ and the
+writers, so that writers, analysis/ and the compare drivers (pipeline/) all import it from below.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from msprobe_dask.columns import (
@@ -63,6 +66,20 @@ class CompareTable:
 class RowPair:
     npu: LeafRow
     bench: LeafRow | None
+
+
+TensorJob = tuple[Path, Path] | None  # the two tensor files of a pair, None where nothing is measured
+
+
+@dataclass
+class Matched:
+    """The output of the match stage for one (target, golden) pair of dumps."""
+
+    mode: str
+    pairs: list[RowPair]
+    stacks: dict[str, list[str]] | None
+    jobs: list[TensorJob] = field(default_factory=list)
+    float_bench: tuple[bool, ...] = (False,) * 4
 
 
 def _is_number(value: Any) -> bool:
