@@ -8,7 +8,6 @@ writers, so that writers, analysis/ and the compare drivers (pipeline/) all impo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ from msprobe_dask.columns import (
 )
 from msprobe_dask.dump.rows import NA, LeafRow
 from msprobe_dask.judge.highlight import highlight_group
-from msprobe_dask.judge.rules import judge_group
+from msprobe_dask.judge.rules import judge_group, mark_unreadable
 from msprobe_dask.metrics.stats import stat_diff
 
 MODES = ("statistics", "tensor", "md5")
@@ -165,8 +164,7 @@ def build_table(
         if highlight:
             marks.extend(highlight_group(group, mode))
     for i, problem in (unreadable or {}).items():
-        records[i]["Result"] = "error"
-        records[i]["Err_message"] = json.dumps([f"error: the tensor could not be read: {problem}"])
+        mark_unreadable(records[i], problem)
     if stacks is not None:
         _add_stacks(records, entries, stacks)
     return CompareTable(

@@ -199,4 +199,18 @@ def run(args: argparse.Namespace) -> int:
             args, Path(args.output_path), RunOptions(address=args.scheduler, workers=args.workers)
         )
     print(f"wrote {path}", file=sys.stderr)
+    return _unreadable_end(path)
+
+
+def _unreadable_end(path: str) -> int:
+    """1 and a last line counting them if rows' tensor files could not be read (as compare), else 0."""
+    if not str(path).endswith(".vis.db"):
+        return 0
+    from msprobe_dask.summary.text import unreadable_line
+    from msprobe_dask.summary.visdb import unreadable_rows
+
+    problems = unreadable_rows(path)
+    if problems:
+        print(unreadable_line(problems), file=sys.stderr)
+        return 1
     return 0

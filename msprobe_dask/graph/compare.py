@@ -21,7 +21,7 @@ from msprobe_dask.graph import speedups
 from msprobe_dask.graph.items import ExportedText, _fmt_str
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import API, COLLECTION, Graph, Node
-from msprobe_dask.judge.rules import ALL_IGNORED_APIS, INPUT_IGNORED_APIS
+from msprobe_dask.judge.rules import ALL_IGNORED_APIS, INPUT_IGNORED_APIS, mark_unreadable
 
 SUMMARY, MD5, TENSOR, STRUCTURE = "summary", "md5", "tensor", "structure"
 CONFIG_TASK = {SUMMARY: "summary", MD5: "md5", TENSOR: "all", STRUCTURE: "structure"}
@@ -122,6 +122,7 @@ _PLAIN_NUMBERS = frozenset((int, float))
 NORM_RATIO = "norm_ratio"
 # ... and whether a per-row checker could flag the row at all (see summary_row)
 QUIET = "quiet"
+UNREADABLE = "unreadable"  # a tensor row's key: why its tensor files could not be read
 
 
 def _stat_list(item: Mapping[str, Any]) -> list[Any]:
@@ -718,6 +719,18 @@ def write_back(npu: Node, rows: list[dict[str, Any]], mode: str) -> None:
                 item.update(zip(keys, cells(r)))
 
 
+def _mark_unreadable(rows: list[dict[str, Any]]) -> int:
+    """Rows whose tensor files could not be read become errors (their Err_message says why, D27);
+    ERROR if there was one."""
+    worst = PASS
+    for r in rows:
+        problem = r.get(UNREADABLE)
+        if problem is not None:
+            mark_unreadable(r, problem)
+            worst = ERROR
+    return worst
+
+
 def compare_pair(
     npu: Node, bench: Node, mode: str, measure: TensorMeasure | None = None, merge: bool = False
 ) -> None:
@@ -735,6 +748,8 @@ def compare_pair(
         if not rows:
             return
         level = check_rows(rows, mode, merge)
+        if mode == TENSOR:
+            level = max(level, _mark_unreadable(rows))
         write_back(npu, rows, mode)
     precision: int | float = LEVEL_INDEX[level]
     parts = npu.id.split(".", 2)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from msprobe_dask.graph.compare import TENSOR_INDEX
+from msprobe_dask.graph.compare import TENSOR_INDEX, UNREADABLE
 
 log = logging.getLogger("msprobe_dask.graph")
 UNSUPPORTED = "unsupported"
@@ -34,9 +34,14 @@ def make_measure(
             )
             cells = metrics.as_dict()
             message = metrics.message
+            if metrics.unreadable:
+                cells[UNREADABLE] = message  # the row becomes an error after the checkers (compare_pair)
         if tensor_log:
             log.info(
-                "[%s] Compare result: %s, %s", name, ", ".join(f"{k} {v}" for k, v in cells.items()), message
+                "[%s] Compare result: %s, %s",
+                name,
+                ", ".join(f"{k} {cells[k]}" for k in TENSOR_INDEX),
+                message,
             )
         return cells
 

@@ -200,3 +200,14 @@ def judge_group(rows: Sequence[Row], mode: str) -> None:
         verdict = verdicts[id(r)]
         r["Result"] = verdict.level
         r["Err_message"] = json.dumps(verdict.messages)
+
+
+UNREADABLE = "error: the tensor could not be read: "
+"""The start of the Err_message of a row whose tensor files could not be read (D27)."""
+
+
+def mark_unreadable(row: Row, problem: str) -> None:
+    """A row whose tensor files could not be read is an ``error`` whatever its cells say, and its
+    Err_message says why (``problem`` names the file); set last, after the checkers."""
+    row["Result"] = ERROR
+    row["Err_message"] = json.dumps([UNREADABLE + problem])

@@ -59,14 +59,16 @@ PathLike = str | os.PathLike[str]
 
 @dataclass(frozen=True, slots=True)
 class TensorMetrics:
-    """One row's six metric cells (Python floats or the reference's strings) and why, if not numbers."""
+    """One row's six metric cells (Python floats or the reference's strings) and why, if not numbers;
+    ``unreadable``: a tensor file could not be read (the message names it), so the row is an error."""
 
     cells: tuple[Cell, ...]
     message: str = ""
+    unreadable: bool = False
 
     @classmethod
-    def filled(cls, value: str, message: str) -> TensorMetrics:
-        return cls((value,) * len(TENSOR_METRIC_COLUMNS), message)
+    def filled(cls, value: str, message: str, unreadable: bool = False) -> TensorMetrics:
+        return cls((value,) * len(TENSOR_METRIC_COLUMNS), message, unreadable)
 
     def as_dict(self) -> dict[str, Cell]:
         return dict(zip(TENSOR_METRIC_COLUMNS, self.cells))
@@ -409,7 +411,7 @@ def _unreadable(exc: UserError | OSError) -> TensorMetrics:
     """A row for a tensor that cannot be read; a damaged zarr store stops the run instead (StoreError)."""
     if isinstance(exc, StoreError):
         raise exc
-    return TensorMetrics.filled(UNSUPPORTED, str(exc))
+    return TensorMetrics.filled(UNSUPPORTED, str(exc), unreadable=True)
 
 
 def _open_pair(npu_path: PathLike, bench_path: PathLike) -> tuple[TensorHandle, TensorHandle] | TensorMetrics:

@@ -98,8 +98,8 @@ def _assemble(matched: Matched, batch_indices: list[list[int]], *batch_results: 
     for indices, results in zip(batch_indices, batch_results):
         for i, result in zip(indices, results):
             cells[i] = result.cells
-            if result.message and any(str(path) in result.message for path in matched.jobs[i] or ()):
-                unreadable[i] = result.message  # a file that could not be read, not a metric remark
+            if result.unreadable:
+                unreadable[i] = result.message
     table = build_table(
         matched.pairs,
         matched.mode,

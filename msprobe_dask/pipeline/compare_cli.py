@@ -19,7 +19,7 @@ from msprobe_dask.report.cli import add_tolerance_options, report_path_line, wri
 from msprobe_dask.summary.divergence import analyse_rank_nodes, apply_divergence, rank_table_nodes
 from msprobe_dask.summary.model import GroupSummary, RunSummary
 from msprobe_dask.summary.table import summarise_table
-from msprobe_dask.summary.text import print_run_end
+from msprobe_dask.summary.text import print_run_end, unreadable_line
 from msprobe_dask.writers.atomic import output_dir, prepare_output_dir, track
 
 
@@ -250,10 +250,6 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
         path_lines.insert(0, report_path_line(report))
     print_run_end(summary, path_lines, args.quiet)
     if unreadable:
-        print(
-            f"msprobe-dask: {len(unreadable)} row(s) could not be read (Result error, Err_message says "
-            f"why), the first: {unreadable[0]}",
-            file=sys.stderr,
-        )
+        print(unreadable_line(unreadable), file=sys.stderr)
         return 1
     return 0

@@ -54,3 +54,11 @@ def print_run_end(summary: RunSummary, path_lines: list[str], quiet: bool) -> No
         print("\n".join(summary_lines(summary)))
     for line in path_lines:
         print(line)
+
+
+def unreadable_line(problems: list[str]) -> str:
+    """The last line of a run with rows whose tensor files could not be read (exit code 1)."""
+    return (
+        f"msprobe-dask: {len(problems)} row(s) could not be read (Result error, Err_message says why), "
+        f"the first: {problems[0]}"
+    )

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
+from msprobe_dask.judge.rules import UNREADABLE
 from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.summary.nodes import summarise_nodes
 
@@ -13,12 +15,39 @@ NODES = (
     " CASE WHEN precision_index > 0 THEN input_data END, CASE WHEN precision_index > 0 THEN output_data END"
     " FROM tb_nodes WHERE data_source = 'NPU' ORDER BY step, rank, node_order"
 )
+UNREADABLE_NODES = (
+    "SELECT input_data, output_data FROM tb_nodes WHERE data_source = 'NPU' AND precision_index = 1"
+    " AND (instr(input_data, ?) OR instr(output_data, ?)) ORDER BY step, rank, node_order"
+)
+
+
+def _read_only(path: str | Path) -> sqlite3.Connection:
+    # immutable: a read-only connection to a WAL-mode file would leave its -wal and -shm files behind
+    return sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+
+
+def unreadable_rows(path: str | Path) -> list[str]:
+    """Why each row of the vis.db whose tensor files could not be read is an error (``mark_unreadable``),
+    in node order: only error nodes that mention it are parsed."""
+    connection = _read_only(path)
+    try:
+        found = connection.execute(UNREADABLE_NODES, (UNREADABLE, UNREADABLE)).fetchall()
+    finally:
+        connection.close()
+    problems = []
+    for texts in found:
+        for text in texts:
+            for item in json.loads(text or "{}").values():
+                message = item.get("Err_message") if isinstance(item, dict) else None
+                for line in json.loads(message) if isinstance(message, str) and UNREADABLE in message else ():
+                    if line.startswith(UNREADABLE):
+                        problems.append(line.removeprefix(UNREADABLE))
+    return problems
 
 
 def summarise_visdb(path: str | Path) -> RunSummary:
     """The summary of one vis.db (build or compare) as graph_visualize wrote it."""
-    # immutable: a read-only connection to a WAL-mode file would leave its -wal and -shm files behind
-    connection = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+    connection = _read_only(path)
     try:
 
         def stack_text(stack_id: str) -> str | None:

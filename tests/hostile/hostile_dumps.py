@@ -51,7 +51,9 @@ def write_dump(
     """dump.json (or ``text`` as dump.json), construct.json and stack.json of one rank in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     data = entries(task == "tensor") if data is None else data
-    doc = {"task": task, "level": "mix", "framework": "pytorch", "dump_data_dir": None, "data": data}
+    # graph_visualize reads tensors only where dump_data_dir names a folder (graph_visualize.md §3.3)
+    data_dir = str(folder.resolve() / "dump_tensor_data") if task == "tensor" else None
+    doc = {"task": task, "level": "mix", "framework": "pytorch", "dump_data_dir": data_dir, "data": data}
     (folder / "dump.json").write_text(json.dumps(doc, indent=1) if text is None else text)
     construct = {name: (None if name.startswith("Module.") else MODULE) for name in data}
     (folder / "construct.json").write_text(json.dumps(construct, indent=1))

@@ -9,10 +9,12 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -150,3 +152,16 @@ def _stop(server: subprocess.Popen[str]) -> None:
 
 def new_case(tmp_path: Path) -> Case:
     return Case(tmp_path, _forkserver())
+
+
+def visdb_npu_nodes(path: Path) -> dict[str, tuple[Any, dict[str, Any], dict[str, Any]]]:
+    """node name -> (precision_index, input_data, output_data) of a vis.db's NPU nodes."""
+    connection = sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+    try:
+        rows = connection.execute(
+            "SELECT node_name, precision_index, input_data, output_data FROM tb_nodes"
+            " WHERE data_source = 'NPU'"
+        ).fetchall()
+    finally:
+        connection.close()
+    return {name: (i, json.loads(ins or "{}"), json.loads(outs or "{}")) for name, i, ins, outs in rows}

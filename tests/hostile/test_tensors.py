@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hostile_dumps import APIS, evil_pickle, mkfifo, write_dump, zipped_pickle
-from hostile_run import Case, check, new_case, result_files
+from hostile_run import Case, check, new_case, result_files, visdb_npu_nodes
 
 VICTIM = f"{APIS[1]}.output.0.npy"
 
@@ -94,6 +94,30 @@ def test_unreadable_tensor_is_an_error_row(tmp_path: Path, damage: str) -> None:
     assert VICTIM in bad["Err_message"] and problem.split()[0] in bad["Err_message"]
     others = [r for name, r in rows.items() if r is not bad and r["Data_name"] != "['-1', '-1']"]
     assert others and all(r["Result"] == "pass" for r in others)
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_unreadable_tensor_is_an_error_node(tmp_path: Path, damage: str) -> None:
+    """graph_visualize's tensor mode: the node's row says error and why, in the vis.db's node data."""
+    case = new_case(tmp_path)
+    make, problem = DAMAGES[damage]
+    target = write_dump(case.dumps / "target", task="tensor")
+    golden = write_dump(case.dumps / "golden", task="tensor")
+    make(target / "dump_tensor_data" / VICTIM, case)
+    argv = ("graph_visualize", "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q")
+    outcome = case.run(*argv)
+    check(outcome, 1, "1 row(s) could not be read", VICTIM, problem, lines=2)
+    assert not (case.root / "pwned").exists()
+    (result,) = result_files(case.out)
+    nodes = visdb_npu_nodes(result)
+    node = APIS[1]
+    assert nodes[node][0] == 1, nodes[node]
+    bad = nodes[node][2][VICTIM.removesuffix(".npy")]
+    assert bad["Result"] == "error", bad
+    assert VICTIM in bad["Err_message"] and problem.split()[0] in bad["Err_message"]
+    rows = [item for _, inputs, outputs in nodes.values() for item in (*inputs.values(), *outputs.values())]
+    others = [r for r in rows if r is not bad and r.get("data_name", "-1") != "-1"]
+    assert others and all(r["Result"] == "pass" and r["Cosine"] != "unsupported" for r in others)
 
 
 def test_tensor_folder_that_is_a_symlink_out_of_the_dump(tmp_path: Path) -> None:
