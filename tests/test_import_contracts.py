@@ -83,25 +83,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "msprobe_dask.analysis.flow",
         "msprobe_dask.summary.stack",
     ): "the user-frame rule of a stack lives in summary/, above analysis: it belongs below both (dump/)",
-    # --- graph: the merge plan reaches into the driver (owned by the graph engineer) ---
-    (
-        "msprobe_dask.graph.merge.plan",
-        "msprobe_dask.graph.api",
-    ): "the TP/PP merge plan builds graphs with the driver's tasks: upward, and a cycle with graph.api",
-    (
-        "msprobe_dask.graph.api",
-        "msprobe_dask.graph.merge.plan",
-    ): "the other half of the graph.api <-> merge.plan cycle",
-    ("msprobe_dask.graph.merge.plan", "msprobe_dask.graph.api:_build_task"): "private: see merge.plan -> api",
-    (
-        "msprobe_dask.graph.merge.plan",
-        "msprobe_dask.graph.api:_finish_build",
-    ): "private: see merge.plan -> api",
-    (
-        "msprobe_dask.graph.merge.plan",
-        "msprobe_dask.graph.api:_finish_compare",
-    ): "private: see merge.plan -> api",
-    ("msprobe_dask.graph.merge.plan", "msprobe_dask.graph.api:_result"): "private: see merge.plan -> api",
     (
         "msprobe_dask.graph.compare",
         "msprobe_dask.graph.items:_fmt_str",

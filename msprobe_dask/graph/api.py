@@ -14,7 +14,8 @@ Task graph (one task per box)::
                                                                                      --> write vis.db
 
 A rows task makes one chunk of the (step, rank)'s rows (graph/chunks.py) and returns them packed; the
-one write task inserts them in order.
+one write task inserts them in order. The build, prepare and finish tasks live in graph/tasks.py (the
+merge plan, graph/merge/plan.py, lays them out too); this module lays out the graph and runs it.
 """
 
 from __future__ import annotations
@@ -22,35 +23,25 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from msprobe_dask.dump.location import dump_path
-from msprobe_dask.errors import ConfigError, DumpError, OutputError
+from msprobe_dask.errors import DumpError, OutputError
 from msprobe_dask.graph import layout
-from msprobe_dask.graph.build import GraphSource, assign_micro_steps, build_graph, parse_all_items
-from msprobe_dask.graph.chunks import (
-    Prepared,
-    chunk_count,
-    chunk_task,
-    join,
-    prepare_build,
-    prepare_compare,
-    rows_here,
+from msprobe_dask.graph.build import GraphSource
+from msprobe_dask.graph.chunks import Prepared, chunk_count, chunk_task, join
+from msprobe_dask.graph.gcpause import rare_full_collections
+from msprobe_dask.graph.rows import GraphHead, GraphRows, read_back
+from msprobe_dask.graph.tasks import (
+    Options,
+    Part,
+    VisResult,
+    build_task,
+    prepare_build_task,
+    prepare_compare_task,
+    vis_result,
 )
-from msprobe_dask.graph.compare import (
-    CONFIG_TASK,
-    compare_graphs,
-    compare_mode,
-    match_pairs,
-    node_colors,
-    tool_tip,
-)
-from msprobe_dask.graph.gcpause import rare_collections_from_now, rare_full_collections
-from msprobe_dask.graph.model import Graph
-from msprobe_dask.graph.overflow import check_overflow
-from msprobe_dask.graph.rows import GraphHead, GraphRows, config_row, graph_rows, read_back
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 from msprobe_dask.writers.atomic import output_dir
 from msprobe_dask.writers.visdb import GraphTables, write_visdb
@@ -58,80 +49,7 @@ from msprobe_dask.writers.visdb import GraphTables, write_visdb
 if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
     from msprobe_dask.graph.merge.strategy import ParallelParams
 
-NPU, BENCH = "NPU", "Bench"
-
-
-@dataclass(frozen=True, slots=True)
-class Options:
-    overflow_check: bool = False
-    fuzzy_match: bool = False
-    layer_mapping: str | bool | None = None
-    tensor_log: bool = False
-    merge: bool = False  # parallel-merged graphs: merge checkers in the compare (§3.4)
-
-
-@dataclass(slots=True)
-class VisResult:
-    """Everything a vis.db holds: graphs in write order (NPU then Bench per (step, rank)) and tb_config."""
-
-    compare: bool
-    graphs: list[GraphRows] = field(default_factory=list)
-    config: tuple[Any, ...] = ()
-
-
 # ------------------------------------------------------------------------------------ tasks
-
-
-def _build_task(folder: str, step: int, rank: int, items: bool = True) -> Graph:
-    """``items=False``: the chunk tasks parse the nodes' items (build.parse_items)."""
-    rare_collections_from_now()
-    return build_graph(GraphSource(folder, step, rank), items)
-
-
-def _prepare_build(g: Graph, opts: Options, n: int = 1) -> Prepared:
-    rare_collections_from_now()
-    assign_micro_steps(g)
-    return prepare_build(g, NPU, opts.overflow_check, n)
-
-
-def _prepare_compare(npu: Graph, bench: Graph, opts: Options, where: str, n: int = 1) -> Prepared:
-    rare_collections_from_now()
-    mode = compare_mode(npu, bench, where)
-    if npu.framework != bench.framework and not opts.layer_mapping:
-        raise ConfigError(where, "the two dumps come from different frameworks: pass -lm/--layer_mapping")
-    measure = None
-    if mode == "tensor":
-        from msprobe_dask.graph.tensors import make_measure
-
-        measure = make_measure(npu.data_path, bench.data_path, opts.tensor_log)
-    mapping = None
-    if opts.layer_mapping:
-        from msprobe_dask.graph.mapping import layer_mapping
-
-        mapping = layer_mapping(npu, bench, opts.layer_mapping)
-    sources = (NPU, BENCH)
-    # the compare is done with the rows, in chunk tasks (graph/chunks.py), except in tensor mode
-    # (tensors are measured and logged in the reference's order) and for merged graphs (their nodes
-    # share items)
-    if measure is None and not opts.merge:
-        pairs = match_pairs(npu, bench, opts.fuzzy_match, mapping)
-        assign_micro_steps(npu, bench)
-        return prepare_compare(npu, bench, pairs, mode, sources, opts.overflow_check, n)
-    parse_all_items(npu)
-    parse_all_items(bench)
-    compare_graphs(
-        npu, bench, mode, fuzzy=opts.fuzzy_match, mapping=mapping, measure=measure, merge=opts.merge
-    )
-    assign_micro_steps(npu, bench)
-    if opts.overflow_check:
-        check_overflow(npu)
-        check_overflow(bench)
-    md5 = mode == "md5"
-    done = [graph_rows(npu, NPU, md5), graph_rows(bench, BENCH, md5)]
-    return Prepared((npu, bench), sources, mode, opts.overflow_check, [], done)
-
-
-Part = tuple[list[GraphRows], str, int]  # a (step, rank)'s rows of each graph, compare mode, micro steps
 
 
 def _summary(p: Prepared) -> tuple[list[GraphHead], list[GraphRows] | None, str]:
@@ -142,19 +60,6 @@ def _summary(p: Prepared) -> tuple[list[GraphHead], list[GraphRows] | None, str]
 def _joined(summary: tuple[list[GraphHead], list[GraphRows] | None, str], results: list[Any]) -> Part:
     heads, done, mode = summary
     return (done if done is not None else join(heads, results)), mode, heads[0].micro_steps
-
-
-def _finish(p: Prepared) -> Part:
-    """A Prepared's rows made in this task (merged graphs: graph/merge/plan.py)."""
-    return rows_here(p), p.mode, p.heads()[0].micro_steps
-
-
-def _finish_build(g: Graph, opts: Options) -> Part:
-    return _finish(_prepare_build(g, opts))
-
-
-def _finish_compare(npu: Graph, bench: Graph, opts: Options, where: str) -> Part:
-    return _finish(_prepare_compare(npu, bench, opts, where))
 
 
 def _rows_tasks(prepared: Any, n: int, name: str) -> Any:
@@ -183,32 +88,6 @@ def _link_task(parts: list[Part], distributed: bool, overflow: bool) -> list[Par
 
         link_distributed([g for rows, _, _ in parts for g in rows], overflow)
     return parts
-
-
-def _result(
-    parts: list[Part],
-    compare: bool,
-    opts: Options,
-    ranks: list[int],
-    steps: list[int],
-) -> VisResult:
-    graphs = [g for rows, _, _ in parts for g in rows]
-    mode = parts[0][1] if parts else ""
-    micro = parts[0][2] if parts else 1
-    if compare:
-        config = config_row(
-            True,
-            CONFIG_TASK[mode],
-            tool_tip(mode),
-            micro,
-            opts.overflow_check,
-            node_colors(mode),
-            ranks,
-            steps,
-        )
-    else:
-        config = config_row(False, "", None, micro, opts.overflow_check, "null", ranks, steps)
-    return VisResult(compare, graphs, config)
 
 
 def _write_task(result: VisResult, path: str) -> str:
@@ -240,11 +119,11 @@ def _plan(
         kind, sources = layout.build_sources(tp)
         parts = []
         for step, rank, folder in sources:
-            g = dask.delayed(_build_task, pure=True)(
+            g = dask.delayed(build_task, pure=True)(
                 folder, step, rank, False, dask_key_name=f"build-{step}-{rank}-NPU"
             )
             n = _chunks_for(folder) if split else 1
-            prepared = dask.delayed(_prepare_build)(g, opts, n, dask_key_name=f"prepare-{step}-{rank}")
+            prepared = dask.delayed(prepare_build_task)(g, opts, n, dask_key_name=f"prepare-{step}-{rank}")
             parts.append(_rows_tasks(prepared, n, f"{step}-{rank}"))
         steps = sorted({s for s, _, _ in sources}) if kind == "steps" else [0]
         ranks = sorted({r for _, r, _ in sources}, key=[r for _, r, _ in sources].index)
@@ -254,10 +133,10 @@ def _plan(
         kind, pairs = layout.compare_sources(tp, gp)
         parts = []
         for step, rank, a, b in pairs:
-            ga = dask.delayed(_build_task)(a, step, rank, False, dask_key_name=f"build-{step}-{rank}-NPU")
-            gb = dask.delayed(_build_task)(b, step, rank, False, dask_key_name=f"build-{step}-{rank}-Bench")
+            ga = dask.delayed(build_task)(a, step, rank, False, dask_key_name=f"build-{step}-{rank}-NPU")
+            gb = dask.delayed(build_task)(b, step, rank, False, dask_key_name=f"build-{step}-{rank}-Bench")
             n = _chunks_for(a, b) if split else 1
-            prepared = dask.delayed(_prepare_compare)(
+            prepared = dask.delayed(prepare_compare_task)(
                 ga, gb, opts, a, n, dask_key_name=f"prepare-{step}-{rank}"
             )
             parts.append(_rows_tasks(prepared, n, f"{step}-{rank}"))
@@ -268,7 +147,7 @@ def _plan(
         raise DumpError(target, "holds no dump to visualize")
     ranks = ranks if kind != "files" else [0]
     linked = dask.delayed(_link_task)(parts, kind != "files", opts.overflow_check, dask_key_name="link-ranks")
-    result = dask.delayed(_result)(linked, compare, opts, ranks, steps, dask_key_name="vis-result")
+    result = dask.delayed(vis_result)(linked, compare, opts, ranks, steps, dask_key_name="vis-result")
     return result, compare
 
 

@@ -169,14 +169,14 @@ def test_rows_are_cut_into_chunk_tasks_only_where_results_are_shared(
 ) -> None:
     """Where each task that reads a result would get it pickled (dask's local processes scheduler:
     RunOptions.shares_results), a graph's rows are one task; elsewhere many."""
-    from msprobe_dask.graph import api
+    from msprobe_dask.graph import api, tasks
     from msprobe_dask.pipeline.scheduler import RunOptions
 
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     monkeypatch.setattr(RunOptions, "shares_results", property(lambda self: shared))
     cut: list[int] = []
-    prepare = api.prepare_build
-    monkeypatch.setattr(api, "prepare_build", lambda *a, **k: cut.append(a[-1]) or prepare(*a, **k))
+    prepare = tasks.prepare_build
+    monkeypatch.setattr(tasks, "prepare_build", lambda *a, **k: cut.append(a[-1]) or prepare(*a, **k))
     api.graph_visualize(DATA / "transformer_big" / "target", output_path=tmp_path, run=RunOptions())
     assert (cut[0] > 1) == shared and len(cut) == 1
 

@@ -12,7 +12,7 @@ from visdb_diff import diff_visdb, path_normalizer
 
 from msprobe_dask.cli import main as cli_main
 from msprobe_dask.dump import entries
-from msprobe_dask.graph import api, chunks, speedups
+from msprobe_dask.graph import api, chunks, speedups, tasks
 from msprobe_dask.writers import packed_rows
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -102,8 +102,8 @@ def test_same_visdb_as_reference_in_many_small_chunks_written_out_of_order(
 
         return wrapper
 
-    monkeypatch.setattr(api, "prepare_build", counted(prepare_build))
-    monkeypatch.setattr(api, "prepare_compare", counted(prepare_compare))
+    monkeypatch.setattr(tasks, "prepare_build", counted(prepare_build))
+    monkeypatch.setattr(tasks, "prepare_compare", counted(prepare_compare))
     write = api.write_visdb
 
     def reversed_chunks(path, graphs, config):  # type: ignore[no-untyped-def]

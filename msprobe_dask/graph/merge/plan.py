@@ -22,6 +22,16 @@ from msprobe_dask.graph import layout
 from msprobe_dask.graph.merge.driver import merge_side
 from msprobe_dask.graph.merge.strategy import ParallelParams, validate
 from msprobe_dask.graph.model import Graph
+from msprobe_dask.graph.tasks import (
+    NPU,
+    Options,
+    Part,
+    VisResult,
+    build_task,
+    finish_build,
+    finish_compare,
+    vis_result,
+)
 
 _STEP_NAME = re.compile(r"^step\d+$")
 
@@ -57,43 +67,35 @@ def _side(path: Path, step: int, params: ParallelParams, first: bool):
     """The lazy merged graphs of one side and step (validating the parameters on the first step)."""
     import dask
 
-    from msprobe_dask.graph.api import _build_task
-
     folders = _rank_folders(path)
     if first:
         validate(params, len(folders))
     graphs = [
-        dask.delayed(_build_task, pure=True)(f, step, r, dask_key_name=f"build-{step}-{r}-{params.side}")
+        dask.delayed(build_task, pure=True)(f, step, r, dask_key_name=f"build-{step}-{r}-{params.side}")
         for r, f in folders
     ]
     return dask.delayed(merge_side)(graphs, params, dask_key_name=f"merge-{step}-{params.side}")
 
 
-def _finish_build(merged: list[Graph], opts: Any):
-    from msprobe_dask.graph.api import _finish_build as finish_one
-
-    parts = [finish_one(g, opts) for g in merged]
+def _finish_build(merged: list[Graph], opts: Options) -> Part:
+    parts = [finish_build(g, opts) for g in merged]
     return [rows for p in parts for rows in p[0]], "", parts[0][2]
 
 
-def _finish_compare(npu: list[Graph], bench: list[Graph], opts: Any, where: str):
-    from msprobe_dask.graph.api import _finish_compare as finish_one
-
+def _finish_compare(npu: list[Graph], bench: list[Graph], opts: Options, where: str) -> Part:
     if len(npu) != len(bench):
         raise DumpError(
             where,
             f"parallel merge failed: the NPU side merges into {len(npu)} dp replicas, the Bench side into "
             f"{len(bench)}",
         )
-    parts = [finish_one(n, b, opts, where) for n, b in zip(npu, bench)]
+    parts = [finish_compare(n, b, opts, where) for n, b in zip(npu, bench)]
     return [rows for p in parts for rows in p[0]], parts[0][1], parts[0][2]
 
 
-def _vis_result(parts: list, compare: bool, opts: Any, steps: list[int]):
-    from msprobe_dask.graph.api import NPU, _result
-
+def _vis_result(parts: list[Part], compare: bool, opts: Options, steps: list[int]) -> VisResult:
     ranks = list(dict.fromkeys(g.rank for rows, _, _ in parts for g in rows if g.source == NPU))
-    return _result(parts, compare, opts, ranks, steps)
+    return vis_result(parts, compare, opts, ranks, steps)
 
 
 def merge_plan(

@@ -1,0 +1,140 @@
+"""The tasks of graph_visualize's Dask graph, from a dump folder to the rows of its graphs.
+
+    build_task(step, rank, side) --> prepare_*_task (match, micro steps, cut into chunks)
+        --> [chunk tasks: graph/chunks.py] --> joined Part --> vis_result (rows + tb_config)
+
+graph/api.py lays these tasks out for plain folders, graph/merge/plan.py for a parallel merge (with a
+merge task per side before the finish); both import them from here, below both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from msprobe_dask.errors import ConfigError
+from msprobe_dask.graph.build import GraphSource, assign_micro_steps, build_graph, parse_all_items
+from msprobe_dask.graph.chunks import Prepared, prepare_build, prepare_compare, rows_here
+from msprobe_dask.graph.compare import (
+    CONFIG_TASK,
+    compare_graphs,
+    compare_mode,
+    match_pairs,
+    node_colors,
+    tool_tip,
+)
+from msprobe_dask.graph.gcpause import rare_collections_from_now
+from msprobe_dask.graph.model import Graph
+from msprobe_dask.graph.overflow import check_overflow
+from msprobe_dask.graph.rows import GraphRows, config_row, graph_rows
+
+NPU, BENCH = "NPU", "Bench"
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    overflow_check: bool = False
+    fuzzy_match: bool = False
+    layer_mapping: str | bool | None = None
+    tensor_log: bool = False
+    merge: bool = False  # parallel-merged graphs: merge checkers in the compare (§3.4)
+
+
+@dataclass(slots=True)
+class VisResult:
+    """Everything a vis.db holds: graphs in write order (NPU then Bench per (step, rank)) and tb_config."""
+
+    compare: bool
+    graphs: list[GraphRows] = field(default_factory=list)
+    config: tuple[Any, ...] = ()
+
+
+def build_task(folder: str, step: int, rank: int, items: bool = True) -> Graph:
+    """``items=False``: the chunk tasks parse the nodes' items (build.parse_items)."""
+    rare_collections_from_now()
+    return build_graph(GraphSource(folder, step, rank), items)
+
+
+def prepare_build_task(g: Graph, opts: Options, n: int = 1) -> Prepared:
+    rare_collections_from_now()
+    assign_micro_steps(g)
+    return prepare_build(g, NPU, opts.overflow_check, n)
+
+
+def prepare_compare_task(npu: Graph, bench: Graph, opts: Options, where: str, n: int = 1) -> Prepared:
+    rare_collections_from_now()
+    mode = compare_mode(npu, bench, where)
+    if npu.framework != bench.framework and not opts.layer_mapping:
+        raise ConfigError(where, "the two dumps come from different frameworks: pass -lm/--layer_mapping")
+    measure = None
+    if mode == "tensor":
+        from msprobe_dask.graph.tensors import make_measure
+
+        measure = make_measure(npu.data_path, bench.data_path, opts.tensor_log)
+    mapping = None
+    if opts.layer_mapping:
+        from msprobe_dask.graph.mapping import layer_mapping
+
+        mapping = layer_mapping(npu, bench, opts.layer_mapping)
+    sources = (NPU, BENCH)
+    # the compare is done with the rows, in chunk tasks (graph/chunks.py), except in tensor mode
+    # (tensors are measured and logged in the reference's order) and for merged graphs (their nodes
+    # share items)
+    if measure is None and not opts.merge:
+        pairs = match_pairs(npu, bench, opts.fuzzy_match, mapping)
+        assign_micro_steps(npu, bench)
+        return prepare_compare(npu, bench, pairs, mode, sources, opts.overflow_check, n)
+    parse_all_items(npu)
+    parse_all_items(bench)
+    compare_graphs(
+        npu, bench, mode, fuzzy=opts.fuzzy_match, mapping=mapping, measure=measure, merge=opts.merge
+    )
+    assign_micro_steps(npu, bench)
+    if opts.overflow_check:
+        check_overflow(npu)
+        check_overflow(bench)
+    md5 = mode == "md5"
+    done = [graph_rows(npu, NPU, md5), graph_rows(bench, BENCH, md5)]
+    return Prepared((npu, bench), sources, mode, opts.overflow_check, [], done)
+
+
+Part = tuple[list[GraphRows], str, int]  # a (step, rank)'s rows of each graph, compare mode, micro steps
+
+
+def _finish(p: Prepared) -> Part:
+    """A Prepared's rows made in this task (merged graphs: graph/merge/plan.py)."""
+    return rows_here(p), p.mode, p.heads()[0].micro_steps
+
+
+def finish_build(g: Graph, opts: Options) -> Part:
+    return _finish(prepare_build_task(g, opts))
+
+
+def finish_compare(npu: Graph, bench: Graph, opts: Options, where: str) -> Part:
+    return _finish(prepare_compare_task(npu, bench, opts, where))
+
+
+def vis_result(
+    parts: list[Part],
+    compare: bool,
+    opts: Options,
+    ranks: list[int],
+    steps: list[int],
+) -> VisResult:
+    graphs = [g for rows, _, _ in parts for g in rows]
+    mode = parts[0][1] if parts else ""
+    micro = parts[0][2] if parts else 1
+    if compare:
+        config = config_row(
+            True,
+            CONFIG_TASK[mode],
+            tool_tip(mode),
+            micro,
+            opts.overflow_check,
+            node_colors(mode),
+            ranks,
+            steps,
+        )
+    else:
+        config = config_row(False, "", None, micro, opts.overflow_check, "null", ranks, steps)
+    return VisResult(compare, graphs, config)
