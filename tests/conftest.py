@@ -56,3 +56,25 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
     return subprocess.run(
         [sys.executable, "-m", "msprobe_dask", *args], capture_output=True, text=True, timeout=timeout
     )
+
+
+OPENBLAS_DOTS = """
+import sys, numpy as np
+for path in sys.argv[1:]:
+    x, y = np.load(path)
+    print(repr(float(np.dot(x, y))), repr(float(np.linalg.norm(x - y))))
+"""
+
+
+def openblas_dots(paths: list[Path], threads: int) -> list[tuple[float, float]]:
+    """(x . y, ||x - y||) of each saved (2, n) float64 array, as numpy computes them in a fresh process
+    whose OpenBLAS runs ``threads`` threads (the reference's computation on a machine of that many CPUs)."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": str(threads)}
+    out = subprocess.run(
+        [sys.executable, "-c", OPENBLAS_DOTS, *map(str, paths)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return [(float(a), float(b)) for a, b in (line.split() for line in out.splitlines())]

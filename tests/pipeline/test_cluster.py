@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import case_dir
+from conftest import case_dir, openblas_dots, read_csv, run_cli
 
 from msprobe_dask.cli import main
 
@@ -255,3 +255,32 @@ def test_one_rank_runs_on_both_workers(cluster: str, tmp_path: Path, monkeypatch
         for name in ("parse_part", "table_part")
     }
     assert all(len(ran_on) == 2 for ran_on in workers.values()), workers
+
+
+def test_a_pair_over_10000_elements_gives_the_reference_s_digits_on_a_worker(
+    cluster: str, tmp_path: Path
+) -> None:
+    """dask workers run BLAS on one thread (OPENBLAS_NUM_THREADS=1), a fresh local process on all CPUs; the
+    reference's EucDist of a dot over 10,000 elements depends on that: both runs give the same csv, with
+    the reference's digits (numpy's on two BLAS threads, the corpus machine's)."""
+    import numpy as np
+    from distributed import Client
+    from test_tensor_reduction import tensor_dump
+
+    with Client(cluster, timeout="20s") as client:
+        assert set(client.run(lambda: os.environ.get("OPENBLAS_NUM_THREADS")).values()) == {"1"}
+    rng = np.random.default_rng(2)
+    npu = rng.standard_normal(65_537).astype(np.float32)
+    bench = (npu * (1 + rng.normal(0, 1e-3, npu.shape))).astype(np.float32)
+    target, golden = tensor_dump(tmp_path / "target", npu), tensor_dump(tmp_path / "golden", bench)
+    args = ["compare", "-q", "-tp", str(target), "-gp", str(golden)]
+    assert run_cli(*args, "-o", str(tmp_path / "local")).returncode == 0
+    assert main([*args, "-o", str(tmp_path / "remote"), "--scheduler", cluster]) == 0
+    ((local,), (remote,)) = (list((tmp_path / d).glob("*.csv")) for d in ("local", "remote"))
+    assert remote.read_bytes() == local.read_bytes()
+    np.save(tmp_path / "pair.npy", np.stack([npu, bench]).astype(np.float64))
+    ((_, euclidean),) = openblas_dots([tmp_path / "pair.npy"], 2)
+    ((_, one_thread),) = openblas_dots([tmp_path / "pair.npy"], 1)
+    assert one_thread != euclidean  # (this pair does show BLAS's thread count)
+    header, row = read_csv(local)
+    assert float(row[header.index("EucDist")]) == euclidean
