@@ -76,12 +76,12 @@ def main(argv: list[str] | None = None, exiting: bool = False) -> int:
     try:
         args = build_parser(argv).parse_args(argv)
         return int(args.run(args) or 0)
-    except UserError as exc:
-        return _fail(debug, 2, f"error: {exc}", children)
-    except (KeyboardInterrupt, Terminated) as exc:
-        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
-        return _fail(debug, 128 + signum, f"stopped by {signal.Signals(signum).name}", children)
-    except Exception as exc:
+    except (KeyboardInterrupt, Terminated, Exception) as exc:
+        signum = _stopped_by(exc)
+        if signum is not None:
+            return _fail(debug, 128 + signum, f"stopped by {signal.Signals(signum).name}", children)
+        if isinstance(exc, UserError):
+            return _fail(debug, 2, f"error: {exc}", children)
         problem = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         return _fail(
             debug, 1, f"internal error ({problem}); please report it with the output of --debug", children
@@ -103,6 +103,19 @@ def _in_main_thread() -> bool:
 
 def _handlers() -> dict[int, Any]:
     return {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _stopped_by(exc: BaseException) -> int | None:
+    """The signal that stopped the run, if ``exc`` is its exception or was raised while unwinding from
+    it (a library's clean-up failing half-way, e.g. a process pool stopped while it started)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return signal.SIGINT
+        if isinstance(seen, Terminated):
+            return seen.signum
+        seen = seen.__context__
+    return None
 
 
 def _raise_stopped(signum: int, frame: object) -> None:

@@ -7,17 +7,94 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Iterator
 
 # multiprocessing's resource tracker ignores SIGTERM and leaves by itself when this process is gone,
 # after removing what the workers left (semaphores, shared memory): it is left to do so
 _LEAVES_BY_ITSELF = "multiprocessing.resource_tracker"
 
 
-def ignore_ctrl_c() -> None:
-    """For a worker process: ignore SIGINT, so that a Ctrl-C at the terminal (sent to the whole
-    process group) reaches only the run's own process, which stops the workers in order, instead of
-    each worker printing a traceback."""
+_STOPPING = (signal.SIGINT, signal.SIGTERM)
+
+
+def _worker_signals() -> None:
+    """A worker process's signals: SIGINT ignored, so that a Ctrl-C at the terminal (sent to the whole
+    process group) reaches only the run's own process, which stops the workers, instead of each worker
+    printing a traceback; SIGTERM at its default, so that a worker told to stop ends at once, quietly
+    (not through the handlers of the process it was forked from)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+class _Forks:
+    """Whether the processes forked now are a run's workers, and the signal mask to restore after each
+    fork (os.register_at_fork's hooks cannot be removed, so they look here)."""
+
+    workers = False
+    mask: set[int | signal.Signals] | None = None
+
+
+def _before_fork() -> None:
+    if _Forks.workers:
+        _Forks.mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+
+
+def _after_fork(child: bool) -> None:
+    mask, _Forks.mask = _Forks.mask, None
+    if mask is not None:
+        if child:
+            _worker_signals()  # a signal that came meanwhile stays pending, and now is ignored or ends it
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=lambda: _after_fork(False),
+    after_in_child=lambda: _after_fork(True),
+)
+
+
+@contextlib.contextmanager
+def forking_workers() -> Iterator[None]:
+    """Processes forked by this one in this block (dask's processes scheduler's workers) have their
+    worker signals from their first instruction: SIGINT and SIGTERM are blocked across each fork, so
+    that neither can run this process's handlers in the child."""
+    _Forks.workers = True
+    try:
+        yield
+    finally:
+        _Forks.workers = False
+
+
+def _start_resource_tracker() -> None:
+    """multiprocessing's resource tracker, started now (started later by a thread of spawning_workers'
+    block, it would unblock the signals in that thread) and without stderr: it removes the semaphores
+    of the workers' queues when this process is gone, and after a run stopped by a signal (which leaves
+    without cleaning up) it would report each as leaked after the run's one line."""
+    from multiprocessing import resource_tracker
+
+    stderr, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)  # it inherits this process's file descriptor 2 as its stderr
+        resource_tracker.ensure_running()
+    finally:
+        os.dup2(stderr, 2)
+        os.close(stderr)
+        os.close(devnull)
+
+
+@contextlib.contextmanager
+def spawning_workers() -> Iterator[None]:
+    """Processes spawned in this block, or later by threads started in it (a LocalCluster's nannies),
+    never receive SIGINT or SIGTERM: they are blocked in this thread meanwhile, and threads and spawned
+    processes inherit that (this process closes them, or stop_children kills them). A signal that
+    comes meanwhile is taken at the end of the block."""
+    _start_resource_tracker()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def direct_children() -> set[int]:

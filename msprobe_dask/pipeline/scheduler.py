@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from msprobe_dask.errors import ClusterError, ConfigError
-from msprobe_dask.processes import ignore_ctrl_c
+from msprobe_dask.errors import ClusterError, ConfigError, Terminated
+from msprobe_dask.processes import forking_workers, spawning_workers
 
 if TYPE_CHECKING:  # (stages imports dask: only when a run shows progress)
     from msprobe_dask.pipeline.stages import StageLog
@@ -112,17 +112,58 @@ def computing(options: RunOptions) -> Iterator[Compute]:
         return
     processes = options.local_processes
     if processes and options.big_shared_results:
-        from distributed import LocalCluster
-
         with (
-            LocalCluster(
-                n_workers=processes, threads_per_worker=1, dashboard_address=None, processes=True
-            ) as cluster,
-            _on_cluster(dataclasses.replace(options, address=cluster.scheduler_address)) as compute,
+            _local_cluster(processes) as address,
+            _on_cluster(dataclasses.replace(options, address=address)) as compute,
         ):
             yield compute
         return
     yield _local(options)
+
+
+@contextlib.contextmanager
+def _environ(**values: str) -> Iterator[None]:
+    """These environment variables set meanwhile (for the processes started meanwhile)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
+def _local_cluster(processes: int) -> Iterator[str]:
+    """A LocalCluster of ``processes`` single-thread workers (its scheduler's address); its workers
+    never see a SIGINT or SIGTERM sent to the process group (a Ctrl-C): this process closes them. A run
+    stopped by a signal closes it without distributed's log lines (workers killed after a timeout,
+    tasks cancelled): the run's one line says it all."""
+    import logging
+
+    from distributed import LocalCluster
+
+    cluster = None
+    try:
+        # its workers log errors only: the tasks cancelled when a run is stopped are no news
+        with spawning_workers(), _environ(DASK_LOGGING__DISTRIBUTED="error"):
+            cluster = LocalCluster(
+                n_workers=processes,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,  # no dashboard; its http server on any free port, not 8787
+                scheduler_kwargs={"dashboard_address": ":0"},
+            )
+        yield cluster.scheduler_address
+    except (KeyboardInterrupt, Terminated):
+        logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
+        raise
+    finally:
+        if cluster is not None:
+            cluster.close()
 
 
 @contextlib.contextmanager
@@ -147,6 +188,8 @@ def _on_cluster(options: RunOptions) -> Iterator[Compute]:
                     progress(futures)
                 _wait_while_workers(client, futures, address)
                 results = client.gather(futures)
+            except (KeyboardInterrupt, Terminated):
+                raise  # closing the client releases them; a cancel now would have each worker log it
             except BaseException:
                 client.cancel(futures)
                 raise
@@ -231,8 +274,7 @@ def _in_processes(objs: Sequence[Any], processes: int) -> list[Any]:
     context = "fork" if sys.platform == "linux" else "spawn"
     try:
         # the workers ignore a Ctrl-C to the process group: this process stops them (cli.main)
-        config = {"multiprocessing.context": context, "multiprocessing.initializer": ignore_ctrl_c}
-        with dask.config.set(config):
+        with dask.config.set({"multiprocessing.context": context}), forking_workers():
             return list(dask.compute(*objs, scheduler=dask.multiprocessing.get, num_workers=processes))
     except BrokenProcessPool:
         raise ClusterError(

@@ -26,6 +26,25 @@ _KILL = (
     "def _kill():\n"
     "    signal.pthread_kill(threading.main_thread().ident, signal.{sig})\n"
 )
+# a Ctrl-C at the terminal, or a kill of the process group: the signal to every process of the group,
+# to this one's main thread
+_KILL_GROUP = (
+    "import os, signal, threading\n"
+    "def _kill_others():\n"
+    "    group = os.getpgid(0)\n"
+    "    for entry in os.listdir('/proc'):\n"
+    "        if entry.isdigit() and int(entry) != os.getpid():\n"
+    "            try:\n"
+    "                if os.getpgid(int(entry)) == group:\n"
+    "                    os.kill(int(entry), signal.{sig})\n"
+    "            except OSError:\n"
+    "                pass\n"
+    "def _kill_me():\n"
+    "    signal.pthread_kill(threading.main_thread().ident, signal.{sig})\n"
+    "def _kill():\n"
+    "    _kill_others()\n"
+    "    _kill_me()\n"
+)
 # the moment, as a prelude run in the case's process before the command
 MOMENTS = {
     # an audit hook: the first open of a dump.json (by a task thread or a worker's parse)
@@ -75,6 +94,30 @@ MOMENTS = {
         "    return futures\n"
         "distributed.Client.compute = _computing\n"
     ),
+    # a worker process has just been forked (dask's processes scheduler): its first instants (this
+    # process a moment later: a handler run inside an at-fork hook could not stop the run)
+    "fork": (
+        "import os\n"
+        "_forked = []\n"
+        "def _after_fork():\n"
+        "    if not _forked:\n"
+        "        _forked.append(1)\n"
+        "        _kill_others()\n"
+        "        threading.Timer(0.01, _kill_me).start()\n"
+        "os.register_at_fork(after_in_parent=_after_fork)\n"
+    ),
+    # a LocalCluster's worker process has just been spawned: it is starting its interpreter
+    "spawn": (
+        "import multiprocessing.popen_spawn_posix as popen\n"
+        "_launch = popen.Popen._launch\n"
+        "_spawned = []\n"
+        "def _launching(self, process_obj):\n"
+        "    _launch(self, process_obj)\n"
+        "    if not _spawned:\n"
+        "        _spawned.append(1)\n"
+        "        _kill()\n"
+        "popen.Popen._launch = _launching\n"
+    ),
     # the worker processes are starting
     "pool": (
         "import concurrent.futures.process as pool\n"
@@ -92,8 +135,8 @@ def _dumps(case: Case) -> tuple[Path, Path]:
     return write_dump(case.dumps / "target"), write_dump(case.dumps / "golden")
 
 
-def _assert_stopped(outcome: Outcome, code: int, name: str, lines: int | None = 1) -> None:
-    check(outcome, code, f"stopped by {name}", lines=lines)
+def _assert_stopped(outcome: Outcome, code: int, name: str) -> None:
+    check(outcome, code, f"stopped by {name}")
 
 
 @pytest.mark.parametrize("name", list(SIGNALS))
@@ -127,8 +170,33 @@ def test_signal_with_two_workers(tmp_path: Path, name: str, kind: str, moment: s
     prelude = _KILL.format(sig=name) + MOMENTS[moment]
     args = ("-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q", "--workers", "2", *flags)
     outcome = case.run(command, *args, prelude=prelude)
-    # distributed may warn first (a dashboard port in use, tasks cancelled): the last line is ours
-    _assert_stopped(outcome, SIGNALS[name], name, lines=None)
+    _assert_stopped(outcome, SIGNALS[name], name)
+    assert not result_files(case.out)
+
+
+@pytest.mark.parametrize("name", list(SIGNALS))
+@pytest.mark.parametrize(
+    "kind, moment",
+    [
+        ("csv", "fork"),
+        ("csv", "pool"),
+        ("csv", "parse"),
+        ("csv", "write"),
+        ("xlsx", "workers"),
+        ("vis.db", "spawn"),
+        ("vis.db", "cluster"),
+    ],
+)
+def test_ctrl_c_to_the_group_with_two_workers(tmp_path: Path, name: str, kind: str, moment: str) -> None:
+    """The signal reaches every process of the group, the workers too, at the moment named (the first
+    instants of a worker process included): the workers ignore it and this process stops them."""
+    case = new_case(tmp_path)
+    target, golden = _dumps(case)
+    command, *flags = COMMANDS[kind]
+    prelude = _KILL_GROUP.format(sig=name) + MOMENTS[moment]
+    args = ("-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q", "--workers", "2", *flags)
+    outcome = case.run(command, *args, prelude=prelude)
+    _assert_stopped(outcome, SIGNALS[name], name)
     assert not result_files(case.out)
 
 
