@@ -148,6 +148,11 @@ def unused_name(path: Path) -> Path:
     return candidate
 
 
+def not_replaced(final: Path) -> OutputError:
+    """The error of a result whose name is taken: an existing file is never replaced nor changed."""
+    return OutputError(final, "already exists and is not replaced; run again for a new name")
+
+
 def publish(tmp: Path, final: Path) -> None:
     """Give the complete file ``tmp`` its name ``final``, unless a file of that name exists (a hard link
     fails then, where a rename would replace it); ``tmp`` stays for the caller to remove. Nothing is
@@ -156,8 +161,8 @@ def publish(tmp: Path, final: Path) -> None:
     try:
         os.link(tmp, final)
     except FileExistsError:
-        raise OutputError(final, "already exists and is not replaced; run again for a new name") from None
+        raise not_replaced(final) from None
     except OSError:  # a file system without hard links
         if os.path.lexists(final):
-            raise OutputError(final, "already exists and is not replaced; run again for a new name") from None
+            raise not_replaced(final) from None
         os.replace(tmp, final)

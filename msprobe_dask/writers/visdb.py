@@ -4,7 +4,7 @@ The schema text, object creation order, WAL journal mode and index set are the r
 (graph_visualize.md §7.3). Rows are written to a temporary file next to the target, in one
 transaction without a rollback journal (a failed write deletes the file); the file is switched to WAL
 mode and renamed only when complete, so an interrupted run leaves nothing that looks finished. An
-existing target is copied first and appended to, as the reference does.
+existing target is never changed: the reference adds the rows to it, we refuse (D32).
 
 tb_nodes and tb_stack rows arrive packed (writers/packed_rows.py), in chunks, in any order: each graph
 gets a range of rowids of each table in write order (``place``) and a row's rowid is its graph's base
@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from msprobe_dask.errors import OutputError
-from msprobe_dask.writers.atomic import check_running, set_result_mode, track, untrack
+from msprobe_dask.writers.atomic import not_replaced, publish, set_result_mode, track, untrack
 from msprobe_dask.writers.packed_rows import ERRORS, open_db, pack_rows
 
 NODES_DDL = """CREATE TABLE tb_nodes (
@@ -83,7 +81,6 @@ MMAP_BYTES = 1 << 31
 # A node row holds ~1-3 KB of JSON: with SQLite's default 4 KiB pages a row takes a page or more, and
 # each of the 7 index builds walks every page of the table. 64 KiB pages (a storage detail: same
 # tables and rows; the plugin reads any page size) cut the write of a 100,000-node compare by ~25%.
-# A new file only: an existing db keeps its page size.
 PAGE_SIZE = 65536
 
 
@@ -98,7 +95,7 @@ INSERT_NODES = (
 # packed tb_stack rows are (number, id, stack_info): ?2, the number, gives the rowid (?1)
 INSERT_STACKS = "INSERT INTO tb_stack (rowid, id, stack_info) VALUES (?1, ?3, ?4)"
 NODES, STACKS = "tb_nodes", "tb_stack"
-INSERT_CONFIG = "INSERT OR IGNORE INTO tb_config VALUES (?,?,?,?,?,?,?,?,?)"
+INSERT_CONFIG = "INSERT INTO tb_config VALUES (?,?,?,?,?,?,?,?,?)"
 UPDATE_DISTRIBUTED = "UPDATE tb_nodes SET matched_distributed = ? WHERE id = ?"
 ID, ORDER, MATCHED_DISTRIBUTED = 0, 2, 13  # positions of tb_nodes' columns
 
@@ -124,10 +121,10 @@ def write_visdb(path: str | os.PathLike[str], graphs: Iterable[GraphTables], con
 class _Placed:
     """One table's rows, placed graph by graph (see the module)."""
 
-    def __init__(self, sql: str, number: int, last_rowid: int) -> None:
+    def __init__(self, sql: str, number: int) -> None:
         self.sql = sql
         self.number = number  # the packed rows' column holding a row's number in its graph
-        self.next = last_rowid
+        self.next = 0
         self.bases: dict[str, int] = {}  # graph id -> the rowid of its number -1
         self.counts: dict[str, tuple[int, int]] = {}  # graph id -> (rows placed, rows inserted)
 
@@ -138,17 +135,14 @@ class VisdbWriter:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        if os.path.lexists(self.path):  # checked again when it is named (publish)
+            raise not_replaced(self.path)
         self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self._tables = {NODES: _Placed(INSERT_NODES, ORDER), STACKS: _Placed(INSERT_STACKS, 0)}
         track(self._tmp)
         try:
-            if self.path.exists():
-                shutil.copyfile(self.path, self._tmp)
-            self._tables = {
-                NODES: _Placed(INSERT_NODES, ORDER, _last_rowid(self._tmp, NODES)),
-                STACKS: _Placed(INSERT_STACKS, 0, _last_rowid(self._tmp, STACKS)),
-            }
             self._db = open_db(str(self._tmp))
-        except OSError as exc:  # the target unreadable, or the folder unwritable
+        except OSError as exc:  # the folder unwritable
             self._remove()
             where = exc.filename or self.path.parent
             raise OutputError(where, f"cannot write the vis.db: {_reason(exc)}") from None
@@ -163,7 +157,7 @@ class VisdbWriter:
                 f"PRAGMA cache_size=-{CACHE_KIB}",
                 f"PRAGMA mmap_size={MMAP_BYTES}",
                 "BEGIN",
-                *(ddl.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1) for ddl in TABLES),
+                *TABLES,
             ):
                 self._db.execute(sql)
 
@@ -211,17 +205,16 @@ class VisdbWriter:
                 self.add(g.graph_id, pack_rows(rows, 3), STACKS)
                 self._check_count(g.graph_id, STACKS)
             self._db.executemany(INSERT_CONFIG, pack_rows([config], len(config)))
-            for sql in (*_INDEXES, "COMMIT", "PRAGMA journal_mode=WAL"):
+            for sql in (*INDEXES, "COMMIT", "PRAGMA journal_mode=WAL"):
                 self._db.execute(sql)
         self._close()
         try:
             set_result_mode(self._tmp)
-            check_running()
-            os.replace(self._tmp, self.path)
-            untrack(self._tmp)
+            publish(self._tmp, self.path)
         except OSError as exc:
-            self._remove()
             raise OutputError(self.path, f"cannot write the vis.db: {_reason(exc)}") from None
+        finally:
+            self._remove()  # named now (a hard link), or not to be
         return str(self.path)
 
     def abort(self) -> None:
@@ -237,10 +230,8 @@ class VisdbWriter:
     def _remove(self) -> None:
         untrack(self._tmp)
         for suffix in ("", "-wal", "-shm", "-journal"):
-            try:
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
                 os.unlink(f"{self._tmp}{suffix}")
-            except FileNotFoundError:
-                pass
 
 
 @contextlib.contextmanager
@@ -257,19 +248,6 @@ def _failing(writer: VisdbWriter) -> Iterator[None]:
 
 
 TABLES = (NODES_DDL, STACK_DDL, CONFIG_DDL)
-_INDEXES = tuple(ddl.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1) for ddl in INDEXES)
-
-
-def _last_rowid(path: Path, table: str) -> int:
-    """The highest rowid of ``table`` in an existing file (0 for none)."""
-    if not path.exists():
-        return 0
-    con = sqlite3.connect(path)
-    try:
-        has_table = con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone()
-        return (con.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0) if has_table else 0
-    finally:
-        con.close()
 
 
 def _reason(exc: OSError) -> str:

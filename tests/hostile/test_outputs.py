@@ -48,13 +48,21 @@ def test_no_space_left(tmp_path: Path, kind: str) -> None:
     assert not result_files(case.out)
 
 
-@pytest.mark.parametrize("kind", ["csv", "xlsx"])
+RESULT_NAMES = {
+    "csv": "compare_result_{}.csv",
+    "xlsx": "compare_result_{}.xlsx",
+    "vis.db": "compare_{}.vis.db",
+}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
 def test_existing_result_of_the_same_second_is_kept(tmp_path: Path, kind: str) -> None:
+    """Neither replaced nor changed (the reference replaces a csv or xlsx, and adds its rows to a vis.db)."""
     case = new_case(tmp_path)
     case.out.mkdir()
     now = time.time()
     kept = [
-        case.out / f"compare_result_{time.strftime('%Y%m%d%H%M%S', time.localtime(now + s))}.{kind}"
+        case.out / RESULT_NAMES[kind].format(time.strftime("%Y%m%d%H%M%S", time.localtime(now + s)))
         for s in range(4)
     ]
     for path in kept:

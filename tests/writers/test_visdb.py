@@ -1,4 +1,4 @@
-"""The vis.db writer: storage settings of a new file, and appending to an existing one (§7.1)."""
+"""The vis.db writer: storage settings of a new file; an existing one is never changed (§7.1, D32)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from msprobe_dask.errors import OutputError
-from msprobe_dask.writers import packed_rows
 from msprobe_dask.writers.packed_rows import pack_rows
 from msprobe_dask.writers.visdb import (
     CONFIG_DDL,
@@ -49,16 +48,25 @@ def test_a_new_file_has_big_pages_wal_and_the_reference_schema(tmp_path: Path) -
         ).fetchone() == (7,)
 
 
-def test_an_existing_file_keeps_its_rows_and_page_size(tmp_path: Path) -> None:
+def test_an_existing_file_is_neither_replaced_nor_changed(tmp_path: Path) -> None:
+    """The reference adds the rows to a vis.db of the same name (D32); we refuse, at the start and again
+    when the result is named (one made meanwhile)."""
     path = tmp_path / "build_1.vis.db"
-    with sqlite3.connect(path) as con:  # as the reference leaves one: default 4 KiB pages
+    with sqlite3.connect(path) as con:
         for ddl in (NODES_DDL, STACK_DDL, CONFIG_DDL):
             con.execute(ddl)
         con.execute(f"INSERT INTO tb_nodes VALUES ({','.join('?' * 22)})", _row("old", 0))
-    write_visdb(path, [GraphTables("NPU_0_0", 1, [_row("new", 0)], [])], CONFIG)
-    assert _pragma(path, "page_size") == 4096
-    with sqlite3.connect(path) as con:
-        assert con.execute("SELECT node_name FROM tb_nodes ORDER BY rowid").fetchall() == [("old",), ("new",)]
+    con.close()
+    before = path.read_bytes()
+    with pytest.raises(OutputError, match=r"build_1\.vis\.db: already exists and is not replaced"):
+        write_visdb(path, [GraphTables("NPU_0_0", 1, [_row("new", 0)], [])], CONFIG)
+    other = tmp_path / "build_2.vis.db"
+    writer = VisdbWriter(other)
+    other.write_bytes(before)  # made meanwhile
+    with pytest.raises(OutputError, match=r"build_2\.vis\.db: already exists and is not replaced"):
+        writer.finish([GraphTables("NPU_0_0", 1, [_row("new", 0)], [])], CONFIG)
+    assert path.read_bytes() == before and other.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["build_1.vis.db", "build_2.vis.db"]
 
 
 def _graph_rows(graph: str, n: int) -> list[list]:
@@ -120,58 +128,18 @@ def test_a_truncated_chunk_is_one_error_and_nothing_is_left(tmp_path: Path) -> N
     assert list(tmp_path.iterdir()) == []
 
 
-def test_ids_already_in_the_target_are_refused_and_the_target_kept(tmp_path: Path) -> None:
+def test_ids_twice_in_one_write_are_one_error_and_nothing_is_left(tmp_path: Path) -> None:
     path = tmp_path / "build_1.vis.db"
-    write_visdb(path, [GraphTables("NPU_0_0", 2, _graph_rows("NPU_0_0", 2), [])], CONFIG)
-    before = path.read_bytes()
+    twice = [GraphTables(graph, 2, _graph_rows("NPU_0_0", 2), []) for graph in ("NPU_0_0", "NPU_0_1")]
     with pytest.raises(OutputError, match="UNIQUE constraint failed: tb_nodes.id"):
-        write_visdb(path, [GraphTables("NPU_0_0", 2, _graph_rows("NPU_0_0", 2), [])], CONFIG)
-    assert path.read_bytes() == before
-    assert _leftovers(tmp_path) == []
+        write_visdb(path, twice, CONFIG)
+    assert list(tmp_path.iterdir()) == []
 
 
-def test_a_target_that_cannot_be_read_or_replaced_is_one_error_and_no_temporary_file(tmp_path: Path) -> None:
-    path = tmp_path / "build_1.vis.db"
-    path.mkdir()  # a folder where the file goes: it cannot be appended to
-    (path / "x").write_text("")
-    with pytest.raises(OutputError, match=r"build_1\.vis\.db: cannot write the vis.db: Is a directory"):
-        write_visdb(path, [GraphTables("NPU_0_0", 1, [_row("a", 0)], [])], CONFIG)
-    other = tmp_path / "build_2.vis.db"
-    writer = VisdbWriter(other)
-    other.mkdir()  # made meanwhile: the final rename fails
-    (other / "x").write_text("")
-    with pytest.raises(OutputError, match=r"build_2\.vis\.db: cannot write the vis.db"):
-        writer.finish([GraphTables("NPU_0_0", 1, [_row("a", 0)], [])], CONFIG)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["build_1.vis.db", "build_2.vis.db"]
-
-
-@pytest.mark.parametrize("native", [True, False], ids=["c_path", "python_path"])
-def test_a_damaged_target_is_reported_as_sqlite_reports_it(
-    native: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Appending to an existing vis.db whose id index is damaged: SQLite's own message, not one about
-    packed rows; the target is left as it was."""
-    if not native:
-        monkeypatch.setattr(packed_rows, "native", None)
-    path = tmp_path / "build_1.vis.db"
-    with sqlite3.connect(path) as con:
-        con.execute("PRAGMA page_size=4096")
-        con.execute(NODES_DDL)
-        con.executemany(f"INSERT INTO tb_nodes VALUES ({','.join('?' * 22)})", _graph_rows("NPU_0_0", 20_000))
-        leaves = [
-            p
-            for (p,) in con.execute(
-                "SELECT pageno FROM dbstat WHERE name = 'sqlite_autoindex_tb_nodes_1' AND pagetype = 'leaf'"
-            )
-        ]
-    con.close()
-    with open(path, "r+b") as f:  # the index's leaves only: max(rowid) still reads
-        for page in leaves[len(leaves) // 10 : len(leaves) * 9 // 10]:
-            f.seek((page - 1) * 4096)
-            f.write(b"\xee" * 4096)
-    before = path.read_bytes()
-    with pytest.raises(OutputError, match="database disk image is malformed"):
-        mid_index = _graph_rows("NPU_0_0_5", 3)  # ids that sort among the damaged leaves
-        write_visdb(path, [GraphTables("NPU_0_0_5", 3, mid_index, [])], CONFIG)
-    assert path.read_bytes() == before
-    assert _leftovers(tmp_path) == []
+def test_a_folder_that_cannot_hold_it_is_one_error_and_no_temporary_file(tmp_path: Path) -> None:
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(OutputError, match="cannot write the vis.db"):
+        write_visdb(
+            tmp_path / "a_file" / "build_1.vis.db", [GraphTables("NPU_0_0", 1, [_row("a", 0)], [])], CONFIG
+        )
+    assert [p.name for p in tmp_path.iterdir()] == ["a_file"]
