@@ -154,46 +154,37 @@ def test_signal_in_this_process(tmp_path: Path, name: str, kind: str, moment: st
     assert not result_files(case.out)
 
 
-@pytest.mark.parametrize(
-    "name, kind, moment",
-    [
-        ("SIGTERM", "csv", "pool"),
-        ("SIGINT", "csv", "workers"),
-        ("SIGTERM", "xlsx", "write"),
-        ("SIGTERM", "vis.db", "cluster"),
-    ],
-)
-def test_signal_with_two_workers(tmp_path: Path, name: str, kind: str, moment: str) -> None:
+TO = {"main": _KILL, "group": _KILL_GROUP}  # this process's main thread, or every process of the group
+WITH_WORKERS = [
+    ("main", "SIGTERM", "csv", "pool"),
+    ("main", "SIGINT", "csv", "workers"),
+    ("main", "SIGTERM", "xlsx", "write"),
+    ("main", "SIGTERM", "vis.db", "cluster"),
+    *(
+        ("group", name, kind, moment)
+        for name in SIGNALS
+        for kind, moment in (
+            ("csv", "fork"),
+            ("csv", "pool"),
+            ("csv", "parse"),
+            ("csv", "write"),
+            ("xlsx", "workers"),
+            ("vis.db", "spawn"),
+            ("vis.db", "cluster"),
+        )
+    ),
+]
+
+
+@pytest.mark.parametrize("to, name, kind, moment", WITH_WORKERS)
+def test_signal_with_two_workers(tmp_path: Path, to: str, name: str, kind: str, moment: str) -> None:
+    """Sent to the group (a Ctrl-C, a kill of the group), the signal reaches the workers too, at the
+    moment named (a worker's first instants included): the workers ignore it and this process stops
+    them."""
     case = new_case(tmp_path)
     target, golden = _dumps(case)
     command, *flags = COMMANDS[kind]
-    prelude = _KILL.format(sig=name) + MOMENTS[moment]
-    args = ("-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q", "--workers", "2", *flags)
-    outcome = case.run(command, *args, prelude=prelude)
-    _assert_stopped(outcome, SIGNALS[name], name)
-    assert not result_files(case.out)
-
-
-@pytest.mark.parametrize("name", list(SIGNALS))
-@pytest.mark.parametrize(
-    "kind, moment",
-    [
-        ("csv", "fork"),
-        ("csv", "pool"),
-        ("csv", "parse"),
-        ("csv", "write"),
-        ("xlsx", "workers"),
-        ("vis.db", "spawn"),
-        ("vis.db", "cluster"),
-    ],
-)
-def test_ctrl_c_to_the_group_with_two_workers(tmp_path: Path, name: str, kind: str, moment: str) -> None:
-    """The signal reaches every process of the group, the workers too, at the moment named (the first
-    instants of a worker process included): the workers ignore it and this process stops them."""
-    case = new_case(tmp_path)
-    target, golden = _dumps(case)
-    command, *flags = COMMANDS[kind]
-    prelude = _KILL_GROUP.format(sig=name) + MOMENTS[moment]
+    prelude = TO[to].format(sig=name) + MOMENTS[moment]
     args = ("-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q", "--workers", "2", *flags)
     outcome = case.run(command, *args, prelude=prelude)
     _assert_stopped(outcome, SIGNALS[name], name)
