@@ -78,34 +78,39 @@ class Matched:
     pairs: list[RowPair]
     stacks: dict[str, list[str]] | None
     jobs: list[TensorJob] = field(default_factory=list)
-    float_bench: tuple[bool, ...] = (False,) * 4
+    float_stats: tuple[bool, ...] = (False,) * 8
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def float_bench_columns(bench_rows: Sequence[LeafRow], any_unmatched: bool) -> tuple[bool, ...]:
-    """Which bench statistics columns the reference holds as float64, so that ints print as ``3.0``.
+def float_stat_columns(
+    npu_rows: Sequence[LeafRow], bench_rows: Sequence[LeafRow], any_unmatched: bool
+) -> tuple[bool, ...]:
+    """Which statistics columns (NPU max .. l2norm, then Bench max .. l2norm) the reference holds as
+    float64, so that ints print as ``3.0``.
 
-    The golden side's column is numeric when every golden row holds a number there; it is float when
-    one of them is a float, or when the outer join had to fill an unmatched target row with NaN.
+    A side's column is numeric when every row of that side holds a number there, NaN excepted (the
+    reference has turned a NaN into the text ``Nan`` by then); it is float when one of them is a float,
+    or, on the golden side, when the outer join had to fill an unmatched target row with NaN.
     """
     flags = []
-    for i in range(4):
-        values = [row.stats[i] for row in bench_rows]
-        numeric = bool(values) and all(_is_number(v) for v in values)
-        flags.append(numeric and (any_unmatched or any(isinstance(v, float) for v in values)))
+    for rows, filled in ((npu_rows, False), (bench_rows, any_unmatched)):
+        for i in range(4):
+            values = [row.stats[i] for row in rows]
+            numeric = bool(values) and all(_is_number(v) and v == v for v in values)
+            flags.append(numeric and (filled or any(isinstance(v, float) for v in values)))
     return tuple(flags)
 
 
-def _stat_columns(pairs: Sequence[RowPair], float_bench: Sequence[bool]) -> list[list[Any]]:
-    npu = [[p.npu.stats[i] for p in pairs] for i in range(4)]
-    bench = [
-        [(float(p.bench.stats[i]) if float_bench[i] else p.bench.stats[i]) if p.bench else NA for p in pairs]
-        for i in range(4)
+def _stat_columns(pairs: Sequence[RowPair], float_stats: Sequence[bool]) -> list[list[Any]]:
+    """The eight statistics columns, NPU then Bench, typed as the reference types them."""
+    sides = [[p.npu for p in pairs]] * 4 + [[p.bench for p in pairs]] * 4
+    return [
+        [(float(row.stats[i % 4]) if as_float else row.stats[i % 4]) if row else NA for row in side]
+        for i, (side, as_float) in enumerate(zip(sides, float_stats))
     ]
-    return npu + bench
 
 
 def _base_record(pair: RowPair) -> dict[str, Any]:
@@ -127,7 +132,7 @@ def build_table(
     mode: str,
     stacks: dict[str, list[str]] | None,
     tensor_cells: Sequence[Sequence[Any]] | None = None,
-    float_bench: Sequence[bool] = (False,) * 4,
+    float_stats: Sequence[bool] = (False,) * 8,
     highlight: bool = True,
     unreadable: Mapping[int, str] | None = None,
 ) -> CompareTable:
@@ -136,7 +141,7 @@ def build_table(
     index -> why its tensor files could not be read; such a row is an ``error`` whatever its cells
     say, its Err_message says why."""
     columns = columns_for(mode, stacks is not None)
-    stat_cols = _stat_columns(pairs, float_bench) if mode != "md5" else []
+    stat_cols = _stat_columns(pairs, float_stats) if mode != "md5" else []
     records: list[dict[str, Any]] = []
     for i, pair in enumerate(pairs):
         record = _base_record(pair)

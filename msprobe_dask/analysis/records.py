@@ -53,7 +53,7 @@ def _is_same(entry: str, items: list[dict[str, Any]], mode: str) -> bool:
 def rank_records(matched: Matched) -> Records:
     """``{entry: {"is_same": bool, "op_items": [row dicts]}}`` of one rank, in dump order."""
     mode = "statistics" if matched.mode == "tensor" else matched.mode
-    table = build_table(matched.pairs, mode, matched.stacks, None, matched.float_bench)
+    table = build_table(matched.pairs, mode, matched.stacks, None, matched.float_stats)
     records: Records = {}
     previous = None
     for pair, row in zip(matched.pairs, table.rows):

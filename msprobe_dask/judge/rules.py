@@ -105,6 +105,12 @@ def _nan_inf_check(row: Row, verdict: _Verdict) -> None:
         verdict.flag(MSG_NAN_INF)
 
 
+def _same_value(npu: Any, bench: Any) -> bool:
+    """As the reference compares two scalar arguments: equal values (an int and its float, whichever
+    side's column the reference typed float), or the same text (``Nan`` and ``Nan``)."""
+    return str(npu) == str(bench) or (npu == bench) is True
+
+
 def _pair_checks(row: Row, verdict: _Verdict, is_input: bool) -> None:
     if not _matched(row):
         return
@@ -116,7 +122,7 @@ def _pair_checks(row: Row, verdict: _Verdict, is_input: bool) -> None:
         and "class" in row["NPU Dtype"]
         and "class" in row["Bench Dtype"]
         and row["NPU Tensor Shape"] == "[]"
-        and str(row["NPU max"]) != str(row["Bench max"])
+        and not _same_value(row["NPU max"], row["Bench max"])
     ):
         verdict.flag(MSG_SCALAR)
     bench_name = row["Bench Name"]

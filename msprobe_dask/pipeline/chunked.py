@@ -42,7 +42,7 @@ from msprobe_dask.summary.divergence import joined_nodes, rank_table_nodes
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
 from msprobe_dask.summary.table import merge_summaries, summarise_table
-from msprobe_dask.table import RowPair, build_table, columns_for, float_bench_columns
+from msprobe_dask.table import RowPair, build_table, columns_for, float_stat_columns
 from msprobe_dask.writers.atomic import publish, set_result_mode
 from msprobe_dask.writers.csv_writer import csv_lines, header_line
 
@@ -198,7 +198,7 @@ class Plan:
 
     mode: str
     columns: list[str]
-    float_bench: tuple[bool, ...]
+    float_stats: tuple[bool, ...]
     bench_offsets: tuple[int, ...]  # index of each bench part's first row among all bench rows
     packed_parts: tuple[bytes, ...]
 
@@ -229,7 +229,7 @@ def match_parts(
     if mode == "tensor":
         raise DumpError(npu.source.dump_json, "holds tensors, but its head said statistics")
     indices = pair_indices(npu, bench, is_cross_framework(npu, bench), match)
-    float_bench = float_bench_columns(bench.rows, any(j is None for _, j in indices))
+    float_stats = float_stat_columns(npu.rows, bench.rows, any(j is None for _, j in indices))
     offsets = [0]
     for part in bench_parts:
         offsets.append(offsets[-1] + len(part.rows))
@@ -251,7 +251,7 @@ def match_parts(
         plans.append(marshal.dumps((npu_rows, bench_rows, foreign, stacks)))
         start = end
     columns = columns_for(mode, npu.stacks is not None)
-    return Plan(mode, columns, float_bench, tuple(offsets), tuple(plans))
+    return Plan(mode, columns, float_stats, tuple(offsets), tuple(plans))
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +280,7 @@ def table_part(
         RowPair(npu_part.rows[i], None if j < 0 else part.foreign[j] if j in part.foreign else near[j - base])
         for i, j in zip(part.npu_rows, part.bench_rows)
     ]
-    table = build_table(pairs, plan.mode, part.stacks, None, plan.float_bench, highlight=False)
+    table = build_table(pairs, plan.mode, part.stacks, None, plan.float_stats, highlight=False)
     lines = csv_lines(table.rows)
     if tolerance is None:
         return TablePart(lines, len(table.rows), None, None)

@@ -18,7 +18,7 @@ from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.pipeline.pairing import MatchOptions, pair_rows, tensor_jobs
 from msprobe_dask.pipeline.scheduler import Compute, RunOptions, computing
 from msprobe_dask.pipeline.sides import Side, compare_mode, is_cross_framework, parse_side
-from msprobe_dask.table import CompareTable, Matched, TensorJob, build_table, float_bench_columns
+from msprobe_dask.table import CompareTable, Matched, TensorJob, build_table, float_stat_columns
 
 if TYPE_CHECKING:
     from msprobe_dask.analysis.divergence import Tolerance
@@ -42,8 +42,8 @@ def match_sides(npu: Side, bench: Side, options: MatchOptions) -> Matched:
     mode = compare_mode(npu, bench)
     pairs = pair_rows(npu, bench, is_cross_framework(npu, bench), options)
     jobs = tensor_jobs(pairs, npu, bench) if mode == "tensor" else []
-    float_bench = float_bench_columns(bench.rows, any(p.bench is None for p in pairs))
-    return Matched(mode=mode, pairs=pairs, stacks=npu.stacks, jobs=jobs, float_bench=float_bench)
+    float_stats = float_stat_columns(npu.rows, bench.rows, any(p.bench is None for p in pairs))
+    return Matched(mode=mode, pairs=pairs, stacks=npu.stacks, jobs=jobs, float_stats=float_stats)
 
 
 def _batches(jobs: Sequence[TensorJob]) -> tuple[list[list[int]], list[int]]:
@@ -105,7 +105,7 @@ def _assemble(matched: Matched, batch_indices: list[list[int]], *batch_results: 
         matched.mode,
         matched.stacks,
         cells if matched.mode == "tensor" else None,
-        matched.float_bench,
+        matched.float_stats,
         unreadable=unreadable,
     )
     return RankResult(label="", table=table, tensor_messages=list(unreadable.values()))

@@ -10,7 +10,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -41,9 +40,9 @@ def tensor(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
-# an int argument is left to test_an_int_argument_compared_with_itself_passes (a known difference)
 scalar = st.one_of(
     st.builds(lambda v: {"type": "float", "value": v}, finite),
+    st.builds(lambda v: {"type": "int", "value": v}, st.integers(-(10**6), 10**6)),
     st.builds(lambda v: {"type": "bool", "value": v}, st.booleans()),
 )
 leaf = st.one_of(tensor(), scalar, st.none())
@@ -90,13 +89,6 @@ def dump(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any], int]:
     return doc, construct, rows
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known difference from the reference: an int argument in an all-numeric statistics column; "
-    "the reference types the NPU column float too (NPU max 3.0) and the row passes, ours prints 3 against "
-    "the golden's 3.0 and judges 'scalar parameters inconsistent' (table.py types the golden side "
-    "only; typing the NPU side by the same rule breaks L0_only's reference csv, so the rule is another)",
-)
 def test_an_int_argument_compared_with_itself_passes(tmp_path: Path) -> None:
     stats = dict(zip(("Max", "Min", "Mean", "Norm"), (4.25, -1.0, 0.5, 9.75)))
     leaf = {
