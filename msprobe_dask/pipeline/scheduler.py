@@ -138,37 +138,40 @@ def _environ(**values: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _local_cluster(processes: int) -> Iterator[str]:
-    """A LocalCluster of ``processes`` single-thread workers (its scheduler's address); its workers
-    never see a SIGINT or SIGTERM sent to the process group (a Ctrl-C): this process closes them. A run
-    stopped by a signal closes it without distributed's log lines (workers killed after a timeout,
-    tasks cancelled): the run's one line says it all."""
+    """A LocalCluster of ``processes`` single-thread workers (its scheduler's address), without
+    distributed's log lines; its workers never see a SIGINT or SIGTERM sent to the process group (a
+    Ctrl-C): this process closes them."""
     import logging
 
     from distributed import LocalCluster
 
-    cluster = None
+    # the cluster and its workers say nothing: a lost worker it replaces by itself, and a run that
+    # fails or is stopped (its tasks cancelled, its workers lost for good) says so in its one line
+    log = logging.getLogger("distributed")
+    level, cluster = log.level, None
+    log.setLevel(logging.CRITICAL + 1)
     try:
-        # its workers log errors only: the tasks cancelled when a run is stopped are no news
-        with spawning_workers(), _environ(DASK_LOGGING__DISTRIBUTED="error"):
-            cluster = LocalCluster(
-                n_workers=processes,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,  # no dashboard; its http server on any free port, not 8787
-                scheduler_kwargs={"dashboard_address": ":0"},
-            )
+        with spawning_workers(), _environ(DASK_LOGGING__DISTRIBUTED="critical"):
+            try:
+                cluster = LocalCluster(
+                    n_workers=processes,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,  # no dashboard; its http server on any free port, not 8787
+                    scheduler_kwargs={"dashboard_address": ":0"},
+                )
+            except Exception as exc:  # a worker process killed while it started
+                raise ClusterError(None, f"the local worker processes did not start: {exc}") from None
         yield cluster.scheduler_address
-    except (KeyboardInterrupt, Terminated):
-        logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
-        raise
     finally:
         if cluster is not None:
             cluster.close()
+        log.setLevel(level)
 
 
 @contextlib.contextmanager
 def _on_cluster(options: RunOptions) -> Iterator[Compute]:
-    from distributed import Client
+    from distributed import Client, KilledWorker
 
     address = str(options.address)
     try:
@@ -190,6 +193,11 @@ def _on_cluster(options: RunOptions) -> Iterator[Compute]:
                 results = client.gather(futures)
             except (KeyboardInterrupt, Terminated):
                 raise  # closing the client releases them; a cancel now would have each worker log it
+            except KilledWorker as exc:
+                client.cancel(futures)
+                raise ClusterError(
+                    address, f"worker processes died running one task, each time (out of memory?): {exc}"
+                ) from None
             except BaseException:
                 client.cancel(futures)
                 raise

@@ -105,6 +105,8 @@ def check(outcome: Outcome, code: int, *words: str, lines: int | None = 1) -> Ou
     for path in outcome.opened:
         if path.parent == work and path.name.startswith("__editable__"):
             continue  # an import of the spawned worker processes, looking in sys.path's current folder
+        if path.is_relative_to(work) and not path.exists():
+            continue  # a name relative to another folder's descriptor (shutil.rmtree's os.open(dir_fd=))
         if path.is_relative_to(base):
             assert any(path.is_relative_to(a) for a in allowed), f"opened outside the dump: {path}"
     assert_no_temporaries(case.out)

@@ -1,5 +1,7 @@
 """SIGINT and SIGTERM at start-up, while parsing and while writing, in this process and with
-``--workers 2``: exit 130 / 143 with one line, no temporary or result file, no process left.
+``--workers 2``: exit 130 / 143 with one line, no temporary or result file, no process left. And
+``--workers 2`` runs whose worker processes are killed: one lost worker costs nothing, all of them lost
+for good end the run in one line within the 60 s the runner allows.
 
 Each signal is sent by the run to itself at a precise moment (an audit event or a call), so the
 cases are exact, not timed."""
@@ -189,6 +191,43 @@ def test_signal_with_two_workers(tmp_path: Path, to: str, name: str, kind: str, 
     outcome = case.run(command, *args, prelude=prelude)
     _assert_stopped(outcome, SIGNALS[name], name)
     assert not result_files(case.out)
+
+
+# SIGKILL to the run's worker processes (not multiprocessing's resource tracker), as the OOM killer
+# sends it: once, or every 0.2 s until the run ends (the cluster's nannies start new ones)
+_KILL_WORKERS = (
+    "import contextlib, threading, time, psutil\n"
+    "def _kill_workers():\n"
+    "    for child in psutil.Process().children(recursive=True):\n"
+    "        with contextlib.suppress(psutil.Error):\n"
+    "            if 'resource_tracker' not in ' '.join(child.cmdline()):\n"
+    "                child.kill()\n"
+    "def _kill_forever():\n"
+    "    while True:\n"
+    "        _kill_workers()\n"
+    "        time.sleep(0.2)\n"
+    "def _kill():\n"
+    "    {how}\n"
+)
+ONCE, FOREVER = "_kill_workers()", "threading.Thread(target=_kill_forever, daemon=True).start()"
+LOST = [
+    ("csv", "workers", ONCE, 2, "a local worker process died"),
+    ("csv", "workers", FOREVER, 2, "a local worker process died"),
+    ("vis.db", "spawn", FOREVER, 2, "the local worker processes did not start"),
+    ("vis.db", "cluster", FOREVER, 2, "no dask worker left"),
+    ("vis.db", "cluster", ONCE, 0, "wrote"),
+]
+
+
+@pytest.mark.parametrize("kind, moment, how, code, words", LOST)
+def test_workers_killed(tmp_path: Path, kind: str, moment: str, how: str, code: int, words: str) -> None:
+    case = new_case(tmp_path)
+    target, golden = _dumps(case)
+    command, *flags = COMMANDS[kind]
+    prelude = _KILL_WORKERS.format(how=how) + MOMENTS[moment]
+    args = ("-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q", "--workers", "2", *flags)
+    check(case.run(command, *args, prelude=prelude), code, words)
+    assert len(result_files(case.out)) == (code == 0)
 
 
 @pytest.mark.parametrize("name", list(SIGNALS))
