@@ -83,10 +83,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "msprobe_dask.analysis.flow",
         "msprobe_dask.summary.stack",
     ): "the user-frame rule of a stack lives in summary/, above analysis: it belongs below both (dump/)",
-    (
-        "msprobe_dask.graph.compare",
-        "msprobe_dask.graph.items:_fmt_str",
-    ): "private: one float-text rule used by both; it should be public in graph/jsontext",
     # --- graph compute imports writers ---
     (
         "msprobe_dask.graph.chunks",

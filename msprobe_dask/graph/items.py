@@ -282,7 +282,7 @@ _SKIPPED = {
 }
 
 
-def _fmt_str(s: str) -> str:
+def format_str(s: str) -> str:
     if "'" in s:
         s = s.replace("'", "")
     if "None" in s:
@@ -296,24 +296,24 @@ def _fmt_str(s: str) -> str:
 
 
 def _fmt_text(s: str) -> str:
-    """_fmt_str, with the check that most strings need no change inline."""
+    """format_str, with the check that most strings need no change inline."""
     if "'" in s or "None" in s or (len(s) > 8 and s[0].isdigit()):
-        return _fmt_str(s)
+        return format_str(s)
     return s
 
 
 def _fmt_other(v: Any) -> str:
-    return _fmt_str(v) if isinstance(v, str) else str(v)
+    return format_str(v) if isinstance(v, str) else str(v)
 
 
 class ExportedText(str):
     """A string already in its exported form (a fixed point of the formatting) and safe to stand in
-    JSON as it is: the relative errors the compare writes into items (compare._rel_text)."""
+    JSON as it is: the relative errors the compare writes into items (cells.rel_text)."""
 
     __slots__ = ()
 
 
-# the exported text of a value, by its class (floats by repr, None as null, strings by _fmt_str,
+# the exported text of a value, by its class (floats by repr, None as null, strings by format_str,
 # anything else by str); a class missing here takes _fmt_other
 _FORMAT: dict[type, Callable[[Any], str]] = {
     float: float.__repr__,

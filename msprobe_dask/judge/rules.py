@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from msprobe_dask.match.dtypes import same_dtype
@@ -35,6 +36,24 @@ ALL_IGNORED_APIS = frozenset(
 INPUT_IGNORED_APIS = frozenset(
     {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"}
 )
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The numbers of the node-wide checkers (compare.md §5 rules 2, 2t, 7, 7t; graph_visualize.md
+    §3.4): the one definition, used by this module, graph/checks.py and handed to the C kernel."""
+
+    small_input_norm: float = 0.1  # rule 2: the inputs' largest NormRelativeErr below this ...
+    big_output_norm: float = 0.5  # ... flags each output whose NormRelativeErr is above this
+    tenfold: float = 10.0  # rule 7: the outputs' largest NormRelativeErr over the inputs' above this ...
+    output_norm_over_zero: float = 0.1  # ... or, where the inputs' is 0, the outputs' above this
+    thousandth_input: float = 0.9  # rule 2t: the inputs' smallest One Thousandth ratio above this ...
+    thousandth_output: float = 0.1  # ... and the outputs' below this (the reference's message says 0.6)
+    cosine_input: float = 0.9  # rule 7t: the inputs' smallest Cosine above this ...
+    cosine_drop: float = 0.1  # ... and the outputs' smaller by more than this
+
+
+LIMITS = Limits()
 
 MSG_NAN_INF = "error: There is nan/inf/-inf in the maximum or minimum value of NPU."
 MSG_NORM_OUTPUT = "error: The NormRelativeErr of output is greater than 0.5."
@@ -137,16 +156,18 @@ def _pair_checks(row: Row, verdict: _Verdict, is_input: bool) -> None:
 
 
 def _norm_output(inputs: Sequence[Row], outputs: Sequence[Row], verdicts: dict[int, _Verdict]) -> None:
-    if _max_input_norm(inputs) < 0.1:
+    if _max_input_norm(inputs) < LIMITS.small_input_norm:
         for r in outputs:
-            if _output_norm(r) > 0.5:
+            if _output_norm(r) > LIMITS.big_output_norm:
                 verdicts[id(r)].flag(MSG_NORM_OUTPUT)
 
 
 def _norm_tenfold(inputs: Sequence[Row], outputs: Sequence[Row], verdicts: dict[int, _Verdict]) -> None:
     if outputs:
         norm_in, norm_out = _max_input_norm(inputs), _max_input_norm(outputs)
-        if (norm_in == 0 and norm_out > 0.1) or (norm_in > 0 and norm_out / norm_in > 10):
+        if (norm_in == 0 and norm_out > LIMITS.output_norm_over_zero) or (
+            norm_in > 0 and norm_out / norm_in > LIMITS.tenfold
+        ):
             verdicts[id(outputs[0])].flag(MSG_NORM_TENFOLD)
 
 
@@ -155,7 +176,7 @@ def _one_thousandth(inputs: Sequence[Row], outputs: Sequence[Row], verdicts: dic
         return
     ratio_in = min(_numbers(inputs, "One Thousandth Err Ratio"), default=1.0)
     ratio_out = min(_numbers(outputs, "One Thousandth Err Ratio"), default=1.0)
-    if ratio_in > 0.9 and ratio_out < 0.1:
+    if ratio_in > LIMITS.thousandth_input and ratio_out < LIMITS.thousandth_output:
         verdicts[id(outputs[0])].flag(MSG_ONE_THOUSANDTH)
 
 
@@ -163,7 +184,7 @@ def _tensor_cosine(inputs: Sequence[Row], outputs: Sequence[Row], verdicts: dict
     # like the one-thousandth rule, inputs without a numeric Cosine count as 1.0
     cos_in = min(_numbers(inputs, "Cosine"), default=1.0)
     cos_out = min(_numbers(outputs, "Cosine"), default=1.0)
-    if outputs and cos_in > 0.9 and cos_in - cos_out > 0.1:
+    if outputs and cos_in > LIMITS.cosine_input and cos_in - cos_out > LIMITS.cosine_drop:
         verdicts[id(outputs[0])].flag(MSG_COSINE)
 
 

@@ -26,7 +26,7 @@ from msprobe_dask.graph.build import (
 )
 from msprobe_dask.graph.compare import data_has_md5
 from msprobe_dask.graph.gcpause import THRESHOLDS, rare_collections_from_now, rare_full_collections
-from msprobe_dask.graph.items import _fmt_str
+from msprobe_dask.graph.items import format_str
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import API, MODULE, Node, node_type_of
 
@@ -46,7 +46,7 @@ def test_dumps_is_json_dumps(obj) -> None:
 
 @given(st.text(alphabet="0123456789.%'Nonea-\n\u0663", max_size=24))
 def test_decimal_formatting_shortcut(s: str) -> None:
-    assert _fmt_str(s) == text_by_the_rule(s)
+    assert format_str(s) == text_by_the_rule(s)
 
 
 def test_md5_scan_agrees_with_the_walk() -> None:

@@ -11,7 +11,7 @@ from export_rule import text_by_the_rule
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msprobe_dask.graph.compare import _rel_text
+from msprobe_dask.graph.cells import rel_text
 from msprobe_dask.graph.items import format_items, items_json
 
 _PG_KEEP = ("type", "group_ranks", "group_id", "data_name")
@@ -68,7 +68,7 @@ _SCALAR = (
     | _TEXT
     | st.from_regex(r"\d{1,3}\.\d{1,10}%?", fullmatch=True)
     | st.sampled_from(["torch.ProcessGroup", "torch.Tensor", "None", "<class 'int'>", "pass", "[]"])
-    | st.floats(min_value=0).map(_rel_text)
+    | st.floats(min_value=0).map(rel_text)
 )
 _VALUE = _SCALAR | st.lists(_SCALAR, max_size=3) | st.dictionaries(_TEXT, _SCALAR, max_size=2)
 _ITEM = st.dictionaries(_KEYS, _VALUE, max_size=8)
@@ -96,7 +96,7 @@ def test_items_json_repeated_scalar_items() -> None:
 
 @given(st.floats(min_value=0) | st.just(math.nan) | st.floats(min_value=1e-5, max_value=1e10))
 def test_rel_text_is_the_rounded_text(r: float) -> None:
-    assert _rel_text(r) == text_by_the_rule(str(r) + "%")
+    assert rel_text(r) == text_by_the_rule(str(r) + "%")
 
 
 def test_rel_text_at_the_edges() -> None:
@@ -118,4 +118,4 @@ def test_rel_text_at_the_edges() -> None:
         math.inf,
         math.nan,
     ):
-        assert _rel_text(r) == text_by_the_rule(str(r) + "%"), r
+        assert rel_text(r) == text_by_the_rule(str(r) + "%"), r

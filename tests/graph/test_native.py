@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import build, compare, items, rows, speedups
-from msprobe_dask.graph.compare import MD5, SUMMARY, TENSOR, _diffs, _stat_diff, compare_pair
+from msprobe_dask.graph.cells import _diffs, stat_diff
+from msprobe_dask.graph.compare import MD5, SUMMARY, TENSOR, compare_pair
 from msprobe_dask.graph.model import API, Graph, Node
 
 NATIVE = speedups.native
@@ -275,7 +276,7 @@ _NUMBERS = st.integers(-5, 5) | st.floats(-1e6, 1e6) | st.sampled_from([math.nan
 @settings(max_examples=500, deadline=None)
 @given(st.tuples(*[_NUMBERS | _STAT] * 4), st.tuples(*[_NUMBERS | _STAT] * 4))
 def test_stat_diffs_as_python(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> None:
-    assert _shape(NATIVE.stat_diffs(ns, bs, _stat_diff)) == _shape(_diffs(ns, bs))
+    assert _shape(NATIVE.stat_diffs(ns, bs, stat_diff)) == _shape(_diffs(ns, bs))
 
 
 def _tensor_item(full: str, state: str, stats: tuple[Any, ...], extra: dict[str, Any]) -> dict[str, Any]:

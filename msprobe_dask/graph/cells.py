@@ -1,0 +1,323 @@
+"""The compare cells of a pair of node items (graph_visualize.md §3.3): one row per NPU item, a dict
+keyed by the reference's column names, by mode (summary statistics, md5, tensor metrics).
+
+Summary rows, the common case, carry two keys of their own (NORM_RATIO, QUIET) and leave out the cells
+no checker will read (graph/checks.py reads them; graph/compare.py writes a few back into the items).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from operator import itemgetter
+from typing import Any
+
+from msprobe_dask.columns import DIFF_COLUMNS, STAT_COLUMNS, TENSOR_METRIC_COLUMNS
+from msprobe_dask.graph import speedups
+from msprobe_dask.graph.items import ExportedText, format_str
+from msprobe_dask.graph.model import Node
+
+SUMMARY, MD5, TENSOR, STRUCTURE = "summary", "md5", "tensor", "structure"
+
+STAT_DIFFS = tuple(DIFF_COLUMNS[:4])
+STAT_RELS = tuple(DIFF_COLUMNS[4:])
+NPU_STATS = tuple(STAT_COLUMNS[:4])
+BENCH_STATS = tuple(STAT_COLUMNS[4:])
+TENSOR_INDEX = tuple(TENSOR_METRIC_COLUMNS)
+STATE_GROUPS = (("input", "kwargs"), ("parameters",), ("output",), ("parameters_grad",))
+
+SPECIAL_TEXTS = ("inf", "-inf", "nan")
+_INFS = (math.inf, -math.inf)
+_PLAIN_NUMBERS = frozenset((int, float))
+# summary rows also hold the exact NormRelativeErr as a ratio (None where it is not a number): the
+# checkers use it, while the NormRelativeErr cell holds the exported text (see rel_text)
+NORM_RATIO = "norm_ratio"
+# ... and whether a per-row checker could flag the row at all (see summary_row)
+QUIET = "quiet"
+UNREADABLE = "unreadable"  # a tensor row's key: why its tensor files could not be read
+
+
+def _stat_list(item: Mapping[str, Any]) -> list[Any]:
+    return ["None" if item.get(s) is None else item.get(s) for s in ("Max", "Min", "Mean", "Norm")]
+
+
+def _stored_stat(v: Any) -> Any:
+    return "Nan" if isinstance(v, float) and math.isnan(v) else v
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _summary_cell(v: Any) -> Any:
+    """A summary statistic or diff cell: nan is stored as 'Nan', and a cell whose str() is exactly
+    inf, -inf or nan gets a trailing TAB."""
+    t = v.__class__
+    if t is float:
+        if v != v:
+            return "Nan"
+        return repr(v) + "\t" if v in _INFS else v
+    if t is int or (t is str and len(v) > 4):
+        return v
+    v = _stored_stat(v)
+    s = str(v)
+    return s + "\t" if s in SPECIAL_TEXTS else v
+
+
+def rel_text(r: float) -> str:
+    """``str(r) + '%'`` in its exported form: §7.6 rounds it to 6 decimals where it has more.
+
+    Between 1e-4 and 2**33, where ``repr`` is positional and floats are closer than 1e-6, the text
+    rounded to 6 decimals is the exported one unless the repr has fewer than 6 decimals; then the
+    rounded text ends with a 0 and ``round(r, 6) == r``. This spares the repr and its parsing back.
+    Elsewhere the rule is applied to the text. The result is a fixed point of the export formatting,
+    and marked so (ExportedText).
+    """
+    if 1e-4 <= r < 8589934592.0:
+        t = f"{r:.6f}%"
+        if t[-2] != "0" or round(r, 6) != r:
+            return ExportedText(t)
+        return ExportedText(repr(r) + "%")
+    if r == 0.0:
+        return "0.0%"
+    return ExportedText(format_str(repr(r) + "%"))
+
+
+def stat_diff(x: Any, y: Any) -> tuple[Any, str, float | None]:
+    """(diff cell, relative-error cell, relative error as a ratio) of one NPU/Bench statistic."""
+    if not (
+        x.__class__ in _PLAIN_NUMBERS and y.__class__ in _PLAIN_NUMBERS or _is_number(x) and _is_number(y)
+    ):
+        return "N/A", "N/A", None
+    d = x - y
+    if d != d:
+        return "Nan", "Nan", None
+    if y == 0:
+        return _summary_cell(d), "N/A", None
+    try:
+        r = abs(d / y * 100)
+    except OverflowError:
+        return _summary_cell(d), "inf%", math.inf
+    return _summary_cell(d), rel_text(r), r / 100
+
+
+def _diffs(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> tuple[list[Any], list[str], float | None]:
+    """The diff cells, the relative-error cells and the last (Norm) relative error as a ratio."""
+    diffs, rels = [], []
+    ratio: float | None
+    for x, y in zip(ns, bs):
+        if x.__class__ is float and y.__class__ is float and y:
+            # the common case, stat_diff and rel_text inline: r is finite when d is
+            d = x - y
+            r = abs(d / y * 100)
+            if 1e-4 <= r < 8589934592.0:
+                t = f"{r:.6f}%"
+                t = ExportedText(repr(r) + "%" if t[-2] == "0" and round(r, 6) == r else t)
+            elif r == 0.0:
+                t = "0.0%"
+            else:
+                d, t, ratio = stat_diff(x, y)
+                diffs.append(d)
+                rels.append(t)
+                continue
+            diffs.append(d)
+            rels.append(t)
+            ratio = r / 100
+        elif x.__class__ is int and x == y and y.__class__ is int and y:  # equal scalar arguments
+            diffs.append(0)
+            rels.append("0.0%")
+            ratio = 0.0
+        else:
+            d, t, ratio = stat_diff(x, y)
+            diffs.append(d)
+            rels.append(t)
+    return diffs, rels, ratio
+
+
+_STATS = ("Max", "Min", "Mean", "Norm")
+_GET_STATS = itemgetter(*_STATS)
+
+
+def _stats(item: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The item's Max, Min, Mean and Norm, None as 'None'."""
+    try:
+        values = _GET_STATS(item)
+    except KeyError:
+        values = tuple(map(item.get, _STATS))
+    if None in values:
+        return tuple("None" if v is None else v for v in values)
+    return values
+
+
+def _cells(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The statistics as summary cells (_summary_cell)."""
+    try:
+        total = sum(values)
+        if total - total == 0:  # ints and finite floats only: they are their own cells
+            return values
+    except (TypeError, OverflowError):  # a string or an int too large for a float
+        pass
+    return tuple(map(_summary_cell, values))
+
+
+def _basic(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]:
+    if b is None:
+        return {
+            "NPU Name": n["full_op_name"],
+            "Bench Name": "Nan",
+            "NPU Dtype": n.get("dtype"),
+            "Bench Dtype": "Nan",
+            "NPU Tensor Shape": n.get("shape"),
+            "Bench Tensor Shape": "Nan",
+            "NPU Requires_grad": n.get("requires_grad"),
+            "Bench Requires_grad": "Nan",
+        }
+    return {
+        "NPU Name": n["full_op_name"],
+        "Bench Name": b["full_op_name"],
+        "NPU Dtype": n.get("dtype"),
+        "Bench Dtype": b.get("dtype"),
+        "NPU Tensor Shape": n.get("shape"),
+        "Bench Tensor Shape": b.get("shape"),
+        "NPU Requires_grad": n.get("requires_grad"),
+        "Bench Requires_grad": b.get("requires_grad"),
+    }
+
+
+def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The summary row of an NPU item and its Bench partner (None: missing).
+
+    The relative-error cells hold their exported text (rel_text) and NORM_RATIO the exact
+    NormRelativeErr. A QUIET row is one no per-row checker can flag (see _row_messages): it only
+    holds the cells written back, the NPU name and the ratio, all the node-wide checkers read."""
+    ns = _stats(n)
+    nc = _cells(ns)
+    if b is None:
+        row = _basic(n, None)
+        row.update(zip(STAT_DIFFS, (" ",) * 4))
+        row.update(zip(STAT_RELS, (" ",) * 4))
+        row.update(zip(NPU_STATS, nc))
+        row.update(zip(BENCH_STATS, ("Nan",) * 4))
+        row["Requires_grad Consistent"] = False
+        row["Result"] = "pass"
+        row["Err_message"] = ""
+        row[NORM_RATIO] = None
+        row[QUIET] = False
+        return row
+    bs = _stats(b)
+    bc = _cells(bs)
+    native = speedups.native
+    diffs, rels, ratio = native.stat_diffs(ns, bs, stat_diff) if native is not None else _diffs(ns, bs)
+    rg, brg = n.get("requires_grad"), b.get("requires_grad")
+    dtype, bdtype = n.get("dtype"), b.get("dtype")
+    shape, bshape = n.get("shape"), b.get("shape")
+    # InfNan, RequiresGrad, DType and Shape need a difference; Parameters a different max
+    quiet = (
+        nc is ns
+        and rg == brg
+        and dtype == bdtype
+        and shape == bshape
+        and (nc[0] == bc[0] or (dtype.__class__ is str and "class" not in dtype))
+    )
+    row = {
+        "NPU Name": n["full_op_name"],
+        "Max diff": diffs[0],
+        "Min diff": diffs[1],
+        "Mean diff": diffs[2],
+        "L2norm diff": diffs[3],
+        "MaxRelativeErr": rels[0],
+        "MinRelativeErr": rels[1],
+        "MeanRelativeErr": rels[2],
+        "NormRelativeErr": rels[3],
+        "Requires_grad Consistent": rg == brg,
+        "Result": "pass",
+        "Err_message": "",
+        NORM_RATIO: ratio,
+        QUIET: quiet,
+    }
+    if not quiet:
+        row["Bench Name"] = b["full_op_name"]
+        row["NPU Dtype"], row["Bench Dtype"] = dtype, bdtype
+        row["NPU Tensor Shape"], row["Bench Tensor Shape"] = shape, bshape
+        row["NPU Requires_grad"], row["Bench Requires_grad"] = rg, brg
+        row.update(zip(NPU_STATS, nc))
+        row.update(zip(BENCH_STATS, bc))
+    return row
+
+
+def md5_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]:
+    row = _basic(n, b)
+    row["NPU MD5"] = n.get("md5")
+    if b is None:
+        row["BENCH MD5"] = "Nan"
+        row["Requires_grad Consistent"] = False
+        row["Result"] = "Nan"
+    else:
+        row["BENCH MD5"] = b.get("md5")
+        row["Requires_grad Consistent"] = n.get("requires_grad") == b.get("requires_grad")
+        row["Result"] = "pass" if n.get("md5") == b.get("md5") else "Different"
+    row["Err_message"] = ""
+    return row
+
+
+TensorMeasure = Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
+
+
+def tensor_row(
+    n: Mapping[str, Any], b: Mapping[str, Any] | None, measure: TensorMeasure | None
+) -> dict[str, Any]:
+    row = _basic(n, b)
+    for k in TENSOR_INDEX:
+        row[k] = " "
+    ns = _stat_list(n)
+    for k, v in zip(NPU_STATS, ns):
+        row[k] = _stored_stat(v)
+    if b is None:
+        for k in BENCH_STATS:
+            row[k] = "Nan"
+        row["Requires_grad Consistent"] = False
+    else:
+        for k, v in zip(BENCH_STATS, _stat_list(b)):
+            row[k] = _stored_stat(v)
+        row["Requires_grad Consistent"] = n.get("requires_grad") == b.get("requires_grad")
+        if measure is not None:
+            row.update(measure(n, b))
+    row["Result"] = "pass"
+    row["Err_message"] = ""
+    return row
+
+
+_GROUP_OF_STATE = {state: i for i, states in enumerate(STATE_GROUPS) for state in states}
+
+
+def _grouped(node: Node) -> tuple[list[dict[str, Any]], ...]:
+    """The node's items by STATE_GROUPS, inputs before outputs within a group."""
+    groups: tuple[list[dict[str, Any]], ...] = ([], [], [], [])
+    group_of = _GROUP_OF_STATE.get
+    for data in (node.input_data, node.output_data):
+        for it in data.values():
+            g = group_of(it.get("state") or "")
+            if g is not None:
+                groups[g].append(it)
+    return groups
+
+
+_ROW_MAKERS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], dict[str, Any]]] = {
+    SUMMARY: summary_row,
+    MD5: md5_row,
+}
+
+
+def pair_rows(
+    npu: Node, bench: Node, mode: str, measure: TensorMeasure | None = None
+) -> list[dict[str, Any]]:
+    rows = []
+    make = _ROW_MAKERS.get(mode)
+    for ng, bg in zip(_grouped(npu), _grouped(bench)):
+        if not ng:
+            continue
+        nb = len(bg)
+        for i, n in enumerate(ng):
+            b = bg[i] if i < nb else None
+            rows.append(make(n, b) if make is not None else tensor_row(n, b, measure))
+    return rows

@@ -1,0 +1,225 @@
+"""The checkers of one node's compare rows (graph_visualize.md §3.4): each row's Result and
+Err_message, and the node's worst level. The rules' numbers and messages are judge/rules.py's."""
+
+from __future__ import annotations
+
+import math
+import re
+from operator import itemgetter
+from typing import Any
+
+from msprobe_dask.graph.cells import MD5, NORM_RATIO, QUIET, SPECIAL_TEXTS, STRUCTURE, SUMMARY, TENSOR
+from msprobe_dask.graph.jsontext import dumps
+from msprobe_dask.judge.rules import (
+    ALL_IGNORED_APIS,
+    INPUT_IGNORED_APIS,
+    LIMITS,
+    MSG_COSINE,
+    MSG_DTYPE,
+    MSG_MD5_DIFFERS,
+    MSG_MD5_MISSING,
+    MSG_NAN_INF,
+    MSG_NORM_OUTPUT,
+    MSG_NORM_TENFOLD,
+    MSG_ONE_THOUSANDTH,
+    MSG_REQUIRES_GRAD,
+    MSG_SCALAR,
+    MSG_SHAPE,
+)
+
+PASS, WARNING, ERROR = 0, 1, 2
+LEVEL_NAME = {PASS: "pass", WARNING: "warning", ERROR: "error"}
+
+
+def _ratio(v: Any) -> float | None:
+    t = v.__class__
+    if t is float:
+        return v
+    if v is None or t is bool:
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if t is str or isinstance(v, str):
+        s = v.strip()
+        pct = s.endswith("%")
+        try:
+            x = float(s[:-1] if pct else s)
+        except ValueError:
+            return None
+        return x / 100 if pct else x
+    return None
+
+
+def _min_over(rows: list[dict[str, Any]], key: str) -> float:
+    m = 1.0
+    for r in rows:
+        v = _ratio(r.get(key))
+        if v is not None and v < m:
+            m = v
+    return m
+
+
+def _special(v: Any) -> bool:
+    """v is nan, inf or -inf: a float, or a string such as 'Nan' or 'inf\\t'."""
+    t = v.__class__
+    if t is float:
+        return v - v != 0.0
+    if t is int:
+        return False
+    if isinstance(v, float):
+        return math.isinf(v) or math.isnan(v)
+    return isinstance(v, str) and v.strip().lower() in SPECIAL_TEXTS
+
+
+_NO_MD5 = ("N/A", "Nan", "")
+_NO_BENCH = ("", "N/A", None)
+
+
+def _ignore_class(rows: list[dict[str, Any]], is_out: list[bool], merge: bool) -> str:
+    """'all', 'input' or '' from the API name of the first input row (§3.4)."""
+    if False not in is_out:
+        return ""
+    parts = str(rows[is_out.index(False)]["NPU Name"]).split(".", 2)
+    api = parts[1] if len(parts) > 1 else ""
+    if merge:
+        api = re.sub(r"_rank\d+$", "", api)
+    if api in ALL_IGNORED_APIS:
+        return "all"
+    return "input" if api in INPUT_IGNORED_APIS else ""
+
+
+def _row_messages(
+    r: dict[str, Any], out: bool, selected: bool, ignore: str, merge: bool, relerr: bool
+) -> list[str]:
+    """The messages of checkers 1, 2 (summary RelativeErr), 3, 4, 5 and 6 for one row, in order."""
+    msgs = []
+    nd, bd = r["NPU Dtype"], r["Bench Dtype"]
+    if selected:
+        if (_special(r["NPU max"]) or _special(r["NPU min"])) and not (
+            _special(r["Bench max"]) or _special(r["Bench min"])
+        ):
+            msgs.append(MSG_NAN_INF)
+    if relerr and out:
+        v = r[NORM_RATIO]
+        if v is not None and abs(v) > LIMITS.big_output_norm:
+            msgs.append(MSG_NORM_OUTPUT)
+    bench_missing = r.get("Bench Name") in _NO_BENCH
+    if selected and not bench_missing:
+        nrg, brg = r["NPU Requires_grad"], r["Bench Requires_grad"]
+        if nrg and brg and nrg != brg:
+            msgs.append(MSG_REQUIRES_GRAD)
+    if not out and not ignore:
+        if (
+            isinstance(nd, str)
+            and isinstance(bd, str)
+            and "class" in nd
+            and "class" in bd
+            and r["NPU Tensor Shape"] == "[]"
+            and r["NPU max"] != r["Bench max"]
+        ):
+            msgs.append(MSG_SCALAR)
+    if selected and not bench_missing:
+        bn = str(r["Bench Name"])
+        if r["NPU Name"] != "N/A" and "qkv" not in bn and "gate_up" not in bn and nd and bd and nd != bd:
+            msgs.append(MSG_DTYPE)
+        if not merge:
+            ns, bs = r["NPU Tensor Shape"], r["Bench Tensor Shape"]
+            if ns is not None and bs is not None and ns != bs:
+                msgs.append(MSG_SHAPE)
+    return msgs
+
+
+def _check_md5(rows: list[dict[str, Any]], is_out: list[bool], ignore: str) -> int:
+    worst = PASS
+    for r, out in zip(rows, is_out):
+        level, msg = PASS, ""
+        if ignore != "input" or out:
+            nm, bm = r["NPU MD5"], r["BENCH MD5"]
+            if nm != bm:
+                if nm in _NO_MD5 or bm in _NO_MD5:
+                    level, msg = WARNING, MSG_MD5_MISSING
+                else:
+                    level, msg = ERROR, MSG_MD5_DIFFERS
+        r["Result"] = LEVEL_NAME[level]
+        r["Err_message"] = dumps([msg]) if msg else "[]"
+        worst = max(worst, level)
+    return worst
+
+
+def check_rows(rows: list[dict[str, Any]], mode: str, merge: bool = False) -> int:
+    """Run the checkers on one node's rows in place; return the node's worst level.
+
+    Every checker's rule is that of §3.4; they run row by row (a row's messages keep the checkers'
+    order), with the node-wide quantities (the maximum relative errors of inputs and outputs ...)
+    computed first. A QUIET summary row can only get the RelativeErr message."""
+    is_out = [".output." in (n if n.__class__ is str else str(n)) for n in map(npu_name, rows)]
+    ignore = _ignore_class(rows, is_out, merge)
+    if ignore == "all" or mode == STRUCTURE:
+        for r in rows:
+            r["Result"] = "pass"
+            r["Err_message"] = "[]"
+        return PASS
+    if mode == MD5:
+        return _check_md5(rows, is_out, ignore)
+    # node-wide checkers: 2 RelativeErr (summary, per output row), 2' OneThousandth, 7 RelativeWarn,
+    # 7' CosineWarn (on the first output row)
+    first_out = is_out.index(True) if True in is_out else -1
+    relerr = first_error = first_warning = False
+    if not ignore:
+        if mode == SUMMARY:
+            a = b = 0.0  # the largest NormRelativeErr ratios of inputs and of outputs
+            for r, out in zip(rows, is_out):
+                v = r[NORM_RATIO]
+                if v is not None:
+                    if out:
+                        if v > b:
+                            b = v
+                    elif v > a:
+                        a = v
+            a, b = abs(a), abs(b)
+            relerr = a < LIMITS.small_input_norm
+            if first_out >= 0:
+                first_warning = (a == 0 and b > LIMITS.output_norm_over_zero) or (
+                    a != 0 and b / a > LIMITS.tenfold
+                )
+        elif first_out >= 0:
+            ins = [r for r, out in zip(rows, is_out) if not out]
+            outs = [r for r, out in zip(rows, is_out) if out]
+            first_error = (
+                _min_over(ins, "One Thousandth Err Ratio") > LIMITS.thousandth_input
+                and _min_over(outs, "One Thousandth Err Ratio") < LIMITS.thousandth_output
+            )
+            cin = _min_over(ins, "Cosine")
+            first_warning = cin > LIMITS.cosine_input and cin - _min_over(outs, "Cosine") > LIMITS.cosine_drop
+    worst = PASS
+    for i, r in enumerate(rows):
+        out = is_out[i]
+        if r.get(QUIET):
+            v = r[NORM_RATIO]
+            msgs = (
+                [MSG_NORM_OUTPUT]
+                if relerr and out and v is not None and abs(v) > LIMITS.big_output_norm
+                else []
+            )
+        else:
+            msgs = _row_messages(r, out, ignore != "input" or out, ignore, merge, relerr)
+        level = ERROR if msgs else PASS
+        if i == first_out:
+            if first_error:
+                msgs.insert(0 if not msgs or msgs[0] != MSG_NAN_INF else 1, MSG_ONE_THOUSANDTH)
+                level = ERROR
+            if first_warning:
+                msgs.append(MSG_COSINE if mode == TENSOR else MSG_NORM_TENFOLD)
+                level = max(level, WARNING)
+        if msgs:
+            r["Result"] = LEVEL_NAME[level]
+            r["Err_message"] = dumps(msgs)
+            if level > worst:
+                worst = level
+        else:
+            r["Result"] = "pass"
+            r["Err_message"] = "[]"
+    return worst
+
+
+npu_name = itemgetter("NPU Name")

@@ -1,0 +1,90 @@
+"""Which nodes of two graphs are compared (graph_visualize.md §3.2): by id and ancestors, by a
+mapping of names, or fuzzily (API call numbers ignored below matched modules)."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Mapping
+
+from msprobe_dask.graph.model import API, Graph, Node
+
+
+def _bfs(g: Graph):
+    q = deque([g.root])
+    while q:
+        node = q.popleft()
+        yield node
+        q.extend(node.children)
+
+
+def _fuzzy_key(node_id: str) -> str:
+    return re.sub(r"_rank\d+", "", re.sub(r"\.\d+\.", ".", node_id))
+
+
+def _has_ancestors(node: Node, ids: list[str]) -> bool:
+    """``node.ancestors() == ids``, without building the list when the parents' ids match."""
+    p, i = node.parent, len(ids) - 1
+    while p is not None:
+        if i < 0 or ids[i] != p.id:
+            return node.ancestors() == ids  # (a parent cycle makes ancestors() empty)
+        p, i = p.parent, i - 1
+    return i == -1
+
+
+def match_pairs(
+    npu: Graph, bench: Graph, fuzzy: bool = False, mapping: Mapping[str, str] | None = None
+) -> list[tuple[Node, Node]]:
+    """Set ``link`` on matched nodes of both sides; return the matched pairs in BFS order."""
+    pairs: list[tuple[Node, Node]] = []
+    if fuzzy:
+        for node in _bfs(npu):
+            if node.type == API:
+                continue
+            b = bench.nodes.get(node.id)
+            if b is None:
+                continue
+            node.link = b.ancestors() + [b.id]
+            b.link = node.ancestors() + [node.id]
+            pairs.append((node, b))
+            counts: dict[str, int] = {}
+            bkeys: dict[str, Node] = {}
+            for c in b.children:
+                if c.type == API:
+                    k = _fuzzy_key(c.id)
+                    counts[k] = counts.get(k, 0) + 1
+                    bkeys.setdefault(f"{k}{counts[k]}", c)
+            counts = {}
+            for c in node.children:
+                if c.type != API:
+                    continue
+                k = _fuzzy_key(c.id)
+                counts[k] = counts.get(k, 0) + 1
+                bc = bkeys.get(f"{k}{counts[k]}")
+                if bc is not None:
+                    c.link = bc.ancestors() + [bc.id]
+                    bc.link = c.ancestors() + [c.id]
+                    pairs.append((c, bc))
+        return pairs
+    if mapping is not None:
+        for node in _bfs(npu):
+            target = mapping.get(node.id, node.id)
+            b = bench.nodes.get(target)
+            if b is None:
+                continue
+            node.link = b.ancestors() + [b.id]
+            b.link = node.ancestors() + [node.id]
+            pairs.append((node, b))
+        return pairs
+    known: dict[Node, list[str]] = {}  # node -> ancestors(), filled parents first (BFS)
+    for node in _bfs(npu):
+        up = node.parent
+        anc = known[up] + [up.id] if up in known else node.ancestors()
+        known[node] = anc
+        b = bench.nodes.get(node.id)
+        if b is None or not _has_ancestors(b, anc):
+            continue
+        node.link = anc + [b.id]
+        b.link = list(node.link)
+        pairs.append((node, b))
+    return pairs
