@@ -14,7 +14,7 @@ from typing import Any
 
 from msprobe_dask.columns import DIFF_COLUMNS, STAT_COLUMNS, TENSOR_METRIC_COLUMNS
 from msprobe_dask.graph import speedups
-from msprobe_dask.graph.items import ExportedText, format_str
+from msprobe_dask.graph.item_text import ExportedText, format_str
 from msprobe_dask.graph.model import Node
 
 SUMMARY, MD5, TENSOR, STRUCTURE = "summary", "md5", "tensor", "structure"

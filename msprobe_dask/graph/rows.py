@@ -8,7 +8,7 @@ from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 from msprobe_dask.graph import speedups
-from msprobe_dask.graph.items import items_json_for, python_items_json_for, skipped_keys
+from msprobe_dask.graph.item_text import items_json_for, python_items_json_for, skipped_keys
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import Graph, Node
 from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops

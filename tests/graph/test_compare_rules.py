@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from msprobe_dask.columns import DIFF_COLUMNS
 from msprobe_dask.graph.compare import MD5, SUMMARY, TENSOR, TENSOR_INDEX, compare_pair
-from msprobe_dask.graph.items import format_item
+from msprobe_dask.graph.item_text import format_item
 from msprobe_dask.graph.model import API, Node
 from msprobe_dask.judge.rules import ALL_IGNORED_APIS, INPUT_IGNORED_APIS
 

@@ -1,6 +1,6 @@
 """entry_texts (graph/csrc/entry_text.c) makes a dump entry's exported items straight from its JSON
 text: where it answers, its texts are the ones the Python path makes from the parsed entry's items
-(items.entry_items, then items.items_json); where it does not (None), the Python path makes them.
+(items.entry_items, then item_text.items_json); where it does not (None), the Python path makes them.
 
 The entries are real dumps' and generated ones, written as json.dump writes them (indented, NaN and
 Infinity for non-finite floats) and in other valid or invalid JSON forms.
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from msprobe_dask.dump.entries import read_dump_doc
 from msprobe_dask.dump.fastjson import loads
 from msprobe_dask.errors import DumpError
-from msprobe_dask.graph import items, speedups
+from msprobe_dask.graph import item_text, items, speedups
 
 NATIVE = speedups.native
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="the C extension is not built")
@@ -38,7 +38,7 @@ def _python_texts(node_id: str, text: bytes) -> Any:
             inputs, outputs = items.entry_items(node_id, loads(text))
         except (ValueError, DumpError):
             return "refused"
-        return items.items_json(inputs, False, False), items.items_json(outputs, False, False)
+        return item_text.items_json(inputs, False, False), item_text.items_json(outputs, False, False)
     finally:
         speedups.native = native
 

@@ -26,7 +26,7 @@ from msprobe_dask.graph.build import (
 )
 from msprobe_dask.graph.compare import data_has_md5
 from msprobe_dask.graph.gcpause import THRESHOLDS, rare_collections_from_now, rare_full_collections
-from msprobe_dask.graph.items import format_str
+from msprobe_dask.graph.item_text import format_str
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import API, MODULE, Node, node_type_of
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from msprobe_dask.graph.cells import rel_text
-from msprobe_dask.graph.items import format_items, items_json
+from msprobe_dask.graph.item_text import format_items, items_json
 
 _PG_KEEP = ("type", "group_ranks", "group_id", "data_name")
 

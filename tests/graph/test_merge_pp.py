@@ -16,7 +16,7 @@ from conftest import case_dir, reference_file
 
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.build import GraphSource, build_graph
-from msprobe_dask.graph.items import format_items
+from msprobe_dask.graph.item_text import format_items
 from msprobe_dask.graph.merge.pp import PPResult, merge_pp_group
 from msprobe_dask.graph.merge.vpp import merge_vpp
 from msprobe_dask.graph.model import MODULE, ROOT_ID, Graph, Node, node_type_of

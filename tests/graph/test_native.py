@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from msprobe_dask.errors import DumpError
-from msprobe_dask.graph import build, compare, items, rows, speedups
+from msprobe_dask.graph import build, compare, item_text, items, rows, speedups
 from msprobe_dask.graph.cells import _diffs, stat_diff
 from msprobe_dask.graph.compare import MD5, SUMMARY, TENSOR, compare_pair
 from msprobe_dask.graph.model import API, Graph, Node
@@ -75,17 +75,17 @@ def test_unconfigured_module_refuses_instead_of_crashing() -> None:
 @needs_native
 def test_other_mappings_take_the_python_path() -> None:
     data = MappingProxyType({"k": {"Max": 1.5}})
-    assert NATIVE.items_json(data, items.skipped_keys(False, False)) is None
-    assert items.items_json(data, False, False) == '{"k": {"Max": "1.5"}}'  # type: ignore[arg-type]
+    assert NATIVE.items_json(data, item_text.skipped_keys(False, False)) is None
+    assert item_text.items_json(data, False, False) == '{"k": {"Max": "1.5"}}'  # type: ignore[arg-type]
     assert NATIVE.summary_pair(data, {}, {}, {}, compare._HOW) is None
 
 
 def test_a_null_max_of_any_text_class_makes_the_item_null(monkeypatch: pytest.MonkeyPatch) -> None:
     """format_item's rule: the item is {"value": "null"} when its Max text is null, whatever the class."""
-    data = {"k": {"Max": items.ExportedText("null"), "Min": 1}}
+    data = {"k": {"Max": item_text.ExportedText("null"), "Min": 1}}
     want = json.dumps({"k": {"value": "null"}})
-    assert json.dumps(items.format_items(data, False, False)) == want
-    with_c, python = _both(monkeypatch, lambda: items.items_json(data, False, False))
+    assert json.dumps(item_text.format_items(data, False, False)) == want
+    with_c, python = _both(monkeypatch, lambda: item_text.items_json(data, False, False))
     assert with_c == python == want
 
 
@@ -262,7 +262,7 @@ def test_items_json_as_python(node_id: str, entry: dict[str, Any], keep_md5: boo
         return
     monkeypatch = pytest.MonkeyPatch()
     for data in (inputs, outputs):
-        with_c, python = _both(monkeypatch, lambda d=data: items.items_json(d, keep_md5, batch_p2p))
+        with_c, python = _both(monkeypatch, lambda d=data: item_text.items_json(d, keep_md5, batch_p2p))
         assert with_c == python
 
 

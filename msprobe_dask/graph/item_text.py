@@ -1,0 +1,294 @@
+"""The exported form of node items (graph_visualize.md §7.6): each value's text by the export rules
+(``format_item``), and the JSON text of a node's items made straight from them (``items_json``), as
+``tb_nodes``' input_data and output_data cells hold it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from json.encoder import encode_basestring_ascii as _enc
+from operator import itemgetter
+from typing import Any
+
+import orjson
+
+from msprobe_dask.graph import speedups
+from msprobe_dask.graph.items import crc32_text
+from msprobe_dask.graph.jsontext import dumps, float_text
+
+try:
+    from operator import call  # Python 3.11
+except ImportError:  # pragma: no cover
+
+    def call(f: Callable[[Any], Any], x: Any) -> Any:  # type: ignore[misc]
+        return f(x)
+
+
+# a string the rule rounds: all decimal digits, with more than 6 after the point
+_LONG_DECIMAL = re.compile(r"^\d{1,20}\.\d{7,20}%?$")
+_PG_KEEP = ("type", "group_ranks", "group_id", "data_name")
+_BATCH_P2P_DROP = ("op", "peer", "tag", "group_id")
+_SKIP = frozenset(("state", "full_op_name", "md5"))
+_SKIP_KEEP_MD5 = frozenset(("state", "full_op_name"))
+# (keep_md5, batch_p2p) -> the keys an exported item leaves out
+_SKIPPED = {
+    (False, False): _SKIP,
+    (True, False): _SKIP_KEEP_MD5,
+    (False, True): _SKIP | frozenset(_BATCH_P2P_DROP),
+    (True, True): _SKIP_KEEP_MD5 | frozenset(_BATCH_P2P_DROP),
+}
+
+
+def format_str(s: str) -> str:
+    if "'" in s:
+        s = s.replace("'", "")
+    if "None" in s:
+        s = s.replace("None", "null")
+    # the shortest string _LONG_DECIMAL matches is d.ddddddd (9 characters)
+    if len(s) < 9 or not s[0].isdigit() or not _LONG_DECIMAL.match(s):
+        return s
+    if s[-1] == "%":
+        return f"{float(s[:-1]):.6f}%"
+    return f"{float(s):.6f}"
+
+
+def _fmt_text(s: str) -> str:
+    """format_str, with the check that most strings need no change inline."""
+    if "'" in s or "None" in s or (len(s) > 8 and s[0].isdigit()):
+        return format_str(s)
+    return s
+
+
+def _fmt_other(v: Any) -> str:
+    return format_str(v) if isinstance(v, str) else str(v)
+
+
+class ExportedText(str):
+    """A string already in its exported form (a fixed point of the formatting) and safe to stand in
+    JSON as it is: the relative errors the compare writes into items (cells.rel_text)."""
+
+    __slots__ = ()
+
+
+# the exported text of a value, by its class (floats by repr, None as null, strings by format_str,
+# anything else by str); a class missing here takes _fmt_other
+_FORMAT: dict[type, Callable[[Any], str]] = {
+    float: float.__repr__,
+    str: _fmt_text,
+    ExportedText: str.__str__,
+    type(None): {None: "null"}.__getitem__,
+    int: int.__repr__,
+    bool: bool.__repr__,
+    list: list.__repr__,
+}
+
+
+def format_item(item: dict[str, Any], keep_md5: bool, batch_p2p: bool) -> dict[str, str]:
+    """A new dict holding the exported form of ``item``."""
+    if item.get("type") == "torch.ProcessGroup":
+        item = {k: v for k, v in item.items() if k in _PG_KEEP}
+    skip = skipped_keys(keep_md5, batch_p2p)
+    fmt = _FORMAT.get
+    out = {k: fmt(v.__class__, _fmt_other)(v) for k, v in item.items() if k not in skip}
+    if out.get("Max") == "null":
+        return {"value": "null"}
+    return out
+
+
+def format_items(data: dict[str, dict], keep_md5: bool, batch_p2p: bool) -> dict[str, dict]:
+    return {k: format_item(v, keep_md5, batch_p2p) for k, v in data.items()}
+
+
+# ---------------------------------------------------------------- export straight to JSON text
+#
+# items_json gives the text json.dumps gives for the formatted items, without building them: each
+# value's exported text is made ready to stand between the quotes of a JSON string (escaped where
+# needed), and the texts are laid between the JSON pieces of the item's keys.
+
+
+def _json_safe(text: str) -> bool:
+    """``text`` goes into JSON as it is: printable ASCII without a quote or a backslash."""
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+
+
+def _escaped(text: str) -> str:
+    """``text`` as it stands between the quotes of a JSON string."""
+    return text if _json_safe(text) else _enc(text)[1:-1]
+
+
+class _Texts(dict):  # type: ignore[type-arg]
+    """value -> its JSON-ready text, remembered for values of one class (strings and ints repeat: type
+    names, dtypes, "True", "pass", small ints ...). The memory is dropped when it fills up."""
+
+    def __init__(self, make: Callable[[Any], str], size: int) -> None:
+        super().__init__()
+        self.make = make
+        self.size = size
+
+    def __missing__(self, value: Any) -> str:
+        text = self.make(value)
+        if len(self) >= self.size:
+            self.clear()
+        self[value] = text
+        return text
+
+
+def _str_text(s: str) -> str:
+    return _escaped(_fmt_text(s))
+
+
+def _list_text(v: list[Any]) -> str:
+    text = list.__repr__(v)  # then _escaped, inline (a shape on every tensor)
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return text
+    return _enc(text)[1:-1]
+
+
+def _other_text(v: Any) -> str:
+    return _escaped(_fmt_other(v))
+
+
+# the JSON-ready exported text of a value, by its class; a class missing here takes _other_text
+_JSON_TEXT: dict[type, Callable[[Any], str]] = {
+    float: float_text,  # digits, '.', 'e', '+', '-', 'inf', 'nan': always JSON-ready
+    str: _Texts(_str_text, 1 << 12).__getitem__,
+    ExportedText: str.__str__,
+    list: _list_text,
+    int: _Texts(int.__repr__, 1 << 12).__getitem__,
+    type(None): {None: "null"}.__getitem__,
+    bool: {True: "True", False: "False"}.__getitem__,
+}
+
+
+class _Form:
+    """How items with one sequence of keys are exported: the values to take and the JSON pieces the
+    values' texts go between (``parts``: pieces at even positions, texts to fill the odd ones).
+    ``kinds``: the _Kind of each sequence of the values' classes seen."""
+
+    __slots__ = ("take", "parts", "max_at", "kinds")
+
+    def __init__(self, keys: tuple[str, ...], skip: frozenset[str]) -> None:
+        kept = tuple(k for k in keys if k not in skip)
+        self.take: Callable[[dict[str, Any]], tuple[Any, ...]] = (
+            itemgetter(*kept) if len(kept) > 1 else (lambda d: tuple(d[k] for k in kept))
+        )
+        opening = ["{"] + ['", '] * (len(kept) - 1)  # the first key opens the object, the others a value
+        pieces = [f'{o}{_enc(k)}: "' for o, k in zip(opening, kept)]
+        self.parts: list[str | None] = [None] * (2 * len(kept) + 1)
+        self.parts[0::2] = [*pieces, '"}' if kept else "{}"]
+        self.max_at = kept.index("Max") if "Max" in kept else -1
+        self.kinds: dict[tuple[type, ...], _Kind] = {}
+
+    def new_kind(self, classes: tuple[type, ...]) -> _Kind:
+        kind = _Kind(classes, self.max_at)
+        if len(self.kinds) < _MAX_FORMS:
+            self.kinds[classes] = kind
+        return kind
+
+
+class _Kind:
+    """How the items of one form whose values have one sequence of classes are exported: the text
+    function of each value, and ``null_at``, the position of a Max value whose text may be "null"
+    (which makes the whole item ``{"value": "null"}``), or -1.
+
+    ``memo`` remembers the texts of whole items whose values are all strings, ints, bools or None
+    (scalar arguments repeat, and so do their compare cells): equal values of these classes give
+    equal texts. Floats are left out (0.0 == -0.0), and so are lists (tensor shapes)."""
+
+    __slots__ = ("texts", "null_at", "memo")
+
+    def __init__(self, classes: tuple[type, ...], max_at: int) -> None:
+        self.texts = tuple(_JSON_TEXT.get(c, _other_text) for c in classes)
+        self.null_at = max_at if max_at >= 0 and classes[max_at] not in _NEVER_NULL else -1
+        self.memo: dict[tuple[Any, ...], str] | None = {} if _MEMO_CLASSES.issuperset(classes) else None
+
+    def json(self, form: _Form, values: tuple[Any, ...]) -> str:
+        texts = list(map(call, self.texts, values))
+        if self.null_at >= 0 and texts[self.null_at] == "null":
+            return _NULL_ITEM
+        parts = form.parts.copy()
+        parts[1::2] = texts
+        return "".join(parts)  # type: ignore[arg-type]
+
+
+_NEVER_NULL = frozenset((float, int, bool, list))  # classes whose text is never "null"
+_MEMO_CLASSES = frozenset((str, int, bool, type(None), ExportedText))
+_MEMO_SIZE = 256
+_FORMS: dict[frozenset[str], dict[tuple[str, ...], _Form]] = {skip: {} for skip in _SKIPPED.values()}
+_MAX_FORMS = 512  # distinct key sequences remembered per skip set (dumps hold a handful), and kinds per form
+_NULL_ITEM = '{"value": "null"}'
+
+
+def _item_json(item: dict[str, Any], skip: frozenset[str], forms: dict[tuple[str, ...], _Form]) -> str:
+    if item.get("type") == "torch.ProcessGroup":
+        item = {k: v for k, v in item.items() if k in _PG_KEEP}
+    keys = tuple(item)
+    form = forms.get(keys)
+    if form is None:
+        form = _Form(keys, skip)
+        if len(forms) < _MAX_FORMS:
+            forms[keys] = form
+    values = form.take(item)
+    classes = tuple(map(type, values))
+    kind = form.kinds.get(classes) or form.new_kind(classes)
+    memo = kind.memo
+    if memo is None:
+        return kind.json(form, values)
+    text = memo.get(values)
+    if text is None:
+        text = kind.json(form, values)
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        memo[values] = text
+    return text
+
+
+def skipped_keys(keep_md5: bool, batch_p2p: bool) -> frozenset[str]:
+    """The keys an exported item leaves out."""
+    return _SKIPPED[bool(keep_md5), bool(batch_p2p)]
+
+
+def items_json_for(keep_md5: bool, batch_p2p: bool) -> Callable[[dict[str, dict]], str]:
+    """``items_json`` with these options, as a function of the items alone (for many calls)."""
+    skip = skipped_keys(keep_md5, batch_p2p)
+    python_to_json = python_items_json_for(keep_md5, batch_p2p)
+
+    def to_json(data: dict[str, dict]) -> str:
+        native = speedups.native
+        if native is not None and data:
+            text = native.items_json(data, skip)
+            if text is not None:
+                return text  # type: ignore[no-any-return]
+        return python_to_json(data)
+
+    return to_json
+
+
+def python_items_json_for(keep_md5: bool, batch_p2p: bool) -> Callable[[dict[str, dict]], str]:
+    """items_json_for's Python path alone (for the C code's fallback: it has tried its own)."""
+    skip = skipped_keys(keep_md5, batch_p2p)
+    forms = _FORMS[skip]
+
+    def to_json(data: dict[str, dict]) -> str:
+        if not data:
+            return "{}"
+        texts = [
+            f"{_enc(k)}: {_item_json(item, skip, forms)}" for k, item in data.items() if k.__class__ is str
+        ]
+        if len(texts) != len(data):  # a key that is not a string: json.dumps' rules for it
+            return dumps(format_items(data, keep_md5, batch_p2p))
+        return "{" + ", ".join(texts) + "}"
+
+    return to_json
+
+
+_ITEMS_JSON = {(m, p): items_json_for(m, p) for m in (False, True) for p in (False, True)}
+
+
+def items_json(data: dict[str, dict], keep_md5: bool, batch_p2p: bool) -> str:
+    """``jsontext.dumps(format_items(data, keep_md5, batch_p2p))``, without the intermediate dicts."""
+    return _ITEMS_JSON[bool(keep_md5), bool(batch_p2p)](data)
+
+
+if speedups.native is not None:
+    speedups.native.configure(ExportedText, orjson.dumps, crc32_text)
