@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from export_rule import text_by_the_rule
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from msprobe_dask.graph.cells import rel_text
@@ -75,7 +75,7 @@ _ITEM = st.dictionaries(_KEYS, _VALUE, max_size=8)
 _DATA = st.dictionaries(_TEXT, _ITEM, max_size=3)
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # (a busy machine)
 @given(_DATA, st.booleans(), st.booleans())
 def test_items_json_is_the_json_of_the_rule(data: dict, keep_md5: bool, batch_p2p: bool) -> None:
     want = json.dumps({k: _item_by_the_rule(v, keep_md5, batch_p2p) for k, v in data.items()})
