@@ -1,8 +1,7 @@
-"""The optional C parts of the package: graph/csrc/ (msprobe_dask.graph._speedups), dump/csrc/
-(msprobe_dask.dump._scan) and writers/csrc/ (msprobe_dask.writers._rowdb, which also needs SQLite's
-header and library). Each is built where a C
+"""The optional C parts of the package: graph/csrc/ (msprobe_dask.graph._speedups) and writers/csrc/
+(msprobe_dask.writers._rowdb, which also needs SQLite's header and library). Each is built where a C
 compiler (and SQLite's header) is, and skipped with a warning where not: the package then runs its
-Python path, same answers, slower."""
+Python path, same answers, slower. The README's "C kernels" section says what each buys."""
 
 from glob import glob
 
@@ -16,7 +15,6 @@ setup(
             depends=["msprobe_dask/graph/csrc/speedups.h"],
             optional=True,
         ),
-        Extension("msprobe_dask.dump._scan", ["msprobe_dask/dump/csrc/scan.c"], optional=True),
         Extension(
             "msprobe_dask.writers._rowdb",
             ["msprobe_dask/writers/csrc/rowdb.c"],

@@ -44,3 +44,32 @@ MD5_COLUMNS = ["NPU MD5", "BENCH MD5"]
 TAIL_COLUMNS = ["Requires_grad Consistent", "Result", "Err_message"]
 STACK_COLUMN = "NPU_Stack_Info"
 DATA_NAME_COLUMN = "Data_name"
+
+# tb_nodes of a vis.db (graph_visualize.md §7.3): each column's name and SQL declaration, in the
+# reference's order. The one table of them: the vis.db writer's schema and inserts
+# (writers/visdb.py), the rows graph/rows.py makes (in this order) and the API's node views use it.
+VISDB_NODE_TABLE = (
+    ("id", "TEXT PRIMARY KEY"),
+    ("graph_id", "TEXT NOT NULL"),
+    ("node_order", "INTEGER NOT NULL"),
+    ("node_name", "TEXT NOT NULL"),
+    ("node_type", "TEXT NOT NULL"),
+    ("up_node", "TEXT"),
+    ("sub_nodes", "TEXT"),
+    ("precision_index", "INTEGER"),
+    ("overflow_level", "TEXT"),
+    ("micro_step_id", "INTEGER NOT NULL"),
+    ("matched_node_link", "TEXT"),
+    ("stack_id", "TEXT"),
+    ("parallel_merge_info", "TEXT"),
+    ("matched_distributed", "TEXT"),
+    ("modified", "INTEGER NOT NULL"),
+    ("input_data", "TEXT"),
+    ("output_data", "TEXT"),
+    ("data_source", "TEXT"),
+    ("dump_data_dir", "TEXT"),
+    ("step", "INTEGER NOT NULL"),
+    ("rank", "INTEGER NOT NULL"),
+    ("is_distributed", "INTEGER"),
+)
+VISDB_NODE_COLUMNS = tuple(name for name, _ in VISDB_NODE_TABLE)

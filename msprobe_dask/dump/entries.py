@@ -30,10 +30,6 @@ from msprobe_dask.dump.confine import check_dump_file
 from msprobe_dask.dump.dumpjson import read_json
 from msprobe_dask.dump.fastjson import loads
 from msprobe_dask.errors import DumpError
-from msprobe_dask.native import load
-
-SCAN_API = 1  # in csrc/scan.c
-_native = load("msprobe_dask.dump._scan", SCAN_API)  # the scan of the entries in C, where built
 
 _FIRST_KEY = re.compile(rb'\{\n( +)"')
 
@@ -204,15 +200,9 @@ def _entries(
     line of the value is indented deeper. A one-line value is parsed here, to check it.
 
     The checks are maps over the entries, not a Python loop: the scan costs a fraction of a parse.
-    The C scan (csrc/scan.c) answers first where it can tell, with what this function answers.
     """
     if lo == hi:
         return True
-    found = _native.entries(text, lo, hi, indent) if _native is not None else None
-    if found is not None:
-        named, one_line = found
-        spans.update(named)
-        return _parse_one_line(text, one_line, spans, small)
     pad = b"\n" + b" " * indent
     line = re.escape(pad) + _NAME
     first = re.compile(line).match(text, lo)

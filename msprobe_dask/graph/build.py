@@ -7,11 +7,8 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from msprobe_dask.dump.confine import check_dump_file
 from msprobe_dask.dump.dumpjson import read_json
@@ -20,8 +17,8 @@ from msprobe_dask.dump.entry_shape import check_entries
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.gcpause import collections_paused
-from msprobe_dask.graph.items import NATIVE_LEAF, entry_items
-from msprobe_dask.graph.model import API, API_PREFIXES, COLLECTION, MODULE, ROOT_ID, Graph, Node, node_type_of
+from msprobe_dask.graph.items import entry_items
+from msprobe_dask.graph.model import API, COLLECTION, MODULE, ROOT_ID, Graph, Node, node_type_of
 
 BWD = re.compile(r"(\.backward\.)(\d+)$")
 FWD = re.compile(r"(\.forward\.)(\d+)$")
@@ -238,24 +235,7 @@ class _Builder:
 
 def _attach_all(b: _Builder, construct: Mapping[str, str | None]) -> None:
     """Each node of construct.json under its (repaired) parent, made if new, in construct.json's
-    order: the loop of a build, once per node, in C for a build without items (csrc/tree.c)."""
-    native = speedups.native
-    if native is not None and not b.items and construct.__class__ is dict and b.stacks.__class__ is dict:
-        how = (
-            b.stacks,
-            b.micro,
-            NO_STACK,
-            NO_FORWARD_STACK,
-            Node,
-            API,
-            MODULE,
-            API_PREFIXES,
-            node_type_of,
-            partial(_repair_parent, construct=construct),
-            partial(_attach, b),
-        )
-        native.attach_all(construct, b.nodes, b.root, how)
-        return
+    order: the loop of a build, once per node."""
     for sub, up in construct.items():
         if ".backward" in sub:  # (_repair_parent leaves other nodes' parents alone)
             up = _repair_parent(sub, up, construct)
@@ -458,12 +438,6 @@ def parse_items(g: Graph, nodes: Iterable[Node]) -> None:
     hold some keep them."""
     if not g.items_pending:
         return
-    native = speedups.native
-    spans = g.data.spans() if isinstance(g.data, DumpEntries) else None
-    if native is not None and spans is not None:  # the same loop in C, entries parsed from their spans
-        items, entry = partial(_items, data=g.data, folder=g.folder), partial(_entry_items, folder=g.folder)
-        native.parse_items(nodes, g.root, COLLECTION, *spans, orjson.loads, items, entry, *NATIVE_LEAF)
-        return
     for node in nodes:
         if node is not g.root and node.type != COLLECTION and not (node.input_data or node.output_data):
             node.input_data, node.output_data = _items(node.id, g.data, g.folder)
@@ -535,24 +509,15 @@ def build_graph(src: GraphSource, items: bool = True) -> Graph:
 
 def _propagate(node: Node) -> None:
     """Each node under ``node`` without a micro step takes its parent's (depth first)."""
-    native = speedups.native
-    deep = native.propagate_micro(node, MAX_MICRO_DEPTH) if native is not None else _python_propagate(node)
-    if deep is not None:
-        raise DumpError(None, f"{deep.id}: the model hierarchy is deeper than {MAX_MICRO_DEPTH} levels")
-
-
-def _python_propagate(node: Node) -> Node | None:
-    """_propagate's walk: the first node found deeper than MAX_MICRO_DEPTH below ``node``, or None."""
     stack = [(node, 0)]
     while stack:
         n, depth = stack.pop()
         if depth > MAX_MICRO_DEPTH:
-            return n
+            raise DumpError(None, f"{n.id}: the model hierarchy is deeper than {MAX_MICRO_DEPTH} levels")
         for child in n.children:
             if child.micro is None:
                 child.micro = n.micro
             stack.append((child, depth + 1))
-    return None
 
 
 def assign_micro_steps(g: Graph, bench: Graph | None = None) -> None:

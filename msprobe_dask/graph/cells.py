@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from msprobe_dask.columns import DIFF_COLUMNS, STAT_COLUMNS, TENSOR_METRIC_COLUMNS
+from msprobe_dask.columns import DIFF_COLUMNS, STAT_COLUMNS, TAIL_COLUMNS, TENSOR_METRIC_COLUMNS
 from msprobe_dask.graph import speedups
-from msprobe_dask.graph.item_text import ExportedText, format_str
+from msprobe_dask.graph.item_text import DECIMALS, ExportedText, format_str
+from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import Node
+from msprobe_dask.judge import rules
 
 SUMMARY, MD5, TENSOR, STRUCTURE = "summary", "md5", "tensor", "structure"
 
@@ -25,6 +28,17 @@ NPU_STATS = tuple(STAT_COLUMNS[:4])
 BENCH_STATS = tuple(STAT_COLUMNS[4:])
 TENSOR_INDEX = tuple(TENSOR_METRIC_COLUMNS)
 STATE_GROUPS = (("input", "kwargs"), ("parameters",), ("output",), ("parameters_grad",))
+STATS = ("Max", "Min", "Mean", "Norm")  # an item's statistics, in the order of the columns
+REQUIRES_GRAD, RESULT, ERR_MESSAGE = TAIL_COLUMNS
+# the cells compare_pair writes back into the NPU items, by mode (§3.6)
+WRITE_BACK = {
+    SUMMARY: STAT_DIFFS + STAT_RELS + (REQUIRES_GRAD, RESULT, ERR_MESSAGE),
+    MD5: (RESULT, REQUIRES_GRAD, ERR_MESSAGE),
+    TENSOR: TENSOR_INDEX + (REQUIRES_GRAD, RESULT, ERR_MESSAGE),
+}
+# a relative error r (in %) in this range has a positional repr and 6 decimals tell floats apart
+# (rel_text): 1e-4 <= r < 2**33
+POSITIONAL = (1e-4, 8589934592.0)
 
 SPECIAL_TEXTS = ("inf", "-inf", "nan")
 _INFS = (math.inf, -math.inf)
@@ -35,10 +49,11 @@ NORM_RATIO = "norm_ratio"
 # ... and whether a per-row checker could flag the row at all (see summary_row)
 QUIET = "quiet"
 UNREADABLE = "unreadable"  # a tensor row's key: why its tensor files could not be read
+OUTPUT_PART = rules.OUTPUT_PART
 
 
 def _stat_list(item: Mapping[str, Any]) -> list[Any]:
-    return ["None" if item.get(s) is None else item.get(s) for s in ("Max", "Min", "Mean", "Norm")]
+    return ["None" if item.get(s) is None else item.get(s) for s in STATS]
 
 
 def _stored_stat(v: Any) -> Any:
@@ -69,13 +84,13 @@ def rel_text(r: float) -> str:
 
     Between 1e-4 and 2**33, where ``repr`` is positional and floats are closer than 1e-6, the text
     rounded to 6 decimals is the exported one unless the repr has fewer than 6 decimals; then the
-    rounded text ends with a 0 and ``round(r, 6) == r``. This spares the repr and its parsing back.
+    rounded text ends with a 0 and ``round(r, DECIMALS) == r``. This spares the repr and its parsing back.
     Elsewhere the rule is applied to the text. The result is a fixed point of the export formatting,
     and marked so (ExportedText).
     """
-    if 1e-4 <= r < 8589934592.0:
-        t = f"{r:.6f}%"
-        if t[-2] != "0" or round(r, 6) != r:
+    if POSITIONAL[0] <= r < POSITIONAL[1]:
+        t = f"{r:.{DECIMALS}f}%"
+        if t[-2] != "0" or round(r, DECIMALS) != r:
             return ExportedText(t)
         return ExportedText(repr(r) + "%")
     if r == 0.0:
@@ -110,9 +125,9 @@ def _diffs(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> tuple[list[Any], list[st
             # the common case, stat_diff and rel_text inline: r is finite when d is
             d = x - y
             r = abs(d / y * 100)
-            if 1e-4 <= r < 8589934592.0:
-                t = f"{r:.6f}%"
-                t = ExportedText(repr(r) + "%" if t[-2] == "0" and round(r, 6) == r else t)
+            if POSITIONAL[0] <= r < POSITIONAL[1]:
+                t = f"{r:.{DECIMALS}f}%"
+                t = ExportedText(repr(r) + "%" if t[-2] == "0" and round(r, DECIMALS) == r else t)
             elif r == 0.0:
                 t = "0.0%"
             else:
@@ -134,8 +149,7 @@ def _diffs(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> tuple[list[Any], list[st
     return diffs, rels, ratio
 
 
-_STATS = ("Max", "Min", "Mean", "Norm")
-_GET_STATS = itemgetter(*_STATS)
+_GET_STATS = itemgetter(*STATS)
 
 
 def _stats(item: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -143,7 +157,7 @@ def _stats(item: Mapping[str, Any]) -> tuple[Any, ...]:
     try:
         values = _GET_STATS(item)
     except KeyError:
-        values = tuple(map(item.get, _STATS))
+        values = tuple(map(item.get, STATS))
     if None in values:
         return tuple("None" if v is None else v for v in values)
     return values
@@ -207,7 +221,7 @@ def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, 
     bs = _stats(b)
     bc = _cells(bs)
     native = speedups.native
-    diffs, rels, ratio = native.stat_diffs(ns, bs, stat_diff) if native is not None else _diffs(ns, bs)
+    diffs, rels, ratio = native.stat_diffs(ns, bs) if native is not None else _diffs(ns, bs)
     rg, brg = n.get("requires_grad"), b.get("requires_grad")
     dtype, bdtype = n.get("dtype"), b.get("dtype")
     shape, bshape = n.get("shape"), b.get("shape")
@@ -321,3 +335,45 @@ def pair_rows(
             b = bg[i] if i < nb else None
             rows.append(make(n, b) if make is not None else tensor_row(n, b, measure))
     return rows
+
+
+@dataclass(frozen=True)
+class SummaryRules:
+    """What the C summary compare (csrc/compare.c: stat_diffs, summary_pair) takes of the rules, by
+    name, handed to it once when this module is imported: the definitions stay the Python ones."""
+
+    stat_diff: Callable[[Any, Any], tuple[Any, str, float | None]]  # one statistic's cells, in general
+    exported_text: type  # the class of texts already in their exported form
+    positional: tuple[float, float]  # POSITIONAL
+    stats: tuple[str, ...]  # STATS
+    state_groups: tuple[tuple[str, ...], ...]  # STATE_GROUPS
+    written: tuple[str, ...]  # WRITE_BACK[SUMMARY]
+    output_part: str  # what an output item's name holds
+    all_ignored: frozenset[str]  # APIs whose rows are not checked
+    input_ignored: frozenset[str]  # APIs whose input rows are not checked
+    limits: rules.Limits  # the checkers' numbers
+    messages: tuple[str, str, str, str]  # the Err_message of a quiet row: none, NormOutput, Tenfold, both
+    results: tuple[str, str, str]  # the Result of pass, warning, error
+
+
+SUMMARY_RULES = SummaryRules(
+    stat_diff=stat_diff,
+    exported_text=ExportedText,
+    positional=POSITIONAL,
+    stats=STATS,
+    state_groups=STATE_GROUPS,
+    written=WRITE_BACK[SUMMARY],
+    output_part=OUTPUT_PART,
+    all_ignored=rules.ALL_IGNORED_APIS,
+    input_ignored=rules.INPUT_IGNORED_APIS,
+    limits=rules.LIMITS,
+    messages=(
+        dumps([]),
+        dumps([rules.MSG_NORM_OUTPUT]),
+        dumps([rules.MSG_NORM_TENFOLD]),
+        dumps([rules.MSG_NORM_OUTPUT, rules.MSG_NORM_TENFOLD]),
+    ),
+    results=(rules.PASS, rules.WARNING, rules.ERROR),
+)
+if speedups.native is not None:
+    speedups.native.configure_summary(SUMMARY_RULES)

@@ -8,8 +8,18 @@ import re
 from operator import itemgetter
 from typing import Any
 
-from msprobe_dask.graph.cells import MD5, NORM_RATIO, QUIET, SPECIAL_TEXTS, STRUCTURE, SUMMARY, TENSOR
+from msprobe_dask.graph.cells import (
+    MD5,
+    NORM_RATIO,
+    OUTPUT_PART,
+    QUIET,
+    SPECIAL_TEXTS,
+    STRUCTURE,
+    SUMMARY,
+    TENSOR,
+)
 from msprobe_dask.graph.jsontext import dumps
+from msprobe_dask.judge import rules
 from msprobe_dask.judge.rules import (
     ALL_IGNORED_APIS,
     INPUT_IGNORED_APIS,
@@ -28,7 +38,7 @@ from msprobe_dask.judge.rules import (
 )
 
 PASS, WARNING, ERROR = 0, 1, 2
-LEVEL_NAME = {PASS: "pass", WARNING: "warning", ERROR: "error"}
+LEVEL_NAME = {PASS: rules.PASS, WARNING: rules.WARNING, ERROR: rules.ERROR}
 
 
 def _ratio(v: Any) -> float | None:
@@ -152,7 +162,7 @@ def check_rows(rows: list[dict[str, Any]], mode: str, merge: bool = False) -> in
     Every checker's rule is that of §3.4; they run row by row (a row's messages keep the checkers'
     order), with the node-wide quantities (the maximum relative errors of inputs and outputs ...)
     computed first. A QUIET summary row can only get the RelativeErr message."""
-    is_out = [".output." in (n if n.__class__ is str else str(n)) for n in map(npu_name, rows)]
+    is_out = [OUTPUT_PART in (n if n.__class__ is str else str(n)) for n in map(npu_name, rows)]
     ignore = _ignore_class(rows, is_out, merge)
     if ignore == "all" or mode == STRUCTURE:
         for r in rows:

@@ -13,36 +13,21 @@ from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.cells import (
     MD5,
-    STAT_DIFFS,
-    STAT_RELS,
     STRUCTURE,
     SUMMARY,
     TENSOR,
     TENSOR_INDEX,
     UNREADABLE,
+    WRITE_BACK,
     TensorMeasure,
     pair_rows,
-    stat_diff,
 )
-from msprobe_dask.graph.checks import ERROR, LEVEL_NAME, PASS, WARNING, check_rows, npu_name
-from msprobe_dask.graph.jsontext import dumps
+from msprobe_dask.graph.checks import ERROR, PASS, WARNING, check_rows, npu_name
 from msprobe_dask.graph.model import COLLECTION, Graph, Node
 from msprobe_dask.graph.node_match import match_pairs
-from msprobe_dask.judge.rules import (
-    ALL_IGNORED_APIS,
-    INPUT_IGNORED_APIS,
-    MSG_NORM_OUTPUT,
-    MSG_NORM_TENFOLD,
-    mark_unreadable,
-)
+from msprobe_dask.judge.rules import mark_unreadable
 
 CONFIG_TASK = {SUMMARY: "summary", MD5: "md5", TENSOR: "all", STRUCTURE: "structure"}
-
-WRITE_BACK = {
-    SUMMARY: STAT_DIFFS + STAT_RELS + ("Requires_grad Consistent", "Result", "Err_message"),
-    MD5: ("Result", "Requires_grad Consistent", "Err_message"),
-    TENSOR: TENSOR_INDEX + ("Requires_grad Consistent", "Result", "Err_message"),
-}
 
 EMPTY_APIS = {"empty", "empty_like", "empty_with_format", "new_empty_strided", "new_empty", "empty_strided"}
 
@@ -114,15 +99,6 @@ def compare_mode(npu: Graph, bench: Graph, where: str) -> str:
     return MD5 if a else SUMMARY
 
 
-# what _speedups.summary_pair needs of the rules: the general diff, the ignored APIs, and the
-# Err_message and Result texts a QUIET row can get
-_HOW = (
-    stat_diff,
-    frozenset(ALL_IGNORED_APIS),
-    frozenset(INPUT_IGNORED_APIS),
-    ("[]", dumps([MSG_NORM_OUTPUT]), dumps([MSG_NORM_TENFOLD]), dumps([MSG_NORM_OUTPUT, MSG_NORM_TENFOLD])),
-    (LEVEL_NAME[PASS], LEVEL_NAME[WARNING], LEVEL_NAME[ERROR]),
-)
 _WRITE_BACK_CELLS = {mode: itemgetter(*keys) for mode, keys in WRITE_BACK.items()}
 
 
@@ -158,9 +134,7 @@ def compare_pair(
     level = None
     if native is not None and mode == SUMMARY and not merge:
         # all of it in C when every row is QUIET (else None, and nothing changed)
-        level = native.summary_pair(
-            npu.input_data, npu.output_data, bench.input_data, bench.output_data, _HOW
-        )
+        level = native.summary_pair(npu.input_data, npu.output_data, bench.input_data, bench.output_data)
     if level is None:
         rows = pair_rows(npu, bench, mode, measure)
         if not rows:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _enc
 from operator import itemgetter
 from typing import Any
@@ -13,8 +14,7 @@ from typing import Any
 import orjson
 
 from msprobe_dask.graph import speedups
-from msprobe_dask.graph.items import crc32_text
-from msprobe_dask.graph.jsontext import dumps, float_text
+from msprobe_dask.graph.jsontext import FLOAT_DUMPS_RANGE, dumps, float_text
 
 try:
     from operator import call  # Python 3.11
@@ -25,7 +25,11 @@ except ImportError:  # pragma: no cover
 
 
 # a string the rule rounds: all decimal digits, with more than 6 after the point
-_LONG_DECIMAL = re.compile(r"^\d{1,20}\.\d{7,20}%?$")
+# §7.6: a text of 1 to 20 digits, a point and 7 to 20 decimals (and maybe a %) is rounded to 6 decimals
+LONG_DECIMAL = (20, 7, 20)  # digits before the point at most; decimals at least, at most
+DECIMALS = 6
+_LONG_DECIMAL = re.compile(r"^\d{{1,{}}}\.\d{{{},{}}}%?$".format(*LONG_DECIMAL))
+_SHORTEST_LONG_DECIMAL = 2 + LONG_DECIMAL[1]  # d.ddddddd
 _PG_KEEP = ("type", "group_ranks", "group_id", "data_name")
 _BATCH_P2P_DROP = ("op", "peer", "tag", "group_id")
 _SKIP = frozenset(("state", "full_op_name", "md5"))
@@ -44,17 +48,16 @@ def format_str(s: str) -> str:
         s = s.replace("'", "")
     if "None" in s:
         s = s.replace("None", "null")
-    # the shortest string _LONG_DECIMAL matches is d.ddddddd (9 characters)
-    if len(s) < 9 or not s[0].isdigit() or not _LONG_DECIMAL.match(s):
+    if len(s) < _SHORTEST_LONG_DECIMAL or not s[0].isdigit() or not _LONG_DECIMAL.match(s):
         return s
     if s[-1] == "%":
-        return f"{float(s[:-1]):.6f}%"
-    return f"{float(s):.6f}"
+        return f"{float(s[:-1]):.{DECIMALS}f}%"
+    return f"{float(s):.{DECIMALS}f}"
 
 
 def _fmt_text(s: str) -> str:
     """format_str, with the check that most strings need no change inline."""
-    if "'" in s or "None" in s or (len(s) > 8 and s[0].isdigit()):
+    if "'" in s or "None" in s or (len(s) >= _SHORTEST_LONG_DECIMAL and s[0].isdigit()):
         return format_str(s)
     return s
 
@@ -290,5 +293,18 @@ def items_json(data: dict[str, dict], keep_md5: bool, batch_p2p: bool) -> str:
     return _ITEMS_JSON[bool(keep_md5), bool(batch_p2p)](data)
 
 
+@dataclass(frozen=True)
+class TextRules:
+    """What the C text of items (csrc/text.c, entry_text.c; compare.c's relative errors) takes of the
+    export rules, by name, handed to it once when this module is imported."""
+
+    exported_text: type  # ExportedText
+    float_dumps: Callable[[Any], bytes]  # orjson.dumps: the text of floats in float_dumps_range
+    float_dumps_range: tuple[float, float]  # jsontext.FLOAT_DUMPS_RANGE
+    long_decimal: tuple[int, int, int]  # LONG_DECIMAL
+    decimals: int  # DECIMALS
+
+
+TEXT_RULES = TextRules(ExportedText, orjson.dumps, FLOAT_DUMPS_RANGE, LONG_DECIMAL, DECIMALS)
 if speedups.native is not None:
-    speedups.native.configure(ExportedText, orjson.dumps, crc32_text)
+    speedups.native.configure_text(TEXT_RULES)

@@ -10,7 +10,6 @@ import zlib
 from typing import Any
 
 from msprobe_dask.errors import DumpError
-from msprobe_dask.graph import speedups
 
 MAX_DEPTH = 400
 
@@ -61,15 +60,6 @@ _NO_STATS = dict.fromkeys(STATS)
 
 def _leaf(leaf: dict[str, Any], name: str, state: str) -> dict[str, Any]:
     """The item of a leaf of a dump entry."""
-    native = speedups.native
-    if native is not None:
-        item = native.leaf(leaf, name, state, _CRC32_EMPTY)
-        if item is not None:
-            return item  # type: ignore[no-any-return]
-    return _python_leaf(leaf, name, state)
-
-
-def _python_leaf(leaf: dict[str, Any], name: str, state: str) -> dict[str, Any]:
     item = leaf.copy()
     for k, v in leaf.items():
         if v.__class__ is bool:
@@ -110,7 +100,6 @@ _CRC32_SEEN: dict[str, str] = {}
 
 
 _CRC32_EMPTY = crc32_text("")
-NATIVE_LEAF = (_CRC32_EMPTY, _python_leaf)  # the C functions' last arguments: md5 of nothing, the leaf
 
 
 def _fill_non_tensor(item: dict[str, Any], leaf: dict[str, Any], name: str) -> None:
@@ -228,11 +217,6 @@ _ABSENT = object()
 
 def entry_items(node_id: str, entry: Any) -> tuple[dict[str, dict], dict[str, dict]]:
     """``split_items(parse_entry(node_id, entry))``: a node's (input_data, output_data)."""
-    native = speedups.native
-    if native is not None:
-        data = native.entry_items(node_id, entry, *NATIVE_LEAF)
-        if data is not None:
-            return data  # type: ignore[no-any-return]
     return split_items(parse_entry(node_id, entry))
 
 

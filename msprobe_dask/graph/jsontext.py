@@ -39,10 +39,14 @@ def _make_dumps() -> Callable[[Any], str]:
 dumps = _make_dumps()
 
 
+FLOAT_DUMPS_RANGE = (1e-4, 1e16)  # orjson writes repr's text of a float x with lo <= |x| < hi
+
+
 def float_text(x: float) -> str:
     """``repr(x)``, made by orjson where its text is repr's: both write the shortest digits that read
     back as ``x``, and the same text for 1e-4 <= |x| < 1e16 (below, orjson writes 0.00001 where repr
     writes 1e-05). A third of repr's cost: the statistics of a vis.db row need a dozen."""
-    if 1e-4 <= x < 1e16 or -1e16 < x <= -1e-4:
+    lo, hi = FLOAT_DUMPS_RANGE
+    if lo <= x < hi or -hi < x <= -lo:
         return orjson.dumps(x).decode()
     return repr(x)

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Any
 
-from msprobe_dask.graph import speedups
 from msprobe_dask.graph.gcpause import collections_paused
 
 ROOT_ID = "DefaultModel"
@@ -107,8 +106,6 @@ class Graph:
         """sorted_nodes() of a tree, 5x faster: the pre-order that takes children right to left,
         reversed. None if a node is reached twice (shared by two parents, or on a cycle)."""
         limit = len(self.nodes) + 1  # a cycle makes the walk go on forever
-        if speedups.native is not None:
-            return speedups.native.tree_post_order(self.root, limit)  # type: ignore[no-any-return]
         out: list[Node] = []
         stack = [self.root]
         pop, push, take = stack.pop, stack.extend, out.append

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
+from msprobe_dask.columns import VISDB_NODE_COLUMNS
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.item_text import items_json_for, python_items_json_for, skipped_keys
 from msprobe_dask.graph.jsontext import dumps
@@ -14,30 +16,12 @@ from msprobe_dask.graph.model import Graph, Node
 from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops
 from msprobe_dask.writers.packed_rows import pack_rows, unpack_rows
 
-NODE_COLUMNS = (
-    "id",
-    "graph_id",
-    "node_order",
-    "node_name",
-    "node_type",
-    "up_node",
-    "sub_nodes",
-    "precision_index",
-    "overflow_level",
-    "micro_step_id",
-    "matched_node_link",
-    "stack_id",
-    "parallel_merge_info",
-    "matched_distributed",
-    "modified",
-    "input_data",
-    "output_data",
-    "data_source",
-    "dump_data_dir",
-    "step",
-    "rank",
-    "is_distributed",
-)
+NODE_COLUMNS = VISDB_NODE_COLUMNS  # chunk_rows makes each row in this order
+# the cells of the columns chunk_rows (and the C row maker) does not make itself, from the node: a new
+# column of VISDB_NODE_TABLE gets its cell here
+EXTRA_CELLS: dict[str, Callable[[Node], Any]] = {}
+BATCH_P2P = "batch_isend_irecv"  # a node whose items are exported without their op keys (§7.6)
+DISTRIBUTED = "Distributed"  # the id of a communication node starts with this (is_distributed)
 CONFIG_COLUMNS = (
     "id",
     "graph_type",
@@ -102,8 +86,6 @@ class StackIds:
 
 def number_stacks(nodes: list[Node]) -> StackIds:
     """``nodes``: the graph's sorted_nodes()."""
-    if speedups.native is not None:
-        return StackIds(*speedups.native.number_stacks(nodes, dumps))
     numbers: dict[Any, int] = {}
     of_list: dict[int, int] = {}
     first: dict[int, int] = {}
@@ -207,7 +189,7 @@ def chunk_rows(
     number_of, first = stack_ids.of_list, stack_ids.first
     native = speedups.native
     if native is not None:
-        how = (
+        of = ChunkOf(
             row_id,
             graph_id,
             source,
@@ -220,10 +202,8 @@ def chunk_rows(
             skipped_keys(md5_mode, True),
             python_items_json_for(md5_mode, False),  # (node_rows has tried the C path)
             python_items_json_for(md5_mode, True),
-            dumps,
-            batch_p2p_ops,
         )
-        out.nodes = native.node_rows(nodes, start, how, out.stacks, out.p2p, texts)
+        out.nodes = native.node_rows(nodes, start, of, out.stacks, out.p2p, texts)
         return out
     to_json, batch_to_json = items_json_for(md5_mode, False), items_json_for(md5_mode, True)
     append = out.nodes.append
@@ -237,39 +217,75 @@ def chunk_rows(
         if id(node) in first:
             out.stacks.append((n, dumps(node.stack)))
         node_id = node.id
-        batch_p2p = "batch_isend_irecv" in node_id
+        batch_p2p = BATCH_P2P in node_id
         if batch_p2p:
             out.p2p[node_id] = batch_p2p_ops(node)
         parent = node.parent
         children = node.children
         items = batch_to_json if batch_p2p else to_json
-        append(
-            [
-                row_id + node_id,
-                graph_id,
-                order,
-                node_id,
-                node.type,
-                parent.id if parent is not None else "",
-                dumps(list(map(_ID, children))) if children else "",
-                node.precision,
-                node.overflow,
-                node.micro if node.micro is not None else 0,
-                dumps(node.link),
-                sid,
-                dumps(node.merge_info) if node.merge_info else "",
-                "{}",
-                0,
-                text[0] if text is not None else items(node.input_data),
-                text[1] if text is not None else items(node.output_data),
-                source,
-                data_path,
-                step,
-                rank,
-                1 if node_id.startswith("Distributed") else 0,
-            ]
-        )
+        cells = {
+            "id": row_id + node_id,
+            "graph_id": graph_id,
+            "node_order": order,
+            "node_name": node_id,
+            "node_type": node.type,
+            "up_node": parent.id if parent is not None else "",
+            "sub_nodes": dumps(list(map(_ID, children))) if children else "",
+            "precision_index": node.precision,
+            "overflow_level": node.overflow,
+            "micro_step_id": node.micro if node.micro is not None else 0,
+            "matched_node_link": dumps(node.link),
+            "stack_id": sid,
+            "parallel_merge_info": dumps(node.merge_info) if node.merge_info else "",
+            "matched_distributed": "{}",
+            "modified": 0,
+            "input_data": text[0] if text is not None else items(node.input_data),
+            "output_data": text[1] if text is not None else items(node.output_data),
+            "data_source": source,
+            "dump_data_dir": data_path,
+            "step": step,
+            "rank": rank,
+            "is_distributed": 1 if node_id.startswith(DISTRIBUTED) else 0,
+        }
+        for name, cell in EXTRA_CELLS.items():
+            cells[name] = cell(node)
+        append(list(map(cells.__getitem__, NODE_COLUMNS)))
     return out
+
+
+class ChunkOf(NamedTuple):
+    """What the rows of one chunk share (handed to the C row maker, which reads it by name)."""
+
+    row_id: str  # the start of each row's id
+    graph_id: str
+    source: str  # data_source
+    data_path: str | None  # dump_data_dir
+    step: int
+    rank: int
+    stack_numbers: dict[int, int]  # StackIds.of_list
+    first_uses: dict[int, int]  # StackIds.first
+    skip: frozenset[str]  # the keys an exported item leaves out
+    batch_skip: frozenset[str]  # ... and those of a batch_isend_irecv node's items
+    to_json: Callable[[dict[str, dict]], str]  # the items' text where the C code does not take them
+    batch_to_json: Callable[[dict[str, dict]], str]
+
+
+@dataclass(frozen=True)
+class RowRules:
+    """What the C row maker (csrc/rows.c) takes of the rules, by name, handed to it once when this
+    module is imported: the columns (names and order) and their cells stay the Python ones."""
+
+    columns: tuple[str, ...]  # NODE_COLUMNS
+    extra_cells: dict[str, Callable[[Node], Any]]  # EXTRA_CELLS
+    dumps: Callable[[Any], str]  # the JSON text of lists and dicts (jsontext.dumps)
+    batch_p2p_ops: Callable[[Node], list[P2POp]]
+    batch_p2p: str  # BATCH_P2P
+    distributed: str  # DISTRIBUTED
+
+
+ROW_RULES = RowRules(NODE_COLUMNS, EXTRA_CELLS, dumps, batch_p2p_ops, BATCH_P2P, DISTRIBUTED)
+if speedups.native is not None:
+    speedups.native.configure_rows(ROW_RULES)
 
 
 _ID = attrgetter("id")

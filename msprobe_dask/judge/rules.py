@@ -18,6 +18,7 @@ from msprobe_dask.metrics.stats import NA, is_nan_or_inf, relative_fraction
 Row = dict[str, Any]
 
 PASS, WARNING, ERROR = "pass", "warning", "error"
+OUTPUT_PART = ".output."  # what the name of an output row holds
 _LEVELS = {PASS: 0, WARNING: 1, ERROR: 2}
 
 ALL_IGNORED_APIS = frozenset(
@@ -83,7 +84,7 @@ class _Verdict:
 
 
 def _is_output(row: Row) -> bool:
-    return ".output." in row["NPU Name"]
+    return OUTPUT_PART in row["NPU Name"]
 
 
 def _matched(row: Row) -> bool:

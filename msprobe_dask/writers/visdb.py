@@ -20,34 +20,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from msprobe_dask.columns import VISDB_NODE_COLUMNS, VISDB_NODE_TABLE
 from msprobe_dask.errors import OutputError
 from msprobe_dask.writers.atomic import not_replaced, publish, set_result_mode, track, untrack
 from msprobe_dask.writers.packed_rows import ERRORS, open_db, pack_rows
 
-NODES_DDL = """CREATE TABLE tb_nodes (
-    id TEXT PRIMARY KEY,
-    graph_id TEXT NOT NULL,
-    node_order INTEGER NOT NULL,
-    node_name TEXT NOT NULL,
-    node_type TEXT NOT NULL,
-    up_node TEXT,
-    sub_nodes TEXT,
-    precision_index INTEGER,
-    overflow_level TEXT,
-    micro_step_id INTEGER NOT NULL,
-    matched_node_link TEXT,
-    stack_id TEXT,
-    parallel_merge_info TEXT,
-    matched_distributed TEXT,
-    modified INTEGER NOT NULL,
-    input_data TEXT,
-    output_data TEXT,
-    data_source TEXT,
-    dump_data_dir TEXT,
-    step INTEGER NOT NULL,
-    rank INTEGER NOT NULL,
-    is_distributed INTEGER
-)"""
+NODES_DDL = "CREATE TABLE tb_nodes (\n" + ",\n".join(f"    {n} {t}" for n, t in VISDB_NODE_TABLE) + "\n)"
 STACK_DDL = """CREATE TABLE tb_stack (
     id TEXT PRIMARY KEY,
     stack_info TEXT
@@ -72,7 +50,7 @@ INDEXES = (
     "CREATE INDEX index6 ON tb_nodes (step, rank, modified, matched_node_link)",
     "CREATE INDEX index7 ON tb_nodes (is_distributed)",
 )
-N_NODE_COLUMNS = 22
+N_NODE_COLUMNS = len(VISDB_NODE_COLUMNS)
 CACHE_KIB = 64 * 1024  # page cache while inserting and indexing (bounded; SQLite's default is 2 MiB)
 # Each of the 7 index builds reads the whole table: through a memory map of the file instead of copies
 # into the page cache, building them takes ~30% less time (the mapped pages are the OS's file cache,
@@ -84,11 +62,7 @@ MMAP_BYTES = 1 << 31
 PAGE_SIZE = 65536
 
 
-NODE_COLUMNS_SQL = (
-    "id, graph_id, node_order, node_name, node_type, up_node, sub_nodes, precision_index, overflow_level, "
-    "micro_step_id, matched_node_link, stack_id, parallel_merge_info, matched_distributed, modified, "
-    "input_data, output_data, data_source, dump_data_dir, step, rank, is_distributed"
-)
+NODE_COLUMNS_SQL = ", ".join(VISDB_NODE_COLUMNS)
 INSERT_NODES = (
     f"INSERT INTO tb_nodes (rowid, {NODE_COLUMNS_SQL}) VALUES ({','.join('?' * (N_NODE_COLUMNS + 1))})"
 )
@@ -97,7 +71,7 @@ INSERT_STACKS = "INSERT INTO tb_stack (rowid, id, stack_info) VALUES (?1, ?3, ?4
 NODES, STACKS = "tb_nodes", "tb_stack"
 INSERT_CONFIG = "INSERT INTO tb_config VALUES (?,?,?,?,?,?,?,?,?)"
 UPDATE_DISTRIBUTED = "UPDATE tb_nodes SET matched_distributed = ? WHERE id = ?"
-ID, ORDER, MATCHED_DISTRIBUTED = 0, 2, 13  # positions of tb_nodes' columns
+ID, ORDER, MATCHED_DISTRIBUTED = map(VISDB_NODE_COLUMNS.index, ("id", "node_order", "matched_distributed"))
 
 
 class GraphTables(NamedTuple):

@@ -9,12 +9,10 @@ None, P2P ops, process groups, non-ASCII text, bools, huge ints, nan and inf ...
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import os
-import random
-import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,10 +24,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from msprobe_dask.errors import DumpError
-from msprobe_dask.graph import build, compare, item_text, items, rows, speedups
-from msprobe_dask.graph.cells import _diffs, stat_diff
+from msprobe_dask.graph import build, cells, checks, item_text, items, rows, speedups
+from msprobe_dask.graph.cells import _diffs
 from msprobe_dask.graph.compare import MD5, SUMMARY, TENSOR, compare_pair
+from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import API, Graph, Node
+from msprobe_dask.judge import rules
 
 NATIVE = speedups.native
 needs_native = pytest.mark.skipif(NATIVE is None, reason="the C extension is not built")
@@ -52,15 +52,16 @@ def test_the_extension_matches_the_sources() -> None:
 
 @needs_native
 def test_unconfigured_module_refuses_instead_of_crashing() -> None:
-    """The module loaded alone (items.py not imported, so configure() not called) raises."""
+    """The module loaded alone (item_text.py, cells.py and rows.py not imported, so their rules not
+    handed to it) raises."""
     code = (
         "import importlib.util, sys, glob\n"
         "path = glob.glob(sys.argv[1] + '/_speedups*.so')[0]\n"
         "spec = importlib.util.spec_from_file_location('msprobe_dask.graph._speedups', path)\n"
         "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
-        "for call in (lambda: m.leaf({'type': 'int', 'value': 3}, 'a.b', 'input', '0'),\n"
-        "             lambda: m.stat_diffs((1.5,), (1.25,), None),\n"
-        "             lambda: m.items_json({}, frozenset())):\n"
+        "for call in (lambda: m.stat_diffs((1.5,), (1.25,)),\n"
+        "             lambda: m.items_json({}, frozenset()),\n"
+        "             lambda: m.node_rows([], 0, None, [], {})):\n"
         "    try:\n"
         "        call()\n"
         "    except RuntimeError as exc:\n"
@@ -69,7 +70,7 @@ def test_unconfigured_module_refuses_instead_of_crashing() -> None:
     folder = os.path.dirname(NATIVE.__file__)
     res = subprocess.run([sys.executable, "-c", code, folder], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.count("configure() was not called") == 3
+    assert res.stdout.count("was not called") == 3, res.stdout
 
 
 @needs_native
@@ -77,7 +78,7 @@ def test_other_mappings_take_the_python_path() -> None:
     data = MappingProxyType({"k": {"Max": 1.5}})
     assert NATIVE.items_json(data, item_text.skipped_keys(False, False)) is None
     assert item_text.items_json(data, False, False) == '{"k": {"Max": "1.5"}}'  # type: ignore[arg-type]
-    assert NATIVE.summary_pair(data, {}, {}, {}, compare._HOW) is None
+    assert NATIVE.summary_pair(data, {}, {}, {}) is None
 
 
 def test_a_null_max_of_any_text_class_makes_the_item_null(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -194,61 +195,6 @@ _ENTRY = st.fixed_dictionaries(
 )
 
 
-def _entry_items(node_id: str, entry: Any) -> Any:
-    try:
-        return _shape(items.entry_items(node_id, copy.deepcopy(entry)))
-    except Exception as exc:  # the same error either way
-        return ("error", type(exc).__name__, str(exc))
-
-
-@needs_native
-@settings(max_examples=500, deadline=None)
-@given(_NODE_IDS, _ENTRY)
-def test_entry_items_as_python(node_id: str, entry: dict[str, Any]) -> None:
-    monkeypatch = pytest.MonkeyPatch()
-    with_c, python = _both(monkeypatch, lambda: _entry_items(node_id, entry))
-    assert with_c == python
-
-
-@needs_native
-def test_entry_items_takes_the_common_entries_itself() -> None:
-    """The C path answers (not None) for a tensor and scalar arguments, with the Python path's items."""
-    entry = {
-        "input_args": [
-            {
-                "type": "torch.Tensor",
-                "dtype": "torch.float32",
-                "shape": [2],
-                "Max": 1.5,
-                "Min": 0.5,
-                "Mean": 1.0,
-                "Norm": 2.0,
-                "requires_grad": True,
-            },
-            {"type": "int", "value": 3},
-            {"type": "float", "value": 0.5},
-        ],
-        "input_kwargs": {},
-        "output": [
-            {
-                "type": "torch.Tensor",
-                "dtype": "torch.float32",
-                "shape": [2],
-                "Max": 1.0,
-                "Min": 0.0,
-                "Mean": 0.5,
-                "Norm": 1.0,
-                "requires_grad": False,
-                "data_name": "-1",
-            }
-        ],
-    }
-    node_id = "Functional.linear.0.forward"
-    fast = NATIVE.entry_items(node_id, entry, items._CRC32_EMPTY, items._python_leaf)
-    assert fast is not None
-    assert _shape(fast) == _shape(items.split_items(items.parse_entry(node_id, entry)))
-
-
 # ------------------------------------------------------------------ exported JSON text
 
 
@@ -276,7 +222,7 @@ _NUMBERS = st.integers(-5, 5) | st.floats(-1e6, 1e6) | st.sampled_from([math.nan
 @settings(max_examples=500, deadline=None)
 @given(st.tuples(*[_NUMBERS | _STAT] * 4), st.tuples(*[_NUMBERS | _STAT] * 4))
 def test_stat_diffs_as_python(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> None:
-    assert _shape(NATIVE.stat_diffs(ns, bs, stat_diff)) == _shape(_diffs(ns, bs))
+    assert _shape(NATIVE.stat_diffs(ns, bs)) == _shape(_diffs(ns, bs))
 
 
 def _tensor_item(full: str, state: str, stats: tuple[Any, ...], extra: dict[str, Any]) -> dict[str, Any]:
@@ -347,12 +293,7 @@ def test_summary_pair_takes_quiet_pairs_itself() -> None:
         _node("Functional.relu.0.forward", rows),
         _node("Functional.relu.0.forward", rows[:1] + [("output", (4.5, 1.0, 2.5, 8.0), {})]),
     )
-    assert (
-        NATIVE.summary_pair(
-            npu.input_data, npu.output_data, bench.input_data, bench.output_data, compare._HOW
-        )
-        == 1
-    )
+    assert NATIVE.summary_pair(npu.input_data, npu.output_data, bench.input_data, bench.output_data) == 1
     item = npu.output_data["Functional.relu.0.forward.output.1"]
     # inputs equal, output Norm 12.5% off: RelativeWarn (a warning, level 1)
     assert item["Max diff"] == -0.5 and item["NormRelativeErr"] == "12.5%" and item["Result"] == "warning"
@@ -378,101 +319,7 @@ def test_other_modes_take_the_python_path(mode: str, monkeypatch: pytest.MonkeyP
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-def _items_of(case: Path, native: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list, int]:
-    """Every node's items after build.parse_items, and how many nodes Python read (``build._items``)."""
-    monkeypatch.setattr(speedups, "native", NATIVE if native else None)
-    g = build.build_graph(build.GraphSource(str(case)), items=False)
-    calls = 0
-    python_items = build._items
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        return python_items(*args, **kwargs)
-
-    monkeypatch.setattr(build, "_items", counted)
-    nodes = g.sorted_nodes()
-    build.parse_items(g, nodes)
-    monkeypatch.setattr(build, "_items", python_items)
-    return [(n.id, _typed(n.input_data), _typed(n.output_data)) for n in nodes], calls
-
-
-def _typed(value: Any) -> Any:
-    """The value with the class of every part, keys in order: == then compares classes and order too."""
-    if isinstance(value, dict):
-        return ("dict", [(k, _typed(v)) for k, v in value.items()])
-    if isinstance(value, list):
-        return ("list", [_typed(v) for v in value])
-    return (type(value).__name__, repr(value))
-
-
-@needs_native
-@pytest.mark.parametrize("case", ["transformer_big/target", "L0_only/target", "multirank/golden/step0/rank1"])
-def test_parse_items_as_python(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The C loop of parse_items gives every node the items the Python loop gives, including entries it
-    hands to Python: a long integer (json reads it), NaN (orjson refuses it) and a malformed span."""
-    folder = tmp_path / "dump"
-    shutil.copytree(DATA / case, folder)
-    text = (folder / "dump.json").read_text()
-    text = re.sub(r'"value": \d+', '"value": 123456789012345678901234', text, count=1)
-    text = re.sub(r'"Max": [0-9.e-]+', '"Max": NaN', text, count=1)
-    (folder / "dump.json").write_text(text)
-    ours, python_reads = _items_of(folder, True, monkeypatch)
-    want, _ = _items_of(folder, False, monkeypatch)
-    assert ours == want
-    assert 2 <= python_reads < len(ours) / 4  # the two edited entries (at least) went to Python
-
-
-# ------------------------------------------------------------------ walks over a built graph
-
-
-def _random_graph(rng: random.Random, n: int, shared: bool, cycle: bool) -> Graph:
-    nodes = [Node("DefaultModel", 0)] + [Node(f"Module.n{i}.forward.0", 0) for i in range(n)]
-    for i, node in enumerate(nodes[1:], 1):
-        parent = nodes[rng.randrange(i)]
-        node.parent = parent
-        parent.children.append(node)
-    if shared and n > 2:  # a node under a second parent
-        nodes[1].children.append(nodes[-1])
-    if cycle and n > 2:
-        nodes[-1].children.append(nodes[1])
-    lines = [["File a.py, line 1, in f"], ["File b.py, line 2, in g"], [], [1], [1.0], [True], ["x", 2]]
-    for node in nodes:
-        node.stack = rng.choice([list(rng.choice(lines)), rng.choice(lines)])
-    return Graph(nodes[0], {x.id: x for x in nodes}, {}, "", "pytorch", None)
-
-
-@needs_native
-@pytest.mark.parametrize("seed", range(40))
-def test_tree_walks_as_python(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """sorted_nodes (post-order, or the walk that allows shared nodes and cycles) and the stack numbers
-    (equal stacks share a number, as their JSON texts: [1], [1.0] and [true] do not)."""
-    rng = random.Random(seed)
-    g = _random_graph(rng, rng.randrange(1, 60), seed % 3 == 1, seed % 5 == 2)
-
-    def walk() -> Any:
-        nodes = g.sorted_nodes()
-        ids = rows.number_stacks(nodes)
-        for node in g.nodes.values():
-            node.micro = rng_micro.choice([None, None, 1, 2]) if node.parent is not g.root else None
-        try:
-            build.assign_micro_steps(g)
-            micro: Any = [(n.id, n.micro) for n in g.nodes.values()]
-        except DumpError as exc:
-            micro = str(exc)
-        return [n.id for n in nodes], ids.of_list, ids.first, micro
-
-    rng_micro = random.Random(seed)
-    with_c = walk()
-    rng_micro = random.Random(seed)
-    monkeypatch.setattr(speedups, "native", None)
-    assert with_c == walk()
-
-
-@needs_native
-def test_a_hierarchy_too_deep_for_micro_steps_names_the_first_node_too_deep(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_hierarchy_too_deep_for_micro_steps_names_the_first_node_too_deep() -> None:
     chain = [Node("DefaultModel", 0)] + [
         Node(f"Module.m{i}.forward.0", 0) for i in range(build.MAX_MICRO_DEPTH + 3)
     ]
@@ -481,13 +328,95 @@ def test_a_hierarchy_too_deep_for_micro_steps_names_the_first_node_too_deep(
         parent.children.append(child)
     g = Graph(chain[0], {n.id: n for n in chain}, {}, "", "pytorch", None)
 
-    def assign() -> str:
-        with pytest.raises(DumpError) as caught:
-            build.assign_micro_steps(g)
-        return str(caught.value)
+    with pytest.raises(DumpError) as caught:
+        build.assign_micro_steps(g)
+    assert f"m{build.MAX_MICRO_DEPTH + 1}.forward.0: the model hierarchy is deeper" in str(caught.value)
 
-    with_c, python = _both(monkeypatch, assign)
-    assert (
-        with_c == python
-        and f"m{build.MAX_MICRO_DEPTH + 1}.forward.0: the model hierarchy is deeper" in with_c
+
+# ------------------------------------------------------------------ the rules are Python's
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(_APIS, st.lists(_ROW, min_size=1, max_size=4), st.floats(0.5, 2))
+def test_the_summary_compare_takes_its_numbers_and_messages_from_python(
+    api: str, npu_rows: list[Any], scale: float
+) -> None:
+    """Other limits and messages handed to the C summary compare (cells.SUMMARY_RULES): it flags as the
+    Python checkers do with them, so no number or message of the rules is written in C."""
+    limits = rules.Limits(small_input_norm=0.6, big_output_norm=0.05, tenfold=1.5, output_norm_over_zero=0.01)
+    big, tenfold = "error: trial big output", "warning: trial tenfold"
+    messages = (dumps([]), dumps([big]), dumps([tenfold]), dumps([big, tenfold]))
+    npu = _node(api, npu_rows)
+    bench = _node(
+        api, [(s, tuple(x * scale if isinstance(x, float) else x for x in xs), e) for s, xs, e in npu_rows]
     )
+
+    def compared() -> Any:
+        n, b = copy.deepcopy(npu), copy.deepcopy(bench)
+        compare_pair(n, b, SUMMARY)
+        return _shape((n.precision, n.input_data, n.output_data))
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(checks, "LIMITS", limits)
+        monkeypatch.setattr(checks, "MSG_NORM_OUTPUT", big)
+        monkeypatch.setattr(checks, "MSG_NORM_TENFOLD", tenfold)
+        NATIVE.configure_summary(dataclasses.replace(cells.SUMMARY_RULES, limits=limits, messages=messages))
+        try:
+            with_c, python = _both(monkeypatch, compared)
+        finally:
+            NATIVE.configure_summary(cells.SUMMARY_RULES)
+    assert with_c == python
+
+
+def _forget_texts() -> None:
+    """Drop the texts item_text remembers (made under other rules)."""
+    for forms in item_text._FORMS.values():
+        forms.clear()
+    for cls in (str, int):
+        item_text._JSON_TEXT[cls].__self__.clear()  # type: ignore[attr-defined]
+
+
+@needs_native
+@pytest.mark.parametrize(("long_decimal", "decimals"), [((20, 4, 20), 3), ((3, 9, 12), 8)])
+def test_the_items_text_takes_its_rounding_rule_from_python(
+    long_decimal: tuple[int, int, int], decimals: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another long-decimal rule handed to the C text of items (item_text.TEXT_RULES): its texts are
+    the Python path's under that rule."""
+    values = ["3.14159265", "12.345678%", "1.23456", "1234.123456789", "0.1234567890123", "7.5", "x1.23456"]
+    data = {f"k{i}": {"Max": v, "Min": float(i) / 7, "dtype": "torch.float32"} for i, v in enumerate(values)}
+    monkeypatch.setattr(item_text, "DECIMALS", decimals)
+    monkeypatch.setattr(item_text, "_SHORTEST_LONG_DECIMAL", 2 + long_decimal[1])
+    monkeypatch.setattr(
+        item_text, "_LONG_DECIMAL", item_text.re.compile(r"^\d{{1,{}}}\.\d{{{},{}}}%?$".format(*long_decimal))
+    )
+    _forget_texts()
+    NATIVE.configure_text(
+        dataclasses.replace(item_text.TEXT_RULES, long_decimal=long_decimal, decimals=decimals)
+    )
+    try:
+        with_c, python = _both(monkeypatch, lambda: item_text.items_json(data, False, False))
+    finally:
+        NATIVE.configure_text(item_text.TEXT_RULES)
+        _forget_texts()
+    assert with_c == python
+    assert f'"{float("3.14159265"):.{decimals}f}"' in with_c or long_decimal[1] > 8
+
+
+@needs_native
+def test_the_rows_take_their_columns_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A column added to the table (rows.NODE_COLUMNS, from columns.VISDB_NODE_TABLE) with its cell in
+    rows.EXTRA_CELLS: the C rows hold it where the Python rows do, and every other cell as before."""
+    g = build.build_graph(build.GraphSource(str(DATA / "L0_only" / "target")))
+    columns = (*rows.NODE_COLUMNS[:3], "trial_children", *rows.NODE_COLUMNS[3:])
+    monkeypatch.setattr(rows, "NODE_COLUMNS", columns)
+    monkeypatch.setitem(rows.EXTRA_CELLS, "trial_children", lambda node: len(node.children))
+    NATIVE.configure_rows(dataclasses.replace(rows.ROW_RULES, columns=columns))
+    try:
+        with_c, python = _both(monkeypatch, lambda: rows.graph_rows(g, "NPU").nodes)
+    finally:
+        NATIVE.configure_rows(rows.ROW_RULES)
+    assert with_c == python
+    assert [row[3] for row in with_c] == [len(n.children) for n in g.sorted_nodes()]
+    assert [row[:3] + row[4:] for row in with_c] == rows.graph_rows(g, "NPU").nodes

@@ -11,7 +11,6 @@ import pytest
 from visdb_diff import diff_visdb, path_normalizer
 
 from msprobe_dask.cli import main as cli_main
-from msprobe_dask.dump import entries
 from msprobe_dask.graph import api, chunks, speedups, tasks
 from msprobe_dask.writers import packed_rows
 
@@ -119,10 +118,9 @@ def test_same_visdb_as_reference_in_many_small_chunks_written_out_of_order(
 def test_same_visdb_as_reference_in_pure_python(
     case: str, name: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without the C extensions (graph/csrc/, dump/csrc/, writers/csrc/), as where they could not be
-    built: the Python path stays the definition, and gives the reference's vis.db too."""
+    """Without the C extensions (graph/csrc/, writers/csrc/), as where they could not be built: the
+    Python path stays the definition, and gives the reference's vis.db too."""
     monkeypatch.setattr(speedups, "native", None)
-    monkeypatch.setattr(entries, "_native", None)
     monkeypatch.setattr(packed_rows, "native", None)
     _check_same_as_reference(case, name, argv, tmp_path)
 

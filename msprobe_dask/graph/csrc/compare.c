@@ -1,11 +1,129 @@
-/* The summary compare of a node pair (compare.py: _diffs, summary_row, check_rows, write_back). */
+/* The summary compare of a node pair (graph/cells.py: _diffs, summary_row; checks.py: check_rows;
+ * compare.py: write_back). Its rules, texts and numbers are graph/cells.py's SUMMARY_RULES, handed
+ * once by configure_summary(rules) and read by name: none is written here. */
 #include "speedups.h"
 
-/* str(r) + "%" in its exported form, for 1e-4 <= r < 2**33 (compare._rel_text): r to 6 decimals,
+#define MAX_GROUPS 8 /* state groups (cells.STATE_GROUPS has 4) */
+#define MAX_STATES 16
+
+/* cells.SUMMARY_RULES (see SummaryRules) */
+static struct {
+    PyObject *rules; /* held: holds the objects below */
+    PyObject *stat_diff, *exported_text, *all_ignored, *input_ignored, *output_part;
+    PyObject *messages[4], *results[3], *stats[4], *written[N_WRITTEN], *states[MAX_STATES];
+    int state_group[MAX_STATES], n_states, n_groups;
+    double rel_lo, rel_hi, small_input_norm, big_output_norm, tenfold, output_norm_over_zero;
+} R;
+
+/* rules.<name>, a new reference, or NULL with an error naming it */
+static PyObject *rule(PyObject *rules, const char *name) {
+    PyObject *v = PyObject_GetAttrString(rules, name);
+    if (v == NULL)
+        PyErr_Format(PyExc_TypeError, "configure_summary: the rules have no %s", name);
+    return v;
+}
+
+/* ``n`` texts of the tuple rules.<name> into out (borrowed: R.rules holds them) */
+static int rule_texts(PyObject *rules, const char *name, PyObject **out, Py_ssize_t n) {
+    PyObject *v = rule(rules, name);
+    if (v == NULL)
+        return -1;
+    int ok = PyTuple_Check(v) && PyTuple_GET_SIZE(v) == n;
+    for (Py_ssize_t i = 0; ok && i < n; i++)
+        ok = PyUnicode_CheckExact(out[i] = PyTuple_GET_ITEM(v, i));
+    Py_DECREF(v); /* (the tuple stays alive: a field of the frozen rules) */
+    if (!ok)
+        PyErr_Format(PyExc_TypeError, "configure_summary: %s must be a tuple of %zd str", name, n);
+    return ok ? 0 : -1;
+}
+
+static int rule_number(PyObject *from, const char *name, double *x) {
+    PyObject *v = rule(from, name);
+    if (v == NULL)
+        return -1;
+    *x = PyFloat_AsDouble(v);
+    Py_DECREF(v);
+    return *x == -1.0 && PyErr_Occurred() ? -1 : 0;
+}
+
+static void release(void) {
+    Py_XDECREF(R.stat_diff);
+    Py_XDECREF(R.exported_text);
+    Py_XDECREF(R.all_ignored);
+    Py_XDECREF(R.input_ignored);
+    Py_XDECREF(R.output_part);
+    Py_XDECREF(R.rules);
+    memset(&R, 0, sizeof(R));
+}
+
+/* configure_summary(rules): take cells.SUMMARY_RULES */
+PyObject *configure_summary(PyObject *self, PyObject *rules) {
+    release();
+    PyObject *positional = NULL, *limits = NULL, *groups = NULL;
+    if ((R.stat_diff = rule(rules, "stat_diff")) == NULL || (R.exported_text = rule(rules, "exported_text")) == NULL ||
+        (R.all_ignored = rule(rules, "all_ignored")) == NULL ||
+        (R.input_ignored = rule(rules, "input_ignored")) == NULL ||
+        (R.output_part = rule(rules, "output_part")) == NULL || (positional = rule(rules, "positional")) == NULL ||
+        (limits = rule(rules, "limits")) == NULL || (groups = rule(rules, "state_groups")) == NULL)
+        goto fail;
+    if (!PyCallable_Check(R.stat_diff) || !PyType_Check(R.exported_text) || !PyAnySet_Check(R.all_ignored) ||
+        !PyAnySet_Check(R.input_ignored) || !PyUnicode_CheckExact(R.output_part) ||
+        !PyArg_ParseTuple(positional, "dd", &R.rel_lo, &R.rel_hi)) {
+        PyErr_SetString(PyExc_TypeError, "configure_summary: rules of the wrong types");
+        goto fail;
+    }
+    if (rule_texts(rules, "messages", R.messages, 4) < 0 || rule_texts(rules, "results", R.results, 3) < 0 ||
+        rule_texts(rules, "stats", R.stats, 4) < 0 || rule_texts(rules, "written", R.written, N_WRITTEN) < 0 ||
+        rule_number(limits, "small_input_norm", &R.small_input_norm) < 0 ||
+        rule_number(limits, "big_output_norm", &R.big_output_norm) < 0 ||
+        rule_number(limits, "tenfold", &R.tenfold) < 0 ||
+        rule_number(limits, "output_norm_over_zero", &R.output_norm_over_zero) < 0)
+        goto fail;
+    if (!PyTuple_Check(groups) || PyTuple_GET_SIZE(groups) > MAX_GROUPS) {
+        PyErr_SetString(PyExc_TypeError, "configure_summary: state_groups must be a short tuple");
+        goto fail;
+    }
+    R.n_groups = (int)PyTuple_GET_SIZE(groups);
+    for (int g = 0; g < R.n_groups; g++) {
+        PyObject *states = PyTuple_GET_ITEM(groups, g);
+        for (Py_ssize_t i = 0; PyTuple_Check(states) && i < PyTuple_GET_SIZE(states); i++) {
+            PyObject *state = PyTuple_GET_ITEM(states, i);
+            if (R.n_states == MAX_STATES || !PyUnicode_CheckExact(state)) {
+                PyErr_SetString(PyExc_TypeError, "configure_summary: state_groups must hold a few str");
+                goto fail;
+            }
+            R.state_group[R.n_states] = g;
+            R.states[R.n_states++] = state;
+        }
+    }
+    R.rules = Py_NewRef(rules);
+    Py_DECREF(positional);
+    Py_DECREF(limits);
+    Py_DECREF(groups);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(positional);
+    Py_XDECREF(limits);
+    Py_XDECREF(groups);
+    release();
+    return NULL;
+}
+
+static int summary_configured(void) {
+    if (configured() < 0)
+        return -1; /* (rel_text: the export's decimals, ExportedText) */
+    if (R.rules != NULL)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError, "_speedups.configure_summary() was not called");
+    return -1;
+}
+
+/* str(r) + "%" in its exported form, for r in cells.POSITIONAL (cells.rel_text): r to 6 decimals
+ * (text_rules.decimals),
  * or repr(r) where that has fewer decimals (the rounded text ends with 0 and round(r, 6) == r:
  * round() and format(r, ".6f") take the same correctly rounded digits) */
 static PyObject *rel_text(double r) {
-    char *t = PyOS_double_to_string(r, 'f', 6, 0, NULL);
+    char *t = PyOS_double_to_string(r, 'f', text_rules.decimals, 0, NULL);
     if (t == NULL)
         return NULL;
     size_t n = strlen(t);
@@ -23,25 +141,24 @@ static PyObject *rel_text(double r) {
     PyObject *s = PyUnicode_FromStringAndSize(text, (Py_ssize_t)n + 1);
     if (s == NULL)
         return NULL;
-    PyObject *exported = PyObject_CallOneArg(exported_text_type, s);
+    PyObject *exported = PyObject_CallOneArg(R.exported_text, s);
     Py_DECREF(s);
     return exported;
 }
 
 /* the diff cell, relative-error cell and ratio (new references) of one NPU/Bench statistic: two
- * floats (the Bench one not 0) or two equal ints here, the others by stat_diff(x, y) */
-static int diff_cells(PyObject *x, PyObject *y, PyObject *stat_diff, PyObject **d, PyObject **t,
-                      PyObject **ratio) {
+ * floats (the Bench one not 0) or two equal ints here, the others by the rules' stat_diff(x, y) */
+static int diff_cells(PyObject *x, PyObject *y, PyObject **d, PyObject **t, PyObject **ratio) {
     *d = *t = *ratio = NULL;
     if (PyFloat_CheckExact(x) && PyFloat_CheckExact(y) && PyFloat_AS_DOUBLE(y) != 0.0) {
         double dx = PyFloat_AS_DOUBLE(x) - PyFloat_AS_DOUBLE(y);
         double r = fabs(dx / PyFloat_AS_DOUBLE(y) * 100);
-        if (r >= 1e-4 && r < 8589934592.0)
+        if (r >= R.rel_lo && r < R.rel_hi)
             *t = rel_text(r);
         else if (r == 0.0)
             *t = PyUnicode_FromString("0.0%");
         else
-            goto general; /* (r is not finite, or below 1e-4) */
+            goto general; /* (r is not finite, or outside the positional range) */
         *d = PyFloat_FromDouble(dx);
         *ratio = PyFloat_FromDouble(r / 100);
         goto made;
@@ -59,7 +176,7 @@ static int diff_cells(PyObject *x, PyObject *y, PyObject *stat_diff, PyObject **
         }
     }
 general:; /* the general rule, in Python */
-    PyObject *cells = PyObject_CallFunctionObjArgs(stat_diff, x, y, NULL);
+    PyObject *cells = PyObject_CallFunctionObjArgs(R.stat_diff, x, y, NULL);
     if (cells == NULL)
         return -1;
     if (!PyTuple_Check(cells) || PyTuple_GET_SIZE(cells) != 3) {
@@ -80,11 +197,11 @@ made:
     return -1;
 }
 
-/* stat_diffs(ns, bs, stat_diff) -> (diffs, rels, ratio): compare._diffs for two tuples of
- * statistics (ratio: the last one's) */
+/* stat_diffs(ns, bs) -> (diffs, rels, ratio): cells._diffs for two tuples of statistics (ratio: the
+ * last one's) */
 PyObject *stat_diffs(PyObject *self, PyObject *args) {
-    PyObject *ns, *bs, *stat_diff;
-    if (!PyArg_ParseTuple(args, "O!O!O", &PyTuple_Type, &ns, &PyTuple_Type, &bs, &stat_diff) || configured() < 0)
+    PyObject *ns, *bs;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &ns, &PyTuple_Type, &bs) || summary_configured() < 0)
         return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(ns) < PyTuple_GET_SIZE(bs) ? PyTuple_GET_SIZE(ns) : PyTuple_GET_SIZE(bs);
     if (n == 0) {
@@ -97,7 +214,7 @@ PyObject *stat_diffs(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *d, *t;
         Py_CLEAR(ratio);
-        if (diff_cells(PyTuple_GET_ITEM(ns, i), PyTuple_GET_ITEM(bs, i), stat_diff, &d, &t, &ratio) < 0)
+        if (diff_cells(PyTuple_GET_ITEM(ns, i), PyTuple_GET_ITEM(bs, i), &d, &t, &ratio) < 0)
             goto fail;
         PyList_SET_ITEM(diffs, i, d);
         PyList_SET_ITEM(rels, i, t);
@@ -112,8 +229,6 @@ fail:
 
 #define MAX_ROWS 32 /* items per state group (more: the Python path) */
 
-static const int state_group[5] = {0, 0, 1, 2, 3}; /* input, kwargs, parameters, output, parameters_grad */
-
 typedef struct {
     PyObject *n, *b; /* the NPU item and its Bench partner (borrowed) */
     PyObject *name;   /* the NPU item's full_op_name (held) */
@@ -122,11 +237,11 @@ typedef struct {
     int out, has_ratio;
 } Row;
 
-/* the items of one side's node by compare.STATE_GROUPS, inputs before outputs; -1 error, 0 a value
+/* the items of one side's node by cells.STATE_GROUPS, inputs before outputs; -1 error, 0 a value
  * this code does not take, else 1 */
-static int grouped(PyObject *in, PyObject *out, PyObject *groups[4][MAX_ROWS], int counts[4]) {
+static int grouped(PyObject *in, PyObject *out, PyObject *groups[MAX_GROUPS][MAX_ROWS], int counts[MAX_GROUPS]) {
     PyObject *datas[2] = {in, out};
-    for (int g = 0; g < 4; g++)
+    for (int g = 0; g < R.n_groups; g++)
         counts[g] = 0;
     for (int i = 0; i < 2; i++) {
         Py_ssize_t pos = 0;
@@ -142,12 +257,12 @@ static int grouped(PyObject *in, PyObject *out, PyObject *groups[4][MAX_ROWS], i
             if (!PyUnicode_CheckExact(state))
                 return UNHANDLED;
             int g = -1;
-            for (int j = 0; j < 5 && g < 0; j++) {
-                int eq = PyUnicode_Compare(state, state_names[j]);
+            for (int j = 0; j < R.n_states && g < 0; j++) {
+                int eq = PyUnicode_Compare(state, R.states[j]);
                 if (eq == -1 && PyErr_Occurred())
                     return -1;
                 if (eq == 0)
-                    g = state_group[j];
+                    g = R.state_group[j];
             }
             if (g < 0)
                 continue;
@@ -160,12 +275,12 @@ static int grouped(PyObject *in, PyObject *out, PyObject *groups[4][MAX_ROWS], i
 }
 
 /* the four statistics of an item: all exact floats with a finite sum, or all exact ints (what
- * compare._cells leaves as they are); 1 as ints, 2 as floats, 0 otherwise */
+ * cells._cells leaves as they are); 1 as ints, 2 as floats, 0 otherwise */
 static int plain_stats(PyObject *item, PyObject *stats[4]) {
     int ints = 0, floats = 0;
     double total = 0.0;
     for (int i = 0; i < 4; i++) {
-        stats[i] = PyDict_GetItemWithError(item, stat_names[i]);
+        stats[i] = PyDict_GetItemWithError(item, R.stats[i]);
         if (stats[i] == NULL)
             return PyErr_Occurred() ? -1 : 0;
         if (PyFloat_CheckExact(stats[i])) {
@@ -193,8 +308,8 @@ static PyObject *get(PyObject *item, PyObject *key) { /* item.get(key), borrowed
     return PyDict_GetItemWithError(item, key);
 }
 
-/* a QUIET summary row (compare.summary_row) for the pair: 1 made, 0 not quiet, -1 error */
-static int quiet_row(Row *r, PyObject *stat_diff) {
+/* a QUIET summary row (cells.summary_row) for the pair: 1 made, 0 not quiet, -1 error */
+static int quiet_row(Row *r) {
     PyObject *ns[4], *bs[4];
     int nk = plain_stats(r->n, ns), bk = plain_stats(r->b, bs);
     if (nk <= 0 || bk <= 0)
@@ -235,7 +350,7 @@ static int quiet_row(Row *r, PyObject *stat_diff) {
     PyObject *ratio = NULL;
     for (int i = 0; i < 4; i++) {
         Py_XDECREF(ratio);
-        if (diff_cells(ns[i], bs[i], stat_diff, &r->cells[i], &r->cells[4 + i], &ratio) < 0)
+        if (diff_cells(ns[i], bs[i], &r->cells[i], &r->cells[4 + i], &ratio) < 0)
             goto fail;
     }
     r->has_ratio = ratio != Py_None;
@@ -254,7 +369,7 @@ fail:
 }
 
 /* "" (0), "input" (1) or "all" (2): the class of ignored APIs of the first input row's API name */
-static int ignore_class(Row *rows, int n, PyObject *all_ignored, PyObject *input_ignored) {
+static int ignore_class(Row *rows, int n) {
     for (int i = 0; i < n; i++) {
         if (rows[i].out)
             continue;
@@ -269,8 +384,8 @@ static int ignore_class(Row *rows, int n, PyObject *all_ignored, PyObject *input
         PyObject *api = a < 0 ? PyUnicode_New(0, 0) : PyUnicode_Substring(name, a + 1, b >= 0 ? b : len);
         if (api == NULL)
             return -1;
-        int all = PySet_Contains(all_ignored, api);
-        int input = all == 0 ? PySet_Contains(input_ignored, api) : 0;
+        int all = PySet_Contains(R.all_ignored, api);
+        int input = all == 0 ? PySet_Contains(R.input_ignored, api) : 0;
         Py_DECREF(api);
         if (all < 0 || input < 0)
             return -1;
@@ -279,32 +394,23 @@ static int ignore_class(Row *rows, int n, PyObject *all_ignored, PyObject *input
     return 0;
 }
 
-/* summary_pair(npu_in, npu_out, bench_in, bench_out, how) -> the node's worst level (0, 1, 2), its
- * items given their compare cells: compare_pair in summary mode (not merged) when every row is
- * QUIET, else None (the Python path, nothing changed). ``how``: (stat_diff, ALL_IGNORE,
- * INPUT_IGNORE, (the Err_message texts: none, RelativeErr, RelativeWarn, both), (the Result texts
- * of pass, warning, error)). */
+/* summary_pair(npu_in, npu_out, bench_in, bench_out) -> the node's worst level (0, 1, 2), its items
+ * given their compare cells: compare_pair in summary mode (not merged) when every row is QUIET, else
+ * None (the Python path, nothing changed). */
 PyObject *summary_pair(PyObject *self, PyObject *args) {
-    PyObject *npu_in, *npu_out, *bench_in, *bench_out, *stat_diff, *all_ignored, *input_ignored, *errs,
-        *results;
-    if (!PyArg_ParseTuple(args, "OOOO(OOOO!O!)", &npu_in, &npu_out, &bench_in, &bench_out, &stat_diff,
-                          &all_ignored, &input_ignored, &PyTuple_Type, &errs, &PyTuple_Type, &results) ||
-        configured() < 0)
+    PyObject *npu_in, *npu_out, *bench_in, *bench_out;
+    if (!PyArg_ParseTuple(args, "OOOO", &npu_in, &npu_out, &bench_in, &bench_out) || summary_configured() < 0)
         return NULL;
     if (!PyDict_CheckExact(npu_in) || !PyDict_CheckExact(npu_out) || !PyDict_CheckExact(bench_in) ||
         !PyDict_CheckExact(bench_out))
         Py_RETURN_NONE; /* (other mappings: the Python path) */
-    if (PyTuple_GET_SIZE(errs) != 4 || PyTuple_GET_SIZE(results) != 3) {
-        PyErr_SetString(PyExc_ValueError, "summary_pair: 4 messages and 3 results");
-        return NULL;
-    }
-    PyObject *ng[4][MAX_ROWS], *bg[4][MAX_ROWS];
-    Row rows[4 * MAX_ROWS];
-    int nc[4], bc[4], n = 0, rc;
+    PyObject *ng[MAX_GROUPS][MAX_ROWS], *bg[MAX_GROUPS][MAX_ROWS];
+    Row rows[MAX_GROUPS * MAX_ROWS];
+    int nc[MAX_GROUPS], bc[MAX_GROUPS], n = 0, rc;
     if ((rc = grouped(npu_in, npu_out, ng, nc)) <= 0 || (rc = grouped(bench_in, bench_out, bg, bc)) <= 0)
         return rc < 0 ? NULL : Py_NewRef(Py_None);
     PyObject *result = NULL, *by_name = NULL;
-    for (int g = 0; g < 4; g++) {
+    for (int g = 0; g < R.n_groups; g++) {
         for (int i = 0; i < nc[g]; i++) {
             if (i >= bc[g])
                 goto unhandled; /* an item without a partner */
@@ -317,17 +423,17 @@ PyObject *summary_pair(PyObject *self, PyObject *args) {
             if (name == NULL || !PyUnicode_CheckExact(name))
                 goto unhandled_or_error;
             r->name = Py_NewRef(name);
-            Py_ssize_t at = PyUnicode_Find(name, str_output_part, 0, PyUnicode_GET_LENGTH(name), 1);
+            Py_ssize_t at = PyUnicode_Find(name, R.output_part, 0, PyUnicode_GET_LENGTH(name), 1);
             if (at == -2)
                 goto done;
             r->out = at >= 0;
-            if ((rc = quiet_row(r, stat_diff)) <= 0)
+            if ((rc = quiet_row(r)) <= 0)
                 goto unhandled_or_error;
         }
     }
     if (n == 0)
         goto unhandled;
-    int ignore = ignore_class(rows, n, all_ignored, input_ignored);
+    int ignore = ignore_class(rows, n);
     if (ignore < 0)
         goto done;
     int relerr = 0, warn = 0, first_out = -1, worst = 0;
@@ -346,18 +452,18 @@ PyObject *summary_pair(PyObject *self, PyObject *args) {
         }
         a = fabs(a);
         b = fabs(b);
-        relerr = a < 0.1;
-        warn = first_out >= 0 && ((a == 0 && b > 0.1) || (a != 0 && b / a > 10));
+        relerr = a < R.small_input_norm;
+        warn = first_out >= 0 && ((a == 0 && b > R.output_norm_over_zero) || (a != 0 && b / a > R.tenfold));
     }
     for (int i = 0; i < n; i++) {
         Row *r = &rows[i];
-        int e = ignore != 2 && relerr && r->out && r->has_ratio && fabs(r->ratio) > 0.5;
+        int e = ignore != 2 && relerr && r->out && r->has_ratio && fabs(r->ratio) > R.big_output_norm;
         int w = ignore != 2 && warn && i == first_out;
         int level = e ? 2 : w ? 1 : 0;
         if (level > worst)
             worst = level;
-        r->cells[9] = Py_NewRef(PyTuple_GET_ITEM(results, level));
-        r->cells[10] = Py_NewRef(PyTuple_GET_ITEM(errs, e + 2 * w));
+        r->cells[9] = Py_NewRef(R.results[level]);
+        r->cells[10] = Py_NewRef(R.messages[e + 2 * w]);
     }
     /* write back: the cells of each row into the NPU item of its name (the last row of a name wins) */
     by_name = PyDict_New();
@@ -384,7 +490,7 @@ PyObject *summary_pair(PyObject *self, PyObject *args) {
             }
             Row *r = &rows[PyLong_AsLong(index)];
             for (int j = 0; j < N_WRITTEN; j++)
-                if (PyDict_SetItem(item, written_keys[j], r->cells[j]) < 0)
+                if (PyDict_SetItem(item, R.written[j], r->cells[j]) < 0)
                     goto done;
         }
     }

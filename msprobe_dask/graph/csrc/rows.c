@@ -1,5 +1,88 @@
-/* tb_nodes rows (rows.py: chunk_rows). */
+/* tb_nodes rows (rows.py: chunk_rows). The columns, their order, the columns this code does not make
+ * and the texts it tests node ids with are rows.py's ROW_RULES, handed once by configure_rows(rules);
+ * what one chunk's rows share comes as rows.py's ChunkOf, read by name. */
 #include "speedups.h"
+
+/* the cells this code makes, by the name of their column */
+enum { C_ID, C_GRAPH_ID, C_NODE_ORDER, C_NODE_NAME, C_NODE_TYPE, C_UP_NODE, C_SUB_NODES, C_PRECISION,
+       C_OVERFLOW, C_MICRO, C_LINK, C_STACK_ID, C_MERGE_INFO, C_MATCHED_DISTRIBUTED, C_MODIFIED, C_INPUT_DATA,
+       C_OUTPUT_DATA, C_DATA_SOURCE, C_DUMP_DATA_DIR, C_STEP, C_RANK, C_IS_DISTRIBUTED, N_CELLS };
+static const char *const cell_names[N_CELLS] = {
+    "id", "graph_id", "node_order", "node_name", "node_type", "up_node", "sub_nodes", "precision_index",
+    "overflow_level", "micro_step_id", "matched_node_link", "stack_id", "parallel_merge_info",
+    "matched_distributed", "modified", "input_data", "output_data", "data_source", "dump_data_dir", "step",
+    "rank", "is_distributed"};
+
+#define MAX_COLUMNS 64
+
+/* rows.ROW_RULES (see RowRules) */
+static struct {
+    PyObject *rules; /* held: holds the objects below */
+    PyObject *extra[MAX_COLUMNS]; /* the Python cell function of a column this code does not make */
+    int kind[MAX_COLUMNS];        /* the cell of each column (-1: extra) */
+    Py_ssize_t n_columns;
+    PyObject *dumps, *batch_ops, *batch_p2p, *distributed;
+} RR;
+
+static void release_rows(void) {
+    Py_XDECREF(RR.rules);
+    memset(&RR, 0, sizeof(RR));
+}
+
+/* rows.BATCH_P2P's text (ASCII), or NULL with an error if configure_rows() was not called */
+const char *batch_p2p_text(Py_ssize_t *n) {
+    const char *s = RR.rules != NULL ? ascii_data(RR.batch_p2p, n) : NULL;
+    if (s == NULL)
+        PyErr_SetString(PyExc_RuntimeError, "_speedups.configure_rows() was not called");
+    return s;
+}
+
+/* configure_rows(rules): take rows.ROW_RULES */
+PyObject *configure_rows(PyObject *self, PyObject *rules) {
+    release_rows();
+    PyObject *columns = PyObject_GetAttrString(rules, "columns");
+    PyObject *extra = columns != NULL ? PyObject_GetAttrString(rules, "extra_cells") : NULL;
+    PyObject *dumps = extra != NULL ? PyObject_GetAttrString(rules, "dumps") : NULL;
+    PyObject *ops = dumps != NULL ? PyObject_GetAttrString(rules, "batch_p2p_ops") : NULL;
+    PyObject *batch = ops != NULL ? PyObject_GetAttrString(rules, "batch_p2p") : NULL;
+    PyObject *distributed = batch != NULL ? PyObject_GetAttrString(rules, "distributed") : NULL;
+    int ok = distributed != NULL;
+    if (ok && (!PyTuple_Check(columns) || PyTuple_GET_SIZE(columns) > MAX_COLUMNS || !PyDict_Check(extra) ||
+               !PyUnicode_CheckExact(batch) || !PyUnicode_IS_ASCII(batch) || !PyUnicode_CheckExact(distributed))) {
+        PyErr_SetString(PyExc_TypeError, "configure_rows: rules of the wrong types");
+        ok = 0;
+    }
+    for (Py_ssize_t j = 0; ok && j < PyTuple_GET_SIZE(columns); j++) {
+        PyObject *name = PyTuple_GET_ITEM(columns, j);
+        RR.kind[j] = -1;
+        for (int c = 0; c < N_CELLS && PyUnicode_Check(name); c++)
+            if (PyUnicode_CompareWithASCIIString(name, cell_names[c]) == 0)
+                RR.kind[j] = c;
+        if (RR.kind[j] < 0 && (RR.extra[j] = PyDict_GetItemWithError(extra, name)) == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "configure_rows: no cell for the column %R", name);
+            ok = 0;
+        }
+    }
+    if (ok) {
+        RR.n_columns = PyTuple_GET_SIZE(columns);
+        RR.dumps = dumps;
+        RR.batch_ops = ops;
+        RR.batch_p2p = batch;
+        RR.distributed = distributed;
+        RR.rules = Py_NewRef(rules); /* (the frozen rules hold what the fields point to) */
+    } else
+        memset(&RR, 0, sizeof(RR));
+    Py_XDECREF(columns);
+    Py_XDECREF(extra);
+    Py_XDECREF(dumps);
+    Py_XDECREF(ops);
+    Py_XDECREF(batch);
+    Py_XDECREF(distributed);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
 
 /* json.dumps of a list of str, where each is printable ASCII without escapes; UNHANDLED else */
 static int add_str_list(Buf *b, PyObject *list) {
@@ -44,24 +127,45 @@ static PyObject *items_text(PyObject *data, Skip *skip, PyObject *to_json) {
     return PyObject_CallOneArg(to_json, data);
 }
 
-/* node_rows(nodes, start, how, stacks, p2p, texts=None) -> rows.chunk_rows' rows of ``nodes`` (a run of
- * sorted_nodes() from position ``start``), its first stack uses appended to ``stacks`` and the
- * batch_isend_irecv ops put in ``p2p``. ``how``: (row_id, graph_id, source, data_path, step, rank,
- * stack numbers by id(stack), ids of the nodes that use a number first, the item skip sets
- * (plain, batch), the Python to_json functions (plain, batch), dumps, batch_p2p_ops). ``texts``: for each
- * node, its (input_data, output_data) texts if made already (build.export_texts), else None. */
+/* the attributes of a ChunkOf, read by name */
+static const char *const chunk_fields[] = {"row_id",      "graph_id",   "source", "data_path",
+                                           "step",        "rank",       "stack_numbers", "first_uses",
+                                           "skip",        "batch_skip", "to_json", "batch_to_json"};
+#define N_CHUNK_FIELDS 12
+
+/* node_rows(nodes, start, chunk, stacks, p2p, texts=None) -> rows.chunk_rows' rows of ``nodes`` (a run
+ * of sorted_nodes() from position ``start``), in ROW_RULES.columns' order, its first stack uses
+ * appended to ``stacks`` and the batch_isend_irecv ops put in ``p2p``. ``chunk``: a rows.ChunkOf.
+ * ``texts``: for each node, its (input_data, output_data) texts if made already (build.export_texts),
+ * else None. */
 PyObject *node_rows(PyObject *self, PyObject *args) {
-    PyObject *nodes, *how, *stacks_out, *p2p_out, *texts = Py_None;
+    PyObject *nodes, *chunk, *stacks_out, *p2p_out, *texts = Py_None;
     Py_ssize_t start;
-    PyObject *row_id, *graph_id, *source, *data_path, *step, *rank, *number_of, *first, *skip_set,
-        *batch_skip_set, *to_json, *batch_to_json, *dumps, *batch_ops;
-    if (!PyArg_ParseTuple(args, "O!nO!O!O!|O", &PyList_Type, &nodes, &start, &PyTuple_Type, &how, &PyList_Type,
-                          &stacks_out, &PyDict_Type, &p2p_out, &texts) ||
-        !PyArg_ParseTuple(how, "UUUOOOO!O!OOOOOO", &row_id, &graph_id, &source, &data_path, &step, &rank,
-                          &PyDict_Type, &number_of, &PyDict_Type, &first, &skip_set, &batch_skip_set,
-                          &to_json,
-                          &batch_to_json, &dumps, &batch_ops))
+    if (!PyArg_ParseTuple(args, "O!nOO!O!|O", &PyList_Type, &nodes, &start, &chunk, &PyList_Type, &stacks_out,
+                          &PyDict_Type, &p2p_out, &texts))
         return NULL;
+    if (RR.rules == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_speedups.configure_rows() was not called");
+        return NULL;
+    }
+    PyObject *field[N_CHUNK_FIELDS] = {NULL};
+    for (int f = 0; f < N_CHUNK_FIELDS; f++)
+        if ((field[f] = PyObject_GetAttrString(chunk, chunk_fields[f])) == NULL) {
+            for (int g = 0; g < f; g++)
+                Py_DECREF(field[g]);
+            return NULL;
+        }
+    /* (the chunk holds them while the call runs) */
+    for (int f = 0; f < N_CHUNK_FIELDS; f++)
+        Py_DECREF(field[f]);
+    PyObject *row_id = field[0], *graph_id = field[1], *source = field[2], *data_path = field[3],
+             *step = field[4], *rank = field[5], *number_of = field[6], *first = field[7], *skip_set = field[8],
+             *batch_skip_set = field[9], *to_json = field[10], *batch_to_json = field[11], *dumps = RR.dumps,
+             *batch_ops = RR.batch_ops;
+    if (!PyUnicode_Check(row_id) || !PyDict_Check(number_of) || !PyDict_Check(first)) {
+        PyErr_SetString(PyExc_TypeError, "node_rows: a ChunkOf of the wrong types");
+        return NULL;
+    }
     Skip skip, batch_skip;
     if (configured() < 0 || skip_of(skip_set, &skip) < 0 || skip_of(batch_skip_set, &batch_skip) < 0)
         return NULL;
@@ -75,7 +179,7 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
         goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *node = PyList_GET_ITEM(nodes, i);
-        PyObject *cells[22] = {NULL};
+        PyObject *cells[N_CELLS] = {NULL};
         PyObject *stack = PyObject_GetAttr(node, str_stack), *key = NULL, *number = NULL;
         if (stack == NULL)
             goto fail;
@@ -98,7 +202,7 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
             }
             Py_DECREF(sid);
         }
-        cells[11] = Py_NewRef(sid);
+        cells[C_STACK_ID] = Py_NewRef(sid);
         key = PyLong_FromVoidPtr(node);
         int is_first = key != NULL ? PyDict_Contains(first, key) : -1;
         Py_XDECREF(key);
@@ -114,14 +218,14 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
             }
         }
         Py_DECREF(stack);
-        PyObject *node_id = cells[3] = PyObject_GetAttr(node, str_id);
+        PyObject *node_id = cells[C_NODE_NAME] = PyObject_GetAttr(node, str_id);
         if (node_id == NULL)
             goto row_fail;
         if (!PyUnicode_Check(node_id)) {
             PyErr_SetString(PyExc_TypeError, "a node id is not a str");
             goto row_fail;
         }
-        int batch = PyUnicode_Find(node_id, str_batch_p2p, 0, PyUnicode_GET_LENGTH(node_id), 1) >= 0;
+        int batch = PyUnicode_Find(node_id, RR.batch_p2p, 0, PyUnicode_GET_LENGTH(node_id), 1) >= 0;
         if (PyErr_Occurred())
             goto row_fail;
         if (batch) {
@@ -134,10 +238,10 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
         PyObject *parent = PyObject_GetAttr(node, str_parent);
         if (parent == NULL)
             goto row_fail;
-        cells[5] = parent == Py_None ? Py_NewRef(str_empty) : PyObject_GetAttr(parent, str_id);
+        cells[C_UP_NODE] = parent == Py_None ? Py_NewRef(str_empty) : PyObject_GetAttr(parent, str_id);
         Py_DECREF(parent);
         PyObject *children = PyObject_GetAttr(node, str_children);
-        if (cells[5] == NULL || children == NULL) {
+        if (cells[C_UP_NODE] == NULL || children == NULL) {
             Py_XDECREF(children);
             goto row_fail;
         }
@@ -151,33 +255,33 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
                 else
                     PyList_SetItem(ids, j, id);
             }
-            cells[6] = ids != NULL ? str_list_json(ids, dumps) : NULL;
+            cells[C_SUB_NODES] = ids != NULL ? str_list_json(ids, dumps) : NULL;
             Py_XDECREF(ids);
         } else if (has_children == 0)
-            cells[6] = Py_NewRef(str_empty);
+            cells[C_SUB_NODES] = Py_NewRef(str_empty);
         Py_DECREF(children);
-        if (cells[6] == NULL)
+        if (cells[C_SUB_NODES] == NULL)
             goto row_fail;
         PyObject *link = PyObject_GetAttr(node, str_link);
-        cells[10] = link != NULL ? str_list_json(link, dumps) : NULL;
+        cells[C_LINK] = link != NULL ? str_list_json(link, dumps) : NULL;
         Py_XDECREF(link);
-        PyObject *merge = cells[10] != NULL ? PyObject_GetAttr(node, str_merge_info) : NULL;
+        PyObject *merge = cells[C_LINK] != NULL ? PyObject_GetAttr(node, str_merge_info) : NULL;
         if (merge == NULL)
             goto row_fail;
         int has_merge = PyObject_IsTrue(merge);
-        cells[12] = has_merge > 0    ? PyObject_CallOneArg(dumps, merge)
+        cells[C_MERGE_INFO] = has_merge > 0    ? PyObject_CallOneArg(dumps, merge)
                     : has_merge == 0 ? Py_NewRef(str_empty)
                                      : NULL;
         Py_DECREF(merge);
-        PyObject *micro = cells[12] != NULL ? PyObject_GetAttr(node, str_micro) : NULL;
+        PyObject *micro = cells[C_MERGE_INFO] != NULL ? PyObject_GetAttr(node, str_micro) : NULL;
         if (micro == NULL)
             goto row_fail;
         if (micro == Py_None)
             Py_SETREF(micro, Py_NewRef(zero));
-        cells[9] = micro;
-        if ((cells[4] = PyObject_GetAttr(node, str_type_attr)) == NULL ||
-            (cells[7] = PyObject_GetAttr(node, str_precision)) == NULL ||
-            (cells[8] = PyObject_GetAttr(node, str_overflow)) == NULL)
+        cells[C_MICRO] = micro;
+        if ((cells[C_NODE_TYPE] = PyObject_GetAttr(node, str_type_attr)) == NULL ||
+            (cells[C_PRECISION] = PyObject_GetAttr(node, str_precision)) == NULL ||
+            (cells[C_OVERFLOW] = PyObject_GetAttr(node, str_overflow)) == NULL)
             goto row_fail;
         Skip *node_skip = batch ? &batch_skip : &skip;
         PyObject *node_to_json = batch ? batch_to_json : to_json;
@@ -187,39 +291,47 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
                 PyErr_SetString(PyExc_TypeError, "a node's texts must be a pair");
                 goto row_fail;
             }
-            cells[15] = Py_NewRef(PyTuple_GET_ITEM(made, 0));
-            cells[16] = Py_NewRef(PyTuple_GET_ITEM(made, 1));
+            cells[C_INPUT_DATA] = Py_NewRef(PyTuple_GET_ITEM(made, 0));
+            cells[C_OUTPUT_DATA] = Py_NewRef(PyTuple_GET_ITEM(made, 1));
         } else {
             PyObject *data = PyObject_GetAttr(node, str_input_data);
-            cells[15] = data != NULL ? items_text(data, node_skip, node_to_json) : NULL;
+            cells[C_INPUT_DATA] = data != NULL ? items_text(data, node_skip, node_to_json) : NULL;
             Py_XDECREF(data);
-            data = cells[15] != NULL ? PyObject_GetAttr(node, str_output_data) : NULL;
-            cells[16] = data != NULL ? items_text(data, node_skip, node_to_json) : NULL;
+            data = cells[C_INPUT_DATA] != NULL ? PyObject_GetAttr(node, str_output_data) : NULL;
+            cells[C_OUTPUT_DATA] = data != NULL ? items_text(data, node_skip, node_to_json) : NULL;
             Py_XDECREF(data);
         }
-        if (cells[16] == NULL || (cells[0] = PyUnicode_Concat(row_id, node_id)) == NULL ||
-            (cells[2] = PyLong_FromSsize_t(start + i)) == NULL)
+        if (cells[C_OUTPUT_DATA] == NULL || (cells[C_ID] = PyUnicode_Concat(row_id, node_id)) == NULL ||
+            (cells[C_NODE_ORDER] = PyLong_FromSsize_t(start + i)) == NULL)
             goto row_fail;
-        int distributed = PyUnicode_Tailmatch(node_id, str_distributed, 0, PY_SSIZE_T_MAX, -1);
+        int distributed = PyUnicode_Tailmatch(node_id, RR.distributed, 0, PY_SSIZE_T_MAX, -1);
         if (distributed < 0)
             goto row_fail;
-        cells[1] = Py_NewRef(graph_id);
-        cells[13] = Py_NewRef(str_empty_map);
-        cells[14] = Py_NewRef(zero);
-        cells[17] = Py_NewRef(source);
-        cells[18] = Py_NewRef(data_path);
-        cells[19] = Py_NewRef(step);
-        cells[20] = Py_NewRef(rank);
-        cells[21] = PyLong_FromLong(distributed);
-        PyObject *row = cells[21] != NULL ? PyList_New(22) : NULL;
+        cells[C_GRAPH_ID] = Py_NewRef(graph_id);
+        cells[C_MATCHED_DISTRIBUTED] = Py_NewRef(str_empty_map);
+        cells[C_MODIFIED] = Py_NewRef(zero);
+        cells[C_DATA_SOURCE] = Py_NewRef(source);
+        cells[C_DUMP_DATA_DIR] = Py_NewRef(data_path);
+        cells[C_STEP] = Py_NewRef(step);
+        cells[C_RANK] = Py_NewRef(rank);
+        cells[C_IS_DISTRIBUTED] = PyLong_FromLong(distributed);
+        PyObject *row = cells[C_IS_DISTRIBUTED] != NULL ? PyList_New(RR.n_columns) : NULL;
         if (row == NULL)
             goto row_fail;
-        for (int c = 0; c < 22; c++)
-            PyList_SET_ITEM(row, c, cells[c]);
+        for (Py_ssize_t j = 0; j < RR.n_columns; j++) {
+            PyObject *cell = RR.kind[j] >= 0 ? Py_NewRef(cells[RR.kind[j]]) : PyObject_CallOneArg(RR.extra[j], node);
+            if (cell == NULL) {
+                Py_DECREF(row);
+                goto row_fail;
+            }
+            PyList_SET_ITEM(row, j, cell);
+        }
+        for (int c = 0; c < N_CELLS; c++)
+            Py_DECREF(cells[c]);
         PyList_SET_ITEM(rows, i, row);
         continue;
     row_fail:
-        for (int c = 0; c < 22; c++)
+        for (int c = 0; c < N_CELLS; c++)
             Py_XDECREF(cells[c]);
         goto fail;
     }

@@ -1,11 +1,14 @@
-/* The per-node hot path of graph_visualize in C (graph/speedups.py says how it is used).
+/* The per-node hot path of graph_visualize in C (graph/speedups.py says how it is used; the README's
+ * "C kernels" section what each buys).
  *
- * buffer.c: the text being made; text.c: the exported items' JSON text (items.py, section 7.6 of
- * graph_visualize.md); items.c: dump entries into items (items.py); compare.c: the summary compare of
- * a node pair (compare.py); rows.c: tb_nodes rows (rows.py); parse.c: the nodes' items from
- * dump.json's entries (build.py); entry_text.c: the exported items' texts straight from an entry's
- * JSON text (build.py); tree.c: walks over a built graph (model.py, rows.py); module.c: the module,
- * its constants.
+ * buffer.c: the text being made; text.c: the exported items' JSON text (item_text.py, section 7.6 of
+ * graph_visualize.md); compare.c: the summary compare of a node pair (cells.py, checks.py,
+ * compare.py); rows.c: tb_nodes rows (rows.py); entry_text.c and parse.c: the exported items' texts
+ * straight from an entry's JSON text (build.py: export_texts); module.c: the module, its texts.
+ *
+ * The rules, numbers and column lists are the Python modules' own, handed once at their import:
+ * configure_text (item_text.TEXT_RULES), configure_summary (cells.SUMMARY_RULES), configure_rows
+ * (rows.ROW_RULES), each a frozen dataclass read by field name.
  *
  * Each function handles the common values (exact floats, ints, bools, None, lists and printable
  * ASCII strings) and answers None, or calls back into Python, for anything else: the Python path
@@ -34,20 +37,24 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 9
+#define SPEEDUPS_API 10
 
-#define N_WRITTEN 11 /* the cells a summary compare writes back into an item */
+/* item_text.TEXT_RULES (module.c: configure_text) */
+typedef struct {
+    double float_lo, float_hi; /* orjson's float text is repr's for float_lo <= |x| < float_hi */
+    int int_digits, min_decimals, max_decimals, decimals; /* a long decimal, and the decimals it keeps */
+} TextRules;
+extern TextRules text_rules;
 
-/* module.c: items.ExportedText, orjson.dumps and items._crc32 (set by configure()), 0, and interned texts */
-extern PyObject *exported_text_type, *orjson_dumps, *crc32_text, *zero, *str_max, *str_type,
-    *str_process_group, *str_shape, *str_class, *str_true, *str_false, *str_data_name, *str_full_op_name,
-    *str_state, *str_requires_grad, *str_dtype, *str_md5, *str_value, *str_no_data_name, *str_id, *str_parent,
+#define N_WRITTEN 11 /* the cells a summary compare writes back into an item (cells.WRITE_BACK) */
+
+/* module.c: item_text.ExportedText and orjson.dumps (set by configure_text()), 0, and interned texts */
+extern PyObject *exported_text_type, *orjson_dumps, *zero, *str_max, *str_type,
+    *str_process_group, *str_shape, *str_class, *str_full_op_name,
+    *str_state, *str_requires_grad, *str_dtype, *str_id, *str_parent,
     *str_children, *str_stack, *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info,
-    *str_input_data, *str_output_data, *str_type_attr, *str_batch_p2p, *str_distributed, *str_empty,
-    *str_empty_map, *str_output_part, *str_int_type, *str_float_type, *str_no_shape, *str_class_type,
-    *str_p2p_class, *str_input_part, *str_backward_part;
-extern PyObject *stat_names[4], *state_names[5], *written_keys[N_WRITTEN], *rank_params[4], *shaped_kinds[4],
-    *sub_keys[5], *sub_suffixes[5], *sub_states[5];
+    *str_input_data, *str_output_data, *str_type_attr, *str_empty,
+    *str_empty_map;
 
 /* ------------------------------------------------------------------ buffer.c */
 
@@ -113,21 +120,17 @@ PyObject *texts_of_entry(const char *s, Py_ssize_t n, const char *node_id, Py_ss
 
 /* ------------------------------------------------------------------ the module's functions */
 
-/* 0 if configure() was called, else -1 with a RuntimeError (module.c) */
+/* 0 if configure_text() was called, else -1 with a RuntimeError (module.c) */
 int configured(void);
 
 PyObject *items_json(PyObject *self, PyObject *args);
 PyObject *node_rows(PyObject *self, PyObject *args);
 PyObject *stat_diffs(PyObject *self, PyObject *args);
-PyObject *parse_items(PyObject *self, PyObject *args);
 PyObject *summary_pair(PyObject *self, PyObject *args);
-PyObject *leaf(PyObject *self, PyObject *args);
-PyObject *entry_items(PyObject *self, PyObject *args);
+PyObject *configure_summary(PyObject *self, PyObject *rules);
+PyObject *configure_rows(PyObject *self, PyObject *rules);
+const char *batch_p2p_text(Py_ssize_t *n); /* rows.c */
 PyObject *entry_texts(PyObject *self, PyObject *args);
-PyObject *tree_post_order(PyObject *self, PyObject *args);
-PyObject *number_stacks(PyObject *self, PyObject *args);
-PyObject *propagate_micro(PyObject *self, PyObject *args);
-PyObject *attach_all(PyObject *self, PyObject *args);
 PyObject *node_texts(PyObject *self, PyObject *args);
 
 #endif

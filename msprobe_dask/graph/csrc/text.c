@@ -1,4 +1,5 @@
-/* The exported items' JSON text (items.py: items_json; graph_visualize.md section 7.6). */
+/* The exported items' JSON text (item_text.py: items_json; graph_visualize.md section 7.6); the
+ * numbers of its rules are item_text.TEXT_RULES' (text_rules). */
 #include "speedups.h"
 
 static unsigned char char_class[256];
@@ -36,9 +37,11 @@ static int add_double(Buf *b, double x, char code, int precision, int flags) {
     return rc;
 }
 
-static int orjson_writes_repr(double x) { return (x >= 1e-4 && x < 1e16) || (x > -1e16 && x <= -1e-4); }
+static int orjson_writes_repr(double x) {
+    return (x >= text_rules.float_lo && x < text_rules.float_hi) || (x > -text_rules.float_hi && x <= -text_rules.float_lo);
+}
 
-/* repr(x): orjson's text where it is repr's, 1e-4 <= |x| < 1e16 (see jsontext.float_text), made at
+/* repr(x): orjson's text where it is repr's, in float_dumps_range (see jsontext.float_text), made at
  * the end for all such floats at once; elsewhere Python's */
 static int add_float(Buf *b, PyObject *v) {
     double x = PyFloat_AS_DOUBLE(v);
@@ -73,17 +76,18 @@ static int add_long_long(Buf *b, long long x) {
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
-/* s matches ^\d{1,20}\.\d{7,20}%?$ (ASCII, no newline): a decimal the export rounds */
+/* s matches item_text.LONG_DECIMAL_TEXT (^\d{1,I}\.\d{L,H}%?$, text_rules.long_decimal = (I, L, H);
+ * ASCII, no newline): a decimal the export rounds */
 static int long_decimal(const char *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
     while (i < n && is_digit(s[i]))
         i++;
-    if (i < 1 || i > 20 || i >= n || s[i] != '.')
+    if (i < 1 || i > text_rules.int_digits || i >= n || s[i] != '.')
         return 0;
     Py_ssize_t j = ++i;
     while (i < n && is_digit(s[i]))
         i++;
-    if (i - j < 7 || i - j > 20)
+    if (i - j < text_rules.min_decimals || i - j > text_rules.max_decimals)
         return 0;
     return i == n || (i == n - 1 && s[i] == '%');
 }
@@ -121,7 +125,7 @@ static Py_ssize_t quotes_and_nones(const char *s, Py_ssize_t n, char *t) {
     return m;
 }
 
-/* a long decimal (see long_decimal), rounded to 6 decimals: f"{float(s):.6f}" (and its %) */
+/* a long decimal (see long_decimal), rounded to text_rules.decimals: f"{float(s):.6f}" (and its %) */
 static int add_rounded(Buf *b, const char *s, Py_ssize_t n) {
     int pct = s[n - 1] == '%';
     char digits[48];
@@ -131,7 +135,7 @@ static int add_rounded(Buf *b, const char *s, Py_ssize_t n) {
     double x = PyOS_string_to_double(digits, NULL, NULL);
     if (x == -1.0 && PyErr_Occurred())
         return -1;
-    if (add_double(b, x, 'f', 6, 0) < 0)
+    if (add_double(b, x, 'f', text_rules.decimals, 0) < 0)
         return -1;
     return pct ? (BUF_LIT(b, "%") < 0 ? -1 : DONE) : DONE;
 }
@@ -151,7 +155,7 @@ int add_str_text(Buf *b, const char *s, Py_ssize_t n) {
         return UNHANDLED;
     int none = (c & CAPITAL_N) && n >= 4 && memmem(s, n, "None", 4) != NULL;
     if (!(c & QUOTE) && !none) {
-        if (n >= 9 && is_digit(s[0]) && long_decimal(s, n))
+        if (n >= 2 + text_rules.min_decimals && is_digit(s[0]) && long_decimal(s, n))
             return add_rounded(b, s, n);
         return add_escaped(b, s, n, c & ESCAPED);
     }
@@ -161,7 +165,7 @@ int add_str_text(Buf *b, const char *s, Py_ssize_t n) {
         return -1;
     }
     Py_ssize_t m = quotes_and_nones(s, n, t);
-    int rounded = m >= 9 && is_digit(t[0]) && long_decimal(t, m);
+    int rounded = m >= 2 + text_rules.min_decimals && is_digit(t[0]) && long_decimal(t, m);
     int rc = rounded ? add_rounded(b, t, m) : add_escaped(b, t, m, c & ESCAPED);
     if (t != small)
         PyMem_Free(t);
