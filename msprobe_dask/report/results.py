@@ -12,7 +12,8 @@ from typing import Any
 
 from msprobe_dask.analysis.divergence import step_key
 from msprobe_dask.analysis.flow import entry_and_state
-from msprobe_dask.errors import DumpError, UserError
+from msprobe_dask.errors import UserError
+from msprobe_dask.writers.workbook_rows import first_sheet_rows
 
 RESULT = re.compile(r"^compare_result_(?:(?P<label>.+)_)?(?P<stamp>\d{14})\.(?P<kind>csv|xlsx)$")
 MODE_COLUMNS = {"NormRelativeErr": "statistics", "MaxRelativeErr": "tensor", "NPU MD5": "md5"}
@@ -37,19 +38,7 @@ def _cells(path: Path) -> list[list[Any]]:
     if path.suffix == ".csv":
         with open(path, encoding="utf-8", newline="") as f:
             return [list(row) for row in csv.reader(f)]
-    import openpyxl
-
-    try:
-        workbook = openpyxl.load_workbook(path, read_only=True, data_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unreadable workbook is the user's file problem
-        raise DumpError(path, f"cannot be read as xlsx: {exc}") from None
-    try:
-        return [
-            ["" if c is None else c for c in row]
-            for row in workbook.worksheets[0].iter_rows(values_only=True)
-        ]
-    finally:
-        workbook.close()
+    return [["" if c is None else c for c in row] for row in first_sheet_rows(path)]
 
 
 def read_table(path: Path) -> ReadTable | None:

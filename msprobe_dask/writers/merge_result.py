@@ -33,6 +33,7 @@ from msprobe_dask.errors import ConfigError, DumpError
 from msprobe_dask.match.mapfile import load_yaml
 from msprobe_dask.writers.atomic import atomic_path
 from msprobe_dask.writers.cells import neutralise
+from msprobe_dask.writers.workbook_rows import first_sheet_rows
 from msprobe_dask.writers.xlsx_package import write_workbook
 
 RESULT_NAME = re.compile(r"^compare_result_rank(\d+)(?:-rank\1)?_\d{14}\.xlsx$")
@@ -136,16 +137,7 @@ def type_column(values: Sequence[Any]) -> list[Any]:
 
 def read_rank_sheet(rank: int, path: Path, apis: Sequence[str]) -> RankSheet:
     """Read one result workbook and keep the rows whose NPU Name contains ``api + '.'``."""
-    import openpyxl
-
-    try:
-        workbook = openpyxl.load_workbook(path, read_only=True, data_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unreadable workbook is the user's file problem
-        raise DumpError(path, f"cannot be read as xlsx: {exc}") from None
-    try:
-        rows = [list(r) for r in workbook.worksheets[0].iter_rows(values_only=True)]
-    finally:
-        workbook.close()
+    rows = [list(r) for r in first_sheet_rows(path)]
     if not rows:
         raise DumpError(path, "is empty")
     header = [str(h) for h in rows[0]]

@@ -1,4 +1,4 @@
-"""merge_result on broken and hostile inputs: config yaml, rank workbooks, output."""
+"""merge_result on broken and hostile inputs: config yaml, rank workbooks (also read by report), output."""
 
 from __future__ import annotations
 
@@ -85,11 +85,35 @@ def test_bad_config(tmp_path: Path, text: str) -> None:
     check(merge(case, inputs(case), config(case, text)), 2, "config.yaml")
 
 
-@pytest.mark.parametrize("damage", ["garbage", "fifo", "loop", "outside", "empty"])
+def entity_bomb(path: Path) -> None:
+    """The workbook with a cell of its sheet holding an entity that expands 10**9 times (billion laughs)."""
+    import zipfile
+
+    entities = '<!ENTITY lol0 "lololololol">' + "".join(
+        f'<!ENTITY lol{i} "{f"&lol{i - 1};" * 10}">' for i in range(1, 10)
+    )
+    with zipfile.ZipFile(path) as book:
+        parts = {name: book.read(name) for name in book.namelist()}
+    sheet = parts["xl/worksheets/sheet1.xml"].decode()
+    sheet = sheet.split("?>", 1)[1] if sheet.startswith("<?xml") else sheet
+    assert "<v>1.5</v>" in sheet
+    head = f'<?xml version="1.0"?><!DOCTYPE lolz [{entities}]>'
+    parts["xl/worksheets/sheet1.xml"] = (head + sheet.replace("<v>1.5</v>", "<v>&lol9;</v>", 1)).encode()
+    with zipfile.ZipFile(path, "w") as book:
+        for name, data in parts.items():
+            book.writestr(name, data)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "fifo", "loop", "outside", "empty", "entities"])
 def test_bad_rank_workbook(tmp_path: Path, damage: str) -> None:
     case = new_case(tmp_path)
     folder = inputs(case)
     victim = folder / "compare_result_rank1_20260101000000.xlsx"
+    if damage == "entities":
+        entity_bomb(victim)
+        check(merge(case, folder, config(case)), 2, victim.name, "amplification")
+        assert not result_files(case.out)
+        return
     victim.unlink()
     if damage == "garbage":
         victim.write_bytes(b"PK\x03\x04 not really a zip")
@@ -104,6 +128,16 @@ def test_bad_rank_workbook(tmp_path: Path, damage: str) -> None:
         victim.symlink_to(outside)
     check(merge(case, folder, config(case)), 2, victim.name)
     assert not result_files(case.out)
+
+
+def test_report_of_an_entity_bomb(tmp_path: Path) -> None:
+    """``report`` reads the result workbooks back the same way (writers/workbook_rows.py)."""
+    case = new_case(tmp_path)
+    folder = inputs(case)
+    victim = folder / "compare_result_rank1_20260101000000.xlsx"
+    entity_bomb(victim)
+    check(case.run("report", str(folder), "-q"), 2, victim.name, "amplification")
+    assert not list(folder.glob("report_*"))
 
 
 def test_input_folder_missing(tmp_path: Path) -> None:

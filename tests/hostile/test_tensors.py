@@ -120,30 +120,33 @@ def test_unreadable_tensor_is_an_error_node(tmp_path: Path, damage: str) -> None
     assert others and all(r["Result"] == "pass" and r["Cosine"] != "unsupported" for r in others)
 
 
-def test_tensor_folder_that_is_a_symlink_out_of_the_dump(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["compare", "graph_visualize"])
+def test_tensor_folder_that_is_a_symlink_out_of_the_dump(tmp_path: Path, command: str) -> None:
     case = new_case(tmp_path)
     target = write_dump(case.dumps / "target", task="tensor")
     golden = write_dump(case.dumps / "golden", task="tensor")
     elsewhere = case.root / "outside" / "tensors"
     os.replace(target / "dump_tensor_data", elsewhere)
     (target / "dump_tensor_data").symlink_to(elsewhere)
-    outcome = case.run("compare", "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q")
+    outcome = case.run(command, "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q")
     check(outcome, 2, "dump_tensor_data", "outside")
     assert not result_files(case.out)
 
 
-def test_tensor_file_symlink_out_of_the_dump(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["compare", "graph_visualize"])
+def test_tensor_file_symlink_out_of_the_dump(tmp_path: Path, command: str) -> None:
     case = new_case(tmp_path)
     target = write_dump(case.dumps / "target", task="tensor")
     golden = write_dump(case.dumps / "golden", task="tensor")
     (target / "dump_tensor_data" / VICTIM).unlink()
     (target / "dump_tensor_data" / VICTIM).symlink_to(case.root / "outside" / "secret.npy")
-    outcome = case.run("compare", "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q")
+    outcome = case.run(command, "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q")
     check(outcome, 2, VICTIM, "outside")
 
 
+@pytest.mark.parametrize("command", ["compare", "graph_visualize"])
 @pytest.mark.parametrize("data_name", ["../../outside/secret.npy", "/etc/passwd", "a\\..\\..\\x.npy"])
-def test_data_name_escaping(tmp_path: Path, data_name: str) -> None:
+def test_data_name_escaping(tmp_path: Path, data_name: str, command: str) -> None:
     case = new_case(tmp_path)
     import json
 
@@ -151,5 +154,5 @@ def test_data_name_escaping(tmp_path: Path, data_name: str) -> None:
     golden = write_dump(case.dumps / "golden", task="tensor")
     text = (target / "dump.json").read_text().replace(json.dumps(VICTIM), json.dumps(data_name))
     (target / "dump.json").write_text(text)
-    outcome = case.run("compare", "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q")
+    outcome = case.run(command, "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q")
     check(outcome, 2, "data_name" if "\\" not in data_name else "..")
