@@ -43,7 +43,7 @@ from msprobe_dask.graph.tasks import (
     vis_result,
 )
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
-from msprobe_dask.writers.atomic import output_dir
+from msprobe_dask.writers.atomic import output_dir, withdrawn_if_failed
 from msprobe_dask.writers.visdb import GraphTables, write_visdb
 
 if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
@@ -241,5 +241,6 @@ def graph_visualize(
         written = dask.delayed(write_merged_json)(result, str(out), dask_key_name="write-json")
     else:
         written = dask.delayed(_write_task)(result, str(path), dask_key_name="write-visdb")
-    with output_dir(out):  # a bad input leaves nothing behind, not even the folders we made
+    # a bad input leaves nothing behind, not even the folders we made; a stopped run no vis.db
+    with output_dir(out), withdrawn_if_failed(path):
         return _compute(written, client, run)

@@ -5,6 +5,7 @@ says less."""
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import tempfile
 from collections.abc import Iterator
@@ -146,6 +147,24 @@ def unused_name(path: Path) -> Path:
         n += 1
         candidate = path.with_name(f"{path.stem}_{n}{path.suffix}")
     return candidate
+
+
+@contextlib.contextmanager
+def withdrawn_if_failed(final: Path) -> Iterator[None]:
+    """``final`` is the block's result, written by a task that may run in a worker process (a
+    LocalCluster's), which does not see that the run was stopped: it may still publish its result,
+    or be killed while writing it. If the block fails or is stopped, a ``final`` that was not there
+    when it began is removed, and so are the temporaries of ``final`` (``.{name}.*``) that remain.
+    Call it where the workers are gone by the end of the block."""
+    existed = os.path.lexists(final)
+    try:
+        yield
+    except BaseException:
+        leftovers = list(final.parent.glob(f".{glob.escape(final.name)}.*"))
+        for path in leftovers + ([] if existed else [final]):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        raise
 
 
 def not_replaced(final: Path) -> OutputError:

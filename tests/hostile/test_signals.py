@@ -47,6 +47,31 @@ _KILL_GROUP = (
     "    _kill_others()\n"
     "    _kill_me()\n"
 )
+
+
+def _worker_write(pause: int) -> str:
+    """The moment a LocalCluster worker is writing the vis.db (its temporary file is there): a preload
+    module of the workers, written to cfg/, signals the group, then pauses ``pause`` s."""
+    module = (
+        "import os, signal, time\n"
+        "from msprobe_dask.writers.visdb import VisdbWriter\n"
+        "if not hasattr(VisdbWriter, '_finish'):  # (imported twice)\n"
+        "    VisdbWriter._finish = VisdbWriter.finish\n"
+        "    def _finishing(self, *args):\n"  # its temporary file is there
+        "        os.killpg(os.getpgid(0), getattr(signal, SIG))\n"
+        f"        time.sleep({pause})\n"
+        "        return self._finish(*args)\n"
+        "    VisdbWriter.finish = _finishing\n"
+    )
+    return (
+        "import dask, os\n"
+        "_preload = os.path.join(os.path.dirname(os.getcwd()), 'cfg', 'kill_at_write.py')\n"
+        "with open(_preload, 'w') as _f:\n"
+        f"    _f.write(f'SIG = {{_SIG!r}}\\n' + {module!r})\n"
+        "dask.config.set({'distributed.worker.preload': [_preload]})\n"
+    )
+
+
 # the moment, as a prelude run in the case's process before the command
 MOMENTS = {
     # an audit hook: the first open of a dump.json (by a task thread or a worker's parse)
@@ -120,6 +145,10 @@ MOMENTS = {
         "        _kill()\n"
         "popen.Popen._launch = _launching\n"
     ),
+    # a LocalCluster worker process has begun writing the vis.db: it goes on and publishes it, or
+    # (slow) is still writing it when the cluster is closed
+    "worker-write": _worker_write(0),
+    "worker-write-slow": _worker_write(30),
     # the worker processes are starting
     "pool": (
         "import concurrent.futures.process as pool\n"
@@ -173,6 +202,8 @@ WITH_WORKERS = [
             ("xlsx", "workers"),
             ("vis.db", "spawn"),
             ("vis.db", "cluster"),
+            ("vis.db", "worker-write"),
+            ("vis.db", "worker-write-slow"),
         )
     ),
 ]
@@ -186,7 +217,7 @@ def test_signal_with_two_workers(tmp_path: Path, to: str, name: str, kind: str, 
     case = new_case(tmp_path)
     target, golden = _dumps(case)
     command, *flags = COMMANDS[kind]
-    prelude = TO[to].format(sig=name) + MOMENTS[moment]
+    prelude = f"_SIG = {name!r}\n" + TO[to].format(sig=name) + MOMENTS[moment]
     args = ("-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q", "--workers", "2", *flags)
     outcome = case.run(command, *args, prelude=prelude)
     _assert_stopped(outcome, SIGNALS[name], name)
