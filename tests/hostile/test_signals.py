@@ -49,27 +49,29 @@ _KILL_GROUP = (
 )
 
 
-def _worker_write(pause: int) -> str:
+def _worker_write(action: str) -> str:
     """The moment a LocalCluster worker is writing the vis.db (its temporary file is there): a preload
-    module of the workers, written to cfg/, signals the group, then pauses ``pause`` s."""
+    module of the workers, written to cfg/, runs ``action`` there (``SIG``: the case's signal)."""
     module = (
         "import os, signal, time\n"
         "from msprobe_dask.writers.visdb import VisdbWriter\n"
         "if not hasattr(VisdbWriter, '_finish'):  # (imported twice)\n"
         "    VisdbWriter._finish = VisdbWriter.finish\n"
-        "    def _finishing(self, *args):\n"  # its temporary file is there
-        "        os.killpg(os.getpgid(0), getattr(signal, SIG))\n"
-        f"        time.sleep({pause})\n"
+        "    def _finishing(self, *args):\n"
+        f"        {action}\n"
         "        return self._finish(*args)\n"
         "    VisdbWriter.finish = _finishing\n"
     )
     return (
         "import dask, os\n"
-        "_preload = os.path.join(os.path.dirname(os.getcwd()), 'cfg', 'kill_at_write.py')\n"
+        "_preload = os.path.join(os.path.dirname(os.getcwd()), 'cfg', 'at_write.py')\n"
         "with open(_preload, 'w') as _f:\n"
-        f"    _f.write(f'SIG = {{_SIG!r}}\\n' + {module!r})\n"
+        f"    _f.write(f'SIG = {{globals().get(\"_SIG\")!r}}\\n' + {module!r})\n"
         "dask.config.set({'distributed.worker.preload': [_preload]})\n"
     )
+
+
+SIGNAL_GROUP = "os.killpg(os.getpgid(0), getattr(signal, SIG))"
 
 
 # the moment, as a prelude run in the case's process before the command
@@ -147,8 +149,10 @@ MOMENTS = {
     ),
     # a LocalCluster worker process has begun writing the vis.db: it goes on and publishes it, or
     # (slow) is still writing it when the cluster is closed
-    "worker-write": _worker_write(0),
-    "worker-write-slow": _worker_write(30),
+    "worker-write": _worker_write(SIGNAL_GROUP),
+    "worker-write-slow": _worker_write(f"{SIGNAL_GROUP}; time.sleep(30)"),
+    # ... and dies there, each time the cluster gives the task to a worker (the OOM killer's way)
+    "worker-crash": _worker_write("os._exit(1)"),
     # the worker processes are starting
     "pool": (
         "import concurrent.futures.process as pool\n"
@@ -247,6 +251,7 @@ LOST = [
     ("vis.db", "spawn", FOREVER, 2, "the local worker processes did not start"),
     ("vis.db", "cluster", FOREVER, 2, "no dask worker left"),
     ("vis.db", "cluster", ONCE, 0, "wrote"),
+    ("vis.db", "worker-crash", ONCE, 2, "worker processes died running one task"),
 ]
 
 
@@ -261,9 +266,10 @@ def test_workers_killed(tmp_path: Path, kind: str, moment: str, how: str, code: 
     assert len(result_files(case.out)) == (code == 0)
 
 
+@pytest.mark.parametrize("workers", [(), ("--workers", "2")], ids=["local", "workers"])
 @pytest.mark.parametrize("name", list(SIGNALS))
 @pytest.mark.parametrize("command", ["compare", "graph_visualize"])
-def test_signal_at_start_up(tmp_path: Path, name: str, command: str) -> None:
+def test_signal_at_start_up(tmp_path: Path, name: str, command: str, workers: tuple[str, ...]) -> None:
     """A fresh interpreter, signalled while it imports the command's modules."""
     target, golden = write_dump(tmp_path / "target"), write_dump(tmp_path / "golden")
     module = "msprobe_dask.graph.api" if command == "graph_visualize" else "msprobe_dask.dump.layouts"
@@ -277,7 +283,7 @@ def test_signal_at_start_up(tmp_path: Path, name: str, command: str) -> None:
         "console_main()\n"
     )
     out = tmp_path / "out"
-    argv = [command, "-tp", str(target), "-gp", str(golden), "-o", str(out)]
+    argv = [command, "-tp", str(target), "-gp", str(golden), "-o", str(out), *workers]
     proc = subprocess.Popen(
         [sys.executable, "-c", script, *argv],
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
