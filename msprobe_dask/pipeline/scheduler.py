@@ -122,41 +122,24 @@ def computing(options: RunOptions) -> Iterator[Compute]:
 
 
 @contextlib.contextmanager
-def _environ(**values: str) -> Iterator[None]:
-    """These environment variables set meanwhile (for the processes started meanwhile)."""
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-@contextlib.contextmanager
 def _local_cluster(processes: int) -> Iterator[str]:
-    """A LocalCluster of ``processes`` single-thread workers (its scheduler's address), without
-    distributed's log lines; its workers never see a SIGINT or SIGTERM sent to the process group (a
-    Ctrl-C): this process closes them."""
+    """A LocalCluster of ``processes`` single-thread workers (its scheduler's address). It and its
+    workers say nothing: a lost worker it replaces by itself, and a run that fails or is stopped (its
+    tasks cancelled, its workers lost for good) says so in its one line. Its workers never see a SIGINT
+    or SIGTERM sent to the process group (a Ctrl-C): this process closes them."""
     import logging
 
     from distributed import LocalCluster
 
-    # the cluster and its workers say nothing: a lost worker it replaces by itself, and a run that
-    # fails or is stopped (its tasks cancelled, its workers lost for good) says so in its one line
-    log = logging.getLogger("distributed")
-    level, cluster = log.level, None
-    log.setLevel(logging.CRITICAL + 1)
+    cluster = None
     try:
-        with spawning_workers(), _environ(DASK_LOGGING__DISTRIBUTED="critical"):
+        with spawning_workers():
             try:
                 cluster = LocalCluster(
                     n_workers=processes,
                     threads_per_worker=1,
                     processes=True,
+                    silence_logs=logging.CRITICAL + 1,  # (distributed's handlers, here and in workers)
                     dashboard_address=None,  # no dashboard; its http server on any free port, not 8787
                     scheduler_kwargs={"dashboard_address": ":0"},
                 )
@@ -166,7 +149,6 @@ def _local_cluster(processes: int) -> Iterator[str]:
     finally:
         if cluster is not None:
             cluster.close()
-        log.setLevel(level)
 
 
 @contextlib.contextmanager
@@ -227,12 +209,19 @@ def _wait_while_workers(client: Any, futures: list[Any], address: str) -> None:
     from distributed import wait
 
     workerless_since: float | None = None
+    erred_before = False
     while True:
         try:
             wait(futures, timeout=_POLL_SECONDS)
             return
         except TimeoutError:
             pass
+        # a task's error the client could not take (a traceback too deep to pickle, as a RecursionError's):
+        # its future would wait for ever; seen on two polls in a row, so that an error on its way is not
+        erred = _erred_unseen(client, futures)
+        if erred and erred_before:
+            raise RuntimeError(f"task {erred} failed, and its error could not be sent back")
+        erred_before = bool(erred)
         try:
             workers = len(client.nthreads())
         except Exception:  # the scheduler is gone too
@@ -246,6 +235,21 @@ def _wait_while_workers(client: Any, futures: list[Any], address: str) -> None:
             raise ClusterError(
                 address, f"no dask worker left for {WORKERLESS_SECONDS:.0f} s; the run is abandoned"
             )
+
+
+def _erred_tasks(dask_scheduler: Any, keys: list[Any]) -> list[Any]:
+    """(Run on the scheduler.) The keys among ``keys`` whose task ended in an error."""
+    return [key for key in keys if getattr(dask_scheduler.tasks.get(key), "state", None) == "erred"]
+
+
+def _erred_unseen(client: Any, futures: list[Any]) -> str:
+    """The first future whose task the scheduler says failed while the client still waits for it."""
+    pending = [f.key for f in futures if f.status == "pending"]
+    try:
+        erred = client.run_on_scheduler(_erred_tasks, keys=pending) if pending else []
+    except Exception:  # a scheduler gone, or one that refuses to run functions: not this check's news
+        return ""
+    return str(erred[0]) if erred else ""
 
 
 def _local(options: RunOptions) -> Compute:

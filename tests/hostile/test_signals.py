@@ -153,6 +153,8 @@ MOMENTS = {
     "worker-write-slow": _worker_write(f"{SIGNAL_GROUP}; time.sleep(30)"),
     # ... and dies there, each time the cluster gives the task to a worker (the OOM killer's way)
     "worker-crash": _worker_write("os._exit(1)"),
+    # ... or fails with an error whose traceback is too deep to send back (the client would wait for ever)
+    "worker-recursion": _worker_write("(lambda f: f(f))(lambda f: f(f))"),
     # the worker processes are starting
     "pool": (
         "import concurrent.futures.process as pool\n"
@@ -252,6 +254,7 @@ LOST = [
     ("vis.db", "cluster", FOREVER, 2, "no dask worker left"),
     ("vis.db", "cluster", ONCE, 0, "wrote"),
     ("vis.db", "worker-crash", ONCE, 2, "worker processes died running one task"),
+    ("vis.db", "worker-recursion", ONCE, 1, "could not be sent back"),
 ]
 
 
