@@ -85,6 +85,21 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+StatKinds = tuple[int, tuple[bool, ...], tuple[bool, ...]]
+"""Of some rows of one side: how many, and per statistics column whether every one holds a number
+there, none NaN, and whether one holds a float (what ``float_stat_columns`` decides from, gathered
+part by part)."""
+
+
+def stat_kinds(rows: Sequence[LeafRow]) -> StatKinds:
+    columns = [[row.stats[i] for row in rows] for i in range(4)]
+    return (
+        len(rows),
+        tuple(all(_is_number(v) and v == v for v in values) for values in columns),
+        tuple(any(isinstance(v, float) for v in values) for values in columns),
+    )
+
+
 def float_stat_columns(
     npu_rows: Sequence[LeafRow], bench_rows: Sequence[LeafRow], any_unmatched: bool
 ) -> tuple[bool, ...]:
@@ -95,12 +110,20 @@ def float_stat_columns(
     reference has turned a NaN into the text ``Nan`` by then); it is float when one of them is a float,
     or, on the golden side, when the outer join had to fill an unmatched target row with NaN.
     """
-    flags = []
-    for rows, filled in ((npu_rows, False), (bench_rows, any_unmatched)):
-        for i in range(4):
-            values = [row.stats[i] for row in rows]
-            numeric = bool(values) and all(_is_number(v) and v == v for v in values)
-            flags.append(numeric and (filled or any(isinstance(v, float) for v in values)))
+    return float_columns([stat_kinds(npu_rows)], [stat_kinds(bench_rows)], any_unmatched)
+
+
+def float_columns(
+    npu_kinds: Sequence[StatKinds], bench_kinds: Sequence[StatKinds], any_unmatched: bool
+) -> tuple[bool, ...]:
+    """``float_stat_columns`` of the rows whose ``stat_kinds`` (of parts of each side) are these."""
+    flags: list[bool] = []
+    for kinds, filled in ((npu_kinds, False), (bench_kinds, any_unmatched)):
+        held = [k for k in kinds if k[0]]
+        flags.extend(
+            bool(held) and all(k[1][i] for k in held) and (filled or any(k[2][i] for k in held))
+            for i in range(4)
+        )
     return tuple(flags)
 
 

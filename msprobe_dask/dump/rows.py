@@ -37,6 +37,20 @@ class LeafRow(NamedTuple):
     p2p_peer: str = NA
 
 
+class RowKey(NamedTuple):
+    """What the matching rules read of a row: a LeafRow's first four fields (a few bytes, where a
+    whole row is a few hundred)."""
+
+    name: str
+    entry: str
+    state: str
+    dtype: str
+
+
+def row_key(row: LeafRow) -> RowKey:
+    return RowKey(row.name, row.entry, row.state, row.dtype)
+
+
 def _crc(value: Any) -> str:
     return format(zlib.crc32(str(value).encode()), "08x")
 

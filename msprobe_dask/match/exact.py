@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from msprobe_dask.dump.rows import LeafRow
+from msprobe_dask.dump.rows import RowKey
 
 _DIRECTIONS = ("forward", "backward")
 
@@ -44,7 +44,7 @@ def renumbered_entries(entries: Sequence[str]) -> dict[str, str]:
     return renamed
 
 
-def compare_keys(rows: Sequence[LeafRow], renumber: bool = True) -> list[str]:
+def compare_keys(rows: Sequence[RowKey], renumber: bool = True) -> list[str]:
     """The key each row is joined on: its name with the entry part renumbered."""
     entries = list(dict.fromkeys(row.entry for row in rows))
     renamed = renumbered_entries(entries) if renumber else {e: e for e in entries}

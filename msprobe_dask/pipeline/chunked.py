@@ -20,7 +20,9 @@ import marshal
 import math
 import os
 import re
+import sys
 import threading
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -33,22 +35,25 @@ from msprobe_dask.dump.confine import check_dump_file
 from msprobe_dask.dump.dumpjson import dump_facts, has_key, load_dump, load_stack
 from msprobe_dask.dump.entries import read_whole_dump_doc, scan_dump_doc
 from msprobe_dask.dump.fastjson import loads
-from msprobe_dask.dump.rows import LeafRow
+from msprobe_dask.dump.rows import LeafRow, RowKey
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.errors import DumpError, OutputError
 from msprobe_dask.pipeline.pairing import MatchOptions, pair_indices
-from msprobe_dask.pipeline.sides import Side, compare_mode, is_cross_framework, rows_of
+from msprobe_dask.pipeline.sides import MatchSide, compare_mode, is_cross_framework, rows_of
 from msprobe_dask.summary.divergence import joined_nodes, rank_table_nodes
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
 from msprobe_dask.summary.table import merge_summaries, summarise_table
-from msprobe_dask.table import RowPair, build_table, columns_for, float_stat_columns
+from msprobe_dask.table import RowPair, StatKinds, build_table, columns_for, float_columns, stat_kinds
 from msprobe_dask.writers.atomic import publish, set_result_mode
 from msprobe_dask.writers.csv_writer import csv_lines, header_line
 
 PART_BYTES = 16 << 20
-"""dump.json bytes per part: 4 parts of a 50,000-entry dump, enough for a few workers; a part's rows,
-table and csv text stay a few tens of MB."""
+"""dump.json bytes per part at most: a part's rows, table and csv text stay a few tens of MB."""
+MIN_PARTS = 8
+"""A dump of at least ``MIN_PARTS`` x ``MIN_PART_BYTES`` is cut into at least this many parts, so that
+two to four workers share one rank's parts evenly."""
+MIN_PART_BYTES = 1 << 20
 
 _AST_LOCK = threading.Lock()
 """Held while a table part's summary reads its stack cells with ast.literal_eval: CPython 3.11.7's
@@ -74,7 +79,7 @@ def part_count(source: DumpSource) -> int:
         size = os.path.getsize(source.dump_json)
     except OSError:
         size = 0
-    return max(1, math.ceil(size / PART_BYTES))
+    return max(1, math.ceil(size / PART_BYTES), min(MIN_PARTS, size // MIN_PART_BYTES))
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,16 +130,15 @@ class RowPart:
     """A part's rows. They travel between tasks as marshal bytes, 2x cheaper to make than a pickle
     and passed on undecoded by the process that schedules the tasks; decoded once where used."""
 
-    __slots__ = ("packed", "has_md5", "_rows")
+    __slots__ = ("packed", "_rows")
 
-    def __init__(self, packed: bytes, has_md5: bool, rows: tuple[LeafRow, ...] | None = None) -> None:
+    def __init__(self, packed: bytes, rows: tuple[LeafRow, ...] | None = None) -> None:
         self.packed = packed
-        self.has_md5 = has_md5
         self._rows = rows
 
     @classmethod
-    def of(cls, rows: tuple[LeafRow, ...], has_md5: bool) -> RowPart:
-        return cls(marshal.dumps([tuple(row) for row in rows]), has_md5, rows)
+    def of(cls, rows: tuple[LeafRow, ...]) -> RowPart:
+        return cls(marshal.dumps([tuple(row) for row in rows]), rows)
 
     @property
     def rows(self) -> tuple[LeafRow, ...]:
@@ -143,20 +147,46 @@ class RowPart:
         return self._rows
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (RowPart, (self.packed, self.has_md5))
+        return (RowPart, (self.packed,))
 
 
-def parse_part(scan: SideScan, k: int) -> RowPart:
-    """The rows of part ``k`` (a DumpError names dump.json if an entry is not valid JSON)."""
+@dataclass(frozen=True, slots=True)
+class PartKeys:
+    """What the match reads of a part: each row's key fields (marshal bytes, the same strings sent
+    once), whether the part holds md5 summaries, and its golden statistics' kinds."""
+
+    packed: bytes
+    count: int
+    has_md5: bool
+    stat_kinds: StatKinds
+
+    @classmethod
+    def of(cls, rows: tuple[LeafRow, ...], has_md5: bool) -> PartKeys:
+        intern = sys.intern
+        keys = [(row.name, row.entry, row.state, intern(row.dtype)) for row in rows]
+        return cls(marshal.dumps(keys), len(rows), has_md5, stat_kinds(rows))
+
+    def rows(self) -> list[RowKey]:
+        return list(map(RowKey._make, marshal.loads(self.packed)))
+
+
+def parse_part(scan: SideScan, k: int) -> tuple[RowPart, PartKeys]:
+    """The rows of part ``k``, and their keys (a DumpError names dump.json if an entry is not valid
+    JSON)."""
+    rows, has_md5 = _part_rows(scan, k)
+    return RowPart.of(rows), PartKeys.of(rows, has_md5)
+
+
+def _part_rows(scan: SideScan, k: int) -> tuple[tuple[LeafRow, ...], bool]:
     debug = scan.source.is_debug
     if scan.whole:
         if k:
-            return RowPart.of((), False)
+            return (), False
         dump = load_dump(scan.source)
-        return RowPart.of(rows_of(dump.entries.items(), debug, scan.source.dump_json), dump.has_md5)
+        return rows_of(dump.entries.items(), debug, scan.source.dump_json), dump.has_md5
     names, starts, ends = scan.parts[k]
     if not names:
-        return RowPart.of((), False)
+        return (), False
     lo = starts[0]
     with open(scan.source.dump_json, "rb") as f:
         f.seek(lo)
@@ -174,84 +204,129 @@ def parse_part(scan: SideScan, k: int) -> RowPart:
                 body = whole[name]
         bodies.append((name, body))
     has_md5 = scan.md5_in_text and any(has_key(body, "md5") for _, body in bodies)
-    return RowPart.of(rows_of(bodies, debug, scan.source.dump_json), has_md5)
+    return rows_of(bodies, debug, scan.source.dump_json), has_md5
 
 
 def bench_window(k: int, npu_parts: int, bench_parts: int) -> range:
     """The bench parts a table part gets whole: those at the same place of their dump (the partners of
-    rows of dumps that differ little, or not at all); the plan carries the others' partners."""
+    rows of dumps that differ little, or not at all); the others' partners come as foreign rows."""
     return range(k * bench_parts // npu_parts, ((k + 1) * bench_parts - 1) // npu_parts + 1)
 
 
 @dataclass(frozen=True, slots=True)
-class PartPlan:
-    npu_rows: tuple[int, ...]  # index in the npu part of each table row (a row paired twice comes twice)
-    bench_rows: tuple[int, ...]  # index among all bench rows of its partner, -1 for none
-    foreign: dict[int, LeafRow]  # partners outside the part's bench window
-    stacks: dict[str, list[str]] | None  # the stacks of the part's entries (None: no NPU_Stack_Info)
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """What every table part needs from the match: each part's own plan packed as marshal bytes
-    (every table task gets the whole plan; it decodes its own part only)."""
+class PlanHead:
+    """What every table part needs from the match."""
 
     mode: str
     columns: list[str]
     float_stats: tuple[bool, ...]
     bench_offsets: tuple[int, ...]  # index of each bench part's first row among all bench rows
-    packed_parts: tuple[bytes, ...]
-
-    def part(self, k: int) -> PartPlan:
-        npu_rows, bench_rows, foreign, stacks = marshal.loads(self.packed_parts[k])
-        return PartPlan(npu_rows, bench_rows, {j: LeafRow._make(r) for j, r in foreign.items()}, stacks)
 
 
-def _side(scan: SideScan, parts: Sequence[RowPart], with_stack: bool) -> Side:
-    stack_json = scan.source.stack_json
-    return Side(
-        source=scan.source,
-        task=scan.task,
-        framework=scan.framework,
-        has_md5=any(p.has_md5 for p in parts),
-        rows=tuple(chain.from_iterable(p.rows for p in parts)),
-        stacks=load_stack(stack_json) if with_stack and stack_json.is_file() else None,
-    )
+Runs = list[tuple[int, int, int]]
+"""A table part's rows as runs (first npu row in the part, its partner among all bench rows or -1 for
+none, length): consecutive npu rows paired with consecutive bench rows, or unpaired, make one run (a
+part of two aligned dumps is one run; a row paired twice comes twice)."""
+
+
+def _runs(pairs: Sequence[tuple[int, int | None]], start: int) -> Runs:
+    runs: Runs = []
+    i0 = j0 = n = -1
+    for i, j in pairs:
+        jj = -1 if j is None else j
+        if n > 0 and i == i0 + n and (jj == j0 + n if j0 >= 0 else jj < 0):
+            n += 1
+            continue
+        if n > 0:
+            runs.append((i0 - start, j0, n))
+        i0, j0, n = i, jj, 1
+    if n > 0:
+        runs.append((i0 - start, j0, n))
+    return runs
+
+
+def _run_pairs(runs: Runs) -> Iterator[tuple[int, int]]:
+    for i, j, n in runs:
+        for t in range(n):
+            yield i + t, (j + t if j >= 0 else -1)
+
+
+def _match_side(scan: SideScan, keys: Sequence[PartKeys]) -> MatchSide:
+    rows = list(chain.from_iterable(part.rows() for part in keys))
+    return MatchSide(scan.source, scan.task, scan.framework, any(p.has_md5 for p in keys), rows)
 
 
 def match_parts(
-    npu_scan: SideScan, bench_scan: SideScan, match: MatchOptions, npu_count: int, *parts: RowPart
-) -> Plan:
-    """Pair the rows of both sides (every matching option) and plan each table part."""
-    npu_parts, bench_parts = parts[:npu_count], parts[npu_count:]
-    npu, bench = _side(npu_scan, npu_parts, True), _side(bench_scan, bench_parts, False)
+    npu_scan: SideScan, bench_scan: SideScan, match: MatchOptions, npu_count: int, *keys: PartKeys
+) -> tuple[Any, ...]:
+    """Pair the rows of both sides (every matching option) from their keys and cut the plan: the
+    head, each table part's runs (marshal bytes), and for each bench part the rows wanted by table
+    parts outside whose window it lies ({table part: [bench row]})."""
+    npu_keys, bench_keys = keys[:npu_count], keys[npu_count:]
+    npu, bench = _match_side(npu_scan, npu_keys), _match_side(bench_scan, bench_keys)
     mode = compare_mode(npu, bench)
     if mode == "tensor":
         raise DumpError(npu.source.dump_json, "holds tensors, but its head said statistics")
     indices = pair_indices(npu, bench, is_cross_framework(npu, bench), match)
-    float_stats = float_stat_columns(npu.rows, bench.rows, any(j is None for _, j in indices))
+    float_stats = float_columns(
+        [part.stat_kinds for part in npu_keys],
+        [part.stat_kinds for part in bench_keys],
+        any(j is None for _, j in indices),
+    )
     offsets = [0]
-    for part in bench_parts:
-        offsets.append(offsets[-1] + len(part.rows))
+    for part in bench_keys:
+        offsets.append(offsets[-1] + part.count)
     plans = []
+    wanted: list[dict[int, list[int]]] = [{} for _ in bench_keys]  # bench part -> {table part: rows}
     at, start = 0, 0
-    for k, part in enumerate(npu_parts):
-        end = start + len(part.rows)
-        own: list[tuple[int, int | None]] = []
+    for k, part in enumerate(npu_keys):
+        end = start + part.count
+        begin = at
         while at < len(indices) and indices[at][0] < end:
-            own.append(indices[at])
             at += 1
-        window = bench_window(k, len(npu_parts), len(bench_parts))
+        own = indices[begin:at]
+        window = bench_window(k, len(npu_keys), len(bench_keys))
         lo, hi = offsets[window.start], offsets[window.stop]
-        foreign = {j: tuple(bench.rows[j]) for _, j in own if j is not None and not lo <= j < hi}
-        entries = dict.fromkeys(row.entry for row in part.rows)
-        stacks = None if npu.stacks is None else {e: npu.stacks[e] for e in entries if e in npu.stacks}
-        npu_rows = tuple(i - start for i, _ in own)
-        bench_rows = tuple(-1 if j is None else j for _, j in own)
-        plans.append(marshal.dumps((npu_rows, bench_rows, foreign, stacks)))
+        for _, j in own:
+            if j is not None and not lo <= j < hi:
+                wanted[bisect_right(offsets, j) - 1].setdefault(k, []).append(j)
+        plans.append(marshal.dumps(_runs(own, start)))
         start = end
-    columns = columns_for(mode, npu.stacks is not None)
-    return Plan(mode, columns, float_stats, tuple(offsets), tuple(plans))
+    columns = columns_for(mode, npu_scan.source.stack_json.is_file())
+    head = PlanHead(mode, columns, float_stats, tuple(offsets))
+    return (head, *plans, *((offsets[j], w) for j, w in enumerate(wanted)))
+
+
+def export_rows(
+    wanted: tuple[int, dict[int, list[int]]], part: RowPart
+) -> dict[int, dict[int, tuple[Any, ...]]]:
+    """The rows of one bench part (its first row's index, {table part: [bench row]}) that table parts
+    outside its window pair with: {table part: {bench row: row}} (nothing decoded when none is wanted,
+    as for aligned dumps)."""
+    offset, wanted_by = wanted
+    rows = part.rows if wanted_by else ()
+    return {k: {j: tuple(rows[j - offset]) for j in js} for k, js in wanted_by.items()}
+
+
+def gather_foreign(parts: int, *exports: dict[int, dict[int, tuple[Any, ...]]]) -> tuple[bytes, ...]:
+    """Each table part's foreign rows, as marshal bytes of {bench row: row}."""
+    foreign: list[dict[int, tuple[Any, ...]]] = [{} for _ in range(parts)]
+    for export in exports:
+        for k, rows in export.items():
+            foreign[k].update(rows)
+    return tuple(marshal.dumps(rows) for rows in foreign)
+
+
+def split_stacks(scan: SideScan, parts: int) -> tuple[bytes | None, ...]:
+    """Each npu part's entries' stacks from stack.json (marshal bytes; None: no stack.json, no
+    NPU_Stack_Info column). A dump parsed whole has all its entries in part 0."""
+    path = scan.source.stack_json
+    if not path.is_file():
+        return (None,) * parts
+    stacks = load_stack(path)
+    if scan.whole:
+        return (marshal.dumps(stacks), *(marshal.dumps({}) for _ in range(parts - 1)))
+    return tuple(marshal.dumps({e: stacks[e] for e in part[0] if e in stacks}) for part in scan.parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,22 +340,33 @@ class TablePart:
 def table_part(
     label: str,
     tolerance: Tolerance | None,
-    plan: Plan,
-    k: int,
+    head: PlanHead,
+    plan: bytes,
+    stacks: bytes | None,
+    foreign: bytes,
     window_start: int,
     npu_part: RowPart,
     *window: RowPart,
 ) -> TablePart:
-    """Table part ``k``: its rows judged (whole entries, as the reference judges them), as csv lines,
-    and (given the divergence analysis's ``tolerance``) their summary and that analysis's nodes."""
-    part = plan.part(k)
-    base = plan.bench_offsets[window_start]
+    """Table part ``k`` from its runs: its rows judged (whole entries, as the reference judges them),
+    as csv lines, and (given the divergence analysis's ``tolerance``) their summary and that
+    analysis's nodes."""
+    base = head.bench_offsets[window_start]
     near = list(chain.from_iterable(p.rows for p in window))
+    far = {j: LeafRow._make(row) for j, row in marshal.loads(foreign).items()}
+    npu_rows = npu_part.rows
     pairs = [
-        RowPair(npu_part.rows[i], None if j < 0 else part.foreign[j] if j in part.foreign else near[j - base])
-        for i, j in zip(part.npu_rows, part.bench_rows)
+        RowPair(npu_rows[i], None if j < 0 else far[j] if j in far else near[j - base])
+        for i, j in _run_pairs(marshal.loads(plan))
     ]
-    table = build_table(pairs, plan.mode, part.stacks, None, plan.float_stats, highlight=False)
+    table = build_table(
+        pairs,
+        head.mode,
+        None if stacks is None else marshal.loads(stacks),
+        None,
+        head.float_stats,
+        highlight=False,
+    )
     lines = csv_lines(table.rows)
     if tolerance is None:
         return TablePart(lines, len(table.rows), None, None)
@@ -317,10 +403,10 @@ def part_file(path: Path) -> Path:
     return path.with_name(f".{path.name}.part")
 
 
-def begin_file(path: Path, plan: Plan) -> PartWritten:
+def begin_file(path: Path, head: PlanHead) -> PartWritten:
     with _writing(path), open(part_file(path), "wb") as f:
-        f.write(header_line(plan.columns))
-    return PartWritten(path, plan.columns)
+        f.write(header_line(head.columns))
+    return PartWritten(path, head.columns)
 
 
 def append_part(previous: PartWritten, part: TablePart) -> PartWritten:
@@ -368,21 +454,33 @@ def rank_csv(
     """The Delayed that compares one rank into ``path`` (its value: a WrittenRank)."""
     import dask
 
-    def task(func: Any) -> Any:
-        return dask.delayed(func, pure=False)
+    def task(func: Any, nout: int | None = None) -> Any:
+        return dask.delayed(func, pure=False, nout=nout)
 
     npu_n, bench_n = part_count(npu_src), part_count(bench_src)
     scans = task(scan_side)(npu_src, npu_n), task(scan_side)(bench_src, bench_n)
-    npu_parts = [task(parse_part)(scans[0], k) for k in range(npu_n)]
-    bench_parts = [task(parse_part)(scans[1], k) for k in range(bench_n)]
-    plan = task(match_parts)(*scans, match, npu_n, *npu_parts, *bench_parts)
-    head = written = task(begin_file)(path, plan)
+    npu_rows, npu_keys = zip(*(task(parse_part, 2)(scans[0], k) for k in range(npu_n)))
+    bench_rows, bench_keys = zip(*(task(parse_part, 2)(scans[1], j) for j in range(bench_n)))
+    head, *cut = task(match_parts, 1 + npu_n + bench_n)(*scans, match, npu_n, *npu_keys, *bench_keys)
+    plans, wanted = cut[:npu_n], cut[npu_n:]
+    exports = [task(export_rows)(wanted[j], bench_rows[j]) for j in range(bench_n)]
+    foreign = task(gather_foreign, npu_n)(npu_n, *exports)
+    stacks = task(split_stacks, npu_n)(scans[0], npu_n)
+    written = begun = task(begin_file)(path, head)
     appended = []
-    for k, part in enumerate(npu_parts):
+    for k in range(npu_n):
         window = bench_window(k, npu_n, bench_n)
         chunk = task(table_part)(
-            label, tolerance, plan, k, window.start, part, *(bench_parts[j] for j in window)
+            label,
+            tolerance,
+            head,
+            plans[k],
+            stacks[k],
+            foreign[k],
+            window.start,
+            npu_rows[k],
+            *(bench_rows[j] for j in window),
         )
         written = task(append_part)(written, chunk)  # in the reference's order
         appended.append(written)
-    return task(finish_file)(label, head, *appended)
+    return task(finish_file)(label, begun, *appended)

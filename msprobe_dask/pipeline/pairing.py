@@ -19,7 +19,7 @@ from msprobe_dask.match.dtypes import dtypes_pairable
 from msprobe_dask.match.exact import compare_keys, join_left
 from msprobe_dask.match.fuzzy import KeyTable, fuzzy_row_keys
 from msprobe_dask.match.mapfile import load_name_map, load_yaml, warn_unused
-from msprobe_dask.pipeline.sides import Side
+from msprobe_dask.pipeline.sides import MatchSide, Side
 from msprobe_dask.table import RowPair, TensorJob
 
 MappingFile = bool | str | Path | None  # True: the flag without a file
@@ -61,7 +61,9 @@ def _file(value: MappingFile) -> str | Path | None:
     return value if _is_file(value) else None  # type: ignore[return-value]
 
 
-def npu_match_keys(npu: Side, bench: Side, options: MatchOptions) -> tuple[list[str], list[str], bool]:
+def npu_match_keys(
+    npu: MatchSide, bench: MatchSide, options: MatchOptions
+) -> tuple[list[str], list[str], bool]:
     """(target keys, golden keys, whether the dtype gate applies) for the chosen matching."""
     debug = npu.source.is_debug
     if options.api_mapping:
@@ -108,7 +110,7 @@ def npu_match_keys(npu: Side, bench: Side, options: MatchOptions) -> tuple[list[
 
 
 def pair_indices(
-    npu: Side, bench: Side, cross_framework: bool, options: MatchOptions
+    npu: MatchSide, bench: MatchSide, cross_framework: bool, options: MatchOptions
 ) -> list[tuple[int, int | None]]:
     """(target row, golden partner or None) indices, target rows in order (compare.md §3)."""
     npu_keys, bench_keys, gate = npu_match_keys(npu, bench, options)
@@ -129,7 +131,7 @@ def pair_rows(npu: Side, bench: Side, cross_framework: bool, options: MatchOptio
     npu_rows, bench_rows = npu.rows, bench.rows
     return [
         RowPair(npu_rows[i], None if j is None else bench_rows[j])
-        for i, j in pair_indices(npu, bench, cross_framework, options)
+        for i, j in pair_indices(npu.keyed(), bench.keyed(), cross_framework, options)
     ]
 
 

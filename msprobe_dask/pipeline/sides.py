@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from msprobe_dask.dump.dumpjson import load_dump, load_stack
 from msprobe_dask.dump.entry_shape import check_entry
-from msprobe_dask.dump.rows import NO_DATA, LeafRow, entry_rows
+from msprobe_dask.dump.rows import NO_DATA, LeafRow, RowKey, entry_rows, row_key
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.errors import DumpError
 from msprobe_dask.match.exact import is_comparable_entry
@@ -25,6 +25,22 @@ class Side:
     has_md5: bool
     rows: tuple[LeafRow, ...]
     stacks: dict[str, list[str]] | None
+
+    def keyed(self) -> MatchSide:
+        return MatchSide(
+            self.source, self.task, self.framework, self.has_md5, [row_key(r) for r in self.rows]
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MatchSide:
+    """A side as the matching rules read it: header facts and each row's key fields, in dump order."""
+
+    source: DumpSource
+    task: str
+    framework: str
+    has_md5: bool
+    rows: Sequence[RowKey]
 
 
 def rows_of(entries: Iterable[tuple[str, Any]], debug: bool, path: Path) -> tuple[LeafRow, ...]:
@@ -66,7 +82,7 @@ def parse_side(source: DumpSource, with_stack: bool) -> Side:
     )
 
 
-def compare_mode(npu: Side, bench: Side) -> str:
+def compare_mode(npu: Side | MatchSide, bench: Side | MatchSide) -> str:
     """statistics, tensor or md5, as the reference decides from the two headers (compare.md §2.1)."""
     if npu.task != bench.task:
         raise DumpError(
@@ -80,7 +96,7 @@ def compare_mode(npu: Side, bench: Side) -> str:
     return "md5" if npu.has_md5 else "statistics"
 
 
-def is_cross_framework(npu: Side, bench: Side) -> bool:
+def is_cross_framework(npu: Side | MatchSide, bench: Side | MatchSide) -> bool:
     """MindSpore (or mindtorch) target against a PyTorch golden dump."""
     if npu.framework == "pytorch" and bench.framework != "pytorch":
         raise DumpError(

@@ -38,6 +38,7 @@ def test_parts_write_the_whole_tables_bytes(
     case: str, match: MatchOptions, part_bytes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(chunked, "PART_BYTES", part_bytes)
+    monkeypatch.setattr(chunked, "MIN_PARTS", 1)  # (1 << 30: every dump whole)
     target, golden = case_dir(case) / "target", case_dir(case) / "golden"
     run = RunOptions(address=None)
     written = compare_to_csv(
