@@ -46,16 +46,24 @@ def renumbered_entries(entries: Sequence[str]) -> dict[str, str]:
 
 def compare_keys(rows: Sequence[RowKey], renumber: bool = True) -> list[str]:
     """The key each row is joined on: its name with the entry part renumbered."""
-    entries = list(dict.fromkeys(row.entry for row in rows))
-    renamed = renumbered_entries(entries) if renumber else {e: e for e in entries}
+    if not renumber:
+        return [row.name for row in rows]
+    entries = dict.fromkeys(row.entry for row in rows)
+    changed = {e: r for e, r in renumbered_entries(list(entries)).items() if r != e}
     return [
-        renamed[row.entry] + row.name[len(row.entry) :] if row.name.startswith(row.entry) else row.name
+        changed[row.entry] + row.name[len(row.entry) :]
+        if row.entry in changed and row.name.startswith(row.entry)
+        else row.name
         for row in rows
     ]
 
 
 def join_left(npu_keys: Sequence[str], bench_keys: Sequence[str]) -> list[tuple[int, int | None]]:
     """Pairs (npu index, bench index or None) in NPU order; duplicate keys pair every combination."""
+    first = dict(zip(reversed(bench_keys), range(len(bench_keys) - 1, -1, -1)))  # a key's first index
+    if len(first) == len(bench_keys):  # no golden key twice (as in most dumps): one partner at most
+        get = first.get
+        return [(i, get(key)) for i, key in enumerate(npu_keys)]
     by_key: dict[str, list[int]] = defaultdict(list)
     for j, key in enumerate(bench_keys):
         by_key[key].append(j)

@@ -38,6 +38,7 @@ from msprobe_dask.dump.fastjson import loads
 from msprobe_dask.dump.rows import LeafRow, RowKey
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.errors import DumpError, OutputError
+from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.pipeline.pairing import MatchOptions, pair_indices
 from msprobe_dask.pipeline.sides import MatchSide, compare_mode, is_cross_framework, rows_of
 from msprobe_dask.summary.divergence import joined_nodes, rank_table_nodes
@@ -138,7 +139,8 @@ class RowPart:
 
     @classmethod
     def of(cls, rows: tuple[LeafRow, ...]) -> RowPart:
-        return cls(marshal.dumps([tuple(row) for row in rows]), rows)
+        """(Decoded again where used: a part waiting for its table task holds only its bytes.)"""
+        return cls(marshal.dumps([tuple(row) for row in rows]))
 
     @property
     def rows(self) -> tuple[LeafRow, ...]:
@@ -173,6 +175,7 @@ class PartKeys:
 def parse_part(scan: SideScan, k: int) -> tuple[RowPart, PartKeys]:
     """The rows of part ``k``, and their keys (a DumpError names dump.json if an entry is not valid
     JSON)."""
+    rare_collections_from_now()
     rows, has_md5 = _part_rows(scan, k)
     return RowPart.of(rows), PartKeys.of(rows, has_md5)
 
@@ -262,6 +265,7 @@ def match_parts(
     """Pair the rows of both sides (every matching option) from their keys and cut the plan: the
     head, each table part's runs (marshal bytes), and for each bench part the rows wanted by table
     parts outside whose window it lies ({table part: [bench row]})."""
+    rare_collections_from_now()
     npu_keys, bench_keys = keys[:npu_count], keys[npu_count:]
     npu, bench = _match_side(npu_scan, npu_keys), _match_side(bench_scan, bench_keys)
     mode = compare_mode(npu, bench)
@@ -351,6 +355,7 @@ def table_part(
     """Table part ``k`` from its runs: its rows judged (whole entries, as the reference judges them),
     as csv lines, and (given the divergence analysis's ``tolerance``) their summary and that
     analysis's nodes."""
+    rare_collections_from_now()
     base = head.bench_offsets[window_start]
     near = list(chain.from_iterable(p.rows for p in window))
     far = {j: LeafRow._make(row) for j, row in marshal.loads(foreign).items()}

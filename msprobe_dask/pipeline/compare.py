@@ -168,6 +168,7 @@ def compare_to_csv(
     and the first-divergence analysis's nodes, by ``summary_tolerance``, if given); the other ranks
     (tensor mode, dumps not laid out as msProbe writes them) come back as RankResults to write.
     If the run fails, no file of it is left behind."""
+    from msprobe_dask.graph.gcpause import rare_full_collections
     from msprobe_dask.pipeline.chunked import is_statistics_dump, part_file, rank_csv
 
     match = match or MatchOptions()
@@ -175,7 +176,7 @@ def compare_to_csv(
     streamed = [i for i, (_, a, b) in enumerate(sources) if is_statistics_dump(a) and is_statistics_dump(b)]
     paths = {i: result_path(sources[i][0]) for i in streamed}
     results: list[WrittenRank | RankResult] = []
-    with computing(_sized(run, sources)) as compute:
+    with computing(_sized(run, sources)) as compute, rare_full_collections():
         try:
             written = compute(
                 [

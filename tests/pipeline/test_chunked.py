@@ -68,3 +68,92 @@ def test_bench_window_covers_the_parts_at_the_same_place() -> None:
             windows = [bench_window(k, npu_parts, bench_parts) for k in range(npu_parts)]
             assert set().union(*windows) == set(range(bench_parts))
             assert all(0 <= w.start < w.stop <= bench_parts for w in windows)
+
+
+ORDER_CASES = [
+    ("stat_mix", MatchOptions()),
+    ("md5_mix", MatchOptions()),
+    ("fuzzy", MatchOptions(fuzzy=True)),
+    ("multirank", MatchOptions()),
+]
+
+
+def _entries(dump_json: Path) -> int:
+    import json
+
+    return len(json.loads(dump_json.read_text())["data"])
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "processes"])
+@pytest.mark.parametrize(
+    ("case", "match"), ORDER_CASES, ids=[f"{c}-fm{int(m.fuzzy)}" for c, m in ORDER_CASES]
+)
+def test_parts_of_one_entry_in_any_order_write_the_whole_tables_bytes(
+    case: str, match: MatchOptions, scheduler: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parts cut as small as they go (about one per dump entry: most hold one entry, some none or two),
+    the ready tasks run in a random order, under dask's sync, threaded and processes schedulers: the csv
+    is the whole table's, byte for byte, and so are the summary and the divergence analysis's nodes."""
+    import random
+
+    import dask
+    import dask.local
+
+    from msprobe_dask.pipeline.compare import _pair_sources
+
+    sources = _pair_sources(case_dir(case) / "target", case_dir(case) / "golden")
+    smallest = min(
+        src.dump_json.stat().st_size // _entries(src.dump_json) for _, *sides in sources for src in sides
+    )
+    monkeypatch.setattr(chunked, "PART_BYTES", max(1, smallest))
+    monkeypatch.setattr(chunked, "MIN_PARTS", 1)
+    shuffled = random.Random(f"{case}{scheduler}")
+    monkeypatch.setattr(dask.local, "order", lambda dsk: {key: shuffled.random() for key in dsk})
+    graphs = [
+        chunked.rank_csv(label, a, b, match, tmp_path / f"parts{i}.csv", Tolerance())
+        for i, (label, a, b) in enumerate(sources)
+    ]
+    assert all(chunked.part_count(a) >= _entries(a.dump_json) for _, a, _ in sources)
+    written = dask.compute(*graphs, scheduler=scheduler)
+    tables = compare(case_dir(case) / "target", case_dir(case) / "golden", match=match, run=RunOptions())
+    for i, (rank, whole) in enumerate(zip(written, tables)):
+        assert rank.label == whole.label and rank.path is not None
+        expected = write_csv(whole.table, tmp_path / f"whole{i}.csv").read_bytes()
+        assert rank.path.read_bytes() == expected
+        t = whole.table
+        assert repr(rank.summary) == repr(summarise_table(whole.label, t.columns, t.rows, t.entries))
+        assert repr(rank.nodes) == repr(rank_table_nodes(whole.label, t))
+
+
+def test_partners_outside_a_parts_window_come_from_their_bench_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With each table part given the bench parts at the mirrored place of the dump instead of its own,
+    most rows' partners lie outside a part's window and come through the export tasks: the csv is the
+    whole table's all the same."""
+    import dask
+
+    from msprobe_dask.pipeline.compare import _pair_sources
+
+    dumps = case_dir("fuzzy") / "target", case_dir("fuzzy") / "golden"
+    ((label, target, golden),) = _pair_sources(*dumps)
+    exported: list[int] = []
+    export_rows = chunked.export_rows
+
+    def counting(wanted: tuple[int, dict[int, list[int]]], part: chunked.RowPart) -> object:
+        exported.append(sum(map(len, wanted[1].values())))
+        return export_rows(wanted, part)
+
+    def mirrored(k: int, npu_parts: int, bench_parts: int) -> range:
+        j = bench_parts - 1 - k * bench_parts // npu_parts
+        return range(j, j + 1)
+
+    monkeypatch.setattr(chunked, "export_rows", counting)
+    monkeypatch.setattr(chunked, "bench_window", mirrored)
+    monkeypatch.setattr(chunked, "part_count", lambda src: 40 if src == target else 30)
+    whole = compare(*dumps, match=MatchOptions(fuzzy=True), run=RunOptions())[0].table
+    expected = write_csv(whole, tmp_path / "whole.csv").read_bytes()
+    path = tmp_path / "parts.csv"
+    graph = chunked.rank_csv(label, target, golden, MatchOptions(fuzzy=True), path, None)
+    assert dask.compute(graph, scheduler="sync")[0].path.read_bytes() == expected
+    assert sum(exported) > len(whole.rows) // 2, exported
