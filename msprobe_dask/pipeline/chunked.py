@@ -19,6 +19,7 @@ import contextlib
 import marshal
 import math
 import os
+import pickle
 import re
 import sys
 import threading
@@ -338,7 +339,7 @@ class TablePart:
     csv: bytes
     rows: int
     summary: tuple[GroupSummary, KindCounter] | None  # when the run's summary is asked for
-    nodes: list[Node] | None  # the first-divergence analysis's, with the summary
+    nodes: bytes | None  # the first-divergence analysis's, with the summary (pickled: see WrittenRank)
 
 
 def table_part(
@@ -379,7 +380,7 @@ def table_part(
     with _AST_LOCK:
         summary = summarise_table(label, table.columns, table.rows, table.entries, kinds)
         nodes = rank_table_nodes(label, table, tolerance)
-    return TablePart(lines, len(table.rows), (summary, kinds), nodes)
+    return TablePart(lines, len(table.rows), (summary, kinds), pickle.dumps(nodes, pickle.HIGHEST_PROTOCOL))
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,7 +391,7 @@ class PartWritten:
     columns: list[str]
     rows: int = 0
     summary: tuple[GroupSummary, KindCounter] | None = None
-    nodes: list[Node] | None = None
+    nodes: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,7 +401,16 @@ class WrittenRank:
     label: str
     path: Path | None
     summary: GroupSummary | None  # when asked for
-    nodes: list[Node] | None  # the divergence analysis's nodes of the rank, with the summary
+    # the divergence analysis's nodes of each part, with the summary: pickled until the analysis reads
+    # them (a few objects per row: as Python objects, they took 5x the memory of the rank's packed rows)
+    node_parts: tuple[bytes, ...] | None
+
+    @property
+    def nodes(self) -> list[Node] | None:
+        """The divergence analysis's nodes of the rank (decoded at each call)."""
+        if self.node_parts is None:
+            return None
+        return joined_nodes(pickle.loads(part) for part in self.node_parts)
 
 
 def part_file(path: Path) -> Path:
@@ -434,7 +444,7 @@ def finish_file(label: str, head: PartWritten, *parts: PartWritten) -> WrittenRa
     """Rename the complete file (none when the compare has no row); the rank's summary and nodes."""
     asked = parts[0].summary is not None
     summary = merge_summaries(label, head.columns, [p.summary for p in parts if p.summary]) if asked else None
-    nodes = joined_nodes(p.nodes or () for p in parts) if asked else None
+    nodes = tuple(p.nodes for p in parts if p.nodes is not None) if asked else None
     tmp = part_file(head.path)
     if not sum(p.rows for p in parts):
         tmp.unlink()

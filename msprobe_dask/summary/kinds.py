@@ -12,6 +12,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from msprobe_dask.summary.model import MessageKind
@@ -34,17 +35,24 @@ def messages(cell: Any) -> list[str]:
     """The messages of one Err_message cell (JSON list, or one message per line), in order."""
     if cell is None or cell != cell:  # None or NaN: no message
         return []
-    text = str(cell).strip()
+    return list(_text_messages(str(cell)))
+
+
+@lru_cache(maxsize=4096)
+def _text_messages(cell: str) -> tuple[str, ...]:
+    """(Most rows' cells are one of a few texts: read once per text.)"""
+    text = cell.strip()
     if text.startswith("["):
         try:
             parsed = json.loads(text)
         except ValueError:
             parsed = None
         if isinstance(parsed, list):
-            return [str(m) for m in parsed if str(m).strip()]
-    return [line.strip() for line in text.splitlines() if line.strip() and line.strip() != "None"]
+            return tuple(str(m) for m in parsed if str(m).strip())
+    return tuple(line.strip() for line in text.splitlines() if line.strip() and line.strip() != "None")
 
 
+@lru_cache(maxsize=4096)
 def kind_key(message: str) -> str:
     return _SIDE.sub("<side>", _NUMBER.sub("<n>", message))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 LIBRARY_MARKS = ("site-packages", "dist-packages", "/lib/python", "multiprocessing")
@@ -13,14 +14,19 @@ def stack_frames(cell: Any) -> list[str]:
     """The frames of an NPU_Stack_Info cell (the text of a Python list) or of a list; [] for N/A."""
     if isinstance(cell, (list, tuple)):
         return [str(frame) for frame in cell]
-    text = str(cell or "").strip()
+    return list(_frames_of_text(str(cell or "").strip()))
+
+
+@lru_cache(maxsize=4096)
+def _frames_of_text(text: str) -> tuple[str, ...]:
+    """(A stack is shared by many entries: read once per text.)"""
     if not text.startswith("["):
-        return []
+        return ()
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):
-        return []
-    return [str(frame) for frame in value] if isinstance(value, list) else []
+        return ()
+    return tuple(str(frame) for frame in value) if isinstance(value, list) else ()
 
 
 def user_frame(frames: Sequence[str]) -> str:

@@ -10,11 +10,19 @@ from typing import Any, TextIO
 
 from msprobe_dask.table import CompareTable
 from msprobe_dask.writers.atomic import atomic_path
-from msprobe_dask.writers.cells import cell_text
+from msprobe_dask.writers.cells import cell_text, neutralise
 
 
 def _write_rows(f: TextIO, rows: Iterable[Sequence[Any]]) -> None:
-    csv.writer(f, lineterminator="\n").writerows([cell_text(v) for v in row] for row in rows)
+    texts: dict[str, str] = {}  # most text cells are one of a few (dtypes, shapes, N/A, results)
+
+    def line(row: Sequence[Any]) -> list[str]:
+        return [
+            (texts.get(v) or texts.setdefault(v, neutralise(v))) if v.__class__ is str else cell_text(v)
+            for v in row
+        ]
+
+    csv.writer(f, lineterminator="\n").writerows(map(line, rows))
 
 
 def write_csv(table: CompareTable, path: Path) -> Path:
