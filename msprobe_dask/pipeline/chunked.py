@@ -50,8 +50,9 @@ from msprobe_dask.table import RowPair, StatKinds, build_table, columns_for, flo
 from msprobe_dask.writers.atomic import publish, set_result_mode
 from msprobe_dask.writers.csv_writer import csv_lines, header_line
 
-PART_BYTES = 16 << 20
-"""dump.json bytes per part at most: a part's rows, table and csv text stay a few tens of MB."""
+PART_BYTES = 8 << 20
+"""dump.json bytes per part at most: a table part's task (its rows, its window's, the table, csv text,
+summary and nodes) then holds about 350 MB at its peak."""
 MIN_PARTS = 8
 """A dump of at least ``MIN_PARTS`` x ``MIN_PART_BYTES`` is cut into at least this many parts, so that
 two to four workers share one rank's parts evenly."""
