@@ -408,13 +408,17 @@ def _stored_member_start(path: Path, member: zipfile.ZipInfo) -> int:
 # Reading
 
 
-def read_array(handle: TensorHandle) -> np.ndarray:
-    """The whole tensor as a read-only array, memory-mapped when it is big.
+def read_array(handle: TensorHandle, buffer: np.ndarray | None = None) -> np.ndarray:
+    """The whole tensor as a read-only array, memory-mapped when it is big; read into ``buffer`` (a uint8
+    array of at least ``handle.nbytes`` bytes, whose pages are already mapped) instead when it is given
+    and the elements are one run in the file itself (the usual ``.npy`` and ``.pt``).
 
     ``.pt`` data comes back in native byte order (as ``torch.load`` gives it); ``.npy`` as stored.
     """
     if handle.size == 0:
         return np.empty(handle.shape, handle.dtype)
+    if buffer is not None and handle.is_contiguous and handle.kind != "zarr" and handle.zip_member is None:
+        return _native(handle, _read_into(handle, buffer[: handle.nbytes]).reshape(handle.shape))
     storage = _read_run(handle, 0, handle.extent)
     if handle.is_contiguous:
         array = storage.reshape(handle.shape)
@@ -460,6 +464,20 @@ def _read_run(handle: TensorHandle, first: int, count: int) -> np.ndarray:
         raise TensorFileError(handle.path, problem)
     run.flags.writeable = False
     return run
+
+
+def _read_into(handle: TensorHandle, buffer: np.ndarray) -> np.ndarray:
+    """The tensor's bytes read into ``buffer`` (exactly its size), as an array of its dtype."""
+    try:
+        with open(handle.path, "rb", buffering=0) as f:
+            f.seek(handle.offset)
+            got = f.readinto(buffer.data)
+    except OSError as exc:
+        raise TensorFileError(handle.path, f"cannot read tensor data: {exc.strerror or exc}") from exc
+    if got != buffer.size:
+        problem = f"truncated: expected {buffer.size} bytes at byte {handle.offset}, got {got or 0}"
+        raise TensorFileError(handle.path, problem)
+    return buffer.view(handle.dtype)
 
 
 def _native(handle: TensorHandle, array: np.ndarray) -> np.ndarray:

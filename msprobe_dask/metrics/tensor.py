@@ -116,16 +116,22 @@ _TO_FLOAT32 = frozenset(
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
-def _compute_dtype(array: np.ndarray) -> np.ndarray:
-    """bfloat16 and float8 become float32, as the reference does before it turns a torch tensor into numpy.
+def _compute_dtype(array: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """bfloat16 and float8 become float32 (in ``out``, a float32 array of the same size, if given), as the
+    reference does before it turns a torch tensor into numpy.
 
     bfloat16 is the upper half of a float32's bits, so it widens exactly by a shift (the same bits as the
-    cast, NaN payloads included, in two vectorised passes). (A ``.npy`` written from a bfloat16 array says
+    cast, NaN payloads included, in one vectorised pass). (A ``.npy`` written from a bfloat16 array says
     only ``|V2``; like ``np.load`` we keep it raw, and the NaN/Inf check then finds it unreadable.)
     """
+    if array.dtype not in _TO_FLOAT32:
+        return array
+    widened = (np.empty(array.shape, np.float32) if out is None else out).reshape(array.shape)
     if array.dtype == _BFLOAT16:
-        return (array.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
-    return array.astype(np.float32) if array.dtype in _TO_FLOAT32 else array
+        np.left_shift(array.view(np.uint16), 16, out=widened.view(np.uint32), dtype=np.uint32)
+    else:
+        np.copyto(widened, array)
+    return widened
 
 
 def _without_shared_invalid(n: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -217,17 +223,25 @@ class Workspace:
         return held[:size]
 
 
+def _widened(array: np.ndarray, name: str, ws: Workspace) -> np.ndarray:
+    """``_compute_dtype`` into the workspace's array ``name``."""
+    return _compute_dtype(
+        array, ws.array(name, array.size, np.float32) if array.dtype in _TO_FLOAT32 else None
+    )
+
+
 def measure_arrays(npu: np.ndarray, bench: np.ndarray, workspace: Workspace | None = None) -> TensorMetrics:
     """The six cells for two in-memory tensors, bit-identical to the reference."""
-    n = np.squeeze(_compute_dtype(np.asarray(npu)))
-    b = np.squeeze(_compute_dtype(np.asarray(bench)))
+    workspace = workspace or Workspace()
+    n = np.squeeze(_widened(np.asarray(npu), "npu32", workspace))
+    b = np.squeeze(_widened(np.asarray(bench), "bench32", workspace))
     early = _precheck(n.shape, b.shape)
     if early is not None:
         return early
     if n.ndim == 0:
         return _measure_0d(n, b)
     if n.dtype in _FAST_FLOATS and b.dtype in _FAST_FLOATS:
-        fast = _measure_finite_floats(n, b, workspace or Workspace())
+        fast = _measure_finite_floats(n, b, workspace)
         if fast is not None:
             return fast
     try:
@@ -267,6 +281,15 @@ def _norm(x64: np.ndarray) -> np.float64:
 _FAST_FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 
 
+def _with_eps_where_bench_is_zero(relative: np.ndarray, n: np.ndarray, b: np.ndarray) -> Any:
+    """The relative error where bench is 0 made again by ``_relative_error``'s rule (its dtype's eps added
+    to both sides there, element by element the same arithmetic); its new maximum."""
+    zero = b == 0
+    if zero.any():
+        relative[zero] = _relative_error(n[zero], b[zero])
+    return np.max(relative)
+
+
 def _measure_finite_floats(n: np.ndarray, b: np.ndarray, ws: Workspace) -> TensorMetrics | None:
     """The cells of two float16/32/64 tensors without NaN/Inf, with the general path's bits in fewer passes
     and no fresh big arrays; None when the general path must decide (NaN/Inf, a square overflowing float64,
@@ -291,7 +314,9 @@ def _measure_finite_floats(n: np.ndarray, b: np.ndarray, ws: Workspace) -> Tenso
         np.abs(relative, out=relative)
         max_rel = np.max(relative)
         if not np.isfinite(max_rel):
-            return None
+            max_rel = _with_eps_where_bench_is_zero(relative, n, b)
+            if not np.isfinite(max_rel):
+                return None
         below = ws.array("below", size, bool).reshape(n.shape)
         thousandth = np.count_nonzero(np.less(relative, THOUSANDTH, out=below))
         five_thousandths = np.count_nonzero(np.less(relative, FIVE_THOUSANDTHS, out=below))
@@ -525,8 +550,10 @@ def measure_pair(
 def _measure_one_shot(
     npu: TensorHandle, bench: TensorHandle, workspace: Workspace | None = None
 ) -> TensorMetrics:
+    workspace = workspace or Workspace()
     try:
-        npu_array, bench_array = read_array(npu), read_array(bench)
+        npu_array = read_array(npu, workspace.array("npu_bytes", npu.nbytes, np.uint8))
+        bench_array = read_array(bench, workspace.array("bench_bytes", bench.nbytes, np.uint8))
     except (UserError, OSError) as exc:
         return _unreadable(exc)
     return measure_arrays(npu_array, bench_array, workspace)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 UNSUPPORTED = ("unsupported",) * 6
 BATCH_FILES = 128
-BATCH_BYTES = 256 << 20
+BATCH_BYTES = 64 << 20
 
 
 @dataclass
@@ -128,10 +128,23 @@ def _pair_sources(
 
 
 def _input_bytes(sources: Sequence[tuple[str, DumpSource, DumpSource]]) -> int:
-    """The bytes of every dump file the compare parses (what the scheduler choice goes by)."""
+    """The bytes of every dump file the compare parses and of the tensor files it may read (what the
+    scheduler choice goes by)."""
     return sum(
-        os.path.getsize(src.dump_json) for _, *sides in sources for src in sides if src.dump_json.is_file()
+        (os.path.getsize(src.dump_json) if src.dump_json.is_file() else 0) + _tensor_file_bytes(src)
+        for _, *sides in sources
+        for src in sides
     )
+
+
+def _tensor_file_bytes(source: DumpSource) -> int:
+    """The bytes of the files in the dump's ``dump_tensor_data`` folder (0 for none; a converted store's
+    arrays are folders and do not count)."""
+    try:
+        with os.scandir(source.tensor_dir) as entries:
+            return sum(e.stat().st_size for e in entries if e.is_file(follow_symlinks=False))
+    except OSError:
+        return 0
 
 
 def _sized(run: RunOptions | None, sources: Sequence[tuple[str, DumpSource, DumpSource]]) -> RunOptions:

@@ -409,3 +409,26 @@ def test_files_are_not_left_open_or_modified(tmp_path: Path) -> None:
     array = read_array(open_tensor(path))
     assert not array.flags.writeable
     assert path.read_bytes() == before
+
+
+def test_read_into_a_buffer_gives_the_same_array(tmp_path: Path) -> None:
+    """Every edge .pt and a .npy read into a reused buffer equal their plain read; a file cut short after
+    its header was read is a TensorFileError."""
+    np.save(tmp_path / "a.npy", np.arange(1000, dtype=np.float32).reshape(10, 100))
+    paths = [*sorted(EDGE_PT.iterdir()), tmp_path / "a.npy"]
+    buffer = np.empty(1 << 20, np.uint8)
+    read = 0
+    for path in paths:
+        try:
+            handle = open_tensor(path)
+        except TensorFileError:
+            continue
+        plain, into = read_array(handle), read_array(handle, buffer[: handle.nbytes])
+        assert into.dtype == plain.dtype and into.shape == plain.shape
+        assert into.tobytes() == plain.tobytes()
+        read += 1
+    assert read > 20
+    handle = open_tensor(tmp_path / "a.npy")
+    os.truncate(tmp_path / "a.npy", os.path.getsize(tmp_path / "a.npy") - 4)
+    with pytest.raises(TensorFileError, match="truncated"):
+        read_array(handle, buffer[: handle.nbytes])

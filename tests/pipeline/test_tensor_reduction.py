@@ -103,3 +103,13 @@ def test_a_file_bigger_than_the_limit_holding_fewer_elements_is_measured_in_one_
     assert not any(isinstance(key, tuple) and key[0].startswith("merge_records-") for key in graph)
     (measured,) = compare_pipeline._measure_big(job).compute(scheduler="sync")
     assert measured == tensor_metrics.measure_pair(*job)
+
+
+def test_tensor_files_count_in_the_size_that_chooses_the_scheduler(tmp_path: Path) -> None:
+    """A tensor dump's size is its dump.json and its tensor files (big ones run on worker processes)."""
+    array = np.zeros(1000, np.float32)
+    target, golden = tensor_dump(tmp_path / "target", array), tensor_dump(tmp_path / "golden", array)
+    sources = compare_pipeline._pair_sources(target, golden)
+    files = [*(target / "dump_tensor_data").iterdir(), *(golden / "dump_tensor_data").iterdir()]
+    expected = sum(p.stat().st_size for p in [target / "dump.json", golden / "dump.json", *files])
+    assert compare_pipeline._input_bytes(sources) == expected
