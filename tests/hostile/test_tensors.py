@@ -96,15 +96,21 @@ def test_unreadable_tensor_is_an_error_row(tmp_path: Path, damage: str) -> None:
     assert others and all(r["Result"] == "pass" for r in others)
 
 
-@pytest.mark.parametrize("damage", list(DAMAGES))
-def test_unreadable_tensor_is_an_error_node(tmp_path: Path, damage: str) -> None:
+WORKERS = ("--workers", "2")  # a LocalCluster: the tensors are read by its worker processes
+
+
+@pytest.mark.parametrize(
+    "damage, workers",
+    [*((damage, ()) for damage in DAMAGES), ("truncated", WORKERS), ("os.system", WORKERS)],
+)
+def test_unreadable_tensor_is_an_error_node(tmp_path: Path, damage: str, workers: tuple[str, ...]) -> None:
     """graph_visualize's tensor mode: the node's row says error and why, in the vis.db's node data."""
     case = new_case(tmp_path)
     make, problem = DAMAGES[damage]
     target = write_dump(case.dumps / "target", task="tensor")
     golden = write_dump(case.dumps / "golden", task="tensor")
     make(target / "dump_tensor_data" / VICTIM, case)
-    argv = ("graph_visualize", "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q")
+    argv = ("graph_visualize", "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q", *workers)
     outcome = case.run(*argv)
     check(outcome, 1, "1 row(s) could not be read", VICTIM, problem, lines=2)
     assert not (case.root / "pwned").exists()
