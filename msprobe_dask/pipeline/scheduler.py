@@ -38,6 +38,10 @@ LOCAL_PROCESSES_FROM_BYTES = 24 << 20
 rank) run on local worker processes, smaller ones in this process: below it, starting the processes
 and sending the results back costs more than the second CPU gives."""
 
+SIGNAL_SPREAD_SECONDS = 0.5
+"""How long a run whose worker process died waits for a signal to the process group that may have
+killed it, before it reports the lost worker."""
+
 WORKERLESS_SECONDS = 20.0
 """On a cluster, a run that has had no worker for this long ends (the scheduler would wait forever)."""
 _POLL_SECONDS = 1.0
@@ -289,6 +293,9 @@ def _in_processes(objs: Sequence[Any], processes: int) -> list[Any]:
         with dask.config.set({"multiprocessing.context": context}), forking_workers():
             return list(dask.compute(*objs, scheduler=dask.multiprocessing.get, num_workers=processes))
     except BrokenProcessPool:
+        # a kill of the process group reaches its processes one after the other: a worker it ended
+        # first is no news if this process is stopped by the same signal in a moment
+        time.sleep(SIGNAL_SPREAD_SECONDS)
         raise ClusterError(
             None, "a local worker process died (out of memory?); nothing was written"
         ) from None
