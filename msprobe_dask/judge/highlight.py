@@ -8,13 +8,31 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from msprobe_dask.judge.rules import Row
+from msprobe_dask.judge.rules import OUTPUT_PART, Row
 from msprobe_dask.metrics.stats import is_nan_or_inf, relative_fraction
 
 RED, YELLOW = "red", "yellow"
-HUGE_ERROR = 1e10
+
+
+@dataclass(frozen=True)
+class HighlightLimits:
+    """The numbers of the highlight rules (compare.md §5, the reasons below say them)."""
+
+    huge_error: float = 1e10  # red: a max error above this
+    magnitude: float = 1.0  # yellow: output max error >= 10x an input's, both above this (10x: log10 >= 1)
+    ratio_input: float = 0.9  # red: an input's One Thousandth ratio above this ...
+    ratio_output: float = 0.6  # ... and the output's below this
+    ratio_fall: float = 0.1  # yellow: the ratio falls by more than this
+    cosine_fall: float = 0.1  # yellow: Cosine falls by more than this
+    rel_red: float = 0.5  # red: the output's MaxRelativeErr above this
+    rel_yellow_output: float = 0.1  # yellow: the output's above this ...
+    rel_yellow_input: float = 0.01  # ... while an input's is below this
+
+
+LIMITS = HighlightLimits()
 
 REASON_NAN_INF = "highlight red: NPU max or min is nan/inf/-inf."
 REASON_HUGE = "highlight red: the absolute error is above 1e10."
@@ -66,7 +84,7 @@ def _row_marks(row: Row, mode: str, marks: _Marks) -> None:
     if is_nan_or_inf(row.get("NPU max")) or is_nan_or_inf(row.get("NPU min")):
         marks.mark(REASON_NAN_INF)
     error = _max_error(row, mode)
-    if error is not None and abs(error) > HUGE_ERROR:
+    if error is not None and abs(error) > LIMITS.huge_error:
         marks.mark(REASON_HUGE)
     if row["Bench Name"] != "N/A" and row["NPU Requires_grad"] != row["Bench Requires_grad"]:
         marks.mark(REASON_GRAD)
@@ -74,7 +92,12 @@ def _row_marks(row: Row, mode: str, marks: _Marks) -> None:
 
 def _output_marks(out: Row, inp: Row, mode: str, marks: _Marks) -> None:
     out_err, in_err = _max_error(out, mode), _max_error(inp, mode)
-    if out_err is not None and in_err is not None and out_err > 1 and in_err > 1:
+    if (
+        out_err is not None
+        and in_err is not None
+        and out_err > LIMITS.magnitude
+        and in_err > LIMITS.magnitude
+    ):
         if math.log10(out_err) - math.log10(in_err) >= 1:
             marks.mark(REASON_MAGNITUDE)
     if mode == "tensor":
@@ -83,18 +106,23 @@ def _output_marks(out: Row, inp: Row, mode: str, marks: _Marks) -> None:
             _number(out["One Thousandth Err Ratio"]),
         )
         if ratio_in is not None and ratio_out is not None:
-            if ratio_in > 0.9 and ratio_out < 0.6:
+            if ratio_in > LIMITS.ratio_input and ratio_out < LIMITS.ratio_output:
                 marks.mark(REASON_RATIO_DROP)
-            elif ratio_in - ratio_out > 0.1:
+            elif ratio_in - ratio_out > LIMITS.ratio_fall:
                 marks.mark(REASON_RATIO_FALL)
         cos_in, cos_out = _number(inp["Cosine"]), _number(out["Cosine"])
-        if cos_in is not None and cos_out is not None and cos_in - cos_out > 0.1:
+        if cos_in is not None and cos_out is not None and cos_in - cos_out > LIMITS.cosine_fall:
             marks.mark(REASON_COSINE_FALL)
     elif mode == "statistics":
         rel_out, rel_in = _number(out["MaxRelativeErr"]), _number(inp["MaxRelativeErr"])
-        if rel_out is not None and rel_out > 0.5:
+        if rel_out is not None and rel_out > LIMITS.rel_red:
             marks.mark(REASON_REL_RED)
-        elif rel_out is not None and rel_in is not None and rel_out > 0.1 and rel_in < 0.01:
+        elif (
+            rel_out is not None
+            and rel_in is not None
+            and rel_out > LIMITS.rel_yellow_output
+            and rel_in < LIMITS.rel_yellow_input
+        ):
             marks.mark(REASON_REL_YELLOW)
 
 
@@ -103,10 +131,10 @@ def highlight_group(rows: Sequence[Row], mode: str) -> list[tuple[str | None, li
     marks = [_Marks() for _ in rows]
     if mode == "md5":
         return [(None, []) for _ in rows]
-    inputs = [r for r in rows if ".output." not in r["NPU Name"]]
+    inputs = [r for r in rows if OUTPUT_PART not in r["NPU Name"]]
     for row, mark in zip(rows, marks):
         _row_marks(row, mode, mark)
-        if ".output." in row["NPU Name"]:
+        if OUTPUT_PART in row["NPU Name"]:
             for inp in inputs:
                 _output_marks(row, inp, mode, mark)
     return [(m.color, m.reasons) for m in marks]
