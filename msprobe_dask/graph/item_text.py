@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from msprobe_dask.graph import speedups
+from msprobe_dask.graph.items import NO_DATA_NAME, P2P_CLASS, PROCESS_GROUP, RANK_PARAMS, SHAPED_KINDS
 from msprobe_dask.graph.jsontext import FLOAT_DUMPS_RANGE, dumps, float_text
 
 try:
@@ -88,7 +89,7 @@ _FORMAT: dict[type, Callable[[Any], str]] = {
 
 def format_item(item: dict[str, Any], keep_md5: bool, batch_p2p: bool) -> dict[str, str]:
     """A new dict holding the exported form of ``item``."""
-    if item.get("type") == "torch.ProcessGroup":
+    if item.get("type") == PROCESS_GROUP:
         item = {k: v for k, v in item.items() if k in _PG_KEEP}
     skip = skipped_keys(keep_md5, batch_p2p)
     fmt = _FORMAT.get
@@ -223,7 +224,7 @@ _NULL_ITEM = '{"value": "null"}'
 
 
 def _item_json(item: dict[str, Any], skip: frozenset[str], forms: dict[tuple[str, ...], _Form]) -> str:
-    if item.get("type") == "torch.ProcessGroup":
+    if item.get("type") == PROCESS_GROUP:
         item = {k: v for k, v in item.items() if k in _PG_KEEP}
     keys = tuple(item)
     form = forms.get(keys)
@@ -303,8 +304,28 @@ class TextRules:
     float_dumps_range: tuple[float, float]  # jsontext.FLOAT_DUMPS_RANGE
     long_decimal: tuple[int, int, int]  # LONG_DECIMAL
     decimals: int  # DECIMALS
+    left_out: tuple[str, ...]  # the keys a plain exported item leaves out (skipped_keys(False, False))
+    # items.py's texts: entry_text.c makes the items' texts by items._leaf's rules, and hands the
+    # leaves of these kinds and names back to the Python path
+    no_data_name: str
+    process_group: str
+    p2p_class: str
+    shaped_kinds: tuple[str, ...]
+    rank_params: tuple[str, ...]
 
 
-TEXT_RULES = TextRules(ExportedText, orjson.dumps, FLOAT_DUMPS_RANGE, LONG_DECIMAL, DECIMALS)
+TEXT_RULES = TextRules(
+    ExportedText,
+    orjson.dumps,
+    FLOAT_DUMPS_RANGE,
+    LONG_DECIMAL,
+    DECIMALS,
+    tuple(sorted(_SKIP)),
+    NO_DATA_NAME,
+    PROCESS_GROUP,
+    P2P_CLASS,
+    SHAPED_KINDS,
+    RANK_PARAMS,
+)
 if speedups.native is not None:
     speedups.native.configure_text(TEXT_RULES)

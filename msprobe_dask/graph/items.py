@@ -21,7 +21,10 @@ SUB_KEYS = (
     ("parameters", ".parameters", "parameters"),
 )
 STATS = ("Max", "Min", "Mean", "Norm")
-RANK_PARAMS = {"src", "dst", "group_src", "group_dst"}
+RANK_PARAMS = ("src", "dst", "group_src", "group_dst")  # a scalar argument of these names keeps its text
+NO_DATA_NAME = "-1"  # the data_name of an item without a data file
+PROCESS_GROUP = "torch.ProcessGroup"
+SHAPED_KINDS = ("torch.Size", "slice", "ellipsis")  # leaves that are not tensors yet have a shape
 P2P_KEYS = ("class_type", "op", "peer", "tag", "group_id")
 P2P_CLASS = "torch.distributed.P2POp"
 
@@ -38,7 +41,7 @@ def _default_item(name: str, state: str) -> dict[str, Any]:
         "shape": None,
         "md5": None,
         "value": None,
-        "data_name": "-1",
+        "data_name": NO_DATA_NAME,
         "state": state,
         "requires_grad": None,
     }
@@ -64,11 +67,11 @@ def _leaf(leaf: dict[str, Any], name: str, state: str) -> dict[str, Any]:
     for k, v in leaf.items():
         if v.__class__ is bool:
             item[k] = _BOOL_TEXT[v]
-    data_name = leaf.get("data_name") or "-1"
+    data_name = leaf.get("data_name") or NO_DATA_NAME
     if not isinstance(data_name, str):
         raise DumpError(None, f"{name}: data_name {data_name!r} is not a string")
     item["data_name"] = data_name
-    item["full_op_name"] = data_name.rsplit(".", 1)[0] if data_name != "-1" else name
+    item["full_op_name"] = data_name.rsplit(".", 1)[0] if data_name != NO_DATA_NAME else name
     item["state"] = state
     if "requires_grad" not in item:
         item["requires_grad"] = None
@@ -106,7 +109,7 @@ def _fill_non_tensor(item: dict[str, Any], leaf: dict[str, Any], name: str) -> N
     """dtype, shape and the statistics of a leaf that is not a tensor (a scalar, a size, a group ...)."""
     kind = leaf.get("type")
     value = leaf.get("value")
-    if kind in _SHAPED_KINDS:
+    if kind in SHAPED_KINDS:
         item["dtype"] = kind
         if kind == "torch.Size":
             item["shape"] = str(value)
@@ -122,7 +125,7 @@ def _fill_non_tensor(item: dict[str, Any], leaf: dict[str, Any], name: str) -> N
         for s in STATS:
             item[s] = str(value)
         item["md5"] = str(value)
-    elif kind == "torch.ProcessGroup":
+    elif kind == PROCESS_GROUP:
         ranks = str(leaf.get("group_ranks"))
         item["dtype"] = kind
         item["shape"] = "[]"
@@ -133,9 +136,6 @@ def _fill_non_tensor(item: dict[str, Any], leaf: dict[str, Any], name: str) -> N
         item["dtype"] = _type_text(value)
         item["shape"] = "[]"
         item["Max"] = item["Min"] = item["Mean"] = item["Norm"] = value
-
-
-_SHAPED_KINDS = frozenset(("torch.Size", "slice", "ellipsis"))
 
 
 _TYPE_TEXT: dict[type, str] = {}
@@ -229,6 +229,6 @@ def split_items(items: list[dict[str, Any]]) -> tuple[dict[str, dict], dict[str,
         if ".output." in full and ".input." not in full:
             outputs[full] = item
         else:
-            dn = item.get("data_name", "-1")
-            inputs[dn.rsplit(".", 1)[0] if dn != "-1" else full] = item
+            dn = item.get("data_name", NO_DATA_NAME)
+            inputs[dn.rsplit(".", 1)[0] if dn != NO_DATA_NAME else full] = item
     return inputs, outputs

@@ -22,30 +22,29 @@
 enum { J_STR, J_INT, J_FLOAT, J_TRUE, J_FALSE, J_NULL, J_NAN, J_INF, J_NINF, J_LIST, J_OBJ };
 
 /* the keys of a leaf that _python_leaf reads or sets (K_MAX + i: STATS[i]); K_LEFT_OUT: the keys the
- * export leaves out (state, full_op_name, md5) */
+ * export leaves out (text_rules.left_out: state, full_op_name, md5) */
 enum { K_OTHER, K_TYPE, K_CLASS_TYPE, K_DATA_NAME, K_DTYPE, K_VALUE, K_REQUIRES_GRAD, K_SHAPE, K_LEFT_OUT,
        K_MAX, K_MIN, K_MEAN, K_NORM };
 
 #define TEXT_IS(s, n, lit) ((n) == (Py_ssize_t)sizeof(lit) - 1 && memcmp((s), (lit), sizeof(lit) - 1) == 0)
 
 static int key_role(const char *k, Py_ssize_t n) {
+    if (text_in(k, n, text_rules.left_out, text_rules.n_left_out))
+        return K_LEFT_OUT;
     switch (n) {
     case 3:
-        return TEXT_IS(k, n, "Max") ? K_MAX : TEXT_IS(k, n, "Min") ? K_MIN : TEXT_IS(k, n, "md5") ? K_LEFT_OUT : K_OTHER;
+        return TEXT_IS(k, n, "Max") ? K_MAX : TEXT_IS(k, n, "Min") ? K_MIN : K_OTHER;
     case 4:
         return TEXT_IS(k, n, "type") ? K_TYPE : TEXT_IS(k, n, "Mean") ? K_MEAN : TEXT_IS(k, n, "Norm") ? K_NORM : K_OTHER;
     case 5:
         return TEXT_IS(k, n, "dtype")   ? K_DTYPE
                : TEXT_IS(k, n, "value") ? K_VALUE
                : TEXT_IS(k, n, "shape") ? K_SHAPE
-               : TEXT_IS(k, n, "state") ? K_LEFT_OUT
                                         : K_OTHER;
     case 9:
         return TEXT_IS(k, n, "data_name") ? K_DATA_NAME : K_OTHER;
     case 10:
         return TEXT_IS(k, n, "class_type") ? K_CLASS_TYPE : K_OTHER;
-    case 12:
-        return TEXT_IS(k, n, "full_op_name") ? K_LEFT_OUT : K_OTHER;
     case 13:
         return TEXT_IS(k, n, "requires_grad") ? K_REQUIRES_GRAD : K_OTHER;
     default:
@@ -559,11 +558,11 @@ static int add_leaf(Walk *w, const Val *leaf) {
             break;
         }
     }
-    if (kind == NULL || kind->kind != J_STR || !kind->plain || TEXT_IS(kind->s, kind->n, "torch.ProcessGroup"))
+    if (kind == NULL || kind->kind != J_STR || !kind->plain || text_is(kind->s, kind->n, &text_rules.process_group))
         return UNHANDLED;
-    /* data_name: the entry's, if truthy (a string), else "-1" */
-    const char *dn = "-1";
-    Py_ssize_t dn_n = 2;
+    /* data_name: the entry's, if truthy (a string), else items.NO_DATA_NAME */
+    const char *dn = text_rules.no_data_name.s;
+    Py_ssize_t dn_n = text_rules.no_data_name.n;
     if (data_name != NULL && !(data_name->kind == J_NULL || data_name->kind == J_FALSE ||
                                (data_name->kind == J_STR && data_name->n == 0))) {
         if (data_name->kind != J_STR || !data_name->plain)
@@ -584,15 +583,13 @@ static int add_leaf(Walk *w, const Val *leaf) {
     const char *name = w->name.p;
     Py_ssize_t name_n = w->name.len;
     if (scalar) { /* items._fill_non_tensor's general case only */
-        if (TEXT_IS(kind->s, kind->n, "torch.Size") || TEXT_IS(kind->s, kind->n, "slice") ||
-            TEXT_IS(kind->s, kind->n, "ellipsis"))
+        if (text_in(kind->s, kind->n, text_rules.shaped_kinds, text_rules.n_shaped_kinds))
             return UNHANDLED;
         const char *dot = name + name_n;
         while (dot > name && dot[-1] != '.')
             dot--;
         Py_ssize_t last_n = name + name_n - dot;
-        if (TEXT_IS(dot, last_n, "src") || TEXT_IS(dot, last_n, "dst") || TEXT_IS(dot, last_n, "group_src") ||
-            TEXT_IS(dot, last_n, "group_dst"))
+        if (text_in(dot, last_n, text_rules.rank_params, text_rules.n_rank_params))
             return UNHANDLED;
         if (value != NULL && value->kind == J_OBJ)
             return UNHANDLED;
@@ -600,7 +597,7 @@ static int add_leaf(Walk *w, const Val *leaf) {
     /* the key: the data name without its last part, or the item's name */
     const char *key = name;
     Py_ssize_t key_n = name_n;
-    if (!TEXT_IS(dn, dn_n, "-1")) {
+    if (!text_is(dn, dn_n, &text_rules.no_data_name)) {
         key = dn;
         key_n = dn_n;
         for (Py_ssize_t i = dn_n - 1; i >= 0; i--) {
@@ -642,7 +639,8 @@ static int add_leaf(Walk *w, const Val *leaf) {
             max_at = -1; /* (a Max whose text is not null) */
     }
     /* the keys _python_leaf adds, in its order (full_op_name, state and md5 are left out) */
-    if (data_name == NULL && (add_cell(b, &first, "data_name", 9) < 0 || add_str_text(b, "-1", 2) < 0))
+    if (data_name == NULL && (add_cell(b, &first, "data_name", 9) < 0 ||
+                              add_str_text(b, text_rules.no_data_name.s, text_rules.no_data_name.n) < 0))
         return -1;
     if (!has_requires_grad && (add_cell(b, &first, "requires_grad", 13) < 0 || BUF_LIT(b, "null") < 0))
         return -1;
@@ -722,7 +720,7 @@ static int walk_value(Walk *w, const Val *v, int depth) {
             if (w->t.v[j].kn == m->kn && w->t.v[j].k[0] == m->k[0] && memcmp(w->t.v[j].k, m->k, m->kn) == 0)
                 return UNHANDLED;
         if (m->role == K_CLASS_TYPE && m->kind == J_STR &&
-            (!m->plain || TEXT_IS(m->s, m->n, "torch.distributed.P2POp")))
+            (!m->plain || text_is(m->s, m->n, &text_rules.p2p_class)))
             return UNHANDLED; /* a P2P op */
         if (m->role == K_TYPE)
             kind = m;

@@ -1,7 +1,7 @@
 /* The module msprobe_dask.graph._speedups: its functions and the texts they use. */
 #include "speedups.h"
 
-PyObject *exported_text_type, *orjson_dumps, *zero, *str_max, *str_type, *str_process_group,
+PyObject *exported_text_type, *orjson_dumps, *zero, *str_max, *str_type,
     *str_shape, *str_class, *str_full_op_name, *str_state,
     *str_requires_grad, *str_dtype, *str_id, *str_parent,
     *str_children, *str_stack, *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info,
@@ -9,6 +9,7 @@ PyObject *exported_text_type, *orjson_dumps, *zero, *str_max, *str_type, *str_pr
     *str_empty_map;
 
 TextRules text_rules;
+static PyObject *text_rules_held; /* the rules whose texts text_rules points into */
 
 int configured(void) {
     if (exported_text_type != NULL && orjson_dumps != NULL)
@@ -27,17 +28,57 @@ static int int_field(PyObject *rules, const char *name, int *out) {
     return 0;
 }
 
+/* rules.<name>, an ASCII str, into *out; -1 on error */
+static int text_field(PyObject *rules, const char *name, Text *out) {
+    PyObject *v = PyObject_GetAttrString(rules, name);
+    int ok = v != NULL && PyUnicode_CheckExact(v) && PyUnicode_IS_ASCII(v);
+    if (ok) {
+        out->s = (const char *)PyUnicode_1BYTE_DATA(v);
+        out->n = PyUnicode_GET_LENGTH(v);
+    } else if (v != NULL)
+        PyErr_Format(PyExc_TypeError, "configure_text: %s must be an ASCII str", name);
+    Py_XDECREF(v); /* (the frozen rules hold it) */
+    return ok ? 0 : -1;
+}
+
+/* rules.<name>, a tuple of at most MAX_TEXTS ASCII str, into out[*count] */
+static int texts_field(PyObject *rules, const char *name, Text *out, int *count) {
+    PyObject *v = PyObject_GetAttrString(rules, name);
+    int ok = v != NULL && PyTuple_Check(v) && PyTuple_GET_SIZE(v) <= MAX_TEXTS;
+    for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(v); i++) {
+        PyObject *s = PyTuple_GET_ITEM(v, i);
+        ok = PyUnicode_CheckExact(s) && PyUnicode_IS_ASCII(s);
+        if (ok) {
+            out[i].s = (const char *)PyUnicode_1BYTE_DATA(s);
+            out[i].n = PyUnicode_GET_LENGTH(s);
+        }
+    }
+    if (ok)
+        *count = (int)PyTuple_GET_SIZE(v);
+    else if (v != NULL)
+        PyErr_Format(PyExc_TypeError, "configure_text: %s must be a tuple of a few ASCII str", name);
+    Py_XDECREF(v);
+    return ok ? 0 : -1;
+}
+
 /* configure_text(rules): take item_text.TEXT_RULES (see TextRules) */
 static PyObject *configure_text(PyObject *self, PyObject *rules) {
     PyObject *exported = PyObject_GetAttrString(rules, "exported_text");
     PyObject *dumps = exported != NULL ? PyObject_GetAttrString(rules, "float_dumps") : NULL;
     PyObject *range = dumps != NULL ? PyObject_GetAttrString(rules, "float_dumps_range") : NULL;
     PyObject *digits = range != NULL ? PyObject_GetAttrString(rules, "long_decimal") : NULL;
-    TextRules r;
+    TextRules r = {0};
     int ok = digits != NULL && PyType_Check(exported) && PyCallable_Check(dumps) &&
              PyArg_ParseTuple(range, "dd", &r.float_lo, &r.float_hi) &&
              PyArg_ParseTuple(digits, "iii", &r.int_digits, &r.min_decimals, &r.max_decimals) &&
-             int_field(rules, "decimals", &r.decimals) == 0;
+             int_field(rules, "decimals", &r.decimals) == 0 && texts_field(rules, "left_out", r.left_out, &r.n_left_out) == 0 &&
+             texts_field(rules, "shaped_kinds", r.shaped_kinds, &r.n_shaped_kinds) == 0 &&
+             texts_field(rules, "rank_params", r.rank_params, &r.n_rank_params) == 0 &&
+             text_field(rules, "no_data_name", &r.no_data_name) == 0 &&
+             text_field(rules, "process_group", &r.process_group) == 0 &&
+             text_field(rules, "p2p_class", &r.p2p_class) == 0 &&
+             (r.process_group_text = PyObject_GetAttrString(rules, "process_group")) != NULL;
+    Py_XDECREF(r.process_group_text); /* (the frozen rules hold it) */
     /* (add_rounded holds a long decimal in 48 bytes) */
     if (ok && (r.decimals < 0 || r.decimals > 20 || r.min_decimals < 1 || r.int_digits + r.max_decimals > 44)) {
         PyErr_SetString(PyExc_ValueError, "configure_text: decimals out of range");
@@ -45,6 +86,7 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
     }
     if (ok) {
         text_rules = r;
+        Py_XSETREF(text_rules_held, Py_NewRef(rules));
         Py_XSETREF(exported_text_type, Py_NewRef(exported));
         Py_XSETREF(orjson_dumps, Py_NewRef(dumps));
     } else if (!PyErr_Occurred())
@@ -86,7 +128,7 @@ static const struct {
     PyObject **var;
     const char *text;
 } constants[] = {
-    {&str_max, "Max"}, {&str_type, "type"}, {&str_process_group, "torch.ProcessGroup"}, {&str_full_op_name, "full_op_name"},
+    {&str_max, "Max"}, {&str_type, "type"}, {&str_full_op_name, "full_op_name"},
     {&str_state, "state"}, {&str_requires_grad, "requires_grad"}, {&str_dtype, "dtype"}, {&str_shape, "shape"},
     {&str_class, "class"},
     /* Node attributes, and texts of rows */

@@ -39,18 +39,40 @@
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
 #define SPEEDUPS_API 10
 
+/* an ASCII text of the rules (held by them) */
+typedef struct {
+    const char *s;
+    Py_ssize_t n;
+} Text;
+#define MAX_TEXTS 8
+
 /* item_text.TEXT_RULES (module.c: configure_text) */
 typedef struct {
     double float_lo, float_hi; /* orjson's float text is repr's for float_lo <= |x| < float_hi */
     int int_digits, min_decimals, max_decimals, decimals; /* a long decimal, and the decimals it keeps */
+    Text left_out[MAX_TEXTS], shaped_kinds[MAX_TEXTS], rank_params[MAX_TEXTS];
+    int n_left_out, n_shaped_kinds, n_rank_params;
+    Text no_data_name, process_group, p2p_class;
+    PyObject *process_group_text; /* the str of process_group */
 } TextRules;
 extern TextRules text_rules;
+
+static inline int text_is(const char *s, Py_ssize_t n, const Text *t) {
+    return n == t->n && memcmp(s, t->s, (size_t)n) == 0;
+}
+
+static inline int text_in(const char *s, Py_ssize_t n, const Text *ts, int count) {
+    for (int i = 0; i < count; i++)
+        if (text_is(s, n, &ts[i]))
+            return 1;
+    return 0;
+}
 
 #define N_WRITTEN 11 /* the cells a summary compare writes back into an item (cells.WRITE_BACK) */
 
 /* module.c: item_text.ExportedText and orjson.dumps (set by configure_text()), 0, and interned texts */
 extern PyObject *exported_text_type, *orjson_dumps, *zero, *str_max, *str_type,
-    *str_process_group, *str_shape, *str_class, *str_full_op_name,
+    *str_shape, *str_class, *str_full_op_name,
     *str_state, *str_requires_grad, *str_dtype, *str_id, *str_parent,
     *str_children, *str_stack, *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info,
     *str_input_data, *str_output_data, *str_type_attr, *str_empty,

@@ -339,7 +339,7 @@ static int add_item(Buf *b, PyObject *item, Skip *skip) {
     if (kind == NULL && PyErr_Occurred())
         return -1;
     if (kind != NULL && PyUnicode_Check(kind)) {
-        int pg = PyUnicode_Compare(kind, str_process_group);
+        int pg = PyUnicode_Compare(kind, text_rules.process_group_text);
         if (pg == -1 && PyErr_Occurred())
             return -1;
         if (pg == 0)
