@@ -13,14 +13,13 @@ from msprobe_dask.graph import speedups
 from msprobe_dask.graph.item_text import items_json_for, python_items_json_for, skipped_keys
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import Graph, Node
-from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops
+from msprobe_dask.graph.p2p import BATCH_P2P, P2POp, batch_p2p_ops
 from msprobe_dask.writers.packed_rows import pack_rows, unpack_rows
 
 NODE_COLUMNS = VISDB_NODE_COLUMNS  # chunk_rows makes each row in this order
 # the cells of the columns chunk_rows (and the C row maker) does not make itself, from the node: a new
 # column of VISDB_NODE_TABLE gets its cell here
 EXTRA_CELLS: dict[str, Callable[[Node], Any]] = {}
-BATCH_P2P = "batch_isend_irecv"  # a node whose items are exported without their op keys (§7.6)
 DISTRIBUTED = "Distributed"  # the id of a communication node starts with this (is_distributed)
 CONFIG_COLUMNS = (
     "id",
