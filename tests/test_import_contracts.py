@@ -31,6 +31,9 @@ LAYERS: list[tuple[str, int]] = [
     ("msprobe_dask.native", 0),
     ("msprobe_dask.cli_args", 0),  # the arguments every command shares (argparse only)
     ("msprobe_dask.writers.atomic", 0),
+    # the rows' wire format between graph_visualize's chunk tasks and the vis.db writer (with the SQLite
+    # binding that inserts it): graph/ packs, writers/visdb.py inserts; it imports only native
+    ("msprobe_dask.writers.packed_rows", 0),
     ("msprobe_dask.processes", 0),  # the child processes a run started, stopped when it is
     ("msprobe_dask.dump", 1),
     ("msprobe_dask.match", 2),
@@ -57,43 +60,12 @@ LAYERS: list[tuple[str, int]] = [
 
 # (importer, imported) -> why it is allowed today. Rule 3's entries name the private name too.
 ALLOWED: dict[tuple[str, str], str] = {
-    # --- the diff_analyze command and compare's drivers call each other (a cycle) ---
-    (
-        "msprobe_dask.pipeline.compare_cli",
-        "msprobe_dask.analysis.cli",
-    ): "compare -da hands over to analysis.cli, which takes result_name back from compare_cli: a cycle"
-    " through function-body imports; one place for output names (a writers module) breaks it",
-    (
-        "msprobe_dask.analysis.cli",
-        "msprobe_dask.pipeline.compare_cli",
-    ): "result_name: the other half of the compare_cli <-> analysis.cli cycle",
-    (
-        "msprobe_dask.pipeline.compare_cli",
-        "msprobe_dask.pipeline.kernel_cli",
-    ): "kernel dumps hand over to kernel_cli, which imports compare_cli's writers: a cycle",
-    (
-        "msprobe_dask.pipeline.kernel_cli",
-        "msprobe_dask.pipeline.compare_cli",
-    ): "write_result/result_name: the other half of the compare_cli <-> kernel_cli cycle",
-    (
-        "msprobe_dask.analysis.cli",
-        "msprobe_dask.pipeline.compare:_pair_sources",
-    ): "private: the (step, rank) pairing belongs in dump.source's pair_trees, called by both",
-    (
-        "msprobe_dask.analysis.flow",
-        "msprobe_dask.summary.stack",
-    ): "the user-frame rule of a stack lives in summary/, above analysis: it belongs below both (dump/)",
     # --- graph compute imports writers ---
     (
         "msprobe_dask.graph.chunks",
         "msprobe_dask.writers.visdb",
     ): "RowSink/N_NODE_COLUMNS: compute code that knows the vis.db writer; the column table should "
     "live below both",
-    (
-        "msprobe_dask.graph.chunks",
-        "msprobe_dask.writers.packed_rows",
-    ): "packed_rows is the graph rows' wire format between tasks, not a writer: it belongs in graph/",
-    ("msprobe_dask.graph.rows", "msprobe_dask.writers.packed_rows"): "as graph.chunks -> packed_rows",
 }
 
 

@@ -20,9 +20,11 @@ from typing import Any
 
 from msprobe_dask.analysis.first_diff import entries_of, first_divergence
 from msprobe_dask.analysis.records import Records, rank_records, statistics_only
+from msprobe_dask.dump.layouts import pair_dumps
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 from msprobe_dask.writers.atomic import atomic_path, prepare_output_dir
+from msprobe_dask.writers.result_files import result_name, result_path_line
 
 DATA_INFO_COLUMNS = ("NPU max", "NPU min", "NPU mean", "NPU l2norm", "NPU MD5", "NPU P2POp peer")
 STACK_COLUMN = "NPU_Stack_Info"
@@ -46,11 +48,10 @@ def analyse(
     """(output label, target source, records) of every compared rank, computed as one Dask graph."""
     import dask
 
-    from msprobe_dask.pipeline.compare import _pair_sources
     from msprobe_dask.pipeline.pairing import MatchOptions
 
     match = match or MatchOptions()
-    pairs = _pair_sources(target, golden, skip_missing_ranks)
+    pairs = pair_dumps(target, golden, skip_missing_ranks)
     with computing(run or RunOptions()) as compute:
         tasks = [dask.delayed(_records_task)(npu, bench, match) for _, npu, bench in pairs]
         results = compute(tasks)
@@ -100,7 +101,6 @@ def write_diff_analyze(args: argparse.Namespace, out: Path, run_options: RunOpti
     """The reference's ``-da`` files: one json of records per rank and, per step, diff_analyze_{ts}.json
     (or the reference's line saying there is no diff node). The csv/xlsx tables of the same run and the
     first divergence in its summary are the compare command's (D23)."""
-    from msprobe_dask.pipeline.compare_cli import result_name, result_path_line
     from msprobe_dask.pipeline.pairing import MatchOptions
 
     results = analyse(

@@ -22,7 +22,7 @@ from typing import Any
 
 from msprobe_dask.analysis.first_diff import api_of, is_communication
 from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
-from msprobe_dask.summary.stack import stack_frames, user_frame
+from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 
 NPU_STATS = tuple(STAT_COLUMNS[:4])
 BENCH_STATS = tuple(STAT_COLUMNS[4:])

@@ -23,7 +23,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from msprobe_dask.dump.location import dump_path
-from msprobe_dask.dump.source import DUMP_FILE_NAMES, DumpSource, DumpTree, rank_number, step_number
+from msprobe_dask.dump.source import (
+    DUMP_FILE_NAMES,
+    DumpSource,
+    DumpTree,
+    pair_trees,
+    rank_number,
+    step_number,
+)
 from msprobe_dask.errors import DumpError
 
 LayoutReader = Callable[[Path], "DumpTree | None"]
@@ -197,3 +204,18 @@ def open_dump(path: str | Path) -> DumpTree:
         "holds no dump.json (nor debug.json, rank*/, step*/, proc*/, graph/ or pynative/ folders, "
         "nor static-graph kernel .npy files or statistic.csv)",
     )
+
+
+def pair_dumps(
+    target: str | Path, golden: str | Path, skip_missing_ranks: bool = False
+) -> list[tuple[str, DumpSource, DumpSource]]:
+    """(output label, target source, golden source) for every (step, rank) to compare.
+
+    Ranks are paired by id (D5, ``source.pair_trees``); what is skipped is logged as a warning. The label
+    says where the result goes below ``-o``: sub-folders, then the rank folder name that the reference
+    puts in the file name (``graph/step0/rank0``).
+    """
+    import logging
+
+    log = logging.getLogger("msprobe_dask")
+    return pair_trees(open_dump(target), open_dump(golden), skip_missing_ranks, warn=log.warning)

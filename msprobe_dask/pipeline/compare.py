@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from msprobe_dask.dump.layouts import open_dump
+from msprobe_dask.dump.layouts import pair_dumps
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.pipeline.pairing import MatchOptions, pair_rows, tensor_jobs
 from msprobe_dask.pipeline.scheduler import Compute, RunOptions, computing
@@ -111,22 +111,6 @@ def _assemble(matched: Matched, batch_indices: list[list[int]], *batch_results: 
     return RankResult(label="", table=table, tensor_messages=list(unreadable.values()))
 
 
-def _pair_sources(
-    target: str | Path, golden: str | Path, skip_missing_ranks: bool = False
-) -> list[tuple[str, DumpSource, DumpSource]]:
-    """(output label, target source, golden source) for every (step, rank) to compare.
-
-    Ranks are paired by id (D5). The label says where the result goes below ``-o``: sub-folders,
-    then the rank folder name that the reference puts in the file name (``graph/step0/rank0``).
-    """
-    import logging
-
-    from msprobe_dask.dump.source import pair_trees
-
-    log = logging.getLogger("msprobe_dask")
-    return pair_trees(open_dump(target), open_dump(golden), skip_missing_ranks, warn=log.warning)
-
-
 def _input_bytes(sources: Sequence[tuple[str, DumpSource, DumpSource]]) -> int:
     """The bytes of every dump file the compare parses and of the tensor files it may read (what the
     scheduler choice goes by)."""
@@ -161,7 +145,7 @@ def compare(
     skip_missing_ranks: bool = False,
 ) -> list[RankResult]:
     """Compare a target dump with a golden one; one RankResult per compared (step, rank) pair."""
-    sources = _pair_sources(target, golden, skip_missing_ranks)
+    sources = pair_dumps(target, golden, skip_missing_ranks)
     with computing(_sized(run, sources)) as compute:
         return _tables(sources, match or MatchOptions(), compute)
 
@@ -202,7 +186,7 @@ def compare_to_csv(
     from msprobe_dask.pipeline.chunked import is_statistics_dump, part_file, rank_csv
 
     match = match or MatchOptions()
-    sources = _pair_sources(target, golden, skip_missing_ranks)
+    sources = pair_dumps(target, golden, skip_missing_ranks)
     _big_blocks_to_the_system()
     streamed = [i for i, (_, a, b) in enumerate(sources) if is_statistics_dump(a) and is_statistics_dump(b)]
     paths = {i: result_path(sources[i][0]) for i in streamed}

@@ -10,7 +10,6 @@ from pathlib import Path
 from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.cli_args import add_command, add_output, add_run_options, add_sides
 from msprobe_dask.dump.layouts import open_dump
-from msprobe_dask.errors import OutputError
 from msprobe_dask.pipeline.chunked import WrittenRank, part_file
 from msprobe_dask.pipeline.compare import RankResult, compare, compare_to_csv
 from msprobe_dask.pipeline.pairing import MatchOptions
@@ -20,7 +19,8 @@ from msprobe_dask.summary.divergence import analyse_rank_nodes, apply_divergence
 from msprobe_dask.summary.model import GroupSummary, RunSummary
 from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.summary.text import print_run_end, unreadable_line
-from msprobe_dask.writers.atomic import output_dir, prepare_output_dir, track
+from msprobe_dask.writers.atomic import output_dir, track
+from msprobe_dask.writers.result_files import result_path, result_path_line, write_table
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -94,52 +94,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def result_name(label: str, suffix: str, stamp: str, debug: bool = False) -> str:
-    prefix = "debug_compare_result" if debug else "compare_result"
-    return f"{prefix}_{label}_{stamp}{suffix}" if label else f"{prefix}_{stamp}{suffix}"
-
-
-def result_path(full_label: str, out: Path, xlsx: bool, stamp: str, debug: bool = False) -> Path:
-    """Where a rank's result goes (its folder made): 'graph/step0/rank0' -> out/graph/step0/..._rank0_..."""
-    sub, _, label = full_label.rpartition("/")
-    if sub:
-        out = prepare_output_dir(out / sub)
-    path = out / result_name(label, ".xlsx" if xlsx else ".csv", stamp, debug)
-    if path.exists():
-        raise OutputError(path, "already exists and is not replaced; run again for a new name")
-    return path
-
-
 def tracked(path: Path) -> Path:
     """``path``, whose temporary file the rank's tasks write wherever they run, removed by this
     process if the run is stopped."""
     track(part_file(path))
     return path
-
-
-def write_result(result: RankResult, out: Path, xlsx: bool, stamp: str, debug: bool = False) -> Path:
-    path = result_path(result.label, out, xlsx, stamp, debug)
-    if xlsx:
-        from msprobe_dask.writers.xlsx_writer import write_xlsx
-
-        return write_xlsx(result.table, path)
-    from msprobe_dask.writers.csv_writer import write_csv
-
-    return write_csv(result.table, path)
-
-
-def result_path_line(path: Path) -> str:
-    """The reference's last line, which scripts parse."""
-    return f"The result file path is: {path.resolve()}."
-
-
-def log_written(run_options: RunOptions, path_lines: list[str], kind: str, started: float) -> None:
-    """The write stage's progress line (after the dask stages' lines)."""
-    if run_options.stage_log is not None and path_lines:
-        from msprobe_dask.pipeline.stages import stage_line
-
-        n = len(path_lines)
-        run_options.stage_log.line(stage_line(f"write {kind}", n, n, "files", time.perf_counter() - started))
 
 
 def summarise_result(result: RankResult) -> GroupSummary:
@@ -220,7 +179,9 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
             if args.is_print_compare_log:
                 _log_tensor_rows(result)
         if isinstance(result, RankResult) and result.table.rows:
-            path: Path | None = write_result(result, out, args.xlsx, stamp, debug)
+            path: Path | None = write_table(
+                result.table, result_path(result.label, out, args.xlsx, stamp, debug), args.xlsx
+            )
             summary.groups.append(summarise_result(result))
         elif isinstance(result, RankResult):
             path = None
@@ -232,7 +193,7 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
             print("warning: no comparable entries found; no result file written", file=sys.stderr)
             continue
         path_lines.append(result_path_line(path))
-    log_written(run_options, path_lines, "xlsx" if args.xlsx else "csv", started)
+    run_options.log_written(len(path_lines), "xlsx" if args.xlsx else "csv", started)
     tables = [(r.label, r.table) for r in results if isinstance(r, RankResult) and r.table.rows]
     found = None
     if args.report or not args.quiet:

@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_dask.errors import ConfigError
-from msprobe_dask.pipeline.compare import RankResult
-from msprobe_dask.pipeline.compare_cli import log_written, result_path_line, write_result
 from msprobe_dask.pipeline.kernel_compare import compare_kernels
 from msprobe_dask.pipeline.kernel_table import KernelTable, csv_view, xlsx_view
 from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.summary.text import print_run_end
+from msprobe_dask.writers.result_files import result_path, result_path_line, write_table
 
 
 def parse_ids(flag: str, text: str | None) -> list[int] | None:
@@ -52,12 +51,14 @@ def run_kernel_compare(args: argparse.Namespace, out: Path, run_options: RunOpti
             _warn(f"rank {result.rank} step {result.step}: no tensors to compare; no result file written")
             continue
         view = xlsx_view(result.table) if args.xlsx else csv_view(result.table)
-        path = write_result(RankResult(f"{result.rank}_{result.step}", view), out, args.xlsx, stamp)
+        path = write_table(
+            view, result_path(f"{result.rank}_{result.step}", out, args.xlsx, stamp), args.xlsx
+        )
         summary.groups.append(
             summarise_table(f"step{result.step}/rank{result.rank}", *_csv_cells(result.table))
         )
         path_lines.append(result_path_line(path))
-    log_written(run_options, path_lines, "xlsx" if args.xlsx else "csv", started)
+    run_options.log_written(len(path_lines), "xlsx" if args.xlsx else "csv", started)
     print_run_end(summary, path_lines, args.quiet)
     return 0
 

@@ -83,6 +83,15 @@ class RunOptions:
         (graph/api.py)."""
         return not self.local_processes or self.big_shared_results
 
+    def log_written(self, files: int, kind: str, started: float) -> None:
+        """The write stage's progress line (after the dask stages' lines): ``files`` written since
+        ``started`` (time.perf_counter)."""
+        if self.stage_log is not None and files:
+            from msprobe_dask.pipeline.stages import stage_line
+
+            seconds = time.perf_counter() - started
+            self.stage_log.line(stage_line(f"write {kind}", files, files, "files", seconds))
+
     @property
     def in_this_process(self) -> bool:
         """Tasks run in threads of this process (no cluster, no worker processes)."""

@@ -17,9 +17,9 @@ from typing import Any
 
 from msprobe_dask.analysis.divergence import Divergence, Finding, step_and_rank, step_key
 from msprobe_dask.columns import STAT_COLUMNS
+from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 from msprobe_dask.summary.cells import as_float
 from msprobe_dask.summary.model import RunSummary
-from msprobe_dask.summary.stack import stack_frames, user_frame
 
 PLOTTED = ("NormRelativeErr", "MaxRelativeErr")  # statistics, tensor: the first a table has
 SHOWN = tuple(STAT_COLUMNS)  # the summaries a point's tooltip shows
