@@ -6,6 +6,7 @@ Python's json accepts the ``NaN``/``Infinity`` tokens that the dumper writes; fa
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from msprobe_dask.errors import DumpError
 
 TASKS = ("statistics", "tensor")
 FRAMEWORKS = ("pytorch", "mindspore", "mindtorch")
+MEGATRON_KEY = "megatron_micro_step_number"
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,11 +142,38 @@ def load_stack(path: Path) -> dict[str, list[str]]:
     return stacks
 
 
-def load_construct(path: Path) -> dict[str, str | None]:
-    """construct.json: entry name -> parent module entry name (or null)."""
+def load_construct(path: Path) -> tuple[dict[str, str | None], dict[str, int], int | None]:
+    """construct.json: (parents, micro step ids, K), K the Megatron micro step number or None.
+
+    Each node maps to its parent's name or null, or, in the Megatron form (the key MEGATRON_KEY
+    present), to ``[parent, micro step]``. No file: nothing ({}, {}, None)."""
     if not path.is_file():
-        return {}
+        return {}, {}, None
     doc = read_json(path)
     if not isinstance(doc, dict):
-        raise DumpError(path, "must be a JSON object mapping entry names to parents")
-    return doc
+        raise DumpError(path, "must be a JSON object mapping node names to parents")
+    if MEGATRON_KEY not in doc:
+        _check_parents(path, doc)
+        return doc, {}, None
+    doc = dict(doc)
+    k = doc.pop(MEGATRON_KEY)
+    parents: dict[str, str | None] = {}
+    micro: dict[str, int] = {}
+    for sub, up in doc.items():
+        if isinstance(up, list):
+            if len(up) != 2:
+                raise DumpError(path, f"cannot be parsed: {sub!r} must map to [parent, micro_step]")
+            parents[sub], micro[sub] = up[0], up[1]
+        else:
+            parents[sub], micro[sub] = up, 0
+    _check_parents(path, parents)
+    return parents, micro, int(k)
+
+
+def _check_parents(path: Path, parents: Mapping[str, Any]) -> None:
+    """Each node's parent is a name or null (the reference crashes on anything else)."""
+    for sub, up in parents.items():
+        if up is not None and up.__class__ is not str:
+            raise DumpError(
+                path, f"cannot be parsed: {sub!r} must map to its parent's name or null, not {up!r}"
+            )

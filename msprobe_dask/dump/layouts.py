@@ -35,9 +35,17 @@ from msprobe_dask.errors import DumpError
 
 LayoutReader = Callable[[Path], "DumpTree | None"]
 
-RANK_DIR = re.compile(r"^rank(?:0|[1-9][0-9]*)?$")
-PROC_DIR = re.compile(r"^proc\d+$")
-STEP_DIR = re.compile(r"^step\d+$")
+# The folder names of a run, for both commands (compare.md §2.3, graph_visualize.md §1.2-§1.3). The two
+# references list rank folders by the same rule, and graph_visualize lists step folders by the like of
+# it; graph_visualize first decides that a folder holds only rank or only step folders by the looser
+# ``*_NAME`` rules, so that ``step01`` counts as a step folder which the listing then refuses (the
+# reference's error). compare's step*/ run folders (D10: the reference compares none) are the folders
+# that STEP_NAME matches. graph_visualize's reading of these folders is dump/graph_layouts.py.
+RANK_DIR = re.compile(r"^rank(?:0|[1-9][0-9]*)?$")  # "rank" alone too
+PROC_DIR = re.compile(r"^proc\d+$")  # one process's dump, where a step has no rank folders
+STEP_DIR = re.compile(r"^step(?:0|[1-9][0-9]*)?$")  # "step" alone too
+RANK_NAME = re.compile(r"^rank\d+$")
+STEP_NAME = re.compile(r"^step\d+$")
 MIXED_GROUPS = ("graph", "pynative")
 
 
@@ -129,7 +137,7 @@ def _ranks(path: Path) -> DumpTree | None:
 
 
 def _step_folders(path: Path, group: str = "") -> Found | None:
-    steps = sorted((d for d in _subdirs(path) if STEP_DIR.match(d.name)), key=lambda d: step_number(d.name))
+    steps = sorted((d for d in _subdirs(path) if STEP_NAME.match(d.name)), key=lambda d: step_number(d.name))
     if not steps:
         return None
     found: Found = []

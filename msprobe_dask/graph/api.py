@@ -26,11 +26,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from msprobe_dask.dump import graph_layouts as layout
 from msprobe_dask.dump.location import dump_path
 from msprobe_dask.errors import DumpError, OutputError
-from msprobe_dask.graph import layout
-from msprobe_dask.graph.build import GraphSource
 from msprobe_dask.graph.chunks import Prepared, chunk_count, chunk_task, join
+from msprobe_dask.graph.dump_files import GraphSource
 from msprobe_dask.graph.gcpause import rare_full_collections
 from msprobe_dask.graph.rows import GraphHead, GraphRows, read_back
 from msprobe_dask.graph.tasks import (

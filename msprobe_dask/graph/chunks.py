@@ -22,10 +22,10 @@ import threading
 from typing import Any, NamedTuple
 
 from msprobe_dask.errors import DumpError
-from msprobe_dask.graph.build import export_texts, parse_items
 from msprobe_dask.graph.compare import MD5, compare_subtrees
 from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.graph.model import COLLECTION, Graph, Node
+from msprobe_dask.graph.node_items import export_texts, parse_items
 from msprobe_dask.graph.overflow import overflow_levels
 from msprobe_dask.graph.rows import (
     COL,
@@ -243,7 +243,7 @@ def _rows(
     g: Graph, source: str, md5: bool, overflow: bool, nodes: list[Node], start: int, ids: StackIds
 ) -> RowsChunk:
     """The rows of ``nodes``: their exported items' texts made straight from dump.json where the C
-    code can (build.export_texts), else from the items parsed here."""
+    code can (node_items.export_texts), else from the items parsed here."""
     texts = None if md5 or overflow else export_texts(g, nodes)
     parse_items(g, nodes if texts is None else [n for n, t in zip(nodes, texts) if t is None])
     if overflow:

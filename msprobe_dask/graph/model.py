@@ -86,7 +86,7 @@ class Graph:
     header: dict[str, Any] = field(default_factory=dict)  # dump.json's fields besides data (JSON export)
     folder: str = ""  # the dump folder: -lm reads its construct.json and stack.json
     no_md5: bool = False  # dump.json's text has no "md5" key, so compare_mode need not walk ``data``
-    items_pending: bool = False  # built without the nodes' items: build.parse_items gives them
+    items_pending: bool = False  # built without the nodes' items: node_items.parse_items gives them
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled flat (see _flat): a Graph goes to another process when a dask task that needs it

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from msprobe_dask.errors import ConfigError
-from msprobe_dask.graph.build import GraphSource, assign_micro_steps, build_graph, parse_all_items
+from msprobe_dask.graph.build import build_graph
 from msprobe_dask.graph.chunks import Prepared, prepare_build, prepare_compare, rows_here
 from msprobe_dask.graph.compare import (
     CONFIG_TASK,
@@ -23,8 +23,11 @@ from msprobe_dask.graph.compare import (
     node_colors,
     tool_tip,
 )
+from msprobe_dask.graph.dump_files import GraphSource
 from msprobe_dask.graph.gcpause import rare_collections_from_now
+from msprobe_dask.graph.micro_steps import assign_micro_steps
 from msprobe_dask.graph.model import Graph
+from msprobe_dask.graph.node_items import parse_all_items
 from msprobe_dask.graph.overflow import check_overflow
 from msprobe_dask.graph.rows import GraphRows, config_row, graph_rows
 
@@ -50,7 +53,7 @@ class VisResult:
 
 
 def build_task(folder: str, step: int, rank: int, items: bool = True) -> Graph:
-    """``items=False``: the chunk tasks parse the nodes' items (build.parse_items)."""
+    """``items=False``: the chunk tasks parse the nodes' items (node_items.parse_items)."""
     rare_collections_from_now()
     return build_graph(GraphSource(folder, step, rank), items)
 

@@ -248,13 +248,7 @@ def construct_parents(path: Path) -> dict[str, str | None]:
     """construct.json as entry -> parent, also in the Megatron form ``{entry: [parent, micro step]}``."""
     from msprobe_dask.dump.dumpjson import load_construct
 
-    parents: dict[str, str | None] = {}
-    for entry, up in load_construct(path).items():
-        if isinstance(up, list):
-            up = up[0] if up else None
-        if up is None or isinstance(up, str):
-            parents[entry] = up
-    return parents
+    return load_construct(path)[0]
 
 
 def row_mapping(

@@ -101,7 +101,7 @@ def npu_match_keys(
         sides = []
         for side in (npu, bench):
             entries = list(dict.fromkeys(r.entry for r in side.rows))
-            parents = load_construct(side.source.construct_json)
+            parents, _, _ = load_construct(side.source.construct_json)
             entry_keys = key_table.entry_keys(entries, parents)
             sides.append(fuzzy_row_keys(((r.name, r.entry) for r in side.rows), entry_keys))
         return sides[0], sides[1], True

@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from msprobe_dask.graph import chunks
-from msprobe_dask.graph.build import GraphSource, assign_micro_steps, build_graph
+from msprobe_dask.graph.build import build_graph
 from msprobe_dask.graph.compare import compare_graphs, compare_mode, match_pairs
+from msprobe_dask.graph.dump_files import GraphSource
+from msprobe_dask.graph.micro_steps import assign_micro_steps
 from msprobe_dask.graph.model import COLLECTION
 from msprobe_dask.graph.overflow import check_overflow
 from msprobe_dask.graph.rows import GraphRows, graph_rows, read_back

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from msprobe_dask.graph.build import GraphSource, assign_micro_steps, build_graph
+from msprobe_dask.graph.build import build_graph
 from msprobe_dask.graph.compare import compare_graphs
+from msprobe_dask.graph.dump_files import GraphSource
+from msprobe_dask.graph.micro_steps import assign_micro_steps
 from msprobe_dask.graph.model import Graph, Node
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -18,13 +18,13 @@ from msprobe_dask.graph.build import (
     BWD,
     FWD,
     NO_FORWARD_STACK,
-    GraphSource,
     _backward_of,
     _Builder,
     _renamed,
     build_graph,
 )
 from msprobe_dask.graph.compare import data_has_md5
+from msprobe_dask.graph.dump_files import GraphSource
 from msprobe_dask.graph.gcpause import THRESHOLDS, rare_collections_from_now, rare_full_collections
 from msprobe_dask.graph.item_text import format_str
 from msprobe_dask.graph.jsontext import dumps
@@ -173,7 +173,8 @@ def test_a_worker_process_frees_the_graphs_of_finished_tasks() -> None:
 
     code = f"""
 import gc, weakref
-from msprobe_dask.graph.build import GraphSource, build_graph
+from msprobe_dask.graph.build import build_graph
+from msprobe_dask.graph.dump_files import GraphSource
 from msprobe_dask.graph.gcpause import collections_paused, rare_collections_from_now
 class Cycle:
     pass

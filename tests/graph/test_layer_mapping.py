@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from msprobe_dask.graph.build import GraphSource, build_graph
+from msprobe_dask.graph.build import build_graph
+from msprobe_dask.graph.dump_files import GraphSource
 from msprobe_dask.graph.mapping import layer_mapping
 from msprobe_dask.graph.model import Graph
 

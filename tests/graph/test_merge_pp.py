@@ -15,7 +15,8 @@ import pytest
 from conftest import case_dir, reference_file
 
 from msprobe_dask.errors import DumpError
-from msprobe_dask.graph.build import GraphSource, build_graph
+from msprobe_dask.graph.build import build_graph
+from msprobe_dask.graph.dump_files import GraphSource
 from msprobe_dask.graph.item_text import format_items
 from msprobe_dask.graph.merge.pp import PPResult, merge_pp_group
 from msprobe_dask.graph.merge.vpp import merge_vpp

@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from msprobe_dask.errors import DumpError
-from msprobe_dask.graph import build, cells, checks, item_text, items, rows, speedups
+from msprobe_dask.graph import build, cells, checks, dump_files, item_text, items, micro_steps, rows, speedups
 from msprobe_dask.graph.cells import _diffs
 from msprobe_dask.graph.compare import MD5, SUMMARY, TENSOR, compare_pair
 from msprobe_dask.graph.jsontext import dumps
@@ -321,7 +321,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 def test_a_hierarchy_too_deep_for_micro_steps_names_the_first_node_too_deep() -> None:
     chain = [Node("DefaultModel", 0)] + [
-        Node(f"Module.m{i}.forward.0", 0) for i in range(build.MAX_MICRO_DEPTH + 3)
+        Node(f"Module.m{i}.forward.0", 0) for i in range(micro_steps.MAX_MICRO_DEPTH + 3)
     ]
     for parent, child in zip(chain, chain[1:]):
         child.parent = parent
@@ -329,8 +329,8 @@ def test_a_hierarchy_too_deep_for_micro_steps_names_the_first_node_too_deep() ->
     g = Graph(chain[0], {n.id: n for n in chain}, {}, "", "pytorch", None)
 
     with pytest.raises(DumpError) as caught:
-        build.assign_micro_steps(g)
-    assert f"m{build.MAX_MICRO_DEPTH + 1}.forward.0: the model hierarchy is deeper" in str(caught.value)
+        micro_steps.assign_micro_steps(g)
+    assert f"m{micro_steps.MAX_MICRO_DEPTH + 1}.forward.0: the model hierarchy is deeper" in str(caught.value)
 
 
 # ------------------------------------------------------------------ the rules are Python's
@@ -408,7 +408,7 @@ def test_the_items_text_takes_its_rounding_rule_from_python(
 def test_the_rows_take_their_columns_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
     """A column added to the table (rows.NODE_COLUMNS, from columns.VISDB_NODE_TABLE) with its cell in
     rows.EXTRA_CELLS: the C rows hold it where the Python rows do, and every other cell as before."""
-    g = build.build_graph(build.GraphSource(str(DATA / "L0_only" / "target")))
+    g = build.build_graph(dump_files.GraphSource(str(DATA / "L0_only" / "target")))
     columns = (*rows.NODE_COLUMNS[:3], "trial_children", *rows.NODE_COLUMNS[3:])
     monkeypatch.setattr(rows, "NODE_COLUMNS", columns)
     monkeypatch.setitem(rows.EXTRA_CELLS, "trial_children", lambda node: len(node.children))

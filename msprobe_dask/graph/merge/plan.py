@@ -12,13 +12,13 @@ instead of rows.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from msprobe_dask.dump import graph_layouts as layout
+from msprobe_dask.dump.layouts import STEP_NAME
 from msprobe_dask.errors import ConfigError, DumpError
-from msprobe_dask.graph import layout
 from msprobe_dask.graph.merge.driver import merge_side
 from msprobe_dask.graph.merge.strategy import ParallelParams, validate
 from msprobe_dask.graph.model import Graph
@@ -32,8 +32,6 @@ from msprobe_dask.graph.tasks import (
     finish_compare,
     vis_result,
 )
-
-_STEP_NAME = re.compile(r"^step\d+$")
 
 
 def _rank_folders(path: Path) -> list[tuple[int, str]]:
@@ -49,7 +47,7 @@ def _build_steps(path: Path) -> list[tuple[int, Path]]:
     if kind == "steps":
         return [(layout.step_number(s), path / s) for s in sorted(layout.step_dirs(path, strict=True))]
     # a ranks folder named step<N> is that step (merge builds only, §6.1)
-    return [(int(path.name[4:]) if _STEP_NAME.match(path.name) else 0, path)]
+    return [(int(path.name[4:]) if STEP_NAME.match(path.name) else 0, path)]
 
 
 def _compare_steps(npu: Path, bench: Path) -> list[tuple[int, Path, Path]]:

@@ -1,21 +1,20 @@
 """Which (step, rank) dump folders an input path holds, as graph_visualize sees them (§1.2, §1.3).
 
 graph_visualize classifies folders by its own rules (a folder of files, ``rank*``/``proc*`` folders
-or ``step*`` folders) and numbers ranks and steps from the folder names. This is kept here rather
-than in ``dump.layouts`` because its rules (and errors) are graph_visualize's own.
+or ``step*`` folders) and numbers ranks and steps from the folder names. Its reference differs from
+compare's in what it does with them, so this is a reader apart from ``layouts.open_dump``: it decides
+the layout from the first folder ``os.listdir`` gives, builds steps in folder-name order, compares the
+ranks both sides have (compare: an error naming the others, D5), and refuses a folder name whose number
+is not a number. The folder names themselves are defined once, in ``dump/layouts.py``.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
+from msprobe_dask.dump.layouts import PROC_DIR, RANK_DIR, RANK_NAME, STEP_DIR, STEP_NAME
 from msprobe_dask.errors import DumpError
-
-RANK_DIR = re.compile(r"^rank(?:0|[1-9][0-9]*)?$")
-STEP_DIR = re.compile(r"^step(?:0|[1-9][0-9]*)?$")
-PROC_DIR = re.compile(r"^proc\d+$")
 
 
 def classify(path: Path) -> str:
@@ -32,9 +31,9 @@ def classify(path: Path) -> str:
     if entries == ["rank"] or entries[0].startswith("proc"):
         return "ranks"
     dirs = [e for e in entries if (path / e).is_dir()]
-    if dirs and all(re.match(r"^rank\d+$", d) for d in dirs):
+    if dirs and all(RANK_NAME.match(d) for d in dirs):
         return "ranks"
-    if dirs and all(re.match(r"^step\d+$", d) for d in dirs):
+    if dirs and all(STEP_NAME.match(d) for d in dirs):
         return "steps"
     raise DumpError(
         path,

@@ -1,0 +1,85 @@
+"""One graph's dump folder: where its construct.json, dump.json and stack.json are (``GraphSource``),
+and how each is read and checked for a build (graph_visualize.md §1.1, §2.1-§2.3)."""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from msprobe_dask.dump.confine import check_dump_file
+from msprobe_dask.dump.dumpjson import read_json
+from msprobe_dask.dump.entries import read_dump_doc, read_whole_dump_doc
+from msprobe_dask.errors import DumpError
+
+MD5_TOKEN = b'"md5"'  # in the text of a dump.json whose entries may have an md5
+
+
+@dataclass(frozen=True, slots=True)
+class GraphSource:
+    """Where one graph's three JSON files are, and where it goes in the db."""
+
+    folder: str
+    step: int = 0
+    rank: int = 0
+
+    @property
+    def construct_json(self) -> Path:
+        return Path(self.folder) / "construct.json"
+
+    @property
+    def dump_json(self) -> Path:
+        return Path(self.folder) / "dump.json"
+
+    @property
+    def stack_json(self) -> Path:
+        return Path(self.folder) / "stack.json"
+
+
+def check_graph_file(path: Path) -> None:
+    check_dump_file(path)
+    if not path.is_file():
+        raise DumpError(
+            path, "does not exist (graph_visualize needs construct.json, dump.json and stack.json)"
+        )
+
+
+def load_stack_map(path: Path) -> dict[str, list[str]]:
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise DumpError(path, "must be a JSON object")
+    out: dict[str, list[str]] = {}
+    if doc.get("0"):
+        for group in doc.values():
+            if isinstance(group, list) and len(group) == 2 and isinstance(group[0], list):
+                for name in group[0]:
+                    if isinstance(name, str):
+                        out[name] = group[1]
+        return out
+    for name, lines in doc.items():
+        out[name] = lines
+    return out
+
+
+def load_dump_doc(path: Path, lazy: bool = False) -> tuple[dict[str, Any], Mapping[str, Any]]:
+    """(header, data) of dump.json. ``lazy``: data's entries are parsed when looked up (see
+    dump/entries.py), so that a build without items parses none of them."""
+    return read_dump_doc(path) if lazy else read_whole_dump_doc(path)
+
+
+def mentions(path: Path, token: bytes) -> bool:
+    """Whether the file's bytes contain ``token`` (a quick scan that lets callers skip a walk of the
+    parsed document)."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        return m.find(token) != -1
+
+
+def graph_data_path(doc: Mapping[str, Any], construct_json: Path) -> str | None:
+    d = doc.get("dump_data_dir", "")
+    real = os.path.realpath(construct_json)
+    if d and os.path.dirname(d) != os.path.dirname(real):
+        return os.path.join(os.path.dirname(real), "dump_tensor_data")
+    return d

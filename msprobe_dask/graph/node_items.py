@@ -1,0 +1,66 @@
+"""The items of a built graph's nodes (graph_visualize.md §2.4), from their dump.json entries: made
+with the nodes, or later for some nodes in the chunk tasks that need them (``parse_items``), or as
+the JSON texts of their rows straight from the entries' text in C (``export_texts``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from msprobe_dask.dump.entries import DumpEntries
+from msprobe_dask.errors import DumpError
+from msprobe_dask.graph import speedups
+from msprobe_dask.graph.items import entry_items
+from msprobe_dask.graph.model import COLLECTION, Graph, Node
+
+
+def node_items(node_id: str, data: Mapping[str, Any], folder: str) -> tuple[dict[str, dict], dict[str, dict]]:
+    """The node's items from its entry; an entry the items cannot be made of is refused naming the
+    dump.json of ``folder``."""
+    return _entry_items(node_id, data.get(node_id), folder)
+
+
+def _entry_items(node_id: str, entry: Any, folder: str) -> tuple[dict[str, dict], dict[str, dict]]:
+    try:
+        return entry_items(node_id, entry)
+    except DumpError as exc:
+        if exc.path is not None:
+            raise
+        raise DumpError(Path(folder) / "dump.json", exc.problem) from None
+
+
+def parse_unused(data: Mapping[str, Any], nodes: Mapping[str, Node]) -> None:
+    """Parse the entries no node holds, so that a malformed one is refused as the full parse would
+    refuse it (the others are parsed with their nodes' items); real dumps have few or none."""
+    for key in data:
+        if key not in nodes:
+            data[key]
+
+
+def parse_items(g: Graph, nodes: Iterable[Node]) -> None:
+    """Give ``nodes`` their items, if ``g`` was built without (``items_pending``); nodes that already
+    hold some keep them."""
+    if not g.items_pending:
+        return
+    for node in nodes:
+        if node is not g.root and node.type != COLLECTION and not (node.input_data or node.output_data):
+            node.input_data, node.output_data = node_items(node.id, g.data, g.folder)
+
+
+def export_texts(g: Graph, nodes: list[Node]) -> list[tuple[str, str] | None] | None:
+    """For each of ``nodes``, the JSON texts of its exported (input_data, output_data) made by the C
+    code straight from the text of its dump.json entry (csrc/entry_text.c), as rows.chunk_rows makes
+    them from the items parse_items would give (md5 left out), or None for a node whose items must
+    be parsed; None for all of them without the C code or where ``g``'s entries are not read by span.
+    """
+    native = speedups.native
+    spans = g.data.spans() if g.items_pending and isinstance(g.data, DumpEntries) else None
+    if native is None or spans is None:
+        return None
+    return native.node_texts(nodes, g.root, COLLECTION, *spans)  # type: ignore[no-any-return]
+
+
+def parse_all_items(g: Graph) -> None:
+    parse_items(g, g.nodes.values())
+    g.items_pending = False
