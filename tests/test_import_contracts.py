@@ -59,14 +59,7 @@ LAYERS: list[tuple[str, int]] = [
 ]
 
 # (importer, imported) -> why it is allowed today. Rule 3's entries name the private name too.
-ALLOWED: dict[tuple[str, str], str] = {
-    # --- graph compute imports writers ---
-    (
-        "msprobe_dask.graph.chunks",
-        "msprobe_dask.writers.visdb",
-    ): "RowSink/N_NODE_COLUMNS: compute code that knows the vis.db writer; the column table should "
-    "live below both",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def module_name(path: Path) -> str:

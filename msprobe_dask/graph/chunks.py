@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 from typing import Any, NamedTuple
 
+from msprobe_dask.columns import VISDB_NODE_COLUMNS
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.compare import MD5, compare_subtrees
 from msprobe_dask.graph.gcpause import rare_collections_from_now
@@ -38,7 +39,6 @@ from msprobe_dask.graph.rows import (
     number_stacks,
 )
 from msprobe_dask.writers.packed_rows import pack_rows
-from msprobe_dask.writers.visdb import N_NODE_COLUMNS
 
 CHUNK_BYTES = 1 << 20  # dump.json bytes per chunk task (about 1,000 nodes of a statistics dump)
 MAX_CHUNKS = 32  # chunk tasks per graph at most
@@ -232,7 +232,7 @@ def _pack(folder: str, chunk: RowsChunk) -> RowsChunk:
     dump the rows come from."""
     kept = [row for row in chunk.nodes if row[DISTRIBUTED] == 1]
     try:
-        packed = pack_rows(chunk.nodes, N_NODE_COLUMNS)
+        packed = pack_rows(chunk.nodes, len(VISDB_NODE_COLUMNS))
     except UnicodeEncodeError as exc:  # a lone surrogate escape (\ud800) in the dump's JSON
         bad = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else ""
         raise DumpError(folder, f"holds a name or value that is not valid Unicode ({bad!r})") from None
