@@ -99,9 +99,9 @@ def test_parts_of_one_entry_in_any_order_write_the_whole_tables_bytes(
     import dask
     import dask.local
 
-    from msprobe_dask.pipeline.compare import _pair_sources
+    from msprobe_dask.dump.layouts import pair_dumps
 
-    sources = _pair_sources(case_dir(case) / "target", case_dir(case) / "golden")
+    sources = pair_dumps(case_dir(case) / "target", case_dir(case) / "golden")
     smallest = min(
         src.dump_json.stat().st_size // _entries(src.dump_json) for _, *sides in sources for src in sides
     )
@@ -133,10 +133,10 @@ def test_partners_outside_a_parts_window_come_from_their_bench_parts(
     whole table's all the same."""
     import dask
 
-    from msprobe_dask.pipeline.compare import _pair_sources
+    from msprobe_dask.dump.layouts import pair_dumps
 
     dumps = case_dir("fuzzy") / "target", case_dir("fuzzy") / "golden"
-    ((label, target, golden),) = _pair_sources(*dumps)
+    ((label, target, golden),) = pair_dumps(*dumps)
     exported: list[int] = []
     export_rows = chunked.export_rows
 

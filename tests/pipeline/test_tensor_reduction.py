@@ -12,6 +12,7 @@ from conftest import read_csv, reference_file
 from test_compare_csv_reference import assert_same_cells, run_compare
 
 import msprobe_dask.metrics.tensor as tensor_metrics
+from msprobe_dask.dump.layouts import pair_dumps
 from msprobe_dask.pipeline import compare as compare_pipeline
 from msprobe_dask.pipeline.compare import compare
 from msprobe_dask.pipeline.scheduler import RunOptions
@@ -109,7 +110,7 @@ def test_tensor_files_count_in_the_size_that_chooses_the_scheduler(tmp_path: Pat
     """A tensor dump's size is its dump.json and its tensor files (big ones run on worker processes)."""
     array = np.zeros(1000, np.float32)
     target, golden = tensor_dump(tmp_path / "target", array), tensor_dump(tmp_path / "golden", array)
-    sources = compare_pipeline._pair_sources(target, golden)
+    sources = pair_dumps(target, golden)
     files = [*(target / "dump_tensor_data").iterdir(), *(golden / "dump_tensor_data").iterdir()]
     expected = sum(p.stat().st_size for p in [target / "dump.json", golden / "dump.json", *files])
     assert compare_pipeline._input_bytes(sources) == expected
