@@ -26,6 +26,8 @@ from msprobe_dask.errors import StoreError
 
 METADATA = "zarr.json"
 ATTRIBUTE = "msprobe_dask"
+URL = "url"
+"""The attribute of a mirrored array's metadata naming where its chunks are (``with_url``)."""
 CHUNK_BYTES = 8 << 20
 """Bytes per zarr chunk (uncompressed)."""
 
@@ -72,12 +74,29 @@ def array_header(path: Path) -> tuple[np.dtype, tuple[int, ...], bool]:
     return dtype, shape, complete
 
 
+def with_url(metadata: bytes, url: str) -> bytes:
+    """An array's metadata that says its chunks are read from ``url`` (a store mirrored by ``remote``)."""
+    meta = json.loads(metadata)
+    meta["attributes"][ATTRIBUTE][URL] = url
+    return json.dumps(meta).encode()
+
+
+def _source(path: Path) -> Any:
+    """What zarr opens for the array at ``path``: the path, or the store at the URL its metadata names."""
+    url = json.loads((path / METADATA).read_bytes())["attributes"][ATTRIBUTE].get(URL)
+    if url is None:
+        return str(path)
+    from zarr.storage import FsspecStore
+
+    return FsspecStore.from_url(url, read_only=True)
+
+
 def read_elements(path: Path, dtype: np.dtype, start: int, stop: int) -> np.ndarray:
     """Elements ``start:stop`` of the flat tensor; a damaged chunk is a :class:`StoreError`."""
     import zarr
 
     try:
-        array = zarr.open_array(str(path), mode="r")
+        array = zarr.open_array(_source(path), mode="r")
         raw = np.asarray(array[start:stop])
     except Exception as exc:  # noqa: BLE001 - a corrupt chunk makes the codecs raise almost anything
         text = " ".join(str(exc).split()) or type(exc).__name__

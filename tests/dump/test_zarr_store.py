@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -117,6 +119,44 @@ def test_file_url(stores: Path, tmp_path: Path) -> None:
     assert case.exists()
 
 
+@pytest.fixture
+def memory_stores(stores: Path) -> Iterator[str]:
+    """The tensor_mix stores copied into fsspec's memory filesystem (it lives in this process)."""
+    import fsspec
+
+    memory = fsspec.filesystem("memory")
+    for side in ("target", "golden"):
+        memory.put(str(stores / "tensor_mix" / side), f"/tensor_mix_{side}.zarr", recursive=True)
+    yield "memory://tensor_mix_{}.zarr"
+    memory.rm("/", recursive=True)
+
+
+@pytest.mark.parametrize("name", ["compare_csv", "compare_xlsx", "vis"])
+def test_memory_url(name: str, memory_stores: str, stores: Path, tmp_path: Path) -> None:
+    """A store named by a memory:// URL: the local store's outputs, its tensors read from the URL."""
+    (argv,) = [a for c, n, a in _commands() if c == "tensor_mix" and n == name]
+    ours = _run(argv, stores, tmp_path / "local")
+    at_urls = [
+        memory_stores.format(a.split("/")[1]) + a[len("tensor_mix/target") :]
+        if a.startswith("tensor_mix/")
+        else a
+        for a in argv
+    ]
+    from_url = _run(at_urls, stores, tmp_path / "url")
+    if ours.suffix == ".csv":
+        assert from_url.read_bytes() == ours.read_bytes()
+    elif ours.suffix == ".xlsx":
+        assert _xlsx_cells(from_url) == _xlsx_cells(ours)
+    else:
+
+        def last_folder(value: object) -> object:  # the store's path: the mirror's temporary folder here
+            return value.rsplit("/", 1)[-1] if isinstance(value, str) else value
+
+        normalize = {("tb_nodes", "dump_data_dir"): last_folder}
+        assert diff_visdb(str(from_url), str(ours), normalize=normalize) == []
+    assert not [p for p in Path(tempfile.gettempdir()).glob("msprobe-dask-store-*")]
+
+
 def _many_tensor_dump(folder: Path) -> Path:
     rng = np.random.default_rng(1)
     (folder / "dump_tensor_data").mkdir(parents=True)
@@ -188,5 +228,9 @@ def test_damaged_stores_and_unreachable_urls(
     assert "no such array" in err and chunk.parent.parent.name in err
     err = _bad_input(["graph_visualize", "-tp", str(broken), "-gp", golden], tmp_path / "o3", capsys)
     assert "no such array" in err
-    for url in ("s3://no-such-bucket/run.zarr", f"file://{tmp_path}/nowhere.zarr"):
-        _bad_input(["compare", "-tp", url, "-gp", golden], tmp_path / "o4", capsys)
+    for url in ("s3://no-such-bucket/run.zarr", f"file://{tmp_path}/nowhere.zarr", "memory://nowhere.zarr"):
+        err = _bad_input(["compare", "-tp", url, "-gp", golden], tmp_path / "o4", capsys)
+        assert url in err and "cannot be reached" in err
+    assert "install the remote extra" in _bad_input(
+        ["graph_visualize", "-tp", "s3://no-such-bucket/run.zarr", "-gp", golden], tmp_path / "o5", capsys
+    )
