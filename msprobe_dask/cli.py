@@ -17,7 +17,6 @@ from typing import Any
 
 from msprobe_dask import __version__
 from msprobe_dask.cli_args import examples_text
-from msprobe_dask.dump.remote import local_dumps
 from msprobe_dask.errors import Terminated, UserError
 from msprobe_dask.processes import direct_children, stop_children
 from msprobe_dask.writers.atomic import begin_run, remove_temporaries, stop_writing
@@ -76,6 +75,8 @@ def main(argv: list[str] | None = None, exiting: bool = False) -> int:
         signal.signal(signal.SIGINT, _raise_stopped)
     try:
         args = build_parser(argv).parse_args(argv)
+        from msprobe_dask.dump.remote import local_dumps  # after --help: it imports numpy
+
         with local_dumps(args):
             return int(args.run(args) or 0)
     except (KeyboardInterrupt, Terminated, Exception) as exc:
