@@ -18,7 +18,6 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from msprobe_dask.dump import zarr_store
 from msprobe_dask.dump.location import url_scheme
 from msprobe_dask.errors import StoreError
 
@@ -52,6 +51,8 @@ def _relative(name: str, root: str) -> PurePosixPath:
 def mirror_store(url: str, folder: Path) -> Path:
     """Copy the small files of the store at ``url`` into ``folder``; the local path standing for ``url``
     (the mirror's root, or its file when ``url`` names a file of the store, e.g. ``.../dump.json``)."""
+    from msprobe_dask.dump import zarr_store  # numpy: only when a URL is given
+
     fs = _filesystem(url)
     root = fs._strip_protocol(url).rstrip("/")
     try:
