@@ -11,11 +11,12 @@ Task graph (one task per box)::
                              +--> prepare  ----+--> ...                   +--> finish(step, rank) --+
     build(step, rank, Bench)-+    (match)      +--> rows(step, rank, n-1)-+                         |
     ...                                                                            link (cross-rank) <--+
-                                                                                     --> write vis.db
+    place(0, 0) --> insert(0, 0, 0) --> ... --> insert(s, r, n-1) --> place(...) --> ...  --> write vis.db
 
-A rows task makes one chunk of the (step, rank)'s rows (graph/chunks.py) and returns them packed; the
-one write task inserts them in order. The build, prepare and finish tasks live in graph/tasks.py (the
-merge plan, graph/merge/plan.py, lays them out too); this module lays out the graph and runs it.
+A rows task makes one chunk of the (step, rank)'s rows (graph/chunks.py) and returns them packed; an
+insert task adds them to the vis.db as soon as they are made, after the chunk before (_write_chain).
+The build, prepare and finish tasks live in graph/tasks.py (the merge plan, graph/merge/plan.py, lays
+them out too); this module lays out the graph and runs it.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from msprobe_dask.dump import graph_layouts as layout
 from msprobe_dask.dump.location import dump_path
@@ -32,7 +34,7 @@ from msprobe_dask.errors import DumpError, OutputError
 from msprobe_dask.graph.chunks import Prepared, chunk_count, chunk_task, join
 from msprobe_dask.graph.dump_files import GraphSource
 from msprobe_dask.graph.gcpause import rare_full_collections
-from msprobe_dask.graph.rows import GraphHead, GraphRows, read_back
+from msprobe_dask.graph.rows import GraphHead, GraphRows, RowsChunk, read_back, stack_rows
 from msprobe_dask.graph.tasks import (
     Options,
     Part,
@@ -44,7 +46,7 @@ from msprobe_dask.graph.tasks import (
 )
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 from msprobe_dask.writers.atomic import output_dir, withdrawn_if_failed
-from msprobe_dask.writers.visdb import GraphTables, write_visdb
+from msprobe_dask.writers.visdb import NODES, STACKS, GraphTables, VisdbWriter, remove_temporary, write_visdb
 
 if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
     from msprobe_dask.graph.merge.strategy import ParallelParams
@@ -52,23 +54,47 @@ if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
 # ------------------------------------------------------------------------------------ tasks
 
 
-def _summary(p: Prepared) -> tuple[list[GraphHead], list[GraphRows] | None, str]:
-    """What joining the chunks needs of a Prepared (small: runs where the Prepared is)."""
-    return p.heads(), p.done, p.mode
+class Summary(NamedTuple):
+    """What joining the chunks and placing the rows in the vis.db need of a Prepared (small: made
+    where the Prepared is)."""
+
+    heads: list[GraphHead]
+    done: list[GraphRows] | None
+    mode: str
+    counts: list[tuple[int, int]]  # each graph's tb_nodes and tb_stack rows
 
 
-def _joined(summary: tuple[list[GraphHead], list[GraphRows] | None, str], results: list[Any]) -> Part:
-    heads, done, mode = summary
+def _summary(p: Prepared) -> Summary:
+    return Summary(p.heads(), p.done, p.mode, p.row_counts())
+
+
+def _joined(summary: Summary, results: list[Any]) -> Part:
+    heads, done, mode, _ = summary
     return (done if done is not None else join(heads, results)), mode, heads[0].micro_steps
 
 
-def _rows_tasks(prepared: Any, n: int, name: str) -> Any:
-    """The lazy Part of a Prepared cut into ``n`` chunk tasks."""
+@dataclass(slots=True)
+class RankTasks:
+    """The lazy pieces of one (step, rank): its Prepared's summary and chunk tasks."""
+
+    name: str  # "{step}-{rank}"
+    summary: Any
+    chunks: list[Any]
+
+    def finish(self, results: list[Any] | None = None) -> Any:
+        """The lazy Part, joined from ``results`` (the chunk tasks' results, or what stands for them)."""
+        import dask
+
+        chunks = self.chunks if results is None else results
+        return dask.delayed(_joined)(self.summary, chunks, dask_key_name=f"finish-{self.name}")
+
+
+def _rank_tasks(prepared: Any, n: int, name: str) -> RankTasks:
+    """A Prepared cut into ``n`` chunk tasks."""
     import dask
 
     chunks = [dask.delayed(chunk_task)(prepared, k, dask_key_name=f"rows-{name}-{k}") for k in range(n)]
-    summary = dask.delayed(_summary)(prepared, dask_key_name=f"summary-{name}")
-    return dask.delayed(_joined)(summary, chunks, dask_key_name=f"finish-{name}")
+    return RankTasks(name, dask.delayed(_summary)(prepared, dask_key_name=f"summary-{name}"), chunks)
 
 
 def _chunks_for(*folders: str) -> int:
@@ -93,8 +119,57 @@ def _link_task(parts: list[Part], distributed: bool, overflow: bool) -> list[Par
 def _write_task(result: VisResult, path: str) -> str:
     """Write the vis.db: the graphs' chunks inserted in write order, in one transaction, indexes last
     (writers/visdb.py)."""
-    graphs = [GraphTables(g.graph_id, g.n_rows, g.nodes, g.stacks, g.packed, g.apart) for g in result.graphs]
-    return write_visdb(path, graphs, result.config)
+    return write_visdb(path, [_tables(g) for g in result.graphs], result.config)
+
+
+class Written(NamedTuple):
+    """A step of the vis.db's write chain: the suspended writer, and the chunk just inserted without
+    its rows and stacks (what joining the chunks still needs)."""
+
+    writer: VisdbWriter
+    light: tuple[RowsChunk | None, ...] = ()
+
+
+def _place_rank(prev: Written, summary: Summary) -> Written:
+    """Place the (step, rank)'s graphs (a rank whose rows were made whole: add them)."""
+    writer = prev.writer.resume()
+    if summary.done is not None:
+        writer.add_graphs([_tables(g) for g in summary.done])
+    else:
+        for head, (rows, stacks) in zip(summary.heads, summary.counts):
+            writer.place(head.graph_id, rows)
+            writer.place(head.graph_id, stacks, STACKS)
+    return Written(writer.suspend())
+
+
+def _insert_chunk(prev: Written, summary: Summary, result: tuple[RowsChunk | None, ...]) -> Written:
+    writer = prev.writer.resume()
+    parts = []
+    for head, chunk in zip(summary.heads, result):
+        if chunk is not None:
+            if chunk.packed is None:
+                raise RuntimeError(f"graph {head.graph_id}: a chunk's rows came unpacked")
+            parts.append((head.graph_id, chunk.packed, NODES))
+            if chunk.stacks:
+                parts.append((head.graph_id, stack_rows(head.graph_id, chunk), STACKS))
+    writer.add_once(parts)
+    light = tuple(None if c is None else replace(c, packed=None, stacks=[]) for c in result)
+    return Written(writer.suspend(), light)
+
+
+def _joined_written(summary: Summary, inserted: list[Written]) -> Part:
+    return _joined(summary, [w.light for w in inserted])
+
+
+def _end_write(
+    prev: Written, parts: list[Part], compare: bool, opts: Options, ranks: list[int], steps: list[int]
+) -> str:
+    result = vis_result(parts, compare, opts, ranks, steps)
+    return prev.writer.resume().complete([_tables(g) for g in result.graphs], result.config)
+
+
+def _tables(g: GraphRows) -> GraphTables:
+    return GraphTables(g.graph_id, g.n_rows, g.nodes, g.stacks, g.packed, g.apart)
 
 
 def _read_back(result: VisResult) -> VisResult:
@@ -106,32 +181,50 @@ def _read_back(result: VisResult) -> VisResult:
 # ------------------------------------------------------------------------------------ graph
 
 
-def _plan(
+@dataclass(slots=True)
+class Plan:
+    """The lazy graph of the inputs up to each (step, rank)'s chunk tasks, in write order."""
+
+    ranks: list[RankTasks]
+    compare: bool
+    linked: bool  # rank folders: communication nodes are linked across ranks
+    rank_list: list[int]
+    step_list: list[int]
+    overflow: bool
+
+    def parts(self, finished: list[Any] | None = None) -> Any:
+        """The lazy list of Parts, linked across ranks; ``finished``: each rank's lazy Part (else
+        joined from its chunk tasks)."""
+        import dask
+
+        finished = [r.finish() for r in self.ranks] if finished is None else finished
+        return dask.delayed(_link_task)(finished, self.linked, self.overflow, dask_key_name="link-ranks")
+
+
+def _rank_plan(
     target: str | os.PathLike[str], golden: str | os.PathLike[str] | None, opts: Options, split: bool = True
-):
-    """(lazy VisResult, compare?) for the inputs. ``split``: cut each
-    graph's rows into chunk tasks (else one task each: where the tasks reading a result would each get
-    it pickled, see RunOptions.shares_results)."""
+) -> Plan:
+    """The Plan of the inputs. ``split``: cut each graph's rows into chunk tasks (else one task each:
+    where the tasks reading a result would each get it pickled, see RunOptions.shares_results)."""
     import dask
 
     tp = dump_path(target)
+    tasks = []
     if golden is None:
         kind, sources = layout.build_sources(tp)
-        parts = []
         for step, rank, folder in sources:
             g = dask.delayed(build_task, pure=True)(
                 folder, step, rank, False, dask_key_name=f"build-{step}-{rank}-NPU"
             )
             n = _chunks_for(folder) if split else 1
             prepared = dask.delayed(prepare_build_task)(g, opts, n, dask_key_name=f"prepare-{step}-{rank}")
-            parts.append(_rows_tasks(prepared, n, f"{step}-{rank}"))
+            tasks.append(_rank_tasks(prepared, n, f"{step}-{rank}"))
         steps = sorted({s for s, _, _ in sources}) if kind == "steps" else [0]
         ranks = sorted({r for _, r, _ in sources}, key=[r for _, r, _ in sources].index)
         compare = False
     else:
         gp = dump_path(golden)
         kind, pairs = layout.compare_sources(tp, gp)
-        parts = []
         for step, rank, a, b in pairs:
             ga = dask.delayed(build_task)(a, step, rank, False, dask_key_name=f"build-{step}-{rank}-NPU")
             gb = dask.delayed(build_task)(b, step, rank, False, dask_key_name=f"build-{step}-{rank}-Bench")
@@ -139,16 +232,51 @@ def _plan(
             prepared = dask.delayed(prepare_compare_task)(
                 ga, gb, opts, a, n, dask_key_name=f"prepare-{step}-{rank}"
             )
-            parts.append(_rows_tasks(prepared, n, f"{step}-{rank}"))
+            tasks.append(_rank_tasks(prepared, n, f"{step}-{rank}"))
         steps = sorted({s for s, _, _, _ in pairs}) if kind == "steps" else [0]
         ranks = list(dict.fromkeys(r for _, r, _, _ in pairs))
         compare = True
-    if not parts:
+    if not tasks:
         raise DumpError(target, "holds no dump to visualize")
-    ranks = ranks if kind != "files" else [0]
-    linked = dask.delayed(_link_task)(parts, kind != "files", opts.overflow_check, dask_key_name="link-ranks")
-    result = dask.delayed(vis_result)(linked, compare, opts, ranks, steps, dask_key_name="vis-result")
-    return result, compare
+    return Plan(
+        tasks, compare, kind != "files", ranks if kind != "files" else [0], steps, opts.overflow_check
+    )
+
+
+def _plan(
+    target: str | os.PathLike[str], golden: str | os.PathLike[str] | None, opts: Options, split: bool = True
+):
+    """(lazy VisResult, compare?) for the inputs (``split``: see _rank_plan)."""
+    import dask
+
+    plan = _rank_plan(target, golden, opts, split)
+    args = (plan.compare, opts, plan.rank_list, plan.step_list)
+    return dask.delayed(vis_result)(plan.parts(), *args, dask_key_name="vis-result"), plan.compare
+
+
+def _write_chain(plan: Plan, opts: Options, writer: VisdbWriter) -> Any:
+    """The lazy vis.db written by a chain of tasks: each (step, rank)'s graphs placed in write order,
+    then each chunk's rows inserted as soon as the chunk is made and the one before it is in (the rows
+    and their rowids are those of one write task: VisdbWriter); the last task sets the linked
+    communication cells and tb_config, builds the indexes and renames the file. A chunk's rows are
+    thus written while later chunks are made, and dropped once written. ``writer``: the vis.db begun
+    (suspended) by the run's own process, so that no task creates a file that could outlive a failed
+    run."""
+    import dask
+
+    written: Any = Written(writer)
+    finished = []
+    for r in plan.ranks:
+        written = dask.delayed(_place_rank)(written, r.summary, dask_key_name=f"place-{r.name}")
+        inserted = []
+        for k, chunk in enumerate(r.chunks):
+            written = dask.delayed(_insert_chunk)(
+                written, r.summary, chunk, dask_key_name=f"insert-{r.name}-{k}"
+            )
+            inserted.append(written)
+        finished.append(dask.delayed(_joined_written)(r.summary, inserted, dask_key_name=f"finish-{r.name}"))
+    args = (plan.compare, opts, plan.rank_list, plan.step_list)
+    return dask.delayed(_end_write)(written, plan.parts(finished), *args, dask_key_name="write-visdb")
 
 
 def _any_plan(
@@ -160,13 +288,24 @@ def _any_plan(
     split: bool = True,
 ):
     """The merge plan when ``parallel`` is given and the input has rank folders, else ``_plan``."""
-    if parallel:
-        from msprobe_dask.graph.merge.plan import merge_plan
+    return _merged(target, golden, opts, parallel, json_output) or _plan(target, golden, opts, split)
 
-        result, compare = merge_plan(target, golden, opts, list(parallel), json_output)
-        if result is not None:
-            return result, compare
-    return _plan(target, golden, opts, split)
+
+def _merged(
+    target: str | os.PathLike[str],
+    golden: str | os.PathLike[str] | None,
+    opts: Options,
+    parallel: Sequence[ParallelParams] | None,
+    json_output: bool,
+):
+    """(lazy VisResult, compare?) of the merge plan when ``parallel`` is given and the input has rank
+    folders, else None."""
+    if not parallel:
+        return None
+    from msprobe_dask.graph.merge.plan import merge_plan
+
+    result, compare = merge_plan(target, golden, opts, list(parallel), json_output)
+    return (result, compare) if result is not None else None
 
 
 def _splits(client: Any, run: RunOptions | None) -> bool:
@@ -233,14 +372,27 @@ def graph_visualize(
         raise OutputError(out, "is not a folder")
     json_files = bool(parallel and json_output)
     opts = Options(overflow_check, fuzzy_match, layer_mapping, tensor_log)
-    result, compare = _any_plan(target, golden, opts, parallel, json_output, _splits(client, run))
+    split = _splits(client, run)
+    merged = _merged(target, golden, opts, parallel, json_output)
+    plan = _rank_plan(target, golden, opts, split) if merged is None and not json_files else None
+    if plan is None:
+        result, compare = merged or _plan(target, golden, opts, split)
+    else:
+        compare = plan.compare
     path = out / output_name(compare, ts)
+    written: Any = None  # with a plan, the rows written chunk by chunk (_write_chain)
     if json_files:
         from msprobe_dask.graph.merge.export_json import write_merged_json
 
         written = dask.delayed(write_merged_json)(result, str(out), dask_key_name="write-json")
-    else:
+    elif plan is None:
         written = dask.delayed(_write_task)(result, str(path), dask_key_name="write-visdb")
     # a bad input leaves nothing behind, not even the folders we made; a stopped run no vis.db
     with output_dir(out), withdrawn_if_failed(path):
-        return _compute(written, client, run)
+        if plan is None:
+            return _compute(written, client, run)
+        writer = VisdbWriter(path).suspend()
+        try:
+            return _compute(_write_chain(plan, opts, writer), client, run)
+        finally:  # (named when complete; a failed run leaves nothing)
+            remove_temporary(writer.temporary)

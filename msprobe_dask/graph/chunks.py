@@ -83,6 +83,12 @@ class Prepared:
     def heads(self) -> list[GraphHead]:
         return [GraphHead(s, g.step, g.rank, g.micro_steps) for g, s in zip(self.graphs, self.sources)]
 
+    def row_counts(self) -> list[tuple[int, int]]:
+        """Each graph's tb_nodes and tb_stack rows (one per node; one per stack number)."""
+        if self.done is not None:
+            return [(g.n_rows, len(g.stacks)) for g in self.done]
+        return [(len(nodes), len(ids.first)) for nodes, ids, _ in self.orders()]
+
     def orders(self) -> list[tuple[list[Node], StackIds, list[Node]]]:
         """For each graph: its sorted_nodes(), their stack numbers, and its nodes (made once per
         process: they are the same in every process)."""

@@ -56,7 +56,7 @@ class GraphRows:
 
     @property
     def graph_id(self) -> str:
-        return f"{self.source}_{self.step}_{self.rank}"
+        return graph_id_of(self.source, self.step, self.rank)
 
 
 @dataclass(slots=True)
@@ -137,6 +137,10 @@ class GraphHead(NamedTuple):
     rank: int
     micro_steps: int
 
+    @property
+    def graph_id(self) -> str:
+        return graph_id_of(self.source, self.step, self.rank)
+
 
 def join_rows(head: GraphHead, chunks: list[RowsChunk], made_out_of_order: bool = False) -> GraphRows:
     """The chunks' rows in order (``made_out_of_order``: put in node order), and the stack rows in id
@@ -165,6 +169,10 @@ def stack_rows(graph_id: str, chunk: RowsChunk) -> bytes:
     return pack_rows([(n, _stack_id(graph_id, n), text) for n, text in chunk.stacks], 3)
 
 
+def graph_id_of(source: str, step: int, rank: int) -> str:
+    return f"{source}_{step}_{rank}"
+
+
 def _stack_id(graph_id: str, n: int) -> str:
     return f"{graph_id}_{n}"
 
@@ -181,7 +189,7 @@ def chunk_rows(
     """The rows of ``nodes``, the run of ``g.sorted_nodes()`` that begins at position ``start``.
     ``texts``: for each node, the texts of its exported (input_data, output_data) if already made
     (build.export_texts), else None (its items are exported here)."""
-    graph_id = f"{source}_{g.step}_{g.rank}"
+    graph_id = graph_id_of(source, g.step, g.rank)
     row_id = graph_id + "_"
     data_path, step, rank = g.data_path, g.step, g.rank
     out = RowsChunk([], [], {})

@@ -44,6 +44,7 @@ STAGES = {
     "rows": Stage("graph rows", "chunks"),
     "finish": Stage("compare graphs", "ranks"),
     "link-ranks": Stage("link ranks", ""),
+    "insert": Stage("insert rows", "chunks"),
     "write-visdb": Stage("write vis.db", ""),
     "write-json": Stage("write json", ""),
 }

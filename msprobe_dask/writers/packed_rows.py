@@ -101,6 +101,27 @@ def unpack_rows(packed: bytes) -> list[list[Any]]:
     return rows
 
 
+def first_value(packed: bytes, column: int) -> Any:
+    """The value in ``column`` of the first row of ``packed`` (None if it has no row)."""
+    if _HEADER.unpack_from(packed, 0)[0] == 0:
+        return None
+    pos = _HEADER.size
+    for _ in range(column):
+        tag = packed[pos]
+        pos += (
+            1 if tag == NULL else _TEXT.size + _TEXT.unpack_from(packed, pos)[1] if tag == TEXT else _INT.size
+        )
+    tag = packed[pos]
+    if tag == INT:
+        return _INT.unpack_from(packed, pos)[1]
+    if tag == FLOAT:
+        return _FLOAT.unpack_from(packed, pos)[1]
+    if tag == TEXT:
+        n = _TEXT.unpack_from(packed, pos)[1]
+        return str(packed[pos + _TEXT.size : pos + _TEXT.size + n], "utf-8")
+    return None
+
+
 class PythonRowDb:
     """``_rowdb.RowDb`` in Python: a connection (busy timeout 30 s, autocommit: SQL says BEGIN/COMMIT)."""
 

@@ -10,20 +10,24 @@ tb_nodes and tb_stack rows arrive packed (writers/packed_rows.py), in chunks, in
 gets a range of rowids of each table in write order (``place``) and a row's rowid is its graph's base
 plus its number (a tb_nodes row's node_order, a tb_stack row's stack number), so the tables read back,
 in rowid order, exactly as if the graphs had been written one after the other.
+
+The rows may be added by one task or by a chain of tasks, each adding the rows of one chunk as soon
+as it is made (VisdbWriter.suspend / resume): the rowids, and so the file's rows, are the same.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from msprobe_dask.columns import VISDB_NODE_COLUMNS, VISDB_NODE_TABLE
 from msprobe_dask.errors import OutputError
-from msprobe_dask.writers.atomic import not_replaced, publish, set_result_mode, track, untrack
-from msprobe_dask.writers.packed_rows import ERRORS, open_db, pack_rows
+from msprobe_dask.writers.atomic import check_running, not_replaced, publish, set_result_mode, track, untrack
+from msprobe_dask.writers.packed_rows import ERRORS, first_value, open_db, pack_rows
 
 NODES_DDL = "CREATE TABLE tb_nodes (\n" + ",\n".join(f"    {n} {t}" for n, t in VISDB_NODE_TABLE) + "\n)"
 STACK_DDL = """CREATE TABLE tb_stack (
@@ -71,7 +75,9 @@ INSERT_STACKS = "INSERT INTO tb_stack (rowid, id, stack_info) VALUES (?1, ?3, ?4
 NODES, STACKS = "tb_nodes", "tb_stack"
 INSERT_CONFIG = "INSERT INTO tb_config VALUES (?,?,?,?,?,?,?,?,?)"
 UPDATE_DISTRIBUTED = "UPDATE tb_nodes SET matched_distributed = ? WHERE id = ?"
-ID, ORDER, MATCHED_DISTRIBUTED = map(VISDB_NODE_COLUMNS.index, ("id", "node_order", "matched_distributed"))
+ID, ORDER, MATCHED_DISTRIBUTED, DISTRIBUTED = map(
+    VISDB_NODE_COLUMNS.index, ("id", "node_order", "matched_distributed", "is_distributed")
+)
 
 
 class GraphTables(NamedTuple):
@@ -105,7 +111,11 @@ class _Placed:
 
 class VisdbWriter:
     """A vis.db being written (see the module). The indexes are built at the end: kept up to date
-    with each insert instead, they cost up to three times as much."""
+    with each insert instead, they cost up to three times as much.
+
+    One task may write it all (``finish``), or a chain of tasks (graph/api.py): ``suspend`` commits
+    what was added and closes the file, the writer (small: no rows) then goes to the next task, which
+    ``resume``s it, adds its rows, and so on until ``complete``."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -124,16 +134,52 @@ class VisdbWriter:
             self._remove()
             raise OutputError(self.path, f"cannot write the vis.db: {exc}") from None
         with _failing(self):
-            for sql in (
-                f"PRAGMA page_size={PAGE_SIZE}",
-                "PRAGMA journal_mode=OFF",  # private until renamed: no rollback journal; WAL set at the end
-                "PRAGMA synchronous=OFF",
-                f"PRAGMA cache_size=-{CACHE_KIB}",
-                f"PRAGMA mmap_size={MMAP_BYTES}",
-                "BEGIN",
-                *TABLES,
-            ):
+            for sql in (f"PRAGMA page_size={PAGE_SIZE}", *_SESSION, "BEGIN", *TABLES):
                 self._db.execute(sql)
+
+    def __getstate__(self) -> tuple[Path, Path, dict[str, _Placed]]:
+        if self._db is not None:
+            raise RuntimeError("a vis.db writer is sent to another task only when suspended")
+        return self.path, self._tmp, self._tables
+
+    def __setstate__(self, state: tuple[Path, Path, dict[str, _Placed]]) -> None:
+        self.path, self._tmp, self._tables = state
+        self._db = None
+
+    @property
+    def temporary(self) -> Path:
+        return self._tmp
+
+    def suspend(self) -> VisdbWriter:
+        """Commit the rows added so far and close the file (see the class)."""
+        with _failing(self):
+            self._db.execute("COMMIT")
+        self._close()
+        return self
+
+    def resume(self) -> VisdbWriter:
+        """Open the suspended file again to add rows (in this task, in any process that sees it)."""
+        check_running()
+        try:
+            self._db = open_db(str(self._tmp))
+        except ERRORS as exc:
+            self._remove()
+            raise OutputError(self.path, f"cannot write the vis.db: {exc}") from None
+        try:
+            begun = os.stat(self._tmp).st_size > 0
+        except OSError:
+            begun = False
+        if not begun:  # removed (a failed or stopped run), and SQLite has just made a new empty file
+            self.abort()
+            raise OutputError(
+                self.path,
+                "cannot write the vis.db: its temporary file is gone (the run failed, or the dask workers "
+                "do not share the output folder)",
+            )
+        with _failing(self):
+            for sql in (*_SESSION, "BEGIN"):
+                self._db.execute(sql)
+        return self
 
     def place(self, graph_id: str, count: int, table: str = NODES) -> None:
         """Give the graph the next ``count`` rowids of ``table`` (graphs are placed in write order)."""
@@ -153,31 +199,42 @@ class VisdbWriter:
         placed, inserted = t.counts[graph_id]
         t.counts[graph_id] = (placed, inserted + int.from_bytes(packed[:4], "little"))
 
-    def _check_count(self, graph_id: str, table: str) -> None:
-        placed, inserted = self._tables[table].counts[graph_id]
-        if placed != inserted:
-            raise RuntimeError(f"graph {graph_id}: {inserted} rows written to {table}, {placed} expected")
-
-    def finish(self, graphs: Iterable[GraphTables], config: Sequence[Any]) -> str:
-        """Add the rest of ``graphs`` (in write order), their stacks and tb_config; index, commit and
-        rename. Returns the final path."""
-        graphs = list(graphs)
+    def add_graphs(self, graphs: Iterable[GraphTables]) -> None:
+        """Place ``graphs`` (in write order) and insert their rows and stacks, except the tb_nodes rows
+        of a graph held ``apart`` that are not in its ``packed`` (another task adds them)."""
         with _failing(self):
             for g in graphs:
                 self.place(g.graph_id, g.n_rows)
                 for packed in g.packed:
                     self.add(g.graph_id, packed)
-                if g.apart:
-                    updates = [(row[MATCHED_DISTRIBUTED], row[ID]) for row in g.nodes]
-                    self._db.executemany(UPDATE_DISTRIBUTED, pack_rows(updates, 2))
-                elif g.nodes:
+                if g.nodes and not g.apart:
                     self.add(g.graph_id, pack_rows(g.nodes, N_NODE_COLUMNS))
-                self._check_count(g.graph_id, NODES)
-            for g in graphs:
                 self.place(g.graph_id, len(g.stacks), STACKS)
                 rows = [(n, sid, text) for n, (sid, text) in enumerate(g.stacks)]
                 self.add(g.graph_id, pack_rows(rows, 3), STACKS)
-                self._check_count(g.graph_id, STACKS)
+
+    def finish(self, graphs: Iterable[GraphTables], config: Sequence[Any]) -> str:
+        """Add ``graphs`` (in write order) and complete the file. Returns the final path."""
+        graphs = list(graphs)
+        self.add_graphs(graphs)
+        return self.complete(graphs, config)
+
+    def complete(self, graphs: Iterable[GraphTables], config: Sequence[Any]) -> str:
+        """Check that every placed row was added; set the ``matched_distributed`` cells of the graphs'
+        communication rows (linking across ranks updates them after their rows were made); add
+        tb_config; index, commit and name the file. Returns the final path."""
+        with _failing(self):
+            for table, t in self._tables.items():
+                for graph_id in t.counts:
+                    self._check_count(graph_id, table)
+            updates = [
+                (row[MATCHED_DISTRIBUTED], row[ID])
+                for g in graphs
+                for row in g.nodes
+                if row[DISTRIBUTED] == 1
+            ]
+            if updates:
+                self._db.executemany(UPDATE_DISTRIBUTED, pack_rows(updates, 2))
             self._db.executemany(INSERT_CONFIG, pack_rows([config], len(config)))
             for sql in (*INDEXES, "COMMIT", "PRAGMA journal_mode=WAL"):
                 self._db.execute(sql)
@@ -191,6 +248,44 @@ class VisdbWriter:
             self._remove()  # named now (a hard link), or not to be
         return str(self.path)
 
+    def add_once(self, parts: Sequence[tuple[str, bytes, str]]) -> None:
+        """Insert these packed rows (graph id, rows, table) of placed graphs, which the caller commits
+        together; if the first row is in the file already (the task adding them ran before and was
+        committed, then its dask worker was lost: the task runs again), only count them."""
+        if parts and self._in_file(*parts[0]):
+            for graph_id, packed, table in parts:
+                placed, inserted = self._tables[table].counts[graph_id]
+                self._tables[table].counts[graph_id] = (
+                    placed,
+                    inserted + int.from_bytes(packed[:4], "little"),
+                )
+            return
+        for graph_id, packed, table in parts:
+            self.add(graph_id, packed, table)
+
+    def _in_file(self, graph_id: str, packed: bytes, table: str) -> bool:
+        t = self._tables[table]
+        number = first_value(packed, t.number)
+        if number is None:
+            return False
+        con = sqlite3.connect(f"file:{self._tmp}?mode=ro", uri=True)
+        try:
+            return (
+                con.execute(
+                    f"SELECT 1 FROM {table} WHERE rowid = ?", (t.bases[graph_id] + 1 + number,)
+                ).fetchone()
+                is not None
+            )
+        except sqlite3.Error as exc:
+            raise OutputError(self.path, f"cannot write the vis.db: {exc}") from None
+        finally:
+            con.close()
+
+    def _check_count(self, graph_id: str, table: str) -> None:
+        placed, inserted = self._tables[table].counts[graph_id]
+        if placed != inserted:
+            raise RuntimeError(f"graph {graph_id}: {inserted} rows written to {table}, {placed} expected")
+
     def abort(self) -> None:
         """Give up: close and delete the temporary file."""
         self._close()
@@ -202,10 +297,7 @@ class VisdbWriter:
             db.close()
 
     def _remove(self) -> None:
-        untrack(self._tmp)
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-                os.unlink(f"{self._tmp}{suffix}")
+        remove_temporary(self._tmp)
 
 
 @contextlib.contextmanager
@@ -222,6 +314,22 @@ def _failing(writer: VisdbWriter) -> Iterator[None]:
 
 
 TABLES = (NODES_DDL, STACK_DDL, CONFIG_DDL)
+# the settings of each connection that writes the file (private until named: no rollback journal;
+# WAL is set at the end)
+_SESSION = (
+    "PRAGMA journal_mode=OFF",
+    "PRAGMA synchronous=OFF",
+    f"PRAGMA cache_size=-{CACHE_KIB}",
+    f"PRAGMA mmap_size={MMAP_BYTES}",
+)
+
+
+def remove_temporary(tmp: str | Path) -> None:
+    """Remove a vis.db's temporary file and SQLite's companion files (a run that failed)."""
+    untrack(tmp)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            os.unlink(f"{tmp}{suffix}")
 
 
 def _reason(exc: OSError) -> str:

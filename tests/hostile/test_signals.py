@@ -55,12 +55,12 @@ def _worker_write(action: str) -> str:
     module = (
         "import os, signal, time\n"
         "from msprobe_dask.writers.visdb import VisdbWriter\n"
-        "if not hasattr(VisdbWriter, '_finish'):  # (imported twice)\n"
-        "    VisdbWriter._finish = VisdbWriter.finish\n"
-        "    def _finishing(self, *args):\n"
+        "if not hasattr(VisdbWriter, '_complete'):  # (imported twice)\n"
+        "    VisdbWriter._complete = VisdbWriter.complete\n"  # (the last write: indexes, then named)
+        "    def _completing(self, *args):\n"
         f"        {action}\n"
-        "        return self._finish(*args)\n"
-        "    VisdbWriter.finish = _finishing\n"
+        "        return self._complete(*args)\n"
+        "    VisdbWriter.complete = _completing\n"
     )
     return (
         "import dask, os\n"

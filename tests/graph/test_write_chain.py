@@ -1,0 +1,150 @@
+"""graph_visualize's vis.db written by a chain of tasks (graph/api.py ``_write_chain``): each chunk's
+rows inserted as soon as the chunk and the write before it are done. The file is the one a single
+write task makes from the whole result, rowids included, on every dask scheduler and whatever order
+the chunks finish in; a run that fails midway leaves nothing."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import dask
+import pytest
+from visdb_diff import diff_visdb
+
+from msprobe_dask.errors import DumpError, OutputError
+from msprobe_dask.graph import api, chunks
+from msprobe_dask.writers.visdb import VisdbWriter
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+CASES = {
+    "multirank compare": ("multirank/target", "multirank/golden", api.Options(overflow_check=True)),
+    "multirank build": ("multirank/target", None, api.Options()),
+    "tensor mode (rows made whole)": ("tensor_mix/target", "tensor_mix/golden", api.Options()),
+    "fuzzy": ("fuzzy/target", "fuzzy/golden", api.Options(fuzzy_match=True)),
+}
+
+
+def _sides(case: str) -> tuple[Path, Path | None, api.Options]:
+    tp, gp, opts = CASES[case]
+    return DATA / tp, (DATA / gp if gp else None), opts
+
+
+def _one_write_task(case: str, path: Path) -> None:
+    tp, gp, opts = _sides(case)
+    result, _ = api._plan(tp, gp, opts)
+    dask.compute(dask.delayed(api._write_task)(result, str(path)), scheduler="sync")
+
+
+def _chained(case: str, path: Path, scheduler: str) -> None:
+    tp, gp, opts = _sides(case)
+    plan = api._rank_plan(tp, gp, opts)
+    writer = VisdbWriter(path).suspend()
+    (written,) = dask.compute(api._write_chain(plan, opts, writer), scheduler=scheduler)
+    assert written == str(path)
+
+
+def _rowids(path: Path) -> list[list[tuple[int, str]]]:
+    with sqlite3.connect(path) as con:
+        tables = [
+            con.execute(f"SELECT rowid, id FROM {t} ORDER BY rowid").fetchall()
+            for t in ("tb_nodes", "tb_stack")
+        ]
+    con.close()
+    return tables
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "processes"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_chain_writes_the_file_of_one_write_task(
+    case: str, scheduler: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)  # as many chunks as the graphs allow
+    _one_write_task(case, tmp_path / "one.vis.db")
+    _chained(case, tmp_path / "chain.vis.db", scheduler)
+    assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
+    assert _rowids(tmp_path / "chain.vis.db") == _rowids(tmp_path / "one.vis.db")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.vis.db", "one.vis.db"]
+
+
+def test_chunks_finishing_last_first_change_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads, each chunk task slower than the next: the chunks are made in reverse order, and each
+    write waits for its chunk and the write before it."""
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
+    made: list[int] = []
+    chunk_task = api.chunk_task
+
+    def late_first(p: chunks.Prepared, k: int) -> object:
+        time.sleep(0.02 * (8 - min(k, 8)))
+        made.append(k)
+        return chunk_task(p, k)
+
+    _one_write_task("multirank compare", tmp_path / "one.vis.db")
+    monkeypatch.setattr(api, "chunk_task", late_first)
+    with dask.config.set(num_workers=8):
+        _chained("multirank compare", tmp_path / "chain.vis.db", "threads")
+    assert made != sorted(made)
+    assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
+    assert _rowids(tmp_path / "chain.vis.db") == _rowids(tmp_path / "one.vis.db")
+
+
+def test_a_chunk_failing_after_others_were_written_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
+    chunk_task = api.chunk_task
+    inserted: list[int] = []
+    insert = api._insert_chunk
+
+    def counting(*args: object) -> object:
+        inserted.append(1)
+        return insert(*args)  # type: ignore[arg-type]
+
+    def fails_late(p: chunks.Prepared, k: int) -> object:
+        if len(inserted) >= 3:
+            raise DumpError("dump.json", "a bad entry found late")
+        return chunk_task(p, k)
+
+    monkeypatch.setattr(api, "chunk_task", fails_late)
+    monkeypatch.setattr(api, "_insert_chunk", counting)
+    out = tmp_path / "out"
+    with pytest.raises(DumpError, match="a bad entry found late"), dask.config.set(num_workers=1):
+        api.graph_visualize(DATA / "multirank" / "target", DATA / "multirank" / "golden", output_path=out)
+    assert len(inserted) >= 3
+    assert not out.exists()
+
+
+def test_a_write_after_the_file_was_removed_makes_no_new_file(tmp_path: Path) -> None:
+    """A task still running when a failed run removed the temporary file: SQLite would begin a new
+    empty one; the writer removes it and says why."""
+    writer = VisdbWriter(tmp_path / "build_1.vis.db").suspend()
+    writer.temporary.unlink()
+    with pytest.raises(OutputError, match="its temporary file is gone"):
+        writer.resume()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_insert_run_again_after_its_worker_was_lost_adds_nothing(tmp_path: Path) -> None:
+    """A dask worker lost after an insert task committed: the task runs again from the same input
+    (its writer as it was before); the rows it finds in the file are counted, not added twice."""
+    import pickle
+
+    from msprobe_dask.graph.chunks import chunk_task, prepare_build
+    from msprobe_dask.graph.tasks import build_task
+
+    g = build_task(str(DATA / "stat_mix" / "target"), 0, 0, False)
+    p = prepare_build(g, "NPU", n=3)
+    summary = api._summary(p)
+    writer = VisdbWriter(tmp_path / "build_1.vis.db").suspend()
+    written = api._place_rank(api.Written(writer), summary)
+    for k in range(len(p.chunks)):
+        before = pickle.dumps(written)  # what a worker running the task again gets
+        api._insert_chunk(pickle.loads(before), summary, chunk_task(p, k))
+        written = api._insert_chunk(pickle.loads(before), summary, chunk_task(p, k))
+    rows = api._joined_written(summary, [written])[0]  # (only the last chunk's light rows: unused)
+    assert rows
+    path = written.writer.resume().complete([], ("build", "", "", "", 1, 0, "null", "[0]", "[0]"))
+    with sqlite3.connect(path) as con:
+        assert con.execute("SELECT count(*) FROM tb_nodes").fetchone()[0] == len(g.nodes)
+    con.close()
