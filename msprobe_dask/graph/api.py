@@ -34,8 +34,11 @@ from msprobe_dask.errors import DumpError, OutputError
 from msprobe_dask.graph.chunks import Prepared, chunk_count, chunk_task, join
 from msprobe_dask.graph.dump_files import GraphSource
 from msprobe_dask.graph.gcpause import rare_full_collections
+from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.rows import GraphHead, GraphRows, RowsChunk, read_back, stack_rows
 from msprobe_dask.graph.tasks import (
+    BENCH,
+    NPU,
     Options,
     Part,
     VisResult,
@@ -75,9 +78,10 @@ def _joined(summary: Summary, results: list[Any]) -> Part:
 
 @dataclass(slots=True)
 class RankTasks:
-    """The lazy pieces of one (step, rank): its Prepared's summary and chunk tasks."""
+    """The lazy pieces of one (step, rank): its Prepared, its summary and chunk tasks."""
 
     name: str  # "{step}-{rank}"
+    prepared: Any
     summary: Any
     chunks: list[Any]
 
@@ -94,7 +98,9 @@ def _rank_tasks(prepared: Any, n: int, name: str) -> RankTasks:
     import dask
 
     chunks = [dask.delayed(chunk_task)(prepared, k, dask_key_name=f"rows-{name}-{k}") for k in range(n)]
-    return RankTasks(name, dask.delayed(_summary)(prepared, dask_key_name=f"summary-{name}"), chunks)
+    return RankTasks(
+        name, prepared, dask.delayed(_summary)(prepared, dask_key_name=f"summary-{name}"), chunks
+    )
 
 
 def _chunks_for(*folders: str) -> int:
@@ -157,6 +163,11 @@ def _insert_chunk(prev: Written, summary: Summary, result: tuple[RowsChunk | Non
     return Written(writer.suspend(), light)
 
 
+def _release(prepared: Prepared, written: Written) -> None:
+    """The (step, rank)'s rows are written (``written``): its graphs are let go (chunks.Prepared.release)."""
+    prepared.release()
+
+
 def _joined_written(summary: Summary, inserted: list[Written]) -> Part:
     return _joined(summary, [w.light for w in inserted])
 
@@ -181,24 +192,64 @@ def _read_back(result: VisResult) -> VisResult:
 # ------------------------------------------------------------------------------------ graph
 
 
+class RankSource(NamedTuple):
+    """One (step, rank) of the input: its dump folders (NPU, and Bench in a compare)."""
+
+    step: int
+    rank: int
+    folders: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.step}-{self.rank}"
+
+
 @dataclass(slots=True)
 class Plan:
-    """The lazy graph of the inputs up to each (step, rank)'s chunk tasks, in write order."""
+    """The inputs' (step, rank)s in write order, and what the graph of each needs."""
 
-    ranks: list[RankTasks]
+    sources: list[RankSource]
+    opts: Options
+    split: bool  # cut each graph's rows into chunk tasks (see _rank_plan)
     compare: bool
     linked: bool  # rank folders: communication nodes are linked across ranks
     rank_list: list[int]
     step_list: list[int]
-    overflow: bool
 
-    def parts(self, finished: list[Any] | None = None) -> Any:
-        """The lazy list of Parts, linked across ranks; ``finished``: each rank's lazy Part (else
-        joined from its chunk tasks)."""
+    def rank_tasks(self, source: RankSource, after: Any = None) -> RankTasks:
+        """The lazy tasks of one (step, rank): its graphs built (only once ``after`` is computed, if
+        given), prepared and cut into chunk tasks."""
         import dask
 
-        finished = [r.finish() for r in self.ranks] if finished is None else finished
-        return dask.delayed(_link_task)(finished, self.linked, self.overflow, dask_key_name="link-ranks")
+        s, r, folders = source
+        graphs = [
+            dask.delayed(_build_after, pure=True)(after, f, s, r, dask_key_name=f"build-{s}-{r}-{side}")
+            for f, side in zip(folders, (NPU, BENCH))
+        ]
+        n = _chunks_for(*folders) if self.split else 1
+        name = source.name
+        if self.compare:
+            prepared = dask.delayed(prepare_compare_task)(
+                *graphs, self.opts, folders[0], n, dask_key_name=f"prepare-{name}"
+            )
+        else:
+            prepared = dask.delayed(prepare_build_task)(
+                graphs[0], self.opts, n, dask_key_name=f"prepare-{name}"
+            )
+        return _rank_tasks(prepared, n, name)
+
+    def parts(self, finished: list[Any]) -> Any:
+        """The lazy list of each (step, rank)'s Part (``finished``), linked across ranks."""
+        import dask
+
+        return dask.delayed(_link_task)(
+            finished, self.linked, self.opts.overflow_check, dask_key_name="link-ranks"
+        )
+
+
+def _build_after(after: Any, folder: str, step: int, rank: int) -> Graph:
+    """Build a graph without its items (the chunk tasks parse them), once ``after`` is done."""
+    return build_task(folder, step, rank, False)
 
 
 def _rank_plan(
@@ -206,41 +257,20 @@ def _rank_plan(
 ) -> Plan:
     """The Plan of the inputs. ``split``: cut each graph's rows into chunk tasks (else one task each:
     where the tasks reading a result would each get it pickled, see RunOptions.shares_results)."""
-    import dask
-
     tp = dump_path(target)
-    tasks = []
     if golden is None:
         kind, sources = layout.build_sources(tp)
-        for step, rank, folder in sources:
-            g = dask.delayed(build_task, pure=True)(
-                folder, step, rank, False, dask_key_name=f"build-{step}-{rank}-NPU"
-            )
-            n = _chunks_for(folder) if split else 1
-            prepared = dask.delayed(prepare_build_task)(g, opts, n, dask_key_name=f"prepare-{step}-{rank}")
-            tasks.append(_rank_tasks(prepared, n, f"{step}-{rank}"))
-        steps = sorted({s for s, _, _ in sources}) if kind == "steps" else [0]
+        ranks_in = [RankSource(step, rank, (folder,)) for step, rank, folder in sources]
         ranks = sorted({r for _, r, _ in sources}, key=[r for _, r, _ in sources].index)
-        compare = False
     else:
-        gp = dump_path(golden)
-        kind, pairs = layout.compare_sources(tp, gp)
-        for step, rank, a, b in pairs:
-            ga = dask.delayed(build_task)(a, step, rank, False, dask_key_name=f"build-{step}-{rank}-NPU")
-            gb = dask.delayed(build_task)(b, step, rank, False, dask_key_name=f"build-{step}-{rank}-Bench")
-            n = _chunks_for(a, b) if split else 1
-            prepared = dask.delayed(prepare_compare_task)(
-                ga, gb, opts, a, n, dask_key_name=f"prepare-{step}-{rank}"
-            )
-            tasks.append(_rank_tasks(prepared, n, f"{step}-{rank}"))
-        steps = sorted({s for s, _, _, _ in pairs}) if kind == "steps" else [0]
+        kind, pairs = layout.compare_sources(tp, dump_path(golden))
+        ranks_in = [RankSource(step, rank, (a, b)) for step, rank, a, b in pairs]
         ranks = list(dict.fromkeys(r for _, r, _, _ in pairs))
-        compare = True
-    if not tasks:
+    if not ranks_in:
         raise DumpError(target, "holds no dump to visualize")
-    return Plan(
-        tasks, compare, kind != "files", ranks if kind != "files" else [0], steps, opts.overflow_check
-    )
+    steps = sorted({src.step for src in ranks_in}) if kind == "steps" else [0]
+    files = kind == "files"
+    return Plan(ranks_in, opts, split, golden is not None, not files, [0] if files else ranks, steps)
 
 
 def _plan(
@@ -250,23 +280,28 @@ def _plan(
     import dask
 
     plan = _rank_plan(target, golden, opts, split)
+    parts = plan.parts([plan.rank_tasks(src).finish() for src in plan.sources])
     args = (plan.compare, opts, plan.rank_list, plan.step_list)
-    return dask.delayed(vis_result)(plan.parts(), *args, dask_key_name="vis-result"), plan.compare
+    return dask.delayed(vis_result)(parts, *args, dask_key_name="vis-result"), plan.compare
 
 
-def _write_chain(plan: Plan, opts: Options, writer: VisdbWriter) -> Any:
+def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0) -> Any:
     """The lazy vis.db written by a chain of tasks: each (step, rank)'s graphs placed in write order,
     then each chunk's rows inserted as soon as the chunk is made and the one before it is in (the rows
     and their rowids are those of one write task: VisdbWriter); the last task sets the linked
     communication cells and tb_config, builds the indexes and renames the file. A chunk's rows are
     thus written while later chunks are made, and dropped once written. ``writer``: the vis.db begun
     (suspended) by the run's own process, so that no task creates a file that could outlive a failed
-    run."""
+    run. ``window`` > 0: a (step, rank)'s graphs are built only once the rows of the ``window``-th
+    (step, rank) before it are written and its graphs let go (_release), so that at most ``window`` of
+    them are held at a time."""
     import dask
 
     written: Any = Written(writer)
-    finished = []
-    for r in plan.ranks:
+    finished: list[Any] = []
+    released: list[Any] = []  # each (step, rank)'s graphs let go once its rows are written
+    for i, source in enumerate(plan.sources):
+        r = plan.rank_tasks(source, released[i - window] if 0 < window <= i else None)
         written = dask.delayed(_place_rank)(written, r.summary, dask_key_name=f"place-{r.name}")
         inserted = []
         for k, chunk in enumerate(r.chunks):
@@ -274,8 +309,9 @@ def _write_chain(plan: Plan, opts: Options, writer: VisdbWriter) -> Any:
                 written, r.summary, chunk, dask_key_name=f"insert-{r.name}-{k}"
             )
             inserted.append(written)
+        released.append(dask.delayed(_release)(r.prepared, written, dask_key_name=f"release-{r.name}"))
         finished.append(dask.delayed(_joined_written)(r.summary, inserted, dask_key_name=f"finish-{r.name}"))
-    args = (plan.compare, opts, plan.rank_list, plan.step_list)
+    args = (plan.compare, plan.opts, plan.rank_list, plan.step_list)
     return dask.delayed(_end_write)(written, plan.parts(finished), *args, dask_key_name="write-visdb")
 
 
@@ -308,6 +344,33 @@ def _merged(
     return (result, compare) if result is not None else None
 
 
+def _graph_run(
+    run: RunOptions | None, target: str | os.PathLike[str], golden: str | os.PathLike[str] | None
+) -> RunOptions:
+    """``run`` for a graph of the inputs: its results are big and read by many tasks
+    (RunOptions.big_shared_results), and the size of its dump.json files (unless given) chooses where
+    it runs (pipeline.scheduler.computing)."""
+    run = run or RunOptions()
+    size = run.input_bytes or _input_bytes(target, golden)
+    return replace(run, big_shared_results=True, input_bytes=size)
+
+
+def _input_bytes(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None) -> int:
+    tp = dump_path(target)
+    if golden is None:
+        return sum(_size(GraphSource(f).dump_json) for _, _, f in layout.build_sources(tp)[1])
+    pairs = layout.compare_sources(tp, dump_path(golden))[1]
+    return sum(_size(GraphSource(a).dump_json) + _size(GraphSource(b).dump_json) for _, _, a, b in pairs)
+
+
+def _rank_window(client: Any, run: RunOptions | None) -> int:
+    """How many (step, rank)s a run in this machine holds at a time (0: no bound, on a cluster): one
+    more than there are processes working, so that one is built while the others' rows are made."""
+    if client is not None or (run and run.address):
+        return 0
+    return max(1, (run or RunOptions()).local_processes) + 1
+
+
 def _splits(client: Any, run: RunOptions | None) -> bool:
     """Whether the graphs' rows are cut into chunk tasks where the graph runs (see _plan)."""
     return client is not None or (run or RunOptions()).shares_results
@@ -337,6 +400,7 @@ def build_graphs(
     ``parallel``: merge each side's rank graphs first (see graph_visualize). ``client``: a dask Client
     to compute on; otherwise ``run`` chooses the scheduler, workers and progress reporting."""
     opts = Options(overflow_check, fuzzy_match, layer_mapping)
+    run = run if client is not None else _graph_run(run, target, golden)
     result, _ = _any_plan(target, golden, opts, parallel, split=_splits(client, run))
     return _read_back(_compute(result, client, run))
 
@@ -372,6 +436,7 @@ def graph_visualize(
         raise OutputError(out, "is not a folder")
     json_files = bool(parallel and json_output)
     opts = Options(overflow_check, fuzzy_match, layer_mapping, tensor_log)
+    run = run if client is not None else _graph_run(run, target, golden)
     split = _splits(client, run)
     merged = _merged(target, golden, opts, parallel, json_output)
     plan = _rank_plan(target, golden, opts, split) if merged is None and not json_files else None
@@ -393,6 +458,6 @@ def graph_visualize(
             return _compute(written, client, run)
         writer = VisdbWriter(path).suspend()
         try:
-            return _compute(_write_chain(plan, opts, writer), client, run)
+            return _compute(_write_chain(plan, writer, _rank_window(client, run)), client, run)
         finally:  # (named when complete; a failed run leaves nothing)
             remove_temporary(writer.temporary)

@@ -83,6 +83,16 @@ class Prepared:
     def heads(self) -> list[GraphHead]:
         return [GraphHead(s, g.step, g.rank, g.micro_steps) for g, s in zip(self.graphs, self.sources)]
 
+    def release(self) -> None:
+        """Let the graphs go once every chunk task is done: their nodes refer to each other (parent and
+        children), and the collector seldom runs or has frozen them (graph/gcpause.py), so the links
+        are cut here and the nodes freed as soon as nothing else refers to them."""
+        with self._lock:
+            for g in self.graphs:
+                for node in g.nodes.values():
+                    node.parent, node.children = None, []
+            self.graphs, self._orders = (), None
+
     def row_counts(self) -> list[tuple[int, int]]:
         """Each graph's tb_nodes and tb_stack rows (one per node; one per stack number)."""
         if self.done is not None:

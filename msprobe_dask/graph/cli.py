@@ -164,7 +164,6 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         on_progress=log,
         stage_log=stages,
-        big_shared_results=True,
     )
     try:
         path = graph_visualize(

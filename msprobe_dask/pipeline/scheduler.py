@@ -4,7 +4,8 @@
 ``--scheduler ADDRESS``    that running dask cluster (a distributed ``Client``; its dashboard link is shown)
 ``--workers N``            dask's local processes scheduler with N worker processes (a LocalCluster of N
                            workers for a graph whose big results many tasks read: ``big_shared_results``)
-no flag, big input         the same, one worker process per CPU (``LOCAL_PROCESSES_FROM_BYTES``)
+no flag, big input         the same, one worker process per CPU (``LOCAL_PROCESSES_FROM_BYTES``; for a
+                           LocalCluster ``LOCAL_CLUSTER_FROM_BYTES`` and ``LOCAL_CLUSTER_MIN_CPUS``)
 no flag, small input       dask's threaded scheduler, in this process
 =========================  ===============================================================================
 
@@ -37,6 +38,16 @@ LOCAL_PROCESSES_FROM_BYTES = 24 << 20
 """Without flags, inputs of at least this many bytes (the dump files a command reads, both sides, every
 rank) run on local worker processes, smaller ones in this process: below it, starting the processes
 and sending the results back costs more than the second CPU gives."""
+
+LOCAL_CLUSTER_FROM_BYTES = 64 << 20
+LOCAL_CLUSTER_MIN_CPUS = 4
+"""The same for a graph whose big results many tasks read (``big_shared_results``: graph_visualize),
+which runs on a LocalCluster, and only with at least LOCAL_CLUSTER_MIN_CPUS CPUs: its worker
+processes cost 1.7 to 2.2 times the CPU of a run in this process (starting them; a prepared graph
+pickled to each worker that makes its chunks, a chunk's rows to the one writing them), so two CPUs
+gain at most 1.2x for 1.6x the memory. Measured on 2 CPUs: one rank of 50,000 entries (90 MB) 10.7 s
+of CPU against 4.9 s; 200,000 entries (353 MB) 33.6 s against 18.8 s; 4 ranks of 50,000 39.7 s
+against 23.8 s; 4 ranks of 200,000 167 s against 98 s and 6.4 GB against 4.1 GB."""
 
 SIGNAL_SPREAD_SECONDS = 0.5
 """How long a run whose worker process died waits for a signal to the process group that may have
@@ -71,7 +82,11 @@ class RunOptions:
         if self.workers:
             return self.workers
         cpus = _cpus()
-        return cpus if cpus > 1 and self.input_bytes >= LOCAL_PROCESSES_FROM_BYTES else 0
+        if self.big_shared_results:
+            big = cpus >= LOCAL_CLUSTER_MIN_CPUS and self.input_bytes >= LOCAL_CLUSTER_FROM_BYTES
+        else:
+            big = cpus > 1 and self.input_bytes >= LOCAL_PROCESSES_FROM_BYTES
+        return cpus if big else 0
 
     @property
     def shares_results(self) -> bool:

@@ -41,7 +41,7 @@ def _chained(case: str, path: Path, scheduler: str) -> None:
     tp, gp, opts = _sides(case)
     plan = api._rank_plan(tp, gp, opts)
     writer = VisdbWriter(path).suspend()
-    (written,) = dask.compute(api._write_chain(plan, opts, writer), scheduler=scheduler)
+    (written,) = dask.compute(api._write_chain(plan, writer), scheduler=scheduler)
     assert written == str(path)
 
 
@@ -148,3 +148,46 @@ def test_an_insert_run_again_after_its_worker_was_lost_adds_nothing(tmp_path: Pa
     with sqlite3.connect(path) as con:
         assert con.execute("SELECT count(*) FROM tb_nodes").fetchone()[0] == len(g.nodes)
     con.close()
+
+
+def test_a_rank_is_built_only_once_the_rank_window_before_it_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memory of a run holds a window of (step, rank)s, not all of them: rank i's graphs are built
+    after the rows of rank i - window are in the vis.db."""
+    events: list[tuple[str, int, int]] = []
+    build, insert = api.build_task, api._insert_chunk
+
+    def building(folder: str, step: int, rank: int, items: bool) -> object:
+        events.append(("build", step, rank))
+        return build(folder, step, rank, items)
+
+    def inserting(prev: api.Written, summary: api.Summary, result: tuple) -> api.Written:
+        written = insert(prev, summary, result)
+        events.append(("inserted", summary.heads[0].step, summary.heads[0].rank))
+        return written
+
+    monkeypatch.setattr(api, "build_task", building)
+    monkeypatch.setattr(api, "_insert_chunk", inserting)
+    _one_write_task("multirank compare", tmp_path / "one.vis.db")
+    events.clear()
+    tp, gp, opts = _sides("multirank compare")
+    plan = api._rank_plan(tp, gp, opts)
+    writer = VisdbWriter(tmp_path / "chain.vis.db").suspend()
+    with dask.config.set(num_workers=4):
+        dask.compute(api._write_chain(plan, writer, window=2), scheduler="threads")
+    ranks = [(s.step, s.rank) for s in plan.sources]
+    assert len(ranks) > 2
+    for before, rank in zip(ranks, ranks[2:]):
+        last_insert = max(i for i, e in enumerate(events) if e == ("inserted", *before))
+        assert last_insert < events.index(("build", *rank))
+    assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
+
+
+def test_the_rank_window_is_one_more_than_the_local_processes_and_open_on_a_cluster() -> None:
+    from msprobe_dask.pipeline.scheduler import RunOptions
+
+    assert api._rank_window(None, RunOptions()) == 2
+    assert api._rank_window(None, RunOptions(workers=3)) == 4
+    assert api._rank_window(None, RunOptions(address="tcp://127.0.0.1:8786")) == 0
+    assert api._rank_window(object(), None) == 0

@@ -1,0 +1,66 @@
+"""Where graph_visualize runs without flags: chosen by ``computing()`` for the input's size (its
+dump.json files) and the CPUs; a big input on a LocalCluster of one worker per CPU where there are
+enough CPUs to pay for its workers, else in this process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from msprobe_dask.graph import api
+from msprobe_dask.pipeline import scheduler
+from msprobe_dask.pipeline.scheduler import LOCAL_CLUSTER_FROM_BYTES, LOCAL_CLUSTER_MIN_CPUS, RunOptions
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+@pytest.fixture
+def cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scheduler, "_cpus", lambda: LOCAL_CLUSTER_MIN_CPUS)
+
+
+def _graph_options(size: int, **flags: object) -> RunOptions:
+    return api._graph_run(RunOptions(input_bytes=size, **flags), DATA / "multirank" / "target", None)  # type: ignore[arg-type]
+
+
+@pytest.mark.usefixtures("cpus")
+def test_a_big_graph_input_runs_on_a_local_cluster_of_every_cpu() -> None:
+    big = _graph_options(LOCAL_CLUSTER_FROM_BYTES)
+    assert big.big_shared_results and big.local_processes == LOCAL_CLUSTER_MIN_CPUS and big.shares_results
+    small = _graph_options(LOCAL_CLUSTER_FROM_BYTES - 1)
+    assert small.in_this_process and small.local_processes == 0
+
+
+@pytest.mark.usefixtures("cpus")
+def test_flags_override_the_size() -> None:
+    assert _graph_options(1, workers=2).local_processes == 2
+    assert _graph_options(LOCAL_CLUSTER_FROM_BYTES, workers=1).local_processes == 1
+    assert _graph_options(LOCAL_CLUSTER_FROM_BYTES, address="tcp://127.0.0.1:1").local_processes == 0
+
+
+@pytest.mark.parametrize("n", [1, LOCAL_CLUSTER_MIN_CPUS - 1])
+def test_too_few_cpus_run_a_big_graph_in_this_process(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(The workers' extra CPU is more than the second CPU gives: see LOCAL_CLUSTER_MIN_CPUS.) A
+    compare's input of the same size still goes to worker processes on 2 CPUs."""
+    monkeypatch.setattr(scheduler, "_cpus", lambda: n)
+    assert _graph_options(10 * LOCAL_CLUSTER_FROM_BYTES).in_this_process
+    if n > 1:
+        assert RunOptions(input_bytes=10 * LOCAL_CLUSTER_FROM_BYTES).local_processes == n
+
+
+@pytest.mark.parametrize("golden", [None, "multirank/golden"])
+def test_graph_visualize_sizes_its_input_by_its_dump_json_files(
+    golden: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[RunOptions] = []
+    compute = api._compute
+    monkeypatch.setattr(
+        api, "_compute", lambda obj, client, run: seen.append(run) or compute(obj, client, run)
+    )
+    target = DATA / "multirank" / "target"
+    api.graph_visualize(target, DATA / golden if golden else None, output_path=tmp_path, run=RunOptions())
+    sides = [target] + ([DATA / golden] if golden else [])
+    size = sum(p.stat().st_size for side in sides for p in side.rglob("dump.json"))
+    (run,) = seen
+    assert run.input_bytes == size > 0 and run.big_shared_results and run.in_this_process
