@@ -268,7 +268,7 @@ class VisdbWriter:
         number = first_value(packed, t.number)
         if number is None:
             return False
-        con = sqlite3.connect(f"file:{self._tmp}?mode=ro", uri=True)
+        con = sqlite3.connect(f"{self._tmp.absolute().as_uri()}?mode=ro", uri=True)  # (any name: quoted)
         try:
             return (
                 con.execute(
