@@ -315,7 +315,11 @@ def _in_processes(objs: Sequence[Any], processes: int) -> list[Any]:
     try:
         # the workers ignore a Ctrl-C to the process group: this process stops them (cli.main)
         with dask.config.set({"multiprocessing.context": context}), forking_workers():
-            return list(dask.compute(*objs, scheduler=dask.multiprocessing.get, num_workers=processes))
+            # chunksize 1: each ready task goes to a free worker (dask's default sends up to 6 ready
+            # tasks to one worker as one batch: one rank's parts then ran on one worker of two)
+            return list(
+                dask.compute(*objs, scheduler=dask.multiprocessing.get, num_workers=processes, chunksize=1)
+            )
     except BrokenProcessPool:
         # a kill of the process group reaches its processes one after the other: a worker it ended
         # first is no news if this process is stopped by the same signal in a moment
