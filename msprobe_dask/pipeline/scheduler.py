@@ -160,6 +160,11 @@ def _local_cluster(processes: int) -> Iterator[str]:
     from distributed import LocalCluster
 
     cluster = None
+    distributed_log = logging.getLogger("distributed")
+    level = distributed_log.level
+    # silence_logs quiets distributed's handlers only until the cluster's close begins: a worker the
+    # nanny restarts meanwhile is still greeted in this process's log ("Starting established connection")
+    distributed_log.setLevel(logging.CRITICAL + 1)
     try:
         with spawning_workers():
             try:
@@ -177,6 +182,7 @@ def _local_cluster(processes: int) -> Iterator[str]:
     finally:
         if cluster is not None:
             cluster.close()
+        distributed_log.setLevel(level)
 
 
 @contextlib.contextmanager
