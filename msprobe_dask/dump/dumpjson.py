@@ -124,21 +124,24 @@ def dump_facts(path: Path, header: dict[str, Any]) -> tuple[str, str, str]:
     return task, str(header.get("level", "")), framework
 
 
-def load_stack(path: Path) -> dict[str, list[str]]:
-    """stack.json in either format: new ``{"0": [[names], [lines]]}`` or old ``{name: [lines]}``."""
-    if not path.is_file():
-        return {}
+def load_stack(path: Path) -> dict[str, Any]:
+    """stack.json, for compare and graph_visualize alike: entry name -> its stack lines.
+
+    New format (the key "0" present and not empty): ``{"0": [[names], [lines]], ...}``, each name of a
+    group gets the group's lines; a group of another shape, or a name that is not a text, is skipped,
+    as both references skip it. Old format: ``{name: [lines]}``, taken as it is. The lines are kept as
+    the file has them (the references check them no further)."""
     doc = read_json(path)
     if not isinstance(doc, dict):
         raise DumpError(path, "must be a JSON object")
-    if "0" not in doc:
-        return {name: list(lines) for name, lines in doc.items() if isinstance(lines, list)}
-    stacks: dict[str, list[str]] = {}
+    if not doc.get("0"):
+        return doc
+    stacks: dict[str, Any] = {}
     for group in doc.values():
-        if not (isinstance(group, list) and len(group) == 2 and isinstance(group[0], list)):
-            raise DumpError(path, "malformed stack group: expected [[entry names], [stack lines]]")
-        for name in group[0]:
-            stacks[name] = list(group[1])
+        if isinstance(group, list) and len(group) == 2 and isinstance(group[0], list):
+            for name in group[0]:
+                if isinstance(name, str):
+                    stacks[name] = group[1]
     return stacks
 
 

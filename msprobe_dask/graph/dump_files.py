@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_dask.dump.confine import check_dump_file
-from msprobe_dask.dump.dumpjson import read_json
 from msprobe_dask.dump.entries import read_dump_doc, read_whole_dump_doc
 from msprobe_dask.errors import DumpError
 
@@ -45,23 +44,6 @@ def check_graph_file(path: Path) -> None:
         raise DumpError(
             path, "does not exist (graph_visualize needs construct.json, dump.json and stack.json)"
         )
-
-
-def load_stack_map(path: Path) -> dict[str, list[str]]:
-    doc = read_json(path)
-    if not isinstance(doc, dict):
-        raise DumpError(path, "must be a JSON object")
-    out: dict[str, list[str]] = {}
-    if doc.get("0"):
-        for group in doc.values():
-            if isinstance(group, list) and len(group) == 2 and isinstance(group[0], list):
-                for name in group[0]:
-                    if isinstance(name, str):
-                        out[name] = group[1]
-        return out
-    for name, lines in doc.items():
-        out[name] = lines
-    return out
 
 
 def load_dump_doc(path: Path, lazy: bool = False) -> tuple[dict[str, Any], Mapping[str, Any]]:

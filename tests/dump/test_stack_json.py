@@ -1,0 +1,99 @@
+"""stack.json: one loader (dump/dumpjson.py:load_stack) for compare and graph_visualize, which skips a
+malformed group as both references do.
+
+The compare cases below were run with the reference (msprobe 26.2.0 compare, 2026-12-02): its csv equals
+the L0_only reference csv with `N/A` as NPU_Stack_Info for every entry of a skipped group (case
+"malformed"), and for every entry when the key "0" holds an empty group, which makes the file read as
+the old format, where no entry name is a key (case "empty_first")."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import case_dir, read_csv, reference_file
+
+from msprobe_dask.cli import main
+from msprobe_dask.dump.dumpjson import load_stack
+from msprobe_dask.errors import DumpError
+from msprobe_dask.graph.build import build_graph
+from msprobe_dask.graph.dump_files import GraphSource
+
+LINES = ["File m.py, line 1, in f"]
+
+
+def write(tmp_path: Path, doc: object) -> Path:
+    path = tmp_path / "stack.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_malformed_group_is_skipped(tmp_path: Path) -> None:
+    doc = {
+        "0": [["a", "b"], LINES],
+        "1": [["c"], LINES, "third"],  # three items
+        "2": "not a group",
+        "3": [["d", 7, ["e"]], ["other"]],  # names that are not texts
+        "4": ["f", LINES],  # names not a list
+    }
+    assert load_stack(write(tmp_path, doc)) == {"a": LINES, "b": LINES, "d": ["other"]}
+
+
+def test_the_old_format_and_an_empty_first_group_are_read_as_they_are(tmp_path: Path) -> None:
+    assert load_stack(write(tmp_path, {"x": LINES, "y": "text"})) == {"x": LINES, "y": "text"}
+    doc = {"0": [], "1": [["a"], LINES]}
+    assert load_stack(write(tmp_path, doc)) == doc
+
+
+def test_a_stack_json_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(DumpError, match="must be a JSON object"):
+        load_stack(write(tmp_path, [["a"], LINES]))
+
+
+def dump_with_stack(tmp_path: Path, edit: str) -> tuple[Path, set[str] | None]:
+    """L0_only with its target stack.json edited; the entries whose stack the references drop
+    (None: all)."""
+    for side in ("target", "golden"):
+        shutil.copytree(case_dir("L0_only") / side, tmp_path / side)
+    path = tmp_path / "target" / "stack.json"
+    doc = json.loads(path.read_text())
+    if edit == "malformed":
+        dropped = set(doc["1"][0]) | set(doc["2"][0])
+        doc["1"] = [*doc["1"], "third"]
+        doc["2"] = "not a group"
+    else:
+        dropped = None
+        doc["0"] = []
+    path.write_text(json.dumps(doc))
+    return tmp_path, dropped
+
+
+@pytest.mark.parametrize("edit", ["malformed", "empty_first"])
+def test_compare_gives_the_references_stack_cells(edit: str, tmp_path: Path) -> None:
+    folder, dropped = dump_with_stack(tmp_path, edit)
+    out = tmp_path / "out"
+    args = ["compare", "-q", "-tp", str(folder / "target" / "dump.json")]
+    assert main([*args, "-gp", str(folder / "golden" / "dump.json"), "-o", str(out)]) == 0
+    (result,) = out.glob("*.csv")
+    expected = read_csv(reference_file("L0_only", "compare_csv"))
+    column = expected[0].index("NPU_Stack_Info")
+    cut = 0
+    for row in expected[1:]:
+        entry = row[0].rsplit(".", 2)[0]
+        if dropped is None or entry in dropped:
+            cut += row[column] != "N/A"
+            row[column] = "N/A"
+    assert cut > 0  # the edit took stacks away
+    assert read_csv(result) == expected
+
+
+def test_graph_visualize_builds_without_the_malformed_groups(tmp_path: Path) -> None:
+    folder, dropped = dump_with_stack(tmp_path, "malformed")
+    assert dropped
+    graph = build_graph(GraphSource(str(folder / "target")))
+    kept = json.loads((case_dir("L0_only") / "target" / "stack.json").read_text())["0"]
+    for name in kept[0]:
+        assert graph.nodes[name].stack == kept[1]
+    assert all(graph.nodes[name].stack == [] for name in dropped if name in graph.nodes)
