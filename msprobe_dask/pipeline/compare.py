@@ -22,7 +22,7 @@ from msprobe_dask.table import CompareTable, Matched, TensorJob, build_table, fl
 
 if TYPE_CHECKING:
     from msprobe_dask.analysis.divergence import Tolerance
-    from msprobe_dask.pipeline.chunked import WrittenRank
+    from msprobe_dask.pipeline.part_file import WrittenRank
 
 UNSUPPORTED = ("unsupported",) * 6
 BATCH_FILES = 128
@@ -183,7 +183,9 @@ def compare_to_csv(
     (tensor mode, dumps not laid out as msProbe writes them) come back as RankResults to write.
     If the run fails, no file of it is left behind."""
     from msprobe_dask.graph.gcpause import rare_full_collections
-    from msprobe_dask.pipeline.chunked import is_statistics_dump, part_file, rank_csv
+    from msprobe_dask.pipeline.chunked import rank_csv
+    from msprobe_dask.pipeline.part_file import part_file
+    from msprobe_dask.pipeline.part_scan import is_statistics_dump
 
     match = match or MatchOptions()
     sources = pair_dumps(target, golden, skip_missing_ranks)

@@ -10,9 +10,9 @@ from pathlib import Path
 from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.cli_args import add_command, add_output, add_run_options, add_sides
 from msprobe_dask.dump.layouts import open_dump
-from msprobe_dask.pipeline.chunked import WrittenRank, part_file
 from msprobe_dask.pipeline.compare import RankResult, compare, compare_to_csv
 from msprobe_dask.pipeline.pairing import MatchOptions
+from msprobe_dask.pipeline.part_file import WrittenRank, part_file
 from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.report.cli import add_tolerance_options, report_path_line, write_run_report
 from msprobe_dask.summary.divergence import analyse_rank_nodes, apply_divergence, rank_table_nodes

@@ -32,7 +32,7 @@ class Stage:
 STAGES = {
     "match_and_finish": Stage("parse and match", "ranks"),
     "records_task": Stage("parse and match", "ranks"),
-    "match_parts": Stage("parse and match", "ranks"),  # pipeline/chunked.py: a rank's parts
+    "match_parts": Stage("parse and match", "ranks"),  # pipeline/part_match.py: a rank's parts
     "table_part": Stage("judge", "parts"),
     "compare_job": Stage("kernel compare", "rank-steps"),
     "convert_files": Stage("convert", "batches"),

@@ -89,8 +89,8 @@ MOMENTS = {
     # the result's temporary file exists (csv, xlsx, vis.db)
     "write": (
         "import msprobe_dask.writers.atomic as atomic, msprobe_dask.writers.visdb as visdb\n"
-        "import msprobe_dask.pipeline.chunked as chunked\n"
-        "_track, _header = atomic.track, chunked.header_line\n"
+        "import msprobe_dask.pipeline.part_file as part_file\n"
+        "_track, _header = atomic.track, part_file.header_line\n"
         "def _tracking(path):\n"
         "    _track(path)\n"
         "    _kill()\n"
@@ -98,7 +98,7 @@ MOMENTS = {
         "    _kill()\n"
         "    return _header(*args)\n"
         "atomic.track = visdb.track = _tracking\n"
-        "chunked.header_line = _heading\n"
+        "part_file.header_line = _heading\n"
     ),
     # the worker processes are running the graph's tasks
     "workers": (

@@ -9,10 +9,11 @@ import pytest
 from conftest import case_dir
 
 from msprobe_dask.analysis.divergence import Tolerance
-from msprobe_dask.pipeline import chunked
-from msprobe_dask.pipeline.chunked import WrittenRank, bench_window
+from msprobe_dask.pipeline import chunked, part_match, part_scan
 from msprobe_dask.pipeline.compare import compare, compare_to_csv
 from msprobe_dask.pipeline.pairing import MatchOptions
+from msprobe_dask.pipeline.part_file import WrittenRank
+from msprobe_dask.pipeline.part_match import bench_window
 from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.summary.divergence import rank_table_nodes
 from msprobe_dask.summary.table import summarise_table
@@ -37,8 +38,8 @@ CASES = [
 def test_parts_write_the_whole_tables_bytes(
     case: str, match: MatchOptions, part_bytes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(chunked, "PART_BYTES", part_bytes)
-    monkeypatch.setattr(chunked, "MIN_PARTS", 1)  # (1 << 30: every dump whole)
+    monkeypatch.setattr(part_scan, "PART_BYTES", part_bytes)
+    monkeypatch.setattr(part_scan, "MIN_PARTS", 1)  # (1 << 30: every dump whole)
     target, golden = case_dir(case) / "target", case_dir(case) / "golden"
     run = RunOptions(address=None)
     written = compare_to_csv(
@@ -105,15 +106,15 @@ def test_parts_of_one_entry_in_any_order_write_the_whole_tables_bytes(
     smallest = min(
         src.dump_json.stat().st_size // _entries(src.dump_json) for _, *sides in sources for src in sides
     )
-    monkeypatch.setattr(chunked, "PART_BYTES", max(1, smallest))
-    monkeypatch.setattr(chunked, "MIN_PARTS", 1)
+    monkeypatch.setattr(part_scan, "PART_BYTES", max(1, smallest))
+    monkeypatch.setattr(part_scan, "MIN_PARTS", 1)
     shuffled = random.Random(f"{case}{scheduler}")
     monkeypatch.setattr(dask.local, "order", lambda dsk: {key: shuffled.random() for key in dsk})
     graphs = [
         chunked.rank_csv(label, a, b, match, tmp_path / f"parts{i}.csv", Tolerance())
         for i, (label, a, b) in enumerate(sources)
     ]
-    assert all(chunked.part_count(a) >= _entries(a.dump_json) for _, a, _ in sources)
+    assert all(part_scan.part_count(a) >= _entries(a.dump_json) for _, a, _ in sources)
     written = dask.compute(*graphs, scheduler=scheduler)
     tables = compare(case_dir(case) / "target", case_dir(case) / "golden", match=match, run=RunOptions())
     for i, (rank, whole) in enumerate(zip(written, tables)):
@@ -138,9 +139,9 @@ def test_partners_outside_a_parts_window_come_from_their_bench_parts(
     dumps = case_dir("fuzzy") / "target", case_dir("fuzzy") / "golden"
     ((label, target, golden),) = pair_dumps(*dumps)
     exported: list[int] = []
-    export_rows = chunked.export_rows
+    export_rows = part_match.export_rows
 
-    def counting(wanted: tuple[int, dict[int, list[int]]], part: chunked.RowPart) -> object:
+    def counting(wanted: tuple[int, dict[int, list[int]]], part: part_scan.RowPart) -> object:
         exported.append(sum(map(len, wanted[1].values())))
         return export_rows(wanted, part)
 

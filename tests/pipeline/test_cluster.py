@@ -243,9 +243,9 @@ def test_one_rank_runs_on_both_workers(cluster: str, tmp_path: Path, monkeypatch
     local run's, byte for byte."""
     from distributed import Client, get_task_stream
 
-    from msprobe_dask.pipeline import chunked
+    from msprobe_dask.pipeline import part_scan
 
-    monkeypatch.setattr(chunked, "PART_BYTES", 100_000)  # transformer_big: 17 target and 17 golden parts
+    monkeypatch.setattr(part_scan, "PART_BYTES", 100_000)  # transformer_big: 17 target and 17 golden parts
     local = _result("transformer_big", tmp_path / "local")
     with Client(cluster, timeout="20s") as client, get_task_stream(client) as stream:
         remote = _result("transformer_big", tmp_path / "remote", "--scheduler", cluster)

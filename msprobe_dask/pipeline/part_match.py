@@ -1,0 +1,134 @@
+"""A rank's match across its parts: the rows of both sides paired from their keys, and the plan that
+tells each table part where its rows' partners are (the golden parts of its window, or rows exported
+from the golden parts outside it)."""
+
+from __future__ import annotations
+
+import marshal
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any
+
+from msprobe_dask.errors import DumpError
+from msprobe_dask.graph.gcpause import rare_collections_from_now
+from msprobe_dask.pipeline.pairing import MatchOptions, pair_indices
+from msprobe_dask.pipeline.part_scan import PartKeys, RowPart, SideScan
+from msprobe_dask.pipeline.sides import MatchSide, compare_mode, is_cross_framework
+from msprobe_dask.table import columns_for, float_columns
+
+
+def bench_window(k: int, npu_parts: int, bench_parts: int) -> range:
+    """The bench parts a table part gets whole: those at the same place of their dump (the partners of
+    rows of dumps that differ little, or not at all); the others' partners come as foreign rows."""
+    return range(k * bench_parts // npu_parts, ((k + 1) * bench_parts - 1) // npu_parts + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanHead:
+    """What every table part needs from the match."""
+
+    mode: str
+    columns: list[str]
+    float_stats: tuple[bool, ...]
+    bench_offsets: tuple[int, ...]  # index of each bench part's first row among all bench rows
+
+
+Runs = list[tuple[int, int, int]]
+"""A table part's rows as runs (first npu row in the part, its partner among all bench rows or -1 for
+none, length): consecutive npu rows paired with consecutive bench rows, or unpaired, make one run (a
+part of two aligned dumps is one run; a row paired twice comes twice)."""
+
+
+def _runs(pairs: Sequence[tuple[int, int | None]], start: int) -> Runs:
+    runs: Runs = []
+    i0 = j0 = n = -1
+    for i, j in pairs:
+        jj = -1 if j is None else j
+        if n > 0 and i == i0 + n and (jj == j0 + n if j0 >= 0 else jj < 0):
+            n += 1
+            continue
+        if n > 0:
+            runs.append((i0 - start, j0, n))
+        i0, j0, n = i, jj, 1
+    if n > 0:
+        runs.append((i0 - start, j0, n))
+    return runs
+
+
+def run_pairs(runs: Runs) -> Iterator[tuple[int, int]]:
+    for i, j, n in runs:
+        for t in range(n):
+            yield i + t, (j + t if j >= 0 else -1)
+
+
+def _match_side(scan: SideScan, keys: Sequence[PartKeys]) -> MatchSide:
+    rows = list(chain.from_iterable(part.rows() for part in keys))
+    return MatchSide(scan.source, scan.task, scan.framework, any(p.has_md5 for p in keys), rows)
+
+
+def match_parts(
+    npu_scan: SideScan,
+    bench_scan: SideScan,
+    match: MatchOptions,
+    windows: tuple[range, ...],
+    *keys: PartKeys,
+) -> tuple[Any, ...]:
+    """Pair the rows of both sides (every matching option) from their keys and cut the plan: the
+    head, each table part's runs (marshal bytes), and for each bench part the rows wanted by table
+    parts outside whose window (``windows[k]``, its bench parts) it lies ({table part: [bench row]})."""
+    rare_collections_from_now()
+    npu_keys, bench_keys = keys[: len(windows)], keys[len(windows) :]
+    npu, bench = _match_side(npu_scan, npu_keys), _match_side(bench_scan, bench_keys)
+    mode = compare_mode(npu, bench)
+    if mode == "tensor":
+        raise DumpError(npu.source.dump_json, "holds tensors, but its head said statistics")
+    indices = pair_indices(npu, bench, is_cross_framework(npu, bench), match)
+    float_stats = float_columns(
+        [part.stat_kinds for part in npu_keys],
+        [part.stat_kinds for part in bench_keys],
+        any(j is None for _, j in indices),
+    )
+    offsets = [0]
+    for part in bench_keys:
+        offsets.append(offsets[-1] + part.count)
+    plans = []
+    wanted: list[dict[int, list[int]]] = [{} for _ in bench_keys]  # bench part -> {table part: rows}
+    at, start = 0, 0
+    for k, part in enumerate(npu_keys):
+        end = start + part.count
+        begin = at
+        while at < len(indices) and indices[at][0] < end:
+            at += 1
+        own = indices[begin:at]
+        window = windows[k]
+        lo, hi = offsets[window.start], offsets[window.stop]
+        for _, j in own:
+            if j is not None and not lo <= j < hi:
+                wanted[bisect_right(offsets, j) - 1].setdefault(k, []).append(j)
+        plans.append(marshal.dumps(_runs(own, start)))
+        start = end
+    columns = columns_for(mode, npu_scan.source.stack_json.is_file())
+    head = PlanHead(mode, columns, float_stats, tuple(offsets))
+    return (head, *plans, *((offsets[j], w) for j, w in enumerate(wanted)))
+
+
+def export_rows(
+    wanted: tuple[int, dict[int, list[int]]], part: RowPart
+) -> dict[int, dict[int, tuple[Any, ...]]]:
+    """The rows of one bench part (its first row's index, {table part: [bench row]}) that table parts
+    outside its window pair with: {table part: {bench row: row}} (nothing decoded when none is wanted,
+    as for aligned dumps)."""
+    offset, wanted_by = wanted
+    rows = part.rows if wanted_by else ()
+    return {k: {j: tuple(rows[j - offset]) for j in js} for k, js in wanted_by.items()}
+
+
+def gather_foreign(parts: int, *exports: dict[int, dict[int, tuple[Any, ...]]]) -> tuple[bytes, ...]:
+    """Each table part's foreign rows, as marshal bytes of {bench row: row}."""
+    foreign: list[dict[int, tuple[Any, ...]]] = [{} for _ in range(parts)]
+    for export in exports:
+        for k, rows in export.items():
+            foreign[k].update(rows)
+    return tuple(marshal.dumps(rows) for rows in foreign)

@@ -1,0 +1,89 @@
+"""A rank's table part: one part's rows paired by its plan, judged, and made into csv text (with the
+summary and the first-divergence analysis's nodes when asked for)."""
+
+from __future__ import annotations
+
+import marshal
+import pickle
+import threading
+from dataclasses import dataclass
+from itertools import chain
+
+from msprobe_dask.analysis.divergence import Tolerance
+from msprobe_dask.dump.dumpjson import load_stack
+from msprobe_dask.dump.rows import LeafRow
+from msprobe_dask.graph.gcpause import rare_collections_from_now
+from msprobe_dask.pipeline.part_match import PlanHead, run_pairs
+from msprobe_dask.pipeline.part_scan import RowPart, SideScan
+from msprobe_dask.summary.divergence import rank_table_nodes
+from msprobe_dask.summary.kinds import KindCounter
+from msprobe_dask.summary.model import GroupSummary
+from msprobe_dask.summary.table import summarise_table
+from msprobe_dask.table import RowPair, build_table
+from msprobe_dask.writers.csv_writer import csv_lines
+
+_AST_LOCK = threading.Lock()
+"""Held while a table part's summary reads its stack cells with ast.literal_eval: CPython 3.11.7's
+ast is not thread-safe (gh-106905: "AST constructor recursion depth mismatch" when table parts run
+in threads side by side)."""
+
+
+def split_stacks(scan: SideScan, parts: int) -> tuple[bytes | None, ...]:
+    """Each npu part's entries' stacks from stack.json (marshal bytes; None: no stack.json, no
+    NPU_Stack_Info column). A dump parsed whole has all its entries in part 0."""
+    path = scan.source.stack_json
+    if not path.is_file():
+        return (None,) * parts
+    stacks = load_stack(path)
+    if scan.whole:
+        return (marshal.dumps(stacks), *(marshal.dumps({}) for _ in range(parts - 1)))
+    return tuple(marshal.dumps({e: stacks[e] for e in part[0] if e in stacks}) for part in scan.parts)
+
+
+@dataclass(frozen=True, slots=True)
+class TablePart:
+    csv: bytes
+    rows: int
+    summary: tuple[GroupSummary, KindCounter] | None  # when the run's summary is asked for
+    nodes: bytes | None  # the first-divergence analysis's, with the summary (pickled: see WrittenRank)
+
+
+def table_part(
+    label: str,
+    tolerance: Tolerance | None,
+    head: PlanHead,
+    plan: bytes,
+    stacks: bytes | None,
+    foreign: bytes,
+    window_start: int,
+    npu_part: RowPart,
+    *window: RowPart,
+) -> TablePart:
+    """Table part ``k`` from its runs: its rows judged (whole entries, as the reference judges them),
+    as csv lines, and (given the divergence analysis's ``tolerance``) their summary and that
+    analysis's nodes."""
+    rare_collections_from_now()
+    base = head.bench_offsets[window_start]
+    near = list(chain.from_iterable(p.rows for p in window))
+    far = {j: LeafRow._make(row) for j, row in marshal.loads(foreign).items()}
+    npu_rows = npu_part.rows
+    pairs = [
+        RowPair(npu_rows[i], None if j < 0 else far[j] if j in far else near[j - base])
+        for i, j in run_pairs(marshal.loads(plan))
+    ]
+    table = build_table(
+        pairs,
+        head.mode,
+        None if stacks is None else marshal.loads(stacks),
+        None,
+        head.float_stats,
+        highlight=False,
+    )
+    lines = csv_lines(table.rows)
+    if tolerance is None:
+        return TablePart(lines, len(table.rows), None, None)
+    kinds = KindCounter()
+    with _AST_LOCK:
+        summary = summarise_table(label, table.columns, table.rows, table.entries, kinds)
+        nodes = rank_table_nodes(label, table, tolerance)
+    return TablePart(lines, len(table.rows), (summary, kinds), pickle.dumps(nodes, pickle.HIGHEST_PROTOCOL))
