@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from msprobe_dask.dump.rows import RowKey
+from msprobe_dask.dump.rows import LeafRow, RowKey
 
 _DIRECTIONS = ("forward", "backward")
 
@@ -28,28 +28,50 @@ def is_comparable_entry(entry: str) -> bool:
     return "parameters_grad" in parts[-2:] or entry_key(entry) is not None
 
 
-def renumbered_entries(entries: Sequence[str]) -> dict[str, str]:
-    """Backward entries renamed by their occurrence order per op; every other entry keeps its name."""
-    seen: dict[str, int] = defaultdict(int)
+def _backward_op(entry: str) -> tuple[str, str] | None:
+    """(op without number, layout) of an entry the renumbering renames (a backward one); else None."""
+    split = entry_key(entry)
+    if split is None or not entry.split(".")[-2:].count("backward"):
+        return None
+    return split[0], split[2]
+
+
+def renumbered_entries(entries: Sequence[str], first: Mapping[str, int] | None = None) -> dict[str, str]:
+    """Backward entries renamed by their occurrence order per op (counted from ``first[op]``: the op's
+    backward entries before these); every other entry keeps its name."""
+    seen: dict[str, int] = defaultdict(int, first or {})
     renamed: dict[str, str] = {}
     for entry in entries:
-        split = entry_key(entry)
-        if split is None or not entry.split(".")[-2:].count("backward"):
+        split = _backward_op(entry)
+        if split is None:
             renamed[entry] = entry
             continue
-        op, _, layout = split
+        op, layout = split
         index = seen[op]
         seen[op] += 1
         renamed[entry] = f"{op}.{index}.backward" if layout == "api" else f"{op}.backward.{index}"
     return renamed
 
 
-def compare_keys(rows: Sequence[RowKey], renumber: bool = True) -> list[str]:
-    """The key each row is joined on: its name with the entry part renumbered."""
+def backward_counts(rows: Sequence[RowKey] | Sequence[LeafRow]) -> dict[str, int]:
+    """The rows' backward entries per op: where the renumbering of the rows after these starts."""
+    counts: dict[str, int] = defaultdict(int)
+    for entry in dict.fromkeys(row.entry for row in rows):
+        split = _backward_op(entry)
+        if split is not None:
+            counts[split[0]] += 1
+    return dict(counts)
+
+
+def compare_keys(
+    rows: Sequence[RowKey] | Sequence[LeafRow], renumber: bool = True, first: Mapping[str, int] | None = None
+) -> list[str]:
+    """The key each row is joined on: its name with the entry part renumbered (each op's backward entries
+    counted from ``first[op]``, as ``backward_counts`` of the rows before these gives it)."""
     if not renumber:
         return [row.name for row in rows]
     entries = dict.fromkeys(row.entry for row in rows)
-    changed = {e: r for e, r in renumbered_entries(list(entries)).items() if r != e}
+    changed = {e: r for e, r in renumbered_entries(list(entries), first).items() if r != e}
     return [
         changed[row.entry] + row.name[len(row.entry) :]
         if row.entry in changed and row.name.startswith(row.entry)

@@ -6,14 +6,17 @@ scan(bench) ─> parse bench part 0..J-1 ─┘                  │
                      head ─> append part 0 ─> ... ─> append part k ─> ... ─> append part K-1 ─> rename
 
 A part is a run of consecutive dump.json entries (``PART_BYTES`` of text), parsed from its byte span
-(``dump/entries.py``'s scan). The match task sees every row of both sides (the matching rules need
-them all) and sends each table task only where its rows' partners are: the bench parts around its own
-(aligned dumps keep them there) and the few partners outside them. A table part is whole dump entries,
-the unit the judging rules work on, so its rows are the reference's rows; its csv text is appended to
-the rank's temporary file in the reference's order, and the file is renamed when the last part is in.
+(``dump/entries.py``'s scan). The default match (exact compare keys) is cut into hash partitions of
+the row keys (``part_keys.py``), so no task holds every key of a rank; a matching option reads every
+row of both sides (its rules need them all) in one task. The match sends each table task only where
+its rows' partners are: the bench parts around its own (aligned dumps keep them there) and the few
+partners outside them. A table part is whole dump entries, the unit the judging rules work on, so its
+rows are the reference's rows; its csv text is appended to the rank's temporary file in the
+reference's order, and the file is renamed when the last part is in.
 
 The tasks live by job: ``part_scan.py`` (the scan and each part's parse), ``part_match.py`` (the match
-and its plan, the exports of partners outside a window), ``part_table.py`` (a part's table and csv
+in one task, the plan, the exports of partners outside a window), ``part_keys.py`` (the match cut
+into hash partitions), ``part_table.py`` (a part's table and csv
 text), ``part_file.py`` (the chain that writes the file); this module lays out their graph.
 """
 
@@ -26,8 +29,22 @@ from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.part_file import append_part, begin_file, finish_file
-from msprobe_dask.pipeline.part_match import bench_window, export_rows, gather_foreign, match_parts
-from msprobe_dask.pipeline.part_scan import parse_part, part_count, scan_side
+from msprobe_dask.pipeline.part_keys import (
+    key_part,
+    match_partition,
+    pairs_of_part,
+    partition_count,
+    side_facts,
+)
+from msprobe_dask.pipeline.part_match import (
+    bench_window,
+    export_rows,
+    gather_foreign,
+    match_parts,
+    plan_head,
+    wanted_rows,
+)
+from msprobe_dask.pipeline.part_scan import parse_part, part_count, scan_sides
 from msprobe_dask.pipeline.part_table import split_stacks, table_part
 
 
@@ -46,15 +63,34 @@ def rank_csv(
         return dask.delayed(func, pure=False, nout=nout)
 
     npu_n, bench_n = part_count(npu_src), part_count(bench_src)
-    scans = task(scan_side)(npu_src, npu_n), task(scan_side)(bench_src, bench_n)
-    npu_rows, npu_keys = zip(*(task(parse_part, 2)(scans[0], k) for k in range(npu_n)))
-    bench_rows, bench_keys = zip(*(task(parse_part, 2)(scans[1], j) for j in range(bench_n)))
+    hashed = match == MatchOptions()  # the default match, cut into hash partitions (part_keys.py)
+    scanned = list(task(scan_sides, 2 + npu_n + bench_n)(npu_src, bench_src, npu_n, bench_n))
+    scans = scanned[0], scanned[1]  # then each part's spans: the npu parts', the bench parts'
+    npu_spans, bench_spans = scanned[2 : 2 + npu_n], scanned[2 + npu_n :]
+    npu_rows, npu_keys = zip(
+        *(task(parse_part, 2)(scans[0], npu_spans[k], k, not hashed) for k in range(npu_n))
+    )
+    bench_rows, bench_keys = zip(
+        *(task(parse_part, 2)(scans[1], bench_spans[j], j, not hashed) for j in range(bench_n))
+    )
     windows = tuple(bench_window(k, npu_n, bench_n) for k in range(npu_n))
-    head, *cut = task(match_parts, 1 + npu_n + bench_n)(*scans, match, windows, *npu_keys, *bench_keys)
-    plans, wanted = cut[:npu_n], cut[npu_n:]
+    if hashed:
+        renumber = not npu_src.is_debug
+        head, plans, wanted = _hashed_match(
+            task,
+            scans,
+            windows,
+            renumber,
+            partition_count(npu_src, bench_src),
+            npu_rows + bench_rows,
+            npu_keys + bench_keys,
+        )
+    else:
+        head, *cut = task(match_parts, 1 + npu_n + bench_n)(*scans, match, windows, *npu_keys, *bench_keys)
+        plans, wanted = cut[:npu_n], cut[npu_n:]
     exports = [task(export_rows)(wanted[j], bench_rows[j]) for j in range(bench_n)]
     foreign = task(gather_foreign, npu_n)(npu_n, *exports)
-    stacks = task(split_stacks, npu_n)(scans[0], npu_n)
+    stacks = task(split_stacks, npu_n)(scans[0], *npu_spans)
     written = begun = task(begin_file)(path, head)
     appended = []
     for k, window in enumerate(windows):
@@ -72,3 +108,26 @@ def rank_csv(
         written = task(append_part)(written, chunk)  # in the reference's order
         appended.append(written)
     return task(finish_file)(label, begun, *appended)
+
+
+def _hashed_match(
+    task: Any,
+    scans: tuple[Any, Any],
+    windows: tuple[range, ...],
+    renumber: bool,
+    partitions: int,
+    rows: tuple[Any, ...],
+    keys: tuple[Any, ...],
+) -> tuple[Any, list[Any], list[Any]]:
+    """The match of ``part_keys.py``: the plan head, each table part's runs, each bench part's wanted rows
+    (Delayeds), from each part's rows and keys (the npu parts' then the bench parts')."""
+    npu_n, parts = len(windows), len(rows)
+    facts, *starts = task(side_facts, 1 + parts)(*scans, npu_n, *keys)
+    buckets = [task(key_part, partitions)(rows[i], starts[i], renumber, partitions) for i in range(parts)]
+    found = [
+        task(match_partition, npu_n + 1)(facts, npu_n, *(b[p] for b in buckets)) for p in range(partitions)
+    ]
+    head = task(plan_head)(facts, *(f[npu_n] for f in found))
+    cuts = [task(pairs_of_part, 2)(facts, window, *(f[k] for f in found)) for k, window in enumerate(windows)]
+    wanted = task(wanted_rows, parts - npu_n)(facts.bench_offsets, *(far for _, far in cuts))
+    return head, [runs for runs, _ in cuts], list(wanted)

@@ -8,6 +8,7 @@ import math
 import os
 import re
 import sys
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from msprobe_dask.dump.fastjson import loads
 from msprobe_dask.dump.rows import LeafRow, RowKey
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.graph.gcpause import rare_collections_from_now
+from msprobe_dask.match.exact import backward_counts
 from msprobe_dask.pipeline.sides import rows_of
 from msprobe_dask.table import StatKinds, stat_kinds
 
@@ -53,21 +55,41 @@ def part_count(source: DumpSource) -> int:
 
 @dataclass(frozen=True, slots=True)
 class SideScan:
-    """One dump.json's header facts and its entries' byte spans, cut into parts (``whole``: the file
-    is not laid out for spans, and part 0 parses it whole)."""
+    """One dump.json's header facts (``whole``: the file is not laid out for spans, and part 0 parses
+    it whole)."""
 
     source: DumpSource
     task: str
     framework: str
     md5_in_text: bool
-    parts: tuple[tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]], ...]
-    small: dict[str, Any]  # the values of one-line entries, parsed by the scan
     whole: bool
 
 
-def scan_side(source: DumpSource, parts: int) -> SideScan:
-    """Find the entries' spans; a file not laid out for them is parsed whole here (for its errors and
-    header) and again by part 0."""
+@dataclass(frozen=True, slots=True)
+class PartSpans:
+    """A part's entries: their names and byte spans in dump.json, and the values of its one-line
+    entries (parsed by the scan). Each part's travel to its own tasks: a rank of 1M entries has 1M
+    names, too many to send to every part's task."""
+
+    names: tuple[str, ...]
+    starts: tuple[int, ...]
+    ends: tuple[int, ...]
+    small: dict[str, Any]
+
+
+def scan_sides(
+    npu_src: DumpSource, bench_src: DumpSource, npu_parts: int, bench_parts: int
+) -> tuple[Any, ...]:
+    """Both sides' scans, one after the other (a scan holds its whole dump.json): each side's SideScan,
+    then the npu parts' PartSpans, then the bench parts'."""
+    npu, *npu_spans = scan_side(npu_src, npu_parts)
+    bench, *bench_spans = scan_side(bench_src, bench_parts)
+    return (npu, bench, *npu_spans, *bench_spans)
+
+
+def scan_side(source: DumpSource, parts: int) -> tuple[Any, ...]:
+    """The side's SideScan and its parts' PartSpans; a file not laid out for spans is parsed whole here
+    (for its errors and header) and again by part 0."""
     path = source.dump_json
     check_dump_file(path)
     try:
@@ -80,24 +102,28 @@ def scan_side(source: DumpSource, parts: int) -> SideScan:
     if scanned is None or spans is None:
         del text
         dump = load_dump(source)
-        return SideScan(source, dump.task, dump.framework, True, (), {}, whole=True)
+        none = PartSpans((), (), (), {})
+        return (SideScan(source, dump.task, dump.framework, True, whole=True), *(none,) * parts)
     header, entries = scanned
     named, small, _ = spans
     md5_in_text = entries.mentions(b'"md5"')
-    del text, spans, entries
+    del text, spans, entries, scanned  # the text (a scan holds the whole file) goes first
     task, _, framework = dump_facts(path, header)
     names = list(named)
     bounds = [len(names) * k // parts for k in range(parts + 1)]
     cut = []
     for lo, hi in zip(bounds, bounds[1:]):
         own = tuple(names[lo:hi])
-        cut.append((own, tuple(named[n][0] for n in own), tuple(named[n][1] for n in own)))
-    return SideScan(source, task, framework, md5_in_text, tuple(cut), small, whole=False)
+        starts, ends = tuple(named[n][0] for n in own), tuple(named[n][1] for n in own)
+        cut.append(PartSpans(own, starts, ends, {n: small[n] for n in own if n in small}))
+    return (SideScan(source, task, framework, md5_in_text, whole=False), *cut)
 
 
 class RowPart:
-    """A part's rows. They travel between tasks as marshal bytes, 2x cheaper to make than a pickle
-    and passed on undecoded by the process that schedules the tasks; decoded once where used."""
+    """A part's rows. They travel between tasks as zlib-compressed marshal bytes (marshal: 2x cheaper to
+    make than a pickle; zlib at level 1: 4-5x smaller for 5% of the parse's time, and the process that
+    schedules the tasks holds every part until its table part has run), passed on undecoded by that
+    process; decoded once where used."""
 
     __slots__ = ("packed", "_rows")
 
@@ -108,12 +134,12 @@ class RowPart:
     @classmethod
     def of(cls, rows: tuple[LeafRow, ...]) -> RowPart:
         """(Decoded again where used: a part waiting for its table task holds only its bytes.)"""
-        return cls(marshal.dumps([tuple(row) for row in rows]))
+        return cls(zlib.compress(marshal.dumps([tuple(row) for row in rows]), 1))
 
     @property
     def rows(self) -> tuple[LeafRow, ...]:
         if self._rows is None:
-            self._rows = tuple(map(LeafRow._make, marshal.loads(self.packed)))
+            self._rows = tuple(map(LeafRow._make, marshal.loads(zlib.decompress(self.packed))))
         return self._rows
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -122,40 +148,46 @@ class RowPart:
 
 @dataclass(frozen=True, slots=True)
 class PartKeys:
-    """What the match reads of a part: each row's key fields (marshal bytes, the same strings sent
-    once), whether the part holds md5 summaries, and its golden statistics' kinds."""
+    """What the match reads of a part: its row count, whether it holds md5 summaries, its statistics'
+    kinds, its backward entries per op (where the renumbering of the next part starts), and for a
+    match of the whole side in one task each row's key fields (marshal bytes, the same strings sent
+    once)."""
 
-    packed: bytes
+    packed: bytes | None
     count: int
     has_md5: bool
     stat_kinds: StatKinds
+    backward: dict[str, int]
 
     @classmethod
-    def of(cls, rows: tuple[LeafRow, ...], has_md5: bool) -> PartKeys:
-        intern = sys.intern
-        keys = [(row.name, row.entry, row.state, intern(row.dtype)) for row in rows]
-        return cls(marshal.dumps(keys), len(rows), has_md5, stat_kinds(rows))
+    def of(cls, rows: tuple[LeafRow, ...], has_md5: bool, with_keys: bool) -> PartKeys:
+        keys = None
+        if with_keys:
+            intern = sys.intern
+            keys = marshal.dumps([(row.name, row.entry, row.state, intern(row.dtype)) for row in rows])
+        return cls(keys, len(rows), has_md5, stat_kinds(rows), backward_counts(rows))
 
     def rows(self) -> list[RowKey]:
+        assert self.packed is not None, "the part was parsed for a match cut into partitions"
         return list(map(RowKey._make, marshal.loads(self.packed)))
 
 
-def parse_part(scan: SideScan, k: int) -> tuple[RowPart, PartKeys]:
-    """The rows of part ``k``, and their keys (a DumpError names dump.json if an entry is not valid
-    JSON)."""
+def parse_part(scan: SideScan, spans: PartSpans, k: int, with_keys: bool) -> tuple[RowPart, PartKeys]:
+    """The rows of part ``k``, and what the match reads of them (``with_keys``: their key fields too)
+    (a DumpError names dump.json if an entry is not valid JSON)."""
     rare_collections_from_now()
-    rows, has_md5 = _part_rows(scan, k)
-    return RowPart.of(rows), PartKeys.of(rows, has_md5)
+    rows, has_md5 = _part_rows(scan, spans, k)
+    return RowPart.of(rows), PartKeys.of(rows, has_md5, with_keys)
 
 
-def _part_rows(scan: SideScan, k: int) -> tuple[tuple[LeafRow, ...], bool]:
+def _part_rows(scan: SideScan, spans: PartSpans, k: int) -> tuple[tuple[LeafRow, ...], bool]:
     debug = scan.source.is_debug
     if scan.whole:
         if k:
             return (), False
         dump = load_dump(scan.source)
         return rows_of(dump.entries.items(), debug, scan.source.dump_json), dump.has_md5
-    names, starts, ends = scan.parts[k]
+    names, starts, ends = spans.names, spans.starts, spans.ends
     if not names:
         return (), False
     lo = starts[0]
@@ -165,8 +197,8 @@ def _part_rows(scan: SideScan, k: int) -> tuple[tuple[LeafRow, ...], bool]:
     bodies = []
     whole: dict[str, Any] | None = None
     for name, start, end in zip(names, starts, ends):
-        if name in scan.small:
-            body = scan.small[name]
+        if name in spans.small:
+            body = spans.small[name]
         else:
             try:
                 body = loads(text[start - lo : end - lo])

@@ -14,7 +14,7 @@ from msprobe_dask.dump.dumpjson import load_stack
 from msprobe_dask.dump.rows import LeafRow
 from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.pipeline.part_match import PlanHead, run_pairs
-from msprobe_dask.pipeline.part_scan import RowPart, SideScan
+from msprobe_dask.pipeline.part_scan import PartSpans, RowPart, SideScan
 from msprobe_dask.summary.divergence import rank_table_nodes
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
@@ -28,16 +28,16 @@ ast is not thread-safe (gh-106905: "AST constructor recursion depth mismatch" wh
 in threads side by side)."""
 
 
-def split_stacks(scan: SideScan, parts: int) -> tuple[bytes | None, ...]:
+def split_stacks(scan: SideScan, *parts: PartSpans) -> tuple[bytes | None, ...]:
     """Each npu part's entries' stacks from stack.json (marshal bytes; None: no stack.json, no
     NPU_Stack_Info column). A dump parsed whole has all its entries in part 0."""
     path = scan.source.stack_json
     if not path.is_file():
-        return (None,) * parts
+        return (None,) * len(parts)
     stacks = load_stack(path)
     if scan.whole:
-        return (marshal.dumps(stacks), *(marshal.dumps({}) for _ in range(parts - 1)))
-    return tuple(marshal.dumps({e: stacks[e] for e in part[0] if e in stacks}) for part in scan.parts)
+        return (marshal.dumps(stacks), *(marshal.dumps({}) for _ in parts[1:]))
+    return tuple(marshal.dumps({e: stacks[e] for e in part.names if e in stacks}) for part in parts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ STAGES = {
     "match_and_finish": Stage("parse and match", "ranks"),
     "records_task": Stage("parse and match", "ranks"),
     "match_parts": Stage("parse and match", "ranks"),  # pipeline/part_match.py: a rank's parts
+    "plan_head": Stage("parse and match", "ranks"),  # pipeline/part_keys.py: the match cut into partitions
     "table_part": Stage("judge", "parts"),
     "compare_job": Stage("kernel compare", "rank-steps"),
     "convert_files": Stage("convert", "batches"),

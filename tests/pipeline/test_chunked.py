@@ -9,7 +9,7 @@ import pytest
 from conftest import case_dir
 
 from msprobe_dask.analysis.divergence import Tolerance
-from msprobe_dask.pipeline import chunked, part_match, part_scan
+from msprobe_dask.pipeline import chunked, part_keys, part_match, part_scan
 from msprobe_dask.pipeline.compare import compare, compare_to_csv
 from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.part_file import WrittenRank
@@ -108,6 +108,7 @@ def test_parts_of_one_entry_in_any_order_write_the_whole_tables_bytes(
     )
     monkeypatch.setattr(part_scan, "PART_BYTES", max(1, smallest))
     monkeypatch.setattr(part_scan, "MIN_PARTS", 1)
+    monkeypatch.setattr(part_keys, "PARTITION_BYTES", 50_000)  # the default match: 3 to 9 hash partitions
     shuffled = random.Random(f"{case}{scheduler}")
     monkeypatch.setattr(dask.local, "order", lambda dsk: {key: shuffled.random() for key in dsk})
     graphs = [
@@ -126,17 +127,20 @@ def test_parts_of_one_entry_in_any_order_write_the_whole_tables_bytes(
         assert repr(rank.nodes) == repr(rank_table_nodes(whole.label, t))
 
 
+@pytest.mark.parametrize(
+    ("case", "match"), [("fuzzy", MatchOptions(fuzzy=True)), ("stat_mix", MatchOptions())], ids=["fm1", "fm0"]
+)
 def test_partners_outside_a_parts_window_come_from_their_bench_parts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    case: str, match: MatchOptions, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With each table part given the bench parts at the mirrored place of the dump instead of its own,
     most rows' partners lie outside a part's window and come through the export tasks: the csv is the
-    whole table's all the same."""
+    whole table's all the same (the match in one task, and the default match in hash partitions)."""
     import dask
 
     from msprobe_dask.dump.layouts import pair_dumps
 
-    dumps = case_dir("fuzzy") / "target", case_dir("fuzzy") / "golden"
+    dumps = case_dir(case) / "target", case_dir(case) / "golden"
     ((label, target, golden),) = pair_dumps(*dumps)
     exported: list[int] = []
     export_rows = part_match.export_rows
@@ -152,9 +156,10 @@ def test_partners_outside_a_parts_window_come_from_their_bench_parts(
     monkeypatch.setattr(chunked, "export_rows", counting)
     monkeypatch.setattr(chunked, "bench_window", mirrored)
     monkeypatch.setattr(chunked, "part_count", lambda src: 40 if src == target else 30)
-    whole = compare(*dumps, match=MatchOptions(fuzzy=True), run=RunOptions())[0].table
+    monkeypatch.setattr(part_keys, "PARTITION_BYTES", 100_000)
+    whole = compare(*dumps, match=match, run=RunOptions())[0].table
     expected = write_csv(whole, tmp_path / "whole.csv").read_bytes()
     path = tmp_path / "parts.csv"
-    graph = chunked.rank_csv(label, target, golden, MatchOptions(fuzzy=True), path, None)
+    graph = chunked.rank_csv(label, target, golden, match, path, None)
     assert dask.compute(graph, scheduler="sync")[0].path.read_bytes() == expected
     assert sum(exported) > len(whole.rows) // 2, exported

@@ -1,0 +1,99 @@
+"""The default match (exact compare keys) of a rank cut into hash partitions, so that no task holds
+every row key of the rank (at 1M entries a side, 3.5 GB in one task).
+
+parse part (k) ──counts──> side_facts ──mode, each part's renumbering start──> key_part (k)
+key_part (k) ──the part's rows by partition: (row, key digest, dtype)──> match_partition (p = 0..P-1)
+match_partition (p) ──each target part's pairs found in p──> pairs_of_part (k) ──> runs, far partners
+
+A row's compare key is its name with the backward renumbering (``match/exact.py:compare_keys``); a
+part's numbering starts where the parts before it end (``side_facts`` adds up their counts), so each
+part keys its rows alone. Equal keys give equal 128-bit digests and so land in one partition, where they
+are joined as ``match/exact.py:join_left`` joins them (a target row with several golden partners pairs
+with each, in golden order) and the dtype gate is applied to each pair.
+"""
+
+from __future__ import annotations
+
+import marshal
+import math
+import os
+import sys
+from hashlib import blake2b
+from itertools import chain
+from operator import itemgetter
+from typing import Any
+
+from msprobe_dask.dump.source import DumpSource
+from msprobe_dask.graph.gcpause import rare_collections_from_now
+from msprobe_dask.match.dtypes import dtypes_pairable
+from msprobe_dask.match.exact import compare_keys
+from msprobe_dask.pipeline.part_match import PlanCut, RankFacts, cut_part_plan, rank_facts
+from msprobe_dask.pipeline.part_scan import PartKeys, RowPart, SideScan
+
+PARTITION_BYTES = 128 << 20
+"""dump.json bytes (both sides) per hash partition: a rank of 1M entries a side (1.8 GB) has 14
+partitions, whose tasks each hold the digests of about 500,000 rows; a rank under 128 MB has one."""
+
+
+def partition_count(npu_src: DumpSource, bench_src: DumpSource) -> int:
+    """(Sized by the dump, not by its parts: every part sends each partition its rows' digests, so
+    parts x partitions edges.)"""
+    size = sum(os.path.getsize(src.dump_json) for src in (npu_src, bench_src) if src.dump_json.is_file())
+    return max(1, math.ceil(size / PARTITION_BYTES))
+
+
+def side_facts(npu_scan: SideScan, bench_scan: SideScan, npu_parts: int, *keys: PartKeys) -> tuple[Any, ...]:
+    """The rank's facts (its mode: the errors of a mismatched pair of dumps are raised here) and each
+    part's renumbering start ({op: its backward entries in the side's parts before this one})."""
+    facts = rank_facts(npu_scan, bench_scan, keys[:npu_parts], keys[npu_parts:])
+    return (facts, *_starts(keys[:npu_parts]), *_starts(keys[npu_parts:]))
+
+
+def _starts(parts: tuple[PartKeys, ...]) -> list[dict[str, int]]:
+    seen: dict[str, int] = {}
+    starts = []
+    for part in parts:
+        starts.append({op: seen.get(op, 0) for op in part.backward})
+        for op, n in part.backward.items():
+            seen[op] = seen.get(op, 0) + n
+    return starts
+
+
+def key_part(part: RowPart, start: dict[str, int], renumber: bool, partitions: int) -> tuple[bytes, ...]:
+    """A part's rows by the partition of their compare key: for each partition, marshal bytes of
+    [(row in the part, the key's digest, dtype)]."""
+    rare_collections_from_now()
+    rows = part.rows
+    buckets: list[list[tuple[int, bytes, str]]] = [[] for _ in range(partitions)]
+    intern = sys.intern
+    for i, (key, row) in enumerate(zip(compare_keys(rows, renumber, start), rows)):
+        digest = blake2b(key.encode(), digest_size=16).digest()
+        buckets[int.from_bytes(digest[:8], "little") % partitions].append((i, digest, intern(row.dtype)))
+    return tuple(marshal.dumps(bucket) for bucket in buckets)
+
+
+def match_partition(facts: RankFacts, npu_parts: int, *buckets: bytes) -> tuple[Any, ...]:
+    """Join one partition's rows: for each target part, marshal bytes of its [(row in the part, partner
+    among all golden rows or -1)] in target order; last, whether a target row found no partner."""
+    rare_collections_from_now()
+    partners: dict[bytes, list[tuple[int, str]]] = {}
+    for offset, bucket in zip(facts.bench_offsets, buckets[npu_parts:]):
+        for j, digest, dtype in marshal.loads(bucket):
+            partners.setdefault(digest, []).append((offset + j, dtype))
+    cross, unpaired, found = facts.cross_framework, False, []
+    for bucket in buckets[:npu_parts]:
+        pairs: list[tuple[int, int]] = []
+        for i, digest, dtype in marshal.loads(bucket):
+            for j, bench_dtype in partners.get(digest, ((-1, ""),)):
+                paired = j >= 0 and dtypes_pairable(dtype, bench_dtype, cross)
+                pairs.append((i, j if paired else -1))
+                unpaired = unpaired or not paired
+        found.append(marshal.dumps(pairs))
+    return (*found, unpaired)
+
+
+def pairs_of_part(facts: RankFacts, window: range, *found: bytes) -> PlanCut:
+    """A target part's pairs gathered from every partition, in target order (a row's several partners
+    all come from one partition, in golden order), cut into its plan."""
+    pairs = sorted(chain.from_iterable(map(marshal.loads, found)), key=itemgetter(0))
+    return cut_part_plan(pairs, window, facts.bench_offsets)

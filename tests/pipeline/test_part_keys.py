@@ -1,0 +1,114 @@
+"""The default match cut into hash partitions (pipeline/part_keys.py) pairs the rows the match of the
+whole side pairs (pipeline/pairing.py:pair_indices), however the rows are cut into parts and
+partitions: backward entries of one op in several parts (renumbered across them), golden keys
+that come twice, dtypes the gate refuses, rows with no partner."""
+
+from __future__ import annotations
+
+import marshal
+import random
+from pathlib import Path
+
+import pytest
+
+from msprobe_dask.dump.rows import LeafRow, row_key
+from msprobe_dask.dump.source import DumpSource
+from msprobe_dask.match.exact import backward_counts, compare_keys
+from msprobe_dask.pipeline.pairing import MatchOptions, pair_indices
+from msprobe_dask.pipeline.part_keys import key_part, match_partition, pairs_of_part, side_facts
+from msprobe_dask.pipeline.part_match import run_pairs
+from msprobe_dask.pipeline.part_scan import PartKeys, RowPart, SideScan
+from msprobe_dask.pipeline.sides import MatchSide
+
+OPS = ["Functional.linear", "Torch.add", "Module.fc.Linear", "Tensor.mul"]
+DTYPES = ["torch.float32", "torch.float32", "torch.float16", "torch.int64"]
+
+
+def _entries(rng: random.Random, count: int) -> list[list[LeafRow]]:
+    """Entries (each its rows) of random ops, forward and backward, numbered as msProbe numbers them
+    (some numbers skipped, so the renumbering changes them); a few rows named twice."""
+    entries = []
+    numbers: dict[tuple[str, str], int] = {}
+    for _ in range(count):
+        op = rng.choice(OPS)
+        direction = rng.choice(["forward", "backward", "backward"])
+        number = numbers[op, direction] = numbers.get((op, direction), -1) + rng.choice([1, 1, 2])
+        entry = f"{op}.{direction}.{number}" if op.startswith("Module") else f"{op}.{number}.{direction}"
+        leaves = rng.choice([["input.0", "output.0"], ["input.0", "input.0", "output.0"], ["output.0"]])
+        entries.append(
+            [
+                LeafRow(
+                    f"{entry}.{leaf}",
+                    entry,
+                    leaf.split(".")[0],
+                    rng.choice(DTYPES),
+                    "[2]",
+                    "False",
+                    (1.0, 0.0, 0.5, 1.0),
+                    "N/A",
+                    "-1",
+                )
+                for leaf in leaves
+            ]
+        )
+    return entries
+
+
+def _cut(rng: random.Random, entries: list[list[LeafRow]], parts: int) -> list[tuple[LeafRow, ...]]:
+    bounds = sorted(rng.randrange(len(entries) + 1) for _ in range(parts - 1))
+    return [
+        tuple(r for e in entries[lo:hi] for r in e) for lo, hi in zip([0, *bounds], [*bounds, len(entries)])
+    ]
+
+
+def _scan(tmp_path: Path, name: str) -> SideScan:
+    return SideScan(DumpSource(tmp_path / name / "dump.json"), "statistics", "pytorch", False, whole=False)
+
+
+def test_keys_of_parts_renumbered_from_their_starts_are_the_whole_sides_keys() -> None:
+    rng = random.Random(1)
+    entries = _entries(rng, 300)
+    rows = [r for e in entries for r in e]
+    whole = compare_keys(rows)
+    seen: dict[str, int] = {}
+    keys = []
+    for part in _cut(rng, entries, 7):
+        keys += compare_keys(part, True, dict(seen))
+        for op, n in backward_counts(part).items():
+            seen[op] = seen.get(op, 0) + n
+    assert keys == whole and whole != [r.name for r in rows]  # (the renumbering changed some)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_partitions_pair_the_rows_the_whole_match_pairs(seed: int, tmp_path: Path) -> None:
+    rng = random.Random(seed)
+    npu_parts = _cut(rng, _entries(rng, 200), rng.randrange(1, 9))
+    bench_parts = _cut(rng, _entries(rng, 200), rng.randrange(1, 9))
+    partitions = rng.randrange(1, 6)
+    npu_rows = [r for p in npu_parts for r in p]
+    bench_rows = [r for p in bench_parts for r in p]
+    scans = _scan(tmp_path, "npu"), _scan(tmp_path, "bench")
+    sides = [
+        MatchSide(s.source, "statistics", "pytorch", False, [row_key(r) for r in rows])
+        for s, rows in zip(scans, (npu_rows, bench_rows))
+    ]
+    whole = pair_indices(*sides, False, MatchOptions())
+    assert len({j for _, j in whole if j is not None}) > 50 and len(whole) > len(npu_rows)  # some twice
+
+    parts = [*npu_parts, *bench_parts]
+    facts, *starts = side_facts(*scans, len(npu_parts), *(PartKeys.of(p, False, False) for p in parts))
+    buckets = [key_part(RowPart.of(p), start, True, partitions) for p, start in zip(parts, starts)]
+    found = [match_partition(facts, len(npu_parts), *(b[p] for b in buckets)) for p in range(partitions)]
+    assert any(f[-1] for f in found) == any(j is None for _, j in whole)
+    window = range(len(bench_parts) // 2, len(bench_parts) // 2 + 1)  # the other parts' partners: far
+    paired, start = [], 0
+    for k, part in enumerate(npu_parts):
+        runs, far = pairs_of_part(facts, window, *(f[k] for f in found))
+        own = [(start + i, None if j < 0 else j) for i, j in run_pairs(marshal.loads(runs))]
+        lo, hi = facts.bench_offsets[window.start], facts.bench_offsets[window.stop]
+        assert sorted(r for rows in far.values() for r in rows) == sorted(
+            j for _, j in own if j is not None and not lo <= j < hi
+        )
+        paired += own
+        start += len(part)
+    assert paired == whole
