@@ -1,4 +1,5 @@
-"""One rank's statistics compare to csv, cut into chunk tasks whose results travel as csv bytes.
+"""One rank's statistics compare to csv or xlsx, cut into chunk tasks whose results travel as the
+file's bytes.
 
 scan(npu) ───> parse npu part 0..K-1 ───┐
                                         ├─> match ─> table part k (npu part k, bench parts near k)
@@ -11,13 +12,15 @@ the row keys (``part_keys.py``), so no task holds every key of a rank; a matchin
 row of both sides (its rules need them all) in one task. The match sends each table task only where
 its rows' partners are: the bench parts around its own (aligned dumps keep them there) and the few
 partners outside them. A table part is whole dump entries, the unit the judging rules work on, so its
-rows are the reference's rows; its csv text is appended to the rank's temporary file in the
-reference's order, and the file is renamed when the last part is in.
+rows are the reference's rows; its csv text (or sheet XML) is appended to the rank's temporary file in
+the reference's order, and the file is renamed when the last part is in (an xlsx's sheets are then
+stored in its zip).
 
 The tasks live by job: ``part_scan.py`` (the scan and each part's parse), ``part_match.py`` (the match
 in one task, the plan, the exports of partners outside a window), ``part_keys.py`` (the match cut
-into hash partitions), ``part_table.py`` (a part's table and csv
-text), ``part_file.py`` (the chain that writes the file); this module lays out their graph.
+into hash partitions), ``part_table.py`` (a part's table and its
+bytes), ``part_file.py`` (the chain that writes the file), ``part_forms.py`` (csv or xlsx); this module
+lays out their graph.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.part_file import append_part, begin_file, finish_file
+from msprobe_dask.pipeline.part_forms import CSV, CsvForm
 from msprobe_dask.pipeline.part_keys import (
     key_part,
     match_partition,
@@ -42,21 +46,24 @@ from msprobe_dask.pipeline.part_match import (
     gather_foreign,
     match_parts,
     plan_head,
+    row_starts,
     wanted_rows,
 )
 from msprobe_dask.pipeline.part_scan import parse_part, part_count, scan_sides
 from msprobe_dask.pipeline.part_table import split_stacks, table_part
 
 
-def rank_csv(
+def rank_file(
     label: str,
     npu_src: DumpSource,
     bench_src: DumpSource,
     match: MatchOptions,
     path: Path,
     tolerance: Tolerance | None,
+    form: CsvForm = CSV,
 ) -> Any:
-    """The Delayed that compares one rank into ``path`` (its value: a WrittenRank)."""
+    """The Delayed that compares one rank into ``path``, a csv or xlsx by ``form`` (its value: a
+    WrittenRank)."""
     import dask
 
     def task(func: Any, nout: int | None = None) -> Any:
@@ -91,12 +98,15 @@ def rank_csv(
     exports = [task(export_rows)(wanted[j], bench_rows[j]) for j in range(bench_n)]
     foreign = task(gather_foreign, npu_n)(npu_n, *exports)
     stacks = task(split_stacks, npu_n)(scans[0], *npu_spans)
-    written = begun = task(begin_file)(path, head)
+    firsts = task(row_starts, npu_n)(*plans)  # (where each part's rows go in the rank's xlsx sheets)
+    written = begun = task(begin_file)(form, path, head)
     appended = []
     for k, window in enumerate(windows):
         chunk = task(table_part)(
             label,
             tolerance,
+            form,
+            firsts[k],
             head,
             plans[k],
             stacks[k],
@@ -105,9 +115,9 @@ def rank_csv(
             npu_rows[k],
             *(bench_rows[j] for j in window),
         )
-        written = task(append_part)(written, chunk)  # in the reference's order
+        written = task(append_part)(form, written, chunk)  # in the reference's order
         appended.append(written)
-    return task(finish_file)(label, begun, *appended)
+    return task(finish_file)(form, label, begun, *appended)
 
 
 def _hashed_match(

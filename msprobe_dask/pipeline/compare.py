@@ -167,7 +167,7 @@ def _big_blocks_to_the_system() -> None:
 _M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 
 
-def compare_to_csv(
+def compare_to_files(
     target: str | Path,
     golden: str | Path,
     result_path: Callable[[str], Path],
@@ -176,15 +176,18 @@ def compare_to_csv(
     run: RunOptions | None = None,
     skip_missing_ranks: bool = False,
     summary_tolerance: Tolerance | None = None,
+    xlsx: bool = False,
 ) -> list[WrittenRank | RankResult]:
-    """Like ``compare``, but each statistics-mode rank is written to ``result_path(label)`` by its own
-    tasks, part by part (``pipeline/chunked.py``), and comes back as a WrittenRank (with its summary
-    and the first-divergence analysis's nodes, by ``summary_tolerance``, if given); the other ranks
-    (tensor mode, dumps not laid out as msProbe writes them) come back as RankResults to write.
+    """Like ``compare``, but each statistics-mode rank is written to ``result_path(label)`` (an xlsx if
+    ``xlsx``, else a csv) by its own tasks, part by part (``pipeline/chunked.py``), and comes back as a
+    WrittenRank (with its summary and the first-divergence analysis's nodes, by ``summary_tolerance``,
+    if given); the other ranks (tensor mode, dumps not laid out as msProbe writes them) come back as
+    RankResults to write.
     If the run fails, no file of it is left behind."""
     from msprobe_dask.graph.gcpause import rare_full_collections
-    from msprobe_dask.pipeline.chunked import rank_csv
-    from msprobe_dask.pipeline.part_file import part_file
+    from msprobe_dask.pipeline.chunked import rank_file
+    from msprobe_dask.pipeline.part_file import temporaries
+    from msprobe_dask.pipeline.part_forms import CSV, XLSX
     from msprobe_dask.pipeline.part_scan import is_statistics_dump
 
     match = match or MatchOptions()
@@ -197,13 +200,21 @@ def compare_to_csv(
         try:
             written = compute(
                 [
-                    rank_csv(sources[i][0], *sources[i][1:], match, paths[i], summary_tolerance)
+                    rank_file(
+                        sources[i][0],
+                        *sources[i][1:],
+                        match,
+                        paths[i],
+                        summary_tolerance,
+                        XLSX if xlsx else CSV,
+                    )
                     for i in streamed
                 ]
             )
         except BaseException:
             for path in paths.values():
-                part_file(path).unlink(missing_ok=True)
+                for tmp in temporaries(path):
+                    tmp.unlink(missing_ok=True)
             raise
         others = [source for i, source in enumerate(sources) if i not in paths]
         tables = iter(_tables(others, match, compute) if others else [])

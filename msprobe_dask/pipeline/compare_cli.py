@@ -10,9 +10,9 @@ from pathlib import Path
 from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.cli_args import add_command, add_output, add_run_options, add_sides
 from msprobe_dask.dump.layouts import open_dump
-from msprobe_dask.pipeline.compare import RankResult, compare, compare_to_csv
+from msprobe_dask.pipeline.compare import RankResult, compare, compare_to_files
 from msprobe_dask.pipeline.pairing import MatchOptions
-from msprobe_dask.pipeline.part_file import WrittenRank, part_file
+from msprobe_dask.pipeline.part_file import WrittenRank, temporaries
 from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.report.cli import add_tolerance_options, report_path_line, write_run_report
 from msprobe_dask.summary.divergence import analyse_rank_nodes, apply_divergence, rank_table_nodes
@@ -95,9 +95,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def tracked(path: Path) -> Path:
-    """``path``, whose temporary file the rank's tasks write wherever they run, removed by this
+    """``path``, whose temporary files the rank's tasks write wherever they run, removed by this
     process if the run is stopped."""
-    track(part_file(path))
+    for tmp in temporaries(path):
+        track(tmp)
     return path
 
 
@@ -155,16 +156,17 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
     skip = args.skip_missing_ranks
     tol = Tolerance(args.atol, args.rtol)
     results: list[WrittenRank | RankResult]
-    if args.xlsx or args.is_print_compare_log or args.report:  # the report reads the tables
+    if args.is_print_compare_log or args.report:  # the report reads the tables
         results = list(compare(*dumps, match=match, run=run_options, skip_missing_ranks=skip))
     else:  # statistics ranks written part by part by their tasks
-        results = compare_to_csv(
+        results = compare_to_files(
             *dumps,
-            lambda label: tracked(result_path(label, out, False, stamp, debug)),
+            lambda label: tracked(result_path(label, out, args.xlsx, stamp, debug)),
             match=match,
             run=run_options,
             skip_missing_ranks=skip,
             summary_tolerance=None if args.quiet else tol,
+            xlsx=args.xlsx,
         )
     if args.layer_mapping:
         from msprobe_dask.pipeline.layer_mapping_files import write_layer_mapping_files

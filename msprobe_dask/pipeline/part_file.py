@@ -1,5 +1,7 @@
-"""A rank's csv file written by a chain of tasks: the header, each table part's csv text appended in the
-reference's order, the complete file renamed to its name; the rank's summary and nodes gathered."""
+"""A rank's csv or xlsx file written by a chain of tasks: the header, each table part's bytes appended
+in the reference's order (an xlsx's next sheet opened where a part's rows reach it), the complete file
+made the result by its form (``part_forms.py``: the csv renamed, the xlsx's sheets stored in its zip);
+the rank's summary and nodes gathered."""
 
 from __future__ import annotations
 
@@ -11,22 +13,22 @@ from pathlib import Path
 
 from msprobe_dask.analysis.flow import Node
 from msprobe_dask.errors import OutputError
+from msprobe_dask.pipeline.part_forms import CsvForm, packed
 from msprobe_dask.pipeline.part_match import PlanHead
 from msprobe_dask.pipeline.part_table import TablePart
 from msprobe_dask.summary.divergence import joined_nodes
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
 from msprobe_dask.summary.table import merge_summaries
-from msprobe_dask.writers.atomic import publish, set_result_mode
-from msprobe_dask.writers.csv_writer import header_line
 
 
 @dataclass(frozen=True, slots=True)
 class PartWritten:
-    """A part once its lines are in the file (the lines are not kept): what the rank's result needs."""
+    """A part once its bytes are in the file (the bytes are not kept): what the rank's result needs."""
 
     path: Path
     columns: list[str]
+    starts: tuple[int, ...]  # where each section of the file begins (an xlsx's sheets)
     rows: int = 0
     summary: tuple[GroupSummary, KindCounter] | None = None
     nodes: bytes | None = None
@@ -34,7 +36,7 @@ class PartWritten:
 
 @dataclass(frozen=True, slots=True)
 class WrittenRank:
-    """One rank compared into its csv file (``path`` None: no row to write, no file)."""
+    """One rank compared into its csv or xlsx file (``path`` None: no row to write, no file)."""
 
     label: str
     path: Path | None
@@ -52,20 +54,31 @@ class WrittenRank:
 
 
 def part_file(path: Path) -> Path:
-    """Where the rank's csv is written before it is renamed to ``path``."""
+    """Where the rank's file is written before it becomes ``path``."""
     return path.with_name(f".{path.name}.part")
 
 
-def begin_file(path: Path, head: PlanHead) -> PartWritten:
+def temporaries(path: Path) -> tuple[Path, Path]:
+    """The rank's files before ``path`` is complete: its part file, and an xlsx's zip made from it."""
+    return part_file(path), packed(part_file(path))
+
+
+def begin_file(form: CsvForm, path: Path, head: PlanHead) -> PartWritten:
     with _writing(path), open(part_file(path), "wb") as f:
-        f.write(header_line(head.columns))
-    return PartWritten(path, head.columns)
+        f.write(form.head(head.columns))
+    return PartWritten(path, head.columns, (0,))
 
 
-def append_part(previous: PartWritten, part: TablePart) -> PartWritten:
+def append_part(form: CsvForm, previous: PartWritten, part: TablePart) -> PartWritten:
+    starts = list(previous.starts)
     with _writing(previous.path), open(part_file(previous.path), "ab") as f:
-        f.write(part.csv)
-    return PartWritten(previous.path, previous.columns, part.rows, part.summary, part.nodes)
+        for section, data in part.sections:
+            while len(starts) <= section:  # the part begins a section (an xlsx's next sheet)
+                f.write(form.tail)
+                starts.append(f.tell())
+                f.write(form.head(previous.columns))
+            f.write(data)
+    return PartWritten(previous.path, previous.columns, tuple(starts), part.rows, part.summary, part.nodes)
 
 
 @contextlib.contextmanager
@@ -78,19 +91,22 @@ def _writing(path: Path) -> Iterator[None]:
         raise OutputError(path, f"cannot be written: {exc.strerror or exc}") from None
 
 
-def finish_file(label: str, head: PartWritten, *parts: PartWritten) -> WrittenRank:
-    """Rename the complete file (none when the compare has no row); the rank's summary and nodes."""
+def finish_file(form: CsvForm, label: str, head: PartWritten, *parts: PartWritten) -> WrittenRank:
+    """Make the complete file the result (none when the compare has no row); the rank's summary and
+    nodes."""
     asked = parts[0].summary is not None
     summary = merge_summaries(label, head.columns, [p.summary for p in parts if p.summary]) if asked else None
     nodes = tuple(p.nodes for p in parts if p.nodes is not None) if asked else None
     tmp = part_file(head.path)
-    if not sum(p.rows for p in parts):
+    rows = sum(p.rows for p in parts)
+    if not rows:
         tmp.unlink()
         return WrittenRank(label, None, summary, nodes)
     try:
         with _writing(head.path):
-            set_result_mode(tmp)
-            publish(tmp, head.path)
+            with open(tmp, "ab") as f:
+                f.write(form.tail)
+            form.package(tmp, head.path, parts[-1].starts, rows)
     finally:
         tmp.unlink(missing_ok=True)
     return WrittenRank(label, head.path, summary, nodes)

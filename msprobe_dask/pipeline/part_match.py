@@ -113,6 +113,15 @@ def cut_part_plan(pairs: Iterable[tuple[int, int]], window: range, offsets: Sequ
     return marshal.dumps(runs), far
 
 
+def row_starts(*plans: bytes) -> tuple[int, ...]:
+    """Index of each table part's first row among the rank's rows, from the parts' plans."""
+    starts, at = [], 0
+    for plan in plans:
+        starts.append(at)
+        at += sum(n for _, _, n in marshal.loads(plan))
+    return tuple(starts)
+
+
 def run_pairs(runs: Runs) -> Iterator[tuple[int, int]]:
     for i, j, n in runs:
         for t in range(n):

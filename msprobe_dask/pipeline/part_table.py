@@ -1,5 +1,6 @@
-"""A rank's table part: one part's rows paired by its plan, judged, and made into csv text (with the
-summary and the first-divergence analysis's nodes when asked for)."""
+"""A rank's table part: one part's rows paired by its plan, judged, and made into the bytes of the
+rank's csv or xlsx (``part_forms.py``; with the summary and the first-divergence analysis's nodes when
+asked for)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.dump.dumpjson import load_stack
 from msprobe_dask.dump.rows import LeafRow
 from msprobe_dask.graph.gcpause import rare_collections_from_now
+from msprobe_dask.pipeline.part_forms import CsvForm, Sections
 from msprobe_dask.pipeline.part_match import PlanHead, run_pairs
 from msprobe_dask.pipeline.part_scan import PartSpans, RowPart, SideScan
 from msprobe_dask.summary.divergence import rank_table_nodes
@@ -20,7 +22,6 @@ from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
 from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.table import RowPair, build_table
-from msprobe_dask.writers.csv_writer import csv_lines
 
 _AST_LOCK = threading.Lock()
 """Held while a table part's summary reads its stack cells with ast.literal_eval: CPython 3.11.7's
@@ -42,7 +43,7 @@ def split_stacks(scan: SideScan, *parts: PartSpans) -> tuple[bytes | None, ...]:
 
 @dataclass(frozen=True, slots=True)
 class TablePart:
-    csv: bytes
+    sections: Sections  # the part's bytes in the rank's file
     rows: int
     summary: tuple[GroupSummary, KindCounter] | None  # when the run's summary is asked for
     nodes: bytes | None  # the first-divergence analysis's, with the summary (pickled: see WrittenRank)
@@ -51,6 +52,8 @@ class TablePart:
 def table_part(
     label: str,
     tolerance: Tolerance | None,
+    form: CsvForm,
+    first: int,
     head: PlanHead,
     plan: bytes,
     stacks: bytes | None,
@@ -60,8 +63,8 @@ def table_part(
     *window: RowPart,
 ) -> TablePart:
     """Table part ``k`` from its runs: its rows judged (whole entries, as the reference judges them),
-    as csv lines, and (given the divergence analysis's ``tolerance``) their summary and that
-    analysis's nodes."""
+    as the bytes of the rank's file (by ``form``), and (given the divergence analysis's ``tolerance``)
+    their summary and that analysis's nodes."""
     rare_collections_from_now()
     base = head.bench_offsets[window_start]
     near = list(chain.from_iterable(p.rows for p in window))
@@ -77,13 +80,15 @@ def table_part(
         None if stacks is None else marshal.loads(stacks),
         None,
         head.float_stats,
-        highlight=False,
+        highlight=form.highlight,
     )
-    lines = csv_lines(table.rows)
+    sections = form.render(table, first)
     if tolerance is None:
-        return TablePart(lines, len(table.rows), None, None)
+        return TablePart(sections, len(table.rows), None, None)
     kinds = KindCounter()
     with _AST_LOCK:
         summary = summarise_table(label, table.columns, table.rows, table.entries, kinds)
         nodes = rank_table_nodes(label, table, tolerance)
-    return TablePart(lines, len(table.rows), (summary, kinds), pickle.dumps(nodes, pickle.HIGHEST_PROTOCOL))
+    return TablePart(
+        sections, len(table.rows), (summary, kinds), pickle.dumps(nodes, pickle.HIGHEST_PROTOCOL)
+    )

@@ -7,14 +7,17 @@ empty cells, texts cut at 32,767 characters; no number formats, no column widths
 fill (``FILLS``), applied to each of its cells. Measured against openpyxl's write-only mode and
 XlsxWriter's constant_memory mode in workflows/bench_xlsx.py (README, Dependencies).
 
-Each sheet's XML goes to a temporary file first (memory stays bounded by one row) and is then
-stored in the zip with its size known, so that ZIP64 records appear only in sheets above 2 GiB
-(Excel asks to repair an xlsx that has them without need).
+The sheets' XML goes to a temporary file first (memory stays bounded by one row; a compare's rank
+tasks append its parts, ``rows_xml``), and each sheet is then stored in the zip with its size known, so
+that ZIP64 records appear only in sheets above 2 GiB (Excel asks to repair an xlsx that has them
+without need).
 """
 
 from __future__ import annotations
 
+import io
 import math
+import os
 import re
 import tempfile
 import zipfile
@@ -24,6 +27,7 @@ from typing import Any
 
 COMPRESS_LEVEL = 1  # zlib's fastest: 23% less CPU than the default 6 for a 25% bigger file (50k rows)
 MAX_TEXT = 32767  # characters in one cell: Excel's limit, where openpyxl cuts a longer text
+_COPY_BLOCK = 1 << 20
 FILLS = {"red": "FFFF0000", "yellow": "FFFFFF00"}  # solid row fills: name -> ARGB
 
 Row = tuple[Sequence[Any], str | None]  # (cell values, fill name or None)
@@ -60,49 +64,83 @@ def _number(value: float) -> str | None:
     return f"{value:.16g}"
 
 
-def row_xml(number: int, letters: Sequence[str], values: Sequence[Any], style: str) -> str:
-    """One ``<row>`` element; ``style`` is the cells' ``s`` attribute ('' for none)."""
-    cells = []
-    for letter, value in zip(letters, values):
-        kind = value.__class__
-        if kind is str and value:
-            if len(value) > MAX_TEXT:
-                value = value[:MAX_TEXT]
-            if "&" in value or "<" in value or ">" in value:
-                value = value.translate(_XML_TEXT)
-            if value != value.strip():
-                cells.append(f'<c r="{letter}{number}"{style} t="inlineStr"><is><t xml:space="preserve">')
+def _text_markup(value: str) -> str:
+    """A text cell's markup after its ``t`` attribute (an _xHHHH_ or a control character escaped:
+    the markup around it holds neither, so a text is searched alone)."""
+    if len(value) > MAX_TEXT:
+        value = value[:MAX_TEXT]
+    if "&" in value or "<" in value or ">" in value:
+        value = value.translate(_XML_TEXT)
+    if not value.isprintable() or "_x" in value:  # (both much faster than the regex)
+        value = _NEEDS_ESCAPE.sub(_escape_match, value)
+    if value != value.strip():
+        return f'<is><t xml:space="preserve">{value}</t></is></c>'
+    return f"<is><t>{value}</t></is></c>"
+
+
+class RowWriter:
+    """The ``<row>`` elements of a sheet of ``columns`` columns. The markup of each distinct text is
+    made once (most texts of a compare table come again and again: dtypes, shapes, stacks), up to
+    ``TEXTS_HELD`` texts at a time."""
+
+    TEXTS_HELD = 1 << 14
+
+    def __init__(self, columns: int) -> None:
+        self._letters = [column_letter(i) for i in range(columns)]
+        self._texts: dict[str, str] = {}
+
+    def row(self, number: int, values: Sequence[Any], fill: str | None) -> str:
+        """Row ``number`` holding ``values``, filled with ``fill`` (a FILLS name, or None)."""
+        at = f'{number}"{_STYLE_OF[fill]}'  # what follows a cell's column letter in its r attribute
+        texts = self._texts
+        cells = []
+        for letter, value in zip(self._letters, values):
+            kind = value.__class__
+            if kind is str and value:
+                markup = texts.get(value)
+                if markup is None:
+                    if len(texts) >= self.TEXTS_HELD:
+                        texts.clear()
+                    markup = texts[value] = _text_markup(value)
+                cells.append(f'<c r="{letter}{at} t="inlineStr">{markup}')
+            elif kind is float and value - value == 0:  # (finite)
+                cells.append(f'<c r="{letter}{at} t="n"><v>{value:.16g}</v></c>')
+            elif kind is bool:
+                cells.append(f'<c r="{letter}{at} t="b"><v>{int(value)}</v></c>')
+            elif value is None or value == "":
+                if fill:
+                    cells.append(f'<c r="{letter}{at}/>')
+            elif isinstance(value, (int, float)):
+                text = _number(value)
+                if text is None:
+                    cells.append(f'<c r="{letter}{at} t="n"/>')
+                else:
+                    cells.append(f'<c r="{letter}{at} t="n"><v>{text}</v></c>')
             else:
-                cells.append(f'<c r="{letter}{number}"{style} t="inlineStr"><is><t>')
-            cells.append(value)
-            cells.append("</t></is></c>")
-        elif kind is bool:
-            cells.append(f'<c r="{letter}{number}"{style} t="b"><v>{int(value)}</v></c>')
-        elif value is None or value == "":
-            if style:
-                cells.append(f'<c r="{letter}{number}"{style}/>')
-        elif isinstance(value, (int, float)):
-            text = _number(value)
-            if text is None:
-                cells.append(f'<c r="{letter}{number}"{style} t="n"/>')
-            else:
-                cells.append(f'<c r="{letter}{number}"{style} t="n"><v>{text}</v></c>')
-        else:
-            raise TypeError(f"an xlsx cell cannot hold {kind.__name__}")
-    xml = f'<row r="{number}">{"".join(cells)}</row>'
-    # the markup holds neither a control character nor an _xHHHH_, so the row is searched whole
-    # (isprintable and `in`, much faster than the regex, let the common row through)
-    if xml.isprintable() and "_x" not in xml:
-        return xml
-    return _NEEDS_ESCAPE.sub(_escape_match, xml)
+                raise TypeError(f"an xlsx cell cannot hold {kind.__name__}")
+        return f'<row r="{number}">{"".join(cells)}</row>'
+
+
+def sheet_head() -> str:
+    """A sheet's XML up to its first row."""
+    return f'<?xml version="1.0" encoding="UTF-8"?>\n<worksheet xmlns="{_MAIN}"><sheetData>'
+
+
+SHEET_TAIL = "</sheetData></worksheet>"
+
+
+def rows_xml(first: int, columns: int, rows: Iterable[Row]) -> str:
+    """The ``<row>`` elements of ``rows``, numbered from ``first``."""
+    row = RowWriter(columns).row
+    return "".join(row(number, values, fill) for number, (values, fill) in enumerate(rows, first))
 
 
 def _write_sheet(xml: Any, columns: int, rows: Iterable[Row]) -> None:
-    letters = [column_letter(i) for i in range(columns)]
-    xml.write(f'<?xml version="1.0" encoding="UTF-8"?>\n<worksheet xmlns="{_MAIN}"><sheetData>')
+    row = RowWriter(columns).row
+    xml.write(sheet_head())
     for number, (values, fill) in enumerate(rows, start=1):
-        xml.write(row_xml(number, letters, values, _STYLE_OF[fill]))
-    xml.write("</sheetData></worksheet>")
+        xml.write(row(number, values, fill))
+    xml.write(SHEET_TAIL)
 
 
 def _escape_attribute(text: str) -> str:
@@ -177,14 +215,36 @@ def write_workbook(path: Path, sheets: Sequence[tuple[str, int, Iterable[Row]]])
 
     Sheet names are used as given (at most 31 characters, unique: Excel's rules, the caller's job).
     """
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=COMPRESS_LEVEL) as package:
-        for part, text in _package_parts([name for name, _, _ in sheets]).items():
+    with tempfile.NamedTemporaryFile("w+b", dir=path.parent, prefix=".sheets", suffix=".xml") as spool:
+        starts = []
+        text = io.TextIOWrapper(spool, encoding="utf-8", write_through=True)
+        for _, columns, rows in sheets:
+            text.flush()
+            starts.append(spool.tell())
+            _write_sheet(text, columns, rows)
+        text.flush()
+        text.detach()
+        package_spool(path, [name for name, _, _ in sheets], Path(spool.name), starts)
+    return path
+
+
+def package_spool(path: Path, names: Sequence[str], spool: Path, starts: Sequence[int]) -> Path:
+    """Write the workbook ``path`` whose sheets' XML (``names[i]``'s from ``starts[i]`` to the next
+    start) is the file ``spool``, each stored in the zip with its size known."""
+    end = os.path.getsize(spool)
+    with (
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=COMPRESS_LEVEL) as package,
+        open(spool, "rb") as xml,
+    ):
+        for part, text in _package_parts(names).items():
             package.writestr(part, text)
-        for number, (_, columns, rows) in enumerate(sheets, start=1):
-            with tempfile.NamedTemporaryFile(
-                "w", encoding="utf-8", dir=path.parent, prefix=".sheet", suffix=".xml"
-            ) as xml:
-                _write_sheet(xml, columns, rows)
-                xml.flush()
-                package.write(xml.name, f"xl/worksheets/sheet{number}.xml")
+        for number, (start, stop) in enumerate(zip(starts, [*starts[1:], end]), start=1):
+            size = stop - start
+            xml.seek(start)
+            name = f"xl/worksheets/sheet{number}.xml"
+            with package.open(name, "w", force_zip64=size * 1.05 > zipfile.ZIP64_LIMIT) as sheet:
+                while size:
+                    block = xml.read(min(size, _COPY_BLOCK))
+                    sheet.write(block)
+                    size -= len(block)
     return path

@@ -40,8 +40,8 @@ def test_no_space_left(tmp_path: Path, kind: str) -> None:
     prelude = (
         "import errno, os\n"
         "def full(*a, **k): raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))\n"
-        "import msprobe_dask.pipeline.part_file as part_file, msprobe_dask.writers.xlsx_writer as xlsx\n"
-        "part_file.header_line = xlsx.write_workbook = full\n"
+        "import msprobe_dask.pipeline.part_forms as forms\n"
+        "forms.header_line = forms.package_spool = full\n"  # the csv's first write, the xlsx's zip
     )
     outcome = _run(case, kind, prelude=prelude)
     check(outcome, 2, "No space left on device", "compare_result_")

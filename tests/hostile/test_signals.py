@@ -89,16 +89,18 @@ MOMENTS = {
     # the result's temporary file exists (csv, xlsx, vis.db)
     "write": (
         "import msprobe_dask.writers.atomic as atomic, msprobe_dask.writers.visdb as visdb\n"
-        "import msprobe_dask.pipeline.part_file as part_file\n"
-        "_track, _header = atomic.track, part_file.header_line\n"
+        "import msprobe_dask.pipeline.part_forms as forms\n"
+        "_track = atomic.track\n"
         "def _tracking(path):\n"
         "    _track(path)\n"
         "    _kill()\n"
-        "def _heading(*args):\n"  # the statistics csv written part by part by its tasks
-        "    _kill()\n"
-        "    return _header(*args)\n"
+        "def _killing(head):\n"  # the statistics csv or xlsx written part by part by its tasks
+        "    def heading(*args):\n"
+        "        _kill()\n"
+        "        return head(*args)\n"
+        "    return heading\n"
         "atomic.track = visdb.track = _tracking\n"
-        "part_file.header_line = _heading\n"
+        "forms.header_line, forms.header_xml = _killing(forms.header_line), _killing(forms.header_xml)\n"
     ),
     # the worker processes are running the graph's tasks
     "workers": (
@@ -195,7 +197,7 @@ TO = {"main": _KILL, "group": _KILL_GROUP}  # this process's main thread, or eve
 WITH_WORKERS = [
     ("main", "SIGTERM", "csv", "pool"),
     ("main", "SIGINT", "csv", "workers"),
-    ("main", "SIGTERM", "xlsx", "write"),
+    ("group", "SIGTERM", "xlsx", "write"),  # (written by the workers, as the csv)
     ("main", "SIGTERM", "vis.db", "cluster"),
     *(
         ("group", name, kind, moment)

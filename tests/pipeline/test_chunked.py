@@ -10,7 +10,7 @@ from conftest import case_dir
 
 from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.pipeline import chunked, part_keys, part_match, part_scan
-from msprobe_dask.pipeline.compare import compare, compare_to_csv
+from msprobe_dask.pipeline.compare import compare, compare_to_files
 from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.part_file import WrittenRank
 from msprobe_dask.pipeline.part_match import bench_window
@@ -42,7 +42,7 @@ def test_parts_write_the_whole_tables_bytes(
     monkeypatch.setattr(part_scan, "MIN_PARTS", 1)  # (1 << 30: every dump whole)
     target, golden = case_dir(case) / "target", case_dir(case) / "golden"
     run = RunOptions(address=None)
-    written = compare_to_csv(
+    written = compare_to_files(
         target,
         golden,
         lambda label: tmp_path / f"result{label.replace('/', '_')}.csv",
@@ -112,7 +112,7 @@ def test_parts_of_one_entry_in_any_order_write_the_whole_tables_bytes(
     shuffled = random.Random(f"{case}{scheduler}")
     monkeypatch.setattr(dask.local, "order", lambda dsk: {key: shuffled.random() for key in dsk})
     graphs = [
-        chunked.rank_csv(label, a, b, match, tmp_path / f"parts{i}.csv", Tolerance())
+        chunked.rank_file(label, a, b, match, tmp_path / f"parts{i}.csv", Tolerance())
         for i, (label, a, b) in enumerate(sources)
     ]
     assert all(part_scan.part_count(a) >= _entries(a.dump_json) for _, a, _ in sources)
@@ -160,6 +160,6 @@ def test_partners_outside_a_parts_window_come_from_their_bench_parts(
     whole = compare(*dumps, match=match, run=RunOptions())[0].table
     expected = write_csv(whole, tmp_path / "whole.csv").read_bytes()
     path = tmp_path / "parts.csv"
-    graph = chunked.rank_csv(label, target, golden, match, path, None)
+    graph = chunked.rank_file(label, target, golden, match, path, None)
     assert dask.compute(graph, scheduler="sync")[0].path.read_bytes() == expected
     assert sum(exported) > len(whole.rows) // 2, exported
