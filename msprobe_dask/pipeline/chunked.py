@@ -49,7 +49,7 @@ from msprobe_dask.pipeline.part_match import (
     row_starts,
     wanted_rows,
 )
-from msprobe_dask.pipeline.part_scan import parse_part, part_count, scan_sides
+from msprobe_dask.pipeline.part_scan import parse_part, part_count, scan_side
 from msprobe_dask.pipeline.part_table import split_stacks, table_part
 
 
@@ -71,9 +71,11 @@ def rank_file(
 
     npu_n, bench_n = part_count(npu_src), part_count(bench_src)
     hashed = match == MatchOptions()  # the default match, cut into hash partitions (part_keys.py)
-    scanned = list(task(scan_sides, 2 + npu_n + bench_n)(npu_src, bench_src, npu_n, bench_n))
-    scans = scanned[0], scanned[1]  # then each part's spans: the npu parts', the bench parts'
-    npu_spans, bench_spans = scanned[2 : 2 + npu_n], scanned[2 + npu_n :]
+    # each side scanned in its own task (a SideScan, then each part's spans), so that on a cluster the
+    # two sides' parts start on two workers
+    npu_scan, *npu_spans = task(scan_side, 1 + npu_n)(npu_src, npu_n)
+    bench_scan, *bench_spans = task(scan_side, 1 + bench_n)(bench_src, bench_n)
+    scans = npu_scan, bench_scan
     npu_rows, npu_keys = zip(
         *(task(parse_part, 2)(scans[0], npu_spans[k], k, not hashed) for k in range(npu_n))
     )

@@ -77,16 +77,6 @@ class PartSpans:
     small: dict[str, Any]
 
 
-def scan_sides(
-    npu_src: DumpSource, bench_src: DumpSource, npu_parts: int, bench_parts: int
-) -> tuple[Any, ...]:
-    """Both sides' scans, one after the other (a scan holds its whole dump.json): each side's SideScan,
-    then the npu parts' PartSpans, then the bench parts'."""
-    npu, *npu_spans = scan_side(npu_src, npu_parts)
-    bench, *bench_spans = scan_side(bench_src, bench_parts)
-    return (npu, bench, *npu_spans, *bench_spans)
-
-
 def scan_side(source: DumpSource, parts: int) -> tuple[Any, ...]:
     """The side's SideScan and its parts' PartSpans; a file not laid out for spans is parsed whole here
     (for its errors and header) and again by part 0."""
