@@ -1,42 +1,107 @@
-"""compare_result_*.csv: UTF-8, header row, minimal quoting, ``\\n`` line ends (pandas ``to_csv``)."""
+"""compare_result_*.csv: UTF-8, header row, minimal quoting, ``\\n`` line ends (pandas ``to_csv``).
+
+The lines are made column by column: a column of texts that need no change (most names) is taken as
+it is; in every other column each distinct (class, value) is printed once (a table's dtypes, shapes and
+markers repeat, and numbers in tiled models), its floats in one call (``float_texts``). The quoting is
+that of the csv module's minimal quoting with ``\\n`` line ends: a cell holding a comma, a double
+quote or a LF is quoted, its double quotes doubled (tests/writers/test_cells.py checks the lines
+against the csv module's).
+"""
 
 from __future__ import annotations
 
 import csv
 import io
+import operator
+import re
 from collections.abc import Iterable, Sequence
+from itertools import compress, repeat
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from msprobe_dask.table import CompareTable
 from msprobe_dask.writers.atomic import atomic_path
-from msprobe_dask.writers.cells import cell_text, neutralise
+from msprobe_dask.writers.cells import (
+    FORMULA_START,
+    LEADING_BLANKS,
+    NEUTRALISED_INSIDE,
+    cell_text,
+    float_texts,
+)
+
+_QUOTED = frozenset(',"\n')
+_CHANGED_INSIDE = re.compile("[" + re.escape("".join(_QUOTED) + NEUTRALISED_INSIDE) + "]")
+_CHANGED_START = frozenset(FORMULA_START + LEADING_BLANKS)
+_FIRST = operator.itemgetter(slice(0, 1))
 
 
-def _write_rows(f: TextIO, rows: Iterable[Sequence[Any]]) -> None:
-    texts: dict[str, str] = {}  # most text cells are one of a few (dtypes, shapes, N/A, results)
+def quoted(text: str) -> str:
+    """``text`` as a csv field."""
+    if _QUOTED.isdisjoint(text):
+        return text
+    return '"' + text.replace('"', '""') + '"'
 
-    def line(row: Sequence[Any]) -> list[str]:
-        return [
-            (texts.get(v) or texts.setdefault(v, neutralise(v))) if v.__class__ is str else cell_text(v)
-            for v in row
-        ]
 
-    csv.writer(f, lineterminator="\n").writerows(map(line, rows))
+def _field(value: Any) -> str:
+    return quoted(cell_text(value))
+
+
+def _unchanged(column: Sequence[Any]) -> bool:
+    """Whether every cell of ``column`` is a text that the csv holds as it is: none to quote, none that
+    ``neutralise`` changes."""
+    return (
+        set(map(type, column)) == {str}
+        and _CHANGED_START.isdisjoint(map(_FIRST, column))
+        and _CHANGED_INSIDE.search("".join(column)) is None
+    )
+
+
+def _column_texts(column: Sequence[Any]) -> Sequence[str]:
+    if _unchanged(column):
+        return column
+    # each distinct cell printed once; the class is in the key because 1, 1.0 and True are equal keys
+    # but print differently
+    keys = list(zip(map(type, column), column))
+    try:
+        texts = dict.fromkeys(keys, "")
+    except TypeError:  # an unhashable cell
+        return list(map(_field, column))
+    floats = [v for t, v in texts if t is float]
+    strs = [v for t, v in texts if t is str]
+    texts.update(zip(zip(repeat(float), floats), float_texts(floats)))
+    texts.update(zip(zip(repeat(str), strs), strs if _unchanged(strs) else map(_field, strs)))
+    if len(floats) + len(strs) < len(texts):
+        texts.update((k, _field(k[1])) for k in texts if k[0] is not float and k[0] is not str)
+    fields = list(map(texts.__getitem__, keys))
+    for zero in [k for k in texts if k[1] == 0 and k[0] is not int and k[0] is not bool]:
+        # 0.0 and -0.0 are equal keys: their cells printed one by one
+        for i in compress(range(len(keys)), map(zero.__eq__, keys)):
+            fields[i] = _field(column[i])
+    return fields
+
+
+def csv_text(rows: Sequence[Sequence[Any]]) -> str:
+    """The csv lines of ``rows`` (each as long as the first) as write_csv writes them."""
+    if not rows:
+        return ""
+    if len(rows[0]) < 2:  # the csv module quotes a line of one empty field
+        text = io.StringIO(newline="")
+        csv.writer(text, lineterminator="\n").writerows([[cell_text(v) for v in row] for row in rows])
+        return text.getvalue()
+    columns = [_column_texts(column) for column in zip(*rows)]
+    return "\n".join(map(",".join, zip(*columns))) + "\n"
 
 
 def write_csv(table: CompareTable, path: Path) -> Path:
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
-        csv.writer(f, lineterminator="\n").writerow(table.columns)
-        _write_rows(f, table.rows)
+        f.write(header_line(table.columns).decode("utf-8"))
+        f.write(csv_text(table.rows))
     return path
 
 
 def csv_lines(rows: Iterable[Sequence[Any]]) -> bytes:
     """The csv lines of ``rows`` as write_csv writes them, UTF-8: a part of the file, made by a task."""
-    text = io.StringIO(newline="")
-    _write_rows(text, rows)
-    return text.getvalue().encode("utf-8")
+    return csv_text(list(rows)).encode("utf-8")
 
 
 def header_line(columns: Sequence[str]) -> bytes:
