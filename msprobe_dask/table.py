@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter, eq, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -136,18 +138,44 @@ def _stat_columns(pairs: Sequence[RowPair], float_stats: Sequence[bool]) -> list
     ]
 
 
-def _base_record(pair: RowPair) -> dict[str, Any]:
-    npu, bench = pair.npu, pair.bench
-    return {
-        "NPU Name": npu.name,
-        "Bench Name": bench.name if bench else NA,
-        "NPU Dtype": npu.dtype,
-        "Bench Dtype": bench.dtype if bench else NA,
-        "NPU Tensor Shape": npu.shape,
-        "Bench Tensor Shape": bench.shape if bench else NA,
-        "NPU Requires_grad": npu.requires_grad,
-        "Bench Requires_grad": bench.requires_grad if bench else NA,
-    }
+_MISSING = LeafRow(NA, NA, NA, NA, NA, NA, (NA, NA, NA, NA), NA, NA)
+"""The golden side of an unmatched row: N/A in every cell."""
+_BASE_FIELDS = ("name", "dtype", "shape", "requires_grad")  # of BASE_COLUMNS, NPU then Bench
+
+
+def _cell_columns(
+    pairs: Sequence[RowPair],
+    mode: str,
+    tensor_cells: Sequence[Sequence[Any]] | None,
+    float_stats: Sequence[bool],
+) -> dict[str, Sequence[Any]]:
+    """The cells of each column the judges read, column by column (Result and after excepted)."""
+    npus = [p.npu for p in pairs]
+    benches = [p.bench or _MISSING for p in pairs]
+    cells: dict[str, Sequence[Any]] = {}
+    for attribute, npu_column, bench_column in zip(_BASE_FIELDS, BASE_COLUMNS[::2], BASE_COLUMNS[1::2]):
+        get = attrgetter(attribute)
+        cells[npu_column], cells[bench_column] = list(map(get, npus)), list(map(get, benches))
+    if mode == "md5":
+        get = attrgetter("md5")
+        cells[MD5_COLUMNS[0]], cells[MD5_COLUMNS[1]] = list(map(get, npus)), list(map(get, benches))
+    else:
+        stat_cols = _stat_columns(pairs, float_stats)
+        cells.update(zip(STAT_COLUMNS, stat_cols))
+    if mode == "statistics":
+        for k in range(4):
+            diffs, rels = zip(*map(stat_diff, stat_cols[k], stat_cols[k + 4])) if pairs else ((), ())
+            cells[DIFF_COLUMNS[k]], cells[DIFF_COLUMNS[k + 4]] = diffs, rels
+    elif mode == "tensor":
+        filled = tensor_cells if tensor_cells is not None else [("unsupported",) * 6] * len(pairs)
+        cells.update(zip(TENSOR_COLUMNS, zip(*filled)) if pairs else ((c, ()) for c in TENSOR_COLUMNS))
+        cells[DATA_NAME_COLUMN] = [
+            str([p.npu.data_name, p.bench.data_name if p.bench else NA]) for p in pairs
+        ]
+    cells["Requires_grad Consistent"] = list(
+        map(eq, cells["NPU Requires_grad"], cells["Bench Requires_grad"])
+    )
+    return cells
 
 
 def build_table(
@@ -164,27 +192,9 @@ def build_table(
     index -> why its tensor files could not be read; such a row is an ``error`` whatever its cells
     say, its Err_message says why."""
     columns = columns_for(mode, stacks is not None)
-    stat_cols = _stat_columns(pairs, float_stats) if mode != "md5" else []
-    records: list[dict[str, Any]] = []
-    for i, pair in enumerate(pairs):
-        record = _base_record(pair)
-        if mode == "md5":
-            record["NPU MD5"] = pair.npu.md5
-            record["BENCH MD5"] = pair.bench.md5 if pair.bench else NA
-        else:
-            for name, col in zip(STAT_COLUMNS, stat_cols):
-                record[name] = col[i]
-        if mode == "statistics":
-            for k in range(4):
-                diff, rel = stat_diff(stat_cols[k][i], stat_cols[k + 4][i])
-                record[DIFF_COLUMNS[k]], record[DIFF_COLUMNS[k + 4]] = diff, rel
-        elif mode == "tensor":
-            cells = tensor_cells[i] if tensor_cells is not None else ("unsupported",) * 6
-            record.update(zip(TENSOR_COLUMNS, cells))
-            bench_file = pair.bench.data_name if pair.bench else NA
-            record[DATA_NAME_COLUMN] = str([pair.npu.data_name, bench_file])
-        record["Requires_grad Consistent"] = record["NPU Requires_grad"] == record["Bench Requires_grad"]
-        records.append(record)
+    cells = _cell_columns(pairs, mode, tensor_cells, float_stats)
+    # the judges read a row as a dict of its cells: made in C, from the columns
+    records: list[dict[str, Any]] = list(map(dict, map(zip, repeat(list(cells)), zip(*cells.values()))))
     entries = [p.npu.entry for p in pairs]
     marks: list[tuple[str | None, list[str]]] = []
     for group in _entry_groups(records, entries):
@@ -198,7 +208,7 @@ def build_table(
     return CompareTable(
         mode=mode,
         columns=columns,
-        rows=[[r[c] for c in columns] for r in records],
+        rows=list(map(list, map(itemgetter(*columns), records))),
         highlights=[color for color, _ in marks],
         highlight_reasons=[reasons for _, reasons in marks],
         entries=entries,

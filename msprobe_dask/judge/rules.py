@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from msprobe_dask.match.dtypes import same_dtype
@@ -92,8 +93,9 @@ def _matched(row: Row) -> bool:
 
 
 def _api_name(rows: Sequence[Row]) -> str:
-    inputs = [r for r in rows if not _is_output(r)] or list(rows)
-    parts = inputs[0]["NPU Name"].split(".")
+    """The API of a dump entry, of the name of its first input row (given its input rows, or all its
+    rows where it has none)."""
+    parts = rows[0]["NPU Name"].split(".", 2)
     return parts[1] if len(parts) > 1 else ""
 
 
@@ -206,28 +208,42 @@ _GROUP_CHECKS: dict[str, tuple[GroupCheck, GroupCheck]] = {
 def judge_group(rows: Sequence[Row], mode: str) -> None:
     """Fill ``Result`` and ``Err_message`` of the rows of one dump entry, in place."""
     verdicts = {id(r): _Verdict() for r in rows}
-    api = _api_name(rows) if rows else ""
+    outputs = [r for r in rows if _is_output(r)]
+    inputs = [r for r in rows if not _is_output(r)] if len(outputs) < len(rows) else []
+    api = _api_name(inputs or rows) if rows else ""
     if mode == "md5":
         for r in rows:
             _md5_row(r, verdicts[id(r)])
     elif api not in ALL_IGNORED_APIS:
         input_ignored = api in INPUT_IGNORED_APIS
-        checked = [r for r in rows if _is_output(r) or not input_ignored]
-        inputs = [r for r in checked if not _is_output(r)]
-        outputs = [r for r in checked if _is_output(r)]
+        if input_ignored:
+            inputs = []
         first_check, last_check = _GROUP_CHECKS[mode]
-        for r in checked:
+        for r in chain(inputs, outputs):  # each row's checks are its own: their order is the rows'
             _nan_inf_check(r, verdicts[id(r)])
         if not input_ignored:
             first_check(inputs, outputs, verdicts)
-        for r in checked:
-            _pair_checks(r, verdicts[id(r)], not _is_output(r))
+        for r in inputs:
+            _pair_checks(r, verdicts[id(r)], True)
+        for r in outputs:
+            _pair_checks(r, verdicts[id(r)], False)
         if not input_ignored:
             last_check(inputs, outputs, verdicts)
     for r in rows:
         verdict = verdicts[id(r)]
         r["Result"] = verdict.level
-        r["Err_message"] = json.dumps(verdict.messages)
+        r["Err_message"] = _message_text(tuple(verdict.messages))
+
+
+_MESSAGE_TEXTS: dict[tuple[str, ...], str] = {}
+
+
+def _message_text(messages: tuple[str, ...]) -> str:
+    """The Err_message of these messages (the checkers' messages are few: each list printed once)."""
+    text = _MESSAGE_TEXTS.get(messages)
+    if text is None:
+        text = _MESSAGE_TEXTS[messages] = json.dumps(list(messages))
+    return text
 
 
 UNREADABLE = "error: the tensor could not be read: "

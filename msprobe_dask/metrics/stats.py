@@ -93,6 +93,8 @@ def relative_fraction(rel: Any) -> float | None:
 
 
 def is_nan_or_inf(value: Any) -> bool:
+    if value.__class__ is float:  # the usual case
+        return value - value != 0.0  # NaN for a NaN or an infinity
     if isinstance(value, float):
         return math.isnan(value) or math.isinf(value)
     return isinstance(value, str) and value.strip().lower() in ("nan", "inf", "-inf")
