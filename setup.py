@@ -1,5 +1,6 @@
-"""The optional C parts of the package: graph/csrc/ (msprobe_dask.graph._speedups) and writers/csrc/
-(msprobe_dask.writers._rowdb, which also needs SQLite's header and library). Each is built where a C
+"""The optional C parts of the package: graph/csrc/ (msprobe_dask.graph._speedups), metrics/csrc/
+(msprobe_dask.metrics._pair_pass) and writers/csrc/ (msprobe_dask.writers._rowdb, which also needs
+SQLite's header and library). Each is built where a C
 compiler (and SQLite's header) is, and skipped with a warning where not: the package then runs its
 Python path, same answers, slower. The README's "C kernels" section says what each buys."""
 
@@ -13,6 +14,12 @@ setup(
             "msprobe_dask.graph._speedups",
             sorted(glob("msprobe_dask/graph/csrc/*.c")),
             depends=["msprobe_dask/graph/csrc/speedups.h"],
+            optional=True,
+        ),
+        Extension(
+            "msprobe_dask.metrics._pair_pass",
+            ["msprobe_dask/metrics/csrc/pair_pass.c"],
+            depends=["msprobe_dask/metrics/csrc/pair_pass_loops.h"],
             optional=True,
         ),
         Extension(

@@ -16,17 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from msprobe_dask.metrics.tensor import (
-    BIG_TENSOR_ELEMS,
-    NAN,
-    NOT_AVAILABLE,
-    UNSUPPORTED,
-    TensorMetrics,
-    aggregate_partials,
-    chunk_partials,
-    measure_arrays,
-    measure_pair,
-)
+from msprobe_dask.metrics.chunked import aggregate_partials, chunk_partials
+from msprobe_dask.metrics.one_shot import measure_arrays
+from msprobe_dask.metrics.tensor import BIG_TENSOR_ELEMS, measure_pair
+from msprobe_dask.metrics.tensor_cells import NAN, NOT_AVAILABLE, UNSUPPORTED, TensorMetrics
 
 SCALAR = "This is type of scalar data, can not compare.\n"
 SHAPE = "Shape of NPU and bench Tensor do not match.\n"

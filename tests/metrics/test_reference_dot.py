@@ -11,9 +11,9 @@ import pytest
 from conftest import openblas_dots
 from threadpoolctl import threadpool_limits
 
-import msprobe_dask.metrics.tensor as tensor_metrics
+import msprobe_dask.metrics.one_shot as one_shot
+from msprobe_dask.metrics.one_shot import measure_arrays
 from msprobe_dask.metrics.reference_dot import reference_dot, thread_runs
-from msprobe_dask.metrics.tensor import measure_arrays
 
 SIZES = [10_000, 10_001, 12_345, 20_001, 65_537, 1_000_001]
 
@@ -54,11 +54,16 @@ def test_reference_dot_is_two_threaded_openblas_s_dot(tmp_path: Path) -> None:
 @pytest.mark.parametrize("dtypes", [("float32", "float32"), ("float16", "float16"), ("float64", "float32"),
                                     ("float16", "float32")])  # fmt: skip
 @pytest.mark.parametrize("size", [7, 10_001, 50_000])
+@pytest.mark.parametrize("kernel", ["C", "numpy"])
 def test_fast_path_gives_the_general_path_s_cells(
-    dtypes: tuple[str, str], size: int, monkeypatch: pytest.MonkeyPatch
+    dtypes: tuple[str, str], size: int, kernel: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Finite floats take the fast path; zeros in bench, NaN/Inf and overflow go to the general path: every
-    case gives the general path's cells."""
+    """Finite floats take the fast path (the C kernel's pass or its numpy definition); zeros in bench,
+    NaN/Inf and overflow go to the general path: every case gives the general path's cells."""
+    if kernel == "numpy":
+        monkeypatch.setattr(one_shot, "pair_pass_kernel", None)
+    elif one_shot.pair_pass_kernel is None:
+        pytest.skip("the C kernel is not built")
     rng = np.random.default_rng(size)
     npu = rng.standard_normal(size).astype(dtypes[0])
     bench = (npu * (1 + rng.normal(0, 2e-3, size))).astype(dtypes[1])
@@ -69,9 +74,9 @@ def test_fast_path_gives_the_general_path_s_cells(
         side[3] = np.nan
     huge = (npu.astype(np.float64) * 1e200, bench.astype(np.float64))
     cases = [(npu, bench), (npu, with_zero), with_nan, huge, (npu.reshape(1, -1), bench.reshape(-1, 1)[:, 0])]
-    assert tensor_metrics._measure_finite_floats(npu, bench, tensor_metrics.Workspace()) is not None
+    assert one_shot.finite_float_cells(npu, bench, one_shot.Workspace()) is not None
     fast = [measure_arrays(n, b) for n, b in cases]
-    monkeypatch.setattr(tensor_metrics, "_FAST_FLOATS", frozenset())
+    monkeypatch.setattr(one_shot, "finite_float_cells", lambda *_: None)
     general = [measure_arrays(n, b) for n, b in cases]
     assert [m.cells for m in fast] == [m.cells for m in general]
     assert [m.message for m in fast] == [m.message for m in general]

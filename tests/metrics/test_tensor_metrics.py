@@ -18,16 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from msprobe_dask.metrics.tensor import (
-    TENSOR_METRIC_COLUMNS,
-    TensorMetrics,
-    aggregate_partials,
-    chunk_partials,
-    measure_arrays,
-    measure_pair,
-    measure_pair_delayed,
-    measure_pairs,
-)
+from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
+from msprobe_dask.metrics.chunked import aggregate_partials, chunk_partials
+from msprobe_dask.metrics.one_shot import measure_arrays
+from msprobe_dask.metrics.tensor import measure_pair, measure_pair_delayed, measure_pairs
+from msprobe_dask.metrics.tensor_cells import TensorMetrics
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EDGE = DATA / "tensors" / "edge"
@@ -298,9 +293,9 @@ def test_comparing_a_tensor_with_itself(x: np.ndarray, path_kind: str) -> None:
 
 
 def test_bfloat16_widens_to_the_casts_bits_for_every_pattern() -> None:
-    from msprobe_dask.metrics.tensor import _compute_dtype
+    from msprobe_dask.metrics.tensor_cells import compute_dtype
 
     every = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16).reshape(256, 256)
-    widened = _compute_dtype(every)
+    widened = compute_dtype(every)
     assert widened.dtype == np.float32 and widened.shape == (256, 256)
     assert np.array_equal(widened.view(np.uint32), every.astype(np.float32).view(np.uint32))

@@ -1,0 +1,183 @@
+"""Tensor pairs too big for one shot, chunk by chunk: each flat chunk of the pair gives a few partials
+(:class:`Partials`), held as one numpy record (``PARTIALS_RECORD``); :func:`merge_records` merges records
+(the chunk / combine / aggregate step of the ``dask.array`` reduction ``metrics/tensor.py`` builds) and
+:func:`record_metrics` turns the merged record into the row, so no whole tensor is ever in memory and the
+chunks of one pair run on every worker.
+
+MaxAbsErr, MaxRelativeErr and the two ratios are exact. Cosine and EucDist come from dot products summed per
+chunk (numpy's einsum loop, the same in every process whatever its BLAS threads) and then across chunks
+(exactly, as double-doubles), while the reference takes one BLAS dot over the whole tensor, so their last
+digits can differ: a few ulps, up to ~1e-13 relative on tens of millions of elements. Cosine's 12-decimal
+rounding hides that almost always; EucDist is not rounded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from msprobe_dask.dump.tensor_file import TensorHandle, read_flat
+from msprobe_dask.metrics.tensor_cells import (
+    FIVE_THOUSANDTHS,
+    NOT_AVAILABLE,
+    THOUSANDTH,
+    UNSUPPORTED,
+    TensorMetrics,
+    compute_dtype,
+    cosine_cell,
+    guarded,
+    max_cell,
+    ratio_cell,
+    relative_error,
+    without_shared_invalid,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Partials:
+    """What one flat chunk of a tensor pair contributes to the row."""
+
+    size: int
+    mismatch: bool = False  # NaN/Inf at different positions somewhere in this chunk
+    dot: float = 0.0  # n . b, in float64
+    n_sq: float = 0.0  # n . n
+    b_sq: float = 0.0  # b . b
+    diff_sq: float = 0.0  # (n - b) . (n - b)
+    max_abs: Any = 0.0  # float64 scalar
+    max_rel: Any = 0.0  # scalar in the relative-error dtype
+    under_thousandth: int = 0
+    under_five_thousandths: int = 0
+
+
+def chunk_partials(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> Partials:
+    """Partials of two aligned flat chunks (raw file dtypes; bfloat16/float8 are converted here).
+
+    The sums are taken with ``einsum`` (numpy's own loop, not BLAS), so a chunk gives the same partials
+    whatever BLAS threading the process has (a dask worker runs BLAS on one thread). Most chunks hold no
+    NaN/Inf: the sums of squares being finite proves it, and only other chunks take the masks' path.
+    """
+    n = compute_dtype(npu_chunk).reshape(-1)
+    b = compute_dtype(bench_chunk).reshape(-1)
+    with np.errstate(all="ignore"):
+        n_sq = np.einsum("i,i->", n, n, dtype=np.float64)
+        b_sq = np.einsum("i,i->", b, b, dtype=np.float64)
+        if not (np.isfinite(n_sq) and np.isfinite(b_sq)):
+            zeroed = without_shared_invalid(n, b)
+            if zeroed is None:
+                return Partials(n.size, mismatch=True)
+            n, b = zeroed
+            n_sq = np.einsum("i,i->", n, n, dtype=np.float64)
+            b_sq = np.einsum("i,i->", b, b, dtype=np.float64)
+        diff = np.subtract(n, b, dtype=np.float64)
+        relative = relative_error(n, b)
+        return Partials(
+            size=n.size,
+            dot=float(np.einsum("i,i->", n, b, dtype=np.float64)),
+            n_sq=float(n_sq),
+            b_sq=float(b_sq),
+            diff_sq=float(np.einsum("i,i->", diff, diff)),
+            max_abs=np.max(np.abs(diff)),
+            max_rel=np.max(relative),
+            under_thousandth=int(np.count_nonzero(relative < THOUSANDTH)),
+            under_five_thousandths=int(np.count_nonzero(relative < FIVE_THOUSANDTHS)),
+        )
+
+
+_SUMS = ("dot", "n_sq", "b_sq", "diff_sq")
+PARTIALS_RECORD = np.dtype(
+    [("size", "i8"), ("mismatch", "?")]
+    + [(name, "f8") for field in _SUMS for name in (field, field + "_lo")]
+    + [("max_abs", "f8"), ("max_rel", "f8"), ("under_thousandth", "i8"), ("under_five_thousandths", "i8")]
+)
+"""Partials as one numpy record, the element type of the dask.array reduction. Each float sum is kept as a
+double-double (``x`` + ``x_lo``, the exact sum to ~106 bits), so that merging records in any tree shape gives
+the same sums; the maxima are float64 (the same values as the float16/32 maxima they hold)."""
+
+
+def _record(part: Partials) -> np.ndarray:
+    record = np.zeros(1, PARTIALS_RECORD)
+    for name in Partials.__slots__:
+        record[name] = getattr(part, name)
+    return record
+
+
+def _exact_sum(values: list[float]) -> tuple[float, float]:
+    """(the correctly rounded sum, the rest of the exact sum); inf/nan as numpy sums them, rest 0."""
+    try:
+        high = math.fsum(values)
+    except (OverflowError, ValueError):
+        return float(np.sum(np.array(values, dtype=np.float64))), 0.0
+    if not math.isfinite(high):
+        return high, 0.0
+    return high, math.fsum([*values, -high])
+
+
+def merge_records(records: np.ndarray, axis: Any = None, keepdims: bool = False) -> np.ndarray:
+    """Chunk, combine and aggregate step of the reduction: many partials records into one."""
+    flat = np.asarray(records, PARTIALS_RECORD).reshape(-1)
+    merged = np.zeros(1, PARTIALS_RECORD)
+    if flat.size:
+        merged["size"] = flat["size"].sum()
+        merged["mismatch"] = flat["mismatch"].any()
+        for name in _SUMS:
+            merged[name], merged[name + "_lo"] = _exact_sum(
+                [*flat[name].tolist(), *flat[name + "_lo"].tolist()]
+            )
+        with np.errstate(all="ignore"):
+            merged["max_abs"] = np.max(flat["max_abs"])  # NaN wins, as in one np.max over the tensor
+            merged["max_rel"] = np.max(flat["max_rel"])
+        merged["under_thousandth"] = flat["under_thousandth"].sum()
+        merged["under_five_thousandths"] = flat["under_five_thousandths"].sum()
+    return merged if keepdims else merged.reshape(())
+
+
+def record_metrics(record: np.ndarray) -> TensorMetrics:
+    """The row from the merged record of all chunks."""
+    total = record.reshape(-1)[0]
+    if total["size"] == 0:
+        return TensorMetrics.filled(UNSUPPORTED, "no data")
+    if total["mismatch"]:
+        return TensorMetrics.filled(NOT_AVAILABLE, "NaN/Inf positions of NPU and bench differ")
+    size = int(total["size"])
+
+    def summed(name: str) -> np.float64:
+        return np.float64(total[name]) + np.float64(total[name + "_lo"])
+
+    with np.errstate(all="ignore"):
+        n_norm, b_norm, num = np.sqrt(summed("n_sq")), np.sqrt(summed("b_sq")), summed("dot")
+        cells = (
+            guarded(lambda: cosine_cell(num, n_norm, b_norm)),
+            float(np.sqrt(summed("diff_sq"))),
+            max_cell(total["max_abs"]),
+            max_cell(total["max_rel"]),
+            ratio_cell(np.int64(total["under_thousandth"]), size),
+            ratio_cell(np.int64(total["under_five_thousandths"]), size),
+        )
+    return TensorMetrics(cells)
+
+
+def aggregate_partials(parts: Iterable[Partials]) -> TensorMetrics:
+    """The row from all chunks' partials, in any order."""
+    records = [_record(p) for p in parts]
+    return record_metrics(merge_records(np.concatenate(records) if records else np.zeros(0, PARTIALS_RECORD)))
+
+
+def block_record(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> np.ndarray:
+    return _record(chunk_partials(npu_chunk, bench_chunk))
+
+
+def _chunk_bounds(size: int, chunk_elems: int) -> list[tuple[int, int]]:
+    step = max(int(chunk_elems), 1)
+    return [(start, min(start + step, size)) for start in range(0, size, step)]
+
+
+def measure_chunked(npu: TensorHandle, bench: TensorHandle, chunk_elems: int) -> TensorMetrics:
+    parts = (
+        chunk_partials(read_flat(npu, start, stop), read_flat(bench, start, stop))
+        for start, stop in _chunk_bounds(npu.size, chunk_elems)
+    )
+    return aggregate_partials(parts)

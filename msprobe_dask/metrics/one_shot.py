@@ -1,0 +1,236 @@
+"""The six cells of two in-memory tensors in one shot, bit-identical to the reference.
+
+The general path (:func:`measure_arrays` after the fast path declined) takes the reference's numpy
+operations in its dtypes. Finite float16 / bfloat16 / float32 / float64 pairs take a fast path with the
+same bits in fewer passes (:func:`finite_float_cells`): one pass makes the float64 copies, their
+difference, MaxAbsErr, the relative error's maximum and the two counts (the C kernel ``_pair_pass``,
+``csrc/pair_pass.c``, where it is built; else :func:`numpy_finite_float_cells`, its definition), and four
+float64 dot products (``reference_dot``: the reference's BLAS order) give Cosine and EucDist.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from msprobe_dask.metrics.reference_dot import reference_dot
+from msprobe_dask.metrics.tensor_cells import (
+    BFLOAT16,
+    FIVE_THOUSANDTHS,
+    NOT_AVAILABLE,
+    THOUSANDTH,
+    TO_FLOAT32,
+    UNSUPPORTED,
+    Cell,
+    TensorMetrics,
+    compute_dtype,
+    cosine_cell,
+    guarded,
+    max_cell,
+    precheck,
+    ratio_cell,
+    relative_error,
+    squeezed,
+    without_shared_invalid,
+)
+from msprobe_dask.native import load
+
+PAIR_PASS_API = 1  # PAIR_PASS_API in csrc/pair_pass.c
+pair_pass_kernel = load("msprobe_dask.metrics._pair_pass", PAIR_PASS_API)
+
+FAST_FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
+KERNEL_KINDS = {np.dtype(np.float16): 0, BFLOAT16: 1, np.dtype(np.float32): 2, np.dtype(np.float64): 3}
+"""The dtypes the kernel reads (native byte order), by the number it knows them by."""
+
+
+class Workspace:
+    """Scratch arrays reused from one tensor pair to the next (in one task, one thread at a time): a fresh
+    array of tens of MB costs its page faults every time, which weighs more than the arithmetic on it."""
+
+    def __init__(self) -> None:
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def array(self, name: str, size: int, dtype: Any) -> np.ndarray:
+        """A 1-D array of ``size`` elements of ``dtype`` (its values left over from earlier use)."""
+        dtype = np.dtype(dtype)
+        held = self._arrays.get(name)
+        if held is None or held.dtype != dtype or held.size < size:
+            held = self._arrays[name] = np.empty(size, dtype)
+        return held[:size]
+
+
+def _widened(array: np.ndarray, name: str, ws: Workspace) -> np.ndarray:
+    """``compute_dtype`` into the workspace's array ``name``."""
+    return compute_dtype(array, ws.array(name, array.size, np.float32) if array.dtype in TO_FLOAT32 else None)
+
+
+def measure_arrays(npu: np.ndarray, bench: np.ndarray, workspace: Workspace | None = None) -> TensorMetrics:
+    """The six cells for two in-memory tensors (raw dtypes: bfloat16 / float8 are widened here),
+    bit-identical to the reference."""
+    workspace = workspace or Workspace()
+    npu, bench = np.asarray(npu), np.asarray(bench)
+    early = precheck(squeezed(npu.shape), squeezed(bench.shape))
+    if early is not None:
+        return early
+    if npu.size > 1:  # (one element squeezes to 0-d)
+        fast = finite_float_cells(npu, bench, workspace)
+        if fast is not None:
+            return fast
+    n = np.squeeze(_widened(npu, "npu32", workspace))
+    b = np.squeeze(_widened(bench, "bench32", workspace))
+    if n.ndim == 0:
+        return _measure_0d(n, b)
+    try:
+        zeroed = without_shared_invalid(n, b)
+    except (ValueError, TypeError):
+        return TensorMetrics.filled(UNSUPPORTED, "data is unreadable as numbers")
+    if zeroed is None:
+        return TensorMetrics.filled(NOT_AVAILABLE, "NaN/Inf positions of NPU and bench differ")
+    n, b = zeroed
+    n64, b64 = n.reshape(-1).astype(float), b.reshape(-1).astype(float)
+    with np.errstate(all="ignore"):  # overflow to inf is part of the answer, not worth a warning
+        try:
+            relative: np.ndarray | None = relative_error(n, b)
+        except Exception:  # noqa: BLE001 - the reference makes the three cells that need it unsupported
+            relative = None
+
+        def from_relative(cell: Any) -> Cell:
+            return UNSUPPORTED if relative is None else guarded(lambda: cell(relative))
+
+        diff = n64 - b64
+        cells = (
+            guarded(lambda: cosine_cell(reference_dot(n64, b64), _norm(n64), _norm(b64))),
+            guarded(lambda: float(np.sqrt(reference_dot(diff, diff)))),
+            guarded(lambda: max_cell(np.max(np.abs(diff)))),
+            from_relative(lambda re: max_cell(np.max(re))),  # re is |...| already
+            from_relative(lambda re: ratio_cell(np.count_nonzero(re < THOUSANDTH), re.size)),
+            from_relative(lambda re: ratio_cell(np.count_nonzero(re < FIVE_THOUSANDTHS), re.size)),
+        )
+    return TensorMetrics(cells)
+
+
+def _norm(x64: np.ndarray) -> np.float64:
+    """``np.linalg.norm`` of a 1-D float64 array (the square root of its dot with itself)."""
+    return np.sqrt(reference_dot(x64, x64))
+
+
+def _with_eps_where_bench_is_zero(relative: np.ndarray, n: np.ndarray, b: np.ndarray) -> Any:
+    """The relative error where bench is 0 made again by ``relative_error``'s rule (its dtype's eps added
+    to both sides there, element by element the same arithmetic); its new maximum."""
+    zero = b == 0
+    if zero.any():
+        relative[zero] = relative_error(n[zero], b[zero])
+    return np.max(relative)
+
+
+def _relative_dtype(n: np.dtype, b: np.dtype) -> np.dtype:
+    """The relative error's dtype for two raw dtypes (bfloat16 computes as float32)."""
+    return np.result_type(*(np.float32 if d in TO_FLOAT32 else d for d in (n, b)), np.float32)
+
+
+def finite_float_cells(npu: np.ndarray, bench: np.ndarray, ws: Workspace) -> TensorMetrics | None:
+    """The cells of two float tensors of the same squeezed shape and more than one element, without
+    NaN/Inf, with the general path's bits in fewer passes and no fresh big arrays; None when the general
+    path must decide (other dtypes, NaN/Inf, a square overflowing float64, a relative error that is not
+    finite).
+
+    Finite sums of squares prove both tensors finite. The relative error is computed in its dtype
+    (``rtype``), with that dtype's eps added to both sides where bench is 0 (``relative_error``'s rule):
+    the reference's widened copies hold the same values as the float16/32 inputs.
+    """
+    kernel = pair_pass_kernel
+    if kernel is None or npu.dtype not in KERNEL_KINDS or bench.dtype not in KERNEL_KINDS:
+        n = _widened(npu, "npu32", ws)
+        b = _widened(bench, "bench32", ws)
+        if n.dtype not in FAST_FLOATS or b.dtype not in FAST_FLOATS:
+            return None
+        return numpy_finite_float_cells(np.squeeze(n), np.squeeze(b), ws)
+    size = npu.size
+    rtype = _relative_dtype(npu.dtype, bench.dtype)
+    n64, b64 = ws.array("n64", size, np.float64), ws.array("b64", size, np.float64)
+    diff = ws.array("diff64", size, np.float64)
+    max_abs, max_rel, thousandth, five_thousandths = kernel.pair_pass(
+        _raw_bytes(npu), KERNEL_KINDS[npu.dtype], _raw_bytes(bench), KERNEL_KINDS[bench.dtype],
+        n64, b64, diff, rtype == np.float64, float(np.finfo(rtype).eps),
+        _compared_limit(rtype, THOUSANDTH), _compared_limit(rtype, FIVE_THOUSANDTHS),
+    )  # fmt: skip
+    with np.errstate(all="ignore"):
+        n_sq, b_sq = reference_dot(n64, n64), reference_dot(b64, b64)
+        if not (np.isfinite(n_sq) and np.isfinite(b_sq) and np.isfinite(max_rel)):
+            return None
+        cosine = cosine_cell(reference_dot(n64, b64), np.sqrt(n_sq), np.sqrt(b_sq))
+        euclidean = float(np.sqrt(reference_dot(diff, diff)))
+    cells = (
+        cosine,
+        euclidean,
+        max_cell(np.float64(max_abs)),
+        max_cell(rtype.type(max_rel)),
+        ratio_cell(thousandth, size),
+        ratio_cell(five_thousandths, size),
+    )
+    return TensorMetrics(cells)
+
+
+def _raw_bytes(array: np.ndarray) -> np.ndarray:
+    """The elements in C order as bytes (a view when the array is contiguous)."""
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+
+
+def _compared_limit(rtype: np.dtype, limit: float) -> float:
+    """``limit`` as numpy compares a ``rtype`` array with it (``relative < limit``: a Python float is
+    rounded to the array's dtype)."""
+    return float(np.result_type(rtype, limit).type(limit))
+
+
+def numpy_finite_float_cells(n: np.ndarray, b: np.ndarray, ws: Workspace) -> TensorMetrics | None:
+    """``finite_float_cells`` in numpy (the kernel's definition), for float16/32/64 arrays of one shape."""
+    size = n.size
+    n64, b64 = ws.array("n64", size, np.float64), ws.array("b64", size, np.float64)
+    np.copyto(n64.reshape(n.shape), n)  # (astype would make a fresh array)
+    np.copyto(b64.reshape(b.shape), b)
+    with np.errstate(all="ignore"):
+        n_sq, b_sq = reference_dot(n64, n64), reference_dot(b64, b64)
+        if not (np.isfinite(n_sq) and np.isfinite(b_sq)):
+            return None
+        rtype = np.result_type(n, b, np.float32)
+        relative = ws.array("relative", size, rtype).reshape(n.shape)
+        np.subtract(n, b, out=relative, dtype=rtype)
+        np.divide(relative, b, out=relative, dtype=rtype)
+        np.abs(relative, out=relative)
+        max_rel = np.max(relative)
+        if not np.isfinite(max_rel):
+            max_rel = _with_eps_where_bench_is_zero(relative, n, b)
+            if not np.isfinite(max_rel):
+                return None
+        below = ws.array("below", size, bool).reshape(n.shape)
+        thousandth = np.count_nonzero(np.less(relative, THOUSANDTH, out=below))
+        five_thousandths = np.count_nonzero(np.less(relative, FIVE_THOUSANDTHS, out=below))
+        cosine = cosine_cell(reference_dot(n64, b64), np.sqrt(n_sq), np.sqrt(b_sq))
+        diff = np.subtract(n64, b64, out=n64)
+        euclidean = float(np.sqrt(reference_dot(diff, diff)))
+        max_abs = np.max(np.abs(diff, out=diff))
+    cells = (
+        cosine,
+        euclidean,
+        max_cell(max_abs),
+        max_cell(max_rel),
+        ratio_cell(thousandth, size),
+        ratio_cell(five_thousandths, size),
+    )
+    return TensorMetrics(cells)
+
+
+def _measure_0d(n: np.ndarray, b: np.ndarray) -> TensorMetrics:
+    """0-d (size 1 before squeeze): only MaxAbsErr and MaxRelativeErr, in the arrays' own dtypes, NaN kept."""
+
+    def max_abs() -> Cell:
+        x, y = (n.astype(float), b.astype(float)) if n.dtype == bool else (n, b)
+        with np.errstate(all="ignore"):
+            return max_cell(np.max(np.abs(x - y)))
+
+    def max_rel() -> Cell:
+        return max_cell(np.max(np.abs(relative_error(n, b))))
+
+    cells = (UNSUPPORTED, UNSUPPORTED, guarded(max_abs), guarded(max_rel), UNSUPPORTED, UNSUPPORTED)
+    return TensorMetrics(cells, "0-d tensor: Cosine, EucDist and the error ratios can not be computed")
