@@ -10,8 +10,10 @@ the chunk it needs.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import stat
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -50,6 +52,9 @@ def resolve_data_file(tensor_dir: Path, data_name: str) -> Path:
     """
     if not isinstance(data_name, str) or not data_name or "\x00" in data_name:
         raise UnsafePathError(tensor_dir, f"invalid data_name {data_name!r}")
+    plain = _plain_file(tensor_dir, data_name)
+    if plain is not None:
+        return plain
     posix, windows = PurePosixPath(data_name), PureWindowsPath(data_name)
     if posix.is_absolute() or windows.is_absolute() or windows.drive or windows.root:
         raise UnsafePathError(data_name, f"data_name is an absolute path, not a file inside {tensor_dir}")
@@ -63,6 +68,35 @@ def resolve_data_file(tensor_dir: Path, data_name: str) -> Path:
     if not target.is_relative_to(base) or target == base:
         raise UnsafePathError(base / data_name, f"resolves to {target}, outside {base} (symlink?)")
     return target
+
+
+def _plain_file(tensor_dir: Path, data_name: str) -> Path | None:
+    """``resolve_data_file``'s answer without its path parsing and resolving, for the usual case (a few
+    microseconds instead of ~0.4 ms, for each of thousands of tensors): a plain file name (no separator,
+    drive or ``..``) that is no symlink, in a folder reached without symlinks, is that folder's file.
+    None for anything else (the general rule decides)."""
+    if data_name in (".", "..") or any(c in data_name for c in "/\\:"):
+        return None
+    folder = _real_folder(str(tensor_dir))
+    if folder is None:
+        return None
+    path = os.path.join(folder, data_name)
+    try:
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            return None
+    except FileNotFoundError:
+        pass  # (the general rule gives the same path; reading it says it is missing)
+    except OSError:
+        return None
+    return Path(path)
+
+
+@functools.lru_cache(maxsize=64)
+def _real_folder(tensor_dir: str) -> str | None:
+    """The absolute path ``resolve_data_file`` measures against, if resolving it changes nothing (no
+    symlink on the way); else None."""
+    base = str(Path(tensor_dir).parent.resolve() / Path(tensor_dir).name)
+    return base if os.path.realpath(base) == base else None
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -144,6 +144,24 @@ def test_resolve_accepts_symlinks_that_stay_inside(tensor_dir: Path, tmp_path: P
     assert resolve_data_file(linked_dump / tensor_dir.name, "ok.npy") == (tensor_dir / "ok.npy").resolve()
 
 
+def test_resolve_s_shortcut_gives_the_general_rule_s_path(
+    tensor_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plain names take a shortcut (no path parsing or resolving); it answers as the general rule does."""
+    import msprobe_dask.dump.tensor_file as tensor_file
+
+    (tensor_dir / "alias.npy").symlink_to(tensor_dir / "ok.npy")
+    linked_dump = tmp_path / "linked_dump"
+    linked_dump.symlink_to(tensor_dir.parent)
+    cases = [(tensor_dir, name) for name in ("ok.npy", "missing.npy", "alias.npy", "sub/a.npy", "a b.npy")]
+    cases.append((linked_dump / tensor_dir.name, "ok.npy"))
+    shortcut = [resolve_data_file(folder, name) for folder, name in cases]
+    assert tensor_file._plain_file(tensor_dir, "ok.npy") == tensor_dir.resolve() / "ok.npy"
+    assert tensor_file._plain_file(tensor_dir, "alias.npy") is None  # a symlink: the general rule
+    monkeypatch.setattr(tensor_file, "_plain_file", lambda *_: None)
+    assert shortcut == [resolve_data_file(folder, name) for folder, name in cases]
+
+
 def test_resolve_refuses_a_tensor_folder_linked_out_of_the_dump(tensor_dir: Path, tmp_path: Path) -> None:
     dump = tmp_path / "other_dump"
     dump.mkdir()
