@@ -19,7 +19,8 @@ def _defined(path: Path) -> set[str]:
             names.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(t.id for t in targets if isinstance(t, ast.Name))
+            for target in targets:  # ``A = ...`` and ``A, B = ...``
+                names.update(t.id for t in ast.walk(target) if isinstance(t, ast.Name))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
     return names
@@ -42,3 +43,4 @@ def test_every_module_and_name_in_the_architecture_doc_exists() -> None:
 def test_the_check_sees_a_missing_name() -> None:
     assert "build_table" in _defined(ROOT / "msprobe_dask" / "table.py")
     assert "no_such_name" not in _defined(ROOT / "msprobe_dask" / "table.py")
+    assert {"THOUSANDTH", "FIVE_THOUSANDTHS"} <= _defined(ROOT / "msprobe_dask" / "metrics" / "tensor.py")

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from msprobe_dask.dump.markers import BATCH_P2P, PROCESS_GROUP
+
 IGNORED = ("Torch.empty", "Torch.fill", "Tensor.__setitem__")
 COMM_PREFIXES = ("Distributed.", "MintDistributed.", "communication.comm_func.")
 COMM_KEYWORDS = (
@@ -81,7 +83,7 @@ def peers_of(name: str, items: Sequence[Mapping[str, Any]], rank: int) -> frozen
     peers. Collectives: the ranks of their process group, None (the whole world) without one; their
     src/dst argument is a root, not a peer.
     """
-    point_to_point = api_of(name) in P2P_SEND + P2P_RECV + ("batch_isend_irecv",)
+    point_to_point = api_of(name) in P2P_SEND + P2P_RECV + (BATCH_P2P,)
     peers: set[int] = set()
     group: set[int] | None = None
     for item in items:
@@ -94,7 +96,7 @@ def peers_of(name: str, items: Sequence[Mapping[str, Any]], rank: int) -> frozen
             value = str(item.get("NPU max", ""))
             if value.lstrip("-").isdigit():
                 peers.add(int(value))
-        if item.get("NPU Dtype") == "torch.ProcessGroup":
+        if item.get("NPU Dtype") == PROCESS_GROUP:
             group = {int(m) for m in re.findall(r"-?\d+", str(item.get("NPU max", "")))}
     if point_to_point:
         return frozenset(peers - {rank})
@@ -156,7 +158,7 @@ def _link(chains: Mapping[int, list[CommNode]]) -> list[list[CommNode]]:
                 other = min(peers) if peers else -1
                 pair = (rank, other) if api in P2P_SEND else (other, rank)
                 base: tuple[Any, ...] = ("p2p", direction, pair)
-            elif api == "batch_isend_irecv":
+            elif api == BATCH_P2P:
                 for other in sorted(peers or ()):
                     key = ("batch", direction, frozenset((rank, other)))
                     number = counters[(key, rank)]

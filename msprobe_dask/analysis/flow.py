@@ -22,6 +22,7 @@ from typing import Any
 
 from msprobe_dask.analysis.first_diff import api_of, is_communication
 from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
+from msprobe_dask.dump.markers import BATCH_P2P, PROCESS_GROUP
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 
 NPU_STATS = tuple(STAT_COLUMNS[:4])
@@ -46,7 +47,7 @@ OUTPUT_BUFFER_ARG = {
     "scatter": 0,
     "gather": 1,
 }
-NONBLOCKING = ("isend", "irecv", "batch_isend_irecv")
+NONBLOCKING = ("isend", "irecv", BATCH_P2P)
 
 
 Signature = tuple[object, object]
@@ -194,11 +195,11 @@ def _comm(entry: str, rows: Sequence[Mapping[str, Any]], rank: int) -> Comm:
             root = _peer(row.get("NPU max"))
             if root is not None:
                 peers.add(root)
-        if row.get("NPU Dtype") == "torch.ProcessGroup":
+        if row.get("NPU Dtype") == PROCESS_GROUP:
             group = frozenset(int(m) for m in _RANKS.findall(str(row.get("NPU max", ""))))
-    if api == "batch_isend_irecv" and not peers:  # a csv read back does not hold the P2POp peers
+    if api == BATCH_P2P and not peers:  # a csv read back does not hold the P2POp peers
         return Comm(api, None)
-    if api in ("send", "recv", "isend", "irecv", "batch_isend_irecv"):
+    if api in ("send", "recv", "isend", "irecv", BATCH_P2P):
         return Comm(api, frozenset(peers - {rank}))
     return Comm(api, None if group is None else frozenset(group - {rank}), root)
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from msprobe_dask.analysis.flow import Node, TensorError
+from msprobe_dask.dump.markers import BATCH_P2P
 
 SEND = ("send", "isend")
 RECEIVE = ("recv", "irecv")
@@ -89,7 +90,7 @@ def _groups(ranks: Mapping[int, Sequence[Node]]) -> tuple[list[tuple[Key, Key]],
             key = (rank, node.index)
             direction = _direction(node)
             peers = sorted(world - {rank} if comm.peers is None else comm.peers)
-            if comm.api == "batch_isend_irecv":
+            if comm.api == BATCH_P2P:
                 for peer in peers:
                     base: tuple[object, ...] = ("batch", direction, frozenset((rank, peer)))
                     slots[(base, number(base, rank))].append(key)
@@ -115,7 +116,7 @@ def link(ranks: Mapping[int, Sequence[Node]]) -> Links:
         source = nodes[sender]
         links.received.setdefault(receiver, []).append(_message(sender[0], source, _sent(source), True))
     for group in groups:
-        batch = nodes[group[0]].comm.api == "batch_isend_irecv"  # type: ignore[union-attr]
+        batch = nodes[group[0]].comm.api == BATCH_P2P  # type: ignore[union-attr]
         if batch:  # what each member sent to each other one
             for key in group:
                 for other in group:

@@ -10,12 +10,12 @@ import zlib
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PROCESS_GROUP
+
 NA = "N/A"
-NO_DATA = "-1"
 _STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 _PEER_SUFFIXES = ("src", "dst", "group_src", "group_dst")
 _MAX_DEPTH = 400
-_P2P_CLASS = "torch.distributed.P2POp"
 
 Stat = Any  # float | int | bool | str
 
@@ -72,11 +72,11 @@ def _numpy_shape(value: Any) -> str:
 
 def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) -> LeafRow:
     if leaf is None:
-        return LeafRow(name, entry, state, NA, NA, NA, ("None",) * 4, NA, NO_DATA)  # type: ignore[arg-type]
+        return LeafRow(name, entry, state, NA, NA, NA, ("None",) * 4, NA, NO_DATA_NAME)  # type: ignore[arg-type]
     kind = leaf["type"]
     requires_grad = leaf.get("requires_grad")
     grad = NA if requires_grad is None else str(requires_grad)
-    data_name = leaf.get("data_name") or NO_DATA
+    data_name = leaf.get("data_name") or NO_DATA_NAME
     if "dtype" in leaf:
         stats = tuple(_tensor_stat(leaf.get(k)) for k in _STAT_KEYS)
         md5 = leaf.get("md5", "00000000" if "value" not in leaf else _crc(leaf["value"]))
@@ -96,7 +96,7 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
     if name.rsplit(".", 1)[-1] in _PEER_SUFFIXES:
         text = str(value)
         return LeafRow(name, entry, state, kind, "[]", grad, (text,) * 4, text, data_name)  # type: ignore[arg-type]
-    if kind == "torch.ProcessGroup":
+    if kind == PROCESS_GROUP:
         text = str(leaf.get("group_ranks"))
         return LeafRow(name, entry, state, kind, "[]", grad, (text,) * 4, text, data_name)  # type: ignore[arg-type]
     if kind == "torch.Size":
@@ -121,7 +121,7 @@ def _walk(
     if node is None:
         yield _leaf_row(path, entry, state, None)
     elif isinstance(node, dict):
-        if node.get("class_type") == _P2P_CLASS and isinstance(node.get("tensor"), dict):
+        if node.get("class_type") == P2P_CLASS and isinstance(node.get("tensor"), dict):
             row = _leaf_row(path, entry, state, node["tensor"])
             yield row._replace(p2p_op=str(node.get("op", NA)), p2p_peer=str(node.get("peer", NA)))
             return

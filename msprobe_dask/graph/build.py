@@ -301,7 +301,7 @@ def _place_parameters_grad(b: _Builder) -> None:
 def build_graph(src: dump_files.GraphSource, items: bool = True) -> Graph:
     """Read one dump folder and build its hierarchy (no compare, no micro steps yet).
 
-    ``items=False`` leaves the nodes' items to ``parse_items`` (the parse is most of the build, and
+    ``items=False`` leaves the nodes' items to ``node_items.parse_items`` (the parse is most of the build, and
     graph/chunks.py does it in chunk tasks)."""
     for p in (src.construct_json, src.dump_json, src.stack_json):
         dump_files.check_graph_file(p)

@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from msprobe_dask.graph.p2p import BATCH_P2P, P2POp
+from msprobe_dask.dump.markers import BATCH_P2P
+from msprobe_dask.graph.p2p import P2POp
 from msprobe_dask.graph.rows import COL, GraphRows
 
 # api -> (counterpart, rank parameter, type)

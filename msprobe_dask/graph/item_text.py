@@ -13,8 +13,9 @@ from typing import Any
 
 import orjson
 
+from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PROCESS_GROUP
 from msprobe_dask.graph import speedups
-from msprobe_dask.graph.items import NO_DATA_NAME, P2P_CLASS, PROCESS_GROUP, RANK_PARAMS, SHAPED_KINDS
+from msprobe_dask.graph.items import RANK_PARAMS, SHAPED_KINDS
 from msprobe_dask.graph.jsontext import FLOAT_DUMPS_RANGE, dumps, float_text
 
 try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
+from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PROCESS_GROUP
 from msprobe_dask.errors import DumpError
 
 MAX_DEPTH = 400
@@ -22,11 +23,8 @@ SUB_KEYS = (
 )
 STATS = ("Max", "Min", "Mean", "Norm")
 RANK_PARAMS = ("src", "dst", "group_src", "group_dst")  # a scalar argument of these names keeps its text
-NO_DATA_NAME = "-1"  # the data_name of an item without a data file
-PROCESS_GROUP = "torch.ProcessGroup"
 SHAPED_KINDS = ("torch.Size", "slice", "ellipsis")  # leaves that are not tensors yet have a shape
 P2P_KEYS = ("class_type", "op", "peer", "tag", "group_id")
-P2P_CLASS = "torch.distributed.P2POp"
 
 
 def _default_item(name: str, state: str) -> dict[str, Any]:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from msprobe_dask.dump.markers import BATCH_P2P
 from msprobe_dask.graph.model import Node
-
-BATCH_P2P = "batch_isend_irecv"
 
 
 class P2POp(NamedTuple):

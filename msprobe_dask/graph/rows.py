@@ -9,11 +9,12 @@ from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 from msprobe_dask.columns import VISDB_NODE_COLUMNS
+from msprobe_dask.dump.markers import BATCH_P2P
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.item_text import items_json_for, python_items_json_for, skipped_keys
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import Graph, Node
-from msprobe_dask.graph.p2p import BATCH_P2P, P2POp, batch_p2p_ops
+from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops
 from msprobe_dask.writers.packed_rows import pack_rows, unpack_rows
 
 NODE_COLUMNS = VISDB_NODE_COLUMNS  # chunk_rows makes each row in this order
@@ -188,7 +189,7 @@ def chunk_rows(
 ) -> RowsChunk:
     """The rows of ``nodes``, the run of ``g.sorted_nodes()`` that begins at position ``start``.
     ``texts``: for each node, the texts of its exported (input_data, output_data) if already made
-    (build.export_texts), else None (its items are exported here)."""
+    (node_items.export_texts), else None (its items are exported here)."""
     graph_id = graph_id_of(source, g.step, g.rank)
     row_id = graph_id + "_"
     data_path, step, rank = g.data_path, g.step, g.rank

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from msprobe_dask.dump.markers import NO_DATA_NAME
 from msprobe_dask.graph.compare import TENSOR_INDEX, UNREADABLE
 
 log = logging.getLogger("msprobe_dask.graph")
@@ -20,11 +21,11 @@ def make_measure(
     from msprobe_dask.metrics.tensor import measure_pair
 
     def measure(n: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
-        nd, bd = n.get("data_name", "-1"), b.get("data_name", "-1")
+        nd, bd = n.get("data_name", NO_DATA_NAME), b.get("data_name", NO_DATA_NAME)
         name = n.get("full_op_name")
         if tensor_log:
             log.info("start compare: %s", name)
-        if nd == "-1" or bd == "-1" or not npu_dir or not bench_dir:
+        if nd == NO_DATA_NAME or bd == NO_DATA_NAME or not npu_dir or not bench_dir:
             cells: dict[str, Any] = {k: UNSUPPORTED for k in TENSOR_INDEX}
             message = "No bench data matched."
         else:

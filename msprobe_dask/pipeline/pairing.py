@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from msprobe_dask.dump.rows import NO_DATA
+from msprobe_dask.dump.markers import NO_DATA_NAME
 from msprobe_dask.match.api_mapping import ApiPair, api_keys, parse_api_pairs
 from msprobe_dask.match.cell_mapping import cell_key
 from msprobe_dask.match.data_mapping import data_keys
@@ -144,7 +144,7 @@ def tensor_jobs(pairs: list[RowPair], npu: Side, bench: Side) -> list[TensorJob]
 
     jobs: list[TensorJob] = []
     for pair in pairs:
-        if pair.bench is None or NO_DATA in (pair.npu.data_name, pair.bench.data_name):
+        if pair.bench is None or NO_DATA_NAME in (pair.npu.data_name, pair.bench.data_name):
             jobs.append(None)
             continue
         jobs.append(

@@ -9,7 +9,8 @@ from typing import Any
 
 from msprobe_dask.dump.dumpjson import load_dump, load_stack
 from msprobe_dask.dump.entry_shape import check_entry
-from msprobe_dask.dump.rows import NO_DATA, LeafRow, RowKey, entry_rows, row_key
+from msprobe_dask.dump.markers import NO_DATA_NAME
+from msprobe_dask.dump.rows import LeafRow, RowKey, entry_rows, row_key
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.errors import DumpError
 from msprobe_dask.match.exact import is_comparable_entry
@@ -60,7 +61,7 @@ def _check_data_names(source: DumpSource, rows: tuple[LeafRow, ...]) -> None:
     from msprobe_dask.dump.tensor_file import resolve_data_file
 
     for row in rows:
-        if row.data_name != NO_DATA:
+        if row.data_name != NO_DATA_NAME:
             resolve_data_file(source.tensor_dir, row.data_name)
 
 

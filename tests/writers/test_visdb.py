@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from msprobe_dask.columns import VISDB_NODE_COLUMNS
 from msprobe_dask.errors import OutputError
 from msprobe_dask.writers.packed_rows import pack_rows
 from msprobe_dask.writers.visdb import (
@@ -19,11 +20,15 @@ from msprobe_dask.writers.visdb import (
     write_visdb,
 )
 
+N = len(VISDB_NODE_COLUMNS)  # (a column added to the table is added to these rows too)
+_ZEROS = [VISDB_NODE_COLUMNS.index(c) for c in ("micro_step_id", "modified", "step", "rank")]
+
 
 def _row(node_id: str, order: int) -> list:
-    row: list = [None] * 22
+    row: list = [None] * N
     row[:5] = [f"NPU_0_0_{node_id}", "NPU_0_0", order, node_id, "1"]
-    row[9], row[14], row[19], row[20] = 0, 0, 0, 0
+    for at in _ZEROS:
+        row[at] = 0
     return row
 
 
@@ -55,7 +60,7 @@ def test_an_existing_file_is_neither_replaced_nor_changed(tmp_path: Path) -> Non
     with sqlite3.connect(path) as con:
         for ddl in (NODES_DDL, STACK_DDL, CONFIG_DDL):
             con.execute(ddl)
-        con.execute(f"INSERT INTO tb_nodes VALUES ({','.join('?' * 22)})", _row("old", 0))
+        con.execute(f"INSERT INTO tb_nodes VALUES ({','.join('?' * N)})", _row("old", 0))
     con.close()
     before = path.read_bytes()
     with pytest.raises(OutputError, match=r"build_1\.vis\.db: already exists and is not replaced"):
@@ -92,7 +97,7 @@ def test_chunks_given_out_of_node_order_are_written_in_graph_and_node_order(tmp_
             5,
             [],
             [(f"NPU_0_0_{n}", f"[{n}]") for n in range(3)],
-            [pack_rows(a[3:], 22), pack_rows(a[:3], 22)],
+            [pack_rows(a[3:], N), pack_rows(a[:3], N)],
             True,
         ),
         GraphTables(
@@ -100,7 +105,7 @@ def test_chunks_given_out_of_node_order_are_written_in_graph_and_node_order(tmp_
             4,
             [],
             [("Bench_0_0_0", "[0]")],
-            [pack_rows([b[3], b[0]], 22), pack_rows(b[1:3], 22)],
+            [pack_rows([b[3], b[0]], N), pack_rows(b[1:3], N)],
             True,
         ),
     ]
@@ -122,7 +127,7 @@ def test_a_graph_missing_rows_is_not_written(tmp_path: Path) -> None:
 
 
 def test_a_truncated_chunk_is_one_error_and_nothing_is_left(tmp_path: Path) -> None:
-    truncated = pack_rows(_graph_rows("NPU_0_0", 2), 22)[:-3]
+    truncated = pack_rows(_graph_rows("NPU_0_0", 2), N)[:-3]
     with pytest.raises(OutputError, match=r"b\.vis\.db: cannot write the vis.db: packed rows are truncated"):
         write_visdb(tmp_path / "b.vis.db", [GraphTables("NPU_0_0", 2, [], [], [truncated], True)], CONFIG)
     assert list(tmp_path.iterdir()) == []

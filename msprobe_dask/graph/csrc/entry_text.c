@@ -21,7 +21,7 @@
 
 enum { J_STR, J_INT, J_FLOAT, J_TRUE, J_FALSE, J_NULL, J_NAN, J_INF, J_NINF, J_LIST, J_OBJ };
 
-/* the keys of a leaf that _python_leaf reads or sets (K_MAX + i: STATS[i]); K_LEFT_OUT: the keys the
+/* the keys of a leaf that items._leaf reads or sets (K_MAX + i: STATS[i]); K_LEFT_OUT: the keys the
  * export leaves out (text_rules.left_out: state, full_op_name, md5) */
 enum { K_OTHER, K_TYPE, K_CLASS_TYPE, K_DATA_NAME, K_DTYPE, K_VALUE, K_REQUIRES_GRAD, K_SHAPE, K_LEFT_OUT,
        K_MAX, K_MIN, K_MEAN, K_NORM };
@@ -435,7 +435,7 @@ static int add_int_list(Buf *b, const Tape *t, const Val *v, int depth) {
 static const char *const CONSTANT_TEXT[] = {[J_TRUE] = "True", [J_FALSE] = "False", [J_NULL] = "null",
                                             [J_NAN] = "nan",   [J_INF] = "inf",     [J_NINF] = "-inf"};
 
-/* the exported text of a value (items._JSON_TEXT by the class json gives it), JSON-ready; NULL: None */
+/* the exported text of a value (item_text._JSON_TEXT by the class json gives it), JSON-ready; NULL: None */
 static int add_text(Buf *b, const Tape *t, const Val *v) {
     if (v == NULL)
         return BUF_LIT(b, "null") < 0 ? -1 : DONE;
@@ -524,7 +524,7 @@ static int add_cell(Buf *b, int *first, const char *key, Py_ssize_t kn) {
     return 0;
 }
 
-/* the item of a leaf (an object whose "type" is a string): items._python_leaf, then format_item */
+/* the item of a leaf (an object whose "type" is a string): items._leaf, then item_text.format_item */
 static int add_leaf(Walk *w, const Val *leaf) {
     const Tape *t = &w->t;
     const Val *kind = NULL, *data_name = NULL, *dtype = NULL, *value = NULL;
@@ -638,7 +638,7 @@ static int add_leaf(Walk *w, const Val *leaf) {
         if (stat == 0 && !(b->len - max_at == 4 && memcmp(b->p + max_at, "null", 4) == 0))
             max_at = -1; /* (a Max whose text is not null) */
     }
-    /* the keys _python_leaf adds, in its order (full_op_name, state and md5 are left out) */
+    /* the keys items._leaf adds, in its order (full_op_name, state and md5 are left out) */
     if (data_name == NULL && (add_cell(b, &first, "data_name", 9) < 0 ||
                               add_str_text(b, text_rules.no_data_name.s, text_rules.no_data_name.n) < 0))
         return -1;

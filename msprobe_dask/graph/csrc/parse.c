@@ -1,4 +1,4 @@
-/* build.export_texts: the rows' item texts of the nodes of a graph whose dump.json entries are read by
+/* node_items.export_texts: the rows' item texts of the nodes of a graph whose dump.json entries are read by
  * spans (dump/entries.py), made by entry_text.c. */
 #include "speedups.h"
 

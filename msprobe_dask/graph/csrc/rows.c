@@ -136,7 +136,7 @@ static const char *const chunk_fields[] = {"row_id",      "graph_id",   "source"
 /* node_rows(nodes, start, chunk, stacks, p2p, texts=None) -> rows.chunk_rows' rows of ``nodes`` (a run
  * of sorted_nodes() from position ``start``), in ROW_RULES.columns' order, its first stack uses
  * appended to ``stacks`` and the batch_isend_irecv ops put in ``p2p``. ``chunk``: a rows.ChunkOf.
- * ``texts``: for each node, its (input_data, output_data) texts if made already (build.export_texts),
+ * ``texts``: for each node, its (input_data, output_data) texts if made already (node_items.export_texts),
  * else None. */
 PyObject *node_rows(PyObject *self, PyObject *args) {
     PyObject *nodes, *chunk, *stacks_out, *p2p_out, *texts = Py_None;

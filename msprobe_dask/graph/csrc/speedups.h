@@ -4,7 +4,7 @@
  * buffer.c: the text being made; text.c: the exported items' JSON text (item_text.py, section 7.6 of
  * graph_visualize.md); compare.c: the summary compare of a node pair (cells.py, checks.py,
  * compare.py); rows.c: tb_nodes rows (rows.py); entry_text.c and parse.c: the exported items' texts
- * straight from an entry's JSON text (build.py: export_texts); module.c: the module, its texts.
+ * straight from an entry's JSON text (node_items.py: export_texts); module.c: the module, its texts.
  *
  * The rules, numbers and column lists are the Python modules' own, handed once at their import:
  * configure_text (item_text.TEXT_RULES), configure_summary (cells.SUMMARY_RULES), configure_rows

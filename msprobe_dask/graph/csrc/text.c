@@ -76,7 +76,7 @@ static int add_long_long(Buf *b, long long x) {
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
-/* s matches item_text.LONG_DECIMAL_TEXT (^\d{1,I}\.\d{L,H}%?$, text_rules.long_decimal = (I, L, H);
+/* s matches item_text._LONG_DECIMAL (^\d{1,I}\.\d{L,H}%?$, text_rules.long_decimal = (I, L, H);
  * ASCII, no newline): a decimal the export rounds */
 static int long_decimal(const char *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
@@ -109,7 +109,7 @@ static int add_escaped(Buf *b, const char *s, Py_ssize_t n, int escape) {
     return DONE;
 }
 
-/* the text s (n printable ASCII characters) takes by items._fmt_str's first steps, into t (n bytes):
+/* the text s (n printable ASCII characters) takes by item_text.format_str's first steps, into t (n bytes):
  * quotes dropped, then None -> null, left to right; returns its length */
 static Py_ssize_t quotes_and_nones(const char *s, Py_ssize_t n, char *t) {
     Py_ssize_t m = 0;
@@ -140,7 +140,7 @@ static int add_rounded(Buf *b, const char *s, Py_ssize_t n) {
     return pct ? (BUF_LIT(b, "%") < 0 ? -1 : DONE) : DONE;
 }
 
-/* the exported text of a str (items._fmt_str, then JSON escaping): quotes dropped, None -> null, a
+/* the exported text of a str (item_text.format_str, then JSON escaping): quotes dropped, None -> null, a
  * long decimal rounded to 6 decimals; UNHANDLED if it is not printable ASCII */
 static int add_str(Buf *b, PyObject *v) {
     Py_ssize_t n;

@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from msprobe_dask.dump.markers import BATCH_P2P, PROCESS_GROUP
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.graph.model import Graph, Node
 
@@ -163,7 +164,7 @@ def _first_group_ranks(g: Graph) -> list[int] | None:
     for node in g.nodes.values():
         if any(api in node.id for api in _TP_APIS):
             for key, item in node.input_data.items():
-                if key.endswith(".group") or item.get("type") == "torch.ProcessGroup":
+                if key.endswith(".group") or item.get("type") == PROCESS_GROUP:
                     ranks = item.get("group_ranks")
                     if isinstance(ranks, list):
                         return ranks
@@ -184,7 +185,7 @@ def tp_groups(graphs: Sequence[Graph], params: ParallelParams) -> list[list[int]
 
 
 def _p2p_target(node: Node, rank: int) -> int | None:
-    if "batch_isend_irecv" in node.id:
+    if BATCH_P2P in node.id:
         for item in node.input_data.values():
             if item.get("op") == "isend" and isinstance(item.get("peer"), int) and item["peer"] != rank:
                 return item["peer"]

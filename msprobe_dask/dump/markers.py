@@ -1,0 +1,9 @@
+"""Texts msProbe writes into a dump that rules of both commands test for, each defined once here.
+
+The C kernels get them through the rules handed to them (graph/item_text.py's ``TEXT_RULES``,
+graph/rows.py's ``ROW_RULES``)."""
+
+NO_DATA_NAME = "-1"  # the data_name of a leaf without a data file
+PROCESS_GROUP = "torch.ProcessGroup"  # the type of a process-group argument
+P2P_CLASS = "torch.distributed.P2POp"  # the class_type of a point-to-point op argument
+BATCH_P2P = "batch_isend_irecv"  # the API that runs a batch of P2POps
