@@ -15,7 +15,7 @@ import orjson
 
 from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PROCESS_GROUP
 from msprobe_dask.graph import speedups
-from msprobe_dask.graph.items import RANK_PARAMS, SHAPED_KINDS
+from msprobe_dask.graph.items import ITEM_KEYS, RANK_PARAMS, SHAPED_KINDS
 from msprobe_dask.graph.jsontext import FLOAT_DUMPS_RANGE, dumps, float_text
 
 try:
@@ -313,6 +313,7 @@ class TextRules:
     p2p_class: str
     shaped_kinds: tuple[str, ...]
     rank_params: tuple[str, ...]
+    item_keys: tuple[str, ...]  # ITEM_KEYS: the keys a leaf without them gets, in this order
 
 
 TEXT_RULES = TextRules(
@@ -327,6 +328,7 @@ TEXT_RULES = TextRules(
     P2P_CLASS,
     SHAPED_KINDS,
     RANK_PARAMS,
+    ITEM_KEYS,
 )
 if speedups.native is not None:
     speedups.native.configure_text(TEXT_RULES)

@@ -22,6 +22,9 @@ SUB_KEYS = (
     ("parameters", ".parameters", "parameters"),
 )
 STATS = ("Max", "Min", "Mean", "Norm")
+# the keys every item has: a leaf without one gets it, after its own keys, in this order (the dtype and
+# shape of a leaf that is not a tensor follow, then its md5); entry_text.c follows it (TEXT_RULES)
+ITEM_KEYS = ("data_name", "full_op_name", "state", "requires_grad", *STATS)
 RANK_PARAMS = ("src", "dst", "group_src", "group_dst")  # a scalar argument of these names keeps its text
 SHAPED_KINDS = ("torch.Size", "slice", "ellipsis")  # leaves that are not tensors yet have a shape
 P2P_KEYS = ("class_type", "op", "peer", "tag", "group_id")
@@ -56,7 +59,6 @@ def _np_shape(value: Any) -> str:
 
 
 _BOOL_TEXT = {True: "True", False: "False"}
-_NO_STATS = dict.fromkeys(STATS)
 
 
 def _leaf(leaf: dict[str, Any], name: str, state: str) -> dict[str, Any]:
@@ -65,21 +67,15 @@ def _leaf(leaf: dict[str, Any], name: str, state: str) -> dict[str, Any]:
     for k, v in leaf.items():
         if v.__class__ is bool:
             item[k] = _BOOL_TEXT[v]
+    for k in ITEM_KEYS:  # in their order; a requires_grad or statistic the leaf lacks is None
+        if k not in item:
+            item[k] = None
     data_name = leaf.get("data_name") or NO_DATA_NAME
     if not isinstance(data_name, str):
         raise DumpError(None, f"{name}: data_name {data_name!r} is not a string")
     item["data_name"] = data_name
     item["full_op_name"] = data_name.rsplit(".", 1)[0] if data_name != NO_DATA_NAME else name
     item["state"] = state
-    if "requires_grad" not in item:
-        item["requires_grad"] = None
-    if "Max" not in item or "Min" not in item or "Mean" not in item or "Norm" not in item:
-        if item.keys().isdisjoint(STATS):
-            item.update(_NO_STATS)
-        else:
-            for s in STATS:
-                if s not in item:
-                    item[s] = None
     if not item.get("dtype"):
         _fill_non_tensor(item, leaf, name)
     if not item.get("md5"):

@@ -405,6 +405,45 @@ def test_the_items_text_takes_its_rounding_rule_from_python(
 
 
 @needs_native
+def test_the_items_text_takes_its_key_order_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another order of the keys items._leaf gives a leaf without them (items.ITEM_KEYS, handed to
+    entry_text.c in item_text.TEXT_RULES): the C texts of an entry follow it, as the Python path's do."""
+    entry = {
+        "input_args": [
+            {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Min": 1.5},
+            {"type": "int", "value": 3},
+        ],
+        "output": [{"type": "torch.Tensor", "dtype": "torch.float16", "shape": [], "Max": 2.0, "Mean": 0.5}],
+    }
+    text = json.dumps(entry, indent=4).encode()
+    node_id = "Tensor.add.0.forward"
+
+    def texts() -> Any:
+        native = speedups.native
+        if native is None:  # the Python path
+            inputs, outputs = items.entry_items(node_id, json.loads(text))
+            return item_text.items_json(inputs, False, False), item_text.items_json(outputs, False, False)
+        return native.entry_texts(text, 0, len(text), node_id)
+
+    usual, usual_python = _both(monkeypatch, texts)
+    assert usual == usual_python
+    order = ("requires_grad", *reversed(items.STATS), "state", "full_op_name", "data_name")
+    monkeypatch.setattr(items, "ITEM_KEYS", order)
+    _forget_texts()
+    NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, item_keys=order))
+    try:
+        with_c, python = _both(monkeypatch, texts)
+    finally:
+        NATIVE.configure_text(item_text.TEXT_RULES)
+        _forget_texts()
+    assert with_c == python != usual
+    keys = [with_c[0].index(f'"{k}"') for k in ("requires_grad", "Norm", "Max", "data_name")]
+    assert keys == sorted(keys)
+    with pytest.raises(ValueError, match="cannot add the key dtype"):
+        NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, item_keys=("dtype",)))
+
+
+@needs_native
 def test_the_rows_take_their_columns_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
     """A column added to the table (rows.NODE_COLUMNS, from columns.VISDB_NODE_TABLE) with its cell in
     rows.EXTRA_CELLS: the C rows hold it where the Python rows do, and every other cell as before."""

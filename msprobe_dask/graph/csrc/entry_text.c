@@ -28,9 +28,7 @@ enum { K_OTHER, K_TYPE, K_CLASS_TYPE, K_DATA_NAME, K_DTYPE, K_VALUE, K_REQUIRES_
 
 #define TEXT_IS(s, n, lit) ((n) == (Py_ssize_t)sizeof(lit) - 1 && memcmp((s), (lit), sizeof(lit) - 1) == 0)
 
-static int key_role(const char *k, Py_ssize_t n) {
-    if (text_in(k, n, text_rules.left_out, text_rules.n_left_out))
-        return K_LEFT_OUT;
+static int named_role(const char *k, Py_ssize_t n) {
     switch (n) {
     case 3:
         return TEXT_IS(k, n, "Max") ? K_MAX : TEXT_IS(k, n, "Min") ? K_MIN : K_OTHER;
@@ -50,6 +48,19 @@ static int key_role(const char *k, Py_ssize_t n) {
     default:
         return K_OTHER;
     }
+}
+
+static int key_role(const char *k, Py_ssize_t n) {
+    return text_in(k, n, text_rules.left_out, text_rules.n_left_out) ? K_LEFT_OUT : named_role(k, n);
+}
+
+/* the role of a key of items.ITEM_KEYS, for configure_text (``r``: the rules being handed): one that
+ * add_leaf adds to a leaf without it, or K_LEFT_OUT; -1 for a key it cannot add */
+int leaf_key_role(const char *k, Py_ssize_t n, const TextRules *r) {
+    if (text_in(k, n, r->left_out, r->n_left_out))
+        return K_LEFT_OUT;
+    int role = named_role(k, n);
+    return role == K_DATA_NAME || role == K_REQUIRES_GRAD || role >= K_MAX ? role : -1;
 }
 
 /* one value of the entry: a string's characters (between the quotes) or a number's text in s/n; a
@@ -638,23 +649,28 @@ static int add_leaf(Walk *w, const Val *leaf) {
         if (stat == 0 && !(b->len - max_at == 4 && memcmp(b->p + max_at, "null", 4) == 0))
             max_at = -1; /* (a Max whose text is not null) */
     }
-    /* the keys items._leaf adds, in its order (full_op_name, state and md5 are left out) */
-    if (data_name == NULL && (add_cell(b, &first, "data_name", 9) < 0 ||
-                              add_str_text(b, text_rules.no_data_name.s, text_rules.no_data_name.n) < 0))
-        return -1;
-    if (!has_requires_grad && (add_cell(b, &first, "requires_grad", 13) < 0 || BUF_LIT(b, "null") < 0))
-        return -1;
-    for (int s = 0; s < 4; s++) {
-        if (has_stat[s])
-            continue;
-        if (add_cell(b, &first, STATS[s], STAT_LEN[s]) < 0)
-            return -1;
-        Py_ssize_t at = b->len;
-        rc = add_text(b, t, scalar ? value : NULL);
-        if (rc <= 0)
-            return rc;
-        if (s == 0 && b->len - at == 4 && memcmp(b->p + at, "null", 4) == 0)
-            max_at = at;
+    /* the keys items._leaf adds to a leaf without them, in the order of items.ITEM_KEYS (text_rules.
+     * item_keys; those the export leaves out are not in the text) */
+    for (int j = 0; j < text_rules.n_item_keys; j++) {
+        int role = text_rules.item_keys[j];
+        if (role == K_DATA_NAME) {
+            if (data_name == NULL && (add_cell(b, &first, "data_name", 9) < 0 ||
+                                      add_str_text(b, text_rules.no_data_name.s, text_rules.no_data_name.n) < 0))
+                return -1;
+        } else if (role == K_REQUIRES_GRAD) {
+            if (!has_requires_grad && (add_cell(b, &first, "requires_grad", 13) < 0 || BUF_LIT(b, "null") < 0))
+                return -1;
+        } else if (role >= K_MAX && !has_stat[role - K_MAX]) {
+            int s = role - K_MAX;
+            if (add_cell(b, &first, STATS[s], STAT_LEN[s]) < 0)
+                return -1;
+            Py_ssize_t at = b->len;
+            rc = add_text(b, t, scalar ? value : NULL);
+            if (rc <= 0)
+                return rc;
+            if (s == 0 && b->len - at == 4 && memcmp(b->p + at, "null", 4) == 0)
+                max_at = at;
+        }
     }
     if (scalar && dtype == NULL &&
         (add_cell(b, &first, "dtype", 5) < 0 || add_str_text(b, scalar_type, (Py_ssize_t)strlen(scalar_type)) < 0))

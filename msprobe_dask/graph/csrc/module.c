@@ -68,6 +68,7 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
     PyObject *range = dumps != NULL ? PyObject_GetAttrString(rules, "float_dumps_range") : NULL;
     PyObject *digits = range != NULL ? PyObject_GetAttrString(rules, "long_decimal") : NULL;
     TextRules r = {0};
+    Text keys[MAX_TEXTS];
     int ok = digits != NULL && PyType_Check(exported) && PyCallable_Check(dumps) &&
              PyArg_ParseTuple(range, "dd", &r.float_lo, &r.float_hi) &&
              PyArg_ParseTuple(digits, "iii", &r.int_digits, &r.min_decimals, &r.max_decimals) &&
@@ -77,7 +78,13 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
              text_field(rules, "no_data_name", &r.no_data_name) == 0 &&
              text_field(rules, "process_group", &r.process_group) == 0 &&
              text_field(rules, "p2p_class", &r.p2p_class) == 0 &&
-             (r.process_group_text = PyObject_GetAttrString(rules, "process_group")) != NULL;
+             (r.process_group_text = PyObject_GetAttrString(rules, "process_group")) != NULL &&
+             texts_field(rules, "item_keys", keys, &r.n_item_keys) == 0;
+    for (int i = 0; ok && i < r.n_item_keys; i++) /* (a key entry_text.c cannot add must be left out) */
+        if ((r.item_keys[i] = leaf_key_role(keys[i].s, keys[i].n, &r)) < 0) {
+            PyErr_Format(PyExc_ValueError, "configure_text: entry_text.c cannot add the key %s", keys[i].s);
+            ok = 0;
+        }
     Py_XDECREF(r.process_group_text); /* (the frozen rules hold it) */
     /* (add_rounded holds a long decimal in 48 bytes) */
     if (ok && (r.decimals < 0 || r.decimals > 20 || r.min_decimals < 1 || r.int_digits + r.max_decimals > 44)) {

@@ -37,7 +37,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 10
+#define SPEEDUPS_API 11
 
 /* an ASCII text of the rules (held by them) */
 typedef struct {
@@ -53,6 +53,7 @@ typedef struct {
     Text left_out[MAX_TEXTS], shaped_kinds[MAX_TEXTS], rank_params[MAX_TEXTS];
     int n_left_out, n_shaped_kinds, n_rank_params;
     Text no_data_name, process_group, p2p_class;
+    int item_keys[MAX_TEXTS], n_item_keys; /* items.ITEM_KEYS, as leaf_key_role()s */
     PyObject *process_group_text; /* the str of process_group */
 } TextRules;
 extern TextRules text_rules;
@@ -153,6 +154,7 @@ PyObject *configure_summary(PyObject *self, PyObject *rules);
 PyObject *configure_rows(PyObject *self, PyObject *rules);
 const char *batch_p2p_text(Py_ssize_t *n); /* rows.c */
 PyObject *entry_texts(PyObject *self, PyObject *args);
+int leaf_key_role(const char *k, Py_ssize_t n, const TextRules *r);
 PyObject *node_texts(PyObject *self, PyObject *args);
 
 #endif
