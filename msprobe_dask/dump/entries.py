@@ -62,6 +62,10 @@ class DumpEntries(Mapping[str, Any]):
     def __reduce__(self) -> tuple[Any, ...]:
         return (DumpEntries, (self._path, self._text, self._spans, self._small, self._mentioned))
 
+    def __sizeof__(self) -> int:
+        """About its size pickled: the text, and a guess for each entry's span."""
+        return len(self._text) + 64 * len(self._spans)
+
     def __len__(self) -> int:
         full = self._full
         return len(full) if full is not None else len(self._spans)

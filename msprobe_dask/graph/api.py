@@ -54,6 +54,11 @@ from msprobe_dask.writers.visdb import NODES, STACKS, GraphTables, VisdbWriter, 
 if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
     from msprobe_dask.graph.merge.strategy import ParallelParams
 
+REPLICA_CHUNKS = 8
+"""Chunk tasks per replica of a Prepared at least (Plan.replicas): a replica costs a build and a
+prepare, about a third of the work of the chunks of a rank cut into MAX_CHUNKS (measured on one rank
+of 50,000 entries: 1.0 s against 3.2 s of CPU)."""
+
 # ------------------------------------------------------------------------------------ tasks
 
 
@@ -78,10 +83,11 @@ def _joined(summary: Summary, results: list[Any]) -> Part:
 
 @dataclass(slots=True)
 class RankTasks:
-    """The lazy pieces of one (step, rank): its Prepared, its summary and chunk tasks."""
+    """The lazy pieces of one (step, rank): its Prepared (one or more replicas, see Plan.replicas), its
+    summary and chunk tasks."""
 
     name: str  # "{step}-{rank}"
-    prepared: Any
+    prepared: list[Any]
     summary: Any
     chunks: list[Any]
 
@@ -93,13 +99,16 @@ class RankTasks:
         return dask.delayed(_joined)(self.summary, chunks, dask_key_name=f"finish-{self.name}")
 
 
-def _rank_tasks(prepared: Any, n: int, name: str) -> RankTasks:
-    """A Prepared cut into ``n`` chunk tasks."""
+def _rank_tasks(prepared: list[Any], n: int, name: str) -> RankTasks:
+    """``n`` chunk tasks, chunk k made from replica k mod len(``prepared``) of the Prepared."""
     import dask
 
-    chunks = [dask.delayed(chunk_task)(prepared, k, dask_key_name=f"rows-{name}-{k}") for k in range(n)]
+    chunks = [
+        dask.delayed(chunk_task)(prepared[k % len(prepared)], k, dask_key_name=f"rows-{name}-{k}")
+        for k in range(n)
+    ]
     return RankTasks(
-        name, prepared, dask.delayed(_summary)(prepared, dask_key_name=f"summary-{name}"), chunks
+        name, prepared, dask.delayed(_summary)(prepared[0], dask_key_name=f"summary-{name}"), chunks
     )
 
 
@@ -164,7 +173,8 @@ def _insert_chunk(prev: Written, summary: Summary, result: tuple[RowsChunk | Non
 
 
 def _release(prepared: Prepared, written: Written) -> None:
-    """The (step, rank)'s rows are written (``written``): its graphs are let go (chunks.Prepared.release)."""
+    """The (step, rank)'s rows are written (``written``): its graphs are let go (chunks.Prepared.release),
+    where the replica ``prepared`` is."""
     prepared.release()
 
 
@@ -215,6 +225,10 @@ class Plan:
     linked: bool  # rank folders: communication nodes are linked across ranks
     rank_list: list[int]
     step_list: list[int]
+    # each (step, rank)'s graphs built and prepared by this many tasks, each in the process that makes
+    # its share of the chunks: a prepared pair of graphs (about twice dump.json's size) is not sent
+    # from process to process (_replicas)
+    replicas: int = 1
 
     def rank_tasks(self, source: RankSource, after: Any = None) -> RankTasks:
         """The lazy tasks of one (step, rank): its graphs built (only once ``after`` is computed, if
@@ -222,21 +236,25 @@ class Plan:
         import dask
 
         s, r, folders = source
+        n = _chunks_for(*folders) if self.split else 1
+        name = source.name
+        replicas = max(1, min(self.replicas, n // REPLICA_CHUNKS))
+        if replicas > 1:  # each replica built and prepared in one task: all of it in one process
+            prepared = [
+                dask.delayed(_built_and_prepared)(
+                    after, folders, s, r, self.opts, n, i == 0, dask_key_name=f"prepare-{name}-{i}"
+                )
+                for i in range(replicas)
+            ]
+            return _rank_tasks(prepared, n, name)
         graphs = [
             dask.delayed(_build_after, pure=True)(after, f, s, r, dask_key_name=f"build-{s}-{r}-{side}")
             for f, side in zip(folders, (NPU, BENCH))
         ]
-        n = _chunks_for(*folders) if self.split else 1
-        name = source.name
-        if self.compare:
-            prepared = dask.delayed(prepare_compare_task)(
-                *graphs, self.opts, folders[0], n, dask_key_name=f"prepare-{name}"
-            )
-        else:
-            prepared = dask.delayed(prepare_build_task)(
-                graphs[0], self.opts, n, dask_key_name=f"prepare-{name}"
-            )
-        return _rank_tasks(prepared, n, name)
+        made = dask.delayed(_prepared)(
+            self.opts, folders[0], n, True, *graphs, dask_key_name=f"prepare-{name}"
+        )
+        return _rank_tasks([made], n, name)
 
     def parts(self, finished: list[Any]) -> Any:
         """The lazy list of each (step, rank)'s Part (``finished``), linked across ranks."""
@@ -252,11 +270,35 @@ def _build_after(after: Any, folder: str, step: int, rank: int) -> Graph:
     return build_task(folder, step, rank, False)
 
 
+def _prepared(
+    opts: Options, where: str, n: int, whole: bool, npu: Graph, bench: Graph | None = None
+) -> Prepared:
+    """The graph (a build) or the pair (a compare) prepared for ``n`` chunk tasks (``whole``: see
+    tasks.prepare_compare_task)."""
+    if bench is None:
+        return prepare_build_task(npu, opts, n)
+    return prepare_compare_task(npu, bench, opts, where, n, whole)
+
+
+def _built_and_prepared(
+    after: Any, folders: tuple[str, ...], step: int, rank: int, opts: Options, n: int, first: bool
+) -> Prepared:
+    """A replica of the (step, rank)'s Prepared: its graphs built and prepared here (``first``: the
+    replica that makes the rows of a pair compared whole)."""
+    graphs = [_build_after(after, f, step, rank) for f in folders]
+    return _prepared(opts, folders[0], n, first, *graphs)
+
+
 def _rank_plan(
-    target: str | os.PathLike[str], golden: str | os.PathLike[str] | None, opts: Options, split: bool = True
+    target: str | os.PathLike[str],
+    golden: str | os.PathLike[str] | None,
+    opts: Options,
+    split: bool = True,
+    replicas: int = 1,
 ) -> Plan:
     """The Plan of the inputs. ``split``: cut each graph's rows into chunk tasks (else one task each:
-    where the tasks reading a result would each get it pickled, see RunOptions.shares_results)."""
+    where the tasks reading a result would each get it pickled, see RunOptions.shares_results);
+    ``replicas``: see Plan.replicas."""
     tp = dump_path(target)
     if golden is None:
         kind, sources = layout.build_sources(tp)
@@ -270,16 +312,22 @@ def _rank_plan(
         raise DumpError(target, "holds no dump to visualize")
     steps = sorted({src.step for src in ranks_in}) if kind == "steps" else [0]
     files = kind == "files"
-    return Plan(ranks_in, opts, split, golden is not None, not files, [0] if files else ranks, steps)
+    return Plan(
+        ranks_in, opts, split, golden is not None, not files, [0] if files else ranks, steps, replicas
+    )
 
 
 def _plan(
-    target: str | os.PathLike[str], golden: str | os.PathLike[str] | None, opts: Options, split: bool = True
+    target: str | os.PathLike[str],
+    golden: str | os.PathLike[str] | None,
+    opts: Options,
+    split: bool = True,
+    replicas: int = 1,
 ):
-    """(lazy VisResult, compare?) for the inputs (``split``: see _rank_plan)."""
+    """(lazy VisResult, compare?) for the inputs (``split``, ``replicas``: see _rank_plan)."""
     import dask
 
-    plan = _rank_plan(target, golden, opts, split)
+    plan = _rank_plan(target, golden, opts, split, replicas)
     parts = plan.parts([plan.rank_tasks(src).finish() for src in plan.sources])
     args = (plan.compare, opts, plan.rank_list, plan.step_list)
     return dask.delayed(vis_result)(parts, *args, dask_key_name="vis-result"), plan.compare
@@ -309,7 +357,12 @@ def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0) -> Any:
                 written, r.summary, chunk, dask_key_name=f"insert-{r.name}-{k}"
             )
             inserted.append(written)
-        released.append(dask.delayed(_release)(r.prepared, written, dask_key_name=f"release-{r.name}"))
+        released.append(
+            [
+                dask.delayed(_release)(p, written, dask_key_name=f"release-{r.name}-{k}")
+                for k, p in enumerate(r.prepared)
+            ]
+        )
         finished.append(dask.delayed(_joined_written)(r.summary, inserted, dask_key_name=f"finish-{r.name}"))
     args = (plan.compare, plan.opts, plan.rank_list, plan.step_list)
     return dask.delayed(_end_write)(written, plan.parts(finished), *args, dask_key_name="write-visdb")
@@ -322,9 +375,11 @@ def _any_plan(
     parallel: Sequence[ParallelParams] | None,
     json_output: bool = False,
     split: bool = True,
+    replicas: int = 1,
 ):
     """The merge plan when ``parallel`` is given and the input has rank folders, else ``_plan``."""
-    return _merged(target, golden, opts, parallel, json_output) or _plan(target, golden, opts, split)
+    merged = _merged(target, golden, opts, parallel, json_output)
+    return merged or _plan(target, golden, opts, split, replicas)
 
 
 def _merged(
@@ -376,6 +431,15 @@ def _splits(client: Any, run: RunOptions | None) -> bool:
     return client is not None or (run or RunOptions()).shares_results
 
 
+def _replicas(client: Any, run: RunOptions | None) -> int:
+    """How many replicas of a (step, rank)'s Prepared its chunk tasks are made from (Plan.replicas): one
+    per local worker process, whose LocalCluster runs each chunk task where its replica is
+    (scheduler.LOCAL_CLUSTER_SCHEDULER); one for threads of this process, which share it, and on a
+    cluster, whose scheduler sends a rank's chunk tasks to every worker (a group of tasks with few
+    inputs is placed on free workers: each fetches the Prepared once)."""
+    return 1 if client is not None else max(1, (run or RunOptions()).local_processes)
+
+
 def _compute(obj: Any, client: Any = None, run: RunOptions | None = None) -> Any:
     """On ``client`` if given, else where ``run`` says (see pipeline.scheduler)."""
     if client is not None:
@@ -401,7 +465,9 @@ def build_graphs(
     to compute on; otherwise ``run`` chooses the scheduler, workers and progress reporting."""
     opts = Options(overflow_check, fuzzy_match, layer_mapping)
     run = run if client is not None else _graph_run(run, target, golden)
-    result, _ = _any_plan(target, golden, opts, parallel, split=_splits(client, run))
+    result, _ = _any_plan(
+        target, golden, opts, parallel, split=_splits(client, run), replicas=_replicas(client, run)
+    )
     return _read_back(_compute(result, client, run))
 
 
@@ -437,11 +503,11 @@ def graph_visualize(
     json_files = bool(parallel and json_output)
     opts = Options(overflow_check, fuzzy_match, layer_mapping, tensor_log)
     run = run if client is not None else _graph_run(run, target, golden)
-    split = _splits(client, run)
+    split, replicas = _splits(client, run), _replicas(client, run)
     merged = _merged(target, golden, opts, parallel, json_output)
-    plan = _rank_plan(target, golden, opts, split) if merged is None and not json_files else None
+    plan = _rank_plan(target, golden, opts, split, replicas) if merged is None and not json_files else None
     if plan is None:
-        result, compare = merged or _plan(target, golden, opts, split)
+        result, compare = merged or _plan(target, golden, opts, split, replicas)
     else:
         compare = plan.compare
     path = out / output_name(compare, ts)

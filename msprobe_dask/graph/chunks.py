@@ -18,6 +18,7 @@ share a Bench partner.
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any, NamedTuple
 
@@ -43,6 +44,7 @@ from msprobe_dask.writers.packed_rows import pack_rows
 CHUNK_BYTES = 1 << 20  # dump.json bytes per chunk task (about 1,000 nodes of a statistics dump)
 MAX_CHUNKS = 32  # chunk tasks per graph at most
 ORDER, DISTRIBUTED = COL["node_order"], COL["is_distributed"]
+NODE_BYTES = 400  # about the size of a node of a Prepared's graph pickled flat (model.Graph.__reduce__)
 
 
 def chunk_count(dump_bytes: int) -> int:
@@ -79,6 +81,11 @@ class Prepared:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return Prepared, (self.graphs, self.sources, self.mode, self.overflow, self.chunks, self.done)
+
+    def __sizeof__(self) -> int:
+        """About its size pickled (what dask weighs before sending it to another worker, rather than run
+        its chunk tasks where it is): each graph's dump.json ``data``, and a guess for each node."""
+        return sum(sys.getsizeof(g.data) + NODE_BYTES * len(g.nodes) for g in self.graphs)
 
     def heads(self) -> list[GraphHead]:
         return [GraphHead(s, g.step, g.rank, g.micro_steps) for g, s in zip(self.graphs, self.sources)]

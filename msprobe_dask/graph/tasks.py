@@ -64,7 +64,11 @@ def prepare_build_task(g: Graph, opts: Options, n: int = 1) -> Prepared:
     return prepare_build(g, NPU, opts.overflow_check, n)
 
 
-def prepare_compare_task(npu: Graph, bench: Graph, opts: Options, where: str, n: int = 1) -> Prepared:
+def prepare_compare_task(
+    npu: Graph, bench: Graph, opts: Options, where: str, n: int = 1, whole: bool = True
+) -> Prepared:
+    """``whole=False``: another task makes the rows of a pair compared whole (tensor mode, merged
+    graphs): this one then has no rows to make (a replica of the Prepared, graph/api.py)."""
     rare_collections_from_now()
     mode = compare_mode(npu, bench, where)
     if npu.framework != bench.framework and not opts.layer_mapping:
@@ -87,6 +91,8 @@ def prepare_compare_task(npu: Graph, bench: Graph, opts: Options, where: str, n:
         pairs = match_pairs(npu, bench, opts.fuzzy_match, mapping)
         assign_micro_steps(npu, bench)
         return prepare_compare(npu, bench, pairs, mode, sources, opts.overflow_check, n)
+    if not whole:
+        return Prepared((), sources, mode, opts.overflow_check, [], [])
     parse_all_items(npu)
     parse_all_items(bench)
     compare_graphs(

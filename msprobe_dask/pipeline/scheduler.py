@@ -49,6 +49,16 @@ gain at most 1.2x for 1.6x the memory. Measured on 2 CPUs: one rank of 50,000 en
 of CPU against 4.9 s; 200,000 entries (353 MB) 33.6 s against 18.8 s; 4 ranks of 50,000 39.7 s
 against 23.8 s; 4 ranks of 200,000 167 s against 98 s and 6.4 GB against 4.1 GB."""
 
+LOCAL_CLUSTER_SCHEDULER = {
+    "distributed.scheduler.work-stealing": False,
+    "distributed.scheduler.rootish-taskgroup": 0,
+}
+"""The LocalCluster's scheduler runs each task where its inputs are: a task waiting for its worker is
+not moved to an idle one (work stealing), nor is a task of a large group with few inputs (root-ish:
+placed on any free worker, as if it had none), for the worker would first fetch them: a chunk task of
+graph_visualize reads its rank's prepared graphs, about twice the size of dump.json, and each worker
+makes its share of the chunks from its own replica of them (graph/api.py: Plan.replicas)."""
+
 SIGNAL_SPREAD_SECONDS = 0.5
 """How long a run whose worker process died waits for a signal to the process group that may have
 killed it, before it reports the lost worker."""
@@ -157,6 +167,7 @@ def _local_cluster(processes: int) -> Iterator[str]:
     or SIGTERM sent to the process group (a Ctrl-C): this process closes them."""
     import logging
 
+    import dask
     from distributed import LocalCluster
 
     cluster = None
@@ -166,7 +177,7 @@ def _local_cluster(processes: int) -> Iterator[str]:
     # nanny restarts meanwhile is still greeted in this process's log ("Starting established connection")
     distributed_log.setLevel(logging.CRITICAL + 1)
     try:
-        with spawning_workers():
+        with spawning_workers(), dask.config.set(LOCAL_CLUSTER_SCHEDULER):
             try:
                 cluster = LocalCluster(
                     n_workers=processes,

@@ -191,3 +191,31 @@ def test_the_rank_window_is_one_more_than_the_local_processes_and_open_on_a_clus
     assert api._rank_window(None, RunOptions(workers=3)) == 4
     assert api._rank_window(None, RunOptions(address="tcp://127.0.0.1:8786")) == 0
     assert api._rank_window(object(), None) == 0
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "processes"])
+@pytest.mark.parametrize("case", ["multirank compare", "multirank build", "tensor mode (rows made whole)"])
+def test_replicas_of_the_prepared_graphs_write_the_file_of_one_write_task(
+    case: str, scheduler: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each (step, rank) built and prepared by 3 tasks, chunk k made from replica k mod 3 (Plan.replicas):
+    the same file (in tensor mode the first replica compares the pair whole, the others make nothing)."""
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(api, "REPLICA_CHUNKS", 1)
+    _one_write_task(case, tmp_path / "one.vis.db")
+    tp, gp, opts = _sides(case)
+    plan = api._rank_plan(tp, gp, opts, replicas=3)
+    assert len(plan.rank_tasks(plan.sources[0]).prepared) == 3
+    writer = VisdbWriter(tmp_path / "chain.vis.db").suspend()
+    dask.compute(api._write_chain(plan, writer, window=2), scheduler=scheduler)
+    assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
+    assert _rowids(tmp_path / "chain.vis.db") == _rowids(tmp_path / "one.vis.db")
+
+
+def test_one_replica_per_local_worker_process_and_one_on_a_cluster() -> None:
+    from msprobe_dask.pipeline.scheduler import RunOptions
+
+    assert api._replicas(None, RunOptions()) == 1
+    assert api._replicas(None, RunOptions(workers=3)) == 3
+    assert api._replicas(None, RunOptions(address="tcp://127.0.0.1:8786")) == 1
+    assert api._replicas(object(), None) == 1
