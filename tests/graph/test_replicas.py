@@ -6,27 +6,16 @@ is the one of a run in this process, rowids included."""
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from pathlib import Path
 
 import pytest
-from visdb_diff import diff_visdb
+from visdb_diff import diff_visdb, rowids
 
 from msprobe_dask.graph import api, chunks
 from msprobe_dask.pipeline import scheduler
 from msprobe_dask.pipeline.scheduler import RunOptions
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-
-
-def _rowids(path: Path) -> list[list[tuple[int, str]]]:
-    with sqlite3.connect(path) as con:
-        tables = [
-            con.execute(f"SELECT rowid, id FROM {t} ORDER BY rowid").fetchall()
-            for t in ("tb_nodes", "tb_stack")
-        ]
-    con.close()
-    return tables
 
 
 def test_each_worker_makes_the_chunks_of_its_own_replica(
@@ -63,4 +52,4 @@ def test_each_worker_makes_the_chunks_of_its_own_replica(
     fetched = {str(t["key"]) for t in stream if any(s["action"] == "transfer" for s in t["startstops"])}
     assert not {k for k in fetched if k.startswith("rows-")}, fetched
     assert diff_visdb(str(remote), str(local)) == []
-    assert _rowids(remote) == _rowids(local)
+    assert rowids(remote) == rowids(local)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dask
 import pytest
-from visdb_diff import diff_visdb
+from visdb_diff import diff_visdb, rowids
 
 from msprobe_dask.errors import DumpError, OutputError
 from msprobe_dask.graph import api, chunks
@@ -45,16 +45,6 @@ def _chained(case: str, path: Path, scheduler: str) -> None:
     assert written == str(path)
 
 
-def _rowids(path: Path) -> list[list[tuple[int, str]]]:
-    with sqlite3.connect(path) as con:
-        tables = [
-            con.execute(f"SELECT rowid, id FROM {t} ORDER BY rowid").fetchall()
-            for t in ("tb_nodes", "tb_stack")
-        ]
-    con.close()
-    return tables
-
-
 @pytest.mark.parametrize("scheduler", ["sync", "threads", "processes"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_chain_writes_the_file_of_one_write_task(
@@ -64,7 +54,7 @@ def test_the_chain_writes_the_file_of_one_write_task(
     _one_write_task(case, tmp_path / "one.vis.db")
     _chained(case, tmp_path / "chain.vis.db", scheduler)
     assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
-    assert _rowids(tmp_path / "chain.vis.db") == _rowids(tmp_path / "one.vis.db")
+    assert rowids(tmp_path / "chain.vis.db") == rowids(tmp_path / "one.vis.db")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.vis.db", "one.vis.db"]
 
 
@@ -86,7 +76,7 @@ def test_chunks_finishing_last_first_change_nothing(tmp_path: Path, monkeypatch:
         _chained("multirank compare", tmp_path / "chain.vis.db", "threads")
     assert made != sorted(made)
     assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
-    assert _rowids(tmp_path / "chain.vis.db") == _rowids(tmp_path / "one.vis.db")
+    assert rowids(tmp_path / "chain.vis.db") == rowids(tmp_path / "one.vis.db")
 
 
 def test_a_chunk_failing_after_others_were_written_leaves_nothing(
@@ -209,7 +199,7 @@ def test_replicas_of_the_prepared_graphs_write_the_file_of_one_write_task(
     writer = VisdbWriter(tmp_path / "chain.vis.db").suspend()
     dask.compute(api._write_chain(plan, writer, window=2), scheduler=scheduler)
     assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
-    assert _rowids(tmp_path / "chain.vis.db") == _rowids(tmp_path / "one.vis.db")
+    assert rowids(tmp_path / "chain.vis.db") == rowids(tmp_path / "one.vis.db")
 
 
 def test_one_replica_per_local_worker_process_and_one_on_a_cluster() -> None:

@@ -135,6 +135,19 @@ def diff_visdb(
     return problems
 
 
+def rowids(path: str | os.PathLike[str]) -> list[list[tuple[int, str]]]:
+    """(rowid, id) of every row of tb_nodes and tb_stack, in rowid order (diff_visdb compares rows in
+    their order, not their rowids)."""
+    con = sqlite3.connect(path)
+    try:
+        return [
+            con.execute(f"SELECT rowid, id FROM {t} ORDER BY rowid").fetchall()
+            for t in ("tb_nodes", "tb_stack")
+        ]
+    finally:
+        con.close()
+
+
 def path_normalizer(data_root: str, ref_root: str = "/workspace") -> Normalizer:
     """Rewrite ``data_root/...`` to ``ref_root/...`` (the corpus's reference outputs use /workspace)."""
     data_root = os.path.realpath(data_root).rstrip("/") + "/"
