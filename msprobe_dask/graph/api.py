@@ -55,9 +55,9 @@ if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
     from msprobe_dask.graph.merge.strategy import ParallelParams
 
 REPLICA_CHUNKS = 8
-"""Chunk tasks per replica of a Prepared at least (Plan.replicas): a replica costs a build and a
-prepare, about a third of the work of the chunks of a rank cut into MAX_CHUNKS (measured on one rank
-of 50,000 entries: 1.0 s against 3.2 s of CPU)."""
+"""Chunk tasks per replica of a Prepared at least (Plan.replicas): a replica costs a prepare and a
+graph sent from the process that built it (measured on one rank of 50,000 entries: 0.2 s and 0.4 s of
+CPU, against 3.2 s for the rows of its 32 chunks)."""
 
 # ------------------------------------------------------------------------------------ tasks
 
@@ -225,9 +225,9 @@ class Plan:
     linked: bool  # rank folders: communication nodes are linked across ranks
     rank_list: list[int]
     step_list: list[int]
-    # each (step, rank)'s graphs built and prepared by this many tasks, each in the process that makes
-    # its share of the chunks: a prepared pair of graphs (about twice dump.json's size) is not sent
-    # from process to process (_replicas)
+    # each (step, rank)'s graphs prepared by this many tasks, each in the process that makes its share of
+    # the chunks: a prepared pair of graphs (about twice dump.json's size) is not sent from process to
+    # process, only each side's graph, built once, to the processes that prepare the pair (_replicas)
     replicas: int = 1
 
     def rank_tasks(self, source: RankSource, after: Any = None) -> RankTasks:
@@ -238,23 +238,17 @@ class Plan:
         s, r, folders = source
         n = _chunks_for(*folders) if self.split else 1
         name = source.name
-        replicas = max(1, min(self.replicas, n // REPLICA_CHUNKS))
-        if replicas > 1:  # each replica built and prepared in one task: all of it in one process
-            prepared = [
-                dask.delayed(_built_and_prepared)(
-                    after, folders, s, r, self.opts, n, i == 0, dask_key_name=f"prepare-{name}-{i}"
-                )
-                for i in range(replicas)
-            ]
-            return _rank_tasks(prepared, n, name)
         graphs = [
             dask.delayed(_build_after, pure=True)(after, f, s, r, dask_key_name=f"build-{s}-{r}-{side}")
             for f, side in zip(folders, (NPU, BENCH))
         ]
-        made = dask.delayed(_prepared)(
-            self.opts, folders[0], n, True, *graphs, dask_key_name=f"prepare-{name}"
-        )
-        return _rank_tasks([made], n, name)
+        prepared = [
+            dask.delayed(_prepared)(
+                self.opts, folders[0], n, i == 0, *graphs, dask_key_name=f"prepare-{name}-{i}"
+            )
+            for i in range(max(1, min(self.replicas, n // REPLICA_CHUNKS)))
+        ]
+        return _rank_tasks(prepared, n, name)
 
     def parts(self, finished: list[Any]) -> Any:
         """The lazy list of each (step, rank)'s Part (``finished``), linked across ranks."""
@@ -278,15 +272,6 @@ def _prepared(
     if bench is None:
         return prepare_build_task(npu, opts, n)
     return prepare_compare_task(npu, bench, opts, where, n, whole)
-
-
-def _built_and_prepared(
-    after: Any, folders: tuple[str, ...], step: int, rank: int, opts: Options, n: int, first: bool
-) -> Prepared:
-    """A replica of the (step, rank)'s Prepared: its graphs built and prepared here (``first``: the
-    replica that makes the rows of a pair compared whole)."""
-    graphs = [_build_after(after, f, step, rank) for f in folders]
-    return _prepared(opts, folders[0], n, first, *graphs)
 
 
 def _rank_plan(
