@@ -17,6 +17,11 @@ A rows task makes one chunk of the (step, rank)'s rows (graph/chunks.py) and ret
 insert task adds them to the vis.db as soon as they are made, after the chunk before (_write_chain).
 The build, prepare and finish tasks live in graph/tasks.py (the merge plan, graph/merge/plan.py, lays
 them out too); this module lays out the graph and runs it.
+
+Over 400 lines: the plan (which tasks, on which replica), the write chain and the choice of window and
+replicas for the scheduler are one layout, read together when the graph changes; the write chain is the
+next piece to move into a module of its own (its names would have to become public: the import contract
+forbids private names across modules).
 """
 
 from __future__ import annotations
