@@ -26,6 +26,7 @@ from typing import Any
 
 from msprobe_dask.analysis.flow import Node, Signature, TensorError, rank_nodes
 from msprobe_dask.analysis.links import Links, Sent, link
+from msprobe_dask.dump.markers import PARAMETERS_GRAD
 
 ORIGIN, RECEIVED = "origin", "received"
 _NUMBER = re.compile(r"(\d+)")
@@ -125,7 +126,7 @@ class _Known:
 
 def _forward_of(name: str) -> str:
     """The forward node whose inputs a backward node (or a parameters_grad node) also uses."""
-    for part in (".backward", ".parameters_grad"):
+    for part in (".backward", "." + PARAMETERS_GRAD):
         if part in name:
             return name.replace(part, ".forward", 1)
     return ""

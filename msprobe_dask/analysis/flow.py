@@ -22,14 +22,14 @@ from typing import Any
 
 from msprobe_dask.analysis.first_diff import api_of, is_communication
 from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
-from msprobe_dask.dump.markers import BATCH_P2P, PROCESS_GROUP
+from msprobe_dask.dump.markers import BATCH_P2P, PARAMETERS_GRAD, PROCESS_GROUP
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 
 NPU_STATS = tuple(STAT_COLUMNS[:4])
 BENCH_STATS = tuple(STAT_COLUMNS[4:])
 INPUT_ROLES = ("input", "parameters")
 _ENTRY = re.compile(r"^(.+?\.(?:forward|backward)(?:\.\d+)?)\.(input|output|parameters)(?:\.|$)")
-_GRAD_ENTRY = re.compile(r"^(.+?\.parameters_grad(?:\.\d+)?)(?:\.|$)")
+_GRAD_ENTRY = re.compile(rf"^(.+?\.{re.escape(PARAMETERS_GRAD)}(?:\.\d+)?)(?:\.|$)")
 _RANKS = re.compile(r"-?\d+")
 # communication arguments that are buffers the op writes (their content before the call means
 # nothing): the argument's index, per api
@@ -116,7 +116,7 @@ def entry_and_state(name: str) -> tuple[str, str]:
         return match.group(1), match.group(2)
     match = _GRAD_ENTRY.match(name)
     if match:
-        return match.group(1), "parameters_grad"
+        return match.group(1), PARAMETERS_GRAD
     return name, "output"
 
 

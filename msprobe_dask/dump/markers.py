@@ -7,3 +7,6 @@ NO_DATA_NAME = "-1"  # the data_name of a leaf without a data file
 PROCESS_GROUP = "torch.ProcessGroup"  # the type of a process-group argument
 P2P_CLASS = "torch.distributed.P2POp"  # the class_type of a point-to-point op argument
 BATCH_P2P = "batch_isend_irecv"  # the API that runs a batch of P2POps
+# the part of an entry name that holds a module's parameter gradients (``Module.fc.Linear.parameters_grad``,
+# ``....parameters_grad.0``), and the state of its rows and items
+PARAMETERS_GRAD = "parameters_grad"

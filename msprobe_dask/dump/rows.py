@@ -10,7 +10,7 @@ import zlib
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PROCESS_GROUP
+from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PARAMETERS_GRAD, PROCESS_GROUP
 
 NA = "N/A"
 _STAT_KEYS = ("Max", "Min", "Mean", "Norm")
@@ -147,8 +147,8 @@ def entry_rows(entry: str, body: Any, debug: bool = False) -> list[LeafRow]:
         return list(_walk(body, entry, entry, "debug", True))
     if not isinstance(body, dict):
         return []
-    if ".parameters_grad" in entry and "parameters_grad" in entry.split(".")[-2:]:
-        return list(_walk(body, entry, entry, "parameters_grad", False))
+    if PARAMETERS_GRAD in entry and PARAMETERS_GRAD in entry.split(".")[-2:]:
+        return list(_walk(body, entry, entry, PARAMETERS_GRAD, False))
     rows: list[LeafRow] = []
     for key in _INPUT_KEYS:
         if key in body:

@@ -9,6 +9,7 @@ from typing import Any
 from msprobe_dask.dump.dumpjson import load_construct, load_stack
 from msprobe_dask.dump.entries import DumpEntries
 from msprobe_dask.dump.entry_shape import check_entries
+from msprobe_dask.dump.markers import PARAMETERS_GRAD
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import dump_files
 from msprobe_dask.graph.gcpause import collections_paused
@@ -18,7 +19,7 @@ from msprobe_dask.graph.node_items import node_items, parse_unused
 BWD = re.compile(r"(\.backward\.)(\d+)$")
 FWD = re.compile(r"(\.forward\.)(\d+)$")
 FRAME = re.compile(r"File (.*?), line \d+, in ([^,]*)")  # a stack line's file and function
-PARAMS_GRAD = re.compile(r"\.parameters_grad(?:\.\d+)?$")
+PARAMS_GRAD = re.compile(rf"\.{re.escape(PARAMETERS_GRAD)}(?:\.\d+)?$")
 NO_FORWARD_STACK = ["This backward node cannot find the forward node and cannot retrieve stack information."]
 NO_STACK: list[str] = []  # the stack of the nodes stack.json has none for (shared: stacks are never changed)
 

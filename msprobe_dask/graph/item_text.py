@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PROCESS_GROUP
+from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PARAMETERS_GRAD, PROCESS_GROUP
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.items import ITEM_KEYS, RANK_PARAMS, SHAPED_KINDS
 from msprobe_dask.graph.jsontext import FLOAT_DUMPS_RANGE, dumps, float_text
@@ -311,6 +311,7 @@ class TextRules:
     no_data_name: str
     process_group: str
     p2p_class: str
+    parameters_grad: str  # an entry whose name, or a key of it, holds it goes back to the Python path
     shaped_kinds: tuple[str, ...]
     rank_params: tuple[str, ...]
     item_keys: tuple[str, ...]  # ITEM_KEYS: the keys a leaf without them gets, in this order
@@ -326,6 +327,7 @@ TEXT_RULES = TextRules(
     NO_DATA_NAME,
     PROCESS_GROUP,
     P2P_CLASS,
+    PARAMETERS_GRAD,
     SHAPED_KINDS,
     RANK_PARAMS,
     ITEM_KEYS,

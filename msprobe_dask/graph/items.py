@@ -9,7 +9,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PROCESS_GROUP
+from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PARAMETERS_GRAD, PROCESS_GROUP
 from msprobe_dask.errors import DumpError
 
 MAX_DEPTH = 400
@@ -169,7 +169,7 @@ def _parse(value: Any, name: str, state: str, out: list[dict[str, Any]], depth: 
 
 def _parse_list(value: list[Any], name: str, state: str, out: list[dict[str, Any]], depth: int) -> None:
     """_parse of a list (at ``depth``): element i is named ``name.i``, except under parameters_grad."""
-    keep = "parameters_grad" in name and "parameters_grad" in name.split(".")
+    keep = PARAMETERS_GRAD in name and PARAMETERS_GRAD in name.split(".")
     prefix = name + "."
     for i, v in enumerate(value):
         sub = name if keep else prefix + str(i)
@@ -190,10 +190,10 @@ def parse_entry(node_id: str, entry: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if not isinstance(entry, dict):
         return out
-    if "parameters_grad" in node_id:
+    if PARAMETERS_GRAD in node_id:
         parts = node_id.split(".")
-        if parts[-1] == "parameters_grad" or (len(parts) > 1 and parts[-2] == "parameters_grad"):
-            _parse(entry, node_id, "parameters_grad", out, 0)
+        if parts[-1] == PARAMETERS_GRAD or (len(parts) > 1 and parts[-2] == PARAMETERS_GRAD):
+            _parse(entry, node_id, PARAMETERS_GRAD, out, 0)
             return out
     for key, suffix, state in SUB_KEYS:
         value = entry.get(key, _ABSENT)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
+from msprobe_dask.dump.markers import BATCH_P2P
 from msprobe_dask.match.dtypes import same_dtype
 from msprobe_dask.metrics.stats import NA, is_nan_or_inf, relative_fraction
 
@@ -35,9 +36,7 @@ ALL_IGNORED_APIS = frozenset(
         "empty_strided",
     }
 )
-INPUT_IGNORED_APIS = frozenset(
-    {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"}
-)
+INPUT_IGNORED_APIS = frozenset({"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", BATCH_P2P})
 
 
 @dataclass(frozen=True)

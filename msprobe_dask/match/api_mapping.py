@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from msprobe_dask.dump.markers import PARAMETERS_GRAD
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.match.mapfile import warn, warn_unused
 
@@ -28,7 +29,7 @@ _STATE_KEYS = {
     "input": ("ms_args", "pt_args"),
     "output": ("ms_output", "pt_output"),
     "parameters": ("ms_parameters", "pt_parameters"),
-    "parameters_grad": ("ms_parameters_grad", "pt_parameters_grad"),
+    PARAMETERS_GRAD: ("ms_parameters_grad", "pt_parameters_grad"),
 }
 _PLURAL = {"ms_output": "ms_outputs", "pt_output": "pt_outputs"}
 

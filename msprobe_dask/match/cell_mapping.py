@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from msprobe_dask.dump.markers import PARAMETERS_GRAD
+
 NA = "N/A"
-_MARKERS = (".forward.", ".backward.", ".parameters_grad.")
+_MARKERS = (".forward.", ".backward.", f".{PARAMETERS_GRAD}.")
 
 
 def _cell_span(name: str) -> tuple[int, int] | None:
@@ -24,7 +26,7 @@ def _cell_span(name: str) -> tuple[int, int] | None:
 def cell_key(name: str, table: Mapping[str, str], used: set[str] | None = None) -> str:
     """The golden-side name a target row is looked up as (``N/A``: never matches)."""
     parts = name.split(".")
-    if ".forward." not in name and ".backward." not in name and "parameters_grad" not in parts:
+    if ".forward." not in name and ".backward." not in name and PARAMETERS_GRAD not in parts:
         return NA
     name = name.replace("Cell", "Module", 1)
     if not table:

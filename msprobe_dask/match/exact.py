@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
+from msprobe_dask.dump.markers import PARAMETERS_GRAD
 from msprobe_dask.dump.rows import LeafRow, RowKey
 
 _DIRECTIONS = ("forward", "backward")
@@ -13,7 +14,7 @@ _DIRECTIONS = ("forward", "backward")
 def entry_key(entry: str) -> tuple[str, str, str] | None:
     """Split an entry name into (op without number, number, direction layout); None if it has neither."""
     parts = entry.split(".")
-    if "parameters_grad" in parts[-2:]:
+    if PARAMETERS_GRAD in parts[-2:]:
         return None
     if len(parts) >= 3 and parts[-1] in _DIRECTIONS:  # Functional.linear.4.backward
         return ".".join(parts[:-2]), parts[-2], "api"
@@ -25,7 +26,7 @@ def entry_key(entry: str) -> tuple[str, str, str] | None:
 def is_comparable_entry(entry: str) -> bool:
     """Entries whose names match neither pattern are dropped by the reference."""
     parts = entry.split(".")
-    return "parameters_grad" in parts[-2:] or entry_key(entry) is not None
+    return PARAMETERS_GRAD in parts[-2:] or entry_key(entry) is not None
 
 
 def _backward_op(entry: str) -> tuple[str, str] | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
+from msprobe_dask.dump.markers import PARAMETERS_GRAD
 from msprobe_dask.match.exact import entry_key
 
 ROOT = 0
@@ -26,7 +27,7 @@ def uncounted_name(entry: str) -> str:
     ``X.parameters_grad.0`` -> ``X.parameters_grad``.
     """
     parts = entry.split(".")
-    if parts[-1] != "parameters_grad" and "parameters_grad" in parts[-2:]:
+    if parts[-1] != PARAMETERS_GRAD and PARAMETERS_GRAD in parts[-2:]:
         return ".".join(parts[:-1])
     split = entry_key(entry)
     if split is None:

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from msprobe_dask.dump.markers import PARAMETERS_GRAD
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.match.mapfile import load_yaml, warn, warn_unused
 
@@ -36,6 +37,7 @@ TOP = "TopLayer"
 PARALLEL_TRANSFORMER = "ParallelTransformer"
 _MODULE_PREFIXES = ("Cell", "Module")
 _DIRECTIONS = ("forward", "backward")
+_GRAD_PART = "." + PARAMETERS_GRAD
 
 LayerTable = Mapping[str, Mapping[str, str]]
 
@@ -72,8 +74,8 @@ def _module_parts(entry: str) -> tuple[tuple[str, ...], str] | None:
     parts = entry.split(".")
     if parts[0] in _MODULE_PREFIXES and len(parts) >= 4 and parts[-2] in _DIRECTIONS:
         return tuple(parts[1:-3]), parts[-3]
-    if parts[0] in _MODULE_PREFIXES and "parameters_grad" in parts[-2:]:
-        cut = parts.index("parameters_grad")
+    if parts[0] in _MODULE_PREFIXES and PARAMETERS_GRAD in parts[-2:]:
+        cut = parts.index(PARAMETERS_GRAD)
         return tuple(parts[1 : cut - 1]), parts[cut - 1]
     return None
 
@@ -104,7 +106,7 @@ def _layer_bases(entries: Iterable[str]) -> dict[tuple[str, ...], int]:
 def _direction(entry: str) -> str:
     parts = entry.split(".")
     for part in reversed(parts[-2:]):
-        if part in _DIRECTIONS or part == "parameters_grad":
+        if part in _DIRECTIONS or part == PARAMETERS_GRAD:
             return part
     return ""
 
@@ -183,7 +185,7 @@ class _Places:
         """Where a ``parameters_grad`` entry sits: where its module's first forward call does, renamed
         ancestors included. None (no partner) when the yaml renames the module itself: the reference
         then pairs it with nothing, not even the renamed module's gradients."""
-        twin = entry[: entry.index(".parameters_grad")] + ".forward.0"
+        twin = entry[: entry.index(_GRAD_PART)] + ".forward.0"
         if twin not in self.parents:
             return self.module_path(entry)
         path = self.module_path(twin)
@@ -191,7 +193,7 @@ class _Places:
 
     def place(self, entry: str) -> tuple[Any, ...] | None:
         if _module_parts(entry) is not None:
-            path = self._grads_path(entry) if ".parameters_grad" in entry else self.module_path(entry)
+            path = self._grads_path(entry) if _GRAD_PART in entry else self.module_path(entry)
             return ("module", path) if path is not None else None
         parts = entry.split(".")
         if len(parts) < 3:

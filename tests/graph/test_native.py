@@ -444,6 +444,52 @@ def test_the_items_text_takes_its_key_order_from_python(monkeypatch: pytest.Monk
 
 
 @needs_native
+def test_the_items_text_takes_the_parameters_grad_marker_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another text for markers.PARAMETERS_GRAD (handed to entry_text.c in item_text.TEXT_RULES): the C
+    texts hand back to the Python path the entries that hold the new text (in their name or in a key,
+    under which a list's elements are not numbered) and take those that hold the old one, and every
+    text is the Python path's."""
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.5, "Min": 0.5}
+    entries = {
+        key: json.dumps({"input_args": [{key: [tensor, tensor]}], "output": [tensor]}, indent=4).encode()
+        for key in ("parameters_grad", "grads_of")
+    }
+    node_ids = ("Module.w.Linear.forward.0", "Module.w.parameters_grad", "Module.w.grads_of")
+
+    def texts(node_id: str, key: str) -> Any:
+        text = entries[key]
+        native = speedups.native
+        if native is not None:
+            return native.entry_texts(text, 0, len(text), node_id)
+        inputs, outputs = items.entry_items(node_id, json.loads(text))
+        return item_text.items_json(inputs, False, False), item_text.items_json(outputs, False, False)
+
+    def all_texts() -> dict[tuple[str, str], Any]:
+        return {(node_id, key): texts(node_id, key) for node_id in node_ids for key in entries}
+
+    def check(marker: str) -> dict[tuple[str, str], Any]:
+        with_c, python = _both(monkeypatch, all_texts)
+        handed_back = {case for case, text in with_c.items() if text is None}
+        assert handed_back == {case for case in with_c if marker in case[0] or marker == case[1]}
+        assert all(with_c[case] == python[case] for case in with_c if case not in handed_back)
+        return python
+
+    usual = check("parameters_grad")
+    monkeypatch.setattr(items, "PARAMETERS_GRAD", "grads_of")
+    NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, parameters_grad="grads_of"))
+    try:
+        other = check("grads_of")
+    finally:
+        NATIVE.configure_text(item_text.TEXT_RULES)
+    plain = ("Module.w.Linear.forward.0", "grads_of")
+    assert '"Module.w.Linear.forward.0.input.0.grads_of.1"' in usual[plain][0]
+    assert '"Module.w.Linear.forward.0.input.0.grads_of"' in other[plain][0]
+    assert other[("Module.w.grads_of", "parameters_grad")] != usual[("Module.w.grads_of", "parameters_grad")]
+    with pytest.raises(ValueError, match="parameters_grad is empty"):
+        NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, parameters_grad=""))
+
+
+@needs_native
 def test_the_rows_take_their_columns_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
     """A column added to the table (rows.NODE_COLUMNS, from columns.VISDB_NODE_TABLE) with its cell in
     rows.EXTRA_CELLS: the C rows hold it where the Python rows do, and every other cell as before."""

@@ -5,7 +5,8 @@
  *     where inputs, outputs = items.entry_items(node_id, json.loads(text[start:end]))
  *
  * or None for an entry this code does not take: anything but tensors, plain scalar arguments, nulls
- * and their lists and dicts (sizes, slices, process groups, P2P ops, rank parameters, parameters_grad),
+ * and their lists and dicts (sizes, slices, process groups, P2P ops, rank parameters, a name holding
+ * text_rules.parameters_grad),
  * strings with escapes or outside printable ASCII, integers of 19 digits or more, duplicate keys,
  * deep nesting, and text json would refuse. The Python path then makes the items, and its errors.
  *
@@ -695,7 +696,7 @@ static int walk_members(Walk *w, const Val *v, int depth) {
         const Val *m = &w->t.v[i];
         int rc;
         if (v->kind == J_OBJ) {
-            if (HAS_LIT(m->k, m->kn, "parameters_grad"))
+            if (has_text(m->k, m->kn, &text_rules.parameters_grad))
                 return UNHANDLED; /* (a name holding it keeps its lists' elements unnumbered) */
             rc = BUF_LIT(&w->name, ".") < 0 || buf_add(&w->name, m->k, m->kn) < 0 ? -1 : DONE;
         } else {
@@ -783,7 +784,7 @@ static int walk_entry(Walk *w, const char *node_id, Py_ssize_t id_n) {
 
 /* the texts of the entry text s[0:n] of node_id (ASCII), or None */
 PyObject *texts_of_entry(const char *s, Py_ssize_t n, const char *node_id, Py_ssize_t id_n) {
-    if (HAS_LIT(node_id, id_n, "parameters_grad") || classes(node_id, id_n) & (BAD | ESCAPED))
+    if (has_text(node_id, id_n, &text_rules.parameters_grad) || classes(node_id, id_n) & (BAD | ESCAPED))
         Py_RETURN_NONE;
     Walk w;
     w.t.v = w.t.small;

@@ -78,6 +78,7 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
              text_field(rules, "no_data_name", &r.no_data_name) == 0 &&
              text_field(rules, "process_group", &r.process_group) == 0 &&
              text_field(rules, "p2p_class", &r.p2p_class) == 0 &&
+             text_field(rules, "parameters_grad", &r.parameters_grad) == 0 &&
              (r.process_group_text = PyObject_GetAttrString(rules, "process_group")) != NULL &&
              texts_field(rules, "item_keys", keys, &r.n_item_keys) == 0;
     for (int i = 0; ok && i < r.n_item_keys; i++) /* (a key entry_text.c cannot add must be left out) */
@@ -87,6 +88,10 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
         }
     Py_XDECREF(r.process_group_text); /* (the frozen rules hold it) */
     /* (add_rounded holds a long decimal in 48 bytes) */
+    if (ok && r.parameters_grad.n == 0) {
+        PyErr_SetString(PyExc_ValueError, "configure_text: parameters_grad is empty");
+        ok = 0;
+    }
     if (ok && (r.decimals < 0 || r.decimals > 20 || r.min_decimals < 1 || r.int_digits + r.max_decimals > 44)) {
         PyErr_SetString(PyExc_ValueError, "configure_text: decimals out of range");
         ok = 0;

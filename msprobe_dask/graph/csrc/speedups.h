@@ -37,7 +37,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 11
+#define SPEEDUPS_API 12
 
 /* an ASCII text of the rules (held by them) */
 typedef struct {
@@ -53,6 +53,7 @@ typedef struct {
     Text left_out[MAX_TEXTS], shaped_kinds[MAX_TEXTS], rank_params[MAX_TEXTS];
     int n_left_out, n_shaped_kinds, n_rank_params;
     Text no_data_name, process_group, p2p_class;
+    Text parameters_grad; /* markers.PARAMETERS_GRAD (not empty) */
     int item_keys[MAX_TEXTS], n_item_keys; /* items.ITEM_KEYS, as leaf_key_role()s */
     PyObject *process_group_text; /* the str of process_group */
 } TextRules;
@@ -117,6 +118,11 @@ static inline int has_part(const char *s, Py_ssize_t n, const char *part, Py_ssi
 }
 
 #define HAS_LIT(s, n, lit) has_part((s), (n), (lit), (Py_ssize_t)(sizeof(lit) - 1))
+
+/* whether the short text s[0:n] holds the rules' text t */
+static inline int has_text(const char *s, Py_ssize_t n, const Text *t) {
+    return has_part(s, n, t->s, t->n);
+}
 
 /* ------------------------------------------------------------------ text.c */
 
