@@ -129,8 +129,10 @@ def load_stack(path: Path) -> dict[str, Any]:
 
     New format (the key "0" present and not empty): ``{"0": [[names], [lines]], ...}``, each name of a
     group gets the group's lines; a group of another shape, or a name that is not a text, is skipped,
-    as both references skip it. Old format: ``{name: [lines]}``, taken as it is. The lines are kept as
-    the file has them (the references check them no further)."""
+    as both references skip it; lines that are a string are kept as they are, as the reference's
+    graph_visualize keeps them (its compare stops on them, README D33). Old format:
+    ``{name: [lines]}``, taken as it is. The lines are kept as the file has them (the references check
+    them no further)."""
     doc = read_json(path)
     if not isinstance(doc, dict):
         raise DumpError(path, "must be a JSON object")

@@ -4,7 +4,12 @@ malformed group as both references do.
 The compare cases below were run with the reference (msprobe 26.2.0 compare, 2026-12-02): its csv equals
 the L0_only reference csv with `N/A` as NPU_Stack_Info for every entry of a skipped group (case
 "malformed"), and for every entry when the key "0" holds an empty group, which makes the file read as
-the old format, where no entry name is a key (case "empty_first")."""
+the old format, where no entry name is a key (case "empty_first").
+
+A group whose lines are a string (not a list) is kept, the string standing as its entries' stack (README
+D33): the reference's graph_visualize keeps it so (its vis.db, checked on the same dump, equals ours),
+while its compare stops with a traceback (``CompareException`` after "Expected stack_info to be a list,
+but got str"), exit 1; ours writes the string as the NPU_Stack_Info cell."""
 
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from msprobe_dask.graph.build import build_graph
 from msprobe_dask.graph.dump_files import GraphSource
 
 LINES = ["File m.py, line 1, in f"]
+STRING_LINES = "File m.py, line 2, in g"
 
 
 def write(tmp_path: Path, doc: object) -> Path:
@@ -39,6 +45,11 @@ def test_a_malformed_group_is_skipped(tmp_path: Path) -> None:
         "4": ["f", LINES],  # names not a list
     }
     assert load_stack(write(tmp_path, doc)) == {"a": LINES, "b": LINES, "d": ["other"]}
+
+
+def test_a_group_whose_lines_are_a_string_keeps_the_string(tmp_path: Path) -> None:
+    doc = {"0": [["a"], LINES], "1": [["b", "c"], "File m.py, line 1, in f"]}
+    assert load_stack(write(tmp_path, doc)) == {"a": LINES, "b": doc["1"][1], "c": doc["1"][1]}
 
 
 def test_the_old_format_and_an_empty_first_group_are_read_as_they_are(tmp_path: Path) -> None:
@@ -63,6 +74,9 @@ def dump_with_stack(tmp_path: Path, edit: str) -> tuple[Path, set[str] | None]:
         dropped = set(doc["1"][0]) | set(doc["2"][0])
         doc["1"] = [*doc["1"], "third"]
         doc["2"] = "not a group"
+    elif edit == "string":  # (the entries whose stack becomes STRING_LINES)
+        dropped = set(doc["1"][0])
+        doc["1"] = [doc["1"][0], STRING_LINES]
     else:
         dropped = None
         doc["0"] = []
@@ -70,8 +84,9 @@ def dump_with_stack(tmp_path: Path, edit: str) -> tuple[Path, set[str] | None]:
     return tmp_path, dropped
 
 
-@pytest.mark.parametrize("edit", ["malformed", "empty_first"])
+@pytest.mark.parametrize("edit", ["malformed", "empty_first", "string"])
 def test_compare_gives_the_references_stack_cells(edit: str, tmp_path: Path) -> None:
+    """The reference's cells ("string": ours, D33: the reference's compare stops)."""
     folder, dropped = dump_with_stack(tmp_path, edit)
     out = tmp_path / "out"
     args = ["compare", "-q", "-tp", str(folder / "target" / "dump.json")]
@@ -84,7 +99,7 @@ def test_compare_gives_the_references_stack_cells(edit: str, tmp_path: Path) -> 
         entry = row[0].rsplit(".", 2)[0]
         if dropped is None or entry in dropped:
             cut += row[column] != "N/A"
-            row[column] = "N/A"
+            row[column] = STRING_LINES if edit == "string" and row[column] != "N/A" else "N/A"
     assert cut > 0  # the edit took stacks away
     assert read_csv(result) == expected
 
@@ -97,3 +112,9 @@ def test_graph_visualize_builds_without_the_malformed_groups(tmp_path: Path) -> 
     for name in kept[0]:
         assert graph.nodes[name].stack == kept[1]
     assert all(graph.nodes[name].stack == [] for name in dropped if name in graph.nodes)
+
+
+def test_graph_visualize_keeps_a_string_as_the_stack(tmp_path: Path) -> None:
+    folder, edited = dump_with_stack(tmp_path, "string")
+    graph = build_graph(GraphSource(str(folder / "target")))
+    assert edited and all(graph.nodes[name].stack == STRING_LINES for name in edited)
