@@ -31,6 +31,8 @@ from msprobe_dask.judge.rules import judge_group, mark_unreadable
 from msprobe_dask.metrics.stats import stat_diff
 
 MODES = ("statistics", "tensor", "md5")
+UNMEASURED = ("unsupported",) * len(TENSOR_COLUMNS)
+"""The metric cells of a tensor-mode row whose tensors are not measured (no file on a side)."""
 
 
 def columns_for(mode: str, with_stack: bool) -> list[str]:
@@ -167,8 +169,10 @@ def _cell_columns(
             diffs, rels = zip(*map(stat_diff, stat_cols[k], stat_cols[k + 4])) if pairs else ((), ())
             cells[DIFF_COLUMNS[k]], cells[DIFF_COLUMNS[k + 4]] = diffs, rels
     elif mode == "tensor":
-        filled = tensor_cells if tensor_cells is not None else [("unsupported",) * 6] * len(pairs)
-        cells.update(zip(TENSOR_COLUMNS, zip(*filled)) if pairs else ((c, ()) for c in TENSOR_COLUMNS))
+        filled = tensor_cells if tensor_cells is not None else [UNMEASURED] * len(pairs)
+        # (strict: a row with a metric more or less than the columns fails here, not as a missing column)
+        by_column = zip(*filled, strict=True) if pairs else repeat((), len(TENSOR_COLUMNS))
+        cells.update(zip(TENSOR_COLUMNS, by_column, strict=True))
         cells[DATA_NAME_COLUMN] = [
             str([p.npu.data_name, p.bench.data_name if p.bench else NA]) for p in pairs
         ]

@@ -2,7 +2,7 @@
 
 - ``tensor_stats``: max, min, mean and L2 norm of one whole array (no squeeze), as numpy scalars of the
   types numpy returns (float16 stays float16, int max stays int32, bool max is a bool...).
-- ``compare_arrays``: the prechecks, the six tensor metrics (``metrics.tensor``) and the accuracy verdict
+- ``compare_arrays``: the prechecks, the tensor metrics (``metrics.tensor``) and the accuracy verdict
   of two ``.npy`` tensors.
 - ``compare_statistics``: the statistic.csv diffs, relative errors and verdict, in float32.
 """
@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
 from msprobe_dask.metrics.chunked import aggregate_partials, chunk_partials
 from msprobe_dask.metrics.one_shot import measure_arrays
 from msprobe_dask.metrics.tensor import BIG_TENSOR_ELEMS, measure_pair
@@ -31,6 +32,7 @@ ZERO = "Cannot compare by Cosine Similarity, All the data is Zero in {side} dump
 STAT_SHAPE = "Tensor shapes do not match.\n"
 
 Stats = tuple[Any, Any, Any, Any]
+COSINE, MAX_ABS = TENSOR_METRIC_COLUMNS.index("Cosine"), TENSOR_METRIC_COLUMNS.index("MaxAbsErr")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +41,7 @@ class Verdict:
 
     accuracy: str | None  # "Yes", "No", "None" (metrics not numbers) or None (not compared)
     message: str | None
-    cells: tuple[Any, ...] | None = None  # the six tensor metrics, or the 4 diffs + 4 relative errors
+    cells: tuple[Any, ...] | None = None  # the tensor metrics (their columns), or 4 diffs + 4 relative errors
 
 
 def tensor_stats(array: np.ndarray) -> Stats:
@@ -95,15 +97,15 @@ def compare_arrays(
     if problem:
         return Verdict(None, problem)
     metrics = _metrics(npu, bench, paths, big_elems)
-    if metrics.cells[0] == NOT_AVAILABLE:
+    if metrics.cells[COSINE] == NOT_AVAILABLE:  # (then every cell is)
         return Verdict(None, NAN_PLACES)
     cells = list(metrics.cells)
     message = None
     if npu.size == 1:
-        cells[0], message = UNSUPPORTED, ONE_ELEMENT
-    elif cells[0] == NAN:
+        cells[COSINE], message = UNSUPPORTED, ONE_ELEMENT
+    elif cells[COSINE] == NAN:
         message = ZERO.format(side="npu" if _all_zero(npu) else "Bench")
-    return Verdict(accuracy(cells[0], cells[2]), message, tuple(cells))
+    return Verdict(accuracy(cells[COSINE], cells[MAX_ABS]), message, tuple(cells))
 
 
 def compare_statistics(npu: Stats, bench: Stats) -> tuple[str, list[Any], list[str]]:

@@ -33,12 +33,16 @@ Cell = float | str
 
 @dataclass(frozen=True, slots=True)
 class TensorMetrics:
-    """One row's six metric cells (Python floats or the reference's strings) and why, if not numbers;
+    """One row's metric cells (Python floats or the reference's strings) and why, if not numbers;
     ``unreadable``: a tensor file could not be read (the message names it), so the row is an error."""
 
-    cells: tuple[Cell, ...]
+    cells: tuple[Cell, ...]  # in the order of TENSOR_METRIC_COLUMNS, one each
     message: str = ""
     unreadable: bool = False
+
+    def __post_init__(self) -> None:
+        if len(self.cells) != len(TENSOR_METRIC_COLUMNS):
+            raise ValueError(f"{len(self.cells)} metric cells for the columns {TENSOR_METRIC_COLUMNS}")
 
     @classmethod
     def filled(cls, value: str, message: str, unreadable: bool = False) -> TensorMetrics:

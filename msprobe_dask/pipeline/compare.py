@@ -18,13 +18,12 @@ from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.pipeline.pairing import MatchOptions, pair_rows, tensor_jobs
 from msprobe_dask.pipeline.scheduler import Compute, RunOptions, computing
 from msprobe_dask.pipeline.sides import Side, compare_mode, is_cross_framework, parse_side
-from msprobe_dask.table import CompareTable, Matched, TensorJob, build_table, float_stat_columns
+from msprobe_dask.table import UNMEASURED, CompareTable, Matched, TensorJob, build_table, float_stat_columns
 
 if TYPE_CHECKING:
     from msprobe_dask.analysis.divergence import Tolerance
     from msprobe_dask.pipeline.part_file import WrittenRank
 
-UNSUPPORTED = ("unsupported",) * 6
 BATCH_FILES = 128
 BATCH_BYTES = 64 << 20
 
@@ -93,7 +92,7 @@ def _measure_big(job: tuple[Path, Path]) -> Any:
 
 
 def _assemble(matched: Matched, batch_indices: list[list[int]], *batch_results: list[Any]) -> RankResult:
-    cells: list[Sequence[Any]] = [UNSUPPORTED] * len(matched.pairs)
+    cells: list[Sequence[Any]] = [UNMEASURED] * len(matched.pairs)
     unreadable: dict[int, str] = {}
     for indices, results in zip(batch_indices, batch_results):
         for i, result in zip(indices, results):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.cli_args import add_command, add_output, add_run_options, add_sides
+from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
 from msprobe_dask.dump.layouts import open_dump
 from msprobe_dask.pipeline.compare import RankResult, compare, compare_to_files
 from msprobe_dask.pipeline.pairing import MatchOptions
@@ -111,13 +112,8 @@ def _log_tensor_rows(result: RankResult) -> None:
     if result.table.mode != "tensor":
         return
     for record in result.table.records():
-        print(
-            f"[compare] {record['NPU Name']}: Cosine {record['Cosine']}, EucDist {record['EucDist']}, "
-            f"MaxAbsErr {record['MaxAbsErr']}, MaxRelativeErr {record['MaxRelativeErr']}, "
-            f"One Thousandth {record['One Thousandth Err Ratio']}, "
-            f"Five Thousandths {record['Five Thousandths Err Ratio']}",
-            file=sys.stderr,
-        )
+        metrics = ", ".join(f"{column} {record[column]}" for column in TENSOR_METRIC_COLUMNS)
+        print(f"[compare] {record['NPU Name']}: {metrics}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

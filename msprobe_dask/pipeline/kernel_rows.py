@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
 from msprobe_dask.dump.kernel import KernelTensor, StatisticLine, shape_text
 from msprobe_dask.dump.tensor_file import open_tensor, read_array
 from msprobe_dask.metrics.kernel import (
@@ -55,7 +56,7 @@ def npy_row(npu: KernelTensor | None, bench: KernelTensor | None) -> list[Any]:
         verdict = Verdict(None, UNMATCHED)
     else:
         verdict = compare_arrays(n_array, b_array, (npu.path, bench.path))
-    cells = verdict.cells or (None,) * 6
+    cells = verdict.cells or (None,) * len(TENSOR_METRIC_COLUMNS)
     return [n_name, b_name, n_dtype, b_dtype, n_shape, b_shape, *n_stats, *b_stats, verdict.accuracy,
             verdict.message, *cells]  # fmt: skip
 
