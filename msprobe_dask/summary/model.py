@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-PASS, WARNING, ERROR, OTHER = "pass", "warning", "error", "other"
+from msprobe_dask.judge.rules import ERROR, PASS, WARNING
+
+OTHER = "other"  # the Result of a row no rule judged (the judge's texts: judge/rules.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
+from msprobe_dask.judge.rules import ERROR, PASS, WARNING
 from msprobe_dask.summary.cells import as_float, is_number
 from msprobe_dask.summary.kinds import KindCounter, messages
-from msprobe_dask.summary.model import ERROR, OTHER, PASS, WARNING, GroupSummary, NodeRef, RunSummary
+from msprobe_dask.summary.model import OTHER, GroupSummary, NodeRef, RunSummary
 from msprobe_dask.summary.table import KINDS_SHOWN, METRIC_OF_COLUMN, RANK_METRICS, WORST_SHOWN, diverges
 
 API_NODE = "1"

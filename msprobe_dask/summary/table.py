@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
+from msprobe_dask.judge.rules import ERROR, PASS
 from msprobe_dask.summary.cells import as_float, is_number
 from msprobe_dask.summary.kinds import KindCounter, is_structural, messages
-from msprobe_dask.summary.model import ERROR, OTHER, PASS, GroupSummary, NodeRef
+from msprobe_dask.summary.model import OTHER, GroupSummary, NodeRef
 
 KINDS_SHOWN = 5
 WORST_SHOWN = 3

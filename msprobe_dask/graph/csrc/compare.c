@@ -1,6 +1,7 @@
 /* The summary compare of a node pair (graph/cells.py: _diffs, summary_row; checks.py: check_rows;
  * compare.py: write_back). Its rules, texts and numbers are graph/cells.py's SUMMARY_RULES, handed
- * once by configure_summary(rules) and read by name: none is written here. */
+ * once by configure_summary(rules) and read by name: none is written here. Over 400 lines: the rules'
+ * intake, the diffs and the quiet-row checks share those rules (R) and the pair's cells. */
 #include "speedups.h"
 
 #define MAX_GROUPS 8 /* state groups (cells.STATE_GROUPS has 4) */

@@ -1,5 +1,6 @@
 /* The exported items' JSON text (item_text.py: items_json; graph_visualize.md section 7.6); the
- * numbers of its rules are item_text.TEXT_RULES' (text_rules). */
+ * numbers of its rules are item_text.TEXT_RULES' (text_rules). Just over 400 lines: the writers of
+ * each kind of value share one buffer and its deferred floats, for one job (an item's text). */
 #include "speedups.h"
 
 static unsigned char char_class[256];
