@@ -2,10 +2,11 @@
 
 The general path (:func:`measure_arrays` after the fast path declined) takes the reference's numpy
 operations in its dtypes. Finite float16 / bfloat16 / float32 / float64 pairs take a fast path with the
-same bits in fewer passes (:func:`finite_float_cells`): one pass makes the float64 copies, their
-difference, MaxAbsErr, the relative error's maximum and the two counts (the C kernel ``_pair_pass``,
-``csrc/pair_pass.c``, where it is built; else :func:`numpy_finite_float_cells`, its definition), and four
-float64 dot products (``reference_dot``: the reference's BLAS order) give Cosine and EucDist.
+same bits in fewer passes (:func:`finite_float_cells`): the C kernel ``_pair_pass`` (``csrc/pair_pass.c``,
+where it is built) reads the two tensors once and gives MaxAbsErr, the relative error's maximum, the two
+counts and the four float64 dot products of Cosine and EucDist, summed in the order of this process's
+BLAS (``reference_dot.kernel_order``); :func:`numpy_finite_float_cells`, its definition, runs where the
+kernel is not built or does not know the BLAS's order (float64 copies, their difference, BLAS dots).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from msprobe_dask.metrics.reference_dot import reference_dot
+from msprobe_dask.metrics.reference_dot import kernel_order, reference_dot, thread_runs
 from msprobe_dask.metrics.tensor_cells import (
     BFLOAT16,
     FIVE_THOUSANDTHS,
@@ -36,7 +37,7 @@ from msprobe_dask.metrics.tensor_cells import (
 )
 from msprobe_dask.native import load
 
-PAIR_PASS_API = 1  # PAIR_PASS_API in csrc/pair_pass.c
+PAIR_PASS_API = 2  # PAIR_PASS_API in csrc/pair_pass.c
 pair_pass_kernel = load("msprobe_dask.metrics._pair_pass", PAIR_PASS_API)
 
 FAST_FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
@@ -140,7 +141,8 @@ def finite_float_cells(npu: np.ndarray, bench: np.ndarray, ws: Workspace) -> Ten
     the reference's widened copies hold the same values as the float16/32 inputs.
     """
     kernel = pair_pass_kernel
-    if kernel is None or npu.dtype not in KERNEL_KINDS or bench.dtype not in KERNEL_KINDS:
+    order = kernel_order() if kernel is not None else None
+    if order is None or npu.dtype not in KERNEL_KINDS or bench.dtype not in KERNEL_KINDS:
         n = _widened(npu, "npu32", ws)
         b = _widened(bench, "bench32", ws)
         if n.dtype not in FAST_FLOATS or b.dtype not in FAST_FLOATS:
@@ -148,19 +150,13 @@ def finite_float_cells(npu: np.ndarray, bench: np.ndarray, ws: Workspace) -> Ten
         return numpy_finite_float_cells(np.squeeze(n), np.squeeze(b), ws)
     size = npu.size
     rtype = _relative_dtype(npu.dtype, bench.dtype)
-    n64, b64 = ws.array("n64", size, np.float64), ws.array("b64", size, np.float64)
-    diff = ws.array("diff64", size, np.float64)
-    max_abs, max_rel, thousandth, five_thousandths = kernel.pair_pass(
-        _raw_bytes(npu), KERNEL_KINDS[npu.dtype], _raw_bytes(bench), KERNEL_KINDS[bench.dtype],
-        n64, b64, diff, rtype == np.float64, float(np.finfo(rtype).eps),
-        _compared_limit(rtype, THOUSANDTH), _compared_limit(rtype, FIVE_THOUSANDTHS),
-    )  # fmt: skip
+    max_abs, max_rel, thousandth, five_thousandths, *dots = kernel_pass(npu, bench, order)
+    n_b, n_sq, b_sq, diff_sq = (np.float64(dot) for dot in dots)
     with np.errstate(all="ignore"):
-        n_sq, b_sq = reference_dot(n64, n64), reference_dot(b64, b64)
         if not (np.isfinite(n_sq) and np.isfinite(b_sq) and np.isfinite(max_rel)):
             return None
-        cosine = cosine_cell(reference_dot(n64, b64), np.sqrt(n_sq), np.sqrt(b_sq))
-        euclidean = float(np.sqrt(reference_dot(diff, diff)))
+        cosine = cosine_cell(n_b, np.sqrt(n_sq), np.sqrt(b_sq))
+        euclidean = float(np.sqrt(diff_sq))
     cells = (
         cosine,
         euclidean,
@@ -170,6 +166,19 @@ def finite_float_cells(npu: np.ndarray, bench: np.ndarray, ws: Workspace) -> Ten
         ratio_cell(five_thousandths, size),
     )
     return TensorMetrics(cells)
+
+
+def kernel_pass(npu: np.ndarray, bench: np.ndarray, order: int) -> tuple[Any, ...]:
+    """The C pass over two finite float arrays of ``KERNEL_KINDS`` and as many elements, its dots summed in
+    ``order`` (``reference_dot.KERNEL_ORDERS``): (max |n - b|, the largest relative error, the counts below
+    the two limits, n.b, n.n, b.b, d.d)."""
+    rtype = _relative_dtype(npu.dtype, bench.dtype)
+    return pair_pass_kernel.pair_pass(  # type: ignore[union-attr]
+        _raw_bytes(npu), KERNEL_KINDS[npu.dtype], _raw_bytes(bench), KERNEL_KINDS[bench.dtype],
+        rtype == np.float64, float(np.finfo(rtype).eps),
+        _compared_limit(rtype, THOUSANDTH), _compared_limit(rtype, FIVE_THOUSANDTHS),
+        [stop for _, stop in thread_runs(npu.size)], order,
+    )  # fmt: skip
 
 
 def _raw_bytes(array: np.ndarray) -> np.ndarray:

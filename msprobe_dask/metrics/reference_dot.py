@@ -10,10 +10,14 @@ The corpus's reference outputs were made on a 2-CPU machine (``REFERENCE_THREADS
 same way: the same bits in this process, in a dask worker (which starts with ``OPENBLAS_NUM_THREADS=1``)
 and on a machine of any size. BLAS is pinned to one thread in every process that calls it (dask's
 threads already use the CPUs; BLAS threads under them only contend for them).
+
+The C pass of finite float pairs (``csrc/pair_pass.c``) sums the same runs itself, in the order of the
+OpenBLAS kernel this process runs (``kernel_order``), without the float64 copies BLAS needs.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 
@@ -22,6 +26,10 @@ import numpy as np
 PARALLEL_ABOVE = 10_000
 """OpenBLAS's ddot runs on one thread up to this many elements."""
 REFERENCE_THREADS = 2
+
+KERNEL_ORDERS = {"haswell": 0, "skylakex": 1}
+"""OpenBLAS's ddot kernels (by the core name OpenBLAS reports) whose summation order the C pass
+(``csrc/pair_pass.c``) makes itself, by the number it knows each by; checked against numpy on both."""
 
 _PIN_LOCK = threading.Lock()
 _pinned_in: int | None = None  # the process id where BLAS was pinned (a forked child pins again)
@@ -59,3 +67,17 @@ def reference_dot(x: np.ndarray, y: np.ndarray) -> np.float64:
     for start, stop in thread_runs(x.size):
         total = total + np.dot(x[start:stop], y[start:stop])
     return total
+
+
+@functools.cache
+def kernel_order() -> int | None:
+    """The summation order of this process's ``np.dot`` as the C pass knows it (``KERNEL_ORDERS``), or None
+    for a BLAS whose order it does not make (the dots are then taken by BLAS on float64 copies)."""
+    from threadpoolctl import threadpool_info
+
+    cores = {
+        str(info.get("architecture", "")).lower()
+        for info in threadpool_info()
+        if info.get("user_api") == "blas"
+    }
+    return KERNEL_ORDERS.get(cores.pop()) if len(cores) == 1 else None

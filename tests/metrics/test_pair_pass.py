@@ -4,11 +4,17 @@ limits taken from Python."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import pytest
 
 import msprobe_dask.metrics.one_shot as one_shot
+from msprobe_dask.metrics.reference_dot import reference_dot
 
 pytestmark = pytest.mark.skipif(one_shot.pair_pass_kernel is None, reason="the C kernel is not built")
 
@@ -52,17 +58,70 @@ def test_the_kernel_gives_the_python_definition_s_cells(
         with_kernel, in_numpy = _both(npu, bench, monkeypatch)
         assert with_kernel is not None and in_numpy is not None
         assert with_kernel.cells == in_numpy.cells, (n_dtype, b_dtype, size, seed)
+        assert _kernel_dots(npu, bench, 0) == _blas_dots(npu, bench), (n_dtype, b_dtype, size, seed)
+
+
+def test_inexact_products_are_rounded_as_blas_rounds_them() -> None:
+    """float64 products are not exact, so fused (fma) and separate roundings differ: sizes 1 to 47 cover
+    every way a run ends (16-lane blocks, then one by one)."""
+    rng = np.random.default_rng(5)
+    for size in range(1, 48):
+        for _ in range(4):
+            npu, bench = rng.standard_normal(size), rng.standard_normal(size)
+            assert _kernel_dots(npu, bench, 0) == _blas_dots(npu, bench), size
+
+
+def _kernel_dots(npu: np.ndarray, bench: np.ndarray, order: int) -> list[float]:
+    return list(one_shot.kernel_pass(npu, bench, order)[4:])
+
+
+def _blas_dots(npu: np.ndarray, bench: np.ndarray) -> list[float]:
+    """n.b, n.n, b.b, d.d as the reference takes them: numpy (BLAS) on the float64 copies."""
+    n, b = npu.astype(np.float64), bench.astype(np.float64)
+    return [float(reference_dot(x, y)) for x, y in ((n, b), (n, n), (b, b), (n - b, n - b))]
 
 
 def test_every_float16_value_widens_as_numpy_widens_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """All 63,488 finite float16s (subnormals and both zeros included) against a bench of ones."""
+    """All 63,488 finite float16s (subnormals and both zeros included) against a bench of ones; and each
+    alone: its dots with 1 and with itself are its float64 value and that value's square (both exact)."""
     every = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
     finite = every[np.isfinite(every)]
     with_kernel, in_numpy = _both(finite, np.ones_like(finite), monkeypatch)
     assert with_kernel is not None and with_kernel.cells == in_numpy.cells  # type: ignore[union-attr]
-    n64 = one_shot.Workspace()
-    one_shot.finite_float_cells(finite, np.ones_like(finite), n64)
-    assert np.array_equal(n64.array("n64", finite.size, np.float64), finite.astype(np.float64))
+    ones = np.ones(2, np.float16)
+    dots = [_kernel_dots(np.array([value, 0], np.float16), ones, 0)[:2] for value in finite]
+    wide = finite.astype(np.float64)
+    assert [d[0] for d in dots] == list(wide + 0.0) and [d[1] for d in dots] == list(wide * wide)
+
+
+CHECK_ORDER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from test_pair_pass import DTYPES, _blas_dots, _kernel_dots, _pair
+from msprobe_dask.metrics.reference_dot import kernel_order
+
+assert kernel_order() == 1, kernel_order()
+differ = 0
+rng = np.random.default_rng(5)
+for size in [*range(1, 100), 10_001, 10_032, 20_047]:
+    for n_dtype in DTYPES:
+        npu, bench = _pair(n_dtype, "float32", max(size, 8), size)
+        differ += _kernel_dots(npu, bench, 1) != _blas_dots(npu, bench)
+    npu, bench = rng.standard_normal(size), rng.standard_normal(size)
+    differ += _kernel_dots(npu, bench, 1) != _blas_dots(npu, bench)
+print(differ)
+"""
+
+
+@pytest.mark.skipif("avx512f" not in Path("/proc/cpuinfo").read_text(), reason="no AVX-512 CPU")
+def test_the_kernel_sums_as_openblas_s_skylakex_ddot() -> None:
+    """The tests run numpy's BLAS on its Haswell kernel (conftest.py); the other order the kernel makes is
+    checked against numpy in a process whose OpenBLAS runs its SkylakeX kernel."""
+    env = {**os.environ, "OPENBLAS_CORETYPE": "SkylakeX"}
+    code = [sys.executable, "-c", CHECK_ORDER, str(Path(__file__).parent)]
+    out = subprocess.run(code, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.split() == ["0"], out.stderr[-2000:]
 
 
 @pytest.mark.parametrize("case", ["nan", "inf", "overflowing relative error"])

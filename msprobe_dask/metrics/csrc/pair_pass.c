@@ -1,19 +1,32 @@
 /* msprobe_dask.metrics._pair_pass: one pass over a pair of finite float tensors (metrics/one_shot.py).
 
-pair_pass(n, n_kind, b, b_kind, n64, b64, diff64, rtype_is_double, eps, thousandth, five_thousandths)
+pair_pass(n, n_kind, b, b_kind, rtype_is_double, eps, thousandth, five_thousandths, run_ends, order)
   n, b:    the two tensors' elements (any buffer, C order), of kind 0 float16, 1 bfloat16, 2 float32,
            3 float64 (n_kind, b_kind);
-  n64, b64, diff64: writable float64 buffers of as many elements: n and b widened exactly, and n64 - b64
-           (the arrays the float64 dot products of Cosine and EucDist are taken on, by BLAS, in Python);
   rtype_is_double: the relative error's dtype (numpy's result_type(n, b, float32)) is float64, else
            float32; eps: that dtype's eps, added to both sides where bench is 0;
   thousandth, five_thousandths: the ratios' limits, in the dtype numpy compares the relative errors in
-           (the Python side passes them already rounded to it).
-returns (max |n64 - b64|, max relative error, count below thousandth, count below five_thousandths),
-element by element the arithmetic of the Python definition (metrics/one_shot.py:finite_float_cells),
-which is exact IEEE float32 / float64 (no fused multiply-add: there is no multiply). A NaN or Inf in
-the input makes meaningless numbers, which Python never uses (it falls back when a sum of squares or
-the largest relative error is not finite). The GIL is released during the loop.
+           (the Python side passes them already rounded to it);
+  run_ends: where each run of the dot products ends (metrics/reference_dot.py:thread_runs), the last
+           one at the tensors' size; order: the summation order of the dots (0 HASWELL, 1 SKYLAKEX).
+returns (max |n - b|, max relative error, count below thousandth, count below five_thousandths,
+         n.b, n.n, b.b, d.d), n and b widened exactly to float64 and d = n - b in float64: element by
+element the arithmetic of the Python definition (metrics/one_shot.py:numpy_finite_float_cells), exact
+IEEE float32 / float64, and the four dot products summed as its numpy (OpenBLAS's ddot, one call per
+run, metrics/reference_dot.py) sums them, the runs' sums added in order to 0.0. Within a run, OpenBLAS's
+x86-64 ddot kernels (kernel/x86_64/ddot.c and its microkernels) sum:
+  HASWELL (AVX2): the first size - size mod 16 products, each added with one rounding (fma) into lane
+           i mod 16 of 16 (4 accumulators of 4 lanes); each accumulator's lanes l and l + 2 added, the
+           accumulators added as (0 + 1) + (2 + 3), then the two lanes; then the last products one by
+           one, each rounded as a product and then as a sum;
+  SKYLAKEX (AVX-512): the first multiple of 32 products with one rounding into lane i mod 32 of 32,
+           folded to 16 (lanes l and l + 4 of each group of 8); one more block of 16 as HASWELL's; the
+           16 lanes summed lane by lane as ((a0 + a1) + a2) + a3 over the 4 accumulators, then
+           (l0 + l2) + (l1 + l3); then the last size mod 16 products one by one with one rounding (fma).
+(Checked against numpy on both kernels, tests/metrics/test_pair_pass.py.) No other product or sum is
+fused (fp-contract off). A NaN or Inf in the input makes meaningless numbers, which Python never uses
+(it falls back when a sum of squares or the largest relative error is not finite). The GIL is released
+during the loop.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -21,86 +34,139 @@ the largest relative error is not finite). The GIL is released during the loop.
 #include <math.h>
 #include <string.h>
 
-#define PAIR_PASS_API 1 /* one_shot.PAIR_PASS_API: change both with the function's arguments */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#elif defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#define PAIR_PASS_API 2 /* one_shot.PAIR_PASS_API: change both with the function's arguments */
+#define MAX_RUNS 64
 
 enum { F16 = 0, BF16 = 1, F32 = 2, F64 = 3 };
+enum { DOTS = 4, LANES = 32 };
+enum { HASWELL = 0, SKYLAKEX = 1 }; /* the dots' orders: OpenBLAS's ddot kernels for these CPUs */
 static const Py_ssize_t ITEMSIZE[] = {2, 2, 4, 8};
 
 typedef struct {
     double max_abs, max_rel;
     Py_ssize_t under1, under5;
+    double dots[DOTS];
 } Result;
 
-typedef Result (*PassFn)(const void *, const void *, double *, double *, double *, Py_ssize_t, double,
-                         double, double);
+typedef struct {
+    uint64_t max_abs, max_rel; /* the bits of the largest |n - b| (double) and relative error (its dtype) */
+    int64_t under1, under5;
+} State;
+
+typedef Result (*PassFn)(const void *, const void *, const Py_ssize_t *, int, int, double, double, double);
+
+/* The 16 lanes of a dot summed as the order's kernel sums them. */
+static double lanes_sum(const double *a, int order) {
+    if (order == SKYLAKEX) { /* the four accumulators added lane by lane, then the lanes */
+        double l4[4];
+        for (int l = 0; l < 4; l++) l4[l] = ((a[l] + a[4 + l]) + a[8 + l]) + a[12 + l];
+        return (l4[0] + l4[2]) + (l4[1] + l4[3]);
+    }
+    double h[4][2]; /* HASWELL: each accumulator's halves added, then the accumulators, then the lanes */
+    for (int q = 0; q < 4; q++) {
+        h[q][0] = a[4 * q] + a[4 * q + 2];
+        h[q][1] = a[4 * q + 1] + a[4 * q + 3];
+    }
+    return ((h[0][0] + h[1][0]) + (h[2][0] + h[3][0])) + ((h[0][1] + h[1][1]) + (h[2][1] + h[3][1]));
+}
 
 #define float_abs fabsf
 #define double_abs fabs
+#define UINT_OF_f uint32_t
+#define UINT_OF_d uint64_t
 #define CAT(a, b) a##b
 #define CAT2(a, b) CAT(a, b)
 
-/* The loops twice: for any x86-64 (or other) CPU, and with AVX2 where the compiler can target it,
-   chosen at run time by the CPU (the same IEEE arithmetic: AVX2 has no fused multiply-add, and there is
-   no multiply anyway). */
+/* The loops twice: for any CPU, and with AVX2, FMA and F16C (float16 converted by _mm256_cvtph_ps) where
+   the compiler can target them, chosen at run time by the CPU (the same IEEE arithmetic: fma is one
+   rounding in hardware or in libm, and a float16 widens exactly either way). */
 #define NAMED(name) CAT2(name, _base)
 #include "pair_pass_loops.h"
 #undef NAMED
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #define WITH_AVX2 1
+#include <immintrin.h>
 #pragma GCC push_options
-#pragma GCC target("avx2")
+#pragma GCC target("avx2,fma,f16c")
+#define F16C_LOADS 1
 #define NAMED(name) CAT2(name, _avx2)
 #include "pair_pass_loops.h"
 #undef NAMED
+#undef F16C_LOADS
 #pragma GCC pop_options
 #endif
 
-static int check_output(Py_buffer *buf, Py_ssize_t size, const char *name) {
-    if (buf->len < size * (Py_ssize_t)sizeof(double)) {
-        PyErr_Format(PyExc_ValueError, "%s holds fewer than %zd float64 elements", name, size);
+static PassFn pass_for(int rdouble, int nk, int bk) {
+#ifdef WITH_AVX2
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        return (rdouble ? passes_d_avx2 : passes_f_avx2)[nk][bk];
+#endif
+    return (rdouble ? passes_d_base : passes_f_base)[nk][bk];
+}
+
+/* run_ends as a C array: increasing, the last at size. */
+static int read_ends(PyObject *seq, Py_ssize_t size, Py_ssize_t *ends, int *runs) {
+    PyObject *fast = PySequence_Fast(seq, "run_ends must be a sequence of ints");
+    if (fast == NULL) return -1;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(fast), previous = 0;
+    int ok = count >= 1 && count <= MAX_RUNS;
+    for (Py_ssize_t r = 0; ok && r < count; r++) {
+        ends[r] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(fast, r));
+        ok = !(ends[r] == -1 && PyErr_Occurred()) && ends[r] >= previous;
+        previous = ends[r];
+    }
+    Py_DECREF(fast);
+    if (!ok || previous != size) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "run_ends: 1 to %d increasing ends, the last at %zd", MAX_RUNS, size);
         return -1;
     }
+    *runs = (int)count;
     return 0;
 }
 
 static PyObject *pair_pass(PyObject *self, PyObject *args) {
-    Py_buffer n, b, n64, b64, diff64;
-    int nk, bk, rdouble;
+    Py_buffer n, b;
+    int nk, bk, rdouble, order, runs = 0;
     double eps, t1, t5;
+    PyObject *run_ends;
+    Py_ssize_t ends[MAX_RUNS];
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*iy*iw*w*w*pddd", &n, &nk, &b, &bk, &n64, &b64, &diff64, &rdouble, &eps,
-                          &t1, &t5))
+    if (!PyArg_ParseTuple(args, "y*iy*ipdddOi", &n, &nk, &b, &bk, &rdouble, &eps, &t1, &t5, &run_ends,
+                          &order))
         return NULL;
     PyObject *out = NULL;
-    Py_ssize_t size = 0;
     if (nk < 0 || nk > 3 || bk < 0 || bk > 3) {
         PyErr_SetString(PyExc_ValueError, "a kind is 0 (float16), 1 (bfloat16), 2 (float32) or 3 (float64)");
         goto done;
     }
-    size = n.len / ITEMSIZE[nk];
+    if (order != HASWELL && order != SKYLAKEX) {
+        PyErr_SetString(PyExc_ValueError, "the dots' order is 0 (Haswell) or 1 (SkylakeX)");
+        goto done;
+    }
+    Py_ssize_t size = n.len / ITEMSIZE[nk];
     if (n.len % ITEMSIZE[nk] || b.len != size * ITEMSIZE[bk]) {
         PyErr_SetString(PyExc_ValueError, "the two tensors hold different numbers of elements");
         goto done;
     }
-    if (check_output(&n64, size, "n64") || check_output(&b64, size, "b64") ||
-        check_output(&diff64, size, "diff64"))
-        goto done;
+    if (read_ends(run_ends, size, ends, &runs) < 0) goto done;
     Result res;
-    PassFn fn = (rdouble ? passes_d_base : passes_f_base)[nk][bk];
-#ifdef WITH_AVX2
-    if (__builtin_cpu_supports("avx2")) fn = (rdouble ? passes_d_avx2 : passes_f_avx2)[nk][bk];
-#endif
+    PassFn fn = pass_for(rdouble, nk, bk);
     Py_BEGIN_ALLOW_THREADS
-    res = fn(n.buf, b.buf, n64.buf, b64.buf, diff64.buf, size, eps, t1, t5);
+    res = fn(n.buf, b.buf, ends, runs, order, eps, t1, t5);
     Py_END_ALLOW_THREADS
-    out = Py_BuildValue("ddnn", res.max_abs, res.max_rel, res.under1, res.under5);
+    out = Py_BuildValue("ddnndddd", res.max_abs, res.max_rel, res.under1, res.under5, res.dots[0],
+                        res.dots[1], res.dots[2], res.dots[3]);
 done:
     PyBuffer_Release(&n);
     PyBuffer_Release(&b);
-    PyBuffer_Release(&n64);
-    PyBuffer_Release(&b64);
-    PyBuffer_Release(&diff64);
     return out;
 }
 
