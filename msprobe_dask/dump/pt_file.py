@@ -3,26 +3,26 @@
 A ``.pt`` is a zip holding ``<name>/data.pkl`` (a pickle that rebuilds the tensor) and ``<name>/data/<key>``
 (the raw storage bytes, stored uncompressed and 64-byte aligned). The pickle is read by an unpickler that
 knows only the few globals a tensor rebuild names; any other global (``os.system``, ``builtins.eval``...)
-is refused before anything runs. torch is never imported. :func:`open_pt` gives the tensor's handle.
+is refused before anything runs. torch is never imported. :func:`open_pt` gives the tensor's handle; the
+zip's records are read by ``pt_zip.py``.
 """
 
 from __future__ import annotations
 
 import pickle
-import struct
 import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import ml_dtypes
 import numpy as np
 
+from msprobe_dask.dump.pt_zip import STORED, BadZip, Member, PtZip
 from msprobe_dask.dump.tensor_handle import TensorHandle, one_line
 from msprobe_dask.errors import TensorFileError
 
-ZIP_MAGIC = b"PK\x03\x04"
 _MAX_PICKLE_BYTES = 16 << 20  # a tensor's data.pkl is ~150 bytes; refuse pickle bombs
 
 
@@ -161,49 +161,59 @@ class _TensorUnpickler(pickle.Unpickler):
         return _Storage(key, storage_type.dtype, numel)
 
 
-def open_pt(path: Path) -> TensorHandle:
+def open_pt(path: Path, f: IO[bytes]) -> TensorHandle:
+    """The handle of the ``.pt`` at ``path``, open as ``f``."""
     try:
-        with zipfile.ZipFile(path) as zf:
-            tensor, member, byteorder = _read_pt_pickle(path, zf)
-            return _pt_handle(path, tensor, member, byteorder)
+        archive = PtZip(f)
+        tensor, member, byteorder = _read_pt_pickle(path, archive)
+        return _pt_handle(path, archive, tensor, member, byteorder)
     except TensorFileError:
         raise
     except OSError as exc:
         raise TensorFileError(path, f"cannot read tensor file: {exc.strerror or exc}") from exc
-    except Exception as exc:  # noqa: BLE001 - BadZipFile, or what a damaged zip makes zipfile raise
+    except Exception as exc:  # noqa: BLE001 - BadZip, or what a damaged zip makes zipfile raise
         problem = f"not a readable zip (truncated or corrupt .pt): {one_line(exc)}"
         raise TensorFileError(path, problem) from exc
 
 
-def _read_pt_pickle(path: Path, zf: zipfile.ZipFile) -> tuple[_PtTensor, zipfile.ZipInfo, str]:
-    pickles = [n for n in zf.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]
+def _member_bytes(path: Path, archive: PtZip, member: Member) -> bytes:
+    """A small member's bytes (torch stores them uncompressed; zipfile reads any other)."""
+    if member.method == STORED:
+        return archive.stored_bytes(member)
+    with zipfile.ZipFile(path) as zf:
+        return zf.read(member.name)
+
+
+def _read_pt_pickle(path: Path, archive: PtZip) -> tuple[_PtTensor, Member, str]:
+    names = archive.members
+    pickles = [n for n in names if n.endswith("/data.pkl") and n.count("/") == 1]
     if len(pickles) != 1:
         raise TensorFileError(path, "zip has no single <name>/data.pkl: not a torch.save file")
     prefix = pickles[0][: -len("data.pkl")]
-    info = zf.getinfo(pickles[0])
-    if info.file_size > _MAX_PICKLE_BYTES:
-        raise TensorFileError(path, f"data.pkl is {info.file_size} bytes, too big for a tensor")
+    info = names[pickles[0]]
+    if info.size > _MAX_PICKLE_BYTES:
+        raise TensorFileError(path, f"data.pkl is {info.size} bytes, too big for a tensor")
     try:
-        obj = _TensorUnpickler(zf.read(info), path).load()
+        obj = _TensorUnpickler(_member_bytes(path, archive, info), path).load()
     except TensorFileError:
         raise
-    except (zipfile.BadZipFile, EOFError, OSError) as exc:
+    except (BadZip, zipfile.BadZipFile, EOFError, OSError) as exc:
         raise TensorFileError(path, f"truncated or corrupt .pt (data.pkl): {one_line(exc)}") from exc
     except Exception as exc:  # anything a hostile or broken pickle can make the unpickler raise
         raise TensorFileError(path, f"data.pkl is not a tensor pickle: {one_line(exc)}") from exc
     if not isinstance(obj, _PtTensor):
         raise TensorFileError(path, f"the .pt holds a {type(obj).__name__}, not a single tensor")
     byteorder = "little"
-    if prefix + "byteorder" in zf.namelist():
-        byteorder = zf.read(prefix + "byteorder").decode("ascii", "replace").strip()
-    try:
-        member = zf.getinfo(f"{prefix}data/{obj.storage.key}")
-    except KeyError:
-        raise TensorFileError(path, f"storage data/{obj.storage.key} missing from the zip") from None
+    if prefix + "byteorder" in names:
+        stored = _member_bytes(path, archive, names[prefix + "byteorder"])
+        byteorder = stored.decode("ascii", "replace").strip()
+    member = names.get(f"{prefix}data/{obj.storage.key}")
+    if member is None:
+        raise TensorFileError(path, f"storage data/{obj.storage.key} missing from the zip")
     return obj, member, byteorder
 
 
-def _pt_handle(path: Path, t: _PtTensor, member: zipfile.ZipInfo, byteorder: str) -> TensorHandle:
+def _pt_handle(path: Path, archive: PtZip, t: _PtTensor, member: Member, byteorder: str) -> TensorHandle:
     dtype = t.dtype
     if byteorder == "big":
         if dtype.kind not in "biufc":
@@ -214,26 +224,15 @@ def _pt_handle(path: Path, t: _PtTensor, member: zipfile.ZipInfo, byteorder: str
     storage_bytes = t.storage.numel * (t.storage.dtype.itemsize if t.storage.dtype is not None else 1)
     handle = TensorHandle(path, "pt", dtype, t.shape, t.storage_offset * dtype.itemsize, t.strides)
     needed = (t.storage_offset + handle.extent) * dtype.itemsize if handle.size else 0
-    if needed > min(storage_bytes, member.file_size):
+    if needed > min(storage_bytes, member.size):
         raise TensorFileError(
             path,
             f"truncated .pt: tensor needs {needed} storage bytes, data/{t.storage.key} has "
-            f"{min(storage_bytes, member.file_size)}",
+            f"{min(storage_bytes, member.size)}",
         )
-    if member.compress_type != zipfile.ZIP_STORED:  # offset counts inside the decompressed member
-        return TensorHandle(path, "pt", dtype, t.shape, handle.offset, t.strides, member.filename)
-    start = _stored_member_start(path, member)
-    if start + member.file_size > path.stat().st_size:
-        raise TensorFileError(path, f"truncated .pt: storage {member.filename} runs past the end of the file")
+    if member.method != STORED:  # offset counts inside the decompressed member
+        return TensorHandle(path, "pt", dtype, t.shape, handle.offset, t.strides, member.name)
+    start = archive.data_start(member)
+    if start + member.size > archive.file_size:
+        raise TensorFileError(path, f"truncated .pt: storage {member.name} runs past the end of the file")
     return TensorHandle(path, "pt", dtype, t.shape, start + handle.offset, t.strides)
-
-
-def _stored_member_start(path: Path, member: zipfile.ZipInfo) -> int:
-    """Absolute file offset of an uncompressed member's bytes (after its local header)."""
-    with open(path, "rb") as f:
-        f.seek(member.header_offset)
-        header = f.read(30)
-    if len(header) != 30 or header[:4] != ZIP_MAGIC:
-        raise TensorFileError(path, f"corrupt .pt: bad local header for {member.filename}")
-    name_len, extra_len = struct.unpack("<HH", header[26:30])
-    return member.header_offset + 30 + name_len + extra_len

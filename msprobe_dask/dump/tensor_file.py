@@ -24,7 +24,8 @@ import numpy as np
 
 from msprobe_dask.dump import zarr_store
 from msprobe_dask.dump.confine import check_regular
-from msprobe_dask.dump.pt_file import ZIP_MAGIC, open_pt
+from msprobe_dask.dump.pt_file import open_pt
+from msprobe_dask.dump.pt_zip import ZIP_MAGIC
 from msprobe_dask.dump.tensor_handle import TensorHandle, c_strides, one_line
 from msprobe_dask.errors import StoreError, TensorFileError, UnsafePathError
 
@@ -116,8 +117,8 @@ def open_tensor(path: Path) -> TensorHandle:
             magic = f.read(6)
             if magic == _NPY_MAGIC:
                 return _open_npy(path, f)
-        if magic[:4] == ZIP_MAGIC:
-            return open_pt(path)
+            if magic[:4] == ZIP_MAGIC:
+                return open_pt(path, f)
     except OSError as exc:
         if zarr_store.in_store(path):
             raise StoreError(path, "the zarr store has no such array (an incomplete store?)") from None

@@ -17,6 +17,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from msprobe_dask.dump.pt_zip import BadZip, zip64_sizes
 from msprobe_dask.dump.tensor_file import (
     TensorHandle,
     as_dask_array,
@@ -450,3 +451,17 @@ def test_read_into_a_buffer_gives_the_same_array(tmp_path: Path) -> None:
     os.truncate(tmp_path / "a.npy", os.path.getsize(tmp_path / "a.npy") - 4)
     with pytest.raises(TensorFileError, match="truncated"):
         read_array(handle, buffer[: handle.nbytes])
+
+
+def test_zip64_sizes_come_from_the_extra_field() -> None:
+    """A member past 4 GB (or at an offset past it) has 0xFFFFFFFF in its central directory record and the
+    real values, those marked only and in that order, in its zip64 extra field."""
+    big, bigger, full = 5 << 30, 6 << 30, 0xFFFFFFFF
+    other = struct.pack("<HH", 0x5455, 5) + b"\0" * 5  # an extended timestamp before it
+    extra = other + struct.pack("<HHQQ", 0x0001, 16, big, bigger)
+    assert zip64_sizes(extra, full, 100, full) == (big, 100, bigger)
+    assert zip64_sizes(b"", 7, 8, 9) == (7, 8, 9)
+    with pytest.raises(BadZip):
+        zip64_sizes(other, full, 100, 9)
+    with pytest.raises(BadZip):
+        zip64_sizes(struct.pack("<HHQ", 0x0001, 8, big), full, full, 9)
