@@ -16,10 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-import ml_dtypes
-import numpy as np
-
 from msprobe_dask.dump.pt_zip import STORED, BadZip, Member, PtZip
+from msprobe_dask.dump.tensor_dtypes import Element, as_dtype, element_of, element_size
 from msprobe_dask.dump.tensor_handle import TensorHandle, one_line
 from msprobe_dask.errors import TensorFileError
 
@@ -31,19 +29,19 @@ class _StorageType:
     """A ``torch.*Storage`` class named by the pickle; ``dtype`` None for ``UntypedStorage`` (bytes)."""
 
     name: str
-    dtype: np.dtype | None
+    dtype: Element | None
 
 
 @dataclass(frozen=True, slots=True)
 class _TorchDtype:
     name: str
-    dtype: np.dtype
+    dtype: Element
 
 
 @dataclass(frozen=True, slots=True)
 class _Storage:
     key: str
-    dtype: np.dtype | None
+    dtype: Element | None
     numel: int  # elements of dtype, or bytes when dtype is None
 
 
@@ -53,11 +51,7 @@ class _PtTensor:
     storage_offset: int
     shape: tuple[int, ...]
     strides: tuple[int, ...]
-    dtype: np.dtype
-
-
-def _np(name: str) -> np.dtype:
-    return np.dtype(getattr(ml_dtypes, name)) if hasattr(ml_dtypes, name) else np.dtype(name)
+    dtype: Element
 
 
 _STORAGE_DTYPES: dict[str, str] = {
@@ -114,7 +108,7 @@ def _rebuild_parameter(data: Any, *_rest: Any) -> Any:
     return data
 
 
-def _make_tensor(storage: _Storage, offset: Any, size: Any, stride: Any, dtype: np.dtype) -> _PtTensor:
+def _make_tensor(storage: _Storage, offset: Any, size: Any, stride: Any, dtype: Element) -> _PtTensor:
     shape, strides = tuple(size), tuple(stride)
     numbers = (offset, *shape, *strides)
     if len(shape) != len(strides) or not all(type(n) is int and n >= 0 for n in numbers):
@@ -145,11 +139,11 @@ class _TensorUnpickler(pickle.Unpickler):
         if module == "collections" and name == "OrderedDict":
             return OrderedDict
         if module == "torch" and name in _STORAGE_DTYPES:
-            return _StorageType(name, _np(_STORAGE_DTYPES[name]))
+            return _StorageType(name, element_of(_STORAGE_DTYPES[name]))
         if module in ("torch", "torch.storage") and name == "UntypedStorage":
             return _StorageType(name, None)
         if module == "torch" and name in _TORCH_DTYPES:
-            return _TorchDtype(name, _np(_TORCH_DTYPES[name]))
+            return _TorchDtype(name, element_of(_TORCH_DTYPES[name]))
         raise TensorFileError(self._path, f"pickle names forbidden global {module}.{name}")
 
     def persistent_load(self, pid: Any) -> _Storage:
@@ -216,14 +210,16 @@ def _read_pt_pickle(path: Path, archive: PtZip) -> tuple[_PtTensor, Member, str]
 def _pt_handle(path: Path, archive: PtZip, t: _PtTensor, member: Member, byteorder: str) -> TensorHandle:
     dtype = t.dtype
     if byteorder == "big":
+        dtype = as_dtype(dtype)
         if dtype.kind not in "biufc":
             raise TensorFileError(path, f"big-endian {dtype} storage is not supported")
         dtype = dtype.newbyteorder(">")
     elif byteorder != "little":
         raise TensorFileError(path, f"unknown byteorder {byteorder!r}")
-    storage_bytes = t.storage.numel * (t.storage.dtype.itemsize if t.storage.dtype is not None else 1)
-    handle = TensorHandle(path, "pt", dtype, t.shape, t.storage_offset * dtype.itemsize, t.strides)
-    needed = (t.storage_offset + handle.extent) * dtype.itemsize if handle.size else 0
+    storage_bytes = t.storage.numel * (element_size(t.storage.dtype) if t.storage.dtype is not None else 1)
+    size = element_size(dtype)
+    handle = TensorHandle(path, "pt", dtype, t.shape, t.storage_offset * size, t.strides)
+    needed = (t.storage_offset + handle.extent) * size if handle.size else 0
     if needed > min(storage_bytes, member.size):
         raise TensorFileError(
             path,

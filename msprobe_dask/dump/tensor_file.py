@@ -185,8 +185,9 @@ def read_array(handle: TensorHandle, buffer: np.ndarray | None = None) -> np.nda
     """
     if handle.size == 0:
         return np.empty(handle.shape, handle.dtype)
-    if buffer is not None and handle.is_contiguous and handle.kind != "zarr" and handle.zip_member is None:
-        return _native(handle, _read_into(handle, buffer[: handle.nbytes]).reshape(handle.shape))
+    raw = read_bytes(handle, buffer) if buffer is not None else None
+    if raw is not None:
+        return typed(handle, raw)
     storage = _read_run(handle, 0, handle.extent)
     if handle.is_contiguous:
         array = storage.reshape(handle.shape)
@@ -211,8 +212,8 @@ def read_flat(handle: TensorHandle, start: int, stop: int) -> np.ndarray:
 
 def _read_run(handle: TensorHandle, first: int, count: int) -> np.ndarray:
     """``count`` consecutive items starting ``first`` items after ``handle.offset``."""
-    offset = handle.offset + first * handle.dtype.itemsize
-    nbytes = count * handle.dtype.itemsize
+    offset = handle.offset + first * handle.itemsize
+    nbytes = count * handle.itemsize
     if handle.kind == "zarr":
         return zarr_store.read_elements(handle.path, handle.dtype, first, first + count)
     try:
@@ -234,8 +235,22 @@ def _read_run(handle: TensorHandle, first: int, count: int) -> np.ndarray:
     return run
 
 
+def read_bytes(handle: TensorHandle, buffer: np.ndarray) -> np.ndarray | None:
+    """The tensor's bytes (C order) read into ``buffer`` (a uint8 array of at least ``handle.nbytes`` bytes,
+    whose pages are already mapped), when its elements are one run in the file itself (the usual ``.npy``
+    and ``.pt``); None for any other tensor. Its dtype is not made (``typed`` makes the array)."""
+    if not handle.is_contiguous or handle.kind == "zarr" or handle.zip_member is not None:
+        return None
+    return _read_into(handle, buffer[: handle.nbytes])
+
+
+def typed(handle: TensorHandle, raw: np.ndarray) -> np.ndarray:
+    """``read_bytes``' bytes as the tensor (read-only in spirit; native byte order, as ``read_array``)."""
+    return _native(handle, raw.view(handle.dtype).reshape(handle.shape))
+
+
 def _read_into(handle: TensorHandle, buffer: np.ndarray) -> np.ndarray:
-    """The tensor's bytes read into ``buffer`` (exactly its size), as an array of its dtype."""
+    """The tensor's bytes read into ``buffer`` (exactly its size)."""
     try:
         with open(handle.path, "rb", buffering=0) as f:
             f.seek(handle.offset)
@@ -245,7 +260,7 @@ def _read_into(handle: TensorHandle, buffer: np.ndarray) -> np.ndarray:
     if got != buffer.size:
         problem = f"truncated: expected {buffer.size} bytes at byte {handle.offset}, got {got or 0}"
         raise TensorFileError(handle.path, problem)
-    return buffer.view(handle.dtype)
+    return buffer
 
 
 def _native(handle: TensorHandle, array: np.ndarray) -> np.ndarray:

@@ -10,6 +10,8 @@ from typing import Literal
 
 import numpy as np
 
+from msprobe_dask.dump.tensor_dtypes import Element, as_dtype, element_size
+
 
 @dataclass(frozen=True, slots=True)
 class TensorHandle:
@@ -22,11 +24,19 @@ class TensorHandle:
 
     path: Path
     kind: Literal["npy", "pt", "zarr"]
-    dtype: np.dtype
+    element: Element  # the dtype, or the name of an ml_dtypes one (made when ``dtype`` is asked for)
     shape: tuple[int, ...]
     offset: int
     strides: tuple[int, ...]  # in elements, never negative
     zip_member: str | None = None
+
+    @property
+    def dtype(self) -> np.dtype:
+        return as_dtype(self.element)
+
+    @property
+    def itemsize(self) -> int:
+        return element_size(self.element)
 
     @property
     def size(self) -> int:
@@ -34,7 +44,7 @@ class TensorHandle:
 
     @property
     def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
+        return self.size * self.itemsize
 
     @property
     def is_contiguous(self) -> bool:

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
+from msprobe_dask.dump.tensor_dtypes import ML_DTYPES, named_dtype
 from msprobe_dask.errors import StoreError
 
 METADATA = "zarr.json"
@@ -43,12 +43,8 @@ def in_store(path: Path) -> bool:
 
 
 def dtype_name(dtype: np.dtype) -> str:
-    """A text that ``dtype_from_name`` turns back into ``dtype`` (ml_dtypes by name, numpy by ``str``)."""
-    return dtype.name if hasattr(ml_dtypes, dtype.name) else dtype.str
-
-
-def dtype_from_name(name: str) -> np.dtype:
-    return np.dtype(getattr(ml_dtypes, name)) if hasattr(ml_dtypes, name) else np.dtype(name)
+    """A text that ``named_dtype`` turns back into ``dtype`` (ml_dtypes' by name, numpy's by ``str``)."""
+    return dtype.name if dtype.name in ML_DTYPES else dtype.str
 
 
 def _storage_dtype(dtype: np.dtype) -> np.dtype:
@@ -60,7 +56,7 @@ def array_header(path: Path) -> tuple[np.dtype, tuple[int, ...], bool]:
     try:
         meta = json.loads((path / METADATA).read_bytes())
         attrs = meta["attributes"][ATTRIBUTE]
-        dtype, shape = dtype_from_name(attrs["dtype"]), tuple(int(n) for n in attrs["shape"])
+        dtype, shape = named_dtype(attrs["dtype"]), tuple(int(n) for n in attrs["shape"])
         complete = bool(attrs.get("complete"))
         size = meta["shape"][0]
     except OSError as exc:

@@ -15,13 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from msprobe_dask.dump.tensor_dtypes import ML_DTYPES, element_of, element_size, is_ml_dtype, native_name
 from msprobe_dask.metrics.reference_dot import kernel_order, reference_dot, thread_runs
 from msprobe_dask.metrics.tensor_cells import (
-    BFLOAT16,
     FIVE_THOUSANDTHS,
     NOT_AVAILABLE,
     THOUSANDTH,
-    TO_FLOAT32,
     UNSUPPORTED,
     Cell,
     TensorMetrics,
@@ -41,8 +40,8 @@ PAIR_PASS_API = 2  # PAIR_PASS_API in csrc/pair_pass.c
 pair_pass_kernel = load("msprobe_dask.metrics._pair_pass", PAIR_PASS_API)
 
 FAST_FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
-KERNEL_KINDS = {np.dtype(np.float16): 0, BFLOAT16: 1, np.dtype(np.float32): 2, np.dtype(np.float64): 3}
-"""The dtypes the kernel reads (native byte order), by the number it knows them by."""
+KERNEL_KINDS = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
+"""The dtypes the kernel reads (in this machine's byte order), by name, and the number it knows each by."""
 
 
 class Workspace:
@@ -63,7 +62,7 @@ class Workspace:
 
 def _widened(array: np.ndarray, name: str, ws: Workspace) -> np.ndarray:
     """``compute_dtype`` into the workspace's array ``name``."""
-    return compute_dtype(array, ws.array(name, array.size, np.float32) if array.dtype in TO_FLOAT32 else None)
+    return compute_dtype(array, ws.array(name, array.size, np.float32) if is_ml_dtype(array.dtype) else None)
 
 
 def measure_arrays(npu: np.ndarray, bench: np.ndarray, workspace: Workspace | None = None) -> TensorMetrics:
@@ -125,9 +124,9 @@ def _with_eps_where_bench_is_zero(relative: np.ndarray, n: np.ndarray, b: np.nda
     return np.max(relative)
 
 
-def _relative_dtype(n: np.dtype, b: np.dtype) -> np.dtype:
-    """The relative error's dtype for two raw dtypes (bfloat16 computes as float32)."""
-    return np.result_type(*(np.float32 if d in TO_FLOAT32 else d for d in (n, b)), np.float32)
+def _relative_dtype(n: str, b: str) -> np.dtype:
+    """The relative error's dtype for two raw dtypes, by name (bfloat16 computes as float32)."""
+    return np.result_type(*(np.float32 if d in ML_DTYPES else np.dtype(d) for d in (n, b)), np.float32)
 
 
 def finite_float_cells(npu: np.ndarray, bench: np.ndarray, ws: Workspace) -> TensorMetrics | None:
@@ -140,17 +139,35 @@ def finite_float_cells(npu: np.ndarray, bench: np.ndarray, ws: Workspace) -> Ten
     (``rtype``), with that dtype's eps added to both sides where bench is 0 (``relative_error``'s rule):
     the reference's widened copies hold the same values as the float16/32 inputs.
     """
-    kernel = pair_pass_kernel
-    order = kernel_order() if kernel is not None else None
-    if order is None or npu.dtype not in KERNEL_KINDS or bench.dtype not in KERNEL_KINDS:
-        n = _widened(npu, "npu32", ws)
-        b = _widened(bench, "bench32", ws)
-        if n.dtype not in FAST_FLOATS or b.dtype not in FAST_FLOATS:
-            return None
-        return numpy_finite_float_cells(np.squeeze(n), np.squeeze(b), ws)
-    size = npu.size
-    rtype = _relative_dtype(npu.dtype, bench.dtype)
-    max_abs, max_rel, thousandth, five_thousandths, *dots = kernel_pass(npu, bench, order)
+    kinds = kernel_kinds(native_name(npu.dtype), native_name(bench.dtype))
+    if kinds is not None:
+        return kernel_cells(npu, bench, *kinds)
+    n = _widened(npu, "npu32", ws)
+    b = _widened(bench, "bench32", ws)
+    if n.dtype not in FAST_FLOATS or b.dtype not in FAST_FLOATS:
+        return None
+    return numpy_finite_float_cells(np.squeeze(n), np.squeeze(b), ws)
+
+
+def kernel_kinds(n_name: str | None, b_name: str | None) -> tuple[str, str, int] | None:
+    """(the two dtypes' names, the dots' order) where the C pass measures tensors of these dtypes (named
+    by ``tensor_dtypes.native_name``); None where it does not: another dtype or byte order, the kernel not
+    built, or a BLAS whose summation order it does not know (``reference_dot.kernel_order``)."""
+    if n_name not in KERNEL_KINDS or b_name not in KERNEL_KINDS or pair_pass_kernel is None:
+        return None
+    order = kernel_order()
+    return None if order is None else (n_name, b_name, order)  # type: ignore[return-value]
+
+
+def kernel_cells(
+    npu: np.ndarray, bench: np.ndarray, n_name: str, b_name: str, order: int
+) -> TensorMetrics | None:
+    """``finite_float_cells`` by the C pass, from two tensors' elements (typed arrays or their bytes, as
+    many elements each, more than one) of the dtypes ``kernel_kinds`` accepted: a bfloat16 tensor needs
+    no ml_dtypes here."""
+    size = _raw_bytes(npu).size // element_size(element_of(n_name))
+    rtype = _relative_dtype(n_name, b_name)
+    max_abs, max_rel, thousandth, five_thousandths, *dots = kernel_pass(npu, n_name, bench, b_name, order)
     n_b, n_sq, b_sq, diff_sq = (np.float64(dot) for dot in dots)
     with np.errstate(all="ignore"):
         if not (np.isfinite(n_sq) and np.isfinite(b_sq) and np.isfinite(max_rel)):
@@ -168,16 +185,18 @@ def finite_float_cells(npu: np.ndarray, bench: np.ndarray, ws: Workspace) -> Ten
     return TensorMetrics(cells)
 
 
-def kernel_pass(npu: np.ndarray, bench: np.ndarray, order: int) -> tuple[Any, ...]:
-    """The C pass over two finite float arrays of ``KERNEL_KINDS`` and as many elements, its dots summed in
-    ``order`` (``reference_dot.KERNEL_ORDERS``): (max |n - b|, the largest relative error, the counts below
-    the two limits, n.b, n.n, b.b, d.d)."""
-    rtype = _relative_dtype(npu.dtype, bench.dtype)
+def kernel_pass(npu: np.ndarray, n_name: str, bench: np.ndarray, b_name: str, order: int) -> tuple[Any, ...]:
+    """The C pass over two finite tensors' elements (arrays or their bytes) of ``KERNEL_KINDS`` by name, as
+    many each, its dots summed in ``order`` (``reference_dot.KERNEL_ORDERS``): (max |n - b|, the largest
+    relative error, the counts below the two limits, n.b, n.n, b.b, d.d)."""
+    rtype = _relative_dtype(n_name, b_name)
+    n_bytes, b_bytes = _raw_bytes(npu), _raw_bytes(bench)
+    size = n_bytes.size // element_size(element_of(n_name))
     return pair_pass_kernel.pair_pass(  # type: ignore[union-attr]
-        _raw_bytes(npu), KERNEL_KINDS[npu.dtype], _raw_bytes(bench), KERNEL_KINDS[bench.dtype],
+        n_bytes, KERNEL_KINDS[n_name], b_bytes, KERNEL_KINDS[b_name],
         rtype == np.float64, float(np.finfo(rtype).eps),
         _compared_limit(rtype, THOUSANDTH), _compared_limit(rtype, FIVE_THOUSANDTHS),
-        [stop for _, stop in thread_runs(npu.size)], order,
+        [stop for _, stop in thread_runs(size)], order,
     )  # fmt: skip
 
 

@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from msprobe_dask.dump.tensor_file import TensorHandle, as_dask_array, open_tensor, read_array
+from msprobe_dask.dump.tensor_dtypes import native_name
+from msprobe_dask.dump.tensor_file import (
+    TensorHandle,
+    as_dask_array,
+    open_tensor,
+    read_array,
+    read_bytes,
+    typed,
+)
 from msprobe_dask.errors import StoreError, UserError
 from msprobe_dask.metrics.chunked import (
     PARTIALS_RECORD,
@@ -28,7 +36,7 @@ from msprobe_dask.metrics.chunked import (
     merge_records,
     record_metrics,
 )
-from msprobe_dask.metrics.one_shot import Workspace, measure_arrays
+from msprobe_dask.metrics.one_shot import Workspace, kernel_cells, kernel_kinds, measure_arrays
 from msprobe_dask.metrics.tensor_cells import UNSUPPORTED, TensorMetrics, precheck, squeezed
 
 if TYPE_CHECKING:
@@ -87,10 +95,22 @@ def measure_pair(
 def _measure_one_shot(
     npu: TensorHandle, bench: TensorHandle, workspace: Workspace | None = None
 ) -> TensorMetrics:
+    """A pair whose squeezed shapes agree (``precheck``), measured in one shot: a finite float pair the C
+    pass takes straight from the files' bytes (its dtypes by name: no ml_dtypes for a bfloat16 pair), any
+    other as arrays (``measure_arrays``)."""
     workspace = workspace or Workspace()
+    npu_buffer = workspace.array("npu_bytes", npu.nbytes, np.uint8)
+    bench_buffer = workspace.array("bench_bytes", bench.nbytes, np.uint8)
     try:
-        npu_array = read_array(npu, workspace.array("npu_bytes", npu.nbytes, np.uint8))
-        bench_array = read_array(bench, workspace.array("bench_bytes", bench.nbytes, np.uint8))
+        kinds = kernel_kinds(native_name(npu.element), native_name(bench.element)) if npu.size > 1 else None
+        raw = (read_bytes(npu, npu_buffer), read_bytes(bench, bench_buffer)) if kinds else (None, None)
+        if raw[0] is not None and raw[1] is not None:
+            fast = kernel_cells(raw[0], raw[1], *kinds)  # type: ignore[misc]
+            if fast is not None:
+                return fast
+            npu_array, bench_array = typed(npu, raw[0]), typed(bench, raw[1])
+        else:
+            npu_array, bench_array = read_array(npu, npu_buffer), read_array(bench, bench_buffer)
     except (UserError, OSError) as exc:
         return _unreadable(exc)
     return measure_arrays(npu_array, bench_array, workspace)

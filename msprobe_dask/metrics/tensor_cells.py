@@ -11,10 +11,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
+from msprobe_dask.dump.tensor_dtypes import is_ml_dtype
 
 UNSUPPORTED = "unsupported"
 SHAPE_UNMATCHED = "shape unmatched"
@@ -76,23 +76,6 @@ def precheck(n_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> TensorMetric
     return None
 
 
-TO_FLOAT32 = frozenset(
-    np.dtype(getattr(ml_dtypes, name))
-    for name in (
-        "bfloat16",
-        "float8_e4m3fn",
-        "float8_e5m2",
-        "float8_e4m3fnuz",
-        "float8_e5m2fnuz",
-        "float8_e8m0fnu",
-    )
-    if hasattr(ml_dtypes, name)  # the newer float8 kinds need a recent ml_dtypes
-)
-
-
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-
-
 def compute_dtype(array: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """bfloat16 and float8 become float32 (in ``out``, a float32 array of the same size, if given), as the
     reference does before it turns a torch tensor into numpy.
@@ -101,10 +84,10 @@ def compute_dtype(array: np.ndarray, out: np.ndarray | None = None) -> np.ndarra
     cast, NaN payloads included, in one vectorised pass). (A ``.npy`` written from a bfloat16 array says
     only ``|V2``; like ``np.load`` we keep it raw, and the NaN/Inf check then finds it unreadable.)
     """
-    if array.dtype not in TO_FLOAT32:
+    if not is_ml_dtype(array.dtype):
         return array
     widened = (np.empty(array.shape, np.float32) if out is None else out).reshape(array.shape)
-    if array.dtype == BFLOAT16:
+    if array.dtype.name == "bfloat16":
         np.left_shift(array.view(np.uint16), 16, out=widened.view(np.uint32), dtype=np.uint32)
     else:
         np.copyto(widened, array)

@@ -10,6 +10,8 @@ import math
 import os
 import shutil
 import struct
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -465,3 +467,39 @@ def test_zip64_sizes_come_from_the_extra_field() -> None:
         zip64_sizes(other, full, 100, 9)
     with pytest.raises(BadZip):
         zip64_sizes(struct.pack("<HHQ", 0x0001, 8, big), full, full, 9)
+
+
+ML_DTYPES_CHECK = """
+import sys
+from pathlib import Path
+from msprobe_dask.dump.tensor_file import open_tensor, read_array
+from msprobe_dask.metrics.tensor import measure_pairs
+folder = Path(sys.argv[1])
+imported = []
+for name in ("f32", "f16", "bf16"):
+    suffix = ".pt" if name == "bf16" else ".npy"
+    (cells,) = measure_pairs([(folder / f"n_{name}{suffix}", folder / f"b_{name}{suffix}")])
+    assert isinstance(cells.cells[0], float), cells
+    imported.append("ml_dtypes" in sys.modules)
+read_array(open_tensor(folder / "n_bf16.pt"))
+print(*imported, "ml_dtypes" in sys.modules)
+"""
+
+
+def test_ml_dtypes_is_imported_only_for_an_array_of_its_dtypes(tmp_path: Path) -> None:
+    """Importing ml_dtypes costs 0.5-1 s of CPU in each process: float32 / float16 pairs never need it, nor
+    do bfloat16 pairs that the C pass measures from their bytes; a bfloat16 array does."""
+    from msprobe_dask.metrics.one_shot import kernel_kinds
+
+    rng = np.random.default_rng(2)
+    values = rng.standard_normal((2, 64)).astype(np.float32)
+    for side, row in (("n", values[0]), ("b", values[0] * np.float32(1.001))):
+        np.save(tmp_path / f"{side}_f32.npy", row)
+        np.save(tmp_path / f"{side}_f16.npy", row.astype(np.float16))
+        bf16 = (row.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+        write_pt(tmp_path / f"{side}_bf16.pt", tensor_pickle("BFloat16Storage", 64, 0, (64,), (1,)), bf16)
+    code = [sys.executable, "-c", ML_DTYPES_CHECK, str(tmp_path)]
+    out = subprocess.run(code, capture_output=True, text=True, timeout=60)
+    kernel = kernel_kinds("bfloat16", "bfloat16") is not None
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "False", str(not kernel), "True"]

@@ -72,7 +72,7 @@ def test_inexact_products_are_rounded_as_blas_rounds_them() -> None:
 
 
 def _kernel_dots(npu: np.ndarray, bench: np.ndarray, order: int) -> list[float]:
-    return list(one_shot.kernel_pass(npu, bench, order)[4:])
+    return list(one_shot.kernel_pass(npu, npu.dtype.name, bench, bench.dtype.name, order)[4:])
 
 
 def _blas_dots(npu: np.ndarray, bench: np.ndarray) -> list[float]:

@@ -54,9 +54,9 @@ def _cast_type(dtype: Any) -> Any:
 
         return numpy.float16
     if dtype in ("torch.bfloat16", "BFloat16"):
-        import ml_dtypes
+        from msprobe_dask.dump.tensor_dtypes import named_dtype
 
-        return ml_dtypes.bfloat16
+        return named_dtype("bfloat16").type
     return None
 
 
