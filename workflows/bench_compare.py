@@ -15,38 +15,18 @@ from __future__ import annotations
 import argparse
 import shlex
 import shutil
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from measure import Measurement, measure, report  # noqa: E402
+from measure import Measurement, measure, measure_floor, median, report  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
-
-_FLOOR = (
-    "import sys, orjson\n"
-    "for path in sys.argv[3:]:\n"
-    "    with open(path, 'rb') as f:\n"
-    "        orjson.loads(f.read())\n"
-    "with open(sys.argv[1], 'wb') as f:\n"
-    "    f.write(b'x' * int(sys.argv[2]))\n"
-)
 
 
 def dump_files(path: Path) -> list[Path]:
     return [path] if path.is_file() else sorted(path.rglob("dump.json"))
-
-
-def median(runs: list[Measurement]) -> Measurement:
-    return Measurement(
-        wall=statistics.median(m.wall for m in runs),
-        peak_mib=statistics.median(m.peak_mib for m in runs),
-        returncode=max(m.returncode for m in runs),
-        cpu=statistics.median(m.cpu for m in runs),
-        tree_peak_mib=statistics.median(m.tree_peak_mib for m in runs),
-    )
 
 
 def main() -> int:
@@ -88,9 +68,8 @@ def main() -> int:
                         ]
                     )  # fmt: skip
                 )
-            size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-            dumps = [str(p) for p in dump_files(target) + dump_files(golden)]
-            floor_runs.append(measure([sys.executable, "-c", _FLOOR, f"{tmp}/floor", str(size), *dumps]))
+            dumps = dump_files(target) + dump_files(golden)
+            floor_runs.append(measure_floor(dumps, out, Path(tmp) / "floor"))
     name = f"compare {args.target or args.case}"
     name += f"{' --xlsx' if args.xlsx else ''}{' ' + args.flags if args.flags else ''}"
     ours = median(ours_runs)

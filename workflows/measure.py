@@ -4,9 +4,11 @@ process tree's sum, sampled every 20 ms, in MiB)."""
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 _PROBE = (
     "import json, resource, subprocess, sys, time\n"
@@ -59,11 +61,40 @@ def measure(command: list[str]) -> Measurement:
     )
 
 
+def median(runs: list[Measurement]) -> Measurement:
+    """Each figure's median over ``runs`` (of one command, interleaved with the others')."""
+    return Measurement(
+        wall=statistics.median(m.wall for m in runs),
+        peak_mib=statistics.median(m.peak_mib for m in runs),
+        returncode=max(m.returncode for m in runs),
+        cpu=statistics.median(m.cpu for m in runs),
+        tree_peak_mib=statistics.median(m.tree_peak_mib for m in runs),
+    )
+
+
+_FLOOR = (
+    "import sys, orjson\n"
+    "for path in sys.argv[3:]:\n"
+    "    with open(path, 'rb') as f:\n"
+    "        orjson.loads(f.read())\n"
+    "with open(sys.argv[1], 'wb') as f:\n"
+    "    f.write(b'x' * int(sys.argv[2]))\n"
+)
+
+
+def measure_floor(json_files: list[Path], written: Path, out: Path) -> Measurement:
+    """The floor of a job that reads ``json_files`` and writes what is under ``written``: a Python start,
+    the fastest JSON parse (orjson) of each file, and writing a file of that size at ``out``."""
+    files = [written] if written.is_file() else [p for p in written.rglob("*") if p.is_file()]
+    size = sum(p.stat().st_size for p in files)
+    return measure([sys.executable, "-c", _FLOOR, str(out), str(size), *map(str, json_files)])
+
+
 def report(name: str, ours: Measurement, reference: Measurement | None) -> None:
     print(f"{name}: ours {ours.summary} (rc={ours.returncode})")
     if reference is not None:
         print(f"{name}: reference {reference.summary} (rc={reference.returncode})")
         print(
-            f"{name}: speed-up {reference.wall / ours.wall:.1f}x, "
+            f"{name}: speed-up {reference.wall / ours.wall:.1f}x ({reference.cpu / ours.cpu:.1f}x less CPU), "
             f"memory {ours.tree_peak_mib / reference.tree_peak_mib:.2f} of the reference's"
         )
