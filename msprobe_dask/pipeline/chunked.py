@@ -52,6 +52,12 @@ from msprobe_dask.pipeline.part_match import (
 from msprobe_dask.pipeline.part_scan import parse_part, part_count, scan_side
 from msprobe_dask.pipeline.part_table import split_stacks, table_part
 
+TABLES_AHEAD = 3
+"""A table part runs once the append ``TABLES_AHEAD`` parts before it is done (a dependency of the graph,
+so on every scheduler): at most this many table parts' results (each part's file bytes) wait for their
+append. Without it dask's ordering ran nearly every table part before the appends, and their results
+waited in the process that schedules (2.2 GB for a rank of 1M entries)."""
+
 
 def rank_file(
     label: str,
@@ -102,7 +108,7 @@ def rank_file(
     stacks = task(split_stacks, npu_n)(scans[0], *npu_spans)
     firsts = task(row_starts, npu_n)(*plans)  # (where each part's rows go in the rank's xlsx sheets)
     written = begun = task(begin_file)(form, path, head)
-    appended = []
+    appended: list[Any] = []
     for k, window in enumerate(windows):
         chunk = task(table_part)(
             label,
@@ -114,6 +120,7 @@ def rank_file(
             stacks[k],
             foreign[k],
             window.start,
+            appended[k - TABLES_AHEAD] if k >= TABLES_AHEAD else None,
             npu_rows[k],
             *(bench_rows[j] for j in window),
         )

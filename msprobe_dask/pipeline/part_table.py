@@ -59,12 +59,14 @@ def table_part(
     stacks: bytes | None,
     foreign: bytes,
     window_start: int,
+    after: object,
     npu_part: RowPart,
     *window: RowPart,
 ) -> TablePart:
     """Table part ``k`` from its runs: its rows judged (whole entries, as the reference judges them),
     as the bytes of the rank's file (by ``form``), and (given the divergence analysis's ``tolerance``)
-    their summary and that analysis's nodes."""
+    their summary and that analysis's nodes. ``after`` is what the part waits for and does not read:
+    the append of an earlier part (``chunked.py:TABLES_AHEAD``), or None."""
     rare_collections_from_now()
     base = head.bench_offsets[window_start]
     near = list(chain.from_iterable(p.rows for p in window))

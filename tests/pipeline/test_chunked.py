@@ -177,3 +177,32 @@ def test_partners_outside_a_parts_window_come_from_their_bench_parts(
     graph = chunked.rank_file(label, target, golden, match, path, None)
     assert dask.compute(graph, scheduler="sync")[0].path.read_bytes() == expected
     assert sum(exported) > len(whole.rows) // 2, exported
+
+
+def test_a_table_part_waits_for_the_append_tables_ahead_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Table part k depends on the append of part k - TABLES_AHEAD (in the graph: on every scheduler),
+    so at most TABLES_AHEAD table parts' results wait for their append."""
+    from dask.core import get_dependencies
+
+    from msprobe_dask.dump.layouts import pair_dumps
+
+    ((label, target, golden),) = pair_dumps(case_dir("stat_mix") / "target", case_dir("stat_mix") / "golden")
+    monkeypatch.setattr(chunked, "part_count", lambda src: 9)
+    graph = chunked.rank_file(label, target, golden, MatchOptions(), Path("unused.csv"), None)
+    dsk = dict(graph.__dask_graph__())
+    deps = {key: get_dependencies(dsk, key) for key in dsk}
+
+    def named(prefix: str) -> list[str]:
+        return [key for key in dsk if str(key).startswith(prefix)]
+
+    (written,) = named("begin_file-")
+    chain: list[str] = []  # the appends in the file's order
+    while nxt := [key for key in named("append_part-") if written in deps[key]]:
+        (written,) = nxt
+        chain.append(written)
+    assert len(chain) == 9
+    tables = [next(d for d in deps[key] if str(d).startswith("table_part-")) for key in chain]
+    ahead = chunked.TABLES_AHEAD
+    for k, table in enumerate(tables):
+        waits = {d for d in deps[table] if str(d).startswith("append_part-")}
+        assert waits == ({chain[k - ahead]} if k >= ahead else set()), k
