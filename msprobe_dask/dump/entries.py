@@ -7,7 +7,7 @@ runs to the ``,`` before the next such line. A scan of the bytes finds those lin
 each value without parsing it; ``json.loads`` of one span gives what the full parse gives for that entry
 (fastjson.loads gives the same, faster).
 
-The scan checks the layout where it relies on it (see ``_entries``) and gives up on anything else:
+The scan checks the layout where it relies on it (see ``scan_entries``) and gives up on anything else:
 compact files, tabs, CRLF, duplicate entry names, a truncated file, lines indented less than an entry.
 The caller then parses the whole file as before, errors included. An entry whose text does not parse
 when looked up makes the whole file be parsed too, which raises the usual error naming dump.json. Only
@@ -31,7 +31,7 @@ from msprobe_dask.dump.dumpjson import read_json
 from msprobe_dask.dump.fastjson import loads
 from msprobe_dask.errors import DumpError
 
-_FIRST_KEY = re.compile(rb'\{\n( +)"')
+FIRST_KEY = re.compile(rb'\{\n( +)"')
 
 
 class DumpEntries(Mapping[str, Any]):
@@ -139,12 +139,6 @@ def read_dump_doc(path: Path) -> tuple[dict[str, Any], Mapping[str, Any]]:
     return read_whole_dump_doc(path)
 
 
-def scan_dump_doc(path: Path, text: bytes) -> tuple[dict[str, Any], DumpEntries] | None:
-    """The header and lazy entries of the dump.json holding ``text``, if it is laid out for the lazy
-    read (else None: nothing raised, the caller parses it whole)."""
-    return _scan(path, text) if text else None
-
-
 def read_whole_dump_doc(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(header, data) of a dump.json parsed whole."""
     doc = read_json(path)
@@ -159,8 +153,8 @@ def read_whole_dump_doc(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 def _scan(path: Path, text: bytes) -> tuple[dict[str, Any], DumpEntries] | None:
     """The header and lazy entries of an indented dump.json, or None if ``text`` is laid out otherwise
     (or is not what the layout promises: the caller then parses it all)."""
-    m = _FIRST_KEY.match(text)
-    if m is None or not _is_utf8(text):
+    m = FIRST_KEY.match(text)
+    if m is None or not is_utf8(text):
         return None
     unit = len(m.group(1))
     data_key = b"\n" + b" " * unit + b'"data": '  # a second one fails the checks below
@@ -180,19 +174,19 @@ def _scan(path: Path, text: bytes) -> tuple[dict[str, Any], DumpEntries] | None:
         if stop < 0 or not text.startswith(b"{\n", start):
             return None
         end = stop + len(close)
-        if not _entries(text, start + 1, stop, 2 * unit, spans, small):
+        if not scan_entries(text, start + 1, stop, 2 * unit, spans, small):
             return None
-    header = _header(text[:start] + b"{}" + text[end:])
+    header = header_of(text[:start] + b"{}" + text[end:])
     if header is None:
         return None
     return header, DumpEntries(path, text, spans, small)
 
 
-_NAME = rb'"([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)": (?=([{\[])\n|)'  # a name without raw control
+NAME = rb'"([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)": (?=([{\[])\n|)'  # a name without raw control
 # characters, and the bracket the value opens if it opens one at the end of the line
 
 
-def _entries(
+def scan_entries(
     text: bytes, lo: int, hi: int, indent: int, spans: dict[str, tuple[int, int]], small: dict[str, Any]
 ) -> bool:
     """Fill ``spans`` (and ``small``) with the entries of ``text[lo:hi]``, data's body
@@ -208,7 +202,7 @@ def _entries(
     if lo == hi:
         return True
     pad = b"\n" + b" " * indent
-    line = re.escape(pad) + _NAME
+    line = re.escape(pad) + NAME
     first = re.compile(line).match(text, lo)
     if first is None:
         return False
@@ -218,7 +212,7 @@ def _entries(
     starts = list(map(re.Match.end, firsts))
     ends = list(map(re.Match.start, firsts[1:]))  # the "," before the next entry
     ends.append(hi)
-    names = _names(list(map(re.Match.group, firsts, repeat(1))))
+    names = entry_names(list(map(re.Match.group, firsts, repeat(1))))
     if names is None:
         return False
     spans.update(zip(names, zip(starts, ends)))
@@ -253,7 +247,7 @@ def _parse_one_line(
     return True
 
 
-def _names(raw: list[bytes]) -> list[str] | None:
+def entry_names(raw: list[bytes]) -> list[str] | None:
     """Entry names from their JSON text (between the quotes); None if one holds an invalid escape."""
     joined = b"\0".join(raw)  # names hold no raw control character
     names = joined.decode("utf-8").split("\0")
@@ -265,7 +259,7 @@ def _names(raw: list[bytes]) -> list[str] | None:
     return names
 
 
-def _header(text: bytes) -> dict[str, Any] | None:
+def header_of(text: bytes) -> dict[str, Any] | None:
     """The top-level fields but data, parsed as json would, if ``text`` (the file with data's value
     replaced by ``{}``) is a JSON object naming data once."""
     tops: list[list[tuple[str, Any]]] = []
@@ -285,7 +279,7 @@ def _header(text: bytes) -> dict[str, Any] | None:
     return {k: v for k, v in doc.items() if k != "data"}
 
 
-def _is_utf8(text: bytes) -> bool:
+def is_utf8(text: bytes) -> bool:
     if text.isascii():
         return True
     try:

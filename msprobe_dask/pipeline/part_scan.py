@@ -14,8 +14,7 @@ from typing import Any
 
 from msprobe_dask.dump.confine import check_dump_file
 from msprobe_dask.dump.dumpjson import dump_facts, has_key, load_dump
-from msprobe_dask.dump.entries import read_whole_dump_doc, scan_dump_doc
-from msprobe_dask.dump.fastjson import loads
+from msprobe_dask.dump.entry_index import EntryIndex, empty_index, index_dump, read_entries
 from msprobe_dask.dump.rows import LeafRow, RowKey
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.graph.gcpause import rare_collections_from_now
@@ -65,47 +64,18 @@ class SideScan:
     whole: bool
 
 
-@dataclass(frozen=True, slots=True)
-class PartSpans:
-    """A part's entries: their names and byte spans in dump.json, and the values of its one-line
-    entries (parsed by the scan). Each part's travel to its own tasks: a rank of 1M entries has 1M
-    names, too many to send to every part's task."""
-
-    names: tuple[str, ...]
-    starts: tuple[int, ...]
-    ends: tuple[int, ...]
-    small: dict[str, Any]
-
-
 def scan_side(source: DumpSource, parts: int) -> tuple[Any, ...]:
-    """The side's SideScan and its parts' PartSpans; a file not laid out for spans is parsed whole here
-    (for its errors and header) and again by part 0."""
-    path = source.dump_json
-    check_dump_file(path)
-    try:
-        with open(path, "rb") as f:
-            text = f.read()
-    except OSError:
-        text = b""  # load_dump raises the usual error
-    scanned = scan_dump_doc(path, text)
-    spans = scanned[1].spans() if scanned is not None else None
-    if scanned is None or spans is None:
-        del text
+    """The side's SideScan and each part's EntryIndex (its entries' offsets: a part's tasks get only
+    its own); a file not laid out for spans is parsed whole here (for its errors and header) and again
+    by part 0."""
+    scanned = index_dump(source.dump_json)
+    if scanned is None:
         dump = load_dump(source)
-        none = PartSpans((), (), (), {})
-        return (SideScan(source, dump.task, dump.framework, True, whole=True), *(none,) * parts)
-    header, entries = scanned
-    named, small, _ = spans
-    md5_in_text = entries.mentions(b'"md5"')
-    del text, spans, entries, scanned  # the text (a scan holds the whole file) goes first
-    task, _, framework = dump_facts(path, header)
-    names = list(named)
-    bounds = [len(names) * k // parts for k in range(parts + 1)]
-    cut = []
-    for lo, hi in zip(bounds, bounds[1:]):
-        own = tuple(names[lo:hi])
-        starts, ends = tuple(named[n][0] for n in own), tuple(named[n][1] for n in own)
-        cut.append(PartSpans(own, starts, ends, {n: small[n] for n in own if n in small}))
+        return (SideScan(source, dump.task, dump.framework, True, whole=True), *(empty_index(),) * parts)
+    header, index, md5_in_text = scanned
+    task, _, framework = dump_facts(source.dump_json, header)
+    bounds = [len(index) * k // parts for k in range(parts + 1)]
+    cut = (index.cut(lo, hi) for lo, hi in zip(bounds, bounds[1:]))
     return (SideScan(source, task, framework, md5_in_text, whole=False), *cut)
 
 
@@ -162,7 +132,7 @@ class PartKeys:
         return list(map(RowKey._make, marshal.loads(self.packed)))
 
 
-def parse_part(scan: SideScan, spans: PartSpans, k: int, with_keys: bool) -> tuple[RowPart, PartKeys]:
+def parse_part(scan: SideScan, spans: EntryIndex, k: int, with_keys: bool) -> tuple[RowPart, PartKeys]:
     """The rows of part ``k``, and what the match reads of them (``with_keys``: their key fields too)
     (a DumpError names dump.json if an entry is not valid JSON)."""
     rare_collections_from_now()
@@ -170,31 +140,13 @@ def parse_part(scan: SideScan, spans: PartSpans, k: int, with_keys: bool) -> tup
     return RowPart.of(rows), PartKeys.of(rows, has_md5, with_keys)
 
 
-def _part_rows(scan: SideScan, spans: PartSpans, k: int) -> tuple[tuple[LeafRow, ...], bool]:
+def _part_rows(scan: SideScan, spans: EntryIndex, k: int) -> tuple[tuple[LeafRow, ...], bool]:
     debug = scan.source.is_debug
     if scan.whole:
         if k:
             return (), False
         dump = load_dump(scan.source)
         return rows_of(dump.entries.items(), debug, scan.source.dump_json), dump.has_md5
-    names, starts, ends = spans.names, spans.starts, spans.ends
-    if not names:
-        return (), False
-    lo = starts[0]
-    with open(scan.source.dump_json, "rb") as f:
-        f.seek(lo)
-        text = f.read(ends[-1] - lo)
-    bodies = []
-    whole: dict[str, Any] | None = None
-    for name, start, end in zip(names, starts, ends):
-        if name in spans.small:
-            body = spans.small[name]
-        else:
-            try:
-                body = loads(text[start - lo : end - lo])
-            except ValueError:  # raises the file's own DumpError, or (the scan misread it) gives the entry
-                whole = whole if whole is not None else read_whole_dump_doc(scan.source.dump_json)[1]
-                body = whole[name]
-        bodies.append((name, body))
+    bodies = read_entries(scan.source.dump_json, spans)
     has_md5 = scan.md5_in_text and any(has_key(body, "md5") for _, body in bodies)
     return rows_of(bodies, debug, scan.source.dump_json), has_md5

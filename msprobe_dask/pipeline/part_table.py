@@ -12,11 +12,12 @@ from itertools import chain
 
 from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.dump.dumpjson import load_stack
+from msprobe_dask.dump.entry_index import EntryIndex, read_names
 from msprobe_dask.dump.rows import LeafRow
 from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.pipeline.part_forms import CsvForm, Sections
 from msprobe_dask.pipeline.part_match import PlanHead, run_pairs
-from msprobe_dask.pipeline.part_scan import PartSpans, RowPart, SideScan
+from msprobe_dask.pipeline.part_scan import RowPart, SideScan
 from msprobe_dask.summary.divergence import rank_table_nodes
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
@@ -29,7 +30,7 @@ ast is not thread-safe (gh-106905: "AST constructor recursion depth mismatch" wh
 in threads side by side)."""
 
 
-def split_stacks(scan: SideScan, *parts: PartSpans) -> tuple[bytes | None, ...]:
+def split_stacks(scan: SideScan, *parts: EntryIndex) -> tuple[bytes | None, ...]:
     """Each npu part's entries' stacks from stack.json (marshal bytes; None: no stack.json, no
     NPU_Stack_Info column). A dump parsed whole has all its entries in part 0."""
     path = scan.source.stack_json
@@ -38,7 +39,8 @@ def split_stacks(scan: SideScan, *parts: PartSpans) -> tuple[bytes | None, ...]:
     stacks = load_stack(path)
     if scan.whole:
         return (marshal.dumps(stacks), *(marshal.dumps({}) for _ in parts[1:]))
-    return tuple(marshal.dumps({e: stacks[e] for e in part.names if e in stacks}) for part in parts)
+    path = scan.source.dump_json
+    return tuple(marshal.dumps({e: stacks[e] for e in read_names(path, p) if e in stacks}) for p in parts)
 
 
 @dataclass(frozen=True, slots=True)

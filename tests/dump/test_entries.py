@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from msprobe_dask.dump import entries as entries_module
+from msprobe_dask.dump import entry_index
 from msprobe_dask.dump.entries import DumpEntries, read_dump_doc
 from msprobe_dask.errors import DumpError
 
@@ -39,6 +40,38 @@ def _check(path: Path, lazy: bool) -> None:
     assert "no such entry" not in data and data.get("no such entry") is None
     with pytest.raises(KeyError):
         data["no such entry"]
+    text = path.read_bytes()
+    spans = data.spans() if isinstance(data, DumpEntries) else None
+    # the index read block by block (about 50 blocks) takes what the whole-text scan takes
+    saved, entry_index.BLOCK_BYTES = entry_index.BLOCK_BYTES, len(text) // 50 + 1
+    try:
+        indexed = entry_index.index_dump(path)
+    finally:
+        entry_index.BLOCK_BYTES = saved
+    assert (indexed is None) == (spans is None)
+    if indexed is not None and spans is not None:
+        index = indexed[1]
+        assert _same(indexed[0], header) and indexed[2] == (b'"md5"' in text)
+        assert list(zip(index.starts, index.ends)) == list(spans[0].values())
+        assert list(index.one_line) == [name in spans[1] for name in spans[0]]
+        assert entry_index.read_names(path, index) == list(spans[0])
+
+
+def _indexed(path: Path, block: int) -> Any:
+    """The header and entries (as JSON texts) of the index scan of ``path`` (blocks of ``block``
+    bytes), or None where it refuses the layout."""
+    saved, entry_index.BLOCK_BYTES = entry_index.BLOCK_BYTES, block
+    try:
+        found = entry_index.index_dump(path)
+    finally:
+        entry_index.BLOCK_BYTES = saved
+    if found is None:
+        return None
+    header, index, _ = found
+    lo = len(index) // 2
+    read = entry_index.read_entries
+    halves = read(path, index.cut(0, lo)) + read(path, index.cut(lo, len(index)))
+    return json.dumps(header), json.dumps(halves)
 
 
 def _write(tmp_path: Path, doc: Any, **kw: Any) -> Path:
@@ -138,6 +171,7 @@ def test_duplicate_names_fall_back(tmp_path: Path) -> None:
     )
     header, data = read_dump_doc(path)
     assert not isinstance(data, DumpEntries) and list(data) == ["a", "b"] and data["a"] == {"x": 3}
+    assert _indexed(path, 1) is None  # the two "a" in two blocks of the index scan
     path.write_text('{\n "data": {\n  "a": 1\n },\n "data": {}\n}')  # json keeps the last data
     assert read_dump_doc(path)[1] == {}
 
@@ -265,7 +299,7 @@ def _scanned(text: bytes) -> Any:
         return None
 
 
-def test_the_scan_takes_only_what_json_reads_alike_on_edited_layouts() -> None:
+def test_the_scan_takes_only_what_json_reads_alike_on_edited_layouts(tmp_path: Path) -> None:
     """Random edits of indented dumps (a bracket, a comma, a quote, an escape, a newline or a space put
     in or taken out, near the lines the scan reads): where the scan takes the layout, its entries are
     the ones json reads from the whole text."""
@@ -284,6 +318,7 @@ def test_the_scan_takes_only_what_json_reads_alike_on_edited_layouts() -> None:
         assert _scanned(base) == json.loads(base)["data"]
     pieces = [b"{", b"}", b"[", b"]", b",", b'"', b"\\", b"\n", b" ", b"\t", b": ", b"\x01", b"\xc3\xa9"]
     taken = 0
+    path = tmp_path / "dump.json"
     for _ in range(4000):
         base = rng.choice(bases)
         text = bytearray(base)
@@ -302,4 +337,15 @@ def test_the_scan_takes_only_what_json_reads_alike_on_edited_layouts() -> None:
         if found is not None:
             assert found == json.loads(bytes(text))["data"]
             taken += 1
+        if rng.random() > 0.1:
+            continue
+        # the index scan, block by block, takes the layouts the whole-text scan takes, and their entries
+        path.write_bytes(text)
+        try:
+            indexed = _indexed(path, rng.choice((1, 7, 1 << 20)))
+        except DumpError:  # an entry that does not parse
+            indexed = "taken"
+        assert (indexed is None) == (entries_module._scan(path, bytes(text)) is None)
+        if found is not None:
+            assert indexed[1] == json.dumps(list(found.items()))
     assert taken > 100  # (many edits keep the layout: inside values, or as json.dump would write)

@@ -1,0 +1,214 @@
+"""dump.json's entries as an index of byte offsets, found by a scan that reads the file block by block:
+what a statistics compare cuts into parts (``pipeline/part_scan.py``), without holding the file's text
+or a Python object per entry (a rank of 1M entries: 880 MB of text and 1.5 GB of names and spans held
+by the whole-text scan; its index here takes 25 bytes an entry).
+
+The layout and its checks are ``entries.py``'s: the data object's body is cut into blocks at entry lines
+(the ``,`` that ends an entry's value and the next entry's line), and each block is checked as that
+scan checks the whole body, which its checks allow (each is about one entry, or a count summed over
+the body); names given twice across blocks are found by their hashes. A file the scan refuses gives
+None: the caller parses it whole, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from msprobe_dask.dump.confine import check_dump_file
+from msprobe_dask.dump.entries import (
+    FIRST_KEY,
+    NAME,
+    entry_names,
+    header_of,
+    is_utf8,
+    read_whole_dump_doc,
+    scan_entries,
+)
+from msprobe_dask.dump.fastjson import loads
+
+BLOCK_BYTES = 16 << 20
+"""dump.json bytes read and scanned at once (a block ends at an entry's end)."""
+_EDGE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class EntryIndex:
+    """Where dump.json's entries are, in file order: ``heads`` the opening quote of each entry's name,
+    ``starts``/``ends`` its value's span, ``one_line`` 1 where the value is written on one line (int64
+    and int8 arrays)."""
+
+    heads: array[int]
+    starts: array[int]
+    ends: array[int]
+    one_line: array[int]
+
+    def __len__(self) -> int:
+        return len(self.heads)
+
+    def cut(self, lo: int, hi: int) -> EntryIndex:
+        """Entries ``lo`` to ``hi`` (excluded)."""
+        return EntryIndex(self.heads[lo:hi], self.starts[lo:hi], self.ends[lo:hi], self.one_line[lo:hi])
+
+
+def empty_index() -> EntryIndex:
+    return EntryIndex(array("q"), array("q"), array("q"), array("b"))
+
+
+def index_dump(path: Path) -> tuple[dict[str, Any], EntryIndex, bool] | None:
+    """(header, the entries' index, whether the file's text holds ``"md5"``) of an indented dump.json,
+    or None if it is laid out otherwise (the caller parses it whole, for its errors too)."""
+    check_dump_file(path)
+    try:
+        with open(path, "rb") as f:
+            return _index(f, os.fstat(f.fileno()).st_size)
+    except OSError:
+        return None
+
+
+def _index(f: BinaryIO, size: int) -> tuple[dict[str, Any], EntryIndex, bool] | None:
+    head = f.read(min(size, _EDGE_BYTES))
+    m = FIRST_KEY.match(head)
+    if m is None:
+        return None
+    unit = len(m.group(1))
+    data_key = b"\n" + b" " * unit + b'"data": '
+    at = head.find(data_key)
+    while at < 0 and len(head) < size:  # (the fields before data are rarely this long)
+        head += f.read(_EDGE_BYTES)
+        at = head.find(data_key)
+    if at < 0:
+        return None
+    start = at + len(data_key)  # data's "{"
+    if len(head) < start + 2:
+        head += f.read(2)
+    index = empty_index()
+    md5 = False
+    if head.startswith(b"{}", start):
+        end = start + 2
+    else:
+        close = b"\n" + b" " * unit + b"}"
+        stop = _last(f, size, close, start)
+        if stop < 0 or not head.startswith(b"{\n", start):
+            return None
+        end = stop + len(close)
+        hashes: set[int] = set()
+        for block in _blocks(f, start + 1, stop, b",\n" + b" " * (2 * unit) + b'"'):
+            if not is_utf8(block[1]):
+                return None
+            md5 = md5 or b'"md5"' in block[1]
+            if not _add_block(index, hashes, *block, 2 * unit):
+                return None
+    f.seek(end)
+    text = head[:start] + b"{}" + f.read()
+    if not is_utf8(text):
+        return None
+    header = header_of(text)
+    if header is None:
+        return None
+    return header, index, md5 or b'"md5"' in text
+
+
+def _last(f: BinaryIO, size: int, token: bytes, after: int) -> int:
+    """Where ``token`` last begins at or after ``after``, or -1."""
+    hi = size
+    while hi > after:
+        lo = max(after, hi - _EDGE_BYTES)
+        f.seek(lo)
+        at = f.read(min(hi + len(token) - 1, size) - lo).rfind(token)
+        if at >= 0:
+            return lo + at
+        hi = lo
+    return -1
+
+
+def _blocks(f: BinaryIO, lo: int, hi: int, boundary: bytes) -> Iterator[tuple[int, bytes]]:
+    """``(offset, text)`` blocks of the file's ``[lo, hi)``, each but the last ending at the ``,`` that
+    ends an entry (the ``,`` in no block); a block grows until it holds an entry's end."""
+    line = re.compile(re.escape(boundary[1:-1]) + NAME)
+    f.seek(lo)
+    carry = b""
+    while lo < hi:
+        grow = max(BLOCK_BYTES, len(carry))  # (doubles the block of an entry longer than it)
+        text = carry + f.read(min(grow, hi - lo - len(carry)))
+        if lo + len(text) >= hi:
+            yield lo, text
+            return
+        cut = text.rfind(boundary)
+        while cut > 0 and line.match(text, cut + 1) is None:  # a name cut by the block's end
+            cut = text.rfind(boundary, 0, cut)
+        if cut <= 0:  # an entry longer than the block
+            carry = text
+            continue
+        yield lo, text[:cut]
+        carry = text[cut + 1 :]
+        lo += cut + 1
+
+
+def _add_block(index: EntryIndex, hashes: set[int], base: int, text: bytes, indent: int) -> bool:
+    """Add a block's entries to ``index`` (False: the block is not laid out as ``scan_entries`` wants,
+    or a name was seen before)."""
+    spans: dict[str, tuple[int, int]] = {}
+    small: dict[str, Any] = {}
+    if not scan_entries(text, 0, len(text), indent, spans, small):
+        return False
+    before = len(hashes)
+    hashes.update(map(hash, spans))
+    if len(hashes) - before != len(spans):  # a name given twice (or, rarely, two names of one hash)
+        return False
+    for name, (start, end) in spans.items():
+        index.starts.append(base + start)
+        index.ends.append(base + end)
+        index.one_line.append(name in small)
+    index.heads.extend(_heads(text, base, spans.values(), indent))
+    return True
+
+
+def _heads(text: bytes, base: int, spans: Any, indent: int) -> Iterator[int]:
+    """Where each entry's name begins (its quote): after the line's ``indent`` spaces."""
+    find = text.rfind
+    pad = b"\n" + b" " * indent + b'"'
+    for start, _ in spans:
+        yield base + find(pad, 0, start) + len(pad) - 1
+
+
+def read_entries(path: Path, index: EntryIndex) -> list[tuple[str, Any]]:
+    """The (name, value) of the indexed entries, read from their span of dump.json (a DumpError names
+    dump.json if an entry is not valid JSON)."""
+    lo, text, names = _read(path, index, index.ends)
+    entries = []
+    whole: dict[str, Any] | None = None
+    for name, start, end, one_line in zip(names, index.starts, index.ends, index.one_line):
+        span = text[start - lo : end - lo]
+        try:
+            entries.append((name, json.loads(span.decode("utf-8")) if one_line else loads(span)))
+        except ValueError:  # raises the file's own DumpError, or (the scan misread it) gives the entry
+            whole = whole if whole is not None else read_whole_dump_doc(path)[1]
+            entries.append((name, whole[name]))
+    return entries
+
+
+def read_names(path: Path, index: EntryIndex) -> list[str]:
+    """The names of the indexed entries."""
+    return _read(path, index, index.starts)[2]
+
+
+def _read(path: Path, index: EntryIndex, until: array[int]) -> tuple[int, bytes, list[str]]:
+    """(where the text begins, dump.json's text from the first entry's name to ``until``'s last offset,
+    the entries' names)."""
+    if not len(index):
+        return 0, b"", []
+    lo = index.heads[0]
+    with open(path, "rb") as f:
+        f.seek(lo)
+        text = f.read(until[-1] - lo)
+    raw = [text[h + 1 - lo : s - 3 - lo] for h, s in zip(index.heads, index.starts)]  # between the quotes
+    names = entry_names(raw)
+    assert names is not None, "the scan decoded these names"
+    return lo, text, names
