@@ -143,14 +143,11 @@ def tensor_jobs(pairs: list[RowPair], npu: Side, bench: Side) -> list[TensorJob]
     from msprobe_dask.dump.tensor_file import resolve_data_file
 
     jobs: list[TensorJob] = []
+    npu_dir, bench_dir = npu.source.tensor_dir, bench.source.tensor_dir
     for pair in pairs:
         if pair.bench is None or NO_DATA_NAME in (pair.npu.data_name, pair.bench.data_name):
             jobs.append(None)
             continue
-        jobs.append(
-            (
-                resolve_data_file(npu.source.tensor_dir, pair.npu.data_name),
-                resolve_data_file(bench.source.tensor_dir, pair.bench.data_name),
-            )
-        )
+        npu_file = resolve_data_file(npu_dir, pair.npu.data_name)
+        jobs.append((npu_file, resolve_data_file(bench_dir, pair.bench.data_name)))
     return jobs

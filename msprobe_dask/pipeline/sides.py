@@ -60,9 +60,10 @@ def _check_data_names(source: DumpSource, rows: tuple[LeafRow, ...]) -> None:
     """Refuse the dump if any data_name escapes its dump_tensor_data folder, before any file is read."""
     from msprobe_dask.dump.tensor_file import resolve_data_file
 
+    tensor_dir = source.tensor_dir
     for row in rows:
         if row.data_name != NO_DATA_NAME:
-            resolve_data_file(source.tensor_dir, row.data_name)
+            resolve_data_file(tensor_dir, row.data_name)
 
 
 def parse_side(source: DumpSource, with_stack: bool) -> Side:
