@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,16 +112,20 @@ def _fmt(value: float) -> str:
 
 @dataclass
 class _Known:
-    """Tensors a rank has seen so far, by NPU (max, min): their error, and the rank that sent them."""
+    """Tensors a rank has seen so far, by NPU (max, min): the rank that sent them and its node (one
+    shared value for the rank's own: a rank of 1M entries knows 2M tensors)."""
 
-    tensors: dict[Signature, tuple[float, int | None, str]] = field(default_factory=dict)
+    tensors: dict[Signature, tuple[int | None, str]] = field(default_factory=dict)
 
     def add(self, tensor: TensorError, sender: int | None = None, via: str = "") -> None:
         if tensor.signature is not None:
-            self.tensors.setdefault(tensor.signature, (tensor.error, sender, via))
+            self.tensors.setdefault(tensor.signature, _OWN if sender is None and not via else (sender, via))
 
-    def get(self, tensor: TensorError) -> tuple[float, int | None, str] | None:
+    def get(self, tensor: TensorError) -> tuple[int | None, str] | None:
         return self.tensors.get(tensor.signature) if tensor.signature is not None else None
+
+
+_OWN: tuple[int | None, str] = (None, "")
 
 
 def _forward_of(name: str) -> str:
@@ -173,20 +177,19 @@ def _judge(
         reason = f"output error {_fmt(worst_out.error)}; rank {from_peers.rank} sent error {_fmt(peer_error)}"
         return found(RECEIVED, worst_out, reason, from_peers.rank, from_peers.node)
     tensors = node.inputs + node.outputs
-    arrived = [(t, k) for t in tensors if (k := known.get(t)) and k[1] is not None and t.error > tol.rtol]
+    arrived = [(t, k) for t in tensors if (k := known.get(t)) and k[0] is not None and t.error > tol.rtol]
     if arrived:
-        tensor, (_, sender, via) = max(arrived, key=lambda a: a[0].error)
+        tensor, (sender, via) = max(arrived, key=lambda a: a[0].error)
         reason = f"{tensor.name} (error {_fmt(tensor.error)}) is what rank {sender} sent"
         return found(RECEIVED, tensor, reason, sender, via)
     return None
 
 
-def _walk_rank(step: str, nodes: Sequence[Node], links: Links, tol: Tolerance) -> list[Finding]:
-    """The findings of one rank, in execution order."""
+def _walk_rank(step: str, nodes: Iterable[Node], links: Links, tol: Tolerance) -> Iterator[Finding]:
+    """The findings of one rank, in execution order (as the walk reaches them)."""
     known = _Known()
     forward_input: dict[str, float] = {}
     previous = 0.0
-    findings: list[Finding] = []
     for node in nodes:
         key = (node.rank, node.index)
         received = links.received.get(key, [])
@@ -199,15 +202,14 @@ def _walk_rank(step: str, nodes: Sequence[Node], links: Links, tol: Tolerance) -
         if not node.inputs:  # a parameters_grad node: made by the backward node before it
             input_error = max(input_error, previous)
         previous = input_error
-        finding = _judge(step, node, links.clock.get(key, node.index), input_error, received, known, tol)
-        if finding:
-            findings.append(finding)
+        finding = _judge(step, node, links.time(node.rank, node.index), input_error, received, known, tol)
         for tensor in node.inputs + node.outputs:
             known.add(tensor)
-    return findings
+        if finding:
+            yield finding
 
 
-def _steps(groups: Mapping[str, Mapping[int, Sequence[Node]]]) -> list[str]:
+def _steps(groups: Mapping[str, Any]) -> list[str]:
     return sorted(groups, key=step_key)
 
 
@@ -239,10 +241,60 @@ def analyse_nodes(groups: Mapping[str, Mapping[int, Sequence[Node]]], tol: Toler
         ranks = groups[step]
         links = link(ranks)
         for rank in sorted(ranks):
-            findings = _walk_rank(step, ranks[rank], links, tol)
+            findings = list(_walk_rank(step, ranks[rank], links, tol))
             origins.extend(f for f in findings if f.kind == ORIGIN)
             if findings:
                 firsts.append(findings[0])
+    counts = {(step, rank): len(nodes) for step, ranks in groups.items() for rank, nodes in ranks.items()}
+    return _answer(groups, origins, firsts, counts, tol)
+
+
+@dataclass(frozen=True)
+class RankNodes:
+    """A rank's nodes as ``analyse_firsts`` reads them: their number, the communication nodes among them,
+    and ``read``: all of them in execution order (read once, as far as the walk goes: decoded part by
+    part, a rank of 1M entries is never whole in memory)."""
+
+    count: int
+    comms: Sequence[Node]
+    read: Callable[[], Iterable[Node]]
+
+    @classmethod
+    def of(cls, nodes: Sequence[Node]) -> RankNodes:
+        return cls(len(nodes), [node for node in nodes if node.comm is not None], lambda: nodes)
+
+
+def analyse_firsts(groups: Mapping[str, Mapping[int, RankNodes]], tol: Tolerance) -> Divergence:
+    """``analyse_nodes``' origin, first divergent node of each (step, rank) and path, each rank walked
+    only as far as its first origin (so ``origins`` holds each rank's first origin: a rank's later
+    origins are never earlier, its clock runs forward)."""
+    origins: list[Finding] = []
+    firsts: list[Finding] = []
+    for step in _steps(groups):
+        ranks = groups[step]
+        links = link(
+            {rank: nodes.comms for rank, nodes in ranks.items()}, {r: n.count for r, n in ranks.items()}
+        )
+        for rank in sorted(ranks):
+            first = None
+            for finding in _walk_rank(step, ranks[rank].read(), links, tol):
+                first = first or finding
+                if finding.kind == ORIGIN:
+                    origins.append(finding)
+                    break
+            if first is not None:
+                firsts.append(first)
+    counts = {(step, rank): nodes.count for step, ranks in groups.items() for rank, nodes in ranks.items()}
+    return _answer(groups, origins, firsts, counts, tol)
+
+
+def _answer(
+    groups: Mapping[str, Any],
+    origins: list[Finding],
+    firsts: list[Finding],
+    counts: dict[tuple[str, int], int],
+    tol: Tolerance,
+) -> Divergence:
     order = {step: i for i, step in enumerate(_steps(groups))}
     origins.sort(key=lambda f: (order[f.step], f.time, f.rank, f.index))
     origin = origins[0] if origins else None
@@ -252,7 +304,7 @@ def analyse_nodes(groups: Mapping[str, Mapping[int, Sequence[Node]]], tol: Toler
         origins=tuple(origins),
         firsts=tuple(firsts),
         path=_path(origin, firsts) if origin else (),
-        nodes={(step, rank): len(nodes) for step, ranks in groups.items() for rank, nodes in ranks.items()},
+        nodes=counts,
     )
 
 

@@ -17,6 +17,7 @@ that happens before another (on one rank, or through a link) has a smaller time.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +45,21 @@ class Sent:
 @dataclass
 class Links:
     received: dict[Key, list[Sent]] = field(default_factory=dict)
-    clock: dict[Key, int] = field(default_factory=dict)
+    clock: dict[Key, int] = field(default_factory=dict)  # the times of the communication nodes
+    stamped: dict[int, list[int]] = field(default_factory=dict)  # each rank's clock keys' indexes, in order
+
+    def time(self, rank: int, index: int) -> int:
+        """A node's time: a communication node's from the clock; any other node ticks its rank's clock
+        once after the node before it (so the nodes after a communication node count on from its time)."""
+        time = self.clock.get((rank, index))
+        if time is not None:
+            return time
+        stamped = self.stamped.get(rank, [])
+        at = bisect_right(stamped, index)
+        if not at:
+            return index + 1
+        before = stamped[at - 1]
+        return self.clock[(rank, before)] + index - before
 
 
 def _direction(node: Node) -> str:
@@ -107,8 +122,11 @@ def _groups(ranks: Mapping[int, Sequence[Node]]) -> tuple[list[tuple[Key, Key]],
     return pairs, [keys for keys in slots.values() if len(keys) > 1]
 
 
-def link(ranks: Mapping[int, Sequence[Node]]) -> Links:
-    """What every communication node received, and the clock of every node."""
+def link(ranks: Mapping[int, Sequence[Node]], counts: Mapping[int, int] | None = None) -> Links:
+    """What every communication node received, and the clock. ``ranks``: each rank's nodes in execution
+    order, or only its communication nodes, with ``counts`` the number of nodes of each rank."""
+    sizes = counts if counts is not None else {rank: len(nodes) for rank, nodes in ranks.items()}
+    ranks = {rank: [node for node in nodes if node.comm is not None] for rank, nodes in ranks.items()}
     nodes = {(rank, node.index): node for rank, rank_nodes in ranks.items() for node in rank_nodes}
     pairs, groups = _groups(ranks)
     links = Links()
@@ -130,7 +148,8 @@ def link(ranks: Mapping[int, Sequence[Node]]) -> Links:
         shared = [_message(k[0], nodes[k], nodes[k].inputs, False) for k in senders]
         for key in group:  # one list for the whole collective; a node skips its own rank's entry
             links.received.setdefault(key, []).extend(shared)
-    links.clock = _clock(ranks, pairs, groups)
+    links.stamped = {rank: [node.index for node in comms] for rank, comms in ranks.items()}
+    links.clock = _clock(links.stamped, sizes, pairs, groups)
     return links
 
 
@@ -153,14 +172,20 @@ def _components(groups: Sequence[Sequence[Key]]) -> dict[Key, frozenset[Key]]:
 
 
 def _clock(
-    ranks: Mapping[int, Sequence[Node]], pairs: Sequence[tuple[Key, Key]], groups: Sequence[Sequence[Key]]
+    comms: Mapping[int, Sequence[int]],
+    sizes: Mapping[int, int],
+    pairs: Sequence[tuple[Key, Key]],
+    groups: Sequence[Sequence[Key]],
 ) -> dict[Key, int]:
-    """Lamport times: run every rank forward, a receive waiting for its send and a group for all its
-    members; when every rank waits (a link the dumps do not complete), the least advanced one goes on."""
+    """Lamport times of the communication nodes (``comms``: their indexes in each rank, in order; ``sizes``:
+    each rank's number of nodes): run every rank forward, a receive waiting for its send and a group for
+    all its members; when every rank waits (a link the dumps do not complete), the least advanced one goes
+    on. Every other node is ready when reached and ticks its rank's clock once (``Links.time``)."""
     send_of = {receiver: sender for sender, receiver in pairs}
     group_of = _components(groups)
-    position = dict.fromkeys(ranks, 0)
-    now = dict.fromkeys(ranks, 0)
+    position = dict.fromkeys(sizes, 0)
+    now = dict.fromkeys(sizes, 0)
+    following = {rank: 0 for rank in sizes}  # each rank's next communication node, in comms[rank]
     clock: dict[Key, int] = {}
 
     def ready(key: Key) -> bool:
@@ -179,17 +204,32 @@ def _clock(
             now[r] = time
             position[r] = i + 1
 
-    while any(position[r] < len(nodes) for r, nodes in ranks.items()):
+    def forward(rank: int) -> None:
+        """Run the rank's nodes up to its next communication node (each ticks once)."""
+        own = comms.get(rank, ())
+        while following[rank] < len(own) and own[following[rank]] < position[rank]:
+            following[rank] += 1
+        nxt = own[following[rank]] if following[rank] < len(own) else sizes[rank]
+        if nxt > position[rank]:
+            now[rank] += nxt - position[rank]
+            position[rank] = nxt
+
+    while any(position[r] < sizes[r] for r in sizes):
         moved = False
-        for rank, nodes in ranks.items():
-            while position[rank] < len(nodes):
+        for rank in sizes:
+            while position[rank] < sizes[rank]:
+                before = position[rank]
+                forward(rank)
+                moved = moved or position[rank] != before
+                if position[rank] >= sizes[rank]:
+                    break
                 key = (rank, position[rank])
                 if not ready(key):
                     break
                 stamp(sorted(group_of.get(key, frozenset((key,)))))
                 moved = True
         if not moved:
-            waiting = [r for r, nodes in ranks.items() if position[r] < len(nodes)]
+            waiting = [r for r in sizes if position[r] < sizes[r]]
             rank = min(waiting, key=lambda r: (now[r], r))
             stamp([(rank, position[rank])])
     return clock

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from msprobe_dask.analysis.divergence import Tolerance
+from msprobe_dask.analysis.divergence import RankNodes, Tolerance
 from msprobe_dask.cli_args import add_command, add_output, add_run_options, add_sides
 from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
 from msprobe_dask.dump.layouts import open_dump
@@ -196,7 +196,12 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
     found = None
     if args.report or not args.quiet:
         nodes = [
-            (r.label, rank_table_nodes(r.label, r.table, tol) if isinstance(r, RankResult) else r.nodes)
+            (
+                r.label,
+                RankNodes.of(rank_table_nodes(r.label, r.table, tol))
+                if isinstance(r, RankResult)
+                else r.nodes,
+            )
             for r in results
             if (r.table.entries if isinstance(r, RankResult) else r.path is not None)
         ]

@@ -6,17 +6,16 @@ the rank's summary and nodes gathered."""
 from __future__ import annotations
 
 import contextlib
-import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from msprobe_dask.analysis.flow import Node
+from msprobe_dask.analysis.divergence import RankNodes
 from msprobe_dask.errors import OutputError
 from msprobe_dask.pipeline.part_forms import CsvForm, packed
 from msprobe_dask.pipeline.part_match import PlanHead
 from msprobe_dask.pipeline.part_table import TablePart
-from msprobe_dask.summary.divergence import joined_nodes
+from msprobe_dask.summary.divergence import NodePart, rank_of_parts
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
 from msprobe_dask.summary.table import merge_summaries
@@ -31,7 +30,7 @@ class PartWritten:
     starts: tuple[int, ...]  # where each section of the file begins (an xlsx's sheets)
     rows: int = 0
     summary: tuple[GroupSummary, KindCounter] | None = None
-    nodes: bytes | None = None
+    nodes: NodePart | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,16 +40,14 @@ class WrittenRank:
     label: str
     path: Path | None
     summary: GroupSummary | None  # when asked for
-    # the divergence analysis's nodes of each part, with the summary: pickled until the analysis reads
-    # them (a few objects per row: as Python objects, they took 5x the memory of the rank's packed rows)
-    node_parts: tuple[bytes, ...] | None
+    # the divergence analysis's nodes of each part, with the summary: packed until the analysis reads
+    # them part by part (as Python objects, a rank's took 5x the memory of its packed rows)
+    node_parts: tuple[NodePart, ...] | None
 
     @property
-    def nodes(self) -> list[Node] | None:
-        """The divergence analysis's nodes of the rank (decoded at each call)."""
-        if self.node_parts is None:
-            return None
-        return joined_nodes(pickle.loads(part) for part in self.node_parts)
+    def nodes(self) -> RankNodes | None:
+        """The divergence analysis's nodes of the rank."""
+        return None if self.node_parts is None else rank_of_parts(self.node_parts)
 
 
 def part_file(path: Path) -> Path:

@@ -5,7 +5,6 @@ asked for)."""
 from __future__ import annotations
 
 import marshal
-import pickle
 import threading
 from dataclasses import dataclass
 from itertools import chain
@@ -18,7 +17,7 @@ from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.pipeline.part_forms import CsvForm, Sections
 from msprobe_dask.pipeline.part_match import PlanHead, run_pairs
 from msprobe_dask.pipeline.part_scan import RowPart, SideScan
-from msprobe_dask.summary.divergence import rank_table_nodes
+from msprobe_dask.summary.divergence import NodePart, node_part, rank_table_nodes
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
 from msprobe_dask.summary.table import summarise_table
@@ -48,7 +47,7 @@ class TablePart:
     sections: Sections  # the part's bytes in the rank's file
     rows: int
     summary: tuple[GroupSummary, KindCounter] | None  # when the run's summary is asked for
-    nodes: bytes | None  # the first-divergence analysis's, with the summary (pickled: see WrittenRank)
+    nodes: NodePart | None  # the first-divergence analysis's, with the summary
 
 
 def table_part(
@@ -92,7 +91,5 @@ def table_part(
     kinds = KindCounter()
     with _AST_LOCK:
         summary = summarise_table(label, table.columns, table.rows, table.entries, kinds)
-        nodes = rank_table_nodes(label, table, tolerance)
-    return TablePart(
-        sections, len(table.rows), (summary, kinds), pickle.dumps(nodes, pickle.HIGHEST_PROTOCOL)
-    )
+        nodes = node_part(rank_table_nodes(label, table, tolerance), tolerance)
+    return TablePart(sections, len(table.rows), (summary, kinds), nodes)

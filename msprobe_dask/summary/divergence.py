@@ -8,21 +8,25 @@ dump entries (static-graph kernel dumps) keep the summary's own rule.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import replace
+import pickle
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from itertools import accumulate, chain
 from typing import Any
 
 from msprobe_dask.analysis.divergence import (
     RECEIVED,
     Divergence,
     Finding,
+    RankNodes,
     Tolerance,
-    analyse_nodes,
+    analyse_firsts,
     from_tables,
     step_and_rank,
     table_rows,
 )
-from msprobe_dask.analysis.flow import Node, rank_nodes
+from msprobe_dask.analysis.flow import Node, TensorError, rank_nodes
 from msprobe_dask.summary.model import NodeRef, RunSummary
 
 
@@ -38,15 +42,15 @@ def analyse_tables(tables: Iterable[tuple[str, Any]], tol: Tolerance | None = No
 
 
 def analyse_rank_nodes(
-    ranks: Iterable[tuple[str, Sequence[Node]]], tol: Tolerance | None = None
+    ranks: Iterable[tuple[str, RankNodes]], tol: Tolerance | None = None
 ) -> Divergence | None:
-    """The analysis of ``(label, the rank's nodes)`` pairs (``rank_table_nodes`` of its table, or of
-    its parts one after the other); None when there is none."""
-    groups: dict[str, dict[int, Sequence[Node]]] = {}
+    """The analysis of ``(label, the rank's nodes)`` pairs (``RankNodes.of`` its table's, or
+    ``rank_of_parts`` of its parts'); None when there is none."""
+    groups: dict[str, dict[int, RankNodes]] = {}
     for label, nodes in ranks:
         step, rank = step_and_rank(label)
         groups.setdefault(step, {})[rank] = nodes
-    return analyse_nodes(groups, tol or Tolerance()) if groups else None
+    return analyse_firsts(groups, tol or Tolerance()) if groups else None
 
 
 def rank_table_nodes(label: str, table: Any, tol: Tolerance | None = None) -> list[Node]:
@@ -54,9 +58,54 @@ def rank_table_nodes(label: str, table: Any, tol: Tolerance | None = None) -> li
     return rank_nodes(table_rows(table), step_and_rank(label)[1], (tol or Tolerance()).atol)
 
 
-def joined_nodes(parts: Iterable[Sequence[Node]]) -> list[Node]:
-    """The nodes of a table from its parts' nodes, in order (each part's indexed from 0)."""
-    return [replace(node, index=i) for i, node in enumerate(n for part in parts for n in part)]
+@dataclass(frozen=True, slots=True)
+class NodePart:
+    """A table part's nodes for the divergence analysis: how many, its communication nodes (the links
+    across ranks are made from them before any rank is walked), and all of them in order, pickled and
+    compressed (zlib level 1), each node that cannot diverge (no communication, no tensor's error over
+    ``rtol``: every rule asks for one) without its stack and tensor names, which only a finding shows.
+    Index counted from the part's start."""
+
+    count: int
+    comms: tuple[Node, ...]
+    packed: bytes
+
+    def nodes(self) -> list[Node]:
+        return pickle.loads(zlib.decompress(self.packed))  # type: ignore[no-any-return]
+
+
+def node_part(nodes: Sequence[Node], tol: Tolerance) -> NodePart:
+    """A table part's NodePart from its nodes (``rank_table_nodes`` of the part's table)."""
+    light = [node if node.comm or _may_diverge(node, tol) else _without_texts(node) for node in nodes]
+    comms = tuple(node for node in nodes if node.comm is not None)
+    return NodePart(len(nodes), comms, zlib.compress(pickle.dumps(light, pickle.HIGHEST_PROTOCOL), 1))
+
+
+def _may_diverge(node: Node, tol: Tolerance) -> bool:
+    return any(t.error > tol.rtol for t in chain(node.inputs, node.outputs))
+
+
+def _without_texts(node: Node) -> Node:
+    def bare(tensors: tuple[TensorError, ...]) -> tuple[TensorError, ...]:
+        return tuple(TensorError("", t.role, t.error, t.signature, t.sent_to) for t in tensors)
+
+    return replace(node, inputs=bare(node.inputs), outputs=bare(node.outputs), stack=None)
+
+
+def rank_of_parts(parts: Sequence[NodePart]) -> RankNodes:
+    """A rank's nodes from its parts' (in order), for ``analyse_rank_nodes``: each part decoded when the
+    walk reaches it."""
+    starts = list(accumulate((part.count for part in parts), initial=0))
+    comms = [
+        replace(node, index=start + node.index) for part, start in zip(parts, starts) for node in part.comms
+    ]
+
+    def read() -> Iterator[Node]:
+        for part, start in zip(parts, starts):
+            for node in part.nodes():
+                yield replace(node, index=start + node.index)
+
+    return RankNodes(starts[-1], comms, read)
 
 
 def apply_divergence(summary: RunSummary, found: Divergence | None) -> None:

@@ -168,3 +168,97 @@ def test_batch_links_name_the_peers_when_the_table_knows_them(tmp_path: Path) ->
     read_back = {rank: rank_nodes(rows, rank, 1e-6) for rank, rows in bare.items()}
     batch = next(n for n in read_back[3] if n.name == "Distributed.batch_isend_irecv.0.forward")
     assert {s.rank for s in link(read_back).received[(3, batch.index)] if s.tensors} == {0, 1, 2}
+
+
+@pytest.mark.parametrize("name", ["single", "send_recv", "all_reduce", "batch", "near_zero"])
+def test_the_analysis_of_a_ranks_parts_is_the_whole_ranks(name: str, tmp_path: Path) -> None:
+    """The nodes of each rank cut into parts (NodePart: packed, the nodes that cannot diverge without
+    their texts) and walked part by part, each rank only up to its first origin, give the analysis of
+    the whole nodes: the origin, each rank's first divergent node, the path."""
+    import random
+    from dataclasses import replace
+
+    from msprobe_dask.analysis.divergence import analyse_nodes
+    from msprobe_dask.summary.divergence import analyse_rank_nodes, node_part, rank_of_parts, rank_table_nodes
+
+    write_case(tmp_path, name)
+    results = compare(*_sides(tmp_path))
+    rng = random.Random(name)
+    for tol in (Tolerance(), Tolerance(rtol=0.0)):
+        whole = {r.label: rank_table_nodes(r.label, r.table, tol) for r in results}
+        ranks = []
+        for label, nodes in whole.items():
+            cuts = sorted({0, len(nodes), *(rng.randrange(len(nodes) + 1) for _ in range(3))})
+            parts = [
+                node_part([replace(n, index=n.index - lo) for n in nodes[lo:hi]], tol)
+                for lo, hi in zip(cuts, cuts[1:])
+            ]
+            ranks.append((label, rank_of_parts(parts)))
+        found = analyse_rank_nodes(ranks, tol)
+        groups: dict[str, dict[int, list]] = {}  # type: ignore[type-arg]
+        for label, nodes in whole.items():
+            step, rank = step_and_rank(label)
+            groups.setdefault(step, {})[rank] = nodes
+        expected = analyse_nodes(groups, tol)
+        assert found is not None
+        assert repr((found.origin, found.firsts, found.path, found.nodes, found.lines())) == repr(
+            (expected.origin, expected.firsts, expected.path, expected.nodes, expected.lines())
+        )
+        firsts = {(o.step, o.rank): o for o in reversed(expected.origins)}  # each rank's first origin
+        assert sorted(found.origins, key=lambda o: o.rank) == sorted(firsts.values(), key=lambda o: o.rank)
+
+
+def test_random_nodes_walked_part_by_part_give_the_whole_walks_answer() -> None:
+    """Random ranks of nodes (tensors that recur across parts, errors around rtol, backward nodes of
+    earlier forwards, parameters_grad nodes without inputs, all_reduces linking the ranks), cut into
+    random parts: the same answer as the whole nodes'."""
+    import random
+    from dataclasses import replace
+
+    from msprobe_dask.analysis.divergence import analyse_nodes
+    from msprobe_dask.analysis.flow import Comm, Node, TensorError
+    from msprobe_dask.summary.divergence import analyse_rank_nodes, node_part, rank_of_parts
+
+    rng = random.Random(3)
+    tol = Tolerance()
+    pool = [(float(i), -float(i)) for i in range(25)]
+    errors = (0.0,) * 12 + (0.05, 0.09) * 3 + (0.2, 1.0)  # few over rtol: the walks go far
+
+    def tensors(role: str, n: int) -> tuple[TensorError, ...]:
+        return tuple(
+            TensorError(f"t{rng.random()}", role, rng.choice(errors), rng.choice(pool)) for _ in range(n)
+        )
+
+    def rank_nodes(rank: int, count: int, reduces: set[int]) -> list[Node]:
+        nodes: list[Node] = []
+        for i in range(count):
+            kind = rng.random()
+            if i in reduces:
+                name, comm = f"Distributed.all_reduce.{i}.forward", Comm("all_reduce", None)
+            elif kind < 0.5 or not nodes:
+                name, comm = f"Functional.f.{i}.forward", None
+            elif kind < 0.85:
+                name, comm = rng.choice([n.name for n in nodes]).replace(".forward", ".backward"), None
+            else:
+                name, comm = f"Module.m.{i}.parameters_grad", None
+            inputs = () if "parameters_grad" in name else tensors("input", rng.randint(0, 3))
+            nodes.append(Node(rank, i, name, inputs, tensors("output", rng.randint(0, 2)), [f"s{i}"], comm))
+        return nodes
+
+    for trial in range(80):
+        world, count = rng.randint(1, 3), rng.randint(1, 60)
+        reduces = set(rng.sample(range(count), rng.randint(0, min(3, count))))
+        whole = {rank: rank_nodes(rank, count, reduces) for rank in range(world)}
+        ranks = []
+        for rank, nodes in whole.items():
+            cuts = sorted({0, count, *(rng.randrange(count + 1) for _ in range(rng.randint(0, 6)))})
+            parts = [
+                node_part([replace(n, index=n.index - lo) for n in nodes[lo:hi]], tol)
+                for lo, hi in zip(cuts, cuts[1:])
+            ]
+            ranks.append((f"rank{rank}", rank_of_parts(parts)))
+        found, expected = analyse_rank_nodes(ranks, tol), analyse_nodes({"": whole}, tol)
+        assert found is not None
+        assert repr((found.origin, found.firsts, found.path, found.nodes)) == repr(
+            (expected.origin, expected.firsts, expected.path, expected.nodes)
+        ), trial
