@@ -6,7 +6,7 @@ Python's json accepts the ``NaN``/``Infinity`` tokens that the dumper writes; fa
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,13 +138,17 @@ def load_stack(path: Path) -> dict[str, Any]:
         raise DumpError(path, "must be a JSON object")
     if not doc.get("0"):
         return doc
-    stacks: dict[str, Any] = {}
-    for group in doc.values():
+    return dict(group_stacks(doc.values()))
+
+
+def group_stacks(groups: Iterable[Any]) -> Iterator[tuple[str, Any]]:
+    """(name, lines) of each name of stack.json's new-format groups, in order (a later group's lines
+    win): a group of another shape, or a name that is not a text, is skipped."""
+    for group in groups:
         if isinstance(group, list) and len(group) == 2 and isinstance(group[0], list):
             for name in group[0]:
                 if isinstance(name, str):
-                    stacks[name] = group[1]
-    return stacks
+                    yield name, group[1]
 
 
 def load_construct(path: Path) -> tuple[dict[str, str | None], dict[str, int], int | None]:

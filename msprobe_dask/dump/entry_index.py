@@ -13,15 +13,17 @@ None: the caller parses it whole, as before.
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import re
 from array import array
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from msprobe_dask.dump.confine import check_dump_file
+from msprobe_dask.dump.dumpjson import group_stacks
 from msprobe_dask.dump.entries import (
     FIRST_KEY,
     NAME,
@@ -32,6 +34,7 @@ from msprobe_dask.dump.entries import (
     scan_entries,
 )
 from msprobe_dask.dump.fastjson import loads
+from msprobe_dask.errors import DumpError
 
 BLOCK_BYTES = 16 << 20
 """dump.json bytes read and scanned at once (a block ends at an entry's end)."""
@@ -113,6 +116,66 @@ def _index(f: BinaryIO, size: int) -> tuple[dict[str, Any], EntryIndex, bool] | 
     if header is None:
         return None
     return header, index, md5 or b'"md5"' in text
+
+
+STACK_CHUNK = 50_000
+"""stack.json entries parsed at once by ``read_stack``."""
+
+
+def read_stack(path: Path, wanted: Collection[str]) -> dict[str, Any] | None:
+    """``dumpjson.load_stack``'s map for the ``wanted`` names, stack.json read block by block and its
+    entries parsed a chunk at a time, each distinct stack kept once (a stack.json of 1M groups parsed
+    whole took 1.1 GB); None if the file is not laid out for it, or does not parse (the caller parses it
+    whole, for its errors too)."""
+    index = _index_object(path)
+    if index is None:
+        return None
+    try:
+        first = _value(path, index, "0")
+        stacks: dict[str, Any] = {}
+        shared: dict[bytes, Any] = {}
+        for lo in range(0, len(index), STACK_CHUNK):
+            entries = read_entries(path, index.cut(lo, lo + STACK_CHUNK))
+            for name, lines in group_stacks(v for _, v in entries) if first else entries:
+                if name in wanted:
+                    stacks[name] = shared.setdefault(marshal.dumps(lines), lines)
+    except DumpError:
+        return None
+    return stacks
+
+
+def _value(path: Path, index: EntryIndex, name: str) -> Any:
+    """The value of entry ``name`` (None if there is none)."""
+    for lo in range(0, len(index), STACK_CHUNK):
+        names = read_names(path, index.cut(lo, lo + STACK_CHUNK))
+        if name in names:
+            at = lo + names.index(name)
+            return read_entries(path, index.cut(at, at + 1))[0][1]
+    return None
+
+
+def _index_object(path: Path) -> EntryIndex | None:
+    """The top-level entries of an indented JSON object (stack.json), as ``index_dump`` indexes data's."""
+    check_dump_file(path)
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            m = FIRST_KEY.match(f.read(min(size, _EDGE_BYTES)))
+            stop = _last(f, size, b"\n}", 1)
+            if m is None or stop < 0:
+                return None
+            f.seek(stop + 2)
+            if f.read().strip(b" \t\r\n"):
+                return None
+            unit = len(m.group(1))
+            index = empty_index()
+            hashes: set[int] = set()
+            for block in _blocks(f, 1, stop, b",\n" + b" " * unit + b'"'):
+                if not is_utf8(block[1]) or not _add_block(index, hashes, *block, unit):
+                    return None
+            return index
+    except OSError:
+        return None
 
 
 def _last(f: BinaryIO, size: int, token: bytes, after: int) -> int:

@@ -11,7 +11,7 @@ from itertools import chain
 
 from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.dump.dumpjson import load_stack
-from msprobe_dask.dump.entry_index import EntryIndex, read_names
+from msprobe_dask.dump.entry_index import EntryIndex, read_names, read_stack
 from msprobe_dask.dump.rows import LeafRow
 from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.pipeline.part_forms import CsvForm, Sections
@@ -35,11 +35,12 @@ def split_stacks(scan: SideScan, *parts: EntryIndex) -> tuple[bytes | None, ...]
     path = scan.source.stack_json
     if not path.is_file():
         return (None,) * len(parts)
-    stacks = load_stack(path)
     if scan.whole:
-        return (marshal.dumps(stacks), *(marshal.dumps({}) for _ in parts[1:]))
-    path = scan.source.dump_json
-    return tuple(marshal.dumps({e: stacks[e] for e in read_names(path, p) if e in stacks}) for p in parts)
+        return (marshal.dumps(load_stack(path)), *(marshal.dumps({}) for _ in parts[1:]))
+    names = [read_names(scan.source.dump_json, part) for part in parts]
+    stacks = read_stack(path, set(chain.from_iterable(names)))
+    stacks = load_stack(path) if stacks is None else stacks
+    return tuple(marshal.dumps({e: stacks[e] for e in own if e in stacks}) for own in names)
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,3 +118,46 @@ def test_graph_visualize_keeps_a_string_as_the_stack(tmp_path: Path) -> None:
     folder, edited = dump_with_stack(tmp_path, "string")
     graph = build_graph(GraphSource(str(folder / "target")))
     assert edited and all(graph.nodes[name].stack == STRING_LINES for name in edited)
+
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {
+            "0": [["a", "b"], LINES],
+            "1": [["c"], LINES, "third"],
+            "2": "x",
+            "3": [["d", 7], ["o"]],
+            "4": ["f", []],
+        },
+        {"x": LINES, "y": "text", "z": {}},
+        {"0": [], "1": [["a"], LINES]},
+        {"1": [["a"], ["one"]], "0": [["b", "a"], LINES], "2": [["a"], LINES]},  # "0" not first; a again
+        {"0": [["a"], LINES], "1": [["a"], ["later"]]},
+    ],
+    ids=["malformed", "old", "empty_first", "zero_later", "later_wins"],
+)
+def test_stack_json_read_block_by_block_is_load_stacks(
+    doc: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chunked read of stack.json (``entry_index.read_stack``, as split_stacks reads it for a rank's
+    parts) gives load_stack's map of the wanted names, however its blocks and chunks fall; a file not
+    laid out for it, or not valid, is left to load_stack."""
+    from msprobe_dask.dump import entry_index
+
+    monkeypatch.setattr(entry_index, "BLOCK_BYTES", 5)
+    monkeypatch.setattr(entry_index, "STACK_CHUNK", 2)
+    files = [tmp_path / "indented.json", tmp_path / "two.json", *DATA.glob("*/target/stack.json")]
+    files[0].write_text(json.dumps(doc, indent=1))
+    files[1].write_text(json.dumps(doc, indent=2))
+    for path in files:
+        whole = load_stack(path)
+        wanted = set(list(whole)[::2]) | {"absent"}
+        assert entry_index.read_stack(path, wanted) == {n: v for n, v in whole.items() if n in wanted}, path
+    write(tmp_path, doc)  # compact: not laid out for blocks
+    assert entry_index.read_stack(tmp_path / "stack.json", {"a"}) is None
+    files[0].write_text(json.dumps(doc, indent=1).replace("[", "[[", 1))  # does not parse
+    assert entry_index.read_stack(files[0], {"a"}) is None
