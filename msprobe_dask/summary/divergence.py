@@ -67,8 +67,11 @@ class NodePart:
     Index counted from the part's start."""
 
     count: int
-    comms: tuple[Node, ...]
+    packed_comms: bytes  # (packed too: the parts wait in this process and go to the rank's last task)
     packed: bytes
+
+    def comms(self) -> list[Node]:
+        return pickle.loads(zlib.decompress(self.packed_comms))  # type: ignore[no-any-return]
 
     def nodes(self) -> list[Node]:
         return pickle.loads(zlib.decompress(self.packed))  # type: ignore[no-any-return]
@@ -77,8 +80,12 @@ class NodePart:
 def node_part(nodes: Sequence[Node], tol: Tolerance) -> NodePart:
     """A table part's NodePart from its nodes (``rank_table_nodes`` of the part's table)."""
     light = [node if node.comm or _may_diverge(node, tol) else _without_texts(node) for node in nodes]
-    comms = tuple(node for node in nodes if node.comm is not None)
-    return NodePart(len(nodes), comms, zlib.compress(pickle.dumps(light, pickle.HIGHEST_PROTOCOL), 1))
+    comms = [node for node in nodes if node.comm is not None]
+    return NodePart(len(nodes), _packed(comms), _packed(light))
+
+
+def _packed(nodes: list[Node]) -> bytes:
+    return zlib.compress(pickle.dumps(nodes, pickle.HIGHEST_PROTOCOL), 1)
 
 
 def _may_diverge(node: Node, tol: Tolerance) -> bool:
@@ -97,7 +104,7 @@ def rank_of_parts(parts: Sequence[NodePart]) -> RankNodes:
     walk reaches it."""
     starts = list(accumulate((part.count for part in parts), initial=0))
     comms = [
-        replace(node, index=start + node.index) for part, start in zip(parts, starts) for node in part.comms
+        replace(node, index=start + node.index) for part, start in zip(parts, starts) for node in part.comms()
     ]
 
     def read() -> Iterator[Node]:
