@@ -18,6 +18,7 @@ as it is made (VisdbWriter.suspend / resume): the rowids, and so the file's rows
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
@@ -158,28 +159,32 @@ class VisdbWriter:
         return self
 
     def resume(self) -> VisdbWriter:
-        """Open the suspended file again to add rows (in this task, in any process that sees it)."""
+        """A writer on the suspended file, open again to add rows (in this task, in any process that sees
+        it). This one stays suspended: it is the result of the task before, which dask may still send to
+        another task meanwhile (a writer is pickled only when suspended; resuming it in place made such
+        a send fail, and the worker that asked for it waited for ever)."""
         check_running()
+        writer = copy.deepcopy(self)
         try:
-            self._db = open_db(str(self._tmp))
+            writer._db = open_db(str(writer._tmp))
         except ERRORS as exc:
-            self._remove()
-            raise OutputError(self.path, f"cannot write the vis.db: {exc}") from None
+            writer._remove()
+            raise OutputError(writer.path, f"cannot write the vis.db: {exc}") from None
         try:
-            begun = os.stat(self._tmp).st_size > 0
+            begun = os.stat(writer._tmp).st_size > 0
         except OSError:
             begun = False
         if not begun:  # removed (a failed or stopped run), and SQLite has just made a new empty file
-            self.abort()
+            writer.abort()
             raise OutputError(
-                self.path,
+                writer.path,
                 "cannot write the vis.db: its temporary file is gone (the run failed, or the dask workers "
                 "do not share the output folder)",
             )
-        with _failing(self):
+        with _failing(writer):
             for sql in (*_SESSION, "BEGIN"):
-                self._db.execute(sql)
-        return self
+                writer._db.execute(sql)
+        return writer
 
     def place(self, graph_id: str, count: int, table: str = NODES) -> None:
         """Give the graph the next ``count`` rowids of ``table`` (graphs are placed in write order)."""

@@ -209,3 +209,15 @@ def test_one_replica_per_local_worker_process_and_one_on_a_cluster() -> None:
     assert api._replicas(None, RunOptions(workers=3)) == 3
     assert api._replicas(None, RunOptions(address="tcp://127.0.0.1:8786")) == 1
     assert api._replicas(object(), None) == 1
+
+
+def test_a_resumed_writer_leaves_the_result_it_came_from_sendable(tmp_path: Path) -> None:
+    """An insert task resumes the writer of the task before, whose result dask may still send to
+    another worker while this task writes (a step's finish runs where it likes): that result stays
+    suspended and pickles; resumed in place, it failed to pickle and the worker waiting for it hung."""
+    import pickle
+
+    writer = VisdbWriter(tmp_path / "build_1.vis.db").suspend()
+    resumed = writer.resume()
+    assert pickle.loads(pickle.dumps(api.Written(writer))).writer.temporary == writer.temporary
+    resumed.suspend()
