@@ -7,13 +7,11 @@ or the string ``None``; dtype and shape already rendered as the reference prints
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PARAMETERS_GRAD, PROCESS_GROUP
 
 NA = "N/A"
-_STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 _PEER_SUFFIXES = ("src", "dst", "group_src", "group_dst")
 _MAX_DEPTH = 400
 
@@ -78,7 +76,10 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
     grad = NA if requires_grad is None else str(requires_grad)
     data_name = leaf.get("data_name") or NO_DATA_NAME
     if "dtype" in leaf:
-        stats = tuple(_tensor_stat(leaf.get(k)) for k in _STAT_KEYS)
+        get = leaf.get
+        stats = (get("Max"), get("Min"), get("Mean"), get("Norm"))
+        if {v.__class__ for v in stats} != {float}:  # four floats (the usual case) stay as they are
+            stats = tuple(_tensor_stat(v) for v in stats)
         md5 = leaf.get("md5", "00000000" if "value" not in leaf else _crc(leaf["value"]))
         shape = leaf.get("shape")
         return LeafRow(
@@ -114,28 +115,27 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
 
 
 def _walk(
-    node: Any, path: str, entry: str, state: str, index_lists: bool, depth: int = 0
-) -> Iterator[LeafRow]:
+    node: Any, path: str, entry: str, state: str, index_lists: bool, out: list[LeafRow], depth: int = 0
+) -> None:
+    """Append to ``out`` the rows of ``node``'s leaves, in the dump's order."""
     if depth > _MAX_DEPTH:
         raise RecursionError(f"{entry}: nesting deeper than {_MAX_DEPTH}")
     if node is None:
-        yield _leaf_row(path, entry, state, None)
+        out.append(_leaf_row(path, entry, state, None))
     elif isinstance(node, dict):
         if node.get("class_type") == P2P_CLASS and isinstance(node.get("tensor"), dict):
             row = _leaf_row(path, entry, state, node["tensor"])
-            yield row._replace(p2p_op=str(node.get("op", NA)), p2p_peer=str(node.get("peer", NA)))
-            return
-        if isinstance(node.get("type"), str):
+            out.append(row._replace(p2p_op=str(node.get("op", NA)), p2p_peer=str(node.get("peer", NA))))
+        elif node.get("type").__class__ is str:
             data_name = node.get("data_name")
             name = data_name.rsplit(".", 1)[0] if isinstance(data_name, str) and data_name else path
-            yield _leaf_row(name, entry, state, node)
-            return
-        for key, value in node.items():
-            yield from _walk(value, f"{path}.{key}", entry, state, index_lists, depth + 1)
+            out.append(_leaf_row(name, entry, state, node))
+        else:
+            for key, value in node.items():
+                _walk(value, f"{path}.{key}", entry, state, index_lists, out, depth + 1)
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            sub = f"{path}.{i}" if index_lists else path
-            yield from _walk(value, sub, entry, state, index_lists, depth + 1)
+            _walk(value, f"{path}.{i}" if index_lists else path, entry, state, index_lists, out, depth + 1)
 
 
 _INPUT_KEYS = ("input_args", "input_kwargs", "input")
@@ -143,18 +143,20 @@ _INPUT_KEYS = ("input_args", "input_kwargs", "input")
 
 def entry_rows(entry: str, body: Any, debug: bool = False) -> list[LeafRow]:
     """All rows of one dump entry, inputs first, then parameters, outputs and parameter gradients."""
-    if debug:
-        return list(_walk(body, entry, entry, "debug", True))
-    if not isinstance(body, dict):
-        return []
-    if PARAMETERS_GRAD in entry and PARAMETERS_GRAD in entry.split(".")[-2:]:
-        return list(_walk(body, entry, entry, PARAMETERS_GRAD, False))
     rows: list[LeafRow] = []
+    if debug:
+        _walk(body, entry, entry, "debug", True, rows)
+        return rows
+    if not isinstance(body, dict):
+        return rows
+    if PARAMETERS_GRAD in entry and PARAMETERS_GRAD in entry.split(".")[-2:]:
+        _walk(body, entry, entry, PARAMETERS_GRAD, False, rows)
+        return rows
     for key in _INPUT_KEYS:
         if key in body:
-            rows.extend(_walk(body[key], f"{entry}.input", entry, "input", True))
+            _walk(body[key], f"{entry}.input", entry, "input", True, rows)
     if "parameters" in body:
-        rows.extend(_walk(body["parameters"], f"{entry}.parameters", entry, "parameters", True))
+        _walk(body["parameters"], f"{entry}.parameters", entry, "parameters", True, rows)
     if "output" in body:
-        rows.extend(_walk(body["output"], f"{entry}.output", entry, "output", True))
+        _walk(body["output"], f"{entry}.output", entry, "output", True, rows)
     return rows

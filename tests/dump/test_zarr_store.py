@@ -132,8 +132,14 @@ def memory_stores(stores: Path) -> Iterator[str]:
 
 
 @pytest.mark.parametrize("name", ["compare_csv", "compare_xlsx", "vis"])
-def test_memory_url(name: str, memory_stores: str, stores: Path, tmp_path: Path) -> None:
-    """A store named by a memory:// URL: the local store's outputs, its tensors read from the URL."""
+def test_memory_url(
+    name: str, memory_stores: str, stores: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store named by a memory:// URL: the local store's outputs, its tensors read from the URL; the
+    json mirror's temporary folder removed after the run."""
+    temporary = tmp_path / "tmp"  # this test's own: other runs on the machine make theirs in /tmp
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
     (argv,) = [a for c, n, a in _commands() if c == "tensor_mix" and n == name]
     ours = _run(argv, stores, tmp_path / "local")
     at_urls = [
@@ -154,7 +160,7 @@ def test_memory_url(name: str, memory_stores: str, stores: Path, tmp_path: Path)
 
         normalize = {("tb_nodes", "dump_data_dir"): last_folder}
         assert diff_visdb(str(from_url), str(ours), normalize=normalize) == []
-    assert not [p for p in Path(tempfile.gettempdir()).glob("msprobe-dask-store-*")]
+    assert not list(temporary.iterdir())
 
 
 def _many_tensor_dump(folder: Path) -> Path:
