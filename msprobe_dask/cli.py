@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None, exiting: bool = False) -> int:
     previous = _handlers() if _in_main_thread() else None
     unraisable_hook, children = sys.unraisablehook, direct_children()
     begin_run()
+    _Received.signum = None
+    sys.unraisablehook = _quiet_stops(unraisable_hook)
     if previous is not None:
         signal.signal(signal.SIGTERM, _raise_stopped)
         signal.signal(signal.SIGINT, _raise_stopped)
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None, exiting: bool = False) -> int:
         with local_dumps(args):
             return int(args.run(args) or 0)
     except (KeyboardInterrupt, Terminated, Exception) as exc:
-        signum = _stopped_by(exc)
+        signum = _stopped_by(exc) or _Received.signum
         if signum is not None:
             return _fail(debug, 128 + signum, f"stopped by {signal.Signals(signum).name}", children)
         if isinstance(exc, UserError):
@@ -121,9 +123,30 @@ def _stopped_by(exc: BaseException) -> int | None:
     return None
 
 
+class _Received:
+    """The stopping signal this run received, if any: the run ends as stopped by it whatever exception
+    reaches ``main``. The handler's own exception can be lost: raised inside an ``os.register_at_fork``
+    hook (a signal held across a worker's fork is taken as the hook unblocks it), Python passes it to
+    ``sys.unraisablehook`` and the run goes on, to fail on the workers the signal stopped too."""
+
+    signum: int | None = None
+
+
+def _quiet_stops(hook: Any) -> Any:
+    """``hook``, but for the stopping signals' exceptions, which only say the run is being stopped (see
+    ``_Received``): not printed as "Exception ignored" with a traceback."""
+
+    def unraisable(found: Any) -> None:
+        if _stopped_by(found.exc_value) is None:
+            hook(found)
+
+    return unraisable
+
+
 def _raise_stopped(signum: int, frame: object) -> None:
     """SIGINT / SIGTERM: from this moment no task thread begins or publishes a result (the scheduler
     may wait for its running tasks before the exception reaches ``main``), then unwind."""
+    _Received.signum = signum
     stop_writing()
     if signum == signal.SIGINT:
         raise KeyboardInterrupt

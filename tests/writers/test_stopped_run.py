@@ -69,3 +69,37 @@ def test_the_signal_handler_stops_writing_at_once(tmp_path: Path) -> None:
     with pytest.raises(RunStopped), atomic.atomic_path(tmp_path / "result.csv") as tmp:
         tmp.write_text("a\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_signal_whose_exception_was_lost_still_ends_the_run_as_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGTERM's exception raised where Python only reports it to sys.unraisablehook (as in an at-fork
+    hook), then the run failing on its workers the signal stopped too: the run ends as stopped by
+    SIGTERM (exit 143, one line, no "Exception ignored" traceback), not as the failure that followed
+    (exit 2, "a local worker process died")."""
+    import os
+    import signal
+    import sys
+
+    from msprobe_dask import cli
+    from msprobe_dask.errors import ClusterError
+    from msprobe_dask.pipeline import compare_cli
+
+    class LosesTheSignal:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # the handler runs here, its exception raised in __del__
+                pass
+
+    def run(args: object) -> int:
+        LosesTheSignal()  # freed at once
+        raise ClusterError(None, "a local worker process died (out of memory?); nothing was written")
+
+    monkeypatch.setattr(compare_cli, "run", run)
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # Python's, not pytest's
+    dump = tmp_path / "dump.json"
+    dump.write_text("{}")
+    assert cli.main(["compare", "-tp", str(dump), "-gp", str(dump), "-o", str(tmp_path / "out")]) == 143
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "stopped by SIGTERM" in lines[0], lines
