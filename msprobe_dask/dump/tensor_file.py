@@ -252,7 +252,9 @@ def read_bytes(handle: TensorHandle, buffer: np.ndarray) -> np.ndarray | None:
 
 
 def _mapped(handle: TensorHandle) -> np.ndarray:
-    """The bytes of a tensor that is one run in its file, memory-mapped (read-only), pages populated."""
+    """The bytes of a tensor that is one run in its file, memory-mapped (read-only), pages populated: a
+    view of the file in the task that reads it, as numpy's ``np.load(mmap_mode="r")`` gives (the mapping
+    never leaves the task: only the metrics do; no memory shared between processes)."""
     end = handle.offset + handle.nbytes
     try:
         with open(handle.path, "rb") as f:

@@ -2,7 +2,8 @@
  * format) and a SQLite connection that binds packed rows without the GIL.
  *
  * Python's sqlite3 binds each value through the interpreter (about 5 us per 22-column row) and holds
- * the GIL while doing so; here a writer thread inserts rows while the jobs that make them go on.
+ * the GIL while doing so; here the write chain's insert task binds them without it, so that the Dask
+ * task threads making the next chunks' rows in this process go on meanwhile (no thread of its own).
  *
  * Over 400 lines: the packer and the inserter are the two ends of one byte format, kept in one file so
  * that its writing and its reading change together. */
