@@ -33,7 +33,7 @@ from msprobe_dask.dump.entries import (
     read_whole_dump_doc,
     scan_entries,
 )
-from msprobe_dask.dump.fastjson import loads
+from msprobe_dask.dump.fastjson import has_long_integer, loads
 from msprobe_dask.errors import DumpError
 
 BLOCK_BYTES = 16 << 20
@@ -247,10 +247,11 @@ def read_entries(path: Path, index: EntryIndex) -> list[tuple[str, Any]]:
     lo, text, names = _read(path, index, index.ends)
     entries = []
     whole: dict[str, Any] | None = None
+    short = not has_long_integer(text)  # (looked for once in the part's text, not in each entry's)
     for name, start, end, one_line in zip(names, index.starts, index.ends, index.one_line):
         span = text[start - lo : end - lo]
         try:
-            entries.append((name, json.loads(span.decode("utf-8")) if one_line else loads(span)))
+            entries.append((name, json.loads(span.decode("utf-8")) if one_line else loads(span, short)))
         except ValueError:  # raises the file's own DumpError, or (the scan misread it) gives the entry
             whole = whole if whole is not None else read_whole_dump_doc(path)[1]
             entries.append((name, whole[name]))

@@ -36,10 +36,11 @@ def has_long_integer(text: bytes) -> bool:
     return False
 
 
-def loads(text: bytes) -> Any:
+def loads(text: bytes, short_integers: bool = False) -> Any:
     """``json.loads`` of UTF-8 ``text``; a ValueError (JSONDecodeError, UnicodeDecodeError) if json
-    refuses it, a JsonLimitError if the text is past a bound of json_limits)."""
-    if not has_long_integer(text):
+    refuses it, a JsonLimitError if the text is past a bound of json_limits). ``short_integers``: the
+    caller found no long integer (``has_long_integer``) in a text that holds this one."""
+    if short_integers or not has_long_integer(text):
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:
