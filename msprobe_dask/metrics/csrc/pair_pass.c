@@ -44,7 +44,7 @@ during the loop.
 #define MAX_RUNS 64
 
 enum { F16 = 0, BF16 = 1, F32 = 2, F64 = 3 };
-enum { DOTS = 4, LANES = 32 };
+enum { DOTS = 4, LANES = 32, STAGED = 512 }; /* STAGED: elements widened at a time (a multiple of LANES) */
 enum { HASWELL = 0, SKYLAKEX = 1 }; /* the dots' orders: OpenBLAS's ddot kernels for these CPUs */
 static const Py_ssize_t ITEMSIZE[] = {2, 2, 4, 8};
 
@@ -95,11 +95,11 @@ static double lanes_sum(const double *a, int order) {
 #include <immintrin.h>
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
-#define F16C_LOADS 1
+#define AVX2_LOOPS 1
 #define NAMED(name) CAT2(name, _avx2)
 #include "pair_pass_loops.h"
 #undef NAMED
-#undef F16C_LOADS
+#undef AVX2_LOOPS
 #pragma GCC pop_options
 #endif
 

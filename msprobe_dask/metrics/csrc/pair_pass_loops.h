@@ -1,8 +1,12 @@
 /* The loops of pair_pass.c, included once per instruction set: every name goes through NAMED (the
-   including file defines it to add a suffix; F16C_LOADS where the set converts float16 in hardware) and
-   Result, State, the kinds, the orders, DOTS, LANES and lanes_sum come from there. */
+   including file defines it to add a suffix; AVX2_LOOPS where the set has AVX2, FMA and F16C: the loops
+   then take their vectors by intrinsics) and Result, State, the kinds, the orders, DOTS, LANES, STAGED
+   and lanes_sum come from there. */
 
-#undef BLOCK
+#undef DOTS_LOOP
+#undef STATS
+#undef SPAN_STATS_f
+#undef SPAN_STATS_d
 #undef RUN
 #undef PASS
 #undef PASSES
@@ -42,7 +46,7 @@ static inline void NAMED(stage)(const void *p, int kind, Py_ssize_t first, int c
     switch (kind) {
     case F16: {
         const uint16_t *h = (const uint16_t *)p + first;
-#ifdef F16C_LOADS
+#ifdef AVX2_LOOPS
         for (; j + 8 <= count; j += 8) {
             __m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + j)));
             _mm256_storeu_pd(out + j, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
@@ -67,36 +71,97 @@ static inline void NAMED(stage)(const void *p, int kind, Py_ssize_t first, int c
     }
 }
 
-/* One block of staged elements: the maxima and counts into `s`, and each element's four products added
-   into its own lane `a[dot][j]` of the dot products n.b, n.n, b.b, d.d: with one rounding (fma) if
-   `fused`, else rounded once as a product and once as a sum.
+/* The four products of each of `count` staged elements (a multiple of L) added into lane i mod L of the
+   dot products n.b, n.n, b.b, d.d (`acc[dot][lane]`), each with one rounding (fma). With AVX2 one dot
+   at a time over the block, so that its lanes stay in registers (8 of 16 for 32 lanes), and the largest
+   |d| taken on the way (into `s`, on its bits as STATS takes it, in 4 chains so that their latency does
+   not hold the loop; STATS then leaves it out); without AVX2 element by element. */
+#ifdef AVX2_LOOPS
+#define DOTS_LOOP(L)                                                                                    \
+    static inline void NAMED(dots##L)(const double *restrict x, const double *restrict y, int count,    \
+                                      double acc[DOTS][L], State *restrict s) {                         \
+        const __m256i sign = _mm256_set1_epi64x(INT64_MAX);                                            \
+        __m256i top[4];                                                                                 \
+        for (int c = 0; c < 4; c++) top[c] = _mm256_set1_epi64x((int64_t)s->max_abs);                  \
+        for (int k = 0; k < DOTS; k++) {                                                                \
+            __m256d a[L / 4];                                                                           \
+            for (int l = 0; l < L / 4; l++) a[l] = _mm256_loadu_pd(acc[k] + 4 * l);                    \
+            for (int q = 0; q < count; q += L) {                                                        \
+                for (int l = 0; l < L / 4; l++) {                                                       \
+                    __m256d xv = _mm256_loadu_pd(x + q + 4 * l), yv = _mm256_loadu_pd(y + q + 4 * l);   \
+                    if (k == 1) yv = xv;                                                                \
+                    if (k == 2) xv = yv;                                                                \
+                    if (k == 3) {                                                                       \
+                        xv = yv = _mm256_sub_pd(xv, yv);                                                \
+                        __m256i ad = _mm256_and_si256(_mm256_castpd_si256(xv), sign);                   \
+                        __m256i *t = &top[l % 4];                                                       \
+                        *t = _mm256_blendv_epi8(*t, ad, _mm256_cmpgt_epi64(ad, *t));                   \
+                    }                                                                                   \
+                    a[l] = _mm256_fmadd_pd(xv, yv, a[l]);                                               \
+                }                                                                                       \
+            }                                                                                           \
+            for (int l = 0; l < L / 4; l++) _mm256_storeu_pd(acc[k] + 4 * l, a[l]);                    \
+        }                                                                                               \
+        int64_t lanes[16];                                                                              \
+        for (int c = 0; c < 4; c++) _mm256_storeu_si256((__m256i *)(lanes + 4 * c), top[c]);          \
+        for (int c = 0; c < 16; c++)                                                                    \
+            s->max_abs = (uint64_t)lanes[c] > s->max_abs ? (uint64_t)lanes[c] : s->max_abs;             \
+    }
+#else
+#define DOTS_LOOP(L)                                                                                    \
+    static inline void NAMED(dots##L)(const double *restrict x, const double *restrict y, int count,    \
+                                      double acc[DOTS][L], State *restrict s) {                         \
+        (void)s;                                                                                        \
+        for (int q = 0; q < count; q += L) {                                                            \
+            for (int l = 0; l < L; l++) {                                                               \
+                double xv = x[q + l], yv = y[q + l], d = xv - yv;                                       \
+                acc[0][l] = fma(xv, yv, acc[0][l]);                                                     \
+                acc[1][l] = fma(xv, xv, acc[1][l]);                                                     \
+                acc[2][l] = fma(yv, yv, acc[2][l]);                                                     \
+                acc[3][l] = fma(d, d, acc[3][l]);                                                       \
+            }                                                                                           \
+        }                                                                                               \
+    }
+#endif
+
+DOTS_LOOP(16)
+DOTS_LOOP(32)
+
+/* One product of each dot added to `dots` (a run's last size mod 16 elements, one by one): with one
+   rounding (fma) if `fused`, else rounded once as a product and once as a sum. */
+static inline void NAMED(dots1)(double x, double y, int fused, double dots[DOTS]) {
+    double d = x - y;
+    if (fused) {
+        dots[0] = fma(x, y, dots[0]);
+        dots[1] = fma(x, x, dots[1]);
+        dots[2] = fma(y, y, dots[2]);
+        dots[3] = fma(d, d, dots[3]);
+    } else {
+        dots[0] += x * y;
+        dots[1] += x * x;
+        dots[2] += y * y;
+        dots[3] += d * d;
+    }
+}
+
+/* The maxima and counts of `count` staged elements (at most STAGED) into `s` (the largest |d| only if
+   `with_abs`: AVX2's dots take it).
    The maxima of the absolute values are taken on their bits, which order non-negative floats as their
    values (and put a NaN above all: only NaN/Inf inputs make one, and Python then falls back). Where
    bench is not 0 a 0 is added in place of eps, which changes only a -0 in n into +0, and n - b is then
-   -b either way (no branches, so that the loop vectorises). */
-#define BLOCK(S, REAL, UINT)                                                                             \
-    static inline void NAMED(block##S)(const double *restrict x, const double *restrict y, int count,   \
-                                       double *restrict a0, double *restrict a1, double *restrict a2,   \
-                                       double *restrict a3, int fused, State *restrict s, REAL e,        \
-                                       REAL l1, REAL l5) {                                               \
+   -b either way (no branches, so that the loop vectorises). The counts of one block fit in 32 bits. */
+#define STATS(S, REAL, UINT)                                                                            \
+    static inline void NAMED(stats##S)(const double *restrict x, const double *restrict y, int count,   \
+                                       int with_abs, State *restrict s, REAL e, REAL l1, REAL l5) {      \
         uint64_t max_abs = s->max_abs;                                                                  \
         UINT max_rel = (UINT)s->max_rel;                                                                \
-        int64_t under1 = 0, under5 = 0;                                                                 \
-        for (int j = 0; j < count; j++) {                                                               \
-            double d = x[j] - y[j];                                                                     \
-            if (fused) {                                                                                \
-                a0[j] = fma(x[j], y[j], a0[j]);                                                         \
-                a1[j] = fma(x[j], x[j], a1[j]);                                                         \
-                a2[j] = fma(y[j], y[j], a2[j]);                                                         \
-                a3[j] = fma(d, d, a3[j]);                                                               \
-            } else {                                                                                    \
-                a0[j] += x[j] * y[j];                                                                   \
-                a1[j] += x[j] * x[j];                                                                   \
-                a2[j] += y[j] * y[j];                                                                   \
-                a3[j] += d * d;                                                                         \
+        int32_t under1 = 0, under5 = 0;                                                                 \
+        if (with_abs)                                                                                   \
+            for (int j = 0; j < count; j++) {                                                           \
+                uint64_t ad = NAMED(double_bits)(fabs(x[j] - y[j]));                                    \
+                max_abs = ad > max_abs ? ad : max_abs;                                                  \
             }                                                                                           \
-            uint64_t ad = NAMED(double_bits)(fabs(d));                                                  \
-            max_abs = ad > max_abs ? ad : max_abs;                                                      \
+        for (int j = 0; j < count; j++) {                                                               \
             REAL xr = (REAL)x[j];                                                                       \
             REAL yr = (REAL)y[j];                                                                       \
             REAL z = yr == 0 ? e : 0;                                                                   \
@@ -114,38 +179,103 @@ static inline void NAMED(stage)(const void *p, int kind, Py_ssize_t first, int c
         s->under5 += under5;                                                                            \
     }
 
-BLOCK(_f, float, uint32_t)
-BLOCK(_d, double, uint64_t)
+STATS(_f, float, uint32_t)
+STATS(_d, double, uint64_t)
+
+#ifdef AVX2_LOOPS
+/* 8 elements of a float16, bfloat16 or float32 tensor from element `at`, as float32 (exactly). */
+static inline __m256 NAMED(load8)(const void *p, int kind, Py_ssize_t at) {
+    if (kind == F32) return _mm256_loadu_ps((const float *)p + at);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + at));
+    if (kind == F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* STATS's relative error, its maximum and counts for float32 relative errors, 8 lanes at a time straight
+   from the tensors (no float64 staging): `count` (a multiple of 8) elements from `first`, the same
+   float32 arithmetic element by element. */
+static inline void NAMED(stats8)(const void *n, int nk, const void *b, int bk, Py_ssize_t first, int count,
+                                 State *restrict s, float e, float l1, float l5) {
+    const __m256 zero = _mm256_setzero_ps(), ev = _mm256_set1_ps(e), v1 = _mm256_set1_ps(l1);
+    const __m256 v5 = _mm256_set1_ps(l5), magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MAX));
+    __m256i top = _mm256_set1_epi32((int32_t)(uint32_t)s->max_rel);
+    __m256i c1 = _mm256_setzero_si256(), c5 = _mm256_setzero_si256();
+    for (int j = 0; j < count; j += 8) {
+        __m256 xr = NAMED(load8)(n, nk, first + j), yr = NAMED(load8)(b, bk, first + j);
+        __m256 z = _mm256_and_ps(_mm256_cmp_ps(yr, zero, _CMP_EQ_OQ), ev);
+        xr = _mm256_add_ps(xr, z);
+        yr = _mm256_add_ps(yr, z);
+        __m256 r = _mm256_and_ps(_mm256_div_ps(_mm256_sub_ps(xr, yr), yr), magnitude);
+        top = _mm256_max_epu32(top, _mm256_castps_si256(r));
+        c1 = _mm256_sub_epi32(c1, _mm256_castps_si256(_mm256_cmp_ps(r, v1, _CMP_LT_OQ)));
+        c5 = _mm256_sub_epi32(c5, _mm256_castps_si256(_mm256_cmp_ps(r, v5, _CMP_LT_OQ)));
+    }
+    uint32_t tops[8];
+    int32_t u1[8], u5[8];
+    _mm256_storeu_si256((__m256i *)tops, top);
+    _mm256_storeu_si256((__m256i *)u1, c1);
+    _mm256_storeu_si256((__m256i *)u5, c5);
+    uint32_t max_rel = (uint32_t)s->max_rel;
+    for (int l = 0; l < 8; l++) {
+        max_rel = tops[l] > max_rel ? tops[l] : max_rel;
+        s->under1 += u1[l];
+        s->under5 += u5[l];
+    }
+    s->max_rel = max_rel;
+}
+#endif
+
+/* The maxima and counts of a staged block of `count` elements (a multiple of 16) from `first`. */
+#ifdef AVX2_LOOPS
+#define SPAN_STATS_f(NK, BK)                                                                            \
+    if (NK != F64 && BK != F64)                                                                         \
+        NAMED(stats8)(n, NK, b, BK, first + i, count, s, e, l1, l5);                                    \
+    else                                                                                                \
+        NAMED(stats_f)(x, y, count, 0, s, e, l1, l5);
+#define SPAN_STATS_d(NK, BK) NAMED(stats_d)(x, y, count, 0, s, e, l1, l5);
+#else
+#define SPAN_STATS_f(NK, BK) NAMED(stats_f)(x, y, count, 1, s, e, l1, l5);
+#define SPAN_STATS_d(NK, BK) NAMED(stats_d)(x, y, count, 1, s, e, l1, l5);
+#endif
 
 /* One run [first, first + size) of the dots, summed as OpenBLAS's ddot kernel for `order` sums it (see
    pair_pass.c): SkylakeX first takes 32-lane blocks and folds the lanes to 16; then 16-lane blocks; the
-   16 lanes summed in the order's tree; then the last size mod 16 products one by one. */
+   16 lanes summed in the order's tree; then the last size mod 16 products one by one. The elements are
+   staged (widened to float64) STAGED at a time, a multiple of 32, so that each span's blocks are
+   whole. */
 #define RUN(NAME, NK, BK, S, REAL)                                                                      \
     static void NAME(const void *n, const void *b, Py_ssize_t first, Py_ssize_t size, int order,        \
                      State *s, double dots[DOTS], REAL e, REAL l1, REAL l5) {                            \
-        double x[LANES], y[LANES], wide[DOTS][LANES] = {{0}}, lanes[DOTS][16];                           \
+        double x[STAGED], y[STAGED], wide[DOTS][LANES] = {{0}}, lanes[DOTS][16];                         \
         Py_ssize_t with16 = size & -(Py_ssize_t)16, i = 0;                                              \
         Py_ssize_t wide_end = order == SKYLAKEX ? with16 & -(Py_ssize_t)LANES : 0;                      \
-        for (; i < wide_end; i += LANES) {                                                              \
-            NAMED(stage)(n, NK, first + i, LANES, x);                                                   \
-            NAMED(stage)(b, BK, first + i, LANES, y);                                                   \
-            NAMED(block##S)(x, y, LANES, wide[0], wide[1], wide[2], wide[3], 1, s, e, l1, l5);          \
+        while (i < wide_end) {                                                                          \
+            int count = (int)(wide_end - i < STAGED ? wide_end - i : STAGED);                           \
+            NAMED(stage)(n, NK, first + i, count, x);                                                   \
+            NAMED(stage)(b, BK, first + i, count, y);                                                   \
+            NAMED(dots32)(x, y, count, wide, s);                                                        \
+            SPAN_STATS##S(NK, BK)                                                                       \
+            i += count;                                                                                 \
         }                                                                                               \
         for (int k = 0; k < DOTS; k++)                                                                  \
             for (int q = 0; q < 4; q++)                                                                 \
                 for (int l = 0; l < 4; l++)                                                             \
                     lanes[k][4 * q + l] = wide[k][8 * q + l] + wide[k][8 * q + 4 + l];                  \
-        for (; i < with16; i += 16) {                                                                   \
-            NAMED(stage)(n, NK, first + i, 16, x);                                                      \
-            NAMED(stage)(b, BK, first + i, 16, y);                                                      \
-            NAMED(block##S)(x, y, 16, lanes[0], lanes[1], lanes[2], lanes[3], 1, s, e, l1, l5);         \
+        while (i < with16) {                                                                            \
+            int count = (int)(with16 - i < STAGED ? with16 - i : STAGED);                               \
+            NAMED(stage)(n, NK, first + i, count, x);                                                   \
+            NAMED(stage)(b, BK, first + i, count, y);                                                   \
+            NAMED(dots16)(x, y, count, lanes, s);                                                       \
+            SPAN_STATS##S(NK, BK)                                                                       \
+            i += count;                                                                                 \
         }                                                                                               \
         for (int k = 0; k < DOTS; k++) dots[k] = with16 ? lanes_sum(lanes[k], order) : 0.0;             \
-        for (; i < size; i++) {                                                                         \
-            NAMED(stage)(n, NK, first + i, 1, x);                                                       \
-            NAMED(stage)(b, BK, first + i, 1, y);                                                       \
-            NAMED(block##S)(x, y, 1, &dots[0], &dots[1], &dots[2], &dots[3], order == SKYLAKEX, s, e,  \
-                            l1, l5);                                                                    \
+        if (i < size) {                                                                                 \
+            int count = (int)(size - i);                                                                \
+            NAMED(stage)(n, NK, first + i, count, x);                                                   \
+            NAMED(stage)(b, BK, first + i, count, y);                                                   \
+            for (int j = 0; j < count; j++) NAMED(dots1)(x[j], y[j], order == SKYLAKEX, dots);          \
+            NAMED(stats##S)(x, y, count, 1, s, e, l1, l5);                                              \
         }                                                                                               \
     }
 
