@@ -342,11 +342,13 @@ def as_dask_array(handle: TensorHandle, chunk_elems: int = DEFAULT_CHUNK_ELEMS) 
 
 def stored_nbytes(path: Path) -> int:
     """How many bytes the tensor at ``path`` holds, from the file system only (0 when it cannot be told:
-    reading the tensor will report why)."""
+    reading the tensor will report why). A file costs one ``stat`` (thousands are sized before a run's
+    tensor tasks are laid out)."""
     try:
-        if zarr_store.is_array(path):
+        status = os.stat(path)
+        if stat.S_ISDIR(status.st_mode) and zarr_store.is_array(path):
             dtype, shape, _ = zarr_store.array_header(path)
             return math.prod(shape) * dtype.itemsize
-        return os.path.getsize(path)
+        return status.st_size
     except (OSError, StoreError):
         return 0
