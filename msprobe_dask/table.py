@@ -8,10 +8,10 @@ writers, so that writers, analysis/ and the compare drivers (pipeline/) all impo
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import attrgetter, eq, itemgetter
+from operator import attrgetter, eq
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from msprobe_dask.columns import (
 )
 from msprobe_dask.dump.rows import NA, LeafRow
 from msprobe_dask.judge.highlight import highlight_group
-from msprobe_dask.judge.rules import judge_group, mark_unreadable
+from msprobe_dask.judge.rules import judge_columns, mark_unreadable
 from msprobe_dask.metrics.stats import stat_diff
 
 MODES = ("statistics", "tensor", "md5")
@@ -197,22 +197,28 @@ def build_table(
     say, its Err_message says why."""
     columns = columns_for(mode, stacks is not None)
     cells = _cell_columns(pairs, mode, tensor_cells, float_stats)
-    # the judges read a row as a dict of its cells: made in C, from the columns
-    records: list[dict[str, Any]] = list(map(dict, map(zip, repeat(list(cells)), zip(*cells.values()))))
     entries = [p.npu.entry for p in pairs]
-    marks: list[tuple[str | None, list[str]]] = []
-    for group in _entry_groups(records, entries):
-        judge_group(group, mode)
-        if highlight:
-            marks.extend(highlight_group(group, mode))
+    ends = _entry_ends(entries)
+    results, messages = judge_columns(cells, ends, mode)
     for i, problem in (unreadable or {}).items():
-        mark_unreadable(records[i], problem)
+        marked: dict[str, Any] = {}
+        mark_unreadable(marked, problem)
+        results[i], messages[i] = marked["Result"], marked["Err_message"]
+    cells["Result"], cells["Err_message"] = results, messages
     if stacks is not None:
-        _add_stacks(records, entries, stacks)
+        cells[STACK_COLUMN] = _stack_cells(entries, stacks)
+    marks: list[tuple[str | None, list[str]]] = []
+    if highlight:
+        # the highlight rules read a row as a dict of its cells: made in C, from the columns
+        records = list(map(dict, map(zip, repeat(list(cells)), zip(*cells.values()))))
+        start = 0
+        for end in ends:
+            marks.extend(highlight_group(records[start:end], mode))
+            start = end
     return CompareTable(
         mode=mode,
         columns=columns,
-        rows=list(map(list, map(itemgetter(*columns), records))),
+        rows=list(map(list, zip(*map(cells.__getitem__, columns)))),
         highlights=[color for color, _ in marks],
         highlight_reasons=[reasons for _, reasons in marks],
         entries=entries,
@@ -220,18 +226,17 @@ def build_table(
     )
 
 
-def _entry_groups(records: list[dict[str, Any]], entries: Sequence[str]) -> Iterator[list[dict[str, Any]]]:
-    """Consecutive records of the same dump entry: the unit the reference judges together."""
-    start = 0
-    for i in range(1, len(records) + 1):
-        if i == len(records) or entries[i] != entries[start]:
-            yield records[start:i]
-            start = i
+def _entry_ends(entries: Sequence[str]) -> list[int]:
+    """Where each run of consecutive rows of one dump entry ends: the unit the reference judges together."""
+    return [i for i in range(1, len(entries) + 1) if i == len(entries) or entries[i] != entries[i - 1]]
 
 
-def _add_stacks(records: list[dict[str, Any]], entries: Sequence[str], stacks: dict[str, list[str]]) -> None:
+def _stack_cells(entries: Sequence[str], stacks: dict[str, list[str]]) -> list[str]:
+    """The NPU_Stack_Info cells: an entry's stack on its first row, N/A elsewhere."""
+    cells = []
     previous = None
-    for record, entry in zip(records, entries):
+    for entry in entries:
         first = entry != previous
-        record[STACK_COLUMN] = str(stacks[entry]) if first and entry in stacks else NA
+        cells.append(str(stacks[entry]) if first and entry in stacks else NA)
         previous = entry
+    return cells

@@ -2,15 +2,15 @@
 
 Rows arrive grouped by dump entry. Each checker may raise a row's level and append a message; the
 final ``Err_message`` is the JSON list of those messages (all earlier texts are discarded, as in the
-reference).
+reference). A table is judged by its columns, each kind of check over all its rows in turn (a row's
+messages keep the reference's order); only the rows a check flags get a list of messages.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any
 
 from msprobe_dask.dump.markers import BATCH_P2P
@@ -69,61 +69,43 @@ MSG_MD5_MISSING = "warning: The parameter of NPU does not match the bench."
 MSG_MD5_DIFFERS = "error: The CRC-32 value of NPU differs from that of the bench."
 
 
-class _Verdict:
-    __slots__ = ("level", "messages")
+Columns = Mapping[str, Sequence[Any]]
+"""A table's cells by column name (each column as long as the table)."""
+
+
+class _Flags:
+    """The messages flagged on the rows of a table: made only for the rows that get one."""
+
+    __slots__ = ("messages",)
 
     def __init__(self) -> None:
-        self.level = PASS
-        self.messages: list[str] = []
+        self.messages: dict[int, list[str]] = {}
 
-    def flag(self, message: str) -> None:
-        level = message.split(":", 1)[0]
-        if _LEVELS[level] > _LEVELS[self.level]:
-            self.level = level
-        self.messages.append(message)
-
-
-def _is_output(row: Row) -> bool:
-    return OUTPUT_PART in row["NPU Name"]
+    def flag(self, row: int, message: str) -> None:
+        held = self.messages.get(row)
+        if held is None:
+            self.messages[row] = [message]
+        else:
+            held.append(message)
 
 
-def _matched(row: Row) -> bool:
-    return row["Bench Name"] != NA
+def _max_fraction(fractions: Sequence[float | None], rows: Sequence[int]) -> float:
+    """The largest relative fraction of these rows (0.0 if none has one)."""
+    return max((v for v in map(fractions.__getitem__, rows) if v is not None), default=0.0)
 
 
-def _api_name(rows: Sequence[Row]) -> str:
-    """The API of a dump entry, of the name of its first input row (given its input rows, or all its
-    rows where it has none)."""
-    parts = rows[0]["NPU Name"].split(".", 2)
-    return parts[1] if len(parts) > 1 else ""
-
-
-def _max_input_norm(inputs: Sequence[Row]) -> float:
-    values = [relative_fraction(r["NormRelativeErr"]) for r in inputs]
-    return max((v for v in values if v is not None), default=0.0)
-
-
-def _output_norm(row: Row) -> float:
-    value = row["NormRelativeErr"]
+def _output_norm(value: Any, fraction: float | None) -> float:
     if value == "inf":
         return float("inf")
-    return relative_fraction(value) or 0.0
+    return fraction or 0.0
 
 
-def _numbers(rows: Sequence[Row], column: str) -> list[float]:
+def _numbers(column: Sequence[Any], rows: Sequence[int]) -> list[float]:
     out = []
-    for r in rows:
-        value = r[column]
+    for value in map(column.__getitem__, rows):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out.append(float(value))
     return out
-
-
-def _nan_inf_check(row: Row, verdict: _Verdict) -> None:
-    npu_bad = is_nan_or_inf(row["NPU max"]) or is_nan_or_inf(row["NPU min"])
-    bench_bad = is_nan_or_inf(row["Bench max"]) or is_nan_or_inf(row["Bench min"])
-    if npu_bad and not bench_bad:
-        verdict.flag(MSG_NAN_INF)
 
 
 def _same_value(npu: Any, bench: Any) -> bool:
@@ -132,106 +114,192 @@ def _same_value(npu: Any, bench: Any) -> bool:
     return str(npu) == str(bench) or (npu == bench) is True
 
 
-def _pair_checks(row: Row, verdict: _Verdict, is_input: bool) -> None:
-    if not _matched(row):
-        return
-    npu_grad, bench_grad = row["NPU Requires_grad"], row["Bench Requires_grad"]
-    if npu_grad not in ("", NA) and bench_grad not in ("", NA) and npu_grad != bench_grad:
-        verdict.flag(MSG_REQUIRES_GRAD)
-    if (
-        is_input
-        and "class" in row["NPU Dtype"]
-        and "class" in row["Bench Dtype"]
-        and row["NPU Tensor Shape"] == "[]"
-        and not _same_value(row["NPU max"], row["Bench max"])
-    ):
-        verdict.flag(MSG_SCALAR)
-    bench_name = row["Bench Name"]
-    if (
-        not same_dtype(row["NPU Dtype"], row["Bench Dtype"])
-        and "qkv" not in bench_name
-        and "gate_up" not in bench_name
-    ):
-        verdict.flag(MSG_DTYPE)
-    if row["NPU Tensor Shape"] != row["Bench Tensor Shape"]:
-        verdict.flag(MSG_SHAPE)
+def _nan_inf_checks(cells: Columns, rows: Sequence[int], flags: _Flags) -> None:
+    npu_max, npu_min = cells["NPU max"], cells["NPU min"]
+    bench_max, bench_min = cells["Bench max"], cells["Bench min"]
+    for i in rows:
+        if (is_nan_or_inf(npu_max[i]) or is_nan_or_inf(npu_min[i])) and not (
+            is_nan_or_inf(bench_max[i]) or is_nan_or_inf(bench_min[i])
+        ):
+            flags.flag(i, MSG_NAN_INF)
 
 
-def _norm_output(inputs: Sequence[Row], outputs: Sequence[Row], verdicts: dict[int, _Verdict]) -> None:
-    if _max_input_norm(inputs) < LIMITS.small_input_norm:
-        for r in outputs:
-            if _output_norm(r) > LIMITS.big_output_norm:
-                verdicts[id(r)].flag(MSG_NORM_OUTPUT)
+def _pair_checks(cells: Columns, rows: Sequence[int], outputs: Sequence[bool], flags: _Flags) -> None:
+    """The checks of each matched row against its partner, in the order of ``rows``."""
+    bench_names = cells["Bench Name"]
+    npu_grads, bench_grads = cells["NPU Requires_grad"], cells["Bench Requires_grad"]
+    npu_dtypes, bench_dtypes = cells["NPU Dtype"], cells["Bench Dtype"]
+    npu_shapes, bench_shapes = cells["NPU Tensor Shape"], cells["Bench Tensor Shape"]
+    npu_max, bench_max = cells["NPU max"], cells["Bench max"]
+    same_dtypes: dict[tuple[str, str], bool] = {}  # (a table's dtype pairs are few)
+    for i in rows:
+        bench_name = bench_names[i]
+        if bench_name == NA:
+            continue
+        npu_grad, bench_grad = npu_grads[i], bench_grads[i]
+        if npu_grad not in ("", NA) and bench_grad not in ("", NA) and npu_grad != bench_grad:
+            flags.flag(i, MSG_REQUIRES_GRAD)
+        npu_dtype, bench_dtype, npu_shape = npu_dtypes[i], bench_dtypes[i], npu_shapes[i]
+        if (
+            not outputs[i]
+            and "class" in npu_dtype
+            and "class" in bench_dtype
+            and npu_shape == "[]"
+            and not _same_value(npu_max[i], bench_max[i])
+        ):
+            flags.flag(i, MSG_SCALAR)
+        same = same_dtypes.get((npu_dtype, bench_dtype))
+        if same is None:
+            same = same_dtypes[npu_dtype, bench_dtype] = same_dtype(npu_dtype, bench_dtype)
+        if not same and "qkv" not in bench_name and "gate_up" not in bench_name:
+            flags.flag(i, MSG_DTYPE)
+        if npu_shape != bench_shapes[i]:
+            flags.flag(i, MSG_SHAPE)
 
 
-def _norm_tenfold(inputs: Sequence[Row], outputs: Sequence[Row], verdicts: dict[int, _Verdict]) -> None:
+class _Table:
+    """The columns the group checks read, and what they derive from them (made once, when first read)."""
+
+    __slots__ = ("cells", "_fractions")
+
+    def __init__(self, cells: Columns) -> None:
+        self.cells = cells
+        self._fractions: list[float | None] | None = None
+
+    def fractions(self) -> list[float | None]:
+        """``relative_fraction`` of each NormRelativeErr cell."""
+        if self._fractions is None:
+            self._fractions = list(map(relative_fraction, self.cells["NormRelativeErr"]))
+        return self._fractions
+
+
+def _norm_output(table: _Table, inputs: list[int], outputs: list[int], flags: _Flags) -> None:
+    fractions = table.fractions()
+    if _max_fraction(fractions, inputs) < LIMITS.small_input_norm:
+        norms = table.cells["NormRelativeErr"]
+        for i in outputs:
+            if _output_norm(norms[i], fractions[i]) > LIMITS.big_output_norm:
+                flags.flag(i, MSG_NORM_OUTPUT)
+
+
+def _norm_tenfold(table: _Table, inputs: list[int], outputs: list[int], flags: _Flags) -> None:
     if outputs:
-        norm_in, norm_out = _max_input_norm(inputs), _max_input_norm(outputs)
+        fractions = table.fractions()
+        norm_in, norm_out = _max_fraction(fractions, inputs), _max_fraction(fractions, outputs)
         if (norm_in == 0 and norm_out > LIMITS.output_norm_over_zero) or (
             norm_in > 0 and norm_out / norm_in > LIMITS.tenfold
         ):
-            verdicts[id(outputs[0])].flag(MSG_NORM_TENFOLD)
+            flags.flag(outputs[0], MSG_NORM_TENFOLD)
 
 
-def _one_thousandth(inputs: Sequence[Row], outputs: Sequence[Row], verdicts: dict[int, _Verdict]) -> None:
+def _one_thousandth(table: _Table, inputs: list[int], outputs: list[int], flags: _Flags) -> None:
     if not outputs:
         return
-    ratio_in = min(_numbers(inputs, "One Thousandth Err Ratio"), default=1.0)
-    ratio_out = min(_numbers(outputs, "One Thousandth Err Ratio"), default=1.0)
+    column = table.cells["One Thousandth Err Ratio"]
+    ratio_in = min(_numbers(column, inputs), default=1.0)
+    ratio_out = min(_numbers(column, outputs), default=1.0)
     if ratio_in > LIMITS.thousandth_input and ratio_out < LIMITS.thousandth_output:
-        verdicts[id(outputs[0])].flag(MSG_ONE_THOUSANDTH)
+        flags.flag(outputs[0], MSG_ONE_THOUSANDTH)
 
 
-def _tensor_cosine(inputs: Sequence[Row], outputs: Sequence[Row], verdicts: dict[int, _Verdict]) -> None:
+def _tensor_cosine(table: _Table, inputs: list[int], outputs: list[int], flags: _Flags) -> None:
     # like the one-thousandth rule, inputs without a numeric Cosine count as 1.0
-    cos_in = min(_numbers(inputs, "Cosine"), default=1.0)
-    cos_out = min(_numbers(outputs, "Cosine"), default=1.0)
+    column = table.cells["Cosine"]
+    cos_in = min(_numbers(column, inputs), default=1.0)
+    cos_out = min(_numbers(column, outputs), default=1.0)
     if outputs and cos_in > LIMITS.cosine_input and cos_in - cos_out > LIMITS.cosine_drop:
-        verdicts[id(outputs[0])].flag(MSG_COSINE)
+        flags.flag(outputs[0], MSG_COSINE)
 
 
-def _md5_row(row: Row, verdict: _Verdict) -> None:
-    npu, bench = str(row["NPU MD5"]), str(row["BENCH MD5"])
-    if npu != bench:
-        missing = {npu, bench} & {NA, "Nan", ""}
-        verdict.flag(MSG_MD5_MISSING if missing else MSG_MD5_DIFFERS)
+def _md5_checks(cells: Columns, rows: Sequence[int], flags: _Flags) -> None:
+    for i in rows:
+        npu, bench = str(cells["NPU MD5"][i]), str(cells["BENCH MD5"][i])
+        if npu != bench:
+            missing = {npu, bench} & {NA, "Nan", ""}
+            flags.flag(i, MSG_MD5_MISSING if missing else MSG_MD5_DIFFERS)
 
 
-GroupCheck = Callable[[Sequence[Row], Sequence[Row], dict[int, _Verdict]], None]
+GroupCheck = Callable[[_Table, list[int], list[int], _Flags], None]
 _GROUP_CHECKS: dict[str, tuple[GroupCheck, GroupCheck]] = {
     "statistics": (_norm_output, _norm_tenfold),
     "tensor": (_one_thousandth, _tensor_cosine),
 }
 
 
-def judge_group(rows: Sequence[Row], mode: str) -> None:
-    """Fill ``Result`` and ``Err_message`` of the rows of one dump entry, in place."""
-    verdicts = {id(r): _Verdict() for r in rows}
-    outputs = [r for r in rows if _is_output(r)]
-    inputs = [r for r in rows if not _is_output(r)] if len(outputs) < len(rows) else []
-    api = _api_name(inputs or rows) if rows else ""
+def _api_name(name: str) -> str:
+    """The API of a dump entry, of the name of its first input row (or of its first row where it has
+    no input)."""
+    parts = name.split(".", 2)
+    return parts[1] if len(parts) > 1 else ""
+
+
+def judge_columns(cells: Columns, ends: Sequence[int], mode: str) -> tuple[list[str], list[str]]:
+    """``Result`` and ``Err_message`` of each row of a table given by its columns, whose rows of one
+    dump entry (the unit the reference judges together) end at each of ``ends``, in order."""
+    names = cells["NPU Name"]
+    outputs = [OUTPUT_PART in name for name in names]
+    flags = _Flags()
     if mode == "md5":
-        for r in rows:
-            _md5_row(r, verdicts[id(r)])
-    elif api not in ALL_IGNORED_APIS:
-        input_ignored = api in INPUT_IGNORED_APIS
-        if input_ignored:
-            inputs = []
+        _md5_checks(cells, range(len(names)), flags)
+    else:
+        groups: list[tuple[list[int], list[int]]] = []  # (inputs, outputs) of the groups checked as such
+        checked: list[int] = []  # the rows whose own checks run
+        start = 0
+        for end in ends:
+            rows = range(start, end)
+            start = end
+            ins = [i for i in rows if not outputs[i]]
+            outs = [i for i in rows if outputs[i]]
+            api = _api_name(names[ins[0] if ins else rows[0]])
+            if api in ALL_IGNORED_APIS:
+                continue
+            if api in INPUT_IGNORED_APIS:  # only the outputs' own checks
+                checked.extend(outs)
+                continue
+            checked.extend(rows)
+            groups.append((ins, outs))
+        # a row's messages: its nan/inf check's, its group's first check's, its pair checks', its
+        # group's last check's (each kind of check run over the whole table in turn)
+        table = _Table(cells)
         first_check, last_check = _GROUP_CHECKS[mode]
-        for r in chain(inputs, outputs):  # each row's checks are its own: their order is the rows'
-            _nan_inf_check(r, verdicts[id(r)])
-        if not input_ignored:
-            first_check(inputs, outputs, verdicts)
-        for r in inputs:
-            _pair_checks(r, verdicts[id(r)], True)
-        for r in outputs:
-            _pair_checks(r, verdicts[id(r)], False)
-        if not input_ignored:
-            last_check(inputs, outputs, verdicts)
-    for r in rows:
-        verdict = verdicts[id(r)]
-        r["Result"] = verdict.level
-        r["Err_message"] = _message_text(tuple(verdict.messages))
+        _nan_inf_checks(cells, checked, flags)
+        for ins, outs in groups:
+            first_check(table, ins, outs, flags)
+        _pair_checks(cells, checked, outputs, flags)
+        for ins, outs in groups:
+            last_check(table, ins, outs, flags)
+    results, messages = [PASS] * len(names), [_message_text(())] * len(names)
+    for i, flagged in flags.messages.items():
+        results[i] = max((m.split(":", 1)[0] for m in flagged), key=_LEVELS.__getitem__)
+        messages[i] = _message_text(tuple(flagged))
+    return results, messages
+
+
+class _RowColumns(Mapping[str, Sequence[Any]]):
+    """Rows given as dicts of their cells, seen as columns (a column made when first read)."""
+
+    def __init__(self, rows: Sequence[Row]) -> None:
+        self._rows = rows
+        self._columns: dict[str, list[Any]] = {}
+
+    def __getitem__(self, name: str) -> list[Any]:
+        column = self._columns.get(name)
+        if column is None:
+            column = self._columns[name] = [row[name] for row in self._rows]
+        return column
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows[0] if self._rows else ())
+
+    def __len__(self) -> int:
+        return len(self._rows[0]) if self._rows else 0
+
+
+def judge_group(rows: Sequence[Row], mode: str) -> None:
+    """Fill ``Result`` and ``Err_message`` of the rows (dicts of their cells) of one dump entry, in place."""
+    results, messages = judge_columns(_RowColumns(rows), [len(rows)], mode)
+    for row, result, message in zip(rows, results, messages):
+        row["Result"], row["Err_message"] = result, message
 
 
 _MESSAGE_TEXTS: dict[tuple[str, ...], str] = {}
