@@ -40,10 +40,12 @@ LAYERS: list[tuple[str, int]] = [
     ("msprobe_dask.metrics", 3),
     ("msprobe_dask.judge", 4),
     ("msprobe_dask.table", 5),  # the compare table model: matched row pairs -> judged rows (CompareTable)
+    # the end-of-run summary's records and rules: graph_visualize's chunk tasks summarise their rows
+    ("msprobe_dask.summary", 5),
     ("msprobe_dask.graph", 6),
     ("msprobe_dask.analysis", 6),
     ("msprobe_dask.writers", 7),
-    ("msprobe_dask.summary", 7),  # the end-of-run summary: reads a finished table or vis.db
+    ("msprobe_dask.summary.divergence", 7),  # the first divergence of a compare, by analysis/
     # the commands and their drivers
     ("msprobe_dask.pipeline", 8),
     ("msprobe_dask.graph.api", 8),

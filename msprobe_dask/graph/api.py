@@ -50,9 +50,11 @@ from msprobe_dask.graph.tasks import (
     build_task,
     prepare_build_task,
     prepare_compare_task,
+    run_summary,
     vis_result,
 )
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
+from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.writers.atomic import output_dir, withdrawn_if_failed
 from msprobe_dask.writers.visdb import NODES, STACKS, GraphTables, VisdbWriter, remove_temporary, write_visdb
 
@@ -136,10 +138,31 @@ def _link_task(parts: list[Part], distributed: bool, overflow: bool) -> list[Par
     return parts
 
 
-def _write_task(result: VisResult, path: str) -> str:
+class Visualized(NamedTuple):
+    """What a graph_visualize run wrote, and its summary (made from the graphs' rows, as they are in
+    the vis.db: summary.nodes)."""
+
+    path: str
+    summary: RunSummary | None = None  # None: no vis.db (a merge's json files)
+    unreadable: tuple[str, ...] = ()  # why rows' tensor files could not be read, in node order
+
+
+def _visualized(path: str, result: VisResult) -> Visualized:
+    summary, unreadable = run_summary(result.graphs)
+    return Visualized(path, summary, unreadable)
+
+
+def _write_task(result: VisResult, path: str) -> Visualized:
     """Write the vis.db: the graphs' chunks inserted in write order, in one transaction, indexes last
     (writers/visdb.py)."""
-    return write_visdb(path, [_tables(g) for g in result.graphs], result.config)
+    return _visualized(write_visdb(path, [_tables(g) for g in result.graphs], result.config), result)
+
+
+def _json_task(steps: list[list[Graph]], out: str) -> Visualized:
+    """A merge's graphs written as dump folders (no vis.db, no summary)."""
+    from msprobe_dask.graph.merge.export_json import write_merged_json
+
+    return Visualized(write_merged_json(steps, out))
 
 
 class Written(NamedTuple):
@@ -189,9 +212,10 @@ def _joined_written(summary: Summary, inserted: list[Written]) -> Part:
 
 def _end_write(
     prev: Written, parts: list[Part], compare: bool, opts: Options, ranks: list[int], steps: list[int]
-) -> str:
+) -> Visualized:
     result = vis_result(parts, compare, opts, ranks, steps)
-    return prev.writer.resume().complete([_tables(g) for g in result.graphs], result.config)
+    path = prev.writer.resume().complete([_tables(g) for g in result.graphs], result.config)
+    return _visualized(path, result)
 
 
 def _tables(g: GraphRows) -> GraphTables:
@@ -466,7 +490,7 @@ def output_name(compare: bool, ts: str | None = None) -> str:
     return f"{'compare' if compare else 'build'}_{ts}.vis.db"
 
 
-def graph_visualize(
+def visualize(
     target: str | os.PathLike[str],
     golden: str | os.PathLike[str] | None = None,
     *,
@@ -479,7 +503,7 @@ def graph_visualize(
     parallel: Sequence[ParallelParams] | None = None,
     json_output: bool = False,
     run: RunOptions | None = None,
-) -> str:
+) -> Visualized:
     """Build the graphs and write ``build_{ts}.vis.db`` / ``compare_{ts}.vis.db`` into ``output_path``.
 
     ``parallel`` (one ParallelParams per side) merges the rank graphs of each side first (§6); with
@@ -503,9 +527,7 @@ def graph_visualize(
     path = out / output_name(compare, ts)
     written: Any = None  # with a plan, the rows written chunk by chunk (_write_chain)
     if json_files:
-        from msprobe_dask.graph.merge.export_json import write_merged_json
-
-        written = dask.delayed(write_merged_json)(result, str(out), dask_key_name="write-json")
+        written = dask.delayed(_json_task)(result, str(out), dask_key_name="write-json")
     elif plan is None:
         written = dask.delayed(_write_task)(result, str(path), dask_key_name="write-visdb")
     # a bad input leaves nothing behind, not even the folders we made; a stopped run no vis.db
@@ -517,3 +539,11 @@ def graph_visualize(
             return _compute(_write_chain(plan, writer, _rank_window(client, run)), client, run)
         finally:  # (named when complete; a failed run leaves nothing)
             remove_temporary(writer.temporary)
+
+
+def graph_visualize(
+    target: str | os.PathLike[str], golden: str | os.PathLike[str] | None = None, **options: Any
+) -> str:
+    """``visualize``'s path: the ``build_{ts}.vis.db`` / ``compare_{ts}.vis.db`` written into
+    ``output_path`` (or, for a merge's json files, the folder)."""
+    return visualize(target, golden, **options).path

@@ -259,7 +259,7 @@ def _pack(folder: str, chunk: RowsChunk) -> RowsChunk:
     except UnicodeEncodeError as exc:  # a lone surrogate escape (\ud800) in the dump's JSON
         bad = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else ""
         raise DumpError(folder, f"holds a name or value that is not valid Unicode ({bad!r})") from None
-    return RowsChunk(kept, chunk.stacks, chunk.p2p, packed, True, len(chunk.nodes))
+    return RowsChunk(kept, chunk.stacks, chunk.p2p, packed, True, len(chunk.nodes), chunk.summary)
 
 
 def _rows(

@@ -136,7 +136,7 @@ class ProgressLog:
 
 def run(args: argparse.Namespace) -> int:
     from msprobe_dask.errors import ConfigError, UserError
-    from msprobe_dask.graph.api import graph_visualize
+    from msprobe_dask.graph.api import visualize
     from msprobe_dask.pipeline.scheduler import RunOptions
 
     parallel = None
@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         stage_log=stages,
     )
     try:
-        path = graph_visualize(
+        done = visualize(
             graph_dump_folder(args.target_path),
             graph_dump_folder(args.golden_path) if args.golden_path else None,
             output_path=args.output_path,
@@ -186,30 +186,21 @@ def run(args: argparse.Namespace) -> int:
         log.finished()
     if stages is not None:
         stages.close()
-    if not args.quiet and str(path).endswith(".vis.db"):
+    if not args.quiet and done.summary is not None:
         from msprobe_dask.summary.text import summary_lines
-        from msprobe_dask.summary.visdb import summarise_visdb
 
-        print("\n".join(summary_lines(summarise_visdb(path))))
+        done.summary.paths.append(done.path)
+        print("\n".join(summary_lines(done.summary)))
     if args.report:
         from msprobe_dask.report.cli import report_of_dumps
 
         report_of_dumps(
             args, Path(args.output_path), RunOptions(address=args.scheduler, workers=args.workers)
         )
-    print(f"wrote {path}", file=sys.stderr)
-    return _unreadable_end(path)
+    print(f"wrote {done.path}", file=sys.stderr)
+    if done.unreadable:  # rows whose tensor files could not be read: 1 and a last line counting them
+        from msprobe_dask.summary.text import unreadable_line
 
-
-def _unreadable_end(path: str) -> int:
-    """1 and a last line counting them if rows' tensor files could not be read (as compare), else 0."""
-    if not str(path).endswith(".vis.db"):
-        return 0
-    from msprobe_dask.summary.text import unreadable_line
-    from msprobe_dask.summary.visdb import unreadable_rows
-
-    problems = unreadable_rows(path)
-    if problems:
-        print(unreadable_line(problems), file=sys.stderr)
+        print(unreadable_line(list(done.unreadable)), file=sys.stderr)
         return 1
     return 0

@@ -100,6 +100,24 @@ def format_item(item: dict[str, Any], keep_md5: bool, batch_p2p: bool) -> dict[s
     return out
 
 
+def exported_cells(
+    item: dict[str, Any], keys: tuple[str, ...], keep_md5: bool, batch_p2p: bool
+) -> dict[str, str]:
+    """``format_item``'s cells of ``keys`` (those it gives), without making the others."""
+    kept = _PG_KEEP if item.get("type") == PROCESS_GROUP else item
+    skip = skipped_keys(keep_md5, batch_p2p)
+    fmt = _FORMAT.get
+    if "Max" in kept and "Max" not in skip:
+        top = item["Max"]
+        if fmt(top.__class__, _fmt_other)(top) == "null":
+            return {"value": "null"} if "value" in keys else {}
+    return {
+        k: fmt((v := item[k]).__class__, _fmt_other)(v)
+        for k in keys
+        if k in kept and k in item and k not in skip
+    }
+
+
 def format_items(data: dict[str, dict], keep_md5: bool, batch_p2p: bool) -> dict[str, dict]:
     return {k: format_item(v, keep_md5, batch_p2p) for k, v in data.items()}
 

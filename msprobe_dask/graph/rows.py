@@ -5,16 +5,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 from msprobe_dask.columns import VISDB_NODE_COLUMNS
 from msprobe_dask.dump.markers import BATCH_P2P
 from msprobe_dask.graph import speedups
-from msprobe_dask.graph.item_text import items_json_for, python_items_json_for, skipped_keys
+from msprobe_dask.graph.item_text import exported_cells, items_json_for, python_items_json_for, skipped_keys
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import Graph, Node
 from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops
+from msprobe_dask.summary.nodes import SUMMARY_KEYS, NodeGroup, group_label, items_of_texts
 from msprobe_dask.writers.packed_rows import pack_rows, unpack_rows
 
 NODE_COLUMNS = VISDB_NODE_COLUMNS  # chunk_rows makes each row in this order
@@ -54,6 +56,7 @@ class GraphRows:
     packed: list[bytes] = field(default_factory=list)
     apart: bool = False
     n_rows: int = 0  # tb_nodes rows
+    summary: NodeGroup | None = None  # the summary of its nodes (summarise_rows), None without nodes
 
     @property
     def graph_id(self) -> str:
@@ -73,6 +76,7 @@ class RowsChunk:
     packed: bytes | None = None
     apart: bool = False
     n_rows: int = 0
+    summary: NodeGroup | None = None  # the summary of its rows (summarise_rows)
 
     def __sizeof__(self) -> int:
         """About its size pickled (what dask weighs before sending a result to another worker): the
@@ -163,6 +167,10 @@ def join_rows(head: GraphHead, chunks: list[RowsChunk], made_out_of_order: bool 
         out.n_rows += chunk.n_rows if chunk.apart else len(chunk.nodes)
         if chunk.packed is not None:
             out.packed.append(chunk.packed)
+        if chunk.summary is not None:
+            if out.summary is None:
+                out.summary = NodeGroup(chunk.summary.summary.label)
+            out.summary.merge(chunk.summary)
     if made_out_of_order:
         out.nodes.sort(key=_ORDER)
     stacks.sort()
@@ -217,6 +225,7 @@ def chunk_rows(
             python_items_json_for(md5_mode, True),
         )
         out.nodes = native.node_rows(nodes, start, of, out.stacks, out.p2p, texts)
+        out.summary = summarise_rows(g, nodes, out.nodes, md5_mode, texts)
         return out
     to_json, batch_to_json = items_json_for(md5_mode, False), items_json_for(md5_mode, True)
     append = out.nodes.append
@@ -263,7 +272,43 @@ def chunk_rows(
         for name, cell in EXTRA_CELLS.items():
             cells[name] = cell(node)
         append(list(map(cells.__getitem__, NODE_COLUMNS)))
+    out.summary = summarise_rows(g, nodes, out.nodes, md5_mode, texts)
     return out
+
+
+_SUMMARY_CELLS = itemgetter(*(COL[c] for c in ("node_name", "node_type", "precision_index")))
+
+
+def summarise_rows(
+    g: Graph,
+    nodes: list[Node],
+    rows: list[list[Any]],
+    md5_mode: bool,
+    texts: list[tuple[str, str] | None] | None,
+) -> NodeGroup:
+    """The summary of ``nodes``' rows (what linking across ranks changes of a row later is no part of
+    it), as it is read from the vis.db (tests/graph/visdb_summary.py), keeping only the nodes it may show.
+    A judged node's items are read from the items it holds, as exported (item_text.exported_cells), or
+    from its texts (``texts``, as chunk_rows takes them)."""
+    group = NodeGroup(group_label(g.step, g.rank))
+    add = group.add
+
+    def items_of(i: int) -> list[dict[str, Any]]:
+        text = texts[i] if texts is not None else None
+        if text is not None:
+            return items_of_texts(*text)
+        node = nodes[i]
+        batch_p2p = BATCH_P2P in node.id
+        return [
+            exported_cells(item, SUMMARY_KEYS, md5_mode, batch_p2p)
+            for data in (node.input_data, node.output_data)
+            for item in data.values()
+        ]
+
+    for i, row in enumerate(rows):
+        name, node_type, precision = _SUMMARY_CELLS(row)
+        add(name, str(node_type), precision, i, partial(items_of, i))
+    return group.trimmed(lambda i: dumps(nodes[i].stack))
 
 
 class ChunkOf(NamedTuple):

@@ -30,6 +30,8 @@ from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.node_items import parse_all_items
 from msprobe_dask.graph.overflow import check_overflow
 from msprobe_dask.graph.rows import GraphRows, config_row, graph_rows
+from msprobe_dask.summary.model import RunSummary
+from msprobe_dask.summary.nodes import stack_line
 
 NPU, BENCH = "NPU", "Bench"
 
@@ -147,3 +149,13 @@ def vis_result(
     else:
         config = config_row(False, "", None, micro, opts.overflow_check, "null", ranks, steps)
     return VisResult(compare, graphs, config)
+
+
+def run_summary(graphs: list[GraphRows]) -> tuple[RunSummary, tuple[str, ...]]:
+    """The summary of the NPU graphs' nodes by (step, rank), and why rows' tensor files could not be
+    read, in node order, as they are read from the vis.db of ``graphs``
+    (tests/graph/visdb_summary.py)."""
+    npu = sorted((g for g in graphs if g.source == NPU), key=lambda g: (g.step, g.rank))
+    groups = [g.summary for g in npu if g.summary is not None]
+    summary = RunSummary("graph_visualize", [group.finish(stack_line) for group in groups])
+    return summary, tuple(problem for group in groups for problem in group.unreadable)

@@ -19,6 +19,11 @@ def as_float(cell: Any) -> float:
         return NAN
     if isinstance(cell, (int, float)):  # bools too
         return float(cell)
+    if cell.__class__ is str and cell[-1:] == "%":  # (float() refuses it: the percentage, at once)
+        try:
+            return float(cell.strip()[:-1]) / 100
+        except ValueError:
+            return NAN
     try:
         return float(cell)  # numpy scalars, "1.5", "inf", "nan"
     except (TypeError, ValueError):

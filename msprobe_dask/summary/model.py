@@ -1,7 +1,7 @@
 """The summary records: one ``GroupSummary`` per (step, rank) compared, inside a ``RunSummary``.
 
 ``first_divergence`` is filled by one rule (``summary.table.first_divergent_row`` or, for a graph,
-``summary.visdb``); for compare tables, ``summary.divergence`` replaces it with the cross-rank
+``graph.rows.summarise_rows``); for compare tables, ``summary.divergence`` replaces it with the cross-rank
 analysis's answer and adds the job's origin.
 """
 

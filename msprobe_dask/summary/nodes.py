@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
-from msprobe_dask.judge.rules import ERROR, PASS, WARNING
+from msprobe_dask.judge.rules import ERROR, PASS, UNREADABLE, WARNING
 from msprobe_dask.summary.cells import as_float, is_number
 from msprobe_dask.summary.kinds import KindCounter, messages
 from msprobe_dask.summary.model import OTHER, GroupSummary, NodeRef, RunSummary
 from msprobe_dask.summary.table import KINDS_SHOWN, METRIC_OF_COLUMN, RANK_METRICS, WORST_SHOWN, diverges
 
 API_NODE = "1"
+SUMMARY_KEYS = ("Err_message", *(m.column for m in RANK_METRICS))  # what the summary reads of an item
 # step, rank, node_name, node_type, precision_index, stack_id, input_data, output_data (the last two
 # may be None for nodes judged pass or not judged)
 NodeFacts = tuple[int, int, str, Any, Any, str, "str | None", "str | None"]
@@ -33,12 +35,9 @@ def precision_result(precision: Any) -> str:
     return {0: PASS, 0.5: WARNING, 1: ERROR}.get(precision, OTHER)
 
 
-def _items(*texts: str | None) -> Iterator[dict[str, Any]]:
-    for text in texts:
-        if text:
-            for item in json.loads(text).values():
-                if isinstance(item, dict):
-                    yield item
+def items_of_texts(*texts: str | None) -> list[dict[str, Any]]:
+    """The items of a node's input_data and output_data texts (JSON objects of items)."""
+    return [item for text in texts if text for item in json.loads(text).values() if isinstance(item, dict)]
 
 
 def _metric(items: list[dict[str, Any]]) -> tuple[str, float]:
@@ -49,58 +48,114 @@ def _metric(items: list[dict[str, Any]]) -> tuple[str, float]:
     return "", float("nan")
 
 
-class _Group:
+class NodeGroup:
+    """The summary of one (step, rank)'s nodes, added in node order; or of a run of them, merged in
+    node order with the runs after it (``merge``), keeping only what the summary shows (``trimmed``).
+    A judged node's stack is a key until the summary is made: whatever ``finish``'s ``stack_line``
+    reads (a stack id, a stack's text)."""
+
+    __slots__ = ("summary", "kinds", "first", "ranked", "unreadable")
+
     def __init__(self, label: str) -> None:
         self.summary = GroupSummary(label=label, unit="nodes")
         self.kinds = KindCounter()
-        self.judged: list[tuple[NodeRef, str]] = []  # judged API nodes and their stack ids
+        self.first: tuple[NodeRef, Any] | None = None  # the first divergence and its stack key
+        self.ranked: list[tuple[NodeRef, Any]] = []  # judged API nodes with a metric to rank, in order
+        self.unreadable: list[str] = []  # why rows' tensor files could not be read (unreadable_problems)
 
     def add(
-        self, name: str, node_type: str, precision: Any, stack_id: str, inputs: Any, outputs: Any
+        self, name: str, node_type: str, precision: Any, stack: Any, items: Callable[[], list[dict[str, Any]]]
     ) -> None:
+        """A node; ``items()``: its items as exported (SUMMARY_KEYS of them at least), read only if it
+        is judged warning or error."""
         result = precision_result(precision)
         self.summary.count(result)
         if result in (PASS, OTHER):
             return
-        items = list(_items(inputs, outputs))
-        node_messages = [m for item in items for m in messages(item.get("Err_message"))]
+        node_items = items()
+        if result == ERROR:
+            self.unreadable += unreadable_problems(node_items)
+        node_messages = [m for item in node_items for m in messages(item.get("Err_message"))]
         self.kinds.add(node_messages)
         if node_type != API_NODE:
             return
-        metric, value = _metric(items)
+        metric, value = _metric(node_items)
         ref = NodeRef(name, metric, value, "", result, self.summary.label)
-        self.judged.append((ref, stack_id))
-        if self.summary.first_divergence is None and diverges(result, node_messages):
-            self.summary.first_divergence = ref
+        if metric and METRIC_OF_COLUMN[metric].ranks(value):
+            self.ranked.append((ref, stack))
+        if self.first is None and diverges(result, node_messages):
+            self.first = (ref, stack)
 
-    def finish(self, stack_line: Callable[[str], str]) -> GroupSummary:
+    def merge(self, later: NodeGroup) -> None:
+        """Add ``later``, the summary of the nodes that follow this one's."""
+        s, t = self.summary, later.summary
+        s.total, s.passed, s.warnings = s.total + t.total, s.passed + t.passed, s.warnings + t.warnings
+        s.errors, s.others = s.errors + t.errors, s.others + t.others
+        self.kinds.merge(later.kinds)
+        if self.first is None:
+            self.first = later.first
+        self.ranked += later.ranked
+        self.unreadable += later.unreadable
+
+    def trimmed(self, stack_key: Callable[[Any], Any]) -> NodeGroup:
+        """Only the nodes the summary may show (the first divergence, the worst few: the worst of the
+        merged runs are among the worst of each), their stack keys turned by ``stack_key``."""
+        out = NodeGroup(self.summary.label)
+        out.summary, out.kinds, out.unreadable = self.summary, self.kinds, self.unreadable
+        if self.first is not None:
+            out.first = (self.first[0], stack_key(self.first[1]))
+        out.ranked = [(ref, stack_key(stack)) for ref, stack in _worst(self.ranked)]
+        return out
+
+    def finish(self, stack_line: Callable[[Any], str]) -> GroupSummary:
+        """The group's summary; ``stack_line(stack key)``: the line of a shown node's stack."""
         s = self.summary
         s.kinds = self.kinds.most_common(KINDS_SHOWN)
-        with_stack = {id(ref): _with_stack(ref, stack_line(stack_id)) for ref, stack_id in self.judged}
-        if s.first_divergence is not None:
-            s.first_divergence = with_stack[id(s.first_divergence)]
-        ranked = [
-            ref for ref, _ in self.judged if ref.metric and METRIC_OF_COLUMN[ref.metric].ranks(ref.value)
-        ]
-        ranked.sort(key=lambda r: -METRIC_OF_COLUMN[r.metric].badness(r.value))
-        s.worst = [with_stack[id(ref)] for ref in ranked[:WORST_SHOWN]]
+        if self.first is not None:
+            s.first_divergence = _with_stack(self.first[0], stack_line(self.first[1]))
+        s.worst = [_with_stack(ref, stack_line(stack)) for ref, stack in _worst(self.ranked)]
         return s
+
+
+def _worst(ranked: list[tuple[NodeRef, Any]]) -> list[tuple[NodeRef, Any]]:
+    """The WORST_SHOWN worst of ``ranked`` (in node order), worst first; ties keep node order."""
+    return sorted(ranked, key=lambda r: -METRIC_OF_COLUMN[r[0].metric].badness(r[0].value))[:WORST_SHOWN]
+
+
+def unreadable_problems(items: list[dict[str, Any]]) -> list[str]:
+    """Why an error node's tensor files could not be read (judge.rules.mark_unreadable's lines), from
+    its items' Err_message."""
+    problems = []
+    for item in items:
+        message = item.get("Err_message")
+        for line in json.loads(message) if isinstance(message, str) and UNREADABLE in message else ():
+            if line.startswith(UNREADABLE):
+                problems.append(line.removeprefix(UNREADABLE))
+    return problems
 
 
 def _with_stack(ref: NodeRef, stack: str) -> NodeRef:
     return dataclasses.replace(ref, stack=stack)
 
 
+def stack_line(stack_text: Any) -> str:
+    """The line a summary shows of a stack, from its JSON text (None: no stack)."""
+    return user_frame(stack_frames(stack_text))
+
+
+def group_label(step: int, rank: int) -> str:
+    return f"step{step}/rank{rank}"
+
+
 def summarise_nodes(command: str, nodes: Iterable[NodeFacts], stack_text: Callable[[str], Any]) -> RunSummary:
     """``nodes`` in (step, rank, node order) order; ``stack_text(stack_id)``: the stack's JSON text."""
-    groups: dict[tuple[int, int], _Group] = {}
+    groups: dict[tuple[int, int], NodeGroup] = {}
     for step, rank, name, node_type, precision, stack_id, inputs, outputs in nodes:
         group = groups.get((step, rank))
         if group is None:
-            group = groups[(step, rank)] = _Group(f"step{step}/rank{rank}")
-        group.add(name, str(node_type), precision, stack_id, inputs, outputs)
-
-    def stack_line(stack_id: str) -> str:
-        return user_frame(stack_frames(stack_text(stack_id)))
-
-    return RunSummary(command, [group.finish(stack_line) for group in groups.values()])
+            group = groups[(step, rank)] = NodeGroup(group_label(step, rank))
+        group.add(name, str(node_type), precision, stack_id, partial(items_of_texts, inputs, outputs))
+    groups_made = [
+        group.finish(lambda stack_id: stack_line(stack_text(stack_id))) for group in groups.values()
+    ]
+    return RunSummary(command, groups_made)

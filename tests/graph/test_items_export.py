@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from msprobe_dask.graph.cells import rel_text
-from msprobe_dask.graph.item_text import format_items, items_json
+from msprobe_dask.graph.item_text import exported_cells, format_item, format_items, items_json
 
 _PG_KEEP = ("type", "group_ranks", "group_id", "data_name")
 
@@ -82,6 +82,16 @@ def test_items_json_is_the_json_of_the_rule(data: dict, keep_md5: bool, batch_p2
     assert json.dumps(format_items(data, keep_md5, batch_p2p)) == want
     assert items_json(data, keep_md5, batch_p2p) == want
     assert items_json(data, keep_md5, batch_p2p) == want  # again, from the caches
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_ITEM, st.lists(_KEYS, max_size=4).map(tuple), st.booleans(), st.booleans())
+def test_exported_cells_are_those_of_the_formatted_item(
+    item: dict, keys: tuple[str, ...], keep_md5: bool, batch_p2p: bool
+) -> None:
+    """What the run's summary reads of an item (graph/rows.py summarise_rows) is what the vis.db holds."""
+    whole = format_item(item, keep_md5, batch_p2p)
+    assert exported_cells(item, keys, keep_md5, batch_p2p) == {k: v for k, v in whole.items() if k in keys}
 
 
 def test_items_json_repeated_scalar_items() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import dask
 import pytest
 from visdb_diff import diff_visdb, rowids
+from visdb_summary import summarise_visdb, unreadable_rows
 
 from msprobe_dask.errors import DumpError, OutputError
 from msprobe_dask.graph import api, chunks
@@ -37,12 +38,13 @@ def _one_write_task(case: str, path: Path) -> None:
     dask.compute(dask.delayed(api._write_task)(result, str(path)), scheduler="sync")
 
 
-def _chained(case: str, path: Path, scheduler: str) -> None:
+def _chained(case: str, path: Path, scheduler: str) -> api.Visualized:
     tp, gp, opts = _sides(case)
     plan = api._rank_plan(tp, gp, opts)
     writer = VisdbWriter(path).suspend()
     (written,) = dask.compute(api._write_chain(plan, writer), scheduler=scheduler)
-    assert written == str(path)
+    assert written.path == str(path)
+    return written
 
 
 @pytest.mark.parametrize("scheduler", ["sync", "threads", "processes"])
@@ -52,10 +54,13 @@ def test_the_chain_writes_the_file_of_one_write_task(
 ) -> None:
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)  # as many chunks as the graphs allow
     _one_write_task(case, tmp_path / "one.vis.db")
-    _chained(case, tmp_path / "chain.vis.db", scheduler)
+    written = _chained(case, tmp_path / "chain.vis.db", scheduler)
     assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
     assert rowids(tmp_path / "chain.vis.db") == rowids(tmp_path / "one.vis.db")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.vis.db", "one.vis.db"]
+    # the summary merged from the chunks' (one node each, or a collection) is the one of the file's rows
+    assert repr(written.summary) == repr(summarise_visdb(written.path))
+    assert list(written.unreadable) == unreadable_rows(written.path)
 
 
 def test_chunks_finishing_last_first_change_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

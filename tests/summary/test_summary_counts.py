@@ -163,9 +163,8 @@ def test_graph_summary_counts_the_visdb(case: str, tmp_path: Path, capsys) -> No
 
 
 def test_the_summary_leaves_no_side_files_beside_the_visdb(tmp_path: Path) -> None:
-    """graph_visualize prints its summary read back from the vis.db: that read leaves no -wal or -shm
-    file beside it (a read-only connection to a WAL-mode file cannot remove them), also in a folder
-    whose name needs quoting in a URI."""
+    """graph_visualize leaves nothing beside its vis.db (no -wal or -shm file), also in a folder whose
+    name needs quoting in a URI."""
     out = tmp_path / "out #1 ?%"
     stat_mix = case_dir("stat_mix")
     run = run_cli(

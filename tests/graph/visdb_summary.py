@@ -1,14 +1,16 @@
-"""The summary of a graph_visualize run, read back from the vis.db it wrote (see ``summary.nodes``)."""
+"""The summary of a graph_visualize run read back from the vis.db it wrote: what the run's own summary
+(made from its chunks' rows, graph/rows.py ``summarise_rows``) must equal."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from msprobe_dask.judge.rules import UNREADABLE
 from msprobe_dask.summary.model import RunSummary
-from msprobe_dask.summary.nodes import summarise_nodes
+from msprobe_dask.summary.nodes import summarise_nodes, unreadable_problems
 
 NODES = (
     "SELECT step, rank, node_name, node_type, precision_index, stack_id,"
@@ -26,23 +28,18 @@ def _read_only(path: str | Path) -> sqlite3.Connection:
     return sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
 
 
+def _items(*texts: str | None) -> list[dict[str, Any]]:
+    return [item for text in texts for item in json.loads(text or "{}").values() if isinstance(item, dict)]
+
+
 def unreadable_rows(path: str | Path) -> list[str]:
-    """Why each row of the vis.db whose tensor files could not be read is an error (``mark_unreadable``),
-    in node order: only error nodes that mention it are parsed."""
+    """Why each row of the vis.db whose tensor files could not be read is an error, in node order."""
     connection = _read_only(path)
     try:
         found = connection.execute(UNREADABLE_NODES, (UNREADABLE, UNREADABLE)).fetchall()
     finally:
         connection.close()
-    problems = []
-    for texts in found:
-        for text in texts:
-            for item in json.loads(text or "{}").values():
-                message = item.get("Err_message") if isinstance(item, dict) else None
-                for line in json.loads(message) if isinstance(message, str) and UNREADABLE in message else ():
-                    if line.startswith(UNREADABLE):
-                        problems.append(line.removeprefix(UNREADABLE))
-    return problems
+    return [problem for texts in found for problem in unreadable_problems(_items(*texts))]
 
 
 def summarise_visdb(path: str | Path) -> RunSummary:
@@ -54,8 +51,6 @@ def summarise_visdb(path: str | Path) -> RunSummary:
             row = connection.execute("SELECT stack_info FROM tb_stack WHERE id = ?", (stack_id,)).fetchone()
             return row[0] if row else None
 
-        summary = summarise_nodes("graph_visualize", connection.execute(NODES), stack_text)
+        return summarise_nodes("graph_visualize", connection.execute(NODES), stack_text)
     finally:
         connection.close()
-    summary.paths.append(str(path))
-    return summary
