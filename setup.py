@@ -19,7 +19,10 @@ setup(
         Extension(
             "msprobe_dask.metrics._pair_pass",
             ["msprobe_dask/metrics/csrc/pair_pass.c"],
-            depends=["msprobe_dask/metrics/csrc/pair_pass_loops.h"],
+            depends=[
+                "msprobe_dask/metrics/csrc/pair_pass_loops.h",
+                "msprobe_dask/metrics/csrc/pair_pass_avx512.h",
+            ],
             optional=True,
         ),
         Extension(

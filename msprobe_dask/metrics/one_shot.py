@@ -36,7 +36,7 @@ from msprobe_dask.metrics.tensor_cells import (
 )
 from msprobe_dask.native import load
 
-PAIR_PASS_API = 2  # PAIR_PASS_API in csrc/pair_pass.c
+PAIR_PASS_API = 3  # PAIR_PASS_API in csrc/pair_pass.c
 pair_pass_kernel = load("msprobe_dask.metrics._pair_pass", PAIR_PASS_API)
 
 FAST_FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
@@ -185,10 +185,13 @@ def kernel_cells(
     return TensorMetrics(cells)
 
 
-def kernel_pass(npu: np.ndarray, n_name: str, bench: np.ndarray, b_name: str, order: int) -> tuple[Any, ...]:
+def kernel_pass(
+    npu: np.ndarray, n_name: str, bench: np.ndarray, b_name: str, order: int, loops: int = 0
+) -> tuple[Any, ...]:
     """The C pass over two finite tensors' elements (arrays or their bytes) of ``KERNEL_KINDS`` by name, as
     many each, its dots summed in ``order`` (``reference_dot.KERNEL_ORDERS``): (max |n - b|, the largest
-    relative error, the counts below the two limits, n.b, n.n, b.b, d.d)."""
+    relative error, the counts below the two limits, n.b, n.n, b.b, d.d). ``loops`` (the tests') chooses
+    the kernel's loops: 0 the widest the CPU runs, 1 AVX2 at most, 2 generic C; each gives the same."""
     rtype = _relative_dtype(n_name, b_name)
     n_bytes, b_bytes = _raw_bytes(npu), _raw_bytes(bench)
     size = n_bytes.size // element_size(element_of(n_name))
@@ -196,7 +199,7 @@ def kernel_pass(npu: np.ndarray, n_name: str, bench: np.ndarray, b_name: str, or
         n_bytes, KERNEL_KINDS[n_name], b_bytes, KERNEL_KINDS[b_name],
         rtype == np.float64, float(np.finfo(rtype).eps),
         _compared_limit(rtype, THOUSANDTH), _compared_limit(rtype, FIVE_THOUSANDTHS),
-        [stop for _, stop in thread_runs(size)], order,
+        [stop for _, stop in thread_runs(size)], order, loops,
     )  # fmt: skip
 
 

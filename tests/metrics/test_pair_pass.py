@@ -59,6 +59,34 @@ def test_the_kernel_gives_the_python_definition_s_cells(
         assert with_kernel is not None and in_numpy is not None
         assert with_kernel.cells == in_numpy.cells, (n_dtype, b_dtype, size, seed)
         assert _kernel_dots(npu, bench, 0) == _blas_dots(npu, bench), (n_dtype, b_dtype, size, seed)
+        assert _every_loops_alike(npu, bench), (n_dtype, b_dtype, size, seed)
+
+
+def _every_loops_alike(npu: np.ndarray, bench: np.ndarray) -> bool:
+    """The kernel's loops for each instruction set (AVX-512, AVX2, generic C, as far as the CPU runs them)
+    give the same maxima, counts and dots, in both orders."""
+    passes = [
+        one_shot.kernel_pass(npu, _name(npu), bench, _name(bench), order, loops)
+        for order in (0, 1)
+        for loops in LOOPS
+    ]
+    return all(p == passes[i - i % len(LOOPS)] for i, p in enumerate(passes))
+
+
+LOOPS = (0, 1, 2)  # the kernel's loops: the widest the CPU runs, AVX2 at most, generic C
+
+
+def _name(array: np.ndarray) -> str:
+    return "bfloat16" if array.dtype == _dtype("bfloat16") else array.dtype.name
+
+
+@pytest.mark.parametrize("size", [16 * 1025 + 7, (1 << 20) + 37, 3 * (1 << 20) + 16])
+def test_every_loops_give_the_same_on_long_runs(size: int) -> None:
+    """Runs of many 16- and 32-element blocks and of more than the AVX-512 loops' 2^20 elements between
+    flushes of their counts."""
+    for n_dtype, b_dtype in [("float32", "float16"), ("bfloat16", "bfloat16"), ("float16", "float64")]:
+        npu, bench = _pair(n_dtype, b_dtype, size, size)
+        assert _every_loops_alike(npu, bench), (n_dtype, b_dtype, size)
 
 
 def test_inexact_products_are_rounded_as_blas_rounds_them() -> None:
@@ -98,7 +126,7 @@ CHECK_ORDER = """
 import sys
 sys.path.insert(0, sys.argv[1])
 import numpy as np
-from test_pair_pass import DTYPES, _blas_dots, _kernel_dots, _pair
+from test_pair_pass import DTYPES, _blas_dots, _every_loops_alike, _kernel_dots, _pair
 from msprobe_dask.metrics.reference_dot import kernel_order
 
 assert kernel_order() == 1, kernel_order()
@@ -108,6 +136,7 @@ for size in [*range(1, 100), 10_001, 10_032, 20_047]:
     for n_dtype in DTYPES:
         npu, bench = _pair(n_dtype, "float32", max(size, 8), size)
         differ += _kernel_dots(npu, bench, 1) != _blas_dots(npu, bench)
+        differ += not _every_loops_alike(npu, bench)
     npu, bench = rng.standard_normal(size), rng.standard_normal(size)
     differ += _kernel_dots(npu, bench, 1) != _blas_dots(npu, bench)
 print(differ)

@@ -1,6 +1,6 @@
 /* msprobe_dask.metrics._pair_pass: one pass over a pair of finite float tensors (metrics/one_shot.py).
 
-pair_pass(n, n_kind, b, b_kind, rtype_is_double, eps, thousandth, five_thousandths, run_ends, order)
+pair_pass(n, n_kind, b, b_kind, rtype_is_double, eps, thousandth, five_thousandths, run_ends, order[, loops])
   n, b:    the two tensors' elements (any buffer, C order), of kind 0 float16, 1 bfloat16, 2 float32,
            3 float64 (n_kind, b_kind);
   rtype_is_double: the relative error's dtype (numpy's result_type(n, b, float32)) is float64, else
@@ -8,7 +8,9 @@ pair_pass(n, n_kind, b, b_kind, rtype_is_double, eps, thousandth, five_thousandt
   thousandth, five_thousandths: the ratios' limits, in the dtype numpy compares the relative errors in
            (the Python side passes them already rounded to it);
   run_ends: where each run of the dot products ends (metrics/reference_dot.py:thread_runs), the last
-           one at the tensors' size; order: the summation order of the dots (0 HASWELL, 1 SKYLAKEX).
+           one at the tensors' size; order: the summation order of the dots (0 HASWELL, 1 SKYLAKEX);
+  loops:   0 (the default) the widest loops the CPU runs (AVX-512, AVX2 and FMA, or generic C), 1 AVX2 at
+           most, 2 the generic ones: the same results from each (the tests check every one).
 returns (max |n - b|, max relative error, count below thousandth, count below five_thousandths,
          n.b, n.n, b.b, d.d), n and b widened exactly to float64 and d = n - b in float64: element by
 element the arithmetic of the Python definition (metrics/one_shot.py:numpy_finite_float_cells), exact
@@ -40,7 +42,7 @@ during the loop.
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-#define PAIR_PASS_API 2 /* one_shot.PAIR_PASS_API: change both with the function's arguments */
+#define PAIR_PASS_API 3 /* one_shot.PAIR_PASS_API: change both with the function's arguments */
 #define MAX_RUNS 64
 
 enum { F16 = 0, BF16 = 1, F32 = 2, F64 = 3 };
@@ -101,11 +103,23 @@ static double lanes_sum(const double *a, int order) {
 #undef NAMED
 #undef AVX2_LOOPS
 #pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx2,fma,f16c")
+#include "pair_pass_avx512.h"
+#pragma GCC pop_options
 #endif
 
-static PassFn pass_for(int rdouble, int nk, int bk) {
+enum { BEST_LOOPS = 0, AVX2_AT_MOST = 1, GENERIC_LOOPS = 2 }; /* pair_pass's `loops` */
+
+/* The pass for the kinds and the relative error's dtype: the loops of the widest instruction set both the
+   CPU and `loops` allow (the AVX-512 ones for float32 relative errors of 16/32-bit pairs only). */
+static PassFn pass_for(int rdouble, int nk, int bk, int loops) {
 #ifdef WITH_AVX2
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    if (loops == BEST_LOOPS && !rdouble && nk != F64 && bk != F64 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512dq"))
+        return passes_f_avx512[nk][bk];
+    if (loops <= AVX2_AT_MOST && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
         return (rdouble ? passes_d_avx2 : passes_f_avx2)[nk][bk];
 #endif
     return (rdouble ? passes_d_base : passes_f_base)[nk][bk];
@@ -134,13 +148,13 @@ static int read_ends(PyObject *seq, Py_ssize_t size, Py_ssize_t *ends, int *runs
 
 static PyObject *pair_pass(PyObject *self, PyObject *args) {
     Py_buffer n, b;
-    int nk, bk, rdouble, order, runs = 0;
+    int nk, bk, rdouble, order, loops = BEST_LOOPS, runs = 0;
     double eps, t1, t5;
     PyObject *run_ends;
     Py_ssize_t ends[MAX_RUNS];
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*iy*ipdddOi", &n, &nk, &b, &bk, &rdouble, &eps, &t1, &t5, &run_ends,
-                          &order))
+    if (!PyArg_ParseTuple(args, "y*iy*ipdddOi|i", &n, &nk, &b, &bk, &rdouble, &eps, &t1, &t5, &run_ends,
+                          &order, &loops))
         return NULL;
     PyObject *out = NULL;
     if (nk < 0 || nk > 3 || bk < 0 || bk > 3) {
@@ -158,7 +172,7 @@ static PyObject *pair_pass(PyObject *self, PyObject *args) {
     }
     if (read_ends(run_ends, size, ends, &runs) < 0) goto done;
     Result res;
-    PassFn fn = pass_for(rdouble, nk, bk);
+    PassFn fn = pass_for(rdouble, nk, bk, loops);
     Py_BEGIN_ALLOW_THREADS
     res = fn(n.buf, b.buf, ends, runs, order, eps, t1, t5);
     Py_END_ALLOW_THREADS
