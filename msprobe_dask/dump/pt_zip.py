@@ -134,7 +134,8 @@ class PtZip:
             at = name_at + name_len + extra_len + comment_len  # (past the end: zipfile reads what is there)
             raw_name = directory[name_at : name_at + name_len]
             extra = directory[name_at + name_len : name_at + name_len + extra_len]
-            size, packed, offset = zip64_sizes(extra, size, packed, offset)
+            if 0xFFFFFFFF in (size, packed, offset):  # (torch.save's small members never are)
+                size, packed, offset = zip64_sizes(extra, size, packed, offset)
             name = raw_name.decode("utf-8" if flags & _UTF8_NAME else "cp437")
             members[name] = Member(name, method, flags, crc, packed, size, offset + shift)
         return members

@@ -108,7 +108,7 @@ def _real_folder(tensor_dir: str) -> str | None:
 def open_tensor(path: Path) -> TensorHandle:
     """Read the header of a ``.npy`` or ``.pt`` file (sniffed by content), or of a converted dump's zarr
     array (``zarr_store``), and check the data is all there."""
-    path = Path(path)
+    path = path if isinstance(path, Path) else Path(path)  # (Path(a Path) parses it again)
     if path.is_dir() and zarr_store.is_array(path):
         dtype, shape, _ = zarr_store.array_header(path)
         return TensorHandle(path, "zarr", dtype, shape, 0, c_strides(shape))
