@@ -28,7 +28,7 @@ from msprobe_dask.columns import (
 from msprobe_dask.dump.rows import NA, LeafRow
 from msprobe_dask.judge.highlight import highlight_group
 from msprobe_dask.judge.rules import judge_columns, mark_unreadable
-from msprobe_dask.metrics.stats import stat_diff
+from msprobe_dask.metrics.stats import stat_diffs
 
 MODES = ("statistics", "tensor", "md5")
 UNMEASURED = ("unsupported",) * len(TENSOR_COLUMNS)
@@ -166,8 +166,7 @@ def _cell_columns(
         cells.update(zip(STAT_COLUMNS, stat_cols))
     if mode == "statistics":
         for k in range(4):
-            diffs, rels = zip(*map(stat_diff, stat_cols[k], stat_cols[k + 4])) if pairs else ((), ())
-            cells[DIFF_COLUMNS[k]], cells[DIFF_COLUMNS[k + 4]] = diffs, rels
+            cells[DIFF_COLUMNS[k]], cells[DIFF_COLUMNS[k + 4]] = stat_diffs(stat_cols[k], stat_cols[k + 4])
     elif mode == "tensor":
         filled = tensor_cells if tensor_cells is not None else [UNMEASURED] * len(pairs)
         # (strict: a row with a metric more or less than the columns fails here, not as a missing column)

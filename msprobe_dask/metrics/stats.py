@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 NA = "N/A"
@@ -48,14 +49,31 @@ def _number(value: Any) -> float | int:
 
 def stat_diff(npu: Any, bench: Any) -> tuple[Any, str]:
     """(diff, relative error) of one statistic; diff is a number or a marker string."""
-    if npu.__class__ is float and bench.__class__ is float and math.isfinite(npu) and math.isfinite(bench):
-        # the usual case, decided as below without printing the numbers: two finite floats print
-        # alike when they are equal, zeros of the same sign included
-        if npu == bench and (npu or math.copysign(1.0, npu) == math.copysign(1.0, bench)):
-            return "0", "0"
-        diff = npu - bench
-        return diff, "inf" if bench == 0 else f"{abs(diff / bench * 100)}%"
-    return stat_diff_by_kind(npu, bench)
+    (diff,), (rel,) = stat_diffs((npu,), (bench,))
+    return diff, rel
+
+
+def stat_diffs(npus: Sequence[Any], benches: Sequence[Any]) -> tuple[list[Any], list[str]]:
+    """``stat_diff`` of each pair of one statistic's column: the diffs and the relative errors."""
+    diffs: list[Any] = []
+    rels: list[str] = []
+    isfinite, copysign = math.isfinite, math.copysign
+    for npu, bench in zip(npus, benches):
+        if npu.__class__ is float and bench.__class__ is float and isfinite(npu) and isfinite(bench):
+            # the usual case, decided as below without printing the numbers: two finite floats print
+            # alike when they are equal, zeros of the same sign included
+            if npu == bench and (npu or copysign(1.0, npu) == copysign(1.0, bench)):
+                diffs.append("0")
+                rels.append("0")
+                continue
+            diff = npu - bench
+            diffs.append(diff)
+            rels.append("inf" if bench == 0 else f"{abs(diff / bench * 100)}%")
+        else:
+            diff, rel = stat_diff_by_kind(npu, bench)
+            diffs.append(diff)
+            rels.append(rel)
+    return diffs, rels
 
 
 def stat_diff_by_kind(npu: Any, bench: Any) -> tuple[Any, str]:
