@@ -16,7 +16,7 @@ import orjson
 from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PARAMETERS_GRAD, PROCESS_GROUP
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.items import ITEM_KEYS, RANK_PARAMS, SHAPED_KINDS
-from msprobe_dask.graph.jsontext import FLOAT_DUMPS_RANGE, dumps, float_text
+from msprobe_dask.graph.jsontext import dumps, float_text
 
 try:
     from operator import call  # Python 3.11
@@ -319,8 +319,8 @@ class TextRules:
     export rules, by name, handed to it once when this module is imported."""
 
     exported_text: type  # ExportedText
-    float_dumps: Callable[[Any], bytes]  # orjson.dumps: the text of floats in float_dumps_range
-    float_dumps_range: tuple[float, float]  # jsontext.FLOAT_DUMPS_RANGE
+    # orjson.dumps: the shortest digits of finite floats, which the C code writes in repr's notation
+    float_dumps: Callable[[Any], bytes]
     long_decimal: tuple[int, int, int]  # LONG_DECIMAL
     decimals: int  # DECIMALS
     left_out: tuple[str, ...]  # the keys a plain exported item leaves out (skipped_keys(False, False))
@@ -338,7 +338,6 @@ class TextRules:
 TEXT_RULES = TextRules(
     ExportedText,
     orjson.dumps,
-    FLOAT_DUMPS_RANGE,
     LONG_DECIMAL,
     DECIMALS,
     tuple(sorted(_SKIP)),

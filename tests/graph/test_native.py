@@ -13,6 +13,8 @@ import dataclasses
 import json
 import math
 import os
+import random
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -375,6 +377,39 @@ def _forget_texts() -> None:
         forms.clear()
     for cls in (str, int):
         item_text._JSON_TEXT[cls].__self__.clear()  # type: ignore[attr-defined]
+
+
+@needs_native
+def test_float_texts_are_repr_at_every_magnitude() -> None:
+    """The C text of a finite float is orjson's digits in repr's notation (csrc/buffer.c repr_text):
+    repr's text, on doubles of every bit pattern and magnitude, the edges of the notations included."""
+    rng = random.Random(16)
+    values = [
+        0.0,
+        -0.0,
+        5e-324,
+        -5e-324,
+        1e-5,
+        1e-4,
+        9.999e-5,
+        1e-7,
+        1e15,
+        1e16,
+        9999999999999998.0,
+        1e22,
+        1e23,
+    ]
+    values += [1.7976931348623157e308, 2.2250738585072014e-308, 0.1, 1 / 3, 123456789012345678.0, 100.0, 12.5]
+    for _ in range(40_000):
+        bits = struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]
+        scaled = rng.uniform(-1, 1) * 10.0 ** rng.randint(-30, 30)
+        decimal = float(f"{rng.randint(1, 10 ** rng.randint(1, 17))}e{rng.randint(-330, 310)}")
+        values += [x for x in (bits, scaled, decimal) if math.isfinite(x)]
+    for at in range(0, len(values), 1000):
+        data = {f"k{i}": {"Max": x, "dtype": "torch.float32"} for i, x in enumerate(values[at : at + 1000])}
+        assert json.loads(item_text.items_json(data, False, False)) == {
+            k: {"Max": repr(v["Max"]), "dtype": "torch.float32"} for k, v in data.items()
+        }
 
 
 @needs_native

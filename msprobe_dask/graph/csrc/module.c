@@ -65,12 +65,10 @@ static int texts_field(PyObject *rules, const char *name, Text *out, int *count)
 static PyObject *configure_text(PyObject *self, PyObject *rules) {
     PyObject *exported = PyObject_GetAttrString(rules, "exported_text");
     PyObject *dumps = exported != NULL ? PyObject_GetAttrString(rules, "float_dumps") : NULL;
-    PyObject *range = dumps != NULL ? PyObject_GetAttrString(rules, "float_dumps_range") : NULL;
-    PyObject *digits = range != NULL ? PyObject_GetAttrString(rules, "long_decimal") : NULL;
+    PyObject *digits = dumps != NULL ? PyObject_GetAttrString(rules, "long_decimal") : NULL;
     TextRules r = {0};
     Text keys[MAX_TEXTS];
     int ok = digits != NULL && PyType_Check(exported) && PyCallable_Check(dumps) &&
-             PyArg_ParseTuple(range, "dd", &r.float_lo, &r.float_hi) &&
              PyArg_ParseTuple(digits, "iii", &r.int_digits, &r.min_decimals, &r.max_decimals) &&
              int_field(rules, "decimals", &r.decimals) == 0 && texts_field(rules, "left_out", r.left_out, &r.n_left_out) == 0 &&
              texts_field(rules, "shaped_kinds", r.shaped_kinds, &r.n_shaped_kinds) == 0 &&
@@ -105,7 +103,6 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
         PyErr_SetString(PyExc_TypeError, "configure_text: rules of the wrong types");
     Py_XDECREF(exported);
     Py_XDECREF(dumps);
-    Py_XDECREF(range);
     Py_XDECREF(digits);
     if (!ok)
         return NULL;

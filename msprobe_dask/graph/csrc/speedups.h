@@ -13,7 +13,8 @@
  * Each function handles the common values (exact floats, ints, bools, None, lists and printable
  * ASCII strings) and answers None, or calls back into Python, for anything else: the Python path
  * stays the definition. The texts are the ones Python makes: floats by PyOS_double_to_string (as
- * float.__repr__ and format(x, ".6f") make them) or orjson where its text is repr's.
+ * float.__repr__ and format(x, ".6f") make them) or, for repr, orjson's shortest digits written in
+ * repr's notation (buffer.c: repr_text).
  */
 #ifndef MSPROBE_DASK_SPEEDUPS_H
 #define MSPROBE_DASK_SPEEDUPS_H
@@ -37,7 +38,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 12
+#define SPEEDUPS_API 13
 
 /* an ASCII text of the rules (held by them) */
 typedef struct {
@@ -48,7 +49,6 @@ typedef struct {
 
 /* item_text.TEXT_RULES (module.c: configure_text) */
 typedef struct {
-    double float_lo, float_hi; /* orjson's float text is repr's for float_lo <= |x| < float_hi */
     int int_digits, min_decimals, max_decimals, decimals; /* a long decimal, and the decimals it keeps */
     Text left_out[MAX_TEXTS], shaped_kinds[MAX_TEXTS], rank_params[MAX_TEXTS];
     int n_left_out, n_shaped_kinds, n_rank_params;
@@ -82,8 +82,9 @@ extern PyObject *exported_text_type, *orjson_dumps, *zero, *str_max, *str_type,
 
 /* ------------------------------------------------------------------ buffer.c */
 
-/* The text being made, with the floats whose texts orjson makes (see add_float) left out: their
- * objects in ``floats``, and where their texts go in ``marks``. */
+/* The text being made, with the floats whose texts orjson's digits make (see add_float) left out:
+ * their objects in ``floats``, and where their texts go in ``marks``. */
+#define FLOAT_TEXT 40 /* room for a float's text (at most 24 bytes: -1.2345678901234567e-308) */
 typedef struct {
     char *p;
     Py_ssize_t len, cap;

@@ -38,21 +38,17 @@ static int add_double(Buf *b, double x, char code, int precision, int flags) {
     return rc;
 }
 
-static int orjson_writes_repr(double x) {
-    return (x >= text_rules.float_lo && x < text_rules.float_hi) || (x > -text_rules.float_hi && x <= -text_rules.float_lo);
-}
-
-/* repr(x): orjson's text where it is repr's, in float_dumps_range (see jsontext.float_text), made at
- * the end for all such floats at once; elsewhere Python's */
+/* repr(x): a finite float's text made at the end from orjson's, for all of them at once (buf_text);
+ * inf and nan Python's */
 static int add_float(Buf *b, PyObject *v) {
     double x = PyFloat_AS_DOUBLE(v);
-    if (orjson_writes_repr(x))
+    if (isfinite(x))
         return buf_defer(b, v);
     return add_double(b, x, 'r', 0, Py_DTSF_ADD_DOT_0);
 }
 
 int add_float_value(Buf *b, double x) {
-    if (!orjson_writes_repr(x))
+    if (!isfinite(x))
         return add_double(b, x, 'r', 0, Py_DTSF_ADD_DOT_0);
     PyObject *v = PyFloat_FromDouble(x);
     if (v == NULL)
