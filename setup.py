@@ -1,6 +1,6 @@
 """The optional C parts of the package: graph/csrc/ (msprobe_dask.graph._speedups), metrics/csrc/
-(msprobe_dask.metrics._pair_pass) and writers/csrc/ (msprobe_dask.writers._rowdb, which also needs
-SQLite's header and library). Each is built where a C
+(msprobe_dask.metrics._pair_pass) and writers/csrc/ (msprobe_dask.writers._csv_text, and
+msprobe_dask.writers._rowdb, which also needs SQLite's header and library). Each is built where a C
 compiler (and SQLite's header) is, and skipped with a warning where not: the package then runs its
 Python path, same answers, slower. The README's "C kernels" section says what each buys."""
 
@@ -23,6 +23,11 @@ setup(
                 "msprobe_dask/metrics/csrc/pair_pass_loops.h",
                 "msprobe_dask/metrics/csrc/pair_pass_avx512.h",
             ],
+            optional=True,
+        ),
+        Extension(
+            "msprobe_dask.writers._csv_text",
+            ["msprobe_dask/writers/csrc/csv_text.c"],
             optional=True,
         ),
         Extension(

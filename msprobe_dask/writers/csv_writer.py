@@ -1,8 +1,10 @@
 """compare_result_*.csv: UTF-8, header row, minimal quoting, ``\\n`` line ends (pandas ``to_csv``).
 
-The lines are made column by column: a column of texts that need no change (most names) is taken as
-it is; in every other column each distinct (class, value) is printed once (a table's dtypes, shapes and
-markers repeat, and numbers in tiled models), its floats in one call (``float_texts``). The quoting is
+Where the C kernel is built (``csrc/csv_text.c``) a table part's lines are made there, row by row, the
+cells it does not print itself printed by ``_field``. The Python path, the definition, makes them
+column by column: a column of texts that need no change (most names) is taken as it is; in every other
+column each distinct (class, value) is printed once (a table's dtypes, shapes and markers repeat, and
+numbers in tiled models), its floats in one call (``float_texts``). The quoting is
 that of the csv module's minimal quoting with ``\\n`` line ends: a cell holding a comma, a double
 quote or a LF is quoted, its double quotes doubled (tests/writers/test_cells.py checks the lines
 against the csv module's).
@@ -19,6 +21,10 @@ from itertools import compress, repeat
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from msprobe_dask.graph.jsontext import FLOAT_DUMPS_RANGE
+from msprobe_dask.native import load
 from msprobe_dask.table import CompareTable
 from msprobe_dask.writers.atomic import atomic_path
 from msprobe_dask.writers.cells import (
@@ -33,6 +39,20 @@ _QUOTED = frozenset(',"\n')
 _CHANGED_INSIDE = re.compile("[" + re.escape("".join(_QUOTED) + NEUTRALISED_INSIDE) + "]")
 _CHANGED_START = frozenset(FORMULA_START + LEADING_BLANKS)
 _FIRST = operator.itemgetter(slice(0, 1))
+
+API = 1  # CSV_TEXT_API in csrc/csv_text.c
+native = load("msprobe_dask.writers._csv_text", API)
+_NATIVE_RULES = (
+    FORMULA_START + LEADING_BLANKS,
+    NEUTRALISED_INSIDE,
+    "".join(sorted(_QUOTED)),
+    FLOAT_DUMPS_RANGE,
+    orjson.dumps,
+)
+"""What the C kernel reads: a text whose first character is none of the first and none of whose
+characters is one of the second is left as it is by ``neutralise``, and quoted where it holds one of
+the third; a finite float's text is orjson's in its range (``float_texts``), repr's elsewhere; every
+other cell it hands to ``_field``."""
 
 
 def quoted(text: str) -> str:
@@ -93,15 +113,19 @@ def csv_text(rows: Sequence[Sequence[Any]]) -> str:
 
 
 def write_csv(table: CompareTable, path: Path) -> Path:
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
-        f.write(header_line(table.columns).decode("utf-8"))
-        f.write(csv_text(table.rows))
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(header_line(table.columns))
+        f.write(csv_lines(table.rows))
     return path
 
 
 def csv_lines(rows: Iterable[Sequence[Any]]) -> bytes:
-    """The csv lines of ``rows`` as write_csv writes them, UTF-8: a part of the file, made by a task."""
-    return csv_text(list(rows)).encode("utf-8")
+    """The csv lines of ``rows`` as write_csv writes them, UTF-8: a part of the file, made by a task
+    (in C where the kernel is built: the cells it does not print itself it has ``_field`` print)."""
+    rows = list(rows)
+    if native is not None and rows and len(rows[0]) > 1:
+        return native.csv_lines(rows, _NATIVE_RULES, _field)  # type: ignore[no-any-return]
+    return csv_text(rows).encode("utf-8")
 
 
 def header_line(columns: Sequence[str]) -> bytes:

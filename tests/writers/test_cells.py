@@ -11,6 +11,7 @@ import numpy
 import pytest
 
 from msprobe_dask.table import CompareTable
+from msprobe_dask.writers import csv_writer
 from msprobe_dask.writers.cells import cell_text
 from msprobe_dask.writers.csv_writer import csv_lines, write_csv
 
@@ -107,3 +108,23 @@ def test_csv_lines_of_one_column_and_of_no_row() -> None:
     rows: list[list[object]] = [[""], ["a,b"], [None], [1.5]]
     assert csv_lines(rows) == _csv_module_lines(rows) == b'""\n"a,b"\n""\n1.5\n'
     assert csv_lines([]) == b""
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_c_kernel_prints_what_the_python_path_prints(seed: int) -> None:
+    """csv_lines in C (writers/csrc/csv_text.c) gives the Python path's bytes, floats of every
+    magnitude, texts of every class of character (quoted, neutralised, non-ASCII) and cells it hands
+    back to the Python path alike."""
+    if csv_writer.native is None:
+        pytest.skip("the C kernel is not built")
+    rng = random.Random(seed)
+    texts = ["a", ",", '"', ";", "\r", "\n", " ", "=", "＋", "é", "€", "\U0001f600", "x.y", "[]", "%"]
+    cells = (
+        TRICKY
+        + ["".join(rng.choice(texts) for _ in range(rng.randrange(6))) for _ in range(30)]
+        + [rng.choice([-1, 1]) * rng.random() * 10.0 ** rng.randrange(-330, 308) for _ in range(30)]
+    )
+    width = rng.choice([2, 5])
+    rows = [[rng.choice(cells) for _ in range(width)] for _ in range(rng.randrange(1, 200))]
+    kernel = csv_writer.native.csv_lines(rows, csv_writer._NATIVE_RULES, csv_writer._field)
+    assert kernel == csv_writer.csv_text(rows).encode("utf-8") == _csv_module_lines(rows)
