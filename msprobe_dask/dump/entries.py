@@ -28,7 +28,7 @@ from typing import Any
 
 from msprobe_dask.dump.confine import check_dump_file
 from msprobe_dask.dump.dumpjson import read_json
-from msprobe_dask.dump.fastjson import loads
+from msprobe_dask.dump.fastjson import has_long_integer, loads
 from msprobe_dask.errors import DumpError
 
 FIRST_KEY = re.compile(rb'\{\n( +)"')
@@ -42,7 +42,7 @@ class DumpEntries(Mapping[str, Any]):
     to a dask worker.
     """
 
-    __slots__ = ("_path", "_text", "_spans", "_small", "_full", "_mentioned")
+    __slots__ = ("_path", "_text", "_spans", "_small", "_full", "_mentioned", "_short")
 
     def __init__(
         self,
@@ -58,6 +58,7 @@ class DumpEntries(Mapping[str, Any]):
         self._small = small  # values of one-line entries (parsed by the scan to check them)
         self._full: dict[str, Any] | None = None  # the full parse, once a span failed to parse
         self._mentioned = mentioned if mentioned is not None else {}  # token -> whether the text has it
+        self._short: bool | None = None  # the text holds no long integer (fastjson), once looked for
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (DumpEntries, (self._path, self._text, self._spans, self._small, self._mentioned))
@@ -85,8 +86,11 @@ class DumpEntries(Mapping[str, Any]):
         if key in self._small:
             return self._small[key]
         start, end = self._spans[key]
+        short = self._short
+        if short is None:  # (looked for once in the whole text, not in each entry's)
+            short = self._short = not has_long_integer(self._text)
         try:
-            return loads(self._text[start:end])
+            return loads(self._text[start:end], short)
         except ValueError:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             return self._fall_back()[key]
 

@@ -108,8 +108,8 @@ def exported_cells(
     skip = skipped_keys(keep_md5, batch_p2p)
     fmt = _FORMAT.get
     if "Max" in kept and "Max" not in skip:
-        top = item["Max"]
-        if fmt(top.__class__, _fmt_other)(top) == "null":
+        top = item["Max"]  # (a float's text, repr's, is never "null": not made)
+        if top.__class__ is not float and fmt(top.__class__, _fmt_other)(top) == "null":
             return {"value": "null"} if "value" in keys else {}
     return {
         k: fmt((v := item[k]).__class__, _fmt_other)(v)

@@ -29,10 +29,13 @@ SUMMARY_KEYS = ("Err_message", *(m.column for m in RANK_METRICS))  # what the su
 NodeFacts = tuple[int, int, str, Any, Any, str, "str | None", "str | None"]
 
 
+_RESULT_OF_PRECISION = {0: PASS, 0.5: WARNING, 1: ERROR}
+
+
 def precision_result(precision: Any) -> str:
     if precision is None:
         return OTHER
-    return {0: PASS, 0.5: WARNING, 1: ERROR}.get(precision, OTHER)
+    return _RESULT_OF_PRECISION.get(precision, OTHER)
 
 
 def items_of_texts(*texts: str | None) -> list[dict[str, Any]]:

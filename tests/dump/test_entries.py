@@ -349,3 +349,24 @@ def test_the_scan_takes_only_what_json_reads_alike_on_edited_layouts(tmp_path: P
         if found is not None:
             assert indexed[1] == json.dumps(list(found.items()))
     assert taken > 100  # (many edits keep the layout: inside values, or as json.dump would write)
+
+
+def test_a_long_integer_anywhere_in_the_file_is_read_as_json_reads_it(tmp_path: Path) -> None:
+    """The text is searched once for an integer of 19 digits or more (orjson would read it as a float):
+    with one in a single entry, every entry is still json's, before and after pickling."""
+    data = {
+        "a.0.forward": {"input_args": [{"type": "int", "value": 12345678901234567890}]},
+        "b.0.forward": {"input_args": [{"type": "float", "value": 0.1234567890123456789}]},
+        "c.0.forward": {"input_args": [{"type": "int", "value": 7}]},
+    }
+    for doc in (data, {k: v for k, v in data.items() if k != "a.0.forward"}):
+        path = tmp_path / "dump.json"
+        path.write_text(json.dumps({"task": "statistics", "data": doc}, indent=1))
+        _, lazy = read_dump_doc(path)
+        assert isinstance(lazy, DumpEntries)
+        for entries in (lazy, pickle.loads(pickle.dumps(lazy))):
+            assert {k: entries[k] for k in doc} == doc
+            assert all(
+                type(entries[k]["input_args"][0]["value"]) is type(v["input_args"][0]["value"])
+                for k, v in doc.items()
+            )
