@@ -28,11 +28,13 @@ setup(
         Extension(
             "msprobe_dask.writers._csv_text",
             ["msprobe_dask/writers/csrc/csv_text.c"],
+            depends=["msprobe_dask/writers/csrc/buffer.h"],
             optional=True,
         ),
         Extension(
             "msprobe_dask.writers._rowdb",
             ["msprobe_dask/writers/csrc/rowdb.c"],
+            depends=["msprobe_dask/writers/csrc/buffer.h"],
             libraries=["sqlite3"],
             optional=True,
         ),

@@ -131,14 +131,8 @@ static inline void run_avx512(const void *n, int nk, const void *b, int bk, Py_s
                        double eps, double t1, double t5) {                                               \
         Result res = {0};                                                                               \
         State s = {0};                                                                                  \
-        Py_ssize_t first = 0;                                                                           \
-        for (int r = 0; r < runs; r++) {                                                                \
-            double dots[DOTS];                                                                          \
-            run_avx512(n, NK, b, BK, first, ends[r] - first, order, &s, dots, (float)eps, (float)t1,    \
-                       (float)t5);                                                                      \
-            for (int k = 0; k < DOTS; k++) res.dots[k] = res.dots[k] + dots[k];                         \
-            first = ends[r];                                                                            \
-        }                                                                                               \
+        ADD_RUNS(run_avx512(n, NK, b, BK, first, count, order, &s, dots, (float)eps, (float)t1,         \
+                            (float)t5))                                                                 \
         uint32_t rel_bits = (uint32_t)s.max_rel;                                                        \
         float rel_value;                                                                                \
         memcpy(&res.max_abs, &s.max_abs, sizeof res.max_abs);                                           \

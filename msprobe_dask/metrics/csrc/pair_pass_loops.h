@@ -279,6 +279,20 @@ static inline void NAMED(stats8)(const void *n, int nk, const void *b, int bk, P
         }                                                                                               \
     }
 
+#ifndef ADD_RUNS
+/* The runs one after the other (the call given, with first, count and dots), each run's dots added to
+ * res's in order. */
+#define ADD_RUNS(...)                                                                                   \
+    Py_ssize_t first = 0;                                                                               \
+    for (int r = 0; r < runs; r++) {                                                                    \
+        double dots[DOTS];                                                                              \
+        Py_ssize_t count = ends[r] - first;                                                             \
+        __VA_ARGS__;                                                                                    \
+        for (int k = 0; k < DOTS; k++) res.dots[k] = res.dots[k] + dots[k];                             \
+        first = ends[r];                                                                                \
+    }
+#endif
+
 /* The whole pass: the runs one after the other, each run's dots added to the totals in order. */
 #define PASS(NAME, NK, BK, S, REAL)                                                                     \
     RUN(CAT2(NAME, _run), NK, BK, S, REAL)                                                              \
@@ -286,14 +300,7 @@ static inline void NAMED(stats8)(const void *n, int nk, const void *b, int bk, P
                        double eps, double t1, double t5) {                                               \
         Result res = {0};                                                                               \
         State s = {0};                                                                                  \
-        Py_ssize_t first = 0;                                                                           \
-        for (int r = 0; r < runs; r++) {                                                                \
-            double dots[DOTS];                                                                          \
-            CAT2(NAME, _run)(n, b, first, ends[r] - first, order, &s, dots, (REAL)eps, (REAL)t1,        \
-                             (REAL)t5);                                                                 \
-            for (int k = 0; k < DOTS; k++) res.dots[k] = res.dots[k] + dots[k];                         \
-            first = ends[r];                                                                            \
-        }                                                                                               \
+        ADD_RUNS(CAT2(NAME, _run)(n, b, first, count, order, &s, dots, (REAL)eps, (REAL)t1, (REAL)t5))  \
         uint64_t abs_bits = s.max_abs;                                                                  \
         UINT_OF##S rel_bits = (UINT_OF##S)s.max_rel;                                                    \
         REAL rel_value;                                                                                 \
