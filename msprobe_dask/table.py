@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, eq
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from msprobe_dask.columns import (
     BASE_COLUMNS,
@@ -131,13 +131,23 @@ def float_columns(
     return tuple(flags)
 
 
-def _stat_columns(pairs: Sequence[RowPair], float_stats: Sequence[bool]) -> list[list[Any]]:
-    """The eight statistics columns, NPU then Bench, typed as the reference types them."""
-    sides = [[p.npu for p in pairs]] * 4 + [[p.bench for p in pairs]] * 4
-    return [
-        [(float(row.stats[i % 4]) if as_float else row.stats[i % 4]) if row else NA for row in side]
-        for i, (side, as_float) in enumerate(zip(sides, float_stats))
-    ]
+def _stat_columns(
+    npus: Sequence[LeafRow], benches: Sequence[LeafRow | None], float_stats: Sequence[bool]
+) -> list[list[Any]]:
+    """The eight statistics columns, NPU then Bench, typed as the reference types them (N/A on the
+    golden side of an unmatched row)."""
+    columns: list[list[Any]] = []
+    for side, flags in ((npus, float_stats[:4]), (benches, float_stats[4:])):
+        stats = [_MISSING.stats if row is None else row.stats for row in side]
+        unmatched = len(stats) and any(row is None for row in side)
+        for i, (values, as_float) in enumerate(zip(zip(*stats) if stats else [()] * 4, flags)):
+            if not as_float:
+                columns.append(list(values))
+            elif unmatched:
+                columns.append([NA if row is None else float(row.stats[i]) for row in side])
+            else:
+                columns.append(list(map(float, values)))
+    return columns
 
 
 _MISSING = LeafRow(NA, NA, NA, NA, NA, NA, (NA, NA, NA, NA), NA, NA)
@@ -146,34 +156,34 @@ _BASE_FIELDS = ("name", "dtype", "shape", "requires_grad")  # of BASE_COLUMNS, N
 
 
 def _cell_columns(
-    pairs: Sequence[RowPair],
+    npus: Sequence[LeafRow],
+    benches: Sequence[LeafRow | None],
     mode: str,
     tensor_cells: Sequence[Sequence[Any]] | None,
     float_stats: Sequence[bool],
 ) -> dict[str, Sequence[Any]]:
     """The cells of each column the judges read, column by column (Result and after excepted)."""
-    npus = [p.npu for p in pairs]
-    benches = [p.bench or _MISSING for p in pairs]
+    filled = [_MISSING if row is None else row for row in benches]
     cells: dict[str, Sequence[Any]] = {}
     for attribute, npu_column, bench_column in zip(_BASE_FIELDS, BASE_COLUMNS[::2], BASE_COLUMNS[1::2]):
         get = attrgetter(attribute)
-        cells[npu_column], cells[bench_column] = list(map(get, npus)), list(map(get, benches))
+        cells[npu_column], cells[bench_column] = list(map(get, npus)), list(map(get, filled))
     if mode == "md5":
         get = attrgetter("md5")
-        cells[MD5_COLUMNS[0]], cells[MD5_COLUMNS[1]] = list(map(get, npus)), list(map(get, benches))
+        cells[MD5_COLUMNS[0]], cells[MD5_COLUMNS[1]] = list(map(get, npus)), list(map(get, filled))
     else:
-        stat_cols = _stat_columns(pairs, float_stats)
+        stat_cols = _stat_columns(npus, benches, float_stats)
         cells.update(zip(STAT_COLUMNS, stat_cols))
     if mode == "statistics":
         for k in range(4):
             cells[DIFF_COLUMNS[k]], cells[DIFF_COLUMNS[k + 4]] = stat_diffs(stat_cols[k], stat_cols[k + 4])
     elif mode == "tensor":
-        filled = tensor_cells if tensor_cells is not None else [UNMEASURED] * len(pairs)
+        measured = tensor_cells if tensor_cells is not None else [UNMEASURED] * len(npus)
         # (strict: a row with a metric more or less than the columns fails here, not as a missing column)
-        by_column = zip(*filled, strict=True) if pairs else repeat((), len(TENSOR_COLUMNS))
+        by_column = zip(*measured, strict=True) if npus else repeat((), len(TENSOR_COLUMNS))
         cells.update(zip(TENSOR_COLUMNS, by_column, strict=True))
         cells[DATA_NAME_COLUMN] = [
-            str([p.npu.data_name, p.bench.data_name if p.bench else NA]) for p in pairs
+            str([npu.data_name, bench.data_name if bench else NA]) for npu, bench in zip(npus, benches)
         ]
     cells["Requires_grad Consistent"] = list(
         map(eq, cells["NPU Requires_grad"], cells["Bench Requires_grad"])
@@ -181,8 +191,19 @@ def _cell_columns(
     return cells
 
 
+class Sides(NamedTuple):
+    """Matched rows as two sides: row i pairs ``npus[i]`` with ``benches[i]`` (None: unmatched)."""
+
+    npus: Sequence[LeafRow]
+    benches: Sequence[LeafRow | None]
+
+
+def pair_sides(pairs: Sequence[RowPair]) -> Sides:
+    return Sides([p.npu for p in pairs], [p.bench for p in pairs])
+
+
 def build_table(
-    pairs: Sequence[RowPair],
+    sides: Sides,
     mode: str,
     stacks: dict[str, list[str]] | None,
     tensor_cells: Sequence[Sequence[Any]] | None = None,
@@ -194,9 +215,10 @@ def build_table(
     ``highlight`` False: no D6 highlights, which only the xlsx writer shows). ``unreadable``: row
     index -> why its tensor files could not be read; such a row is an ``error`` whatever its cells
     say, its Err_message says why."""
+    npus, benches = sides
     columns = columns_for(mode, stacks is not None)
-    cells = _cell_columns(pairs, mode, tensor_cells, float_stats)
-    entries = [p.npu.entry for p in pairs]
+    cells = _cell_columns(npus, benches, mode, tensor_cells, float_stats)
+    entries = list(map(attrgetter("entry"), npus))
     ends = _entry_ends(entries)
     results, messages = judge_columns(cells, ends, mode)
     for i, problem in (unreadable or {}).items():
@@ -221,7 +243,7 @@ def build_table(
         highlights=[color for color, _ in marks],
         highlight_reasons=[reasons for _, reasons in marks],
         entries=entries,
-        p2p={i: (p.npu.p2p_op, p.npu.p2p_peer) for i, p in enumerate(pairs) if p.npu.p2p_op != NA},
+        p2p={i: (row.p2p_op, row.p2p_peer) for i, row in enumerate(npus) if row.p2p_op != NA},
     )
 
 
@@ -231,11 +253,19 @@ def _entry_ends(entries: Sequence[str]) -> list[int]:
 
 
 def _stack_cells(entries: Sequence[str], stacks: dict[str, list[str]]) -> list[str]:
-    """The NPU_Stack_Info cells: an entry's stack on its first row, N/A elsewhere."""
+    """The NPU_Stack_Info cells: an entry's stack on its first row, N/A elsewhere (a stack shared by
+    entries, as stack.json's readers share equal stacks, printed once)."""
     cells = []
+    texts: dict[int, str] = {}  # id of a stack (held by ``stacks``) -> its text
     previous = None
     for entry in entries:
-        first = entry != previous
-        cells.append(str(stacks[entry]) if first and entry in stacks else NA)
+        if entry != previous and entry in stacks:
+            stack = stacks[entry]
+            text = texts.get(id(stack))
+            if text is None:
+                text = texts[id(stack)] = str(stack)
+            cells.append(text)
+        else:
+            cells.append(NA)
         previous = entry
     return cells

@@ -15,7 +15,7 @@ from typing import Any
 from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
 from msprobe_dask.dump.rows import NA
 from msprobe_dask.metrics.stats import relative_fraction
-from msprobe_dask.table import Matched, build_table
+from msprobe_dask.table import Matched, build_table, pair_sides
 
 RELATIVE_COLUMNS = ("MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
 THRESHOLD = 0.5  # diff_analyze_threshold.yaml: each relative error, as a fraction
@@ -53,7 +53,7 @@ def _is_same(entry: str, items: list[dict[str, Any]], mode: str) -> bool:
 def rank_records(matched: Matched) -> Records:
     """``{entry: {"is_same": bool, "op_items": [row dicts]}}`` of one rank, in dump order."""
     mode = "statistics" if matched.mode == "tensor" else matched.mode
-    table = build_table(matched.pairs, mode, matched.stacks, None, matched.float_stats)
+    table = build_table(pair_sides(matched.pairs), mode, matched.stacks, None, matched.float_stats)
     records: Records = {}
     previous = None
     for pair, row in zip(matched.pairs, table.rows):

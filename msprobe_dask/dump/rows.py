@@ -77,8 +77,9 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
     data_name = leaf.get("data_name") or NO_DATA_NAME
     if "dtype" in leaf:
         get = leaf.get
-        stats = (get("Max"), get("Min"), get("Mean"), get("Norm"))
-        if {v.__class__ for v in stats} != {float}:  # four floats (the usual case) stay as they are
+        stats = high, low, mean, norm = get("Max"), get("Min"), get("Mean"), get("Norm")
+        if not high.__class__ is low.__class__ is mean.__class__ is norm.__class__ is float:
+            # (four floats, the usual case, stay as they are)
             stats = tuple(_tensor_stat(v) for v in stats)
         md5 = leaf.get("md5", "00000000" if "value" not in leaf else _crc(leaf["value"]))
         shape = leaf.get("shape")

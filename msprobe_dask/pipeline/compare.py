@@ -18,7 +18,15 @@ from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.pipeline.pairing import MatchOptions, pair_rows, tensor_jobs
 from msprobe_dask.pipeline.scheduler import Compute, RunOptions, computing
 from msprobe_dask.pipeline.sides import Side, compare_mode, is_cross_framework, parse_side
-from msprobe_dask.table import UNMEASURED, CompareTable, Matched, TensorJob, build_table, float_stat_columns
+from msprobe_dask.table import (
+    UNMEASURED,
+    CompareTable,
+    Matched,
+    TensorJob,
+    build_table,
+    float_stat_columns,
+    pair_sides,
+)
 
 if TYPE_CHECKING:
     from msprobe_dask.analysis.divergence import Tolerance
@@ -100,7 +108,7 @@ def _assemble(matched: Matched, batch_indices: list[list[int]], *batch_results: 
             if result.unreadable:
                 unreadable[i] = result.message
     table = build_table(
-        matched.pairs,
+        pair_sides(matched.pairs),
         matched.mode,
         matched.stacks,
         cells if matched.mode == "tensor" else None,

@@ -2,14 +2,15 @@
 every row key of the rank (at 1M entries a side, 3.5 GB in one task).
 
 parse part (k) ──counts──> side_facts ──mode, each part's renumbering start──> key_part (k)
-key_part (k) ──the part's rows by partition: (row, key digest, dtype)──> match_partition (p = 0..P-1)
+key_part (k) ──the part's rows by partition: (row, key token, dtype)──> match_partition (p = 0..P-1)
 match_partition (p) ──each target part's pairs found in p──> pairs_of_part (k) ──> runs, far partners
 
 A row's compare key is its name with the backward renumbering (``match/exact.py:compare_keys``); a
 part's numbering starts where the parts before it end (``side_facts`` adds up their counts), so each
 part keys its rows alone. Equal keys give equal 128-bit digests and so land in one partition, where they
 are joined as ``match/exact.py:join_left`` joins them (a target row with several golden partners pairs
-with each, in golden order) and the dtype gate is applied to each pair.
+with each, in golden order) and the dtype gate is applied to each pair. Where P is 1 the keys
+themselves are joined (a digest each costs a fifth of the key's task for nothing).
 """
 
 from __future__ import annotations
@@ -61,12 +62,16 @@ def _starts(parts: tuple[PartKeys, ...]) -> list[dict[str, int]]:
 
 def key_part(part: RowPart, start: dict[str, int], renumber: bool, partitions: int) -> tuple[bytes, ...]:
     """A part's rows by the partition of their compare key: for each partition, marshal bytes of
-    [(row in the part, the key's digest, dtype)]."""
+    [(row in the part, the key's token, dtype)]. The token is the key's digest, or, where there is one
+    partition (a rank under PARTITION_BYTES, whose partition holds every key anyway), the key itself."""
     rare_collections_from_now()
     rows = part.rows
-    buckets: list[list[tuple[int, bytes, str]]] = [[] for _ in range(partitions)]
     intern = sys.intern
-    for i, (key, row) in enumerate(zip(compare_keys(rows, renumber, start), rows)):
+    keys = compare_keys(rows, renumber, start)
+    if partitions == 1:
+        return (marshal.dumps([(i, key, intern(row.dtype)) for i, (key, row) in enumerate(zip(keys, rows))]),)
+    buckets: list[list[tuple[int, bytes, str]]] = [[] for _ in range(partitions)]
+    for i, (key, row) in enumerate(zip(keys, rows)):
         digest = blake2b(key.encode(), digest_size=16).digest()
         buckets[int.from_bytes(digest[:8], "little") % partitions].append((i, digest, intern(row.dtype)))
     return tuple(marshal.dumps(bucket) for bucket in buckets)
@@ -76,15 +81,15 @@ def match_partition(facts: RankFacts, npu_parts: int, *buckets: bytes) -> tuple[
     """Join one partition's rows: for each target part, marshal bytes of its [(row in the part, partner
     among all golden rows or -1)] in target order; last, whether a target row found no partner."""
     rare_collections_from_now()
-    partners: dict[bytes, list[tuple[int, str]]] = {}
+    partners: dict[bytes | str, list[tuple[int, str]]] = {}
     for offset, bucket in zip(facts.bench_offsets, buckets[npu_parts:]):
-        for j, digest, dtype in marshal.loads(bucket):
-            partners.setdefault(digest, []).append((offset + j, dtype))
+        for j, token, dtype in marshal.loads(bucket):
+            partners.setdefault(token, []).append((offset + j, dtype))
     cross, unpaired, found = facts.cross_framework, False, []
     for bucket in buckets[:npu_parts]:
         pairs: list[tuple[int, int]] = []
-        for i, digest, dtype in marshal.loads(bucket):
-            for j, bench_dtype in partners.get(digest, ((-1, ""),)):
+        for i, token, dtype in marshal.loads(bucket):
+            for j, bench_dtype in partners.get(token, ((-1, ""),)):
                 paired = j >= 0 and dtypes_pairable(dtype, bench_dtype, cross)
                 pairs.append((i, j if paired else -1))
                 unpaired = unpaired or not paired

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import marshal
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -120,12 +120,6 @@ def row_starts(*plans: bytes) -> tuple[int, ...]:
         starts.append(at)
         at += sum(n for _, _, n in marshal.loads(plan))
     return tuple(starts)
-
-
-def run_pairs(runs: Runs) -> Iterator[tuple[int, int]]:
-    for i, j, n in runs:
-        for t in range(n):
-            yield i + t, (j + t if j >= 0 else -1)
 
 
 def wanted_rows(

@@ -15,13 +15,13 @@ from msprobe_dask.dump.entry_index import EntryIndex, read_names, read_stack
 from msprobe_dask.dump.rows import LeafRow
 from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.pipeline.part_forms import CsvForm, Sections
-from msprobe_dask.pipeline.part_match import PlanHead, run_pairs
+from msprobe_dask.pipeline.part_match import PlanHead
 from msprobe_dask.pipeline.part_scan import RowPart, SideScan
 from msprobe_dask.summary.divergence import NodePart, node_part, rank_table_nodes
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
 from msprobe_dask.summary.table import summarise_table
-from msprobe_dask.table import RowPair, build_table
+from msprobe_dask.table import Sides, build_table
 
 _AST_LOCK = threading.Lock()
 """Held while a table part's summary reads its stack cells with ast.literal_eval: CPython 3.11.7's
@@ -74,12 +74,18 @@ def table_part(
     near = list(chain.from_iterable(p.rows for p in window))
     far = {j: LeafRow._make(row) for j, row in marshal.loads(foreign).items()}
     npu_rows = npu_part.rows
-    pairs = [
-        RowPair(npu_rows[i], None if j < 0 else far[j] if j in far else near[j - base])
-        for i, j in run_pairs(marshal.loads(plan))
-    ]
+    npus: list[LeafRow] = []
+    benches: list[LeafRow | None] = []
+    for i, j, n in marshal.loads(plan):  # (runs: see part_match.Runs)
+        npus.extend(npu_rows[i : i + n])
+        if j < 0:
+            benches.extend([None] * n)
+        elif base <= j and j + n <= base + len(near):  # the run's partners all in the window
+            benches.extend(near[j - base : j - base + n])
+        else:
+            benches.extend(far[b] if b in far else near[b - base] for b in range(j, j + n))
     table = build_table(
-        pairs,
+        Sides(npus, benches),
         head.mode,
         None if stacks is None else marshal.loads(stacks),
         None,

@@ -16,7 +16,6 @@ from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.match.exact import backward_counts, compare_keys
 from msprobe_dask.pipeline.pairing import MatchOptions, pair_indices
 from msprobe_dask.pipeline.part_keys import key_part, match_partition, pairs_of_part, side_facts
-from msprobe_dask.pipeline.part_match import run_pairs
 from msprobe_dask.pipeline.part_scan import PartKeys, RowPart, SideScan
 from msprobe_dask.pipeline.sides import MatchSide
 
@@ -104,7 +103,7 @@ def test_partitions_pair_the_rows_the_whole_match_pairs(seed: int, tmp_path: Pat
     paired, start = [], 0
     for k, part in enumerate(npu_parts):
         runs, far = pairs_of_part(facts, window, *(f[k] for f in found))
-        own = [(start + i, None if j < 0 else j) for i, j in run_pairs(marshal.loads(runs))]
+        own = [(start + i, None if j < 0 else j) for i, j in _run_pairs(marshal.loads(runs))]
         lo, hi = facts.bench_offsets[window.start], facts.bench_offsets[window.stop]
         assert sorted(r for rows in far.values() for r in rows) == sorted(
             j for _, j in own if j is not None and not lo <= j < hi
@@ -112,3 +111,8 @@ def test_partitions_pair_the_rows_the_whole_match_pairs(seed: int, tmp_path: Pat
         paired += own
         start += len(part)
     assert paired == whole
+
+
+def _run_pairs(runs: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """(npu row, partner or -1) of each row of a plan's runs."""
+    return [(i + t, j + t if j >= 0 else -1) for i, j, n in runs for t in range(n)]
