@@ -13,7 +13,7 @@ setup(
         Extension(
             "msprobe_dask.graph._speedups",
             sorted(glob("msprobe_dask/graph/csrc/*.c")),
-            depends=["msprobe_dask/graph/csrc/speedups.h"],
+            depends=["msprobe_dask/graph/csrc/speedups.h", "msprobe_dask/csrc/deferred_floats.h"],
             optional=True,
         ),
         Extension(
@@ -28,7 +28,7 @@ setup(
         Extension(
             "msprobe_dask.writers._csv_text",
             ["msprobe_dask/writers/csrc/csv_text.c"],
-            depends=["msprobe_dask/writers/csrc/buffer.h"],
+            depends=["msprobe_dask/writers/csrc/buffer.h", "msprobe_dask/csrc/deferred_floats.h"],
             optional=True,
         ),
         Extension(

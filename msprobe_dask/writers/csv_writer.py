@@ -23,7 +23,6 @@ from typing import Any
 
 import orjson
 
-from msprobe_dask.graph.jsontext import FLOAT_DUMPS_RANGE
 from msprobe_dask.native import load
 from msprobe_dask.table import CompareTable
 from msprobe_dask.writers.atomic import atomic_path
@@ -40,19 +39,18 @@ _CHANGED_INSIDE = re.compile("[" + re.escape("".join(_QUOTED) + NEUTRALISED_INSI
 _CHANGED_START = frozenset(FORMULA_START + LEADING_BLANKS)
 _FIRST = operator.itemgetter(slice(0, 1))
 
-API = 1  # CSV_TEXT_API in csrc/csv_text.c
+API = 2  # CSV_TEXT_API in csrc/csv_text.c
 native = load("msprobe_dask.writers._csv_text", API)
 _NATIVE_RULES = (
     FORMULA_START + LEADING_BLANKS,
     NEUTRALISED_INSIDE,
     "".join(sorted(_QUOTED)),
-    FLOAT_DUMPS_RANGE,
     orjson.dumps,
 )
 """What the C kernel reads: a text whose first character is none of the first and none of whose
 characters is one of the second is left as it is by ``neutralise``, and quoted where it holds one of
-the third; a finite float's text is orjson's in its range (``float_texts``), repr's elsewhere; every
-other cell it hands to ``_field``."""
+the third; a finite float's text is repr's, which it writes from orjson's shortest digits (the same
+digits) for all floats at once; every other cell it hands to ``_field``."""
 
 
 def quoted(text: str) -> str:

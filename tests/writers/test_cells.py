@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import random
+import struct
 from pathlib import Path
 
 import numpy
@@ -128,3 +130,21 @@ def test_the_c_kernel_prints_what_the_python_path_prints(seed: int) -> None:
     rows = [[rng.choice(cells) for _ in range(width)] for _ in range(rng.randrange(1, 200))]
     kernel = csv_writer.native.csv_lines(rows, csv_writer._NATIVE_RULES, csv_writer._field)
     assert kernel == csv_writer.csv_text(rows).encode("utf-8") == _csv_module_lines(rows)
+
+
+def test_the_c_kernel_prints_every_finite_float_as_repr() -> None:
+    """The C kernel writes every finite float from orjson's shortest digits in repr's notation
+    (msprobe_dask/csrc/deferred_floats.h): repr's text for 40,000 random bit patterns, each power of
+    ten and its neighbours, and the notations' edges."""
+    if csv_writer.native is None:
+        pytest.skip("the C kernel is not built")
+    rng = random.Random(16)
+    floats = [struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(40_000)]
+    for e in range(-324, 309):
+        x = float(f"1e{e}")
+        floats += [x, math.nextafter(x, 0.0), math.nextafter(x, math.inf), 1.5 * x, 9.999999999999999 * x]
+    floats += [0.0, -0.0, 5e-324, 1e-4, 9.999999999999999e-05, 1e16, 9999999999999998.0, 0.1 + 0.2]
+    finite = [x for x in floats if math.isfinite(x)]
+    rows = [["r", x, -x] for x in finite]
+    kernel = csv_writer.native.csv_lines(rows, csv_writer._NATIVE_RULES, csv_writer._field)
+    assert kernel == "".join(f"r,{x!r},{-x!r}\n" for x in finite).encode()

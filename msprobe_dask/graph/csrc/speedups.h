@@ -14,7 +14,7 @@
  * ASCII strings) and answers None, or calls back into Python, for anything else: the Python path
  * stays the definition. The texts are the ones Python makes: floats by PyOS_double_to_string (as
  * float.__repr__ and format(x, ".6f") make them) or, for repr, orjson's shortest digits written in
- * repr's notation (buffer.c: repr_text).
+ * repr's notation (msprobe_dask/csrc/deferred_floats.h: repr_text).
  */
 #ifndef MSPROBE_DASK_SPEEDUPS_H
 #define MSPROBE_DASK_SPEEDUPS_H
@@ -25,6 +25,8 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "../../csrc/deferred_floats.h"
 
 /* 1: added, 0: not a value this code handles (the caller falls back), -1: error */
 #define DONE 1
@@ -82,14 +84,12 @@ extern PyObject *exported_text_type, *orjson_dumps, *zero, *str_max, *str_type,
 
 /* ------------------------------------------------------------------ buffer.c */
 
-/* The text being made, with the floats whose texts orjson's digits make (see add_float) left out:
- * their objects in ``floats``, and where their texts go in ``marks``. */
-#define FLOAT_TEXT 40 /* room for a float's text (at most 24 bytes: -1.2345678901234567e-308) */
+/* The text being made, with the floats whose texts orjson's digits make (see add_float) left out
+ * (../../csrc/deferred_floats.h). */
 typedef struct {
     char *p;
     Py_ssize_t len, cap;
-    PyObject *floats;
-    Py_ssize_t *marks, n_marks, cap_marks;
+    Deferred deferred;
     char small[8192];
 } Buf;
 

@@ -2,18 +2,19 @@
  * csv_lines), UTF-8. The Python path is the definition; tests/writers/test_cells.py checks that both
  * give the same bytes.
  *
- * The common cells are printed here: a finite float as repr prints it (orjson's text in the range
- * where it is repr's, made at the end for all such floats at once by one orjson.dumps), a bool as
- * True or False, and a text that neutralise leaves as it is (its first character is none of the
- * rules' start characters, none of its characters is one of their inside characters), quoted where it
- * holds one of their quote characters. Every other cell is printed by the Python function handed in
- * (csv_writer._field). */
+ * The common cells are printed here: a finite float as repr prints it (orjson's shortest digits in
+ * repr's notation, made at the end for all floats at once by one orjson.dumps:
+ * ../../csrc/deferred_floats.h), a bool as True or False, and a text that neutralise leaves as it is
+ * (its first character is none of the rules' start characters, none of its characters is one of their
+ * inside characters), quoted where it holds one of their quote characters. Every other cell is
+ * printed by the Python function handed in (csv_writer._field). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
 
-#define CSV_TEXT_API 1 /* csv_writer.API: change both with the function */
+#define CSV_TEXT_API 2 /* csv_writer.API: change both with the function */
 
+#include "../../csrc/deferred_floats.h"
 #include "buffer.h"
 
 /* whether the str ``chars`` holds the code point c */
@@ -29,65 +30,10 @@ static int holds(PyObject *chars, Py_UCS4 c) {
 
 typedef struct {
     PyObject *start, *inside, *quote; /* str: the rules' characters */
-    double lo, hi;                    /* orjson writes repr's text of a float x with lo <= |x| < hi */
     PyObject *dumps;                  /* orjson.dumps */
-    PyObject *deferred;               /* list: the floats whose text orjson writes, in order */
+    Deferred floats;                  /* the finite floats, their texts made at the end */
     unsigned char ascii[128];         /* of each ASCII character: START | INSIDE | QUOTE */
-    Py_ssize_t *at;                   /* where each goes in the buffer */
-    Py_ssize_t n_at, cap_at;
 } Rules;
-
-/* a float whose text orjson writes: its place kept, the text made at the end for all at once */
-static int defer(Buffer *b, PyObject *v, Rules *r) {
-    if (r->n_at == r->cap_at) {
-        Py_ssize_t cap = r->cap_at ? 2 * r->cap_at : 1024;
-        Py_ssize_t *at = PyMem_Realloc(r->at, cap * sizeof(Py_ssize_t));
-        if (at == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        r->at = at;
-        r->cap_at = cap;
-    }
-    r->at[r->n_at++] = b->len;
-    return PyList_Append(r->deferred, v);
-}
-
-/* the buffer with the deferred floats' texts in their places (orjson.dumps of them all: "[a,b,...]") */
-static PyObject *spliced(Buffer *b, Rules *r) {
-    if (r->n_at == 0)
-        return PyBytes_FromStringAndSize(b->data ? b->data : "", b->len);
-    PyObject *dumped = PyObject_CallOneArg(r->dumps, r->deferred);
-    if (dumped == NULL)
-        return NULL;
-    if (!PyBytes_Check(dumped) || PyBytes_GET_SIZE(dumped) < 2) {
-        Py_DECREF(dumped);
-        PyErr_SetString(PyExc_TypeError, "csv_lines: dumps must return bytes");
-        return NULL;
-    }
-    const char *text = PyBytes_AS_STRING(dumped) + 1, *end = text + PyBytes_GET_SIZE(dumped) - 2;
-    Py_ssize_t floats = end - text - (r->n_at - 1); /* the texts' bytes, commas apart */
-    PyObject *out = PyBytes_FromStringAndSize(NULL, b->len + floats);
-    if (out == NULL) {
-        Py_DECREF(dumped);
-        return NULL;
-    }
-    char *o = PyBytes_AS_STRING(out);
-    Py_ssize_t from = 0;
-    for (Py_ssize_t i = 0; i < r->n_at; i++) {
-        memcpy(o, b->data + from, r->at[i] - from);
-        o += r->at[i] - from;
-        from = r->at[i];
-        const char *comma = memchr(text, ',', end - text);
-        const char *stop = comma != NULL ? comma : end;
-        memcpy(o, text, stop - text);
-        o += stop - text;
-        text = stop + 1;
-    }
-    memcpy(o, b->data + from, b->len - from);
-    Py_DECREF(dumped);
-    return out;
-}
 
 enum { START = 1, INSIDE = 2, QUOTE = 4 };
 
@@ -144,16 +90,8 @@ static int put_text(Buffer *b, PyObject *s, const Rules *r) {
 static int put_cell(Buffer *b, PyObject *v, Rules *r, PyObject *field) {
     if (PyFloat_CheckExact(v)) {
         double x = PyFloat_AS_DOUBLE(v);
-        if ((x >= r->lo && x < r->hi) || (x > -r->hi && x <= -r->lo))
-            return defer(b, v, r);
-        if (x - x == 0.0) { /* finite: repr's text */
-            char *text = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-            if (text == NULL)
-                return -1;
-            int ok = put(b, text, strlen(text));
-            PyMem_Free(text);
-            return ok;
-        }
+        if (x - x == 0.0) /* finite */
+            return deferred_add(&r->floats, b->len, v);
     } else if (v == Py_True) {
         return put(b, "True", 4);
     } else if (v == Py_False) {
@@ -179,23 +117,18 @@ static int put_cell(Buffer *b, PyObject *v, Rules *r, PyObject *field) {
 }
 
 /* csv_lines(rows, rules, field): the UTF-8 csv lines of ``rows`` (each a list or tuple of cells); rules:
- * (start, inside, quote, (lo, hi), dumps): str of characters, orjson's range and orjson.dumps;
+ * (start, inside, quote, dumps): str of characters and orjson.dumps;
  * field(cell): the csv field of any other cell */
 static PyObject *csv_lines(PyObject *self, PyObject *args) {
     PyObject *rows, *field;
     Rules r = {0};
-    if (!PyArg_ParseTuple(args, "O(UUU(dd)O)O:csv_lines", &rows, &r.start, &r.inside, &r.quote, &r.lo, &r.hi,
-                          &r.dumps, &field))
+    if (!PyArg_ParseTuple(args, "O(UUUO)O:csv_lines", &rows, &r.start, &r.inside, &r.quote, &r.dumps, &field))
         return NULL;
     for (Py_UCS4 c = 0; c < 128; c++)
         r.ascii[c] = (holds(r.start, c) ? START : 0) | (holds(r.inside, c) ? INSIDE : 0) | (holds(r.quote, c) ? QUOTE : 0);
-    if ((r.deferred = PyList_New(0)) == NULL)
-        return NULL;
     PyObject *seq = PySequence_Fast(rows, "csv_lines: rows must be a sequence");
-    if (seq == NULL) {
-        Py_DECREF(r.deferred);
+    if (seq == NULL)
         return NULL;
-    }
     Buffer b = {0};
     int ok = 0;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -217,15 +150,14 @@ static PyObject *csv_lines(PyObject *self, PyObject *args) {
         Py_DECREF(row);
     }
     Py_DECREF(seq);
-    PyObject *out = ok == 0 ? spliced(&b, &r) : NULL;
+    PyObject *out = ok == 0 ? deferred_text(&r.floats, r.dumps, b.data, b.len, 1) : NULL;
     PyMem_Free(b.data);
-    PyMem_Free(r.at);
-    Py_DECREF(r.deferred);
+    deferred_free(&r.floats);
     return out;
 }
 
 static PyMethodDef methods[] = {
-    {"csv_lines", csv_lines, METH_VARARGS, "csv_lines(rows, (start, inside, quote, (lo, hi), dumps), field): csv_writer.csv_lines."},
+    {"csv_lines", csv_lines, METH_VARARGS, "csv_lines(rows, (start, inside, quote, dumps), field): csv_writer.csv_lines."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,197 @@
+/* Floats whose texts are made at the end of a text, for all of them at once: repr's text of each, from
+ * orjson's shortest digits (one orjson.dumps call on them all) written in repr's notation. One
+ * definition, included by the extensions that print floats as repr does: graph/csrc (buffer.c) and
+ * writers/csrc (csv_text.c). Each keeps its text in its own buffer and notes here, for each float, the
+ * object and where its text goes; deferred_text then gives the whole text (a str or bytes). */
+#ifndef MSPROBE_DASK_DEFERRED_FLOATS_H
+#define MSPROBE_DASK_DEFERRED_FLOATS_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#define FLOAT_TEXT 40 /* room for a float's text (at most 24 bytes: -1.2345678901234567e-308) */
+
+typedef struct {
+    PyObject *floats;  /* list: the floats, in the text's order (NULL until the first) */
+    Py_ssize_t *marks; /* where each one's text goes in the text without them */
+    Py_ssize_t n, cap;
+} Deferred;
+
+static inline void deferred_free(Deferred *d) {
+    PyMem_Free(d->marks);
+    Py_CLEAR(d->floats);
+    d->marks = NULL;
+    d->n = d->cap = 0;
+}
+
+/* the finite float x, whose text goes at ``at`` */
+static inline int deferred_add(Deferred *d, Py_ssize_t at, PyObject *x) {
+    if (d->floats == NULL && (d->floats = PyList_New(0)) == NULL)
+        return -1;
+    if (d->n == d->cap) {
+        Py_ssize_t cap = d->cap ? 2 * d->cap : 64;
+        Py_ssize_t *marks = PyMem_Realloc(d->marks, cap * sizeof(Py_ssize_t));
+        if (marks == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        d->marks = marks;
+        d->cap = cap;
+    }
+    d->marks[d->n++] = at;
+    return PyList_Append(d->floats, x);
+}
+
+/* the floats whose texts go at ``len`` or after dropped (the text cut back to ``len``) */
+static inline int deferred_truncate(Deferred *d, Py_ssize_t len) {
+    Py_ssize_t n = d->n;
+    while (n > 0 && d->marks[n - 1] >= len)
+        n--;
+    if (n < d->n) {
+        d->n = n;
+        return PyList_SetSlice(d->floats, n, PyList_GET_SIZE(d->floats), NULL);
+    }
+    return 0;
+}
+
+/* repr's text of the finite float whose text orjson wrote at t[0:n] (its shortest digits, which are
+ * repr's, in another notation at some magnitudes: 0.00001 for 1e-05, 1e-7 for 1e-07): written at out
+ * (FLOAT_TEXT bytes), its length returned. Python's rule (format_float_short, 'r'): an exponent below
+ * -4 or from 16 on is written, with a sign and two digits at least; else the point, ".0" if whole. */
+static inline Py_ssize_t repr_text(const char *t, Py_ssize_t n, char *out) {
+    char d[FLOAT_TEXT];
+    int nd = 0, decpt = 0, point = 0;
+    Py_ssize_t i = 0, k = 0;
+    if (i < n && t[i] == '-')
+        out[k++] = t[i++];
+    for (; i < n && t[i] != 'e' && t[i] != 'E'; i++) {
+        if (t[i] == '.')
+            point = 1;
+        else if (nd == 0 && t[i] == '0')
+            decpt -= point;
+        else if (nd < FLOAT_TEXT - 8) {
+            d[nd++] = t[i];
+            decpt += !point;
+        }
+    }
+    if (i < n) { /* the exponent */
+        int sign = 1, e = 0;
+        if (++i < n && (t[i] == '-' || t[i] == '+'))
+            sign = t[i++] == '-' ? -1 : 1;
+        for (; i < n; i++)
+            e = 10 * e + (t[i] - '0');
+        decpt += sign * e;
+    }
+    while (nd > 0 && d[nd - 1] == '0')
+        nd--;
+    if (nd == 0) {
+        memcpy(out + k, "0.0", 3);
+        return k + 3;
+    }
+    if (decpt <= -4 || decpt > 16) {
+        int e = decpt - 1;
+        out[k++] = d[0];
+        if (nd > 1) {
+            out[k++] = '.';
+            memcpy(out + k, d + 1, nd - 1);
+            k += nd - 1;
+        }
+        out[k++] = 'e';
+        out[k++] = e < 0 ? '-' : '+';
+        e = e < 0 ? -e : e;
+        if (e >= 100)
+            out[k++] = (char)('0' + e / 100);
+        out[k++] = (char)('0' + e / 10 % 10);
+        out[k++] = (char)('0' + e % 10);
+        return k;
+    }
+    if (decpt <= 0) {
+        out[k++] = '0';
+        out[k++] = '.';
+        memset(out + k, '0', -decpt);
+        k += -decpt;
+        memcpy(out + k, d, nd);
+        return k + nd;
+    }
+    if (decpt >= nd) {
+        memcpy(out + k, d, nd);
+        k += nd;
+        memset(out + k, '0', decpt - nd);
+        k += decpt - nd;
+        memcpy(out + k, ".0", 2);
+        return k + 2;
+    }
+    memcpy(out + k, d, decpt);
+    k += decpt;
+    out[k++] = '.';
+    memcpy(out + k, d + decpt, nd - decpt);
+    return k + nd - decpt;
+}
+
+/* orjson's text of a float below 1e-4 in magnitude without an exponent (0.00001): repr writes one */
+static inline int starts_tiny(const char *t, Py_ssize_t n) {
+    Py_ssize_t sign = n > 0 && t[0] == '-';
+    return n - sign > 6 && memcmp(t + sign, "0.0000", 6) == 0;
+}
+
+/* text[0:len] with the deferred floats' texts in their places, as a str (ASCII) or, ``as_bytes``,
+ * bytes; ``dumps``: orjson.dumps, which writes them all as "[t1,t2,...]" */
+static inline PyObject *deferred_text(const Deferred *d, PyObject *dumps, const char *text, Py_ssize_t len,
+                               int as_bytes) {
+    PyObject *json = NULL, *s = NULL;
+    char *texts = NULL;
+    Py_ssize_t *lens = NULL, extra = 0;
+    if (d->n > 0) {
+        json = PyObject_CallOneArg(dumps, d->floats);
+        if (json == NULL)
+            return NULL;
+        if (!PyBytes_Check(json)) {
+            PyErr_SetString(PyExc_TypeError, "orjson.dumps did not return bytes");
+            goto done;
+        }
+        texts = PyMem_Malloc(d->n * FLOAT_TEXT);
+        lens = PyMem_Malloc(d->n * sizeof(Py_ssize_t));
+        if (texts == NULL || lens == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        const char *token = PyBytes_AS_STRING(json) + 1;
+        for (Py_ssize_t i = 0; i < d->n; i++) {
+            Py_ssize_t n = 0;
+            while (token[n] != ',' && token[n] != ']')
+                n++;
+            if (n >= FLOAT_TEXT) {
+                PyErr_SetString(PyExc_ValueError, "orjson.dumps wrote a float's text of unexpected length");
+                goto done;
+            }
+            if (memchr(token, 'e', n) == NULL && !starts_tiny(token, n)) { /* repr's text already */
+                memcpy(texts + i * FLOAT_TEXT, token, n);
+                lens[i] = n;
+            } else
+                lens[i] = repr_text(token, n, texts + i * FLOAT_TEXT);
+            extra += lens[i];
+            token += n + 1;
+        }
+    }
+    s = as_bytes ? PyBytes_FromStringAndSize(NULL, len + extra) : PyUnicode_New(len + extra, 127);
+    if (s != NULL) {
+        char *out = as_bytes ? PyBytes_AS_STRING(s) : (char *)PyUnicode_1BYTE_DATA(s);
+        Py_ssize_t at = 0;
+        for (Py_ssize_t i = 0; i < d->n; i++) {
+            memcpy(out, text + at, d->marks[i] - at);
+            out += d->marks[i] - at;
+            at = d->marks[i];
+            memcpy(out, texts + i * FLOAT_TEXT, lens[i]);
+            out += lens[i];
+        }
+        if (len > at)
+            memcpy(out, text + at, len - at);
+    }
+done:
+    PyMem_Free(texts);
+    PyMem_Free(lens);
+    Py_XDECREF(json);
+    return s;
+}
+
+#endif
