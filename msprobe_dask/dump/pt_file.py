@@ -9,12 +9,14 @@ zip's records are read by ``pt_zip.py``.
 
 from __future__ import annotations
 
+import functools
+import io
 import pickle
 import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from msprobe_dask.dump.pt_zip import STORED, BadZip, Member, PtZip
 from msprobe_dask.dump.tensor_dtypes import Element, as_dtype, element_of, element_size
@@ -124,27 +126,36 @@ _REBUILDERS = {
 }
 
 
+@functools.lru_cache(maxsize=64)
+def _allowed_global(module: str, name: str) -> Any:
+    """What a tensor's pickle may name as ``module.name`` (the same object each time); None for anything
+    else."""
+    if module == "torch._utils" and name in _REBUILDERS:
+        return _REBUILDERS[name]
+    if module == "collections" and name == "OrderedDict":
+        return OrderedDict
+    if module == "torch" and name in _STORAGE_DTYPES:
+        return _StorageType(name, element_of(_STORAGE_DTYPES[name]))
+    if module in ("torch", "torch.storage") and name == "UntypedStorage":
+        return _StorageType(name, None)
+    if module == "torch" and name in _TORCH_DTYPES:
+        return _TorchDtype(name, element_of(_TORCH_DTYPES[name]))
+    return None
+
+
 class _TensorUnpickler(pickle.Unpickler):
     """Knows the globals a ``torch.save``d tensor names, and nothing else."""
 
     def __init__(self, data: bytes, path: Path) -> None:
-        import io
-
-        super().__init__(io.BytesIO(data))
+        # (a buffered reader: the unpickler then takes its bytes in one peek, not a read call per opcode)
+        super().__init__(io.BufferedReader(io.BytesIO(data)))
         self._path = path
 
     def find_class(self, module: str, name: str) -> Any:
-        if module == "torch._utils" and name in _REBUILDERS:
-            return _REBUILDERS[name]
-        if module == "collections" and name == "OrderedDict":
-            return OrderedDict
-        if module == "torch" and name in _STORAGE_DTYPES:
-            return _StorageType(name, element_of(_STORAGE_DTYPES[name]))
-        if module in ("torch", "torch.storage") and name == "UntypedStorage":
-            return _StorageType(name, None)
-        if module == "torch" and name in _TORCH_DTYPES:
-            return _TorchDtype(name, element_of(_TORCH_DTYPES[name]))
-        raise TensorFileError(self._path, f"pickle names forbidden global {module}.{name}")
+        found = _allowed_global(module, name)
+        if found is None:
+            raise TensorFileError(self._path, f"pickle names forbidden global {module}.{name}")
+        return found
 
     def persistent_load(self, pid: Any) -> _Storage:
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
@@ -155,10 +166,11 @@ class _TensorUnpickler(pickle.Unpickler):
         return _Storage(key, storage_type.dtype, numel)
 
 
-def open_pt(path: Path, f: IO[bytes]) -> TensorHandle:
-    """The handle of the ``.pt`` at ``path``, open as ``f``."""
+def open_pt(path: Path, fd: int, head: bytes) -> TensorHandle:
+    """The handle of the ``.pt`` at ``path``, open as ``fd``, whose first ``HEAD_BYTES`` (or fewer: the
+    whole file) are ``head``."""
     try:
-        archive = PtZip(f)
+        archive = PtZip(fd, head)
         tensor, member, byteorder = _read_pt_pickle(path, archive)
         return _pt_handle(path, archive, tensor, member, byteorder)
     except TensorFileError:

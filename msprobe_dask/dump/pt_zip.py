@@ -16,8 +16,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from dataclasses import dataclass
-from typing import IO
+from typing import NamedTuple
 
 HEAD_BYTES = 4096
 TAIL_BYTES = 4096
@@ -45,8 +44,7 @@ class BadZip(ValueError):
     """The file is not a zip this reader can read (truncated, damaged, encrypted...)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Member:
+class Member(NamedTuple):
     name: str
     method: int  # 0 stored, 8 deflated...
     flags: int
@@ -57,15 +55,16 @@ class Member:
 
 
 class PtZip:
-    """An open ``.pt`` zip's members (``members``, by name) and their bytes, read from ``f`` (a file opened
-    for binary reading; positioned anywhere: every read says where)."""
+    """An open ``.pt`` zip's members (``members``, by name) and their bytes, read from ``fd`` (a file
+    descriptor open for reading; every read says where), whose first bytes are ``head`` (``HEAD_BYTES`` of
+    them, or the whole file)."""
 
-    def __init__(self, f: IO[bytes]) -> None:
-        self._fd = f.fileno()
-        self.file_size = os.fstat(self._fd).st_size
-        self._head = os.pread(self._fd, HEAD_BYTES, 0)
-        self._tail_start = max(self.file_size - TAIL_BYTES, len(self._head))
-        self._tail = os.pread(self._fd, self.file_size - self._tail_start, self._tail_start)
+    def __init__(self, fd: int, head: bytes) -> None:
+        self._fd = fd
+        self.file_size = os.fstat(fd).st_size
+        self._head = head
+        self._tail_start = max(self.file_size - TAIL_BYTES, len(head))
+        self._tail = os.pread(fd, self.file_size - self._tail_start, self._tail_start)
         self.members = self._central_directory()
 
     def _read(self, offset: int, count: int) -> bytes:
@@ -123,20 +122,19 @@ class PtZip:
             raise BadZip("bad offset for the central directory")
         directory = self._read(start, cd_size)
         members: dict[str, Member] = {}
-        at = 0
-        while at < len(directory):
-            if directory[at : at + 4] != _CENTRAL or at + _CENTRAL_RECORD.size > len(directory):
+        at, end, record = 0, len(directory), _CENTRAL_RECORD.size
+        while at < end:
+            if at + record > end or directory[at : at + 4] != _CENTRAL:
                 raise BadZip("bad magic number for the central directory")
-            fields = _CENTRAL_RECORD.unpack_from(directory, at)
-            flags, method, crc, packed, size = fields[3], fields[4], fields[7], fields[8], fields[9]
-            name_len, extra_len, comment_len, offset = fields[10], fields[11], fields[12], fields[16]
-            name_at = at + _CENTRAL_RECORD.size
+            _, _, _, flags, method, _, _, crc, packed, size, name_len, extra_len, comment_len, *_, offset = (
+                _CENTRAL_RECORD.unpack_from(directory, at)
+            )
+            name_at = at + record
             at = name_at + name_len + extra_len + comment_len  # (past the end: zipfile reads what is there)
-            raw_name = directory[name_at : name_at + name_len]
-            extra = directory[name_at + name_len : name_at + name_len + extra_len]
             if 0xFFFFFFFF in (size, packed, offset):  # (torch.save's small members never are)
+                extra = directory[name_at + name_len : name_at + name_len + extra_len]
                 size, packed, offset = zip64_sizes(extra, size, packed, offset)
-            name = raw_name.decode("utf-8" if flags & _UTF8_NAME else "cp437")
+            name = _name(directory[name_at : name_at + name_len], flags)
             members[name] = Member(name, method, flags, crc, packed, size, offset + shift)
         return members
 
@@ -149,7 +147,7 @@ class PtZip:
         name_len, extra_len = fields[9], fields[10]
         name_at = member.header_offset + _LOCAL_RECORD.size
         raw_name = self._read(name_at, name_len)
-        if raw_name.decode("utf-8" if fields[2] & _UTF8_NAME else "cp437") != member.name:
+        if _name(raw_name, fields[2]) != member.name:
             raise BadZip(f"file name in the directory {member.name!r} and in its header {raw_name!r} differ")
         if member.flags & (_ENCRYPTED | _PATCHED_OR_STRONG):
             raise BadZip(f"{member.name} is encrypted or patched")
@@ -163,6 +161,14 @@ class PtZip:
         if zlib.crc32(data) != member.crc:
             raise BadZip(f"bad CRC-32 for {member.name}")
         return data
+
+
+def _name(raw: bytes, flags: int) -> str:
+    """A member's name as its record's bytes and flags give it: UTF-8 or code page 437, which agree on
+    ASCII (decoded the fastest way)."""
+    if raw.isascii():
+        return raw.decode("ascii")
+    return raw.decode("utf-8" if flags & _UTF8_NAME else "cp437")
 
 
 def zip64_sizes(extra: bytes, size: int, packed: int, offset: int) -> tuple[int, int, int]:

@@ -14,7 +14,9 @@ import functools
 import math
 import mmap
 import os
+import re
 import stat
+import struct
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -26,7 +28,7 @@ import numpy as np
 from msprobe_dask.dump import zarr_store
 from msprobe_dask.dump.confine import check_regular
 from msprobe_dask.dump.pt_file import open_pt
-from msprobe_dask.dump.pt_zip import ZIP_MAGIC
+from msprobe_dask.dump.pt_zip import HEAD_BYTES, ZIP_MAGIC
 from msprobe_dask.dump.tensor_handle import TensorHandle, c_strides, one_line
 from msprobe_dask.errors import StoreError, TensorFileError, UnsafePathError
 
@@ -107,26 +109,37 @@ def _real_folder(tensor_dir: str) -> str | None:
 
 def open_tensor(path: Path) -> TensorHandle:
     """Read the header of a ``.npy`` or ``.pt`` file (sniffed by content), or of a converted dump's zarr
-    array (``zarr_store``), and check the data is all there."""
+    array (``zarr_store``), and check the data is all there.
+
+    A file costs a ``stat``, an open and a read of its first ``HEAD_BYTES`` (a ``.npy``'s header, a
+    ``.pt``'s first members; then a ``.pt``'s last bytes): a batch task opens thousands."""
     path = path if isinstance(path, Path) else Path(path)  # (Path(a Path) parses it again)
-    if path.is_dir() and zarr_store.is_array(path):
-        dtype, shape, _ = zarr_store.array_header(path)
-        return TensorHandle(path, "zarr", dtype, shape, 0, c_strides(shape))
-    check_regular(path, TensorFileError)  # a FIFO would block the read forever
     try:
-        with open(path, "rb") as f:
-            magic = f.read(6)
-            if magic == _NPY_MAGIC:
-                return _open_npy(path, f)
-            if magic[:4] == ZIP_MAGIC:
-                return open_pt(path, f)
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = 0
+    if not stat.S_ISREG(mode):
+        if stat.S_ISDIR(mode) and zarr_store.is_array(path):
+            dtype, shape, _ = zarr_store.array_header(path)
+            return TensorHandle(path, "zarr", dtype, shape, 0, c_strides(shape))
+        check_regular(path, TensorFileError)  # (its line for what is no regular file: a FIFO would block)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            head = os.pread(fd, HEAD_BYTES, 0)
+            if head[:6] == _NPY_MAGIC:
+                return _open_npy(path, fd, head)
+            if head[:4] == ZIP_MAGIC:
+                return open_pt(path, fd, head)
+        finally:
+            os.close(fd)
     except OSError as exc:
         if zarr_store.in_store(path):
             raise StoreError(path, "the zarr store has no such array (an incomplete store?)") from None
         raise TensorFileError(path, f"cannot read tensor file: {exc.strerror or exc}") from exc
-    if not magic:
+    if not head:
         raise TensorFileError(path, "empty file, not a .npy or .pt tensor")
-    if magic[:2] == b"\x80\x02" or magic[:1] == b"\x80":
+    if head[:2] == b"\x80\x02" or head[:1] == b"\x80":
         raise TensorFileError(path, "legacy (pre-zip) torch.save format is not supported")
     raise TensorFileError(path, "neither a .npy file nor a torch.save .pt zip")
 
@@ -134,9 +147,59 @@ def open_tensor(path: Path) -> TensorHandle:
 # ---------------------------------------------------------------------------------------------------------
 # .npy
 
+_NPY_NUMBER = rb"(?:0|[1-9][0-9]*)"
+_NPY_HEADER = re.compile(
+    rb"\{'descr': '([<>|=]?[A-Za-z][0-9]*)', 'fortran_order': (True|False), 'shape': "
+    rb"\(((?:%s, )*%s,|%s(?:, %s)+|)\), \} *\n?" % ((_NPY_NUMBER,) * 4)
+)
+"""A ``.npy`` header as ``np.save`` writes it (a dict's repr, padded with spaces and a newline), whose
+values numpy's parser reads the same; any other header is left to that parser."""
+_NPY_LENGTHS = {1: struct.Struct("<H"), 2: struct.Struct("<I"), 3: struct.Struct("<I")}
+"""The header length's field after the magic and the version (major, 0), by major version."""
 
-def _open_npy(path: Path, f: Any) -> TensorHandle:
-    f.seek(0)
+
+def _open_npy(path: Path, fd: int, head: bytes) -> TensorHandle:
+    """The handle of the ``.npy`` at ``path`` (open as ``fd``), whose first bytes are ``head``."""
+    parsed = _plain_npy_header(head)
+    if parsed is None:
+        with open(path, "rb") as f:
+            parsed = _numpy_npy_header(path, f)
+    shape, fortran, dtype, offset = parsed
+    if dtype.hasobject:
+        raise TensorFileError(path, ".npy holds Python objects (needs pickle); refused")
+    if any(n < 0 for n in shape):
+        raise TensorFileError(path, f"bad .npy header: negative shape {shape}")
+    strides = tuple(reversed(c_strides(tuple(reversed(shape))))) if fortran else c_strides(shape)
+    handle = TensorHandle(path, "npy", dtype, shape, offset, strides)
+    available = os.fstat(fd).st_size - offset
+    if available < handle.nbytes:
+        raise TensorFileError(
+            path, f"truncated .npy: header promises {handle.nbytes} data bytes, file has {max(available, 0)}"
+        )
+    return handle
+
+
+def _plain_npy_header(head: bytes) -> tuple[tuple[int, ...], bool, np.dtype, int] | None:
+    """(shape, fortran order, dtype, where the data starts) of a header that ``head`` holds whole and
+    ``_NPY_HEADER`` matches; None for any other (numpy's parser decides)."""
+    length = _NPY_LENGTHS.get(head[6]) if len(head) > 8 and head[7] == 0 else None
+    if length is None or len(head) < 8 + length.size:
+        return None
+    start = 8 + length.size
+    end = start + length.unpack_from(head, 8)[0]
+    found = _NPY_HEADER.fullmatch(head, start, end) if end <= len(head) else None
+    if found is None:
+        return None
+    descr, fortran, numbers = found.groups()
+    try:
+        dtype = np.dtype(descr.decode())
+    except TypeError:
+        return None
+    return tuple(int(n) for n in numbers.split(b",") if n), fortran == b"True", dtype, end
+
+
+def _numpy_npy_header(path: Path, f: Any) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """(shape, fortran order, dtype, where the data starts) of any ``.npy`` header, by numpy's parser."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # numpy warns about (damaged or) Python 2 headers
@@ -153,20 +216,7 @@ def _open_npy(path: Path, f: Any) -> TensorHandle:
                 raise ValueError(f"unknown .npy format version {version}")
     except Exception as exc:  # noqa: BLE001 - a damaged header can make numpy's parser raise almost anything
         raise TensorFileError(path, f"bad .npy header: {one_line(exc)}") from exc
-    if dtype.hasobject:
-        raise TensorFileError(path, ".npy holds Python objects (needs pickle); refused")
-    offset = f.tell()
-    shape = tuple(int(n) for n in shape)
-    if any(n < 0 for n in shape):
-        raise TensorFileError(path, f"bad .npy header: negative shape {shape}")
-    strides = tuple(reversed(c_strides(tuple(reversed(shape))))) if fortran else c_strides(shape)
-    handle = TensorHandle(path, "npy", dtype, shape, offset, strides)
-    available = os.fstat(f.fileno()).st_size - offset
-    if available < handle.nbytes:
-        raise TensorFileError(
-            path, f"truncated .npy: header promises {handle.nbytes} data bytes, file has {max(available, 0)}"
-        )
-    return handle
+    return tuple(int(n) for n in shape), fortran, dtype, f.tell()
 
 
 # ---------------------------------------------------------------------------------------------------------

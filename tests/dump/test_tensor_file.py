@@ -200,6 +200,46 @@ def test_npy_layouts(tmp_path: Path, order: str) -> None:
     np.testing.assert_array_equal(read_flat(handle, 5, 17), values.reshape(-1)[5:17])
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }",
+        "{'descr': '>f8', 'fortran_order': True, 'shape': (2, 3, 4), }",
+        "{'descr': '|V2', 'fortran_order': False, 'shape': (7,), }",
+        "{'descr': '<f2', 'fortran_order': False, 'shape': (), }",
+        "{'descr': '|b1', 'fortran_order': False, 'shape': (0, 10), }",
+        "{'shape': (3, 4), 'descr': '<f4', 'fortran_order': False}",  # (another order: numpy's parser)
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (5), }",  # (not a tuple: numpy's error)
+        "{'descr': '<q9', 'fortran_order': False, 'shape': (3,), }",  # (no dtype: numpy's error)
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (03,), }",  # (not a Python literal)
+    ],
+)
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_npy_headers_read_as_numpy_reads_them(tmp_path: Path, header: str, version: int) -> None:
+    """The header regular expression gives numpy's parser's shape, order and dtype, or leaves the header
+    to it (whose error is then the line)."""
+    text = (header + " " * 40 + "\n").encode()
+    size = struct.pack("<H" if version == 1 else "<I", len(text))
+    path = tmp_path / "x.npy"
+    path.write_bytes(b"\x93NUMPY" + bytes([version, 0]) + size + text + bytes(4096))
+    try:
+        with open(path, "rb") as f:
+            version_read = np.lib.format.read_magic(f)
+            read = (
+                np.lib.format.read_array_header_1_0
+                if version_read == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, fortran, dtype = read(f)
+    except Exception:  # noqa: BLE001 - numpy refuses it: so do we, in one line
+        with pytest.raises(TensorFileError, match="bad .npy header"):
+            open_tensor(path)
+        return
+    handle = open_tensor(path)
+    assert (handle.shape, handle.dtype, handle.offset) == (shape, dtype, 12 - (version == 1) * 2 + len(text))
+    assert handle.is_contiguous == (not fortran or len([n for n in shape if n > 1]) <= 1)
+
+
 def test_npy_big_is_memory_mapped(tmp_path: Path) -> None:
     values = np.arange(1 << 19, dtype=np.float64)
     np.save(tmp_path / "big.npy", values)
