@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import attrgetter, eq
+from operator import attrgetter, eq, ne
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -96,12 +96,16 @@ part by part)."""
 
 
 def stat_kinds(rows: Sequence[LeafRow]) -> StatKinds:
-    columns = [[row.stats[i] for row in rows] for i in range(4)]
-    return (
-        len(rows),
-        tuple(all(_is_number(v) and v == v for v in values) for values in columns),
-        tuple(any(isinstance(v, float) for v in values) for values in columns),
-    )
+    kinds = [_column_kinds(values) for values in zip(*map(attrgetter("stats"), rows))] or [(True, False)] * 4
+    return len(rows), tuple(numeric for numeric, _ in kinds), tuple(floats for _, floats in kinds)
+
+
+def _column_kinds(values: Sequence[Any]) -> tuple[bool, bool]:
+    """(whether every one of ``values`` is a number, none NaN; whether one is a float)"""
+    classes = set(map(type, values))
+    if classes <= {float, int}:  # (the usual case, tested by maps: a NaN is the value unequal to itself)
+        return not any(map(ne, values, values)), float in classes
+    return all(_is_number(v) and v == v for v in values), any(isinstance(v, float) for v in values)
 
 
 def float_stat_columns(

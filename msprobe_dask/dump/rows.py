@@ -7,6 +7,7 @@ or the string ``None``; dtype and shape already rendered as the reference prints
 from __future__ import annotations
 
 import zlib
+from sys import intern
 from typing import Any, NamedTuple
 
 from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PARAMETERS_GRAD, PROCESS_GROUP
@@ -87,8 +88,8 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
             name,
             entry,
             state,
-            str(leaf.get("dtype")),
-            str(shape if shape is not None else []),
+            intern(str(leaf.get("dtype"))),  # (one text each, shared: rows pack and load faster)
+            intern(str(shape if shape is not None else [])),
             grad,
             stats,
             md5,

@@ -101,7 +101,7 @@ class RowPart:
     def packed(self) -> bytes:
         if self._packed is None:
             assert self._rows is not None
-            self._packed = zlib.compress(marshal.dumps([tuple(row) for row in self._rows]), 1)
+            self._packed = zlib.compress(marshal.dumps(list(map(tuple, self._rows))), 1)
         return self._packed
 
     @property
