@@ -44,6 +44,9 @@ POSITIONAL = (1e-4, 8589934592.0)
 SPECIAL_TEXTS = ("inf", "-inf", "nan")
 _INFS = (math.inf, -math.inf)
 _PLAIN_NUMBERS = frozenset((int, float))
+# a Bench name that stands for no partner, an NPU name for no item (the checkers skip such rows)
+NO_BENCH = ("", "N/A", None)
+NO_NPU = "N/A"
 # summary rows also hold the exact NormRelativeErr as a ratio (None where it is not a number): the
 # checkers use it, while the NormRelativeErr cell holds the exported text (see rel_text)
 NORM_RATIO = "norm_ratio"
@@ -232,7 +235,7 @@ def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, 
         and rg == brg
         and dtype == bdtype
         and shape == bshape
-        and (nc[0] == bc[0] or (dtype.__class__ is str and "class" not in dtype))
+        and (nc[0] == bc[0] or (dtype.__class__ is str and rules.NOT_A_TENSOR not in dtype))
     )
     row = {
         "NPU Name": n["full_op_name"],
@@ -341,7 +344,8 @@ def pair_rows(
 @dataclass(frozen=True)
 class SummaryRules:
     """What the C summary compare (csrc/compare.c: stat_diffs, summary_pair) takes of the rules, by
-    name, handed to it once when this module is imported: the definitions stay the Python ones."""
+    name, handed to it once when this module is imported: the definitions stay the Python ones. It
+    takes the pairs whose statistics are plain numbers (no NaN/Inf checker can flag their rows)."""
 
     stat_diff: Callable[[Any, Any], tuple[Any, str, float | None]]  # one statistic's cells, in general
     exported_text: type  # the class of texts already in their exported form
@@ -353,8 +357,16 @@ class SummaryRules:
     all_ignored: frozenset[str]  # APIs whose rows are not checked
     input_ignored: frozenset[str]  # APIs whose input rows are not checked
     limits: rules.Limits  # the checkers' numbers
-    messages: tuple[str, str, str, str]  # the Err_message of a quiet row: none, NormOutput, Tenfold, both
+    # a row's messages, in the order graph/checks.py gives them: NormOutput, RequiresGrad, Scalar,
+    # DType, Shape (the per-row checkers but NaN/Inf) and the node-wide Tenfold
+    messages: tuple[str, str, str, str, str, str]
+    err_message: Callable[[list[str]], str]  # the Err_message cell of a row's messages
     results: tuple[str, str, str]  # the Result of pass, warning, error
+    no_bench: tuple[str | None, ...]  # NO_BENCH
+    no_npu: str  # NO_NPU
+    fused_weights: tuple[str, ...]  # Bench names the DType checker skips
+    not_a_tensor: str  # what the dtype of an argument that is not a tensor holds (Scalar checker)
+    scalar_shape: str  # a scalar's shape (Scalar checker)
 
 
 SUMMARY_RULES = SummaryRules(
@@ -369,12 +381,20 @@ SUMMARY_RULES = SummaryRules(
     input_ignored=rules.INPUT_IGNORED_APIS,
     limits=rules.LIMITS,
     messages=(
-        dumps([]),
-        dumps([rules.MSG_NORM_OUTPUT]),
-        dumps([rules.MSG_NORM_TENFOLD]),
-        dumps([rules.MSG_NORM_OUTPUT, rules.MSG_NORM_TENFOLD]),
+        rules.MSG_NORM_OUTPUT,
+        rules.MSG_REQUIRES_GRAD,
+        rules.MSG_SCALAR,
+        rules.MSG_DTYPE,
+        rules.MSG_SHAPE,
+        rules.MSG_NORM_TENFOLD,
     ),
+    err_message=dumps,
     results=(rules.PASS, rules.WARNING, rules.ERROR),
+    no_bench=NO_BENCH,
+    no_npu=NO_NPU,
+    fused_weights=rules.FUSED_WEIGHTS,
+    not_a_tensor=rules.NOT_A_TENSOR,
+    scalar_shape=rules.SCALAR_SHAPE,
 )
 if speedups.native is not None:
     speedups.native.configure_summary(SUMMARY_RULES)

@@ -10,6 +10,8 @@ from typing import Any
 
 from msprobe_dask.graph.cells import (
     MD5,
+    NO_BENCH,
+    NO_NPU,
     NORM_RATIO,
     OUTPUT_PART,
     QUIET,
@@ -22,6 +24,7 @@ from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.judge import rules
 from msprobe_dask.judge.rules import (
     ALL_IGNORED_APIS,
+    FUSED_WEIGHTS,
     INPUT_IGNORED_APIS,
     LIMITS,
     MSG_COSINE,
@@ -35,6 +38,8 @@ from msprobe_dask.judge.rules import (
     MSG_REQUIRES_GRAD,
     MSG_SCALAR,
     MSG_SHAPE,
+    NOT_A_TENSOR,
+    SCALAR_SHAPE,
 )
 
 PASS, WARNING, ERROR = 0, 1, 2
@@ -82,7 +87,6 @@ def _special(v: Any) -> bool:
 
 
 _NO_MD5 = ("N/A", "Nan", "")
-_NO_BENCH = ("", "N/A", None)
 
 
 def _ignore_class(rows: list[dict[str, Any]], is_out: list[bool], merge: bool) -> str:
@@ -101,7 +105,8 @@ def _ignore_class(rows: list[dict[str, Any]], is_out: list[bool], merge: bool) -
 def _row_messages(
     r: dict[str, Any], out: bool, selected: bool, ignore: str, merge: bool, relerr: bool
 ) -> list[str]:
-    """The messages of checkers 1, 2 (summary RelativeErr), 3, 4, 5 and 6 for one row, in order."""
+    """The messages of checkers 1, 2 (summary RelativeErr), 3, 4, 5 and 6 for one row, in order (the
+    order of cells.SUMMARY_RULES.messages, for the rows the C summary compare takes)."""
     msgs = []
     nd, bd = r["NPU Dtype"], r["Bench Dtype"]
     if selected:
@@ -113,7 +118,7 @@ def _row_messages(
         v = r[NORM_RATIO]
         if v is not None and abs(v) > LIMITS.big_output_norm:
             msgs.append(MSG_NORM_OUTPUT)
-    bench_missing = r.get("Bench Name") in _NO_BENCH
+    bench_missing = r.get("Bench Name") in NO_BENCH
     if selected and not bench_missing:
         nrg, brg = r["NPU Requires_grad"], r["Bench Requires_grad"]
         if nrg and brg and nrg != brg:
@@ -122,15 +127,15 @@ def _row_messages(
         if (
             isinstance(nd, str)
             and isinstance(bd, str)
-            and "class" in nd
-            and "class" in bd
-            and r["NPU Tensor Shape"] == "[]"
+            and NOT_A_TENSOR in nd
+            and NOT_A_TENSOR in bd
+            and r["NPU Tensor Shape"] == SCALAR_SHAPE
             and r["NPU max"] != r["Bench max"]
         ):
             msgs.append(MSG_SCALAR)
     if selected and not bench_missing:
         bn = str(r["Bench Name"])
-        if r["NPU Name"] != "N/A" and "qkv" not in bn and "gate_up" not in bn and nd and bd and nd != bd:
+        if nd and bd and nd != bd and r["NPU Name"] != NO_NPU and not any(p in bn for p in FUSED_WEIGHTS):
             msgs.append(MSG_DTYPE)
         if not merge:
             ns, bs = r["NPU Tensor Shape"], r["Bench Tensor Shape"]

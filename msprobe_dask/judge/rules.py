@@ -56,6 +56,11 @@ class Limits:
 
 LIMITS = Limits()
 
+# the texts the DType and Scalar checkers read (compare.md §5; graph_visualize.md §3.4)
+FUSED_WEIGHTS = ("qkv", "gate_up")  # a Bench name holding one of these is never flagged for its dtype
+NOT_A_TENSOR = "class"  # what the dtype of an argument that is not a tensor holds ("<class 'int'>")
+SCALAR_SHAPE = "[]"  # the shape of a scalar argument
+
 MSG_NAN_INF = "error: There is nan/inf/-inf in the maximum or minimum value of NPU."
 MSG_NORM_OUTPUT = "error: The NormRelativeErr of output is greater than 0.5."
 MSG_ONE_THOUSANDTH = "error: The input/parameters of One Thousandth Err Ratio > 0.9 while the output < 0.6."
@@ -142,16 +147,16 @@ def _pair_checks(cells: Columns, rows: Sequence[int], outputs: Sequence[bool], f
         npu_dtype, bench_dtype, npu_shape = npu_dtypes[i], bench_dtypes[i], npu_shapes[i]
         if (
             not outputs[i]
-            and "class" in npu_dtype
-            and "class" in bench_dtype
-            and npu_shape == "[]"
+            and NOT_A_TENSOR in npu_dtype
+            and NOT_A_TENSOR in bench_dtype
+            and npu_shape == SCALAR_SHAPE
             and not _same_value(npu_max[i], bench_max[i])
         ):
             flags.flag(i, MSG_SCALAR)
         same = same_dtypes.get((npu_dtype, bench_dtype))
         if same is None:
             same = same_dtypes[npu_dtype, bench_dtype] = same_dtype(npu_dtype, bench_dtype)
-        if not same and "qkv" not in bench_name and "gate_up" not in bench_name:
+        if not same and not any(part in bench_name for part in FUSED_WEIGHTS):
             flags.flag(i, MSG_DTYPE)
         if npu_shape != bench_shapes[i]:
             flags.flag(i, MSG_SHAPE)

@@ -29,7 +29,6 @@ from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import build, cells, checks, dump_files, item_text, items, micro_steps, rows, speedups
 from msprobe_dask.graph.cells import _diffs
 from msprobe_dask.graph.compare import MD5, SUMMARY, TENSOR, compare_pair
-from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import API, Graph, Node
 from msprobe_dask.judge import rules
 
@@ -238,10 +237,12 @@ def _tensor_item(full: str, state: str, stats: tuple[Any, ...], extra: dict[str,
 _EXTRA = st.fixed_dictionaries(
     {},
     optional={
-        "dtype": st.sampled_from(["torch.float16", "<class 'int'>", None]),
-        "shape": st.sampled_from([[4], [2, 2], "[]"]),
-        "requires_grad": st.sampled_from(["False", None]),
+        "dtype": st.sampled_from(["torch.float16", "<class 'int'>", "<class 'float'>", None, "", 3]),
+        "shape": st.sampled_from([[4], [2, 2], "[]", None]),
+        "requires_grad": st.sampled_from(["False", None, "", True]),
         "state": st.sampled_from(["kwargs", "parameters", "parameters_grad", "other", None]),
+        # names the checkers read: no partner, no item, fused weights (the DType checker skips them)
+        "full_op_name": st.sampled_from(["N/A", "", "Module.qkv.input.0", "Module.gate_up.output.0"]),
     },
 )
 _PLAIN = st.floats(-1e6, 1e6) | st.sampled_from([0.0, 1e-9, 2.0**40, 7.25])
@@ -252,7 +253,12 @@ _STATS = (
 )
 _ROW = st.tuples(st.sampled_from(["input", "output"]), _STATS, _EXTRA | st.just({}))
 _APIS = st.sampled_from(
-    ["Functional.linear.0.forward", "Torch.empty.0.forward", "Distributed.batch_isend_irecv.0.forward"]
+    [
+        "Functional.linear.0.forward",
+        "Torch.empty.0.forward",
+        "Distributed.batch_isend_irecv.0.forward",
+        "Distributed.all_to_all_single.0.forward",
+    ]
 )
 
 
@@ -285,6 +291,57 @@ def test_summary_pair_as_python(
         return _shape((n.precision, n.input_data, n.output_data, b.input_data, b.output_data))
 
     with_c, python = _both(pytest.MonkeyPatch(), compared)
+    assert with_c == python
+
+
+@needs_native
+def test_summary_pair_takes_flagged_pairs_itself() -> None:
+    """Rows the per-row checkers flag (here DType, Shape and RequiresGrad), not only quiet ones."""
+    rows = [("input", (2.0, -1.0, 0.5, 3.0), {}), ("output", (4.0, 1.0, 2.0, 9.0), {})]
+    other = {"dtype": "torch.float16", "shape": [2, 2], "requires_grad": "False"}
+    npu, bench = (
+        _node("Functional.relu.0.forward", rows),
+        _node("Functional.relu.0.forward", [(s, xs, other) for s, xs, _ in rows]),
+    )
+    assert NATIVE.summary_pair(npu.input_data, npu.output_data, bench.input_data, bench.output_data) == 2
+    item = npu.input_data["Functional.relu.0.forward.input.0"]
+    assert item["Result"] == "error"
+    assert json.loads(item["Err_message"]) == [rules.MSG_REQUIRES_GRAD, rules.MSG_DTYPE, rules.MSG_SHAPE]
+
+
+_SCALAR = {"dtype": "<class 'float'>", "shape": "[]"}
+
+
+@needs_native
+@pytest.mark.parametrize(
+    ("api", "npu_extra", "bench_extra"),
+    [
+        ("Functional.linear.0.forward", _SCALAR, _SCALAR),  # Scalar: another value
+        ("Distributed.all_to_all_single.0.forward", _SCALAR, _SCALAR),  # inputs not checked
+        ("Distributed.all_to_all_single.0.forward", {}, {"dtype": "torch.float16"}),
+        ("Functional.linear.0.forward", {}, {"dtype": "torch.float16", "full_op_name": "Module.qkv.input.0"}),
+        ("Functional.linear.0.forward", {}, {"dtype": "torch.float16", "full_op_name": "gate_up.0"}),
+        ("Functional.linear.0.forward", {"full_op_name": "N/A"}, {"dtype": "torch.float16"}),
+        ("Functional.linear.0.forward", {}, {"shape": [2, 2], "full_op_name": "N/A"}),  # no partner
+        ("Functional.linear.0.forward", {}, {"requires_grad": "", "shape": [2, 2], "full_op_name": ""}),
+        ("Torch.empty.0.forward", {}, {"dtype": "torch.float16"}),  # nothing checked
+    ],
+)
+def test_summary_pair_flags_as_python(
+    api: str, npu_extra: dict[str, Any], bench_extra: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each checker's conditions the C summary compare reads, on pairs it takes itself."""
+    npu = _node(api, [("input", (2.0, -1.0, 0.5, 3.0), npu_extra), ("output", (4.0, 1.0, 2.0, 9.0), {})])
+    bench = _node(api, [("input", (2.5, -1.0, 0.5, 3.0), bench_extra), ("output", (4.0, 1.0, 2.0, 9.5), {})])
+
+    def compared() -> Any:
+        n, b = copy.deepcopy(npu), copy.deepcopy(bench)
+        compare_pair(n, b, SUMMARY)
+        return _shape((n.precision, n.input_data, n.output_data))
+
+    n, b = copy.deepcopy(npu), copy.deepcopy(bench)
+    assert NATIVE.summary_pair(n.input_data, n.output_data, b.input_data, b.output_data) is not None
+    with_c, python = _both(monkeypatch, compared)
     assert with_c == python
 
 
@@ -340,18 +397,23 @@ def test_a_hierarchy_too_deep_for_micro_steps_names_the_first_node_too_deep() ->
 
 @needs_native
 @settings(max_examples=200, deadline=None)
-@given(_APIS, st.lists(_ROW, min_size=1, max_size=4), st.floats(0.5, 2))
+@given(_APIS, st.lists(_ROW, min_size=1, max_size=4), st.floats(0.5, 2), st.lists(_EXTRA, min_size=4))
 def test_the_summary_compare_takes_its_numbers_and_messages_from_python(
-    api: str, npu_rows: list[Any], scale: float
+    api: str, npu_rows: list[Any], scale: float, bench_extras: list[dict[str, Any]]
 ) -> None:
     """Other limits and messages handed to the C summary compare (cells.SUMMARY_RULES): it flags as the
-    Python checkers do with them, so no number or message of the rules is written in C."""
+    Python checkers do with them, so no number or message of the rules is written in C. The Bench
+    items may differ in dtype, shape, requires_grad and name (``bench_extras``)."""
     limits = rules.Limits(small_input_norm=0.6, big_output_norm=0.05, tenfold=1.5, output_norm_over_zero=0.01)
-    big, tenfold = "error: trial big output", "warning: trial tenfold"
-    messages = (dumps([]), dumps([big]), dumps([tenfold]), dumps([big, tenfold]))
+    names = ("NORM_OUTPUT", "REQUIRES_GRAD", "SCALAR", "DTYPE", "SHAPE", "NORM_TENFOLD")
+    messages = tuple(f"trial {name}" for name in names)
     npu = _node(api, npu_rows)
     bench = _node(
-        api, [(s, tuple(x * scale if isinstance(x, float) else x for x in xs), e) for s, xs, e in npu_rows]
+        api,
+        [
+            (s, tuple(x * scale if isinstance(x, float) else x for x in xs), {**e, **other})
+            for (s, xs, e), other in zip(npu_rows, bench_extras)
+        ],
     )
 
     def compared() -> Any:
@@ -361,9 +423,10 @@ def test_the_summary_compare_takes_its_numbers_and_messages_from_python(
 
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(checks, "LIMITS", limits)
-        monkeypatch.setattr(checks, "MSG_NORM_OUTPUT", big)
-        monkeypatch.setattr(checks, "MSG_NORM_TENFOLD", tenfold)
-        NATIVE.configure_summary(dataclasses.replace(cells.SUMMARY_RULES, limits=limits, messages=messages))
+        for name, message in zip(names, messages):
+            monkeypatch.setattr(checks, f"MSG_{name}", message)
+        trial = dataclasses.replace(cells.SUMMARY_RULES, limits=limits, messages=messages)
+        NATIVE.configure_summary(trial)
         try:
             with_c, python = _both(monkeypatch, compared)
         finally:

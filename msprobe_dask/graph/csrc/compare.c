@@ -1,17 +1,22 @@
 /* The summary compare of a node pair (graph/cells.py: _diffs, summary_row; checks.py: check_rows;
- * compare.py: write_back). Its rules, texts and numbers are graph/cells.py's SUMMARY_RULES, handed
- * once by configure_summary(rules) and read by name: none is written here. Over 400 lines: the rules'
- * intake, the diffs and the quiet-row checks share those rules (R) and the pair's cells. */
+ * compare.py: write_back) whose statistics are plain numbers. Its rules, texts and numbers are
+ * graph/cells.py's SUMMARY_RULES, handed once by configure_summary(rules) and read by name: none is
+ * written here. Over 400 lines: the rules' intake, the diffs and the checkers share those rules (R)
+ * and the pair's cells. */
 #include "speedups.h"
 
 #define MAX_GROUPS 8 /* state groups (cells.STATE_GROUPS has 4) */
 #define MAX_STATES 16
+#define N_MESSAGES 6 /* SummaryRules.messages: NormOutput, RequiresGrad, Scalar, DType, Shape, Tenfold */
+enum { NORM_OUTPUT = 1, REQUIRES_GRAD = 2, SCALAR = 4, DTYPE = 8, SHAPE = 16, TENFOLD = 32, ROW_ERRORS = 31 };
 
 /* cells.SUMMARY_RULES (see SummaryRules) */
 static struct {
     PyObject *rules; /* held: holds the objects below */
-    PyObject *stat_diff, *exported_text, *all_ignored, *input_ignored, *output_part;
-    PyObject *messages[4], *results[3], *stats[4], *written[N_WRITTEN], *states[MAX_STATES];
+    PyObject *stat_diff, *exported_text, *all_ignored, *input_ignored, *output_part, *err_message, *no_bench;
+    PyObject *fused, *no_npu, *not_a_tensor, *scalar_shape;
+    PyObject *messages[N_MESSAGES], *results[3], *stats[4], *written[N_WRITTEN], *states[MAX_STATES];
+    PyObject *texts[1 << N_MESSAGES]; /* err_message of each set of messages (held), made when first met */
     int state_group[MAX_STATES], n_states, n_groups;
     double rel_lo, rel_hi, small_input_norm, big_output_norm, tenfold, output_norm_over_zero;
 } R;
@@ -48,6 +53,14 @@ static int rule_number(PyObject *from, const char *name, double *x) {
 }
 
 static void release(void) {
+    for (int i = 0; i < 1 << N_MESSAGES; i++)
+        Py_XDECREF(R.texts[i]);
+    Py_XDECREF(R.err_message);
+    Py_XDECREF(R.no_bench);
+    Py_XDECREF(R.fused);
+    Py_XDECREF(R.no_npu);
+    Py_XDECREF(R.not_a_tensor);
+    Py_XDECREF(R.scalar_shape);
     Py_XDECREF(R.stat_diff);
     Py_XDECREF(R.exported_text);
     Py_XDECREF(R.all_ignored);
@@ -65,15 +78,26 @@ PyObject *configure_summary(PyObject *self, PyObject *rules) {
         (R.all_ignored = rule(rules, "all_ignored")) == NULL ||
         (R.input_ignored = rule(rules, "input_ignored")) == NULL ||
         (R.output_part = rule(rules, "output_part")) == NULL || (positional = rule(rules, "positional")) == NULL ||
+        (R.err_message = rule(rules, "err_message")) == NULL || (R.no_bench = rule(rules, "no_bench")) == NULL ||
+        (R.fused = rule(rules, "fused_weights")) == NULL || (R.no_npu = rule(rules, "no_npu")) == NULL ||
+        (R.not_a_tensor = rule(rules, "not_a_tensor")) == NULL ||
+        (R.scalar_shape = rule(rules, "scalar_shape")) == NULL ||
         (limits = rule(rules, "limits")) == NULL || (groups = rule(rules, "state_groups")) == NULL)
         goto fail;
     if (!PyCallable_Check(R.stat_diff) || !PyType_Check(R.exported_text) || !PyAnySet_Check(R.all_ignored) ||
-        !PyAnySet_Check(R.input_ignored) || !PyUnicode_CheckExact(R.output_part) ||
+        !PyAnySet_Check(R.input_ignored) || !PyUnicode_CheckExact(R.output_part) || !PyCallable_Check(R.err_message) ||
+        !PyTuple_Check(R.no_bench) || !PyTuple_Check(R.fused) || !PyUnicode_CheckExact(R.no_npu) ||
+        !PyUnicode_CheckExact(R.not_a_tensor) || !PyUnicode_CheckExact(R.scalar_shape) ||
         !PyArg_ParseTuple(positional, "dd", &R.rel_lo, &R.rel_hi)) {
         PyErr_SetString(PyExc_TypeError, "configure_summary: rules of the wrong types");
         goto fail;
     }
-    if (rule_texts(rules, "messages", R.messages, 4) < 0 || rule_texts(rules, "results", R.results, 3) < 0 ||
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(R.fused); i++)
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(R.fused, i))) {
+            PyErr_SetString(PyExc_TypeError, "configure_summary: fused_weights must be a tuple of str");
+            goto fail;
+        }
+    if (rule_texts(rules, "messages", R.messages, N_MESSAGES) < 0 || rule_texts(rules, "results", R.results, 3) < 0 ||
         rule_texts(rules, "stats", R.stats, 4) < 0 || rule_texts(rules, "written", R.written, N_WRITTEN) < 0 ||
         rule_number(limits, "small_input_norm", &R.small_input_norm) < 0 ||
         rule_number(limits, "big_output_norm", &R.big_output_norm) < 0 ||
@@ -230,12 +254,14 @@ fail:
 
 #define MAX_ROWS 32 /* items per state group (more: the Python path) */
 
-typedef struct {
+typedef struct Row {
     PyObject *n, *b; /* the NPU item and its Bench partner (borrowed) */
     PyObject *name;   /* the NPU item's full_op_name (held) */
     PyObject *cells[N_WRITTEN]; /* the cells written back (new references) */
     double ratio; /* NormRelativeErr as a ratio, NAN where None */
     int out, has_ratio;
+    int flags;  /* the per-row checkers that flag it (REQUIRES_GRAD ...), before the node's ignore class */
+    int no_bench; /* its Bench name stands for no partner (cells.NO_BENCH) */
 } Row;
 
 /* the items of one side's node by cells.STATE_GROUPS, inputs before outputs; -1 error, 0 a value
@@ -295,78 +321,146 @@ static int plain_stats(PyObject *item, PyObject *stats[4]) {
     return floats == 4 && isfinite(total) ? 2 : 0;
 }
 
-/* 1 if a == b (Python's ==), 0 if not, -1 error; a or b NULL: missing (None) */
-static int same(PyObject *a, PyObject *b) {
-    PyObject *eq = PyObject_RichCompare(a ? a : Py_None, b ? b : Py_None, Py_EQ);
-    if (eq == NULL)
+/* Python's ``a op b`` taken as a truth: 1, 0, or -1 on error; a or b NULL: missing (None). Two str
+ * (the common cells) are compared here. */
+static int compared(PyObject *a, PyObject *b, int op) {
+    a = a ? a : Py_None;
+    b = b ? b : Py_None;
+    if (PyUnicode_CheckExact(a) && PyUnicode_CheckExact(b)) {
+        int c = PyUnicode_Compare(a, b);
+        if (c == -1 && PyErr_Occurred())
+            return -1;
+        return op == Py_EQ ? c == 0 : c != 0;
+    }
+    PyObject *c = PyObject_RichCompare(a, b, op);
+    if (c == NULL)
         return -1;
-    int truth = PyObject_IsTrue(eq);
-    Py_DECREF(eq);
+    int truth = PyObject_IsTrue(c);
+    Py_DECREF(c);
     return truth;
+}
+
+static int truthy(PyObject *a) { /* bool(a), a NULL: None */
+    return a == NULL ? 0 : PyObject_IsTrue(a);
+}
+
+/* ``part in text`` for a str text: 1, 0, or -1 on error */
+static int holds(PyObject *text, PyObject *part) {
+    return PyUnicode_Contains(text, part);
 }
 
 static PyObject *get(PyObject *item, PyObject *key) { /* item.get(key), borrowed; NULL: missing or error */
     return PyDict_GetItemWithError(item, key);
 }
 
-/* a QUIET summary row (cells.summary_row) for the pair: 1 made, 0 not quiet, -1 error */
-static int quiet_row(Row *r) {
+#define GET(var, item, key)                                                                                      \
+    PyObject *var = get(item, key);                                                                              \
+    if (var == NULL && PyErr_Occurred())                                                                         \
+        return -1;
+
+/* which per-row checkers of checks._row_messages flag the row (r->flags, r->no_bench), before the
+ * node's ignore class: 1, 0 for the Python path, or -1 on error */
+static int row_flags(Row *r, PyObject *ns[4], PyObject *bs[4]) {
+    GET(rg, r->n, str_requires_grad)
+    GET(brg, r->b, str_requires_grad)
+    GET(dtype, r->n, str_dtype)
+    GET(bdtype, r->b, str_dtype)
+    GET(shape, r->n, str_shape)
+    GET(bshape, r->b, str_shape)
+    GET(bench_name, r->b, str_full_op_name)
+    if (bench_name == NULL)
+        return 0; /* (a KeyError of the Python path) */
+    int t;
+    /* RequiresGrad: nrg and brg and nrg != brg */
+    if ((t = truthy(rg)) > 0 && (t = truthy(brg)) > 0 && (t = compared(rg, brg, Py_NE)) > 0)
+        r->flags |= REQUIRES_GRAD;
+    if (t < 0)
+        return -1;
+    /* Scalar: str dtypes both not of a tensor, a scalar's shape and another max */
+    if (dtype != NULL && bdtype != NULL && PyUnicode_Check(dtype) && PyUnicode_Check(bdtype) &&
+        (t = holds(dtype, R.not_a_tensor)) > 0 && (t = holds(bdtype, R.not_a_tensor)) > 0 &&
+        (t = compared(shape, R.scalar_shape, Py_EQ)) > 0 && (t = compared(ns[0], bs[0], Py_NE)) > 0)
+        r->flags |= SCALAR;
+    if (t < 0)
+        return -1;
+    /* DType: dtypes both given and different, an NPU name, a Bench name of no fused weights (the
+     * order of checks._row_messages' tests does not matter: none has an effect) */
+    if ((t = truthy(dtype)) > 0 && (t = truthy(bdtype)) > 0 && (t = compared(dtype, bdtype, Py_NE)) > 0 &&
+        (t = compared(r->name, R.no_npu, Py_NE)) > 0) {
+        PyObject *bn = PyObject_Str(bench_name);
+        if (bn == NULL)
+            return -1;
+        for (Py_ssize_t i = 0; t > 0 && i < PyTuple_GET_SIZE(R.fused); i++) {
+            t = holds(bn, PyTuple_GET_ITEM(R.fused, i));
+            t = t < 0 ? -1 : !t;
+        }
+        Py_DECREF(bn);
+        if (t > 0)
+            r->flags |= DTYPE;
+    }
+    if (t < 0)
+        return -1;
+    /* Shape: both given and different */
+    if (shape != NULL && shape != Py_None && bshape != NULL && bshape != Py_None &&
+        (t = compared(shape, bshape, Py_NE)) > 0)
+        r->flags |= SHAPE;
+    if (t < 0)
+        return -1;
+    /* the three checkers of a row with a partner */
+    if (r->flags & (REQUIRES_GRAD | DTYPE | SHAPE) && (r->no_bench = PySequence_Contains(R.no_bench, bench_name)) < 0)
+        return -1;
+    return 1;
+}
+
+/* a summary row (cells.summary_row) of a pair of items whose statistics are plain numbers: its cells
+ * and checkers' flags; 1 made, 0 other statistics (the Python path), -1 error */
+static int plain_row(Row *r) {
     PyObject *ns[4], *bs[4];
     int nk = plain_stats(r->n, ns), bk = plain_stats(r->b, bs);
     if (nk <= 0 || bk <= 0)
         return nk < 0 || bk < 0 ? -1 : 0;
-    PyObject *keys[3] = {str_requires_grad, str_dtype, str_shape};
-    PyObject *rg_same = NULL;
-    for (int i = 0; i < 3; i++) {
-        PyObject *a = get(r->n, keys[i]);
-        if (a == NULL && PyErr_Occurred())
-            goto fail;
-        PyObject *b = get(r->b, keys[i]);
-        if (b == NULL && PyErr_Occurred())
-            goto fail;
-        if (i == 0) {
-            rg_same = PyObject_RichCompare(a ? a : Py_None, b ? b : Py_None, Py_EQ);
-            if (rg_same == NULL)
-                return -1;
-            int truth = PyObject_IsTrue(rg_same);
-            if (truth <= 0)
-                goto not_quiet_or_fail;
-        } else {
-            int eq = same(a, b);
-            if (eq <= 0)
-                goto not_quiet_or_fail;
-        }
-    }
-    int max_same = same(ns[0], bs[0]);
-    if (max_same < 0)
-        goto fail;
-    if (!max_same) { /* then the dtype must be a str without "class" */
-        PyObject *dtype = get(r->n, str_dtype);
-        if (dtype == NULL || !PyUnicode_CheckExact(dtype))
-            goto not_quiet_or_fail;
-        int has_class = PyUnicode_Find(dtype, str_class, 0, PyUnicode_GET_LENGTH(dtype), 1) >= 0;
-        if (has_class)
-            goto not_quiet_or_fail;
-    }
+    PyObject *rg = get(r->n, str_requires_grad);
+    if (rg == NULL && PyErr_Occurred())
+        return -1;
+    PyObject *brg = get(r->b, str_requires_grad);
+    if (brg == NULL && PyErr_Occurred())
+        return -1;
+    PyObject *rg_same = PyObject_RichCompare(rg ? rg : Py_None, brg ? brg : Py_None, Py_EQ);
+    if (rg_same == NULL)
+        return -1;
+    r->cells[8] = rg_same;
+    int flagged = row_flags(r, ns, bs);
+    if (flagged <= 0)
+        return flagged;
     PyObject *ratio = NULL;
     for (int i = 0; i < 4; i++) {
         Py_XDECREF(ratio);
+        ratio = NULL;
         if (diff_cells(ns[i], bs[i], &r->cells[i], &r->cells[4 + i], &ratio) < 0)
-            goto fail;
+            return -1;
     }
     r->has_ratio = ratio != Py_None;
     r->ratio = r->has_ratio ? PyFloat_AsDouble(ratio) : NAN;
     Py_DECREF(ratio);
     if (r->has_ratio && r->ratio == -1.0 && PyErr_Occurred())
-        goto fail;
-    r->cells[8] = rg_same;
+        return -1;
     return DONE;
-not_quiet_or_fail:
-    Py_XDECREF(rg_same);
-    return PyErr_Occurred() ? -1 : UNHANDLED;
-fail:
-    Py_XDECREF(rg_same);
-    return -1;
+}
+
+/* the Err_message cell of a set of messages (bits of N_MESSAGES), borrowed: made by the rules'
+ * err_message the first time */
+static PyObject *err_text(int mask) {
+    if (R.texts[mask] != NULL)
+        return R.texts[mask];
+    PyObject *list = PyList_New(0);
+    for (int i = 0; list != NULL && i < N_MESSAGES; i++)
+        if (mask & (1 << i) && PyList_Append(list, R.messages[i]) < 0)
+            Py_CLEAR(list);
+    if (list == NULL)
+        return NULL;
+    R.texts[mask] = PyObject_CallOneArg(R.err_message, list);
+    Py_DECREF(list);
+    return R.texts[mask];
 }
 
 /* "" (0), "input" (1) or "all" (2): the class of ignored APIs of the first input row's API name */
@@ -396,8 +490,9 @@ static int ignore_class(Row *rows, int n) {
 }
 
 /* summary_pair(npu_in, npu_out, bench_in, bench_out) -> the node's worst level (0, 1, 2), its items
- * given their compare cells: compare_pair in summary mode (not merged) when every row is QUIET, else
- * None (the Python path, nothing changed). */
+ * given their compare cells: compare_pair in summary mode (not merged) when every item has a partner
+ * and plain numbers for statistics on both sides (plain_stats), else None (the Python path, nothing
+ * changed). */
 PyObject *summary_pair(PyObject *self, PyObject *args) {
     PyObject *npu_in, *npu_out, *bench_in, *bench_out;
     if (!PyArg_ParseTuple(args, "OOOO", &npu_in, &npu_out, &bench_in, &bench_out) || summary_configured() < 0)
@@ -428,7 +523,7 @@ PyObject *summary_pair(PyObject *self, PyObject *args) {
             if (at == -2)
                 goto done;
             r->out = at >= 0;
-            if ((rc = quiet_row(r)) <= 0)
+            if ((rc = plain_row(r)) <= 0)
                 goto unhandled_or_error;
         }
     }
@@ -456,15 +551,27 @@ PyObject *summary_pair(PyObject *self, PyObject *args) {
         relerr = a < R.small_input_norm;
         warn = first_out >= 0 && ((a == 0 && b > R.output_norm_over_zero) || (a != 0 && b / a > R.tenfold));
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++) { /* each row's messages (checks.check_rows) */
         Row *r = &rows[i];
-        int e = ignore != 2 && relerr && r->out && r->has_ratio && fabs(r->ratio) > R.big_output_norm;
-        int w = ignore != 2 && warn && i == first_out;
-        int level = e ? 2 : w ? 1 : 0;
+        int mask = 0;
+        if (ignore != 2) {
+            if (relerr && r->out && r->has_ratio && fabs(r->ratio) > R.big_output_norm)
+                mask |= NORM_OUTPUT;
+            if ((ignore != 1 || r->out) && !r->no_bench)
+                mask |= r->flags & (REQUIRES_GRAD | DTYPE | SHAPE);
+            if (ignore == 0 && !r->out)
+                mask |= r->flags & SCALAR;
+            if (warn && i == first_out)
+                mask |= TENFOLD;
+        }
+        int level = mask & ROW_ERRORS ? 2 : mask ? 1 : 0;
         if (level > worst)
             worst = level;
+        PyObject *text = err_text(mask);
+        if (text == NULL)
+            goto done;
         r->cells[9] = Py_NewRef(R.results[level]);
-        r->cells[10] = Py_NewRef(R.messages[e + 2 * w]);
+        r->cells[10] = Py_NewRef(text);
     }
     /* write back: the cells of each row into the NPU item of its name (the last row of a name wins) */
     by_name = PyDict_New();

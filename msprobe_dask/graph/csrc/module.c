@@ -2,7 +2,7 @@
 #include "speedups.h"
 
 PyObject *exported_text_type, *orjson_dumps, *zero, *str_max, *str_type,
-    *str_shape, *str_class, *str_full_op_name, *str_state,
+    *str_shape, *str_full_op_name, *str_state,
     *str_requires_grad, *str_dtype, *str_id, *str_parent,
     *str_children, *str_stack, *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info,
     *str_input_data, *str_output_data, *str_type_attr, *str_empty,
@@ -139,7 +139,6 @@ static const struct {
 } constants[] = {
     {&str_max, "Max"}, {&str_type, "type"}, {&str_full_op_name, "full_op_name"},
     {&str_state, "state"}, {&str_requires_grad, "requires_grad"}, {&str_dtype, "dtype"}, {&str_shape, "shape"},
-    {&str_class, "class"},
     /* Node attributes, and texts of rows */
     {&str_id, "id"}, {&str_parent, "parent"}, {&str_children, "children"}, {&str_stack, "stack"},
     {&str_precision, "precision"}, {&str_overflow, "overflow"}, {&str_micro, "micro"}, {&str_link, "link"},

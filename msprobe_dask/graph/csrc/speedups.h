@@ -40,7 +40,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 13
+#define SPEEDUPS_API 14
 
 /* an ASCII text of the rules (held by them) */
 typedef struct {
@@ -76,7 +76,7 @@ static inline int text_in(const char *s, Py_ssize_t n, const Text *ts, int count
 
 /* module.c: item_text.ExportedText and orjson.dumps (set by configure_text()), 0, and interned texts */
 extern PyObject *exported_text_type, *orjson_dumps, *zero, *str_max, *str_type,
-    *str_shape, *str_class, *str_full_op_name,
+    *str_shape, *str_full_op_name,
     *str_state, *str_requires_grad, *str_dtype, *str_id, *str_parent,
     *str_children, *str_stack, *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info,
     *str_input_data, *str_output_data, *str_type_attr, *str_empty,
