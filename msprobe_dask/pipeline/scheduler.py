@@ -111,11 +111,17 @@ class RunOptions:
     def log_written(self, files: int, kind: str, started: float) -> None:
         """The write stage's progress line (after the dask stages' lines): ``files`` written since
         ``started`` (time.perf_counter)."""
-        if self.stage_log is not None and files:
+        self.log_stage(f"write {kind}", files, "files", started)
+
+    def log_stage(self, name: str, count: int, unit: str, started: float) -> None:
+        """The progress line of a stage done in this process, not by dask's tasks (whose lines
+        ``pipeline/stages.py`` logs): ``count`` items (none: no line) since ``started``
+        (time.perf_counter)."""
+        if self.stage_log is not None and count:
             from msprobe_dask.pipeline.stages import stage_line
 
             seconds = time.perf_counter() - started
-            self.stage_log.line(stage_line(f"write {kind}", files, files, "files", seconds))
+            self.stage_log.line(stage_line(name, count, count, unit, seconds))
 
     @property
     def in_this_process(self) -> bool:

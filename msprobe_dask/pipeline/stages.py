@@ -39,7 +39,6 @@ STAGES = {
     "convert_files": Stage("convert", "batches"),
     "measure_batch": Stage("tensor metrics", "batches"),
     "as_batch": Stage("tensor metrics", "batches"),
-    "assemble": Stage("judge", "ranks"),
     "build": Stage("build graphs", "graphs"),
     "prepare": Stage("match graphs", "ranks"),
     "rows": Stage("graph rows", "chunks"),
