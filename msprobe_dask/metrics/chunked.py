@@ -5,7 +5,8 @@
 chunks of one pair run on every worker.
 
 MaxAbsErr, MaxRelativeErr and the two ratios are exact. Cosine and EucDist come from dot products summed per
-chunk (numpy's einsum loop, the same in every process whatever its BLAS threads) and then across chunks
+chunk (by the C pass in one fixed order for the finite float chunks it reads, else numpy's einsum loop: the
+same in every process whatever its BLAS threads) and then across chunks
 (exactly, as double-doubles), while the reference takes one BLAS dot over the whole tensor, so their last
 digits can differ: a few ulps, up to ~1e-13 relative on tens of millions of elements. Cosine's 12-decimal
 rounding hides that almost always; EucDist is not rounded.
@@ -20,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from msprobe_dask.dump.tensor_dtypes import native_name
 from msprobe_dask.dump.tensor_file import TensorHandle, read_flat
+from msprobe_dask.metrics.one_shot import kernel_pass, kernel_reads, relative_dtype
 from msprobe_dask.metrics.tensor_cells import (
     FIVE_THOUSANDTHS,
     NOT_AVAILABLE,
@@ -56,10 +59,15 @@ class Partials:
 def chunk_partials(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> Partials:
     """Partials of two aligned flat chunks (raw file dtypes; bfloat16/float8 are converted here).
 
-    The sums are taken with ``einsum`` (numpy's own loop, not BLAS), so a chunk gives the same partials
+    Finite float chunks of the dtypes the C pass reads take it (one pass over both chunks' bytes, as a
+    one-shot pair does: ``one_shot.kernel_pass``), its dots summed in ``CHUNK_DOT_ORDER``. Others take
+    numpy: the sums with ``einsum`` (numpy's own loop, not BLAS), so a chunk gives the same partials
     whatever BLAS threading the process has (a dask worker runs BLAS on one thread). Most chunks hold no
     NaN/Inf: the sums of squares being finite proves it, and only other chunks take the masks' path.
     """
+    fast = _kernel_partials(npu_chunk, bench_chunk)
+    if fast is not None:
+        return fast
     n = compute_dtype(npu_chunk).reshape(-1)
     b = compute_dtype(bench_chunk).reshape(-1)
     with np.errstate(all="ignore"):
@@ -85,6 +93,35 @@ def chunk_partials(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> Partials:
             under_thousandth=int(np.count_nonzero(relative < THOUSANDTH)),
             under_five_thousandths=int(np.count_nonzero(relative < FIVE_THOUSANDTHS)),
         )
+
+
+CHUNK_DOT_ORDER = 0
+"""The order the C pass sums a chunk's dots in (one of ``reference_dot.KERNEL_ORDERS``, whatever this
+process's BLAS: the chunks' sums are added exactly across chunks, never compared with a BLAS dot)."""
+
+
+def _kernel_partials(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> Partials | None:
+    """The C pass's partials of two finite float chunks of the dtypes it reads (the maxima and counts as
+    numpy's, the dots in ``CHUNK_DOT_ORDER``); None where it does not apply (numpy's path decides)."""
+    n_name, b_name = native_name(npu_chunk.dtype), native_name(bench_chunk.dtype)
+    if npu_chunk.size < 2 or n_name is None or b_name is None or not kernel_reads(n_name, b_name):
+        return None
+    max_abs, max_rel, under1, under5, dot, n_sq, b_sq, diff_sq = kernel_pass(
+        npu_chunk, n_name, bench_chunk, b_name, CHUNK_DOT_ORDER
+    )
+    if not (math.isfinite(n_sq) and math.isfinite(b_sq) and math.isfinite(max_rel)):
+        return None
+    return Partials(
+        size=npu_chunk.size,
+        dot=dot,
+        n_sq=n_sq,
+        b_sq=b_sq,
+        diff_sq=diff_sq,
+        max_abs=np.float64(max_abs),
+        max_rel=relative_dtype(n_name, b_name).type(max_rel),
+        under_thousandth=int(under1),
+        under_five_thousandths=int(under5),
+    )
 
 
 _SUMS = ("dot", "n_sq", "b_sq", "diff_sq")

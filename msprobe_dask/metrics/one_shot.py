@@ -124,7 +124,7 @@ def _with_eps_where_bench_is_zero(relative: np.ndarray, n: np.ndarray, b: np.nda
     return np.max(relative)
 
 
-def _relative_dtype(n: str, b: str) -> np.dtype:
+def relative_dtype(n: str, b: str) -> np.dtype:
     """The relative error's dtype for two raw dtypes, by name (bfloat16 computes as float32)."""
     return np.result_type(*(np.float32 if d in ML_DTYPES else np.dtype(d) for d in (n, b)), np.float32)
 
@@ -149,11 +149,16 @@ def finite_float_cells(npu: np.ndarray, bench: np.ndarray, ws: Workspace) -> Ten
     return numpy_finite_float_cells(np.squeeze(n), np.squeeze(b), ws)
 
 
+def kernel_reads(n_name: str | None, b_name: str | None) -> bool:
+    """The C pass is built and reads tensors of these dtypes (named by ``tensor_dtypes.native_name``)."""
+    return pair_pass_kernel is not None and n_name in KERNEL_KINDS and b_name in KERNEL_KINDS
+
+
 def kernel_kinds(n_name: str | None, b_name: str | None) -> tuple[str, str, int] | None:
     """(the two dtypes' names, the dots' order) where the C pass measures tensors of these dtypes (named
     by ``tensor_dtypes.native_name``); None where it does not: another dtype or byte order, the kernel not
     built, or a BLAS whose summation order it does not know (``reference_dot.kernel_order``)."""
-    if n_name not in KERNEL_KINDS or b_name not in KERNEL_KINDS or pair_pass_kernel is None:
+    if not kernel_reads(n_name, b_name):
         return None
     order = kernel_order()
     return None if order is None else (n_name, b_name, order)  # type: ignore[return-value]
@@ -166,7 +171,7 @@ def kernel_cells(
     many elements each, more than one) of the dtypes ``kernel_kinds`` accepted: a bfloat16 tensor needs
     no ml_dtypes here."""
     size = _raw_bytes(npu).size // element_size(element_of(n_name))
-    rtype = _relative_dtype(n_name, b_name)
+    rtype = relative_dtype(n_name, b_name)
     max_abs, max_rel, thousandth, five_thousandths, *dots = kernel_pass(npu, n_name, bench, b_name, order)
     n_b, n_sq, b_sq, diff_sq = (np.float64(dot) for dot in dots)
     with np.errstate(all="ignore"):
@@ -192,7 +197,7 @@ def kernel_pass(
     many each, its dots summed in ``order`` (``reference_dot.KERNEL_ORDERS``): (max |n - b|, the largest
     relative error, the counts below the two limits, n.b, n.n, b.b, d.d). ``loops`` (the tests') chooses
     the kernel's loops: 0 the widest the CPU runs, 1 AVX2 at most, 2 generic C; each gives the same."""
-    rtype = _relative_dtype(n_name, b_name)
+    rtype = relative_dtype(n_name, b_name)
     n_bytes, b_bytes = _raw_bytes(npu), _raw_bytes(bench)
     size = n_bytes.size // element_size(element_of(n_name))
     return pair_pass_kernel.pair_pass(  # type: ignore[union-attr]
