@@ -244,12 +244,31 @@ def _heads(text: bytes, base: int, spans: Any, indent: int) -> Iterator[int]:
 def read_entries(path: Path, index: EntryIndex) -> list[tuple[str, Any]]:
     """The (name, value) of the indexed entries, read from their span of dump.json (a DumpError names
     dump.json if an entry is not valid JSON)."""
+    text, spans = read_spans(path, index)
+    return parse_spans(path, text, spans)
+
+
+_FEW_SPANS = 64
+Span = tuple[str, int, int, int]
+"""An entry's name, where its value starts and ends in the text read, and whether it is one line."""
+
+
+def read_spans(path: Path, index: EntryIndex) -> tuple[bytes, list[Span]]:
+    """The text of the indexed entries (from the first one's name) and each one's span in it."""
     lo, text, names = _read(path, index, index.ends)
+    starts, ends = (array("q", (x - lo for x in xs)) for xs in (index.starts, index.ends))
+    return text, list(zip(names, starts, ends, index.one_line))
+
+
+def parse_spans(path: Path, text: bytes, spans: list[Span]) -> list[tuple[str, Any]]:
+    """The (name, value) of these spans of ``text`` (a DumpError names dump.json if an entry is not
+    valid JSON)."""
     entries = []
     whole: dict[str, Any] | None = None
-    short = not has_long_integer(text)  # (looked for once in the part's text, not in each entry's)
-    for name, start, end, one_line in zip(names, index.starts, index.ends, index.one_line):
-        span = text[start - lo : end - lo]
+    # (looked for once in the text, not in each entry's; for a few spans of a long text, in each one's)
+    short = len(spans) > _FEW_SPANS and not has_long_integer(text)
+    for name, start, end, one_line in spans:
+        span = text[start:end]
         try:
             entries.append((name, json.loads(span.decode("utf-8")) if one_line else loads(span, short)))
         except ValueError:  # raises the file's own DumpError, or (the scan misread it) gives the entry

@@ -10,7 +10,7 @@ from typing import Any
 from msprobe_dask.dump.entries import DumpEntries
 from msprobe_dask.errors import DumpError
 
-_SHAPES = (("input_args", list), ("input_kwargs", dict))
+ENTRY_SHAPES = (("input_args", list), ("input_kwargs", dict))
 # in msProbe's indented text, the only way an entry of the wrong shape can hide in a multi-line span
 _WRONG_IN_TEXT = (b'"input_args": {', b'"input_kwargs": [')
 
@@ -27,7 +27,7 @@ def entry_problem(body: Any) -> str | None:
     """What is wrong with one entry's shape, or None."""
     if not isinstance(body, dict):
         return f"is {json_kind(body)}, not an object of inputs and outputs"
-    for key, kind in _SHAPES:
+    for key, kind in ENTRY_SHAPES:
         value = body.get(key)
         if value is not None and not isinstance(value, kind):
             return f"has {key!r} that is {json_kind(value)}, not {json_kind(kind())}"

@@ -7,13 +7,17 @@ or the string ``None``; dtype and shape already rendered as the reference prints
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from sys import intern
 from typing import Any, NamedTuple
 
+from msprobe_dask.dump.entry_shape import ENTRY_SHAPES
 from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PARAMETERS_GRAD, PROCESS_GROUP
 
 NA = "N/A"
+NO_MD5 = "00000000"  # the md5 cell of a tensor leaf without md5 and value
 _PEER_SUFFIXES = ("src", "dst", "group_src", "group_dst")
+_TORCH_SIZE, _SLICE, _ELLIPSIS = "torch.Size", "slice", "ellipsis"
 _MAX_DEPTH = 400
 
 Stat = Any  # float | int | bool | str
@@ -82,7 +86,7 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
         if not high.__class__ is low.__class__ is mean.__class__ is norm.__class__ is float:
             # (four floats, the usual case, stay as they are)
             stats = tuple(_tensor_stat(v) for v in stats)
-        md5 = leaf.get("md5", "00000000" if "value" not in leaf else _crc(leaf["value"]))
+        md5 = leaf.get("md5", NO_MD5 if "value" not in leaf else _crc(leaf["value"]))
         shape = leaf.get("shape")
         return LeafRow(
             name,
@@ -102,13 +106,13 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
     if kind == PROCESS_GROUP:
         text = str(leaf.get("group_ranks"))
         return LeafRow(name, entry, state, kind, "[]", grad, (text,) * 4, text, data_name)  # type: ignore[arg-type]
-    if kind == "torch.Size":
+    if kind == _TORCH_SIZE:
         return LeafRow(name, entry, state, kind, str(value), grad, ("None",) * 4, _crc(value), data_name)  # type: ignore[arg-type]
-    if kind == "slice":
+    if kind == _SLICE:
         return LeafRow(
             name, entry, state, kind, _numpy_shape(value), grad, ("None",) * 4, _crc(value), data_name
         )  # type: ignore[arg-type]
-    if kind == "ellipsis":
+    if kind == _ELLIPSIS:
         return LeafRow(name, entry, state, kind, "[]", grad, ("...",) * 4, _crc("..."), data_name)  # type: ignore[arg-type]
     stat = _stat(value)
     return LeafRow(
@@ -140,7 +144,15 @@ def _walk(
             _walk(value, f"{path}.{i}" if index_lists else path, entry, state, index_lists, out, depth + 1)
 
 
-_INPUT_KEYS = ("input_args", "input_kwargs", "input")
+_ENTRY_PARTS = (
+    ("input_args", "input"),
+    ("input_kwargs", "input"),
+    ("input", "input"),
+    ("parameters", "parameters"),
+    ("output", "output"),
+)
+"""An entry's keys whose values hold its rows, in the rows' order, and their rows' state (also the
+name of the path below the entry's: ``entry.input.0``)."""
 
 
 def entry_rows(entry: str, body: Any, debug: bool = False) -> list[LeafRow]:
@@ -154,11 +166,39 @@ def entry_rows(entry: str, body: Any, debug: bool = False) -> list[LeafRow]:
     if PARAMETERS_GRAD in entry and PARAMETERS_GRAD in entry.split(".")[-2:]:
         _walk(body, entry, entry, PARAMETERS_GRAD, False, rows)
         return rows
-    for key in _INPUT_KEYS:
+    for key, state in _ENTRY_PARTS:
         if key in body:
-            _walk(body[key], f"{entry}.input", entry, "input", True, rows)
-    if "parameters" in body:
-        _walk(body["parameters"], f"{entry}.parameters", entry, "parameters", True, rows)
-    if "output" in body:
-        _walk(body["output"], f"{entry}.output", entry, "output", True, rows)
+            _walk(body[key], f"{entry}.{state}", entry, state, True, rows)
     return rows
+
+
+class LeafRules(NamedTuple):
+    """What graph/csrc/leaf_rows.c takes of this module's rules (read by field name): it makes the rows
+    of the entries it can take straight from their JSON text (``pipeline/sides.py: rows_of_text``)."""
+
+    row: type  # LeafRow
+    na: str
+    no_data_name: str
+    no_md5: str
+    peer_suffixes: tuple[str, ...]  # a scalar leaf named ``....src`` (etc.): left to _leaf_row
+    own_kinds: tuple[str, ...]  # the leaf types _leaf_row renders by rules of their own: left to it
+    entry_parts: tuple[tuple[str, str], ...]
+    entry_shapes: tuple[tuple[str, type], ...]  # entry_shape.check_entry's: an entry of another, left
+    parameters_grad: str  # the state of the rows of an entry named by it (entry_rows)
+    crc: Callable[[Any], str]  # a scalar leaf's md5 cell when it has none
+    text: Callable[[Any], str]  # how _leaf_row writes a bool, None and an empty shape: str
+
+
+LEAF_RULES = LeafRules(
+    LeafRow,
+    NA,
+    NO_DATA_NAME,
+    NO_MD5,
+    _PEER_SUFFIXES,
+    (PROCESS_GROUP, _TORCH_SIZE, _SLICE, _ELLIPSIS),
+    _ENTRY_PARTS,
+    ENTRY_SHAPES,
+    PARAMETERS_GRAD,
+    _crc,
+    str,
+)

@@ -24,9 +24,12 @@ def entry_key(entry: str) -> tuple[str, str, str] | None:
 
 
 def is_comparable_entry(entry: str) -> bool:
-    """Entries whose names match neither pattern are dropped by the reference."""
-    parts = entry.split(".")
-    return PARAMETERS_GRAD in parts[-2:] or entry_key(entry) is not None
+    """Entries whose names match neither pattern are dropped by the reference (``entry_key``'s
+    patterns, or a name of parameter gradients; read from the name's last three parts)."""
+    parts = entry.rsplit(".", 2)
+    if PARAMETERS_GRAD in parts[-2:]:
+        return True
+    return len(parts) == 3 and (parts[2] in _DIRECTIONS or parts[1] in _DIRECTIONS)
 
 
 def _backward_op(entry: str) -> tuple[str, str] | None:

@@ -19,7 +19,7 @@ from msprobe_dask.dump.rows import LeafRow, RowKey
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.match.exact import backward_counts
-from msprobe_dask.pipeline.sides import rows_of
+from msprobe_dask.pipeline.sides import rows_of, rows_of_text
 from msprobe_dask.table import StatKinds, stat_kinds
 
 PART_BYTES = 8 << 20
@@ -156,6 +156,10 @@ def _part_rows(scan: SideScan, spans: EntryIndex, k: int) -> tuple[tuple[LeafRow
             return (), False
         dump = load_dump(scan.source)
         return rows_of(dump.entries.items(), debug, scan.source.dump_json), dump.has_md5
+    if not debug and not scan.md5_in_text:  # (no md5 in the text: none in the rows)
+        rows = rows_of_text(scan.source.dump_json, spans)
+        if rows is not None:
+            return rows, False
     bodies = read_entries(scan.source.dump_json, spans)
     has_md5 = scan.md5_in_text and any(has_key(body, "md5") for _, body in bodies)
     return rows_of(bodies, debug, scan.source.dump_json), has_md5

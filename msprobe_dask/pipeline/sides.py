@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_dask.dump.dumpjson import load_dump, load_stack
+from msprobe_dask.dump.entry_index import EntryIndex, parse_spans, read_spans
 from msprobe_dask.dump.entry_shape import check_entry
 from msprobe_dask.dump.markers import NO_DATA_NAME
-from msprobe_dask.dump.rows import LeafRow, RowKey, entry_rows, row_key
+from msprobe_dask.dump.rows import LEAF_RULES, LeafRow, RowKey, entry_rows, row_key
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.errors import DumpError
+from msprobe_dask.graph import speedups
 from msprobe_dask.match.exact import is_comparable_entry
 
 
@@ -49,10 +51,39 @@ def rows_of(entries: Iterable[tuple[str, Any]], debug: bool, path: Path) -> tupl
     drops skipped; an entry of the wrong shape is a DumpError naming it)."""
     rows: list[LeafRow] = []
     for entry, body in entries:
-        if not debug:
-            check_entry(path, entry, body)
-        if debug or is_comparable_entry(entry):
-            rows.extend(entry_rows(entry, body, debug=debug))
+        rows.extend(_checked_rows(entry, body, debug, path))
+    return tuple(rows)
+
+
+def _checked_rows(entry: str, body: Any, debug: bool, path: Path) -> list[LeafRow]:
+    if not debug:
+        check_entry(path, entry, body)
+    return entry_rows(entry, body, debug=debug) if debug or is_comparable_entry(entry) else []
+
+
+if speedups.native is not None:
+    speedups.native.configure_leaf_rows(LEAF_RULES)
+
+
+def rows_of_text(path: Path, index: EntryIndex) -> tuple[LeafRow, ...] | None:
+    """``rows_of(read_entries(path, index), False, path)``, each entry's rows made straight from its
+    text by graph/csrc/leaf_rows.c where it takes the entry, the others parsed and made here (all of
+    them parsed first, so that errors come in the same order); None without the C kernel."""
+    native = speedups.native
+    if native is None:
+        return None
+    text, spans = read_spans(path, index)
+    made = [
+        native.leaf_rows(text, start, end, entry) if is_comparable_entry(entry) else None
+        for entry, start, end, _ in spans
+    ]
+    parsed = iter(parse_spans(path, text, [span for span, rows in zip(spans, made) if rows is None]))
+    rows: list[LeafRow] = []
+    for entry_made in made:
+        if entry_made is None:
+            entry, body = next(parsed)
+            entry_made = _checked_rows(entry, body, False, path)
+        rows.extend(entry_made)
     return tuple(rows)
 
 

@@ -25,12 +25,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from msprobe_dask.dump import entry_index, entry_shape
+from msprobe_dask.dump import rows as dump_rows
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import build, cells, checks, dump_files, item_text, items, micro_steps, rows, speedups
 from msprobe_dask.graph.cells import _diffs
 from msprobe_dask.graph.compare import MD5, SUMMARY, TENSOR, compare_pair
 from msprobe_dask.graph.model import API, Graph, Node
 from msprobe_dask.judge import rules
+from msprobe_dask.pipeline import sides  # noqa: F401 (hands rows.LEAF_RULES to the C module)
 
 NATIVE = speedups.native
 needs_native = pytest.mark.skipif(NATIVE is None, reason="the C extension is not built")
@@ -603,3 +606,105 @@ def test_the_rows_take_their_columns_from_python(monkeypatch: pytest.MonkeyPatch
     assert with_c == python
     assert [row[3] for row in with_c] == [len(n.children) for n in g.sorted_nodes()]
     assert [row[:3] + row[4:] for row in with_c] == rows.graph_rows(g, "NPU").nodes
+
+
+# ------------------------------------------------------------------ a statistics compare's rows and diffs
+
+
+def _leaf_rows_both(entry: str, text: bytes) -> tuple[Any, Any]:
+    """(leaf_rows of the entry's text, or None; what sides.py's Python path makes of it, or the
+    exception it raises)."""
+    assert NATIVE is not None
+    made = NATIVE.leaf_rows(text, 0, len(text), entry)
+    try:
+        body = json.loads(text)
+        entry_shape.check_entry(Path("dump.json"), entry, body)
+        python: Any = dump_rows.entry_rows(entry, body)
+    except Exception as exc:  # noqa: BLE001 (whatever it is, the C path must have handed it back)
+        python = exc
+    return made, python
+
+
+_ROW_NAMES = _NODE_IDS | st.sampled_from(
+    ["Module.w.parameters_grad.x", "a.parameters_grad", "Distributed.send.0.forward"]
+)
+_ARGUMENT = st.fixed_dictionaries(
+    {"type": st.sampled_from(["int", "str", "torch.ProcessGroup"]), "value": _STAT},
+    optional={"group_ranks": st.just([0, 1]), "md5": st.just("abc"), "data_name": st.just("a.b")},
+)
+_PEER = st.fixed_dictionaries({"src": _COMMON | _ARGUMENT, "dst": _ARGUMENT, "group_src": _ARGUMENT})
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(_ROW_NAMES, _ENTRY | st.fixed_dictionaries({"input_kwargs": _PEER}), st.booleans())
+def test_leaf_rows_as_python(entry: str, body: dict[str, Any], indented: bool) -> None:
+    """The rows made straight from an entry's text are entry_rows' (same classes, texts and numbers);
+    an entry the C path does not take (or that the Python path refuses) gives None."""
+    text = json.dumps(body, indent=1 if indented else None).encode()
+    made, python = _leaf_rows_both(entry, text)
+    if made is not None:
+        assert not isinstance(python, Exception)
+        assert all(type(row) is dump_rows.LeafRow for row in made)
+        assert _shape(made) == _shape(python)
+
+
+@needs_native
+def test_leaf_rows_hand_back_what_json_reads_otherwise() -> None:
+    """Duplicate keys (json keeps the last), escapes, entries of the wrong shape, long integers and
+    text json refuses go to the Python path."""
+    tensor = (
+        '{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.5, "Min": 1, "Mean": 1, '
+        '"Norm": 1}'
+    )
+    taken = f'{{"input_args": [{tensor}], "output": [{tensor}]}}'.encode()
+    made, python = _leaf_rows_both("Functional.linear.0.forward", taken)
+    assert made is not None and _shape(made) == _shape(python)
+    escaped = tensor.replace("Max", "M\\u0061x")
+    for text in (
+        f'{{"input_args": [{tensor}], "input_args": []}}',
+        f'{{"input_args": [{escaped}]}}',
+        f'{{"input_args": {{"x": {tensor}}}}}',
+        f'{{"input_args": [{tensor.replace("1.5", "1234567890123456789")}]}}',
+        f'{{"input_args": [{tensor}],}}',
+        f'{{"input_args": [{tensor}]}} x',
+        f"[{tensor}]",
+    ):
+        assert NATIVE.leaf_rows(text.encode(), 0, len(text), "Functional.linear.0.forward") is None, text
+
+
+@needs_native
+def test_leaf_rows_take_every_entry_of_the_real_statistics_dumps() -> None:
+    """On the corpus's statistics dumps (tests/data) the C path takes every entry but those with
+    P2P ops, process groups, sizes and slices, and makes what the Python path makes."""
+    data = Path(__file__).resolve().parent.parent / "data"
+    taken = handed = 0
+    for path in sorted(data.glob("*/*/dump.json")) + sorted(data.glob("multirank/*/*/*/dump.json")):
+        scanned = entry_index.index_dump(path)
+        if scanned is None:
+            continue
+        text, spans = entry_index.read_spans(path, scanned[1])
+        for entry, start, end, _ in spans:
+            made, python = _leaf_rows_both(entry, text[start:end])
+            if made is None:
+                handed += 1
+            else:
+                taken += 1
+                assert _shape(made) == _shape(python), (path, entry)
+    assert taken > 20 * handed, (taken, handed)
+
+
+@needs_native
+def test_leaf_rows_take_their_rules_from_python() -> None:
+    """configure_leaf_rows hands rows.py's LEAF_RULES: other texts there are the ones the rows get."""
+    assert NATIVE is not None
+    text = b'{"input_args": [null, {"type": "int", "value": 3}], "output": [{"type": "slice", "value": 5}]}'
+    other = dump_rows.LEAF_RULES._replace(na="n/a", own_kinds=(), crc=lambda value: f"crc{value}")
+    NATIVE.configure_leaf_rows(other)
+    try:
+        made = NATIVE.leaf_rows(text, 0, len(text), "Functional.f.0.forward")
+    finally:
+        NATIVE.configure_leaf_rows(dump_rows.LEAF_RULES)
+    assert made is not None
+    assert made[0].dtype == made[0].md5 == "n/a" and made[1].md5 == "crc3" and made[2].md5 == "crc5"
+    assert NATIVE.leaf_rows(text, 0, len(text), "Functional.f.0.forward") is None  # (a slice: Python's)

@@ -20,15 +20,7 @@
 
 #include <float.h>
 
-#define MAX_NEST 64    /* deeper values: the Python path (items.MAX_DEPTH is 400) */
 #define MAX_ITEMS 1024 /* items per entry checked for duplicate keys; more: the Python path */
-
-enum { J_STR, J_INT, J_FLOAT, J_TRUE, J_FALSE, J_NULL, J_NAN, J_INF, J_NINF, J_LIST, J_OBJ };
-
-/* the keys of a leaf that items._leaf reads or sets (K_MAX + i: STATS[i]); K_LEFT_OUT: the keys the
- * export leaves out (text_rules.left_out: state, full_op_name, md5) */
-enum { K_OTHER, K_TYPE, K_CLASS_TYPE, K_DATA_NAME, K_DTYPE, K_VALUE, K_REQUIRES_GRAD, K_SHAPE, K_LEFT_OUT,
-       K_MAX, K_MIN, K_MEAN, K_NORM };
 
 #define TEXT_IS(s, n, lit) ((n) == (Py_ssize_t)sizeof(lit) - 1 && memcmp((s), (lit), sizeof(lit) - 1) == 0)
 
@@ -67,25 +59,6 @@ int leaf_key_role(const char *k, Py_ssize_t n, const TextRules *r) {
     return role == K_DATA_NAME || role == K_REQUIRES_GRAD || role >= K_MAX ? role : -1;
 }
 
-/* one value of the entry: a string's characters (between the quotes) or a number's text in s/n; a
- * container's members from ``first`` along ``next``; a member of an object has its key in k/kn */
-typedef struct {
-    int kind, plain, kplain; /* plain: printable ASCII without a backslash (string, key) */
-    int role;                /* a member's key, if one items.py reads (K_...) */
-    const char *s, *k;
-    Py_ssize_t n, kn;
-    int first, next, count;
-} Val;
-
-#define TAPE_SMALL 256 /* values held on the stack (an entry of a dozen tensors holds about 150) */
-
-typedef struct {
-    Val *v;
-    int n, cap;
-    const char *p, *end;
-    Val small[TAPE_SMALL];
-} Tape;
-
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 /* long double arithmetic keeps 64 bits (x87 precision control, set by the module's init) */
@@ -98,7 +71,7 @@ void init_entry_text(void) {
 #endif
 }
 
-static void skip_ws(Tape *t) {
+void skip_ws(Tape *t) {
     while (t->p < t->end && (*t->p == ' ' || *t->p == '\n' || *t->p == '\t' || *t->p == '\r'))
         t->p++;
 }
@@ -209,7 +182,7 @@ static int new_val(Tape *t) {
 
 /* the value at t->p onto the tape: its index, -2 if the text is not JSON (or nests too deep), -1 on
  * error */
-static int read_value(Tape *t, int depth) {
+int read_value(Tape *t, int depth) {
     skip_ws(t);
     if (t->p >= t->end || depth > MAX_NEST)
         return -2;
@@ -350,7 +323,7 @@ static int add_int(Buf *b, const Val *v) {
  * double of 64 bits, rounded once there (within half a unit of its last bit), then to a double; that
  * is the correctly rounded double unless the long double lies within a unit of a halfway point
  * between two doubles, or out of their normal range. 0 where it cannot tell. */
-static int fast_double(const char *s, Py_ssize_t n, double *x) {
+int fast_double(const char *s, Py_ssize_t n, double *x) {
 #if LDBL_MANT_DIG >= 64
     static const long double tens[28] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,  1e7L,  1e8L,  1e9L,
                                          1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L,

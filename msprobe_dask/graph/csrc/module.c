@@ -126,6 +126,10 @@ static PyMethodDef methods[] = {
     {"node_texts", node_texts, METH_VARARGS,
      "node_texts(nodes, root, collection, spans, small, text): entry_texts of each node's entry, "
      "or None."},
+    {"configure_leaf_rows", configure_leaf_rows, METH_O,
+     "configure_leaf_rows(rules): the compare rows' rules (dump/rows.py's LEAF_RULES)."},
+    {"leaf_rows", leaf_rows, METH_VARARGS,
+     "leaf_rows(text, start, end, entry): the compare rows of an entry straight from its text, or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -4,11 +4,13 @@
  * buffer.c: the text being made; text.c: the exported items' JSON text (item_text.py, section 7.6 of
  * graph_visualize.md); compare.c: the summary compare of a node pair (cells.py, checks.py,
  * compare.py); rows.c: tb_nodes rows (rows.py); entry_text.c and parse.c: the exported items' texts
- * straight from an entry's JSON text (node_items.py: export_texts); module.c: the module, its texts.
+ * straight from an entry's JSON text (node_items.py: export_texts); leaf_rows.c: a statistics
+ * compare's rows straight from an entry's JSON text (dump/rows.py; pipeline/sides.py: rows_of_text),
+ * on entry_text.c's tape; module.c: the module, its texts.
  *
  * The rules, numbers and column lists are the Python modules' own, handed once at their import:
  * configure_text (item_text.TEXT_RULES), configure_summary (cells.SUMMARY_RULES), configure_rows
- * (rows.ROW_RULES), each a frozen dataclass read by field name.
+ * (rows.ROW_RULES), configure_leaf_rows (dump/rows.LEAF_RULES), each read by field name.
  *
  * Each function handles the common values (exact floats, ints, bools, None, lists and printable
  * ASCII strings) and answers None, or calls back into Python, for anything else: the Python path
@@ -40,7 +42,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 14
+#define SPEEDUPS_API 15
 
 /* an ASCII text of the rules (held by them) */
 typedef struct {
@@ -145,6 +147,44 @@ int add_float_value(Buf *b, double x);
 
 /* ------------------------------------------------------------------ entry_text.c */
 
+/* An entry's JSON text read once into a tape of values, its containers' members linked in order
+ * (read_value; used by entry_text.c's item texts and leaf_rows.c's compare rows). */
+
+#define MAX_NEST 64 /* deeper values: the Python path (items.MAX_DEPTH and rows._MAX_DEPTH are 400) */
+
+enum { J_STR, J_INT, J_FLOAT, J_TRUE, J_FALSE, J_NULL, J_NAN, J_INF, J_NINF, J_LIST, J_OBJ };
+
+/* the keys of a leaf that items._leaf reads or sets (K_MAX + i: STATS[i]); K_LEFT_OUT: the keys the
+ * export leaves out (text_rules.left_out: state, full_op_name, md5) */
+enum { K_OTHER, K_TYPE, K_CLASS_TYPE, K_DATA_NAME, K_DTYPE, K_VALUE, K_REQUIRES_GRAD, K_SHAPE, K_LEFT_OUT,
+       K_MAX, K_MIN, K_MEAN, K_NORM };
+
+/* one value of the entry: a string's characters (between the quotes) or a number's text in s/n; a
+ * container's members from ``first`` along ``next``; a member of an object has its key in k/kn */
+typedef struct {
+    int kind, plain, kplain; /* plain: printable ASCII without a backslash (string, key) */
+    int role;                /* a member's key, if one items.py reads (K_...) */
+    const char *s, *k;
+    Py_ssize_t n, kn;
+    int first, next, count;
+} Val;
+
+#define TAPE_SMALL 256 /* values held on the stack (an entry of a dozen tensors holds about 150) */
+
+typedef struct {
+    Val *v;
+    int n, cap;
+    const char *p, *end;
+    Val small[TAPE_SMALL];
+} Tape;
+
+/* the value at t->p onto the tape: its index, -2 if the text is not JSON (or nests deeper than
+ * MAX_NEST), -1 on error */
+int read_value(Tape *t, int depth);
+void skip_ws(Tape *t);
+/* float() of a JSON number's text s[0:n] where a long double computes it exactly: 1, else 0 */
+int fast_double(const char *s, Py_ssize_t n, double *x);
+
 void init_entry_text(void);
 PyObject *texts_of_entry(const char *s, Py_ssize_t n, const char *node_id, Py_ssize_t id_n);
 
@@ -163,5 +203,7 @@ const char *batch_p2p_text(Py_ssize_t *n); /* rows.c */
 PyObject *entry_texts(PyObject *self, PyObject *args);
 int leaf_key_role(const char *k, Py_ssize_t n, const TextRules *r);
 PyObject *node_texts(PyObject *self, PyObject *args);
+PyObject *configure_leaf_rows(PyObject *self, PyObject *rules);
+PyObject *leaf_rows(PyObject *self, PyObject *args);
 
 #endif
