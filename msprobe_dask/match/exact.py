@@ -34,6 +34,8 @@ def is_comparable_entry(entry: str) -> bool:
 
 def _backward_op(entry: str) -> tuple[str, str] | None:
     """(op without number, layout) of an entry the renumbering renames (a backward one); else None."""
+    if "backward" not in entry:  # (a forward entry, half of them, told without splitting its name)
+        return None
     split = entry_key(entry)
     if split is None or not entry.split(".")[-2:].count("backward"):
         return None

@@ -86,11 +86,15 @@ def match_partition(facts: RankFacts, npu_parts: int, *buckets: bytes) -> tuple[
         for j, token, dtype in marshal.loads(bucket):
             partners.setdefault(token, []).append((offset + j, dtype))
     cross, unpaired, found = facts.cross_framework, False, []
+    pairable: dict[tuple[str, str], bool] = {}  # (a rank's dtype pairs are few)
     for bucket in buckets[:npu_parts]:
         pairs: list[tuple[int, int]] = []
         for i, token, dtype in marshal.loads(bucket):
             for j, bench_dtype in partners.get(token, ((-1, ""),)):
-                paired = j >= 0 and dtypes_pairable(dtype, bench_dtype, cross)
+                paired = pairable.get((dtype, bench_dtype))
+                if paired is None:
+                    paired = pairable[dtype, bench_dtype] = dtypes_pairable(dtype, bench_dtype, cross)
+                paired = paired and j >= 0
                 pairs.append((i, j if paired else -1))
                 unpaired = unpaired or not paired
         found.append(marshal.dumps(pairs))
