@@ -137,17 +137,20 @@ MOMENTS = {
         "        threading.Timer(0.01, _kill_me).start()\n"
         "os.register_at_fork(after_in_parent=_after_fork)\n"
     ),
-    # a LocalCluster's worker process has just been spawned: it is starting its interpreter
+    # a LocalCluster's worker process has just been started (forked on Linux, else spawned): its first
+    # instants
     "spawn": (
-        "import multiprocessing.popen_spawn_posix as popen\n"
-        "_launch = popen.Popen._launch\n"
+        "import multiprocessing.popen_fork as fork, multiprocessing.popen_spawn_posix as spawn\n"
         "_spawned = []\n"
-        "def _launching(self, process_obj):\n"
-        "    _launch(self, process_obj)\n"
-        "    if not _spawned:\n"
-        "        _spawned.append(1)\n"
-        "        _kill()\n"
-        "popen.Popen._launch = _launching\n"
+        "def _killing(launch):\n"
+        "    def _launching(self, process_obj):\n"
+        "        launch(self, process_obj)\n"
+        "        if not _spawned:\n"
+        "            _spawned.append(1)\n"
+        "            _kill()\n"
+        "    return _launching\n"
+        "spawn.Popen._launch = _killing(spawn.Popen._launch)\n"
+        "fork.Popen._launch = _killing(fork.Popen._launch)\n"
     ),
     # a LocalCluster worker process has begun writing the vis.db: it goes on and publishes it, or
     # (slow) is still writing it when the cluster is closed
@@ -253,7 +256,9 @@ LOST = [
     ("csv", "workers", ONCE, 2, "a local worker process died"),
     ("csv", "workers", FOREVER, 2, "a local worker process died"),
     ("vis.db", "spawn", FOREVER, 2, "the local worker processes did not start"),
-    ("vis.db", "cluster", FOREVER, 2, "no dask worker left"),
+    # (the nannies' forked successors start in time to take the task again, until distributed gives up on
+    # it; or none is left for 20 s)
+    ("vis.db", "cluster", FOREVER, 2, ("no dask worker left", "worker processes died running one task")),
     ("vis.db", "cluster", ONCE, 0, "wrote"),
     ("vis.db", "worker-crash", ONCE, 2, "worker processes died running one task"),
     ("vis.db", "worker-recursion", ONCE, 1, "could not be sent back"),
@@ -261,13 +266,18 @@ LOST = [
 
 
 @pytest.mark.parametrize("kind, moment, how, code, words", LOST)
-def test_workers_killed(tmp_path: Path, kind: str, moment: str, how: str, code: int, words: str) -> None:
+def test_workers_killed(
+    tmp_path: Path, kind: str, moment: str, how: str, code: int, words: str | tuple[str, ...]
+) -> None:
+    """(``words``: the one line's, or one of the alternatives given.)"""
     case = new_case(tmp_path)
     target, golden = _dumps(case)
     command, *flags = COMMANDS[kind]
     prelude = _KILL_WORKERS.format(how=how) + MOMENTS[moment]
     args = ("-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q", "--workers", "2", *flags)
-    check(case.run(command, *args, prelude=prelude), code, words)
+    outcome = check(case.run(command, *args, prelude=prelude), code)
+    alternatives = (words,) if isinstance(words, str) else words
+    assert any(w in outcome.lines[-1] for w in alternatives), outcome.stderr
     assert len(result_files(case.out)) == (code == 0)
 
 
