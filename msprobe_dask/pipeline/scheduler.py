@@ -206,9 +206,17 @@ def _local_cluster(processes: int) -> Iterator[str]:
                 except Exception as exc:  # a worker process killed while it started
                     raise ClusterError(None, f"the local worker processes did not start: {exc}") from None
             yield cluster.scheduler_address
-    finally:
+    except BaseException:
+        # a close that fails does not hide why the run ended (distributed asserts that no worker is still
+        # starting: one its nanny started again, in a run whose workers are killed as they come up);
+        # what the close left running, the failed run's end stops (cli.main)
         if cluster is not None:
-            cluster.close()
+            with contextlib.suppress(Exception):
+                cluster.close()
+        raise
+    else:
+        cluster.close()
+    finally:
         distributed_log.setLevel(level)
 
 

@@ -236,7 +236,8 @@ def test_signal_with_two_workers(tmp_path: Path, to: str, name: str, kind: str, 
 
 
 # SIGKILL to the run's worker processes (not multiprocessing's resource tracker), as the OOM killer
-# sends it: once, or every 0.2 s until the run ends (the cluster's nannies start new ones)
+# sends it: once, or every 0.02 s until the run ends (the cluster's nannies start new ones, forked: a
+# worker forked 0.2 s before the next kill could register and run the tasks of these small dumps)
 _KILL_WORKERS = (
     "import contextlib, threading, time, psutil\n"
     "def _kill_workers():\n"
@@ -247,7 +248,7 @@ _KILL_WORKERS = (
     "def _kill_forever():\n"
     "    while True:\n"
     "        _kill_workers()\n"
-    "        time.sleep(0.2)\n"
+    "        time.sleep(0.02)\n"
     "def _kill():\n"
     "    {how}\n"
 )
@@ -256,7 +257,7 @@ LOST = [
     ("csv", "workers", ONCE, 2, "a local worker process died"),
     ("csv", "workers", FOREVER, 2, "a local worker process died"),
     ("vis.db", "spawn", FOREVER, 2, "the local worker processes did not start"),
-    # (the nannies' forked successors start in time to take the task again, until distributed gives up on
+    # (a nanny's forked successor may start in time to take the task again, until distributed gives up on
     # it; or none is left for 20 s)
     ("vis.db", "cluster", FOREVER, 2, ("no dask worker left", "worker processes died running one task")),
     ("vis.db", "cluster", ONCE, 0, "wrote"),
