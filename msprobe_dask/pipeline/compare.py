@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from msprobe_dask.dump.layouts import pair_dumps
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.pipeline.pairing import MatchOptions, pair_rows, tensor_jobs
-from msprobe_dask.pipeline.scheduler import Compute, RunOptions, computing
+from msprobe_dask.pipeline.scheduler import Compute, RunOptions, computing, in_this_process
 from msprobe_dask.pipeline.sides import Side, compare_mode, is_cross_framework, parse_side
 from msprobe_dask.table import (
     UNMEASURED,
@@ -244,7 +244,9 @@ def _tables(
 
     if run.local_processes:
         _import_for_workers(sources)
-    first = compute(
+    # one rank: its parse and match in this process, which needs its Matched (the measuring tasks' worker
+    # processes are started after it; on a cluster, the cluster's workers read the dumps)
+    first = (in_this_process(run) if len(sources) == 1 and not run.address else compute)(
         [
             dask.delayed(_match_and_finish, pure=True)(npu_src, bench_src, match)
             for _, npu_src, bench_src in sources

@@ -321,6 +321,13 @@ def _erred_unseen(client: Any, futures: list[Any]) -> str:
     return str(erred[0]) if erred else ""
 
 
+def in_this_process(options: RunOptions) -> Compute:
+    """``compute`` on dask's threaded scheduler in this process, with the options' progress: for a graph of
+    one task whose result this process needs, which a worker process would only delay (its start, the
+    result pickled there and unpickled here, its exit)."""
+    return _local(dataclasses.replace(options, workers=0, input_bytes=0))
+
+
 def _local(options: RunOptions) -> Compute:
     import dask
 
