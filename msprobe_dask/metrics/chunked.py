@@ -16,19 +16,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from msprobe_dask.dump.tensor_dtypes import native_name
 from msprobe_dask.dump.tensor_file import TensorHandle, read_flat
-from msprobe_dask.metrics.one_shot import kernel_pass, kernel_reads, relative_dtype
+from msprobe_dask.metrics.one_shot import finite_pass, kernel_reads
 from msprobe_dask.metrics.tensor_cells import (
     FIVE_THOUSANDTHS,
     NOT_AVAILABLE,
     THOUSANDTH,
     UNSUPPORTED,
+    Partials,
     TensorMetrics,
     compute_dtype,
     cosine_cell,
@@ -40,27 +40,11 @@ from msprobe_dask.metrics.tensor_cells import (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Partials:
-    """What one flat chunk of a tensor pair contributes to the row."""
-
-    size: int
-    mismatch: bool = False  # NaN/Inf at different positions somewhere in this chunk
-    dot: float = 0.0  # n . b, in float64
-    n_sq: float = 0.0  # n . n
-    b_sq: float = 0.0  # b . b
-    diff_sq: float = 0.0  # (n - b) . (n - b)
-    max_abs: Any = 0.0  # float64 scalar
-    max_rel: Any = 0.0  # scalar in the relative-error dtype
-    under_thousandth: int = 0
-    under_five_thousandths: int = 0
-
-
 def chunk_partials(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> Partials:
     """Partials of two aligned flat chunks (raw file dtypes; bfloat16/float8 are converted here).
 
     Finite float chunks of the dtypes the C pass reads take it (one pass over both chunks' bytes, as a
-    one-shot pair does: ``one_shot.kernel_pass``), its dots summed in ``CHUNK_DOT_ORDER``. Others take
+    one-shot pair does: ``one_shot.finite_pass``), its dots summed in ``CHUNK_DOT_ORDER``. Others take
     numpy: the sums with ``einsum`` (numpy's own loop, not BLAS), so a chunk gives the same partials
     whatever BLAS threading the process has (a dask worker runs BLAS on one thread). Most chunks hold no
     NaN/Inf: the sums of squares being finite proves it, and only other chunks take the masks' path.
@@ -106,22 +90,7 @@ def _kernel_partials(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> Partials
     n_name, b_name = native_name(npu_chunk.dtype), native_name(bench_chunk.dtype)
     if npu_chunk.size < 2 or n_name is None or b_name is None or not kernel_reads(n_name, b_name):
         return None
-    max_abs, max_rel, under1, under5, dot, n_sq, b_sq, diff_sq = kernel_pass(
-        npu_chunk, n_name, bench_chunk, b_name, CHUNK_DOT_ORDER
-    )
-    if not (math.isfinite(n_sq) and math.isfinite(b_sq) and math.isfinite(max_rel)):
-        return None
-    return Partials(
-        size=npu_chunk.size,
-        dot=dot,
-        n_sq=n_sq,
-        b_sq=b_sq,
-        diff_sq=diff_sq,
-        max_abs=np.float64(max_abs),
-        max_rel=relative_dtype(n_name, b_name).type(max_rel),
-        under_thousandth=int(under1),
-        under_five_thousandths=int(under5),
-    )
+    return finite_pass(npu_chunk, n_name, bench_chunk, b_name, CHUNK_DOT_ORDER)
 
 
 _SUMS = ("dot", "n_sq", "b_sq", "diff_sq")

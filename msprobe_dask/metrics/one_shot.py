@@ -23,6 +23,7 @@ from msprobe_dask.metrics.tensor_cells import (
     THOUSANDTH,
     UNSUPPORTED,
     Cell,
+    Partials,
     TensorMetrics,
     compute_dtype,
     cosine_cell,
@@ -170,24 +171,43 @@ def kernel_cells(
     """``finite_float_cells`` by the C pass, from two tensors' elements (typed arrays or their bytes, as
     many elements each, more than one) of the dtypes ``kernel_kinds`` accepted: a bfloat16 tensor needs
     no ml_dtypes here."""
-    size = _raw_bytes(npu).size // element_size(element_of(n_name))
-    rtype = relative_dtype(n_name, b_name)
-    max_abs, max_rel, thousandth, five_thousandths, *dots = kernel_pass(npu, n_name, bench, b_name, order)
-    n_b, n_sq, b_sq, diff_sq = (np.float64(dot) for dot in dots)
+    found = finite_pass(npu, n_name, bench, b_name, order)
+    if found is None:
+        return None
     with np.errstate(all="ignore"):
-        if not (np.isfinite(n_sq) and np.isfinite(b_sq) and np.isfinite(max_rel)):
-            return None
-        cosine = cosine_cell(n_b, np.sqrt(n_sq), np.sqrt(b_sq))
-        euclidean = float(np.sqrt(diff_sq))
+        cosine = cosine_cell(found.dot, np.sqrt(found.n_sq), np.sqrt(found.b_sq))
+        euclidean = float(np.sqrt(found.diff_sq))
     cells = (
         cosine,
         euclidean,
-        max_cell(np.float64(max_abs)),
-        max_cell(rtype.type(max_rel)),
-        ratio_cell(thousandth, size),
-        ratio_cell(five_thousandths, size),
+        max_cell(found.max_abs),
+        max_cell(found.max_rel),
+        ratio_cell(found.under_thousandth, found.size),
+        ratio_cell(found.under_five_thousandths, found.size),
     )
     return TensorMetrics(cells)
+
+
+def finite_pass(npu: np.ndarray, n_name: str, bench: np.ndarray, b_name: str, order: int) -> Partials | None:
+    """``kernel_pass`` over two tensors' elements (arrays or their bytes, more than one each) as Partials
+    (the dots as float64, the largest relative error in its dtype); None where the pair is not finite (a
+    sum of squares or the largest relative error is not), where numpy's path decides."""
+    size = _raw_bytes(npu).size // element_size(element_of(n_name))
+    max_abs, max_rel, thousandth, five_thousandths, *dots = kernel_pass(npu, n_name, bench, b_name, order)
+    n_b, n_sq, b_sq, diff_sq = (np.float64(dot) for dot in dots)
+    if not (np.isfinite(n_sq) and np.isfinite(b_sq) and np.isfinite(max_rel)):
+        return None
+    return Partials(
+        size=size,
+        dot=n_b,
+        n_sq=n_sq,
+        b_sq=b_sq,
+        diff_sq=diff_sq,
+        max_abs=np.float64(max_abs),
+        max_rel=relative_dtype(n_name, b_name).type(max_rel),
+        under_thousandth=thousandth,
+        under_five_thousandths=five_thousandths,
+    )
 
 
 def kernel_pass(

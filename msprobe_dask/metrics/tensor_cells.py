@@ -52,6 +52,23 @@ class TensorMetrics:
         return dict(zip(TENSOR_METRIC_COLUMNS, self.cells))
 
 
+@dataclass(frozen=True, slots=True)
+class Partials:
+    """What one pass over a pair of flat tensors gives: a chunk's contribution to a big pair's row
+    (``chunked.py``), or a whole pair's numbers from the C pass (``one_shot.finite_pass``)."""
+
+    size: int
+    mismatch: bool = False  # NaN/Inf at different positions somewhere in this chunk
+    dot: float = 0.0  # n . b, in float64
+    n_sq: float = 0.0  # n . n
+    b_sq: float = 0.0  # b . b
+    diff_sq: float = 0.0  # (n - b) . (n - b)
+    max_abs: Any = 0.0  # float64 scalar
+    max_rel: Any = 0.0  # scalar in the relative-error dtype
+    under_thousandth: int = 0
+    under_five_thousandths: int = 0
+
+
 def fmt(value: Any) -> float:
     """The reference's 12-decimal rounding through text."""
     return float(f"{value:.12f}")
