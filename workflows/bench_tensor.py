@@ -53,10 +53,13 @@ print(total)
 """
 
 
-RUN_ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
-"""The runs' environment: Python may write its bytecode caches (as an install does), so that each run
-does not compile the package's sources again (where PYTHONDONTWRITEBYTECODE is set, a --workers 1 compare
-of the 2 GB/side .pt dump took 3.42 s of CPU against 3.04 s with the caches, medians of 3)."""
+def run_env() -> dict[str, str]:
+    """The runs' environment: this process's as it is now (a caller that sets PYTHONPATH between runs
+    runs the tree it names; a copy made at import ran the installed tree on both sides of an A/B), and
+    Python may write its bytecode caches (as an install does), so that each run does not compile the
+    package's sources again (where PYTHONDONTWRITEBYTECODE is set, a --workers 1 compare of the 2 GB/side
+    .pt dump took 3.42 s of CPU against 3.04 s with the caches, medians of 3)."""
+    return {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ def run_tree(command: list[str], timeout: float = 1800) -> Run:
     its processes counted 12.5 s themselves); the second misses a process's last 20 ms."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = psutil.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=RUN_ENV)
+    proc = psutil.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=run_env())
     peak = 0
     cpu_of: dict[int, float] = {}
     while proc.poll() is None:
