@@ -51,6 +51,7 @@ from msprobe_dask.pipeline.part_match import (
 )
 from msprobe_dask.pipeline.part_scan import parse_part, part_count, scan_side
 from msprobe_dask.pipeline.part_table import split_stacks, table_part
+from msprobe_dask.pipeline.task_graph import TaskGraph
 
 TABLES_AHEAD = 3
 """A table part runs once the append ``TABLES_AHEAD`` parts before it is done (a dependency of the graph,
@@ -70,29 +71,25 @@ def rank_file(
 ) -> Any:
     """The Delayed that compares one rank into ``path``, a csv or xlsx by ``form`` (its value: a
     WrittenRank)."""
-    import dask
-
-    def task(func: Any, nout: int | None = None) -> Any:
-        return dask.delayed(func, pure=False, nout=nout)
-
+    graph = TaskGraph()
     npu_n, bench_n = part_count(npu_src), part_count(bench_src)
     hashed = match == MatchOptions()  # the default match, cut into hash partitions (part_keys.py)
     # each side scanned in its own task (a SideScan, then each part's spans), so that on a cluster the
     # two sides' parts start on two workers
-    npu_scan, *npu_spans = task(scan_side, 1 + npu_n)(npu_src, npu_n)
-    bench_scan, *bench_spans = task(scan_side, 1 + bench_n)(bench_src, bench_n)
+    npu_scan, *npu_spans = graph.call_many(scan_side, 1 + npu_n, npu_src, npu_n)
+    bench_scan, *bench_spans = graph.call_many(scan_side, 1 + bench_n, bench_src, bench_n)
     scans = npu_scan, bench_scan
     npu_rows, npu_keys = zip(
-        *(task(parse_part, 2)(scans[0], npu_spans[k], k, not hashed) for k in range(npu_n))
+        *(graph.call_many(parse_part, 2, scans[0], npu_spans[k], k, not hashed) for k in range(npu_n))
     )
     bench_rows, bench_keys = zip(
-        *(task(parse_part, 2)(scans[1], bench_spans[j], j, not hashed) for j in range(bench_n))
+        *(graph.call_many(parse_part, 2, scans[1], bench_spans[j], j, not hashed) for j in range(bench_n))
     )
     windows = tuple(bench_window(k, npu_n, bench_n) for k in range(npu_n))
     if hashed:
         renumber = not npu_src.is_debug
         head, plans, wanted = _hashed_match(
-            task,
+            graph,
             scans,
             windows,
             renumber,
@@ -101,16 +98,19 @@ def rank_file(
             npu_keys + bench_keys,
         )
     else:
-        head, *cut = task(match_parts, 1 + npu_n + bench_n)(*scans, match, windows, *npu_keys, *bench_keys)
+        head, *cut = graph.call_many(
+            match_parts, 1 + npu_n + bench_n, *scans, match, windows, *npu_keys, *bench_keys
+        )
         plans, wanted = cut[:npu_n], cut[npu_n:]
-    exports = [task(export_rows)(wanted[j], bench_rows[j]) for j in range(bench_n)]
-    foreign = task(gather_foreign, npu_n)(npu_n, *exports)
-    stacks = task(split_stacks, npu_n)(scans[0], *npu_spans)
-    firsts = task(row_starts, npu_n)(*plans)  # (where each part's rows go in the rank's xlsx sheets)
-    written = begun = task(begin_file)(form, path, head)
+    exports = [graph.call(export_rows, wanted[j], bench_rows[j]) for j in range(bench_n)]
+    foreign = graph.call_many(gather_foreign, npu_n, npu_n, *exports)
+    stacks = graph.call_many(split_stacks, npu_n, scans[0], *npu_spans)
+    firsts = graph.call_many(row_starts, npu_n, *plans)  # (where each part's rows go in the xlsx sheets)
+    written = begun = graph.call(begin_file, form, path, head)
     appended: list[Any] = []
     for k, window in enumerate(windows):
-        chunk = task(table_part)(
+        chunk = graph.call(
+            table_part,
             label,
             tolerance,
             form,
@@ -124,13 +124,13 @@ def rank_file(
             npu_rows[k],
             *(bench_rows[j] for j in window),
         )
-        written = task(append_part)(form, written, chunk)  # in the reference's order
+        written = graph.call(append_part, form, written, chunk)  # in the reference's order
         appended.append(written)
-    return task(finish_file)(form, label, begun, *appended)
+    return graph.delayed(graph.call(finish_file, form, label, begun, *appended))
 
 
 def _hashed_match(
-    task: Any,
+    graph: TaskGraph,
     scans: tuple[Any, Any],
     windows: tuple[range, ...],
     renumber: bool,
@@ -139,14 +139,22 @@ def _hashed_match(
     keys: tuple[Any, ...],
 ) -> tuple[Any, list[Any], list[Any]]:
     """The match of ``part_keys.py``: the plan head, each table part's runs, each bench part's wanted rows
-    (Delayeds), from each part's rows and keys (the npu parts' then the bench parts')."""
+    (references to ``graph``'s tasks), from each part's rows and keys (the npu parts', then the bench's)."""
     npu_n, parts = len(windows), len(rows)
-    facts, *starts = task(side_facts, 1 + parts)(*scans, npu_n, *keys)
-    buckets = [task(key_part, partitions)(rows[i], starts[i], renumber, partitions) for i in range(parts)]
-    found = [
-        task(match_partition, npu_n + 1)(facts, npu_n, *(b[p] for b in buckets)) for p in range(partitions)
+    facts, *starts = graph.call_many(side_facts, 1 + parts, *scans, npu_n, *keys)
+    buckets = [
+        graph.call_many(key_part, partitions, rows[i], starts[i], renumber, partitions) for i in range(parts)
     ]
-    head = task(plan_head)(facts, *(f[npu_n] for f in found))
-    cuts = [task(pairs_of_part, 2)(facts, window, *(f[k] for f in found)) for k, window in enumerate(windows)]
-    wanted = task(wanted_rows, parts - npu_n)(facts.bench_offsets, *(far for _, far in cuts))
-    return head, [runs for runs, _ in cuts], list(wanted)
+    found = [
+        graph.call_many(match_partition, npu_n + 1, facts, npu_n, *(b[p] for b in buckets))
+        for p in range(partitions)
+    ]
+    head = graph.call(plan_head, facts, *(f[npu_n] for f in found))
+    cuts = [
+        graph.call_many(pairs_of_part, 2, facts, window, *(f[k] for f in found))
+        for k, window in enumerate(windows)
+    ]
+    wanted = graph.call_many(
+        wanted_rows, parts - npu_n, graph.attr(facts, "bench_offsets"), *(far for _, far in cuts)
+    )
+    return head, [runs for runs, _ in cuts], wanted

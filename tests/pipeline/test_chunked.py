@@ -101,8 +101,8 @@ def test_bench_window_covers_the_parts_at_the_same_place() -> None:
 
 
 # the -fm case under dask's sync, threaded and processes schedulers, the default match's under one each:
-# its one-entry parts (3 to 9 hash partitions) make graphs of ~10k tasks, and dask.delayed builds such a
-# graph in time quadratic in its tasks (15-45 s a case; a real rank has 8 MB parts, ~1,000 tasks)
+# its one-entry parts (3 to 9 hash partitions) make graphs of ~10k tasks (a real rank has 8 MB parts,
+# ~1,000 tasks), laid out as one layer (pipeline/task_graph.py: with dask.delayed, 15-45 s a case)
 ORDER_RUNS = [
     ("md5_mix", MatchOptions(), "sync"),
     ("fuzzy", MatchOptions(fuzzy=True), "sync"),
@@ -148,6 +148,7 @@ def test_parts_of_one_entry_in_any_order_write_the_whole_tables_bytes(
         for i, (label, a, b) in enumerate(sources)
     ]
     assert all(part_scan.part_count(a) >= _entries(a.dump_json) for _, a, _ in sources)
+    assert all(len(graph.dask.layers) == 1 for graph in graphs)
     written = dask.compute(*graphs, scheduler=scheduler)
     tables = compare(case_dir(case) / "target", case_dir(case) / "golden", match=match, run=RunOptions())
     for i, (rank, whole) in enumerate(zip(written, tables)):

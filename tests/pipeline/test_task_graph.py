@@ -1,0 +1,45 @@
+"""pipeline/task_graph.py: tasks laid out in one dict, one Delayed of one layer at the end."""
+
+from __future__ import annotations
+
+import dask
+import pytest
+
+from msprobe_dask.pipeline.task_graph import TaskGraph
+
+
+class Pair:
+    def __init__(self, left: int, right: int) -> None:
+        self.left, self.right = left, right
+
+
+def _pair(a: int, b: int) -> Pair:
+    return Pair(a, b)
+
+
+def _split(n: int) -> list[int]:
+    return list(range(n))
+
+
+def _add(*values: int) -> int:
+    return sum(values)
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "processes"])
+def test_calls_items_and_attributes_compute_as_plain_calls(scheduler: str) -> None:
+    graph = TaskGraph()
+    items = graph.call_many(_split, 4, 4)
+    pair = graph.call(_pair, items[1], items[3])
+    total = graph.call(_add, graph.attr(pair, "left"), graph.attr(pair, "right"), 10, *items)
+    (value,) = dask.compute(graph.delayed(total), scheduler=scheduler)
+    assert value == 1 + 3 + 10 + 0 + 1 + 2 + 3
+
+
+def test_a_chain_of_many_tasks_is_one_layer_and_runs() -> None:
+    graph = TaskGraph()
+    ref = graph.call(_add, 0)
+    for i in range(10_000):  # (dask.delayed: 10,000 layers, each merged into the next: minutes)
+        ref = graph.call(_add, ref, i)
+    chain = graph.delayed(ref)
+    assert len(chain.dask.layers) == 1 and len(chain.dask) == 10_001
+    assert chain.compute(scheduler="sync") == sum(range(10_000))
