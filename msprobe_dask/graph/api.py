@@ -88,6 +88,10 @@ def _joined(summary: Summary, results: list[Any]) -> Part:
     return (done if done is not None else join(heads, results)), mode, heads[0].micro_steps
 
 
+def _joined_chunks(summary: Summary, *results: Any) -> Part:
+    return _joined(summary, list(results))
+
+
 @dataclass(slots=True)
 class RankTasks:
     """The lazy pieces of one (step, rank): its Prepared (one or more replicas, see Plan.replicas), its
@@ -98,12 +102,11 @@ class RankTasks:
     summary: Any
     chunks: list[Any]
 
-    def finish(self, results: list[Any] | None = None) -> Any:
-        """The lazy Part, joined from ``results`` (the chunk tasks' results, or what stands for them)."""
+    def finish(self) -> Any:
+        """The lazy Part, joined from the chunk tasks' results."""
         import dask
 
-        chunks = self.chunks if results is None else results
-        return dask.delayed(_joined)(self.summary, chunks, dask_key_name=f"finish-{self.name}")
+        return dask.delayed(_joined_chunks)(self.summary, *self.chunks, dask_key_name=f"finish-{self.name}")
 
 
 def _rank_tasks(prepared: list[Any], n: int, name: str) -> RankTasks:
@@ -130,7 +133,8 @@ def _size(path: Path) -> int:
         return 0  # the build task gives the error
 
 
-def _link_task(parts: list[Part], distributed: bool, overflow: bool) -> list[Part]:
+def _link_task(distributed: bool, overflow: bool, *ranks: Part) -> list[Part]:
+    parts = list(ranks)
     if distributed:
         from msprobe_dask.graph.distributed import link_distributed
 
@@ -206,7 +210,7 @@ def _release(prepared: Prepared, written: Written) -> None:
     prepared.release()
 
 
-def _joined_written(summary: Summary, inserted: list[Written]) -> Part:
+def _joined_written(summary: Summary, *inserted: Written) -> Part:
     return _joined(summary, [w.light for w in inserted])
 
 
@@ -268,7 +272,9 @@ class Plan:
         n = _chunks_for(*folders) if self.split else 1
         name = source.name
         graphs = [
-            dask.delayed(_build_after, pure=True)(after, f, s, r, dask_key_name=f"build-{s}-{r}-{side}")
+            dask.delayed(_build_after, pure=True)(
+                f, s, r, *(after or ()), dask_key_name=f"build-{s}-{r}-{side}"
+            )
             for f, side in zip(folders, (NPU, BENCH))
         ]
         prepared = [
@@ -283,12 +289,14 @@ class Plan:
         """The lazy list of each (step, rank)'s Part (``finished``), linked across ranks."""
         import dask
 
+        # (each Part an argument of its own: a list of Delayeds would have dask optimize the whole graph
+        # laid out so far, once per list: quadratic in the ranks)
         return dask.delayed(_link_task)(
-            finished, self.linked, self.opts.overflow_check, dask_key_name="link-ranks"
+            self.linked, self.opts.overflow_check, *finished, dask_key_name="link-ranks"
         )
 
 
-def _build_after(after: Any, folder: str, step: int, rank: int) -> Graph:
+def _build_after(folder: str, step: int, rank: int, *after: None) -> Graph:
     """Build a graph without its items (the chunk tasks parse them), once ``after`` is done."""
     return build_task(folder, step, rank, False)
 
@@ -377,7 +385,7 @@ def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0) -> Any:
                 for k, p in enumerate(r.prepared)
             ]
         )
-        finished.append(dask.delayed(_joined_written)(r.summary, inserted, dask_key_name=f"finish-{r.name}"))
+        finished.append(dask.delayed(_joined_written)(r.summary, *inserted, dask_key_name=f"finish-{r.name}"))
     args = (plan.compare, plan.opts, plan.rank_list, plan.step_list)
     return dask.delayed(_end_write)(written, plan.parts(finished), *args, dask_key_name="write-visdb")
 
