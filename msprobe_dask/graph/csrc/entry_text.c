@@ -676,14 +676,7 @@ static int walk_members(Walk *w, const Val *v, int depth) {
                 return UNHANDLED; /* (a name holding it keeps its lists' elements unnumbered) */
             rc = BUF_LIT(&w->name, ".") < 0 || buf_add(&w->name, m->k, m->kn) < 0 ? -1 : DONE;
         } else {
-            char digits[16], *end = digits + sizeof(digits), *p = end;
-            unsigned u = (unsigned)k;
-            do {
-                *--p = (char)('0' + u % 10);
-                u /= 10;
-            } while (u);
-            *--p = '.';
-            rc = buf_add(&w->name, p, end - p) < 0 ? -1 : DONE;
+            rc = buf_add_index(&w->name, (unsigned)k) < 0 ? -1 : DONE;
         }
         if (rc == DONE)
             rc = walk_value(w, m, depth + 1);

@@ -385,14 +385,7 @@ static int walk_members(RowWalk *w, const Val *v, int depth) {
         } else if (!w->index_lists) {
             rc = DONE;
         } else {
-            char digits[16], *end = digits + sizeof(digits), *p = end;
-            unsigned u = (unsigned)k;
-            do {
-                *--p = (char)('0' + u % 10);
-                u /= 10;
-            } while (u);
-            *--p = '.';
-            rc = buf_add(&w->name, p, end - p) < 0 ? -1 : DONE;
+            rc = buf_add_index(&w->name, (unsigned)k) < 0 ? -1 : DONE;
         }
         if (rc == DONE)
             rc = walk_value(w, m, depth + 1);

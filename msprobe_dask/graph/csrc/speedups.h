@@ -112,6 +112,17 @@ static inline int buf_add(Buf *b, const char *s, Py_ssize_t n) {
 
 #define BUF_LIT(b, lit) buf_add((b), (lit), (Py_ssize_t)(sizeof(lit) - 1))
 
+/* "." and the decimal digits of k appended: the name of a list's k-th element (items._parse, rows._walk) */
+static inline int buf_add_index(Buf *b, unsigned k) {
+    char digits[16], *end = digits + sizeof(digits), *p = end;
+    do {
+        *--p = (char)('0' + k % 10);
+        k /= 10;
+    } while (k);
+    *--p = '.';
+    return buf_add(b, p, end - p);
+}
+
 /* whether the short text s[0:n] holds the literal ``lit`` (memmem's setup costs more on names) */
 static inline int has_part(const char *s, Py_ssize_t n, const char *part, Py_ssize_t m) {
     for (Py_ssize_t i = 0; i + m <= n; i++)
