@@ -664,27 +664,14 @@ static int add_leaf(Walk *w, const Val *leaf) {
 
 static int walk_value(Walk *w, const Val *v, int depth);
 
-/* the value's members (an object's, a list's), each named after the walked name: ".key" or ".i" */
+static int walk_member(void *w, const Val *v, int depth) {
+    return walk_value((Walk *)w, v, depth);
+}
+
+/* the value's members (an object's, a list's), each named after the walked name: ".key" or ".i"; a
+ * name holding parameters_grad is handed back (it keeps its lists' elements unnumbered) */
 static int walk_members(Walk *w, const Val *v, int depth) {
-    Py_ssize_t len = w->name.len;
-    int k = 0;
-    for (int i = v->first; i >= 0; i = w->t.v[i].next, k++) {
-        const Val *m = &w->t.v[i];
-        int rc;
-        if (v->kind == J_OBJ) {
-            if (has_text(m->k, m->kn, &text_rules.parameters_grad))
-                return UNHANDLED; /* (a name holding it keeps its lists' elements unnumbered) */
-            rc = BUF_LIT(&w->name, ".") < 0 || buf_add(&w->name, m->k, m->kn) < 0 ? -1 : DONE;
-        } else {
-            rc = buf_add_index(&w->name, (unsigned)k) < 0 ? -1 : DONE;
-        }
-        if (rc == DONE)
-            rc = walk_value(w, m, depth + 1);
-        w->name.len = len;
-        if (rc <= 0)
-            return rc;
-    }
-    return DONE;
+    return walk_members_of(w, &w->t, &w->name, v, depth, 1, &text_rules.parameters_grad, walk_member);
 }
 
 /* items._parse of one value, named w->name */

@@ -373,27 +373,14 @@ static int add_leaf(RowWalk *w, const Val *v, const Val *kind) {
 
 static int walk_value(RowWalk *w, const Val *v, int depth);
 
-/* the members of a list or an object, each named after the walked path: ".i" or ".key" */
+static int walk_member(void *w, const Val *v, int depth) {
+    return walk_value((RowWalk *)w, v, depth);
+}
+
+/* the members of a list or an object, each named after the walked path: ".i" (where lists are
+ * numbered) or ".key" */
 static int walk_members(RowWalk *w, const Val *v, int depth) {
-    Py_ssize_t len = w->name.len;
-    int k = 0;
-    for (int i = v->first; i >= 0; i = w->t.v[i].next, k++) {
-        const Val *m = &w->t.v[i];
-        int rc;
-        if (v->kind == J_OBJ) {
-            rc = BUF_LIT(&w->name, ".") < 0 || buf_add(&w->name, m->k, m->kn) < 0 ? -1 : DONE;
-        } else if (!w->index_lists) {
-            rc = DONE;
-        } else {
-            rc = buf_add_index(&w->name, (unsigned)k) < 0 ? -1 : DONE;
-        }
-        if (rc == DONE)
-            rc = walk_value(w, m, depth + 1);
-        w->name.len = len;
-        if (rc <= 0)
-            return rc;
-    }
-    return DONE;
+    return walk_members_of(w, &w->t, &w->name, v, depth, w->index_lists, NULL, walk_member);
 }
 
 /* rows._walk of one value, named w->name */

@@ -189,6 +189,34 @@ typedef struct {
     Val small[TAPE_SMALL];
 } Tape;
 
+/* the members of a list or an object on tape t, each walked by walk(walker, member, depth + 1) with
+ * ``name`` (the walked path, restored after each) extended by ".key" for an object's member and by ".i"
+ * for a list's where number_lists (else left as it is); an object member whose key holds ``refused``
+ * (if not NULL) hands the value back (UNHANDLED). DONE, UNHANDLED or -1 (error), as walk returns. */
+static inline int walk_members_of(void *walker, const Tape *t, Buf *name, const Val *v, int depth,
+                                  int number_lists, const Text *refused,
+                                  int (*walk)(void *walker, const Val *member, int depth)) {
+    Py_ssize_t len = name->len;
+    int k = 0;
+    for (int i = v->first; i >= 0; i = t->v[i].next, k++) {
+        const Val *m = &t->v[i];
+        int rc = DONE;
+        if (v->kind == J_OBJ) {
+            if (refused && has_text(m->k, m->kn, refused))
+                return UNHANDLED;
+            rc = BUF_LIT(name, ".") < 0 || buf_add(name, m->k, m->kn) < 0 ? -1 : DONE;
+        } else if (number_lists) {
+            rc = buf_add_index(name, (unsigned)k) < 0 ? -1 : DONE;
+        }
+        if (rc == DONE)
+            rc = walk(walker, m, depth + 1);
+        name->len = len;
+        if (rc <= 0)
+            return rc;
+    }
+    return DONE;
+}
+
 /* the value at t->p onto the tape: its index, -2 if the text is not JSON (or nests deeper than
  * MAX_NEST), -1 on error */
 int read_value(Tape *t, int depth);
