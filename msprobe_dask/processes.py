@@ -67,7 +67,7 @@ def forking_workers() -> Iterator[None]:
 
 
 def _start_resource_tracker() -> None:
-    """multiprocessing's resource tracker, started now (started later by a thread of spawning_workers'
+    """multiprocessing's resource tracker, started now (started later by a thread of starting_cluster_workers'
     block, it would unblock the signals in that thread) and without stderr: it removes the semaphores
     of the workers' queues when this process is gone, and after a run stopped by a signal (which leaves
     without cleaning up) it would report each as leaked after the run's one line."""
@@ -84,11 +84,11 @@ def _start_resource_tracker() -> None:
 
 
 @contextlib.contextmanager
-def spawning_workers() -> Iterator[None]:
-    """Processes spawned in this block, or later by threads started in it (a LocalCluster's nannies),
-    never receive SIGINT or SIGTERM: they are blocked in this thread meanwhile, and threads and spawned
-    processes inherit that (this process closes them, or stop_children kills them). A signal that
-    comes meanwhile is taken at the end of the block."""
+def starting_cluster_workers() -> Iterator[None]:
+    """Processes started in this block (spawned or forked), or later by threads started in it (a
+    LocalCluster's nannies), never receive SIGINT or SIGTERM: they are blocked in this thread meanwhile,
+    and threads and their child processes inherit that (this process closes them, or stop_children kills
+    them). A signal that comes meanwhile is taken at the end of the block."""
     _start_resource_tracker()
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
     try:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from msprobe_dask.errors import ClusterError, ConfigError, Terminated
-from msprobe_dask.processes import forking_workers, spawning_workers
+from msprobe_dask.processes import forking_workers, starting_cluster_workers
 
 if TYPE_CHECKING:  # (stages imports dask: only when a run shows progress)
     from msprobe_dask.pipeline.stages import StageLog
@@ -193,7 +193,7 @@ def _local_cluster(processes: int) -> Iterator[str]:
     start = {"distributed.worker.multiprocessing-method": LOCAL_CLUSTER_START}
     try:
         with dask.config.set(start):
-            with spawning_workers(), dask.config.set(LOCAL_CLUSTER_SCHEDULER):
+            with starting_cluster_workers(), dask.config.set(LOCAL_CLUSTER_SCHEDULER):
                 try:
                     cluster = LocalCluster(
                         n_workers=processes,
