@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import case_dir, run_cli
 
+from msprobe_dask.dump.dumpjson import parse_json
+from msprobe_dask.errors import ConfigError, DumpError
+
 GOOD = case_dir("stat_mix") / "golden" / "dump.json"
 
 
@@ -76,6 +79,15 @@ def test_truncated_real_dump(tmp_path: Path) -> None:
     proc = run_cli("compare", "-tp", str(bad), "-gp", str(GOOD), "-o", str(out))
     assert_user_error(proc, str(bad), "not valid JSON")
     assert_no_result(out)
+
+
+def test_the_json_error_names_the_place_once(tmp_path: Path) -> None:
+    """json's own message ('Unterminated string starting at') is followed by the place, not by a
+    second 'at'."""
+    path = tmp_path / "dump.json"
+    with pytest.raises(DumpError) as caught:
+        parse_json(path, '{"data": {"a": "abc')
+    assert str(caught.value).endswith("Unterminated string starting at: line 1 column 16")
 
 
 def test_output_folder_that_cannot_be_written(tmp_path: Path) -> None:
@@ -161,7 +173,6 @@ def test_user_errors_survive_pickling() -> None:
     """A user error raised in a worker process (--workers, --scheduler) comes back intact."""
     import pickle
 
-    from msprobe_dask.errors import ConfigError, DumpError
 
     for err in (DumpError("run/rank0/dump.json", "is not valid json"), ConfigError(None, "bad flag")):
         back = pickle.loads(pickle.dumps(err))

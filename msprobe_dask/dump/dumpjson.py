@@ -80,7 +80,7 @@ def parse_json(path: Path, text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise DumpError(
-            path, f"is not valid JSON (truncated?): {exc.msg} at line {exc.lineno} column {exc.colno}"
+            path, f"is not valid JSON (truncated?): {exc.msg}: line {exc.lineno} column {exc.colno}"
         ) from None
     except (RecursionError, ValueError) as exc:
         problem = limit_problem(exc)
