@@ -173,7 +173,6 @@ def test_user_errors_survive_pickling() -> None:
     """A user error raised in a worker process (--workers, --scheduler) comes back intact."""
     import pickle
 
-
     for err in (DumpError("run/rank0/dump.json", "is not valid json"), ConfigError(None, "bad flag")):
         back = pickle.loads(pickle.dumps(err))
         assert type(back) is type(err) and str(back) == str(err)
