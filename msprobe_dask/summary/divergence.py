@@ -96,7 +96,7 @@ def _without_texts(node: Node) -> Node:
     def bare(tensors: tuple[TensorError, ...]) -> tuple[TensorError, ...]:
         return tuple(TensorError("", t.role, t.error, t.signature, t.sent_to) for t in tensors)
 
-    return replace(node, inputs=bare(node.inputs), outputs=bare(node.outputs), stack=None)
+    return Node(node.rank, node.index, node.name, bare(node.inputs), bare(node.outputs))  # (comm: None)
 
 
 def rank_of_parts(parts: Sequence[NodePart]) -> RankNodes:
@@ -109,8 +109,11 @@ def rank_of_parts(parts: Sequence[NodePart]) -> RankNodes:
 
     def read() -> Iterator[Node]:
         for part, start in zip(parts, starts):
-            for node in part.nodes():
-                yield replace(node, index=start + node.index)
+            if start:
+                for node in part.nodes():
+                    yield replace(node, index=start + node.index)
+            else:
+                yield from part.nodes()
 
     return RankNodes(starts[-1], comms, read)
 

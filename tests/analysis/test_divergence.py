@@ -4,6 +4,7 @@ planted op and rank; a near-zero mean is not a divergence."""
 
 from __future__ import annotations
 
+import pickle
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from conftest import case_dir
 
 from msprobe_dask.analysis.divergence import ORIGIN, RECEIVED, Tolerance, from_tables, step_and_rank
-from msprobe_dask.analysis.flow import tensor_error
+from msprobe_dask.analysis.flow import Comm, Node, TensorError, tensor_error
 from msprobe_dask.pipeline.compare import compare
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "workflows"))
@@ -262,3 +263,13 @@ def test_random_nodes_walked_part_by_part_give_the_whole_walks_answer() -> None:
         assert repr((found.origin, found.firsts, found.path, found.nodes)) == repr(
             (expected.origin, expected.firsts, expected.path, expected.nodes)
         ), trial
+
+
+def test_nodes_pickle_flat_and_come_back_equal() -> None:
+    """Nodes travel pickled (summary.divergence.NodePart) as their class and fields' values."""
+    sent = TensorError("Distributed.isend.0.forward.input.0", "input", 0.5, (1.0, -1.0), sent_to=3)
+    node = Node(
+        1, 7, "Distributed.isend.0.forward", (sent,), (), ["File a.py, line 3"], Comm("isend", frozenset({3}))
+    )
+    assert pickle.loads(pickle.dumps(node, pickle.HIGHEST_PROTOCOL)) == node
+    assert TensorError.__reduce__(sent) == (TensorError, (sent.name, "input", 0.5, (1.0, -1.0), 3))
