@@ -1,7 +1,8 @@
 """graph_visualize of ONE rank on a LocalCluster of two workers (``--workers 2``): each worker builds and
 prepares its own replica of the rank's graphs and makes the chunks of its replica, so that no prepared
-graph (about twice dump.json's size) and no chunk's rows go from worker to worker for them; the vis.db
-is the one of a run in this process, rowids included."""
+graph (about twice dump.json's size) and no chunk's rows go from worker to worker for them (each chunk's
+rows are inserted into the vis.db where they were made); the vis.db is the one of a run in this
+process, rowids included."""
 
 from __future__ import annotations
 
@@ -51,5 +52,8 @@ def test_each_worker_makes_the_chunks_of_its_own_replica(
     assert len(rows) == 32 and all(w == prepared[f"prepare-0-0-{k % 2}"] for k, w in rows.items()), where
     fetched = {str(t["key"]) for t in stream if any(s["action"] == "transfer" for s in t["startstops"])}
     assert not {k for k in fetched if k.startswith("rows-")}, fetched
+    # each chunk's rows are inserted where they were made (the insert fetches only the writer before it)
+    inserts = {int(k.rsplit("-", 1)[1]): w for k, w in where.items() if k.startswith("insert-")}
+    assert inserts == rows, where
     assert diff_visdb(str(remote), str(local)) == []
     assert rowids(remote) == rowids(local)
