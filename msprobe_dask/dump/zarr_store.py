@@ -9,19 +9,24 @@ array, and reads it here.
 An array holds the tensor flattened in C order, in the unsigned integer dtype of the tensor's item size
 (zarr knows no bfloat16, float8 or raw void), with the tensor's own dtype and shape in its attributes.
 Its attributes also say ``complete`` once every chunk is written, which is what a resumed conversion
-looks at. Reading needs zarr; the header (dtype, shape) is read from ``zarr.json`` alone.
+looks at. The header (dtype, shape) is read from ``zarr.json`` alone, and the chunks of an array laid out
+as ``write_array`` writes it straight from their files with blosc (``read_bytes``); zarr reads any other
+array (one at a URL) and writes them all.
 """
 
 from __future__ import annotations
 
 import json
+import mmap
+import struct
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from msprobe_dask.dump.tensor_dtypes import ML_DTYPES, named_dtype
+from msprobe_dask.dump.tensor_dtypes import ML_DTYPES, Element, element_of
 from msprobe_dask.errors import StoreError
 
 METADATA = "zarr.json"
@@ -47,16 +52,17 @@ def dtype_name(dtype: np.dtype) -> str:
     return dtype.name if dtype.name in ML_DTYPES else dtype.str
 
 
-def _storage_dtype(dtype: np.dtype) -> np.dtype:
-    return np.dtype(f"u{dtype.itemsize}")
+def _storage_dtype(itemsize: int) -> np.dtype:
+    return np.dtype(f"u{itemsize}")
 
 
-def array_header(path: Path) -> tuple[np.dtype, tuple[int, ...], bool]:
-    """(dtype, shape, complete) of the tensor stored at ``path``, from its metadata file."""
+def array_header(path: Path) -> tuple[Element, tuple[int, ...], bool]:
+    """(element type, shape, complete) of the tensor stored at ``path``, from its metadata file (an
+    ml_dtypes type stays a name: ``tensor_dtypes``)."""
     try:
         meta = json.loads((path / METADATA).read_bytes())
         attrs = meta["attributes"][ATTRIBUTE]
-        dtype, shape = named_dtype(attrs["dtype"]), tuple(int(n) for n in attrs["shape"])
+        element, shape = element_of(attrs["dtype"]), tuple(int(n) for n in attrs["shape"])
         complete = bool(attrs.get("complete"))
         size = meta["shape"][0]
     except OSError as exc:
@@ -67,7 +73,7 @@ def array_header(path: Path) -> tuple[np.dtype, tuple[int, ...], bool]:
         ) from None
     if size != int(np.prod(shape, dtype=np.int64)):
         raise StoreError(path, f"array of {size} elements for a tensor of shape {list(shape)}")
-    return dtype, shape, complete
+    return element, shape, complete
 
 
 def with_url(metadata: bytes, url: str) -> bytes:
@@ -77,9 +83,9 @@ def with_url(metadata: bytes, url: str) -> bytes:
     return json.dumps(meta).encode()
 
 
-def _source(path: Path) -> Any:
+def _source(path: Path, meta: dict[str, Any]) -> Any:
     """What zarr opens for the array at ``path``: the path, or the store at the URL its metadata names."""
-    url = json.loads((path / METADATA).read_bytes())["attributes"][ATTRIBUTE].get(URL)
+    url = meta["attributes"][ATTRIBUTE].get(URL)
     if url is None:
         return str(path)
     from zarr.storage import FsspecStore
@@ -87,19 +93,108 @@ def _source(path: Path) -> Any:
     return FsspecStore.from_url(url, read_only=True)
 
 
-def read_elements(path: Path, dtype: np.dtype, start: int, stop: int) -> np.ndarray:
-    """Elements ``start:stop`` of the flat tensor; a damaged chunk is a :class:`StoreError`."""
-    import zarr
+def read_bytes(path: Path, itemsize: int, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
+    """The bytes of elements ``start:stop`` of the flat tensor (of ``itemsize``-byte elements), as a uint8
+    array (``out``, of their size, when given); a damaged chunk is a :class:`StoreError`.
 
+    An array as ``write_array`` lays it out (``_chunk_elems``) is read here, chunk file by chunk file, each
+    decompressed straight into ``out``: zarr's own reader costs about 10 ms of CPU per array (its event
+    loop, its codec pipeline), more than reading and decompressing a 1 MB tensor. Any other array (one
+    read from a URL, or laid out otherwise) is read by zarr.
+    """
+    nbytes = (stop - start) * itemsize
+    out = np.empty(nbytes, np.uint8) if out is None else out
     try:
-        array = zarr.open_array(_source(path), mode="r")
-        raw = np.asarray(array[start:stop])
+        meta = json.loads((path / METADATA).read_bytes())
+        chunk = _chunk_elems(meta, itemsize)
+        if chunk is None:
+            out[:] = _zarr_elements(path, meta, itemsize, start, stop)
+        else:
+            _read_chunks(path, itemsize, chunk, start, stop, out)
+    except StoreError:
+        raise
     except Exception as exc:  # noqa: BLE001 - a corrupt chunk makes the codecs raise almost anything
         text = " ".join(str(exc).split()) or type(exc).__name__
         raise StoreError(path, f"corrupt zarr array (elements {start}:{stop}): {text}") from None
-    if raw.dtype != _storage_dtype(dtype) or raw.shape != (stop - start,):
+    return out
+
+
+def _zarr_elements(path: Path, meta: dict[str, Any], itemsize: int, start: int, stop: int) -> np.ndarray:
+    import zarr
+
+    raw = np.asarray(zarr.open_array(_source(path, meta), mode="r")[start:stop])
+    if raw.dtype != _storage_dtype(itemsize) or raw.shape != (stop - start,):
         raise StoreError(path, f"array holds {raw.dtype}{list(raw.shape)}, not the tensor's bytes")
-    return raw.view(dtype)
+    return raw.view(np.uint8)
+
+
+_PLAIN_LAYOUT = {
+    "zarr_format": 3,
+    "node_type": "array",
+    "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+    "fill_value": 0,
+    "storage_transformers": [],
+}
+"""What ``_chunk_elems`` requires of an array's metadata (beside its chunks, data type and codecs)."""
+_BLOSC_HEADER = struct.Struct("<4xIII")
+"""A blosc chunk's header (16 bytes): version, format version, flags and item size, then the bytes it
+decompresses to, its block size and its own length."""
+
+
+_MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+
+
+def _chunk_elems(meta: dict[str, Any], itemsize: int) -> int | None:
+    """Elements per chunk of an array laid out as ``write_array`` writes it (flat, in chunk files
+    ``c/<index>``, blosc-compressed bytes in this machine's byte order, whatever blosc's compressor), so
+    that it is read without zarr; None for any other array."""
+    if (
+        any(meta.get(key) != value for key, value in _PLAIN_LAYOUT.items())
+        or URL in meta["attributes"][ATTRIBUTE]
+    ):
+        return None
+    grid = meta.get("chunk_grid", {})
+    codecs = meta.get("codecs", [])
+    chunks = grid.get("configuration", {}).get("chunk_shape", [])
+    plain = (
+        grid.get("name") == "regular"
+        and len(meta["shape"]) == len(chunks) == 1
+        and meta.get("data_type") == f"uint{8 * itemsize}"
+        and [c.get("name") for c in codecs] == ["bytes", "blosc"]
+        and codecs[0].get("configuration", {}).get("endian", sys.byteorder) == sys.byteorder
+    )
+    return int(chunks[0]) if plain and int(chunks[0]) > 0 else None
+
+
+def _read_chunks(path: Path, itemsize: int, chunk: int, start: int, stop: int, out: np.ndarray) -> None:
+    """Elements ``start:stop`` into ``out`` from the chunk files of an array of ``chunk``-element chunks. A
+    missing chunk file is a chunk of zeros, the fill value: zarr writes none for a chunk all zeros.
+
+    A chunk file is memory-mapped, its pages populated, and decompressed from the file's cached pages: a
+    read would copy it into fresh memory first (4 GB of tensors: 2-3 s more CPU)."""
+    from numcodecs import blosc
+
+    blosc.use_threads = False  # dask's tasks are the parallelism: blosc's own threads would oversubscribe
+    for index in range(start // chunk, (stop - 1) // chunk + 1):
+        first = index * chunk
+        lo, hi = max(start, first), min(stop, first + chunk)
+        into = out[(lo - start) * itemsize : (hi - start) * itemsize]
+        try:
+            file = open(path / "c" / str(index), "rb")  # noqa: SIM115 - closed by the with below
+        except FileNotFoundError:
+            into[:] = 0
+            continue
+        with file, mmap.mmap(file.fileno(), 0, flags=_MAP_FLAGS, prot=mmap.PROT_READ) as data:
+            size, _, length = (
+                _BLOSC_HEADER.unpack_from(data) if len(data) >= _BLOSC_HEADER.size else (0, 0, 0)
+            )
+            if size != chunk * itemsize or length != len(data):
+                raise ValueError(f"chunk c/{index} is not a blosc chunk of {chunk * itemsize} bytes")
+            if hi - lo == chunk:
+                blosc.decompress(data, into)
+            else:
+                skip = (lo - first) * itemsize
+                into[:] = np.frombuffer(blosc.decompress(data), np.uint8)[skip : skip + into.size]
 
 
 def write_array(
@@ -107,17 +202,23 @@ def write_array(
 ) -> None:
     """Write a tensor as the array at ``path``, chunk by chunk (``read(start, stop)`` gives its C-order flat
     elements), then mark it complete. An array left incomplete (an interrupted conversion) is overwritten.
+
+    Chunks are compressed by blosc, bytes shuffled by item size then lz4 (each array's metadata and each
+    chunk's blosc header record it: stores written with another codec read as well). On the 1,865-tensor
+    float32/float16 dump of 2.0 GB: 0.94 of the size, decompressed at about 2.7 GB/s of one CPU, against
+    0.55 GB/s for zstd at level 3 (0.85 of the size) and 1.6 GB/s for lz4 on shuffled bits (0.89); a
+    compare on the stores took 8 s of CPU, against 15 s and 10 s (4.4 s on the dump itself).
     """
     import zarr
     from zarr.codecs import BloscCodec
 
     size = int(np.prod(shape, dtype=np.int64))
-    storage = _storage_dtype(dtype)
+    storage = _storage_dtype(dtype.itemsize)
     chunk = max(1, min(size, CHUNK_BYTES // dtype.itemsize))
     attrs: dict[str, Any] = {"dtype": dtype_name(dtype), "shape": list(shape), "complete": False}
     array = zarr.create_array(
         str(path), shape=(size,), chunks=(chunk,), dtype=storage, overwrite=True,
-        compressors=BloscCodec(cname="zstd", clevel=3, shuffle="shuffle", typesize=dtype.itemsize),
+        compressors=BloscCodec(cname="lz4", clevel=5, shuffle="shuffle", typesize=dtype.itemsize),
         attributes={ATTRIBUTE: attrs}, fill_value=0,
     )  # fmt: skip
     for start in range(0, size, chunk):

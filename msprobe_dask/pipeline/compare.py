@@ -131,13 +131,23 @@ def _input_bytes(sources: Sequence[tuple[str, DumpSource, DumpSource]]) -> int:
 
 
 def _tensor_file_bytes(source: DumpSource) -> int:
-    """The bytes of the files in the dump's ``dump_tensor_data`` folder (0 for none; a converted store's
-    arrays are folders and do not count)."""
+    """The bytes of the tensors in the dump's ``dump_tensor_data`` folder (0 for none): its files' sizes,
+    and a converted store's arrays' tensor bytes (folders, sized by their metadata)."""
     try:
         with os.scandir(source.tensor_dir) as entries:
-            return sum(e.stat().st_size for e in entries if e.is_file(follow_symlinks=False))
+            return sum(_entry_bytes(e) for e in entries)
     except OSError:
         return 0
+
+
+def _entry_bytes(entry: os.DirEntry[str]) -> int:
+    if entry.is_file(follow_symlinks=False):
+        return entry.stat().st_size
+    if not entry.is_dir(follow_symlinks=False):
+        return 0
+    from msprobe_dask.dump.tensor_file import stored_nbytes  # (numpy: only for a store)
+
+    return stored_nbytes(Path(entry.path))
 
 
 def _sized(run: RunOptions | None, sources: Sequence[tuple[str, DumpSource, DumpSource]]) -> RunOptions:
