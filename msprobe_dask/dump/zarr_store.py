@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import shutil
 import struct
 import sys
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from msprobe_dask.dump.tensor_dtypes import ML_DTYPES, Element, element_of
+from msprobe_dask.dump.tensor_dtypes import ML_DTYPES, Element, element_of, element_size
 from msprobe_dask.errors import StoreError
 
 METADATA = "zarr.json"
@@ -47,9 +48,11 @@ def in_store(path: Path) -> bool:
     return (path.parent / METADATA).is_file()
 
 
-def dtype_name(dtype: np.dtype) -> str:
-    """A text that ``named_dtype`` turns back into ``dtype`` (ml_dtypes' by name, numpy's by ``str``)."""
-    return dtype.name if dtype.name in ML_DTYPES else dtype.str
+def element_name(element: Element) -> str:
+    """A text that ``element_of`` turns back into ``element`` (ml_dtypes' by name, numpy's by ``str``)."""
+    if isinstance(element, str):
+        return element
+    return element.name if element.name in ML_DTYPES else element.str
 
 
 def _storage_dtype(itemsize: int) -> np.dtype:
@@ -128,42 +131,52 @@ def _zarr_elements(path: Path, meta: dict[str, Any], itemsize: int, start: int, 
     return raw.view(np.uint8)
 
 
-_PLAIN_LAYOUT = {
-    "zarr_format": 3,
-    "node_type": "array",
-    "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-    "fill_value": 0,
-    "storage_transformers": [],
-}
-"""What ``_chunk_elems`` requires of an array's metadata (beside its chunks, data type and codecs)."""
+BLOSC: dict[str, Any] = {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "blocksize": 0}
+"""How ``write_array`` compresses a chunk (blosc): bytes shuffled by item size, then lz4. Each array's
+metadata and each chunk's blosc header record it, so stores written with another blosc compressor (zstd
+before) read as well. On the 1,865-tensor float32/float16 dump of 2.0 GB: 0.94 of the size, decompressed at
+about 2.7 GB/s of one CPU, against 0.55 GB/s for zstd at level 3 (0.85 of the size) and 1.6 GB/s for lz4
+on shuffled bits (0.89); a compare on the stores took 8 s of CPU, against 15 s and 10 s (4.4 s on the dump
+itself)."""
+_BLOSC_SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 _BLOSC_HEADER = struct.Struct("<4xIII")
 """A blosc chunk's header (16 bytes): version, format version, flags and item size, then the bytes it
 decompresses to, its block size and its own length."""
-
-
 _MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 
 
+def _array_metadata(
+    size: int, chunk: int, itemsize: int, attributes: Any, blosc: dict[str, Any]
+) -> dict[str, Any]:
+    """The zarr v3 metadata of a flat array of ``size`` unsigned ``itemsize``-byte integers in chunks of
+    ``chunk`` (files ``c/<index>``, an edge chunk stored whole), each its bytes in this machine's order
+    compressed by blosc (``blosc``: its configuration beside the item size). The layout ``write_array``
+    writes and ``read_bytes`` reads without zarr."""
+    endian = {"configuration": {"endian": sys.byteorder}} if itemsize > 1 else {}
+    return {
+        "shape": [size],
+        "data_type": f"uint{8 * itemsize}",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [chunk]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": 0,
+        "codecs": [{"name": "bytes", **endian}, {"name": "blosc", "configuration": blosc}],
+        "attributes": attributes,
+        "zarr_format": 3,
+        "node_type": "array",
+        "storage_transformers": [],
+    }
+
+
 def _chunk_elems(meta: dict[str, Any], itemsize: int) -> int | None:
-    """Elements per chunk of an array laid out as ``write_array`` writes it (flat, in chunk files
-    ``c/<index>``, blosc-compressed bytes in this machine's byte order, whatever blosc's compressor), so
-    that it is read without zarr; None for any other array."""
-    if (
-        any(meta.get(key) != value for key, value in _PLAIN_LAYOUT.items())
-        or URL in meta["attributes"][ATTRIBUTE]
-    ):
+    """Elements per chunk of an array laid out as ``_array_metadata`` says, whatever its blosc compressor
+    (so that it is read without zarr); None for any other array, or one whose chunks are at a URL."""
+    try:
+        size, chunk = meta["shape"][0], meta["chunk_grid"]["configuration"]["chunk_shape"][0]
+        blosc = meta["codecs"][1]["configuration"]
+    except (KeyError, IndexError, TypeError):
         return None
-    grid = meta.get("chunk_grid", {})
-    codecs = meta.get("codecs", [])
-    chunks = grid.get("configuration", {}).get("chunk_shape", [])
-    plain = (
-        grid.get("name") == "regular"
-        and len(meta["shape"]) == len(chunks) == 1
-        and meta.get("data_type") == f"uint{8 * itemsize}"
-        and [c.get("name") for c in codecs] == ["bytes", "blosc"]
-        and codecs[0].get("configuration", {}).get("endian", sys.byteorder) == sys.byteorder
-    )
-    return int(chunks[0]) if plain and int(chunks[0]) > 0 else None
+    plain = meta == _array_metadata(size, chunk, itemsize, meta["attributes"], blosc)
+    return chunk if plain and chunk > 0 and URL not in meta["attributes"][ATTRIBUTE] else None
 
 
 def _read_chunks(path: Path, itemsize: int, chunk: int, start: int, stop: int, out: np.ndarray) -> None:
@@ -198,30 +211,38 @@ def _read_chunks(path: Path, itemsize: int, chunk: int, start: int, stop: int, o
 
 
 def write_array(
-    path: Path, dtype: np.dtype, shape: tuple[int, ...], read: Callable[[int, int], np.ndarray]
+    path: Path, element: Element, shape: tuple[int, ...], read: Callable[[int, int], np.ndarray]
 ) -> None:
     """Write a tensor as the array at ``path``, chunk by chunk (``read(start, stop)`` gives its C-order flat
-    elements), then mark it complete. An array left incomplete (an interrupted conversion) is overwritten.
+    elements, or their bytes as integers of their size), then mark it complete. An array left incomplete
+    (an interrupted conversion) is overwritten.
 
-    Chunks are compressed by blosc, bytes shuffled by item size then lz4 (each array's metadata and each
-    chunk's blosc header record it: stores written with another codec read as well). On the 1,865-tensor
-    float32/float16 dump of 2.0 GB: 0.94 of the size, decompressed at about 2.7 GB/s of one CPU, against
-    0.55 GB/s for zstd at level 3 (0.85 of the size) and 1.6 GB/s for lz4 on shuffled bits (0.89); a
-    compare on the stores took 8 s of CPU, against 15 s and 10 s (4.4 s on the dump itself).
+    The array's metadata and chunk files are written here, as zarr would (zarr reads them: a test), but
+    without its per-array cost (about 15 ms of CPU: its event loop, a comparison of every chunk with the
+    fill value).
     """
-    import zarr
-    from zarr.codecs import BloscCodec
+    from numcodecs import blosc
 
+    blosc.use_threads = False  # dask's tasks are the parallelism: blosc's own threads would oversubscribe
     size = int(np.prod(shape, dtype=np.int64))
-    storage = _storage_dtype(dtype.itemsize)
-    chunk = max(1, min(size, CHUNK_BYTES // dtype.itemsize))
-    attrs: dict[str, Any] = {"dtype": dtype_name(dtype), "shape": list(shape), "complete": False}
-    array = zarr.create_array(
-        str(path), shape=(size,), chunks=(chunk,), dtype=storage, overwrite=True,
-        compressors=BloscCodec(cname="lz4", clevel=5, shuffle="shuffle", typesize=dtype.itemsize),
-        attributes={ATTRIBUTE: attrs}, fill_value=0,
-    )  # fmt: skip
-    for start in range(0, size, chunk):
-        stop = min(start + chunk, size)
-        array[start:stop] = np.ascontiguousarray(read(start, stop)).reshape(-1).view(storage)
-    array.attrs[ATTRIBUTE] = {**attrs, "complete": True}
+    itemsize = element_size(element)
+    chunk = max(1, min(size, CHUNK_BYTES // itemsize))
+    attrs: dict[str, Any] = {"dtype": element_name(element), "shape": list(shape), "complete": False}
+    config = {"typesize": itemsize, **BLOSC}
+
+    def metadata(complete: bool) -> None:
+        meta = _array_metadata(size, chunk, itemsize, {ATTRIBUTE: {**attrs, "complete": complete}}, config)
+        (path / METADATA).write_text(json.dumps(meta, indent=2))
+
+    if path.exists():
+        shutil.rmtree(path)
+    (path / "c").mkdir(parents=True)
+    metadata(complete=False)
+    cname, shuffle = BLOSC["cname"].encode(), _BLOSC_SHUFFLES[BLOSC["shuffle"]]
+    for index, start in enumerate(range(0, size, chunk)):
+        data = np.ascontiguousarray(read(start, min(start + chunk, size))).reshape(-1).view(np.uint8)
+        if data.size < chunk * itemsize:  # an edge chunk, stored whole: padded with the fill value
+            data = np.concatenate([data, np.zeros(chunk * itemsize - data.size, np.uint8)])
+        packed = blosc.compress(data, cname, BLOSC["clevel"], shuffle, typesize=itemsize)
+        (path / "c" / str(index)).write_bytes(packed)
+    metadata(complete=True)

@@ -60,7 +60,12 @@ def run(args: argparse.Namespace) -> int:
     resumed = partial.exists()
     files = dump_files(dump)
     write_groups(dump, partial, {"msprobe_dask": {"converted_from": str(dump.resolve())}})
-    options = RunOptions(address=args.scheduler, workers=args.workers, progress=not args.quiet)
+    options = RunOptions(
+        address=args.scheduler,
+        workers=args.workers,
+        progress=not args.quiet,
+        input_bytes=sum(size for _, size in files),
+    )
     with computing(options) as compute:
         done = compute([dask.delayed(convert_files)(dump, partial, names) for names in batches(files)])
     total = sum(done, Converted())

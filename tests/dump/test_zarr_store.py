@@ -101,6 +101,25 @@ def test_edge_case_tensors_read_back_from_the_store(key: str, stores: Path) -> N
     assert converted.cells == original.cells
 
 
+def test_zarr_reads_the_arrays_convert_writes(stores: Path) -> None:
+    """convert writes its arrays itself (zarr_store.write_array): zarr opens each one, with the same
+    elements as read without it."""
+    import zarr
+
+    from msprobe_dask.dump import zarr_store
+
+    arrays = [p.parent for p in sorted(stores.rglob("dump_tensor_data/*/zarr.json"))]
+    assert len(arrays) > 20
+    for path in arrays:
+        _, shape, complete = zarr_store.array_header(path)
+        stored = zarr.open_array(str(path), mode="r")
+        assert complete and stored.shape == (int(np.prod(shape)),)
+        itemsize = stored.dtype.itemsize
+        assert np.array_equal(
+            np.asarray(stored[:]).view(np.uint8), zarr_store.read_bytes(path, itemsize, 0, stored.shape[0])
+        )
+
+
 def test_file_url(stores: Path, tmp_path: Path) -> None:
     case = DATA / "tensor_mix"
     argv = [
@@ -278,4 +297,23 @@ def test_arrays_compressed_otherwise_read_the_same(codec: str, tmp_path: Path) -
     handle = open_tensor(path)
     assert np.array_equal(read_array(handle), values.reshape(100, 100))
     for start, stop in ((0, 10_000), (2500, 7100), (9000, 10_000), (9999, 10_000), (4000, 4001)):
+        assert np.array_equal(read_flat(handle, start, stop), values[start:stop])
+
+
+def test_an_array_of_many_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """write_array's chunks (the edge one padded, one of zeros) read back by zarr and without it."""
+    import zarr
+
+    from msprobe_dask.dump import zarr_store
+    from msprobe_dask.dump.tensor_file import open_tensor, read_flat
+
+    monkeypatch.setattr(zarr_store, "CHUNK_BYTES", 6000)
+    values = np.random.default_rng(4).standard_normal(10_000).astype(np.float16)
+    values[3000:6000] = 0
+    path = tmp_path / "Tensor.op.0.forward.output.0.pt"
+    zarr_store.write_array(path, values.dtype, (100, 100), lambda start, stop: values[start:stop])
+    assert sorted(p.name for p in (path / "c").iterdir()) == ["0", "1", "2", "3"]
+    assert np.array_equal(np.asarray(zarr.open_array(str(path), mode="r")[:]).view(np.float16), values)
+    handle = open_tensor(path)
+    for start, stop in ((0, 10_000), (2500, 7100), (9000, 10_000), (9999, 10_000)):
         assert np.array_equal(read_flat(handle, start, stop), values[start:stop])
