@@ -22,7 +22,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from msprobe_dask.analysis.flow import Node, Signature, TensorError, rank_nodes
 from msprobe_dask.analysis.links import Links, Sent, link
@@ -185,23 +185,53 @@ def _judge(
     return None
 
 
-def _walk_rank(step: str, nodes: Iterable[Node], links: Links, tol: Tolerance) -> Iterator[Finding]:
+LightNode = tuple[str, float | None, tuple[Signature, ...]]
+"""A node that cannot diverge, as the walk reads it: its name, its inputs' largest error (None: it has
+no inputs) and the signatures of its tensors (``light_node``)."""
+
+
+def light_node(node: Node, tol: Tolerance) -> LightNode | None:
+    """``node`` as a LightNode when no rule can find it: no communication (so nothing received) and no
+    tensor's error over ``rtol`` (an origin's input exceeds ``rtol``; an output must exceed
+    ``tol.limit(...)``, never below ``rtol``; what arrived from a peer must exceed ``rtol``)."""
+    tensors = node.inputs + node.outputs
+    if node.comm is not None or any(t.error > tol.rtol for t in tensors):
+        return None
+    own = max((t.error for t in node.inputs), default=None)
+    return node.name, own, tuple(t.signature for t in tensors if t.signature is not None)
+
+
+def _input_error(name: str, own: float | None, forward_input: dict[str, float], previous: float) -> float:
+    """A node's input error: its inputs' largest (``own``, None: none), the forward node's for a backward
+    node (the activations it saved), the node before it's for a parameters_grad node (no inputs: made
+    by the backward node before it)."""
+    forward_input[name] = own or 0.0
+    input_error = max(own or 0.0, forward_input.get(_forward_of(name), 0.0))
+    return input_error if own is not None else max(input_error, previous)
+
+
+def _walk_rank(
+    step: str, nodes: Iterable[Node | LightNode], links: Links, tol: Tolerance
+) -> Iterator[Finding]:
     """The findings of one rank, in execution order (as the walk reaches them)."""
     known = _Known()
     forward_input: dict[str, float] = {}
     previous = 0.0
     for node in nodes:
+        if node.__class__ is tuple:
+            name, own, signatures = node  # type: ignore[misc]
+            previous = _input_error(name, own, forward_input, previous)
+            for signature in signatures:
+                known.tensors.setdefault(signature, _OWN)
+            continue
+        node = cast(Node, node)
         key = (node.rank, node.index)
         received = links.received.get(key, [])
         for sent in received:
             for tensor in sent.tensors:
                 known.add(tensor, sent.rank, sent.node)
-        own = max((t.error for t in node.inputs), default=0.0)
-        forward_input[node.name] = own
-        input_error = max(own, forward_input.get(_forward_of(node.name), 0.0))
-        if not node.inputs:  # a parameters_grad node: made by the backward node before it
-            input_error = max(input_error, previous)
-        previous = input_error
+        own = max((t.error for t in node.inputs), default=None)
+        input_error = previous = _input_error(node.name, own, forward_input, previous)
         finding = _judge(step, node, links.time(node.rank, node.index), input_error, received, known, tol)
         for tensor in node.inputs + node.outputs:
             known.add(tensor)
@@ -257,7 +287,7 @@ class RankNodes:
 
     count: int
     comms: Sequence[Node]
-    read: Callable[[], Iterable[Node]]
+    read: Callable[[], Iterable[Node | LightNode]]
 
     @classmethod
     def of(cls, nodes: Sequence[Node]) -> RankNodes:

@@ -12,21 +12,23 @@ import pickle
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from itertools import accumulate, chain
+from itertools import accumulate
 from typing import Any
 
 from msprobe_dask.analysis.divergence import (
     RECEIVED,
     Divergence,
     Finding,
+    LightNode,
     RankNodes,
     Tolerance,
     analyse_firsts,
     from_tables,
+    light_node,
     step_and_rank,
     table_rows,
 )
-from msprobe_dask.analysis.flow import Node, TensorError, rank_nodes
+from msprobe_dask.analysis.flow import Node, rank_nodes
 from msprobe_dask.summary.model import NodeRef, RunSummary
 
 
@@ -62,9 +64,8 @@ def rank_table_nodes(label: str, table: Any, tol: Tolerance | None = None) -> li
 class NodePart:
     """A table part's nodes for the divergence analysis: how many, its communication nodes (the links
     across ranks are made from them before any rank is walked), and all of them in order, pickled and
-    compressed (zlib level 1), each node that cannot diverge (no communication, no tensor's error over
-    ``rtol``: every rule asks for one) without its stack and tensor names, which only a finding shows.
-    Index counted from the part's start."""
+    compressed (zlib level 1), each node that cannot diverge as its ``LightNode`` (plain tuples: no
+    stack or tensor names, which only a finding shows). Index counted from the part's start."""
 
     count: int
     packed_comms: bytes  # (packed too: the parts wait in this process and go to the rank's last task)
@@ -73,47 +74,33 @@ class NodePart:
     def comms(self) -> list[Node]:
         return pickle.loads(zlib.decompress(self.packed_comms))  # type: ignore[no-any-return]
 
-    def nodes(self) -> list[Node]:
+    def nodes(self) -> list[Node | LightNode]:
         return pickle.loads(zlib.decompress(self.packed))  # type: ignore[no-any-return]
 
 
 def node_part(nodes: Sequence[Node], tol: Tolerance) -> NodePart:
     """A table part's NodePart from its nodes (``rank_table_nodes`` of the part's table)."""
-    light = [node if node.comm or _may_diverge(node, tol) else _without_texts(node) for node in nodes]
+    walked = [light_node(node, tol) or node for node in nodes]
     comms = [node for node in nodes if node.comm is not None]
-    return NodePart(len(nodes), _packed(comms), _packed(light))
+    return NodePart(len(nodes), _packed(comms), _packed(walked))
 
 
-def _packed(nodes: list[Node]) -> bytes:
+def _packed(nodes: Sequence[Node | LightNode]) -> bytes:
     return zlib.compress(pickle.dumps(nodes, pickle.HIGHEST_PROTOCOL), 1)
-
-
-def _may_diverge(node: Node, tol: Tolerance) -> bool:
-    return any(t.error > tol.rtol for t in chain(node.inputs, node.outputs))
-
-
-def _without_texts(node: Node) -> Node:
-    def bare(tensors: tuple[TensorError, ...]) -> tuple[TensorError, ...]:
-        return tuple(TensorError("", t.role, t.error, t.signature, t.sent_to) for t in tensors)
-
-    return Node(node.rank, node.index, node.name, bare(node.inputs), bare(node.outputs))  # (comm: None)
 
 
 def rank_of_parts(parts: Sequence[NodePart]) -> RankNodes:
     """A rank's nodes from its parts' (in order), for ``analyse_rank_nodes``: each part decoded when the
-    walk reaches it."""
+    walk reaches it (a LightNode has no index to shift)."""
     starts = list(accumulate((part.count for part in parts), initial=0))
     comms = [
         replace(node, index=start + node.index) for part, start in zip(parts, starts) for node in part.comms()
     ]
 
-    def read() -> Iterator[Node]:
+    def read() -> Iterator[Node | LightNode]:
         for part, start in zip(parts, starts):
-            if start:
-                for node in part.nodes():
-                    yield replace(node, index=start + node.index)
-            else:
-                yield from part.nodes()
+            for node in part.nodes():
+                yield replace(node, index=start + node.index) if start and node.__class__ is Node else node
 
     return RankNodes(starts[-1], comms, read)
 
