@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,12 +47,15 @@ RANK_METRICS = (RankMetric("NormRelativeErr", True, 0.0), RankMetric("Cosine", F
 METRIC_OF_COLUMN = {m.column: m for m in RANK_METRICS}
 
 
-def row_result(columns: Sequence[str], row: Sequence[Any]) -> str:
+def row_result(columns: Sequence[str]) -> Callable[[Sequence[Any]], str]:
+    """How a row of a table with these columns gives its result."""
     if "Result" in columns:
-        return str(row[columns.index("Result")])
+        at = columns.index("Result")
+        return lambda row: str(row[at])
     if KERNEL_VERDICT in columns:
-        return _KERNEL_RESULTS.get(str(row[columns.index(KERNEL_VERDICT)]), OTHER)
-    return OTHER
+        at = columns.index(KERNEL_VERDICT)
+        return lambda row: _KERNEL_RESULTS.get(str(row[at]), OTHER)
+    return lambda row: OTHER
 
 
 def diverges(result: str, row_messages: Sequence[str]) -> bool:
@@ -82,33 +85,37 @@ def summarise_table(
     stack_at = columns.index("NPU_Stack_Info") if "NPU_Stack_Info" in columns else None
     metric = _rank_metric(columns)
     metric_at = columns.index(metric.column) if metric else None
-    stacks: dict[str, str] = {}
-    worst: dict[str, NodeRef] = {}
+    stack_cells: dict[str, Any] = {}  # each entry's first row's stack cell, read only for a ref shown
+    worst: dict[str, tuple[str, float, str]] = {}  # entry -> its worst row's (name, value, result)
+
+    def ref(entry: str, name: str, value: float, result: str) -> NodeRef:
+        stack = user_frame(stack_frames(stack_cells[entry])) if entry in stack_cells else ""
+        return NodeRef(name, metric.column if metric else "", value, stack, result, label)
+
+    result_of = row_result(columns)
     for i, row in enumerate(rows):
         entry = entries[i] if i < len(entries) else str(i)
-        if stack_at is not None and entry not in stacks:
-            stacks[entry] = user_frame(stack_frames(row[stack_at]))
-        result = row_result(columns, row)
+        if stack_at is not None and entry not in stack_cells:
+            stack_cells[entry] = row[stack_at]
+        result = result_of(row)
         group.count(result)
         row_messages = messages(row[message_at]) if message_at is not None else []
         kinds.add(row_messages)
         value = as_float(row[metric_at]) if metric_at is not None else float("nan")
-        name = str(row[name_at])
-        ref = NodeRef(name, metric.column if metric else "", value, stacks.get(entry, ""), result, label)
         if group.first_divergence is None and diverges(result, row_messages):
-            group.first_divergence = ref
+            group.first_divergence = ref(entry, str(row[name_at]), value, result)
         if metric is None:
             if result not in (PASS, OTHER) and entry not in worst and len(worst) < WORST_SHOWN:
-                worst[entry] = ref
+                worst[entry] = (str(row[name_at]), value, result)
         elif metric.ranks(value) and (
-            entry not in worst or metric.badness(value) > metric.badness(worst[entry].value)
+            entry not in worst or metric.badness(value) > metric.badness(worst[entry][1])
         ):
-            worst[entry] = ref
+            worst[entry] = (str(row[name_at]), value, result)
     group.kinds = kinds.most_common(KINDS_SHOWN)
+    shown = list(worst.items())
     if metric is not None:
-        group.worst = sorted(worst.values(), key=lambda r: -metric.badness(r.value))[:WORST_SHOWN]
-    else:
-        group.worst = list(worst.values())
+        shown = sorted(shown, key=lambda item: -metric.badness(item[1][1]))[:WORST_SHOWN]
+    group.worst = [ref(entry, *row) for entry, row in shown]
     return group
 
 
