@@ -286,11 +286,13 @@ def announce_dashboard(client: Any) -> None:
 
 def _wait_while_workers(client: Any, futures: list[Any], address: str) -> None:
     """Wait for ``futures``; raise ClusterError once the cluster has had no worker (or no scheduler)
-    for WORKERLESS_SECONDS. A worker lost while others remain costs only its tasks, run again."""
+    for WORKERLESS_SECONDS (a worker counts once seen on two polls in a row). A worker lost while others
+    remain costs only its tasks, run again."""
     from distributed import wait
 
     workerless_since: float | None = None
     erred_before = False
+    polled: set[str] = set()
     while True:
         try:
             wait(futures, timeout=_POLL_SECONDS)
@@ -304,11 +306,14 @@ def _wait_while_workers(client: Any, futures: list[Any], address: str) -> None:
             raise RuntimeError(f"task {erred} failed, and its error could not be sent back")
         erred_before = bool(erred)
         try:
-            workers = len(client.nthreads())
+            workers = set(client.nthreads())
         except Exception:  # the scheduler is gone too
-            workers = 0
+            workers = set()
+        # a worker counts once it has lived from one poll to the next: a nanny's successors, each killed
+        # as it starts (out of memory at once), would otherwise keep the run waiting for ever
+        steady, polled = workers & polled, workers
         now = time.monotonic()
-        if workers:
+        if steady:
             workerless_since = None
         elif workerless_since is None:
             workerless_since = now
