@@ -179,15 +179,22 @@ def _chunk_elems(meta: dict[str, Any], itemsize: int) -> int | None:
     return chunk if plain and chunk > 0 and URL not in meta["attributes"][ATTRIBUTE] else None
 
 
+def _blosc() -> Any:
+    """numcodecs' blosc, its own threads off: dask's tasks are the parallelism, blosc's threads would
+    oversubscribe the workers."""
+    from numcodecs import blosc
+
+    blosc.use_threads = False
+    return blosc
+
+
 def _read_chunks(path: Path, itemsize: int, chunk: int, start: int, stop: int, out: np.ndarray) -> None:
     """Elements ``start:stop`` into ``out`` from the chunk files of an array of ``chunk``-element chunks. A
     missing chunk file is a chunk of zeros, the fill value: zarr writes none for a chunk all zeros.
 
     A chunk file is memory-mapped, its pages populated, and decompressed from the file's cached pages: a
     read would copy it into fresh memory first (4 GB of tensors: 2-3 s more CPU)."""
-    from numcodecs import blosc
-
-    blosc.use_threads = False  # dask's tasks are the parallelism: blosc's own threads would oversubscribe
+    blosc = _blosc()
     for index in range(start // chunk, (stop - 1) // chunk + 1):
         first = index * chunk
         lo, hi = max(start, first), min(stop, first + chunk)
@@ -221,9 +228,7 @@ def write_array(
     without its per-array cost (about 15 ms of CPU: its event loop, a comparison of every chunk with the
     fill value).
     """
-    from numcodecs import blosc
-
-    blosc.use_threads = False  # dask's tasks are the parallelism: blosc's own threads would oversubscribe
+    blosc = _blosc()
     size = int(np.prod(shape, dtype=np.int64))
     itemsize = element_size(element)
     chunk = max(1, min(size, CHUNK_BYTES // itemsize))
