@@ -49,7 +49,7 @@ from msprobe_dask.pipeline.part_match import (
     row_starts,
     wanted_rows,
 )
-from msprobe_dask.pipeline.part_scan import parse_part, part_count, scan_side
+from msprobe_dask.pipeline.part_scan import parse_part, part_count, rows_zlib, scan_side
 from msprobe_dask.pipeline.part_table import split_stacks, table_part
 from msprobe_dask.pipeline.task_graph import TaskGraph
 
@@ -79,11 +79,18 @@ def rank_file(
     npu_scan, *npu_spans = graph.call_many(scan_side, 1 + npu_n, npu_src, npu_n)
     bench_scan, *bench_spans = graph.call_many(scan_side, 1 + bench_n, bench_src, bench_n)
     scans = npu_scan, bench_scan
+    zlib_packed = rows_zlib(npu_src, bench_src)
     npu_rows, npu_keys = zip(
-        *(graph.call_many(parse_part, 2, scans[0], npu_spans[k], k, not hashed) for k in range(npu_n))
+        *(
+            graph.call_many(parse_part, 2, scans[0], npu_spans[k], k, not hashed, zlib_packed)
+            for k in range(npu_n)
+        )
     )
     bench_rows, bench_keys = zip(
-        *(graph.call_many(parse_part, 2, scans[1], bench_spans[j], j, not hashed) for j in range(bench_n))
+        *(
+            graph.call_many(parse_part, 2, scans[1], bench_spans[j], j, not hashed, zlib_packed)
+            for j in range(bench_n)
+        )
     )
     windows = tuple(bench_window(k, npu_n, bench_n) for k in range(npu_n))
     if hashed:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import marshal
 import math
-import os
 import sys
 from hashlib import blake2b
 from itertools import chain
@@ -29,7 +28,7 @@ from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.match.dtypes import dtypes_pairable
 from msprobe_dask.match.exact import compare_keys
 from msprobe_dask.pipeline.part_match import PlanCut, RankFacts, cut_part_plan, rank_facts
-from msprobe_dask.pipeline.part_scan import PartKeys, RowPart, SideScan
+from msprobe_dask.pipeline.part_scan import PartKeys, RowPart, SideScan, rank_bytes
 
 PARTITION_BYTES = 128 << 20
 """dump.json bytes (both sides) per hash partition: a rank of 1M entries a side (1.8 GB) has 14
@@ -39,8 +38,7 @@ partitions, whose tasks each hold the digests of about 500,000 rows; a rank unde
 def partition_count(npu_src: DumpSource, bench_src: DumpSource) -> int:
     """(Sized by the dump, not by its parts: every part sends each partition its rows' digests, so
     parts x partitions edges.)"""
-    size = sum(os.path.getsize(src.dump_json) for src in (npu_src, bench_src) if src.dump_json.is_file())
-    return max(1, math.ceil(size / PARTITION_BYTES))
+    return max(1, math.ceil(rank_bytes(npu_src, bench_src) / PARTITION_BYTES))
 
 
 def side_facts(npu_scan: SideScan, bench_scan: SideScan, npu_parts: int, *keys: PartKeys) -> tuple[Any, ...]:

@@ -79,40 +79,65 @@ def scan_side(source: DumpSource, parts: int) -> tuple[Any, ...]:
     return (SideScan(source, task, framework, md5_in_text, whole=False), *cut)
 
 
+ROWS_ZLIB_FROM_BYTES = 256 << 20
+"""A rank whose dump.json files (both sides) hold at least this many bytes sends its parts' rows
+zlib-compressed (level 1: 3.6x smaller), smaller ranks send them as they are. The process that schedules
+the tasks (dask's processes scheduler) holds every part until its table part has run: about 0.4 bytes
+per dump.json byte uncompressed, so 1.5 GB for a rank of 1M entries a side, against 0.4 GB compressed.
+Below it, compression is not worth its CPU: it cost a rank of 50,000 entries a side (75 MB) 0.9 s of its
+9 s (packing 0.78 -> 0.32 s, reading back 0.93 -> 0.46 s), to hold 30 MB rather than 9."""
+
+
+def rank_bytes(npu_src: DumpSource, bench_src: DumpSource) -> int:
+    """The size of a rank's two dump.json files (what sizes its parts' packing and its match's
+    partitions)."""
+    return sum(os.path.getsize(src.dump_json) for src in (npu_src, bench_src) if src.dump_json.is_file())
+
+
+def rows_zlib(npu_src: DumpSource, bench_src: DumpSource) -> bool:
+    """Whether a rank's parts send their rows zlib-compressed (``ROWS_ZLIB_FROM_BYTES``)."""
+    return rank_bytes(npu_src, bench_src) >= ROWS_ZLIB_FROM_BYTES
+
+
 class RowPart:
-    """A part's rows. They travel between processes as zlib-compressed marshal bytes (marshal: 2x cheaper
-    to make than a pickle; zlib at level 1: 4-5x smaller for 5% of the parse's time, and the process that
-    schedules the tasks holds every part until its table part has run), passed on undecoded by that
-    process; decoded once where used. Packed only when pickled: in threads of one process the rows are
-    handed on as they are (packing and decoding them again cost 8% of a rank's compare)."""
+    """A part's rows. They travel between processes as marshal bytes (2x cheaper to make than a
+    pickle), zlib-compressed for a big rank (``ROWS_ZLIB_FROM_BYTES``), passed on undecoded by the
+    process that schedules the tasks; decoded once where used. Packed only when pickled: in threads of
+    one process the rows are handed on as they are (packing and decoding them again cost 8% of a rank's
+    compare)."""
 
-    __slots__ = ("_packed", "_rows")
+    __slots__ = ("_packed", "_rows", "_zlib")
 
-    def __init__(self, packed: bytes | None, rows: tuple[LeafRow, ...] | None = None) -> None:
+    def __init__(
+        self, packed: bytes | None, rows: tuple[LeafRow, ...] | None = None, zlib_packed: bool = False
+    ) -> None:
         assert packed is not None or rows is not None
         self._packed = packed
         self._rows = rows
+        self._zlib = zlib_packed
 
     @classmethod
-    def of(cls, rows: tuple[LeafRow, ...]) -> RowPart:
-        return cls(None, rows)
+    def of(cls, rows: tuple[LeafRow, ...], zlib_packed: bool) -> RowPart:
+        return cls(None, rows, zlib_packed)
 
     @property
     def packed(self) -> bytes:
         if self._packed is None:
             assert self._rows is not None
-            self._packed = zlib.compress(marshal.dumps(list(map(tuple, self._rows))), 1)
+            packed = marshal.dumps(list(map(tuple, self._rows)))
+            self._packed = zlib.compress(packed, 1) if self._zlib else packed
         return self._packed
 
     @property
     def rows(self) -> tuple[LeafRow, ...]:
         if self._rows is None:
-            self._rows = tuple(map(LeafRow._make, marshal.loads(zlib.decompress(self.packed))))
+            packed = zlib.decompress(self.packed) if self._zlib else self.packed
+            self._rows = tuple(map(LeafRow._make, marshal.loads(packed)))
         return self._rows
 
     def __reduce__(self) -> tuple[Any, ...]:
         """(Only the bytes: a part received from another process holds only its bytes until used.)"""
-        return (RowPart, (self.packed,))
+        return (RowPart, (self.packed, None, self._zlib))
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,12 +166,15 @@ class PartKeys:
         return list(map(RowKey._make, marshal.loads(self.packed)))
 
 
-def parse_part(scan: SideScan, spans: EntryIndex, k: int, with_keys: bool) -> tuple[RowPart, PartKeys]:
-    """The rows of part ``k``, and what the match reads of them (``with_keys``: their key fields too)
-    (a DumpError names dump.json if an entry is not valid JSON)."""
+def parse_part(
+    scan: SideScan, spans: EntryIndex, k: int, with_keys: bool, zlib_packed: bool
+) -> tuple[RowPart, PartKeys]:
+    """The rows of part ``k`` (``zlib_packed``: compressed if they travel), and what the match reads of
+    them (``with_keys``: their key fields too) (a DumpError names dump.json if an entry is not valid
+    JSON)."""
     rare_collections_from_now()
     rows, has_md5 = _part_rows(scan, spans, k)
-    return RowPart.of(rows), PartKeys.of(rows, has_md5, with_keys)
+    return RowPart.of(rows, zlib_packed), PartKeys.of(rows, has_md5, with_keys)
 
 
 def _part_rows(scan: SideScan, spans: EntryIndex, k: int) -> tuple[tuple[LeafRow, ...], bool]:

@@ -96,7 +96,7 @@ def test_partitions_pair_the_rows_the_whole_match_pairs(seed: int, tmp_path: Pat
 
     parts = [*npu_parts, *bench_parts]
     facts, *starts = side_facts(*scans, len(npu_parts), *(PartKeys.of(p, False, False) for p in parts))
-    buckets = [key_part(RowPart.of(p), start, True, partitions) for p, start in zip(parts, starts)]
+    buckets = [key_part(RowPart.of(p, False), start, True, partitions) for p, start in zip(parts, starts)]
     found = [match_partition(facts, len(npu_parts), *(b[p] for b in buckets)) for p in range(partitions)]
     assert any(f[-1] for f in found) == any(j is None for _, j in whole)
     window = range(len(bench_parts) // 2, len(bench_parts) // 2 + 1)  # the other parts' partners: far
