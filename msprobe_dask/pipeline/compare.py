@@ -152,7 +152,9 @@ def _entry_bytes(entry: os.DirEntry[str]) -> int:
 
 def _sized(run: RunOptions | None, sources: Sequence[tuple[str, DumpSource, DumpSource]]) -> RunOptions:
     run = run or RunOptions()
-    return run if run.input_bytes else replace(run, input_bytes=_input_bytes(sources))
+    if run.input_bytes or not run.sized_by_input:
+        return run
+    return replace(run, input_bytes=_input_bytes(sources))
 
 
 def compare(

@@ -138,16 +138,14 @@ def pair_rows(npu: Side, bench: Side, cross_framework: bool, options: MatchOptio
 def tensor_jobs(pairs: list[RowPair], npu: Side, bench: Side) -> list[TensorJob]:
     """The two files to measure for each pair, or None where the reference reports 'unsupported'.
 
-    Every path is checked to stay inside its dump_tensor_data folder before anything is read.
+    Every path was checked to stay inside its dump_tensor_data folder as its side was parsed
+    (``Side.tensor_files``), before anything is read.
     """
-    from msprobe_dask.dump.tensor_file import resolve_data_file
-
     jobs: list[TensorJob] = []
-    npu_dir, bench_dir = npu.source.tensor_dir, bench.source.tensor_dir
+    npu_files, bench_files = npu.tensor_files, bench.tensor_files
     for pair in pairs:
         if pair.bench is None or NO_DATA_NAME in (pair.npu.data_name, pair.bench.data_name):
             jobs.append(None)
             continue
-        npu_file = resolve_data_file(npu_dir, pair.npu.data_name)
-        jobs.append((npu_file, resolve_data_file(bench_dir, pair.bench.data_name)))
+        jobs.append((npu_files[pair.npu.data_name], bench_files[pair.bench.data_name]))
     return jobs

@@ -104,6 +104,12 @@ class RunOptions:
     big_shared_results: bool = False
 
     @property
+    def sized_by_input(self) -> bool:
+        """Whether the size of the input (``input_bytes``) decides where the graph runs: only without
+        ``--scheduler`` and ``--workers`` (a caller may then skip sizing it)."""
+        return not self.address and not self.workers
+
+    @property
     def local_processes(self) -> int:
         """How many local worker processes run the graph (0: a cluster, or threads of this process)."""
         if self.address:

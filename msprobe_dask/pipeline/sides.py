@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,8 @@ class Side:
     has_md5: bool
     rows: tuple[LeafRow, ...]
     stacks: dict[str, list[str]] | None
+    # a tensor dump's files by data_name, each checked to stay inside dump_tensor_data (else empty)
+    tensor_files: dict[str, Path] = field(default_factory=dict)
 
     def keyed(self) -> MatchSide:
         return MatchSide(
@@ -87,21 +89,24 @@ def rows_of_text(path: Path, index: EntryIndex) -> tuple[LeafRow, ...] | None:
     return tuple(rows)
 
 
-def _check_data_names(source: DumpSource, rows: tuple[LeafRow, ...]) -> None:
-    """Refuse the dump if any data_name escapes its dump_tensor_data folder, before any file is read."""
+def _tensor_files(source: DumpSource, rows: tuple[LeafRow, ...]) -> dict[str, Path]:
+    """Each row's tensor file by its data_name; the dump is refused if any data_name escapes its
+    dump_tensor_data folder, before any file is read."""
     from msprobe_dask.dump.tensor_file import resolve_data_file
 
     tensor_dir = source.tensor_dir
+    files: dict[str, Path] = {}
     for row in rows:
-        if row.data_name != NO_DATA_NAME:
-            resolve_data_file(tensor_dir, row.data_name)
+        name = row.data_name
+        if name != NO_DATA_NAME and name not in files:
+            files[name] = resolve_data_file(tensor_dir, name)
+    return files
 
 
 def parse_side(source: DumpSource, with_stack: bool) -> Side:
     dump = load_dump(source)
     rows = rows_of(dump.entries.items(), source.is_debug, source.dump_json)
-    if dump.task == "tensor":
-        _check_data_names(source, rows)
+    files = _tensor_files(source, rows) if dump.task == "tensor" else {}
     stacks = None
     if with_stack and source.stack_json.is_file():
         stacks = load_stack(source.stack_json)
@@ -112,6 +117,7 @@ def parse_side(source: DumpSource, with_stack: bool) -> Side:
         has_md5=dump.has_md5,
         rows=rows,
         stacks=stacks,
+        tensor_files=files,
     )
 
 
