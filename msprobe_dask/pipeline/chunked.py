@@ -80,15 +80,16 @@ def rank_file(
     bench_scan, *bench_spans = graph.call_many(scan_side, 1 + bench_n, bench_src, bench_n)
     scans = npu_scan, bench_scan
     zlib_packed = rows_zlib(npu_src, bench_src)
+    # (a part's rows are nearly all of its parse: its readers take them from the whole, see call_many)
     npu_rows, npu_keys = zip(
         *(
-            graph.call_many(parse_part, 2, scans[0], npu_spans[k], k, not hashed, zlib_packed)
+            graph.call_many(parse_part, 2, scans[0], npu_spans[k], k, not hashed, zlib_packed, inline=(0,))
             for k in range(npu_n)
         )
     )
     bench_rows, bench_keys = zip(
         *(
-            graph.call_many(parse_part, 2, scans[1], bench_spans[j], j, not hashed, zlib_packed)
+            graph.call_many(parse_part, 2, scans[1], bench_spans[j], j, not hashed, zlib_packed, inline=(0,))
             for j in range(bench_n)
         )
     )
@@ -112,7 +113,8 @@ def rank_file(
     exports = [graph.call(export_rows, wanted[j], bench_rows[j]) for j in range(bench_n)]
     foreign = graph.call_many(gather_foreign, npu_n, npu_n, *exports)
     stacks = graph.call_many(split_stacks, npu_n, scans[0], *npu_spans)
-    firsts = graph.call_many(row_starts, npu_n, *plans)  # (where each part's rows go in the xlsx sheets)
+    # (where each part's rows go in the xlsx sheets: a number each, taken from the whole)
+    firsts = graph.call_many(row_starts, npu_n, *plans, inline=range(npu_n))
     written = begun = graph.call(begin_file, form, path, head)
     appended: list[Any] = []
     for k, window in enumerate(windows):
@@ -157,8 +159,8 @@ def _hashed_match(
         for p in range(partitions)
     ]
     head = graph.call(plan_head, facts, *(f[npu_n] for f in found))
-    cuts = [
-        graph.call_many(pairs_of_part, 2, facts, window, *(f[k] for f in found))
+    cuts = [  # (a part's runs are most of its cut: its table part takes them from the whole)
+        graph.call_many(pairs_of_part, 2, facts, window, *(f[k] for f in found), inline=(0,))
         for k, window in enumerate(windows)
     ]
     wanted = graph.call_many(

@@ -35,6 +35,17 @@ def test_calls_items_and_attributes_compute_as_plain_calls(scheduler: str) -> No
     assert value == 1 + 3 + 10 + 0 + 1 + 2 + 3
 
 
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "processes"])
+def test_inlined_items_have_no_task_of_their_own_and_compute_the_same(scheduler: str) -> None:
+    graph = TaskGraph()
+    items = graph.call_many(_split, 4, 4, inline=(0, 2))
+    (only,) = graph.call_many(_split, 1, 1)  # (the one item of a value: taken from it)
+    total = graph.call(_add, *items, only, graph.attr(graph.call(_pair, items[0], items[2]), "right"))
+    chain = graph.delayed(total)
+    assert sum(str(key).startswith("getitem") for key in chain.dask) == 2  # items 1 and 3
+    assert dask.compute(chain, scheduler=scheduler) == (0 + 1 + 2 + 3 + 0 + 2,)
+
+
 def test_a_chain_of_many_tasks_is_one_layer_and_runs() -> None:
     graph = TaskGraph()
     ref = graph.call(_add, 0)
