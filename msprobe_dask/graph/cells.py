@@ -83,6 +83,19 @@ def _summary_cell(v: Any) -> Any:
     return s + "\t" if s in SPECIAL_TEXTS else v
 
 
+def special_cell(v: Any) -> bool:
+    """v is nan, inf or -inf: a float, or a string such as 'Nan' or 'inf\\t' (the NaN/Inf checker reads
+    the max and min cells so)."""
+    t = v.__class__
+    if t is float:
+        return v - v != 0.0  # type: ignore[no-any-return]
+    if t is int:
+        return False
+    if isinstance(v, float):
+        return math.isinf(v) or math.isnan(v)
+    return isinstance(v, str) and v.strip().lower() in SPECIAL_TEXTS
+
+
 def rel_text(r: float) -> str:
     """``str(r) + '%'`` in its exported form: §7.6 rounds it to 6 decimals where it has more.
 
@@ -345,9 +358,13 @@ def pair_rows(
 class SummaryRules:
     """What the C summary compare (csrc/compare.c: stat_diffs, summary_pair) takes of the rules, by
     name, handed to it once when this module is imported: the definitions stay the Python ones. It
-    takes the pairs whose statistics are plain numbers (no NaN/Inf checker can flag their rows)."""
+    makes the cells of items whose statistics are plain numbers itself, and asks stats_of, cells_of
+    and special for the others'."""
 
     stat_diff: Callable[[Any, Any], tuple[Any, str, float | None]]  # one statistic's cells, in general
+    stats_of: Callable[[Mapping[str, Any]], tuple[Any, ...]]  # an item's statistics (_stats) ...
+    cells_of: Callable[[tuple[Any, ...]], tuple[Any, ...]]  # ... and their cells (_cells)
+    special: Callable[[Any], bool]  # a max or min cell the NaN/Inf checker reads as nan or inf
     exported_text: type  # the class of texts already in their exported form
     positional: tuple[float, float]  # POSITIONAL
     stats: tuple[str, ...]  # STATS
@@ -357,9 +374,9 @@ class SummaryRules:
     all_ignored: frozenset[str]  # APIs whose rows are not checked
     input_ignored: frozenset[str]  # APIs whose input rows are not checked
     limits: rules.Limits  # the checkers' numbers
-    # a row's messages, in the order graph/checks.py gives them: NormOutput, RequiresGrad, Scalar,
-    # DType, Shape (the per-row checkers but NaN/Inf) and the node-wide Tenfold
-    messages: tuple[str, str, str, str, str, str]
+    # a row's messages, in the order graph/checks.py gives them: NaN/Inf, NormOutput, RequiresGrad,
+    # Scalar, DType, Shape (the per-row checkers) and the node-wide Tenfold
+    messages: tuple[str, str, str, str, str, str, str]
     err_message: Callable[[list[str]], str]  # the Err_message cell of a row's messages
     results: tuple[str, str, str]  # the Result of pass, warning, error
     no_bench: tuple[str | None, ...]  # NO_BENCH
@@ -371,6 +388,9 @@ class SummaryRules:
 
 SUMMARY_RULES = SummaryRules(
     stat_diff=stat_diff,
+    stats_of=_stats,
+    cells_of=_cells,
+    special=special_cell,
     exported_text=ExportedText,
     positional=POSITIONAL,
     stats=STATS,
@@ -381,6 +401,7 @@ SUMMARY_RULES = SummaryRules(
     input_ignored=rules.INPUT_IGNORED_APIS,
     limits=rules.LIMITS,
     messages=(
+        rules.MSG_NAN_INF,
         rules.MSG_NORM_OUTPUT,
         rules.MSG_REQUIRES_GRAD,
         rules.MSG_SCALAR,

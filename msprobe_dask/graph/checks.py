@@ -3,7 +3,6 @@ Err_message, and the node's worst level. The rules' numbers and messages are jud
 
 from __future__ import annotations
 
-import math
 import re
 from operator import itemgetter
 from typing import Any
@@ -15,10 +14,10 @@ from msprobe_dask.graph.cells import (
     NORM_RATIO,
     OUTPUT_PART,
     QUIET,
-    SPECIAL_TEXTS,
     STRUCTURE,
     SUMMARY,
     TENSOR,
+    special_cell,
 )
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.judge import rules
@@ -74,18 +73,6 @@ def _min_over(rows: list[dict[str, Any]], key: str) -> float:
     return m
 
 
-def _special(v: Any) -> bool:
-    """v is nan, inf or -inf: a float, or a string such as 'Nan' or 'inf\\t'."""
-    t = v.__class__
-    if t is float:
-        return v - v != 0.0
-    if t is int:
-        return False
-    if isinstance(v, float):
-        return math.isinf(v) or math.isnan(v)
-    return isinstance(v, str) and v.strip().lower() in SPECIAL_TEXTS
-
-
 _NO_MD5 = ("N/A", "Nan", "")
 
 
@@ -106,12 +93,12 @@ def _row_messages(
     r: dict[str, Any], out: bool, selected: bool, ignore: str, merge: bool, relerr: bool
 ) -> list[str]:
     """The messages of checkers 1, 2 (summary RelativeErr), 3, 4, 5 and 6 for one row, in order (the
-    order of cells.SUMMARY_RULES.messages, for the rows the C summary compare takes)."""
+    order of cells.SUMMARY_RULES.messages, for the summary rows the C summary compare makes)."""
     msgs = []
     nd, bd = r["NPU Dtype"], r["Bench Dtype"]
     if selected:
-        if (_special(r["NPU max"]) or _special(r["NPU min"])) and not (
-            _special(r["Bench max"]) or _special(r["Bench min"])
+        if (special_cell(r["NPU max"]) or special_cell(r["NPU min"])) and not (
+            special_cell(r["Bench max"]) or special_cell(r["Bench min"])
         ):
             msgs.append(MSG_NAN_INF)
     if relerr and out:

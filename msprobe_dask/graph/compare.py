@@ -133,7 +133,7 @@ def compare_pair(
     native = speedups.native
     level = None
     if native is not None and mode == SUMMARY and not merge:
-        # all of it in C when every item has a partner and plain statistics (else None, nothing changed)
+        # all of it in C when every item has a partner (else None, nothing changed)
         level = native.summary_pair(npu.input_data, npu.output_data, bench.input_data, bench.output_data)
     if level is None:
         rows = pair_rows(npu, bench, mode, measure)

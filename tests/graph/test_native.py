@@ -252,7 +252,8 @@ _PLAIN = st.floats(-1e6, 1e6) | st.sampled_from([0.0, 1e-9, 2.0**40, 7.25])
 _STATS = (
     st.tuples(*[_PLAIN] * 4)
     | st.tuples(*[st.integers(-3, 3)] * 4)
-    | st.tuples(*[_NUMBERS] * 4)  # mixed, nan and inf: the Python path
+    | st.tuples(*[_NUMBERS] * 4)  # mixed, nan and inf
+    | st.tuples(*[_STAT] * 4)  # None, texts, bools, long ints (the C code asks cells.py for their cells)
 )
 _ROW = st.tuples(st.sampled_from(["input", "output"]), _STATS, _EXTRA | st.just({}))
 _APIS = st.sampled_from(
@@ -315,6 +316,20 @@ def test_summary_pair_takes_flagged_pairs_itself() -> None:
 _SCALAR = {"dtype": "<class 'float'>", "shape": "[]"}
 
 
+def _taken_as_python(npu: Node, bench: Node, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C summary compare takes the pair, and compares it as the Python path does."""
+
+    def compared() -> Any:
+        n, b = copy.deepcopy(npu), copy.deepcopy(bench)
+        compare_pair(n, b, SUMMARY)
+        return _shape((n.precision, n.input_data, n.output_data))
+
+    n, b = copy.deepcopy(npu), copy.deepcopy(bench)
+    assert NATIVE.summary_pair(n.input_data, n.output_data, b.input_data, b.output_data) is not None
+    with_c, python = _both(monkeypatch, compared)
+    assert with_c == python
+
+
 @needs_native
 @pytest.mark.parametrize(
     ("api", "npu_extra", "bench_extra"),
@@ -336,16 +351,30 @@ def test_summary_pair_flags_as_python(
     """Each checker's conditions the C summary compare reads, on pairs it takes itself."""
     npu = _node(api, [("input", (2.0, -1.0, 0.5, 3.0), npu_extra), ("output", (4.0, 1.0, 2.0, 9.0), {})])
     bench = _node(api, [("input", (2.5, -1.0, 0.5, 3.0), bench_extra), ("output", (4.0, 1.0, 2.0, 9.5), {})])
+    _taken_as_python(npu, bench, monkeypatch)
 
-    def compared() -> Any:
-        n, b = copy.deepcopy(npu), copy.deepcopy(bench)
-        compare_pair(n, b, SUMMARY)
-        return _shape((n.precision, n.input_data, n.output_data))
 
-    n, b = copy.deepcopy(npu), copy.deepcopy(bench)
-    assert NATIVE.summary_pair(n.input_data, n.output_data, b.input_data, b.output_data) is not None
-    with_c, python = _both(monkeypatch, compared)
-    assert with_c == python
+@needs_native
+@pytest.mark.parametrize(
+    ("npu_stats", "bench_stats"),
+    [
+        ((math.inf, -1.0, 0.5, 3.0), (2.0, -1.0, 0.5, 3.0)),  # NaN/Inf: the NPU's only
+        ((math.nan, -1.0, 0.5, 3.0), (math.inf, -1.0, 0.5, 3.0)),  # ... not when the Bench has one too
+        ((None, None, None, None), (None, None, None, None)),  # an argument given as None
+        (("True", "False", None, None), ("True", "True", None, None)),  # a bool tensor
+        (("inf", "-1", "0", "1"), ("2", "-1", "0", "1")),  # texts read as nan or inf
+        ((3, 0, 1.5, 10**30), (3, 1, 1.5, 2.0)),  # ints and floats
+        ((True, False, 0.5, 1), (True, True, 0.5, 1)),
+    ],
+)
+def test_summary_pair_takes_statistics_that_are_not_plain_numbers(
+    npu_stats: tuple[Any, ...], bench_stats: tuple[Any, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Their cells from cells.py (SummaryRules.stats_of, cells_of, special), the checks in C."""
+    api = "Functional.linear.0.forward"
+    npu = _node(api, [("input", npu_stats, {}), ("output", (4.0, 1.0, 2.0, 9.0), {})])
+    bench = _node(api, [("input", bench_stats, {}), ("output", (4.0, 1.0, 2.0, 9.5), {})])
+    _taken_as_python(npu, bench, monkeypatch)
 
 
 @needs_native
@@ -408,7 +437,7 @@ def test_the_summary_compare_takes_its_numbers_and_messages_from_python(
     Python checkers do with them, so no number or message of the rules is written in C. The Bench
     items may differ in dtype, shape, requires_grad and name (``bench_extras``)."""
     limits = rules.Limits(small_input_norm=0.6, big_output_norm=0.05, tenfold=1.5, output_norm_over_zero=0.01)
-    names = ("NORM_OUTPUT", "REQUIRES_GRAD", "SCALAR", "DTYPE", "SHAPE", "NORM_TENFOLD")
+    names = ("NAN_INF", "NORM_OUTPUT", "REQUIRES_GRAD", "SCALAR", "DTYPE", "SHAPE", "NORM_TENFOLD")
     messages = tuple(f"trial {name}" for name in names)
     npu = _node(api, npu_rows)
     bench = _node(

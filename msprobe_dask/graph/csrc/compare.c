@@ -1,5 +1,5 @@
 /* The summary compare of a node pair (graph/cells.py: _diffs, summary_row; checks.py: check_rows;
- * compare.py: write_back) whose statistics are plain numbers. Its rules, texts and numbers are
+ * compare.py: write_back) whose items all have partners. Its rules, texts and numbers are
  * graph/cells.py's SUMMARY_RULES, handed once by configure_summary(rules) and read by name: none is
  * written here. Over 400 lines: the rules' intake, the diffs and the checkers share those rules (R)
  * and the pair's cells. */
@@ -7,13 +7,13 @@
 
 #define MAX_GROUPS 8 /* state groups (cells.STATE_GROUPS has 4) */
 #define MAX_STATES 16
-#define N_MESSAGES 6 /* SummaryRules.messages: NormOutput, RequiresGrad, Scalar, DType, Shape, Tenfold */
-enum { NORM_OUTPUT = 1, REQUIRES_GRAD = 2, SCALAR = 4, DTYPE = 8, SHAPE = 16, TENFOLD = 32, ROW_ERRORS = 31 };
+#define N_MESSAGES 7 /* SummaryRules.messages: NaN/Inf, NormOutput, RequiresGrad, Scalar, DType, Shape, Tenfold */
+enum { NAN_INF = 1, NORM_OUTPUT = 2, REQUIRES_GRAD = 4, SCALAR = 8, DTYPE = 16, SHAPE = 32, TENFOLD = 64, ROW_ERRORS = 63 };
 
 /* cells.SUMMARY_RULES (see SummaryRules) */
 static struct {
     PyObject *rules; /* held: holds the objects below */
-    PyObject *stat_diff, *exported_text, *all_ignored, *input_ignored, *output_part, *err_message, *no_bench;
+    PyObject *stat_diff, *stats_of, *cells_of, *special, *exported_text, *all_ignored, *input_ignored, *output_part, *err_message, *no_bench;
     PyObject *fused, *no_npu, *not_a_tensor, *scalar_shape;
     PyObject *messages[N_MESSAGES], *results[3], *stats[4], *written[N_WRITTEN], *states[MAX_STATES];
     PyObject *texts[1 << N_MESSAGES]; /* err_message of each set of messages (held), made when first met */
@@ -62,6 +62,9 @@ static void release(void) {
     Py_XDECREF(R.not_a_tensor);
     Py_XDECREF(R.scalar_shape);
     Py_XDECREF(R.stat_diff);
+    Py_XDECREF(R.stats_of);
+    Py_XDECREF(R.cells_of);
+    Py_XDECREF(R.special);
     Py_XDECREF(R.exported_text);
     Py_XDECREF(R.all_ignored);
     Py_XDECREF(R.input_ignored);
@@ -74,7 +77,9 @@ static void release(void) {
 PyObject *configure_summary(PyObject *self, PyObject *rules) {
     release();
     PyObject *positional = NULL, *limits = NULL, *groups = NULL;
-    if ((R.stat_diff = rule(rules, "stat_diff")) == NULL || (R.exported_text = rule(rules, "exported_text")) == NULL ||
+    if ((R.stat_diff = rule(rules, "stat_diff")) == NULL || (R.stats_of = rule(rules, "stats_of")) == NULL ||
+        (R.cells_of = rule(rules, "cells_of")) == NULL || (R.special = rule(rules, "special")) == NULL ||
+        (R.exported_text = rule(rules, "exported_text")) == NULL ||
         (R.all_ignored = rule(rules, "all_ignored")) == NULL ||
         (R.input_ignored = rule(rules, "input_ignored")) == NULL ||
         (R.output_part = rule(rules, "output_part")) == NULL || (positional = rule(rules, "positional")) == NULL ||
@@ -84,7 +89,8 @@ PyObject *configure_summary(PyObject *self, PyObject *rules) {
         (R.scalar_shape = rule(rules, "scalar_shape")) == NULL ||
         (limits = rule(rules, "limits")) == NULL || (groups = rule(rules, "state_groups")) == NULL)
         goto fail;
-    if (!PyCallable_Check(R.stat_diff) || !PyType_Check(R.exported_text) || !PyAnySet_Check(R.all_ignored) ||
+    if (!PyCallable_Check(R.stat_diff) || !PyCallable_Check(R.stats_of) || !PyCallable_Check(R.cells_of) ||
+        !PyCallable_Check(R.special) || !PyType_Check(R.exported_text) || !PyAnySet_Check(R.all_ignored) ||
         !PyAnySet_Check(R.input_ignored) || !PyUnicode_CheckExact(R.output_part) || !PyCallable_Check(R.err_message) ||
         !PyTuple_Check(R.no_bench) || !PyTuple_Check(R.fused) || !PyUnicode_CheckExact(R.no_npu) ||
         !PyUnicode_CheckExact(R.not_a_tensor) || !PyUnicode_CheckExact(R.scalar_shape) ||
@@ -301,24 +307,17 @@ static int grouped(PyObject *in, PyObject *out, PyObject *groups[MAX_GROUPS][MAX
     return DONE;
 }
 
-/* the four statistics of an item: all exact floats with a finite sum, or all exact ints (what
- * cells._cells leaves as they are); 1 as ints, 2 as floats, 0 otherwise */
+/* the four statistics of an item: each an exact int or a finite exact float (what cells._cells leaves
+ * as they are, and what no NaN/Inf checker flags); 1 if so, 0 otherwise */
 static int plain_stats(PyObject *item, PyObject *stats[4]) {
-    int ints = 0, floats = 0;
-    double total = 0.0;
     for (int i = 0; i < 4; i++) {
         stats[i] = PyDict_GetItemWithError(item, R.stats[i]);
         if (stats[i] == NULL)
             return PyErr_Occurred() ? -1 : 0;
-        if (PyFloat_CheckExact(stats[i])) {
-            floats++;
-            total += PyFloat_AS_DOUBLE(stats[i]);
-        } else if (PyLong_CheckExact(stats[i]))
-            ints++;
+        if (!(PyLong_CheckExact(stats[i]) || (PyFloat_CheckExact(stats[i]) && isfinite(PyFloat_AS_DOUBLE(stats[i])))))
+            return 0;
     }
-    if (ints == 4)
-        return 1;
-    return floats == 4 && isfinite(total) ? 2 : 0;
+    return 1;
 }
 
 /* Python's ``a op b`` taken as a truth: 1, 0, or -1 on error; a or b NULL: missing (None). Two str
@@ -358,9 +357,9 @@ static PyObject *get(PyObject *item, PyObject *key) { /* item.get(key), borrowed
     if (var == NULL && PyErr_Occurred())                                                                         \
         return -1;
 
-/* which per-row checkers of checks._row_messages flag the row (r->flags, r->no_bench), before the
- * node's ignore class: 1, 0 for the Python path, or -1 on error */
-static int row_flags(Row *r, PyObject *ns[4], PyObject *bs[4]) {
+/* which per-row checkers of checks._row_messages but NaN/Inf flag the row (r->flags, r->no_bench), before
+ * the node's ignore class, nc and bc its statistics' cells: 1, 0 for the Python path, or -1 on error */
+static int row_flags(Row *r, PyObject *nc[4], PyObject *bc[4]) {
     GET(rg, r->n, str_requires_grad)
     GET(brg, r->b, str_requires_grad)
     GET(dtype, r->n, str_dtype)
@@ -379,7 +378,7 @@ static int row_flags(Row *r, PyObject *ns[4], PyObject *bs[4]) {
     /* Scalar: str dtypes both not of a tensor, a scalar's shape and another max */
     if (dtype != NULL && bdtype != NULL && PyUnicode_Check(dtype) && PyUnicode_Check(bdtype) &&
         (t = holds(dtype, R.not_a_tensor)) > 0 && (t = holds(bdtype, R.not_a_tensor)) > 0 &&
-        (t = compared(shape, R.scalar_shape, Py_EQ)) > 0 && (t = compared(ns[0], bs[0], Py_NE)) > 0)
+        (t = compared(shape, R.scalar_shape, Py_EQ)) > 0 && (t = compared(nc[0], bc[0], Py_NE)) > 0)
         r->flags |= SCALAR;
     if (t < 0)
         return -1;
@@ -412,39 +411,91 @@ static int row_flags(Row *r, PyObject *ns[4], PyObject *bs[4]) {
     return 1;
 }
 
-/* a summary row (cells.summary_row) of a pair of items whose statistics are plain numbers: its cells
- * and checkers' flags; 1 made, 0 other statistics (the Python path), -1 error */
-static int plain_row(Row *r) {
-    PyObject *ns[4], *bs[4];
-    int nk = plain_stats(r->n, ns), bk = plain_stats(r->b, bs);
-    if (nk <= 0 || bk <= 0)
-        return nk < 0 || bk < 0 ? -1 : 0;
+/* the four values of rules.<f>(x) (a 4-tuple, held in *held) into v; -1 on error */
+static int four(PyObject *f, PyObject *x, PyObject **held, PyObject *v[4]) {
+    *held = PyObject_CallOneArg(f, x);
+    if (*held == NULL)
+        return -1;
+    if (!PyTuple_Check(*held) || PyTuple_GET_SIZE(*held) != 4) {
+        PyErr_SetString(PyExc_TypeError, "configure_summary: stats_of and cells_of must give 4-tuples");
+        return -1;
+    }
+    for (int i = 0; i < 4; i++)
+        v[i] = PyTuple_GET_ITEM(*held, i);
+    return 0;
+}
+
+/* rules.special(a) or rules.special(b): 1, 0, or -1 on error */
+static int special_either(PyObject *a, PyObject *b) {
+    PyObject *x[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        PyObject *t = PyObject_CallOneArg(R.special, x[i]);
+        int truth = t != NULL ? PyObject_IsTrue(t) : -1;
+        Py_XDECREF(t);
+        if (truth != 0)
+            return truth;
+    }
+    return 0;
+}
+
+/* the NPU and Bench statistics (ns, bs: cells._stats) of a row's items whose statistics are not all
+ * plain numbers, their cells (nc, bc: cells._cells) and whether the NaN/Inf checker flags it; the
+ * four tuples are held in held[]: 0, or -1 on error */
+static int general_cells(Row *r, PyObject *ns[4], PyObject *bs[4], PyObject *nc[4], PyObject *bc[4], PyObject *held[4]) {
+    if (four(R.stats_of, r->n, &held[0], ns) < 0 || four(R.stats_of, r->b, &held[1], bs) < 0 ||
+        four(R.cells_of, held[0], &held[2], nc) < 0 || four(R.cells_of, held[1], &held[3], bc) < 0)
+        return -1;
+    int npu = special_either(nc[0], nc[1]), bench = npu > 0 ? special_either(bc[0], bc[1]) : 0;
+    if (npu < 0 || bench < 0)
+        return -1;
+    if (npu && !bench)
+        r->flags |= NAN_INF;
+    return 0;
+}
+
+/* a summary row (cells.summary_row) of a pair of items: its cells and checkers' flags; items whose
+ * statistics are plain numbers here, the others' statistics and cells by the rules' stats_of and
+ * cells_of; 1 made, 0 for the Python path, -1 error */
+static int pair_row(Row *r) {
+    PyObject *ns[4], *bs[4], *nc[4], *bc[4], *held[4] = {NULL, NULL, NULL, NULL};
+    int rc = -1, nk = plain_stats(r->n, ns), bk = nk > 0 ? plain_stats(r->b, bs) : 0;
+    if (nk < 0 || bk < 0)
+        return -1;
+    if (nk && bk) { /* (their own cells) */
+        memcpy(nc, ns, sizeof(nc));
+        memcpy(bc, bs, sizeof(bc));
+    } else if (general_cells(r, ns, bs, nc, bc, held) < 0) {
+        goto done;
+    }
     PyObject *rg = get(r->n, str_requires_grad);
     if (rg == NULL && PyErr_Occurred())
-        return -1;
+        goto done;
     PyObject *brg = get(r->b, str_requires_grad);
     if (brg == NULL && PyErr_Occurred())
-        return -1;
+        goto done;
     PyObject *rg_same = PyObject_RichCompare(rg ? rg : Py_None, brg ? brg : Py_None, Py_EQ);
     if (rg_same == NULL)
-        return -1;
+        goto done;
     r->cells[8] = rg_same;
-    int flagged = row_flags(r, ns, bs);
-    if (flagged <= 0)
-        return flagged;
+    if ((rc = row_flags(r, nc, bc)) <= 0)
+        goto done;
+    rc = -1;
     PyObject *ratio = NULL;
     for (int i = 0; i < 4; i++) {
         Py_XDECREF(ratio);
         ratio = NULL;
         if (diff_cells(ns[i], bs[i], &r->cells[i], &r->cells[4 + i], &ratio) < 0)
-            return -1;
+            goto done;
     }
     r->has_ratio = ratio != Py_None;
     r->ratio = r->has_ratio ? PyFloat_AsDouble(ratio) : NAN;
     Py_DECREF(ratio);
-    if (r->has_ratio && r->ratio == -1.0 && PyErr_Occurred())
-        return -1;
-    return DONE;
+    if (!(r->has_ratio && r->ratio == -1.0 && PyErr_Occurred()))
+        rc = DONE;
+done:
+    for (int i = 0; i < 4; i++)
+        Py_XDECREF(held[i]);
+    return rc;
 }
 
 /* the Err_message cell of a set of messages (bits of N_MESSAGES), borrowed: made by the rules'
@@ -490,9 +541,8 @@ static int ignore_class(Row *rows, int n) {
 }
 
 /* summary_pair(npu_in, npu_out, bench_in, bench_out) -> the node's worst level (0, 1, 2), its items
- * given their compare cells: compare_pair in summary mode (not merged) when every item has a partner
- * and plain numbers for statistics on both sides (plain_stats), else None (the Python path, nothing
- * changed). */
+ * given their compare cells: compare_pair in summary mode (not merged) when every item has a partner,
+ * else None (the Python path, nothing changed). */
 PyObject *summary_pair(PyObject *self, PyObject *args) {
     PyObject *npu_in, *npu_out, *bench_in, *bench_out;
     if (!PyArg_ParseTuple(args, "OOOO", &npu_in, &npu_out, &bench_in, &bench_out) || summary_configured() < 0)
@@ -523,7 +573,7 @@ PyObject *summary_pair(PyObject *self, PyObject *args) {
             if (at == -2)
                 goto done;
             r->out = at >= 0;
-            if ((rc = plain_row(r)) <= 0)
+            if ((rc = pair_row(r)) <= 0)
                 goto unhandled_or_error;
         }
     }
@@ -557,8 +607,8 @@ PyObject *summary_pair(PyObject *self, PyObject *args) {
         if (ignore != 2) {
             if (relerr && r->out && r->has_ratio && fabs(r->ratio) > R.big_output_norm)
                 mask |= NORM_OUTPUT;
-            if ((ignore != 1 || r->out) && !r->no_bench)
-                mask |= r->flags & (REQUIRES_GRAD | DTYPE | SHAPE);
+            if (ignore != 1 || r->out)
+                mask |= r->flags & (r->no_bench ? NAN_INF : NAN_INF | REQUIRES_GRAD | DTYPE | SHAPE);
             if (ignore == 0 && !r->out)
                 mask |= r->flags & SCALAR;
             if (warn && i == first_out)
