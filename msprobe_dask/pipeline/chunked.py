@@ -53,6 +53,10 @@ from msprobe_dask.pipeline.part_scan import parse_part, part_count, rows_zlib, s
 from msprobe_dask.pipeline.part_table import split_stacks, table_part
 from msprobe_dask.pipeline.task_graph import TaskGraph
 
+_ROWS = {"inline": (0,), "apart": (1,)}
+"""A part's parse: its rows are nearly all of it, its keys are read with every other part's by the match
+(TaskGraph.call_many)."""
+
 TABLES_AHEAD = 3
 """A table part runs once the append ``TABLES_AHEAD`` parts before it is done (a dependency of the graph,
 so on every scheduler): at most this many table parts' results (each part's file bytes) wait for their
@@ -68,10 +72,12 @@ def rank_file(
     path: Path,
     tolerance: Tolerance | None,
     form: CsvForm = CSV,
+    shared: bool = True,
 ) -> Any:
     """The Delayed that compares one rank into ``path``, a csv or xlsx by ``form`` (its value: a
-    WrittenRank)."""
-    graph = TaskGraph()
+    WrittenRank); ``shared``: where it runs, tasks' values reach their readers without passing through
+    the process that schedules (see TaskGraph.call_many)."""
+    graph = TaskGraph(shared)
     npu_n, bench_n = part_count(npu_src), part_count(bench_src)
     hashed = match == MatchOptions()  # the default match, cut into hash partitions (part_keys.py)
     # each side scanned in its own task (a SideScan, then each part's spans), so that on a cluster the
@@ -80,16 +86,15 @@ def rank_file(
     bench_scan, *bench_spans = graph.call_many(scan_side, 1 + bench_n, bench_src, bench_n)
     scans = npu_scan, bench_scan
     zlib_packed = rows_zlib(npu_src, bench_src)
-    # (a part's rows are nearly all of its parse: its readers take them from the whole, see call_many)
     npu_rows, npu_keys = zip(
         *(
-            graph.call_many(parse_part, 2, scans[0], npu_spans[k], k, not hashed, zlib_packed, inline=(0,))
+            graph.call_many(parse_part, 2, scans[0], npu_spans[k], k, not hashed, zlib_packed, **_ROWS)
             for k in range(npu_n)
         )
     )
     bench_rows, bench_keys = zip(
         *(
-            graph.call_many(parse_part, 2, scans[1], bench_spans[j], j, not hashed, zlib_packed, inline=(0,))
+            graph.call_many(parse_part, 2, scans[1], bench_spans[j], j, not hashed, zlib_packed, **_ROWS)
             for j in range(bench_n)
         )
     )
@@ -111,7 +116,8 @@ def rank_file(
         )
         plans, wanted = cut[:npu_n], cut[npu_n:]
     exports = [graph.call(export_rows, wanted[j], bench_rows[j]) for j in range(bench_n)]
-    foreign = graph.call_many(gather_foreign, npu_n, npu_n, *exports)
+    # (the partners found outside the windows: in dumps far apart, nearly every row of the side)
+    foreign = graph.call_many(gather_foreign, npu_n, npu_n, *exports, apart=range(npu_n))
     stacks = graph.call_many(split_stacks, npu_n, scans[0], *npu_spans)
     # (where each part's rows go in the xlsx sheets: a number each, taken from the whole)
     firsts = graph.call_many(row_starts, npu_n, *plans, inline=range(npu_n))
@@ -152,7 +158,10 @@ def _hashed_match(
     npu_n, parts = len(windows), len(rows)
     facts, *starts = graph.call_many(side_facts, 1 + parts, *scans, npu_n, *keys)
     buckets = [
-        graph.call_many(key_part, partitions, rows[i], starts[i], renumber, partitions) for i in range(parts)
+        graph.call_many(
+            key_part, partitions, rows[i], starts[i], renumber, partitions, apart=range(partitions)
+        )
+        for i in range(parts)
     ]
     found = [
         graph.call_many(match_partition, npu_n + 1, facts, npu_n, *(b[p] for b in buckets))

@@ -230,6 +230,7 @@ def compare_to_files(
                         paths[i],
                         summary_tolerance,
                         XLSX if xlsx else CSV,
+                        run.shares_results,
                     )
                     for i in streamed
                 ]

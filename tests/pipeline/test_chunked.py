@@ -150,8 +150,9 @@ def test_parts_of_one_entry_in_any_order_write_the_whole_tables_bytes(
     monkeypatch.setattr(part_scan, "ROWS_ZLIB_FROM_BYTES", 0 if zlib_packed else 1 << 62)
     shuffled = random.Random(f"{case}{scheduler}")
     monkeypatch.setattr(dask.local, "order", lambda dsk: {key: shuffled.random() for key in dsk})
+    shared = scheduler != "processes"  # (as compare_to_files lays it out: RunOptions.shares_results)
     graphs = [
-        chunked.rank_file(label, a, b, match, tmp_path / f"parts{i}.csv", Tolerance())
+        chunked.rank_file(label, a, b, match, tmp_path / f"parts{i}.csv", Tolerance(), shared=shared)
         for i, (label, a, b) in enumerate(sources)
     ]
     assert all(part_scan.part_count(a) >= _entries(a.dump_json) for _, a, _ in sources)

@@ -46,6 +46,19 @@ def test_inlined_items_have_no_task_of_their_own_and_compute_the_same(scheduler:
     assert dask.compute(chain, scheduler=scheduler) == (0 + 1 + 2 + 3 + 0 + 2,)
 
 
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "processes"])
+def test_a_graph_not_shared_takes_every_item_but_those_apart_from_its_whole(scheduler: str) -> None:
+    graph = TaskGraph(shared=False)
+    items = graph.call_many(_split, 4, 4, apart=(3,))
+    pair = graph.call(_pair, items[0], items[1])
+    total = graph.call(_add, *items, graph.attr(pair, "right"))
+    chain = graph.delayed(total)
+    assert [str(key).split("-")[0] for key in chain.dask if str(key).startswith(("getitem", "getattr"))] == [
+        "getitem"
+    ]
+    assert dask.compute(chain, scheduler=scheduler) == (0 + 1 + 2 + 3 + 1,)
+
+
 def test_a_chain_of_many_tasks_is_one_layer_and_runs() -> None:
     graph = TaskGraph()
     ref = graph.call(_add, 0)
