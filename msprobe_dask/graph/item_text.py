@@ -16,7 +16,8 @@ import orjson
 from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PARAMETERS_GRAD, PROCESS_GROUP
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.items import ITEM_KEYS, RANK_PARAMS, SHAPED_KINDS
-from msprobe_dask.graph.jsontext import dumps, float_text
+from msprobe_dask.graph.jsontext import dumps
+from msprobe_dask.metrics.float_repr import float_repr
 
 try:
     from operator import call  # Python 3.11
@@ -173,7 +174,7 @@ def _other_text(v: Any) -> str:
 
 # the JSON-ready exported text of a value, by its class; a class missing here takes _other_text
 _JSON_TEXT: dict[type, Callable[[Any], str]] = {
-    float: float_text,  # digits, '.', 'e', '+', '-', 'inf', 'nan': always JSON-ready
+    float: float_repr,  # digits, '.', 'e', '+', '-', 'inf', 'nan': always JSON-ready
     str: _Texts(_str_text, 1 << 12).__getitem__,
     ExportedText: str.__str__,
     list: _list_text,

@@ -6,6 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from msprobe_dask.metrics.float_repr import float_reprs
+
 NA = "N/A"
 
 _NAN, _INF, _NEG_INF, _NUM, _DEVICE, _NA, _OTHER = "nan", "inf", "-inf", "num", "device", "na", "other"
@@ -54,9 +56,12 @@ def stat_diff(npu: Any, bench: Any) -> tuple[Any, str]:
 
 
 def stat_diffs(npus: Sequence[Any], benches: Sequence[Any]) -> tuple[list[Any], list[str]]:
-    """``stat_diff`` of each pair of one statistic's column: the diffs and the relative errors."""
+    """``stat_diff`` of each pair of one statistic's column: the diffs and the relative errors (the
+    relative errors of two finite floats printed at the end by one ``float_reprs``)."""
     diffs: list[Any] = []
-    rels: list[str] = []
+    rels: list[Any] = []
+    ratios: list[float] = []  # the relative errors to print, at ``at`` in ``rels``
+    at: list[int] = []
     isfinite, copysign = math.isfinite, math.copysign
     for npu, bench in zip(npus, benches):
         if npu.__class__ is float and bench.__class__ is float and isfinite(npu) and isfinite(bench):
@@ -68,11 +73,18 @@ def stat_diffs(npus: Sequence[Any], benches: Sequence[Any]) -> tuple[list[Any], 
                 continue
             diff = npu - bench
             diffs.append(diff)
-            rels.append("inf" if bench == 0 else f"{abs(diff / bench * 100)}%")
+            if bench == 0:
+                rels.append("inf")
+            else:
+                at.append(len(rels))
+                rels.append(None)
+                ratios.append(abs(diff / bench * 100))
         else:
             diff, rel = stat_diff_by_kind(npu, bench)
             diffs.append(diff)
             rels.append(rel)
+    for i, text in zip(at, float_reprs(ratios)):
+        rels[i] = text + "%"
     return diffs, rels
 
 

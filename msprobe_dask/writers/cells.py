@@ -7,9 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
-from msprobe_dask.graph.jsontext import FLOAT_DUMPS_RANGE
+from msprobe_dask.metrics.float_repr import float_reprs
 
 FORMULA_START = "＋－＝％＠+-=%@"
 _FORMULA = re.compile(f"^[{re.escape(FORMULA_START)}]|;[{re.escape(FORMULA_START)}]")
@@ -30,11 +28,8 @@ def float_text(value: float) -> str:
 
 
 def float_texts(values: Sequence[float]) -> list[str]:
-    """``float_text`` of each of ``values`` (of class float): where orjson writes repr's text
-    (``FLOAT_DUMPS_RANGE``), made by one orjson call for them all (a third of repr's cost)."""
-    lo, hi = FLOAT_DUMPS_RANGE
-    dumped = orjson.dumps(values).decode().strip("[]").split(",")
-    return [d if lo <= x < hi or -hi < x <= -lo else float_text(x) for x, d in zip(values, dumped)]
+    """``float_text`` of each of ``values`` (of class float): a finite one's is its ``float_reprs``."""
+    return [text if x - x == 0 else float_text(x) for x, text in zip(values, float_reprs(values))]
 
 
 def _parses_as_float(text: str) -> bool:

@@ -1,4 +1,4 @@
-"""dump/fastjson.py and graph/jsontext.float_text: orjson's speed, json's and repr's answers."""
+"""dump/fastjson.py and metrics/float_repr.py: orjson's speed, json's and repr's answers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from msprobe_dask.dump.fastjson import has_long_integer, loads
-from msprobe_dask.graph.jsontext import float_text
+from msprobe_dask.metrics.float_repr import float_repr, float_reprs
 
 
 def _same_as_json(text: str) -> None:
@@ -68,13 +68,16 @@ def test_loads_matches_json_on_any_value(value: object, indent: int | None) -> N
 
 @settings(max_examples=2000, deadline=None)
 @given(st.floats(allow_nan=True, allow_infinity=True))
-def test_float_text_is_repr(x: float) -> None:
-    assert float_text(x) == repr(x)
+def test_float_repr_is_repr(x: float) -> None:
+    assert float_repr(x) == repr(x)
+    assert float_reprs([x, x]) == [repr(x)] * 2
 
 
-def test_float_text_is_repr_on_many_floats() -> None:
+def test_float_repr_is_repr_on_many_floats() -> None:
     rng = random.Random(5)
     values = [struct.unpack("d", rng.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(50_000)]
     values += [rng.random() * 10.0 ** rng.randint(-6, 17) * rng.choice((1, -1)) for _ in range(50_000)]
     values += [1e-4, -1e-4, 1e16, -1e16, 9999999999999998.0, 0.00010000000000000002, 5e-324, 0.0, -0.0]
-    assert [float_text(x) for x in values] == [repr(x) for x in values]
+    assert [float_repr(x) for x in values] == [repr(x) for x in values]
+    assert float_reprs(values) == [repr(x) for x in values]
+    assert float_reprs([]) == []

@@ -28,3 +28,14 @@ def test_edge_values() -> None:
         for b in EDGES:
             assert same(stats.stat_diff(a, b), stats.stat_diff_by_kind(a, b)), (a, b)
             assert same(stats.stat_diff(a, a), ("0", "0"))
+
+
+_CELLS = st.one_of(st.floats(), st.integers(-5, 5), st.sampled_from(["N/A", "inf", "-inf", "nan", "cpu", "1.5"]))
+
+
+@given(st.lists(st.tuples(_CELLS, _CELLS), max_size=40))
+def test_a_column_answers_what_each_pair_answers(pairs: list[tuple[object, object]]) -> None:
+    """(A column's relative errors are printed together at its end: each is still its own pair's.)"""
+    diffs, rels = stats.stat_diffs([a for a, _ in pairs], [b for _, b in pairs])
+    for (a, b), diff, rel in zip(pairs, diffs, rels, strict=True):
+        assert same((diff, rel), stats.stat_diff_by_kind(a, b)), (a, b)
