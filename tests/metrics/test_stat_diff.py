@@ -30,7 +30,9 @@ def test_edge_values() -> None:
             assert same(stats.stat_diff(a, a), ("0", "0"))
 
 
-_CELLS = st.one_of(st.floats(), st.integers(-5, 5), st.sampled_from(["N/A", "inf", "-inf", "nan", "cpu", "1.5"]))
+_CELLS = st.one_of(
+    st.floats(), st.integers(-5, 5), st.sampled_from(["N/A", "inf", "-inf", "nan", "cpu", "1.5"])
+)
 
 
 @given(st.lists(st.tuples(_CELLS, _CELLS), max_size=40))
