@@ -191,10 +191,17 @@ NAME = rb'"([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)": (?=([{\[])\n|)'  # a nam
 
 
 def scan_entries(
-    text: bytes, lo: int, hi: int, indent: int, spans: dict[str, tuple[int, int]], small: dict[str, Any]
+    text: bytes,
+    lo: int,
+    hi: int,
+    indent: int,
+    spans: dict[str, tuple[int, int]],
+    small: dict[str, Any],
+    heads: list[int] | None = None,
 ) -> bool:
     """Fill ``spans`` (and ``small``) with the entries of ``text[lo:hi]``, data's body
-    (``\n<indent spaces>"name": value,`` ...); False if the body is not laid out so.
+    (``\n<indent spaces>"name": value,`` ...), and ``heads`` (if given) with where each one's name
+    begins (its quote), in order; False if the body is not laid out so.
 
     An entry's first line is indented ``indent`` spaces. A value that opens an object or array at the
     end of that line must close it at the start of its last line, indented alike, with as many "{" as
@@ -223,6 +230,8 @@ def scan_entries(
     if len(spans) != len(names):  # a name given twice: json keeps the last value, the scan the first
         return False
     opens = list(map(re.Match.group, firsts, repeat(2)))
+    if heads is not None:
+        heads.extend(map(sub, map(re.Match.start, firsts, repeat(1)), repeat(1)))
     del firsts
     m_starts = list(compress(starts, opens))
     m_ends = list(compress(ends, opens))

@@ -19,6 +19,8 @@ import re
 from array import array
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from itertools import repeat
+from operator import add, itemgetter
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -219,26 +221,19 @@ def _add_block(index: EntryIndex, hashes: set[int], base: int, text: bytes, inde
     or a name was seen before)."""
     spans: dict[str, tuple[int, int]] = {}
     small: dict[str, Any] = {}
-    if not scan_entries(text, 0, len(text), indent, spans, small):
+    heads: list[int] = []
+    if not scan_entries(text, 0, len(text), indent, spans, small, heads):
         return False
     before = len(hashes)
     hashes.update(map(hash, spans))
     if len(hashes) - before != len(spans):  # a name given twice (or, rarely, two names of one hash)
         return False
-    for name, (start, end) in spans.items():
-        index.starts.append(base + start)
-        index.ends.append(base + end)
-        index.one_line.append(name in small)
-    index.heads.extend(_heads(text, base, spans.values(), indent))
+    at = spans.values()
+    index.starts.extend(map(add, map(itemgetter(0), at), repeat(base)))
+    index.ends.extend(map(add, map(itemgetter(1), at), repeat(base)))
+    index.one_line.extend(map(small.__contains__, spans))
+    index.heads.extend(map(add, heads, repeat(base)))
     return True
-
-
-def _heads(text: bytes, base: int, spans: Any, indent: int) -> Iterator[int]:
-    """Where each entry's name begins (its quote): after the line's ``indent`` spaces."""
-    find = text.rfind
-    pad = b"\n" + b" " * indent + b'"'
-    for start, _ in spans:
-        yield base + find(pad, 0, start) + len(pad) - 1
 
 
 def read_entries(path: Path, index: EntryIndex) -> list[tuple[str, Any]]:
