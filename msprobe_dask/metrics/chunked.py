@@ -172,8 +172,14 @@ def aggregate_partials(parts: Iterable[Partials]) -> TensorMetrics:
     return record_metrics(merge_records(np.concatenate(records) if records else np.zeros(0, PARTIALS_RECORD)))
 
 
-def block_record(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> np.ndarray:
-    return _record(chunk_partials(npu_chunk, bench_chunk))
+def block_record(npu_block: np.ndarray, bench_block: np.ndarray, chunk_elems: int) -> np.ndarray:
+    """The merged partials of two aligned blocks (a task's), each chunk of ``chunk_elems`` elements (a block
+    starts at a multiple of it) measured apart: the same record, merged on, as one block a chunk gives."""
+    records = [
+        _record(chunk_partials(npu_block[start:stop], bench_block[start:stop]))
+        for start, stop in _chunk_bounds(npu_block.size, chunk_elems) or [(0, 0)]
+    ]
+    return merge_records(np.concatenate(records), keepdims=True)
 
 
 def _chunk_bounds(size: int, chunk_elems: int) -> list[tuple[int, int]]:

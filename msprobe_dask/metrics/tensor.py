@@ -47,10 +47,18 @@ PathLike = str | os.PathLike[str]
 BIG_TENSOR_ELEMS = 8 * 1024 * 1024
 """Tensors with more elements than this take the chunked path."""
 CHUNK_ELEMS = BIG_TENSOR_ELEMS
-"""Elements per chunk of a big pair: a chunk task holds what a one-shot task of the biggest tensor it
-measures holds. Each task costs dask's processes scheduler about 4 ms of CPU beside the chunk's pass
-(1 ms per 1M float32 pair): a 1G-element float32 pair per side took 7.0 s of CPU in 1M-element chunks,
-3.4 s in 8M-element ones (--workers 1; 3.6 s in 4M-element ones)."""
+"""Elements per chunk of a big pair, the unit its partials are summed in (so its cells' last digits):
+a chunk holds what a one-shot task of the biggest tensor it measures holds. Each task costs dask's
+processes scheduler about 4 ms of CPU beside the chunk's pass (1 ms per 1M float32 pair): a 1G-element
+float32 pair per side took 7.0 s of CPU in 1M-element chunks, 3.4 s in 8M-element ones (--workers 1;
+3.6 s in 4M-element ones)."""
+CHUNKS_PER_TASK = 2
+"""Chunks of each side one task of a big pair's reduction reads, merging their partials as the reduction
+merges the tasks' (exactly): the cells are those of one chunk a task, byte for byte, for half the tasks.
+Between two tasks a worker of dask's processes scheduler waits 2.4-2.9 ms for the next (its result back,
+the next task sent), a third of an 8M-element float32 chunk's 8.6 ms: on the 4 GB pair per side, 120
+tasks of one chunk took 2.47 s of CPU (--workers 1) and 2.41 s (--workers 2), 60 of two 2.15 s and
+2.19 s (medians of 3, load 3.9-5.7); peak RSS 223 MiB and 380 MiB, against 160 MiB and 266 MiB."""
 
 
 def _unreadable(exc: UserError | OSError) -> TensorMetrics:
@@ -172,11 +180,13 @@ def measure_pair_delayed(
 def _reduced_record(npu: TensorHandle, bench: TensorHandle, chunk_elems: int) -> Any:
     import dask.array as da
 
+    task_elems = chunk_elems * CHUNKS_PER_TASK
     records = da.blockwise(
         block_record, "i",
-        as_dask_array(npu, chunk_elems), "i",
-        as_dask_array(bench, chunk_elems), "i",
+        as_dask_array(npu, task_elems), "i",
+        as_dask_array(bench, task_elems), "i",
         adjust_chunks={"i": 1}, dtype=PARTIALS_RECORD, meta=np.empty((0,), PARTIALS_RECORD),
+        chunk_elems=chunk_elems,
     )  # fmt: skip
     return da.reduction(
         records, merge_records, merge_records, combine=merge_records, dtype=PARTIALS_RECORD,

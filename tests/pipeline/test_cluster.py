@@ -233,7 +233,8 @@ def test_one_big_tensor_pair_spreads_over_both_workers(
         stream = client.get_task_stream(start=begun)
     chunk_workers = {r["worker"] for r in stream if str(r["key"]).startswith("('merge_records-")}
     chunk_tasks = [r for r in stream if str(r["key"]).startswith("('merge_records-")]
-    assert len(chunk_tasks) >= npu.size // 8_192 and len(chunk_workers) == 2, stream
+    tasks = npu.size // (8_192 * tensor_metrics.CHUNKS_PER_TASK)
+    assert len(chunk_tasks) >= tasks and len(chunk_workers) == 2, stream
     ((local,), (remote,)) = (list((tmp_path / d).glob("*.csv")) for d in ("local", "remote"))
     assert remote.read_bytes() == local.read_bytes()
 

@@ -69,10 +69,10 @@ def test_a_big_pair_is_chunk_tasks_and_equals_float64_numpy(
         golden / "dump_tensor_data" / "Tensor.big.0.forward.output.0.npy",
     )
     graph = dict(compare_pipeline._measure_big(job).__dask_graph__())
-    chunks = -(-npu.size // 4_000)
+    tasks = -(-npu.size // (4_000 * tensor_metrics.CHUNKS_PER_TASK))
     chunk_keys = [key for key in graph if isinstance(key, tuple) and len(key) == 2]  # (the aggregate's has 1)
     chunk_tasks = {key[1] for key in chunk_keys if key[0].startswith("merge_records-")}
-    assert chunk_tasks == set(range(chunks))  # one (fused read + partials) task per chunk pair
+    assert chunk_tasks == set(range(tasks))  # one (fused read + partials) task per CHUNKS_PER_TASK chunks
 
     (result,) = compare(target, golden, run=RunOptions())
     record = result.table.records()[0]
