@@ -11,7 +11,6 @@ the chunk it needs.
 from __future__ import annotations
 
 import functools
-import math
 import mmap
 import os
 import re
@@ -29,7 +28,6 @@ from msprobe_dask.dump import zarr_store
 from msprobe_dask.dump.confine import check_regular
 from msprobe_dask.dump.pt_file import open_pt
 from msprobe_dask.dump.pt_zip import HEAD_BYTES, ZIP_MAGIC
-from msprobe_dask.dump.tensor_dtypes import element_size
 from msprobe_dask.dump.tensor_handle import TensorHandle, c_strides, one_line
 from msprobe_dask.errors import StoreError, TensorFileError, UnsafePathError
 
@@ -401,9 +399,6 @@ def stored_nbytes(path: Path) -> int:
     tensor tasks are laid out)."""
     try:
         status = os.stat(path)
-        if stat.S_ISDIR(status.st_mode) and zarr_store.is_array(path):
-            element, shape, _ = zarr_store.array_header(path)
-            return math.prod(shape) * element_size(element)
-        return status.st_size
-    except (OSError, StoreError):
+    except OSError:
         return 0
+    return zarr_store.array_nbytes(path) if stat.S_ISDIR(status.st_mode) else status.st_size

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 import shutil
 import struct
 import sys
@@ -27,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from msprobe_dask.dump.fastjson import loads
 from msprobe_dask.dump.tensor_dtypes import ML_DTYPES, Element, element_of, element_size
 from msprobe_dask.errors import StoreError
 
@@ -77,6 +79,19 @@ def array_header(path: Path) -> tuple[Element, tuple[int, ...], bool]:
     if size != int(np.prod(shape, dtype=np.int64)):
         raise StoreError(path, f"array of {size} elements for a tensor of shape {list(shape)}")
     return element, shape, complete
+
+
+def array_nbytes(path: Path) -> int:
+    """The tensor bytes of the array at ``path`` by its metadata alone (its flat size times its storage
+    dtype's item size), 0 for a folder that is no such array: what a compare sizes its thousands of
+    arrays by before laying out their tasks, at a third of ``array_header``'s cost (reading an array
+    checks it)."""
+    try:
+        with open(os.path.join(path, METADATA), "rb") as file:
+            meta = loads(file.read())
+        return int(meta["shape"][0]) * np.dtype(meta["data_type"]).itemsize
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return 0
 
 
 def with_url(metadata: bytes, url: str) -> bytes:
