@@ -54,8 +54,12 @@ from msprobe_dask.pipeline.part_table import split_stacks, table_part
 from msprobe_dask.pipeline.task_graph import TaskGraph
 
 _ROWS = {"inline": (0,), "apart": (1,)}
-"""A part's parse: its rows are nearly all of it, its keys are read with every other part's by the match
-(TaskGraph.call_many)."""
+"""A part's parse under the default match: its rows are nearly all of it, its keys are read with every
+other part's by the match (TaskGraph.call_many). Under a matching option its keys hold every row's key
+fields (half the rows' bytes): the rows are then taken as any item is (``_ROWS_BESIDE_KEYS``: their own
+task where it runs beside the value, on threads and on a cluster, so that only the rows reach each
+reader)."""
+_ROWS_BESIDE_KEYS = {"apart": (1,)}
 
 TABLES_AHEAD = 3
 """A table part runs once the append ``TABLES_AHEAD`` parts before it is done (a dependency of the graph,
@@ -86,15 +90,16 @@ def rank_file(
     bench_scan, *bench_spans = graph.call_many(scan_side, 1 + bench_n, bench_src, bench_n)
     scans = npu_scan, bench_scan
     zlib_packed = rows_zlib(npu_src, bench_src)
+    rows_items = _ROWS if hashed else _ROWS_BESIDE_KEYS
     npu_rows, npu_keys = zip(
         *(
-            graph.call_many(parse_part, 2, scans[0], npu_spans[k], k, not hashed, zlib_packed, **_ROWS)
+            graph.call_many(parse_part, 2, scans[0], npu_spans[k], k, not hashed, zlib_packed, **rows_items)
             for k in range(npu_n)
         )
     )
     bench_rows, bench_keys = zip(
         *(
-            graph.call_many(parse_part, 2, scans[1], bench_spans[j], j, not hashed, zlib_packed, **_ROWS)
+            graph.call_many(parse_part, 2, scans[1], bench_spans[j], j, not hashed, zlib_packed, **rows_items)
             for j in range(bench_n)
         )
     )

@@ -9,6 +9,7 @@ import pytest
 from conftest import case_dir
 
 from msprobe_dask.analysis.divergence import RankNodes, Tolerance, light_node
+from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.pipeline import chunked, part_keys, part_match, part_scan
 from msprobe_dask.pipeline.compare import compare, compare_to_files
 from msprobe_dask.pipeline.pairing import MatchOptions
@@ -233,3 +234,21 @@ def test_a_table_part_waits_for_the_append_tables_ahead_before_it(monkeypatch: p
     for k, table in enumerate(tables):
         waits = {d for d in deps[table] if str(d).startswith("append_part-")}
         assert waits == ({chain[k - ahead]} if k >= ahead else set()), k
+
+
+@pytest.mark.parametrize(
+    ("match", "direct"), [(MatchOptions(), True), (MatchOptions(fuzzy=True), False)], ids=["fm0", "fm1"]
+)
+def test_a_parts_rows_reach_their_readers_apart_from_its_keys_where_the_keys_are_big(
+    match: MatchOptions, direct: bool
+) -> None:
+    """On threads and on a cluster, a table part reads its rows straight from the parse's value under the
+    default match (the rows are nearly all of it), through an item of their own under a matching option
+    (whose keys hold every row's key fields)."""
+    target, golden = (case_dir("stat_mix") / side / "dump.json" for side in ("target", "golden"))
+    graph = chunked.rank_file("", DumpSource(target), DumpSource(golden), match, Path("unused.csv"), None)
+    tasks = dict(graph.dask)
+    readers = [task for key, task in tasks.items() if str(key).startswith(("table_part-", "export_rows-"))]
+    parses = {key for key in tasks if str(key).startswith("parse_part-")}
+    assert readers and parses
+    assert all(bool(task.dependencies & parses) is direct for task in readers)
