@@ -12,16 +12,17 @@ import orjson
 FLOAT_DUMPS_RANGE = (1e-4, 1e16)  # orjson writes repr's text of a float x with lo <= |x| < hi
 
 
+def _orjson_writes_repr(x: float) -> bool:
+    lo, hi = FLOAT_DUMPS_RANGE
+    return lo <= abs(x) < hi
+
+
 def float_repr(x: float) -> str:
     """``repr(x)``."""
-    lo, hi = FLOAT_DUMPS_RANGE
-    if lo <= x < hi or -hi < x <= -lo:
-        return orjson.dumps(x).decode()
-    return repr(x)
+    return orjson.dumps(x).decode() if _orjson_writes_repr(x) else repr(x)
 
 
 def float_reprs(values: Sequence[float]) -> list[str]:
     """``repr`` of each of ``values`` (of class float), by one orjson call for them all."""
-    lo, hi = FLOAT_DUMPS_RANGE
     dumped = orjson.dumps(values).decode()[1:-1].split(",")  # (a float's text holds no comma)
-    return [d if lo <= x < hi or -hi < x <= -lo else repr(x) for x, d in zip(values, dumped)]
+    return [d if _orjson_writes_repr(x) else repr(x) for x, d in zip(values, dumped)]
