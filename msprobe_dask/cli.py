@@ -170,7 +170,7 @@ def _fail(debug: bool, code: int, line: str, children: set[int]) -> int:
     return code
 
 
-BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "1")
 """Set (unless the user set it) before numpy is first imported: every process that calls BLAS pins it to
 one thread (``metrics/reference_dot.py``), so the thread pool OpenBLAS starts as numpy loads is never used;
 it spins meanwhile (0.04 s of CPU on another core at each command's start, measured on 2 CPUs)."""
@@ -180,8 +180,7 @@ def console_main() -> None:
     """``msprobe-dask`` / ``python -m msprobe_dask``: run, flush, and leave without the interpreter's
     teardown, which frees a big run's objects one by one (2-4 s after a 100,000-node graph_visualize).
     Every output file is complete and renamed before ``main`` returns."""
-    for name, value in BLAS_THREADS.items():
-        os.environ.setdefault(name, value)
+    os.environ.setdefault(*BLAS_THREADS)
     code = main(exiting=True)
     if code:  # a task thread of a stopped run may have created a temporary since main removed them
         remove_temporaries()

@@ -95,3 +95,26 @@ def test_help_names_the_sides_alike() -> None:
     for text in texts:
         assert re.search(r"-tp TARGET, --target_path TARGET\s+target side \(NPU\)", text)
         assert re.search(r"-gp GOLDEN, --golden_path GOLDEN\s+golden side \(Bench\)", text)
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "1"), ("3", "3")], ids=["unset", "user's"])
+def test_the_command_line_runs_openblas_on_one_thread_unless_told_otherwise(
+    given: str | None, seen: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(Set before numpy is first imported: --help imports no numpy, test_imports.py.)"""
+    from msprobe_dask import cli
+
+    environ = {} if given is None else {"OPENBLAS_NUM_THREADS": given}
+    monkeypatch.setattr(cli.os, "environ", environ)  # (restored after: the test's own stays as it was)
+    values: list[str | None] = []
+
+    def leave(code: int) -> None:
+        raise SystemExit(code)
+
+    monkeypatch.setattr(
+        cli, "main", lambda exiting: values.append(cli.os.environ.get("OPENBLAS_NUM_THREADS")) or 0
+    )
+    monkeypatch.setattr(cli.os, "_exit", leave)
+    with pytest.raises(SystemExit):
+        cli.console_main()
+    assert values == [seen]

@@ -17,6 +17,7 @@ array (one at a URL) and writes them all.
 from __future__ import annotations
 
 import json
+import math
 import mmap
 import os
 import shutil
@@ -89,7 +90,7 @@ def array_nbytes(path: Path) -> int:
     try:
         with open(os.path.join(path, METADATA), "rb") as file:
             meta = loads(file.read())
-        return int(meta["shape"][0]) * np.dtype(meta["data_type"]).itemsize
+        return math.prod(meta["shape"]) * np.dtype(meta["data_type"]).itemsize
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return 0
 

@@ -3,9 +3,9 @@
 - tensors up to ``BIG_TENSOR_ELEMS`` elements: both are read whole and measured in one shot
   (``one_shot.py``), every cell bit-identical to the reference; a batch of small pairs is one task
   (:func:`measure_pairs`, one workspace for the batch);
-- bigger ones: chunk by chunk (``chunked.py``), as a ``dask.array`` reduction whose chunks are tasks of
-  their own (:func:`measure_pair_delayed`), so no whole tensor is ever in memory and the chunks of one pair
-  run on every worker.
+- bigger ones: chunk by chunk (``chunked.py``), as a ``dask.array`` reduction whose tasks each read
+  ``CHUNKS_PER_TASK`` chunks of each side (:func:`measure_pair_delayed`), so no whole tensor is ever in
+  memory and the tasks of one pair run on every worker.
 
 The rules both paths share (the cells, the pre-checks, the dtypes): ``tensor_cells.py``.
 """
@@ -153,9 +153,10 @@ def measure_pair_delayed(
     """A lazy ``TensorMetrics`` for a pair: for more than ``big_elems`` (``BIG_TENSOR_ELEMS``) elements, a
     ``dask.array`` reduction over the two flat tensors, else one task measuring it in one shot.
 
-    Each pair of aligned chunks gives one partials record (``blockwise``), the records are merged by
+    Each task of aligned blocks (``CHUNKS_PER_TASK`` chunks of each side) gives one partials record
+    (``blockwise``; the chunk stays the unit the partials are summed in), the records are merged by
     ``dask.array.reduction`` (chunk / combine / aggregate: :func:`merge_records`), and one task turns the
-    merged record into the row. The chunks are independent tasks, so a big tensor is read and reduced on
+    merged record into the row. The blocks are independent tasks, so a big tensor is read and reduced on
     every worker at once. Headers are read now (to know the chunking); the data only when the graph runs.
     """
     from dask import delayed

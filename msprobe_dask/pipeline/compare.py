@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     from msprobe_dask.analysis.divergence import Tolerance
     from msprobe_dask.pipeline.part_file import WrittenRank
 
-BATCH_FILES = 128
+BATCH_PAIRS = 128
 BATCH_BYTES = 128 << 20
-"""A batch task of small pairs reads up to BATCH_FILES pairs or BATCH_BYTES of their files (both sides):
+"""A batch task of small pairs reads up to BATCH_PAIRS pairs or BATCH_BYTES of their files (both sides):
 each task costs dask's processes scheduler a few ms (its result back, the next task sent and set up),
 whatever its size. On the 1,763-pair .npy dump of 2 GB per side, 31 tasks of 128 MB against 64 of
 64 MB: 2.90 s of CPU against 3.12 s (--workers 1), 2.75 s against 2.94 s (--workers 2), medians of 5 at
@@ -77,7 +77,7 @@ def _batches(jobs: Sequence[TensorJob]) -> tuple[list[list[int]], list[int]]:
         if max(sizes) > BIG_TENSOR_ELEMS:  # may hold more than BIG_TENSOR_ELEMS elements
             big.append(i)
             continue
-        if current and (len(current) >= BATCH_FILES or size + sum(sizes) > BATCH_BYTES):
+        if current and (len(current) >= BATCH_PAIRS or size + sum(sizes) > BATCH_BYTES):
             batches.append(current)
             current, size = [], 0
         current.append(i)
@@ -98,7 +98,8 @@ def _as_batch(metrics: Any) -> list[Any]:
 
 
 def _measure_big(job: tuple[Path, Path]) -> Any:
-    """One pair as a dask.array reduction whose chunks are tasks of their own (a batch of one result)."""
+    """One pair as a dask.array reduction whose blocks of chunks are tasks of their own (a batch of one
+    result)."""
     import dask
 
     from msprobe_dask.metrics.tensor import measure_pair_delayed

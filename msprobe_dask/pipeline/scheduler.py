@@ -112,10 +112,8 @@ class RunOptions:
     @property
     def local_processes(self) -> int:
         """How many local worker processes run the graph (0: a cluster, or threads of this process)."""
-        if self.address:
-            return 0
-        if self.workers:
-            return self.workers
+        if not self.sized_by_input:
+            return 0 if self.address else self.workers
         cpus = _cpus()
         if self.big_shared_results:
             big = cpus >= LOCAL_CLUSTER_MIN_CPUS and self.input_bytes >= LOCAL_CLUSTER_FROM_BYTES

@@ -114,6 +114,7 @@ def test_zarr_reads_the_arrays_convert_writes(stores: Path) -> None:
         _, shape, complete = zarr_store.array_header(path)
         stored = zarr.open_array(str(path), mode="r")
         assert complete and stored.shape == (int(np.prod(shape)),)
+        assert zarr_store.array_nbytes(path) == stored.nbytes  # (what a compare sizes its batches by)
         itemsize = stored.dtype.itemsize
         assert np.array_equal(
             np.asarray(stored[:]).view(np.uint8), zarr_store.read_bytes(path, itemsize, 0, stored.shape[0])
@@ -294,6 +295,7 @@ def test_arrays_compressed_otherwise_read_the_same(codec: str, tmp_path: Path) -
     assert not (path / "c" / "1").exists()
     direct = zarr_store._chunk_elems(json.loads((path / "zarr.json").read_text()), 4)
     assert direct == (3000 if codec.startswith("blosc") else None)  # read without zarr, or by zarr
+    assert zarr_store.array_nbytes(path) == values.nbytes
     handle = open_tensor(path)
     assert np.array_equal(read_array(handle), values.reshape(100, 100))
     for start, stop in ((0, 10_000), (2500, 7100), (9000, 10_000), (9999, 10_000), (4000, 4001)):

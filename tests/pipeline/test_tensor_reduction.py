@@ -1,5 +1,5 @@
 """Tensor pairs measured as dask.array reductions inside the compare graph: the same cells as the
-reference, chunks of one big pair as tasks of their own, metrics equal to numpy's float64 answer."""
+reference, blocks of chunks of one big pair as tasks of their own, metrics equal to numpy's float64 answer."""
 
 from __future__ import annotations
 
