@@ -90,7 +90,7 @@ def test_a_chunk_failing_after_others_were_written_leaves_nothing(
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     chunk_task = api.chunk_task
     inserted: list[int] = []
-    insert = api._insert_chunk
+    insert = api._insert_chunks
 
     def counting(*args: object) -> object:
         inserted.append(1)
@@ -102,7 +102,7 @@ def test_a_chunk_failing_after_others_were_written_leaves_nothing(
         return chunk_task(p, k)
 
     monkeypatch.setattr(api, "chunk_task", fails_late)
-    monkeypatch.setattr(api, "_insert_chunk", counting)
+    monkeypatch.setattr(api, "_insert_chunks", counting)
     out = tmp_path / "out"
     with pytest.raises(DumpError, match="a bad entry found late"), dask.config.set(num_workers=1):
         api.graph_visualize(DATA / "multirank" / "target", DATA / "multirank" / "golden", output_path=out)
@@ -135,8 +135,8 @@ def test_an_insert_run_again_after_its_worker_was_lost_adds_nothing(tmp_path: Pa
     written = api._place_rank(api.Written(writer), summary)
     for k in range(len(p.chunks)):
         before = pickle.dumps(written)  # what a worker running the task again gets
-        api._insert_chunk(pickle.loads(before), summary, chunk_task(p, k))
-        written = api._insert_chunk(pickle.loads(before), summary, chunk_task(p, k))
+        api._insert_chunks(pickle.loads(before), summary, chunk_task(p, k))
+        written = api._insert_chunks(pickle.loads(before), summary, chunk_task(p, k))
     rows = api._joined_written(summary, written)[0]  # (only the last chunk's light rows: unused)
     assert rows
     path = written.writer.resume().complete([], ("build", "", "", "", 1, 0, "null", "[0]", "[0]"))
@@ -151,19 +151,19 @@ def test_a_rank_is_built_only_once_the_rank_window_before_it_is_written(
     """The memory of a run holds a window of (step, rank)s, not all of them: rank i's graphs are built
     after the rows of rank i - window are in the vis.db."""
     events: list[tuple[str, int, int]] = []
-    build, insert = api.build_task, api._insert_chunk
+    build, insert = api.build_task, api._insert_chunks
 
     def building(folder: str, step: int, rank: int, items: bool) -> object:
         events.append(("build", step, rank))
         return build(folder, step, rank, items)
 
-    def inserting(prev: api.Written, summary: api.Summary, result: tuple) -> api.Written:
-        written = insert(prev, summary, result)
+    def inserting(prev: api.Written, summary: api.Summary, *results: tuple) -> api.Written:
+        written = insert(prev, summary, *results)
         events.append(("inserted", summary.heads[0].step, summary.heads[0].rank))
         return written
 
     monkeypatch.setattr(api, "build_task", building)
-    monkeypatch.setattr(api, "_insert_chunk", inserting)
+    monkeypatch.setattr(api, "_insert_chunks", inserting)
     _one_write_task("multirank compare", tmp_path / "one.vis.db")
     events.clear()
     tp, gp, opts = _sides("multirank compare")
