@@ -22,9 +22,18 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, cast
 
-from msprobe_dask.analysis.flow import Node, Signature, TensorError, rank_nodes
+from msprobe_dask.analysis.flow import (
+    READ_COLUMNS,
+    Node,
+    RowColumns,
+    Signature,
+    TensorError,
+    column_nodes,
+    rank_nodes,
+)
 from msprobe_dask.analysis.links import Links, Sent, link
 from msprobe_dask.dump.markers import PARAMETERS_GRAD
 
@@ -362,22 +371,37 @@ def step_and_rank(label: str) -> tuple[str, int]:
     return step, int(digits) if rank_part.startswith("rank") and digits.isdigit() else 0
 
 
-def table_rows(table: Any) -> list[dict[str, Any]]:
-    """A ``CompareTable``'s rows as the mappings ``flow`` reads, each with its dump entry and, where the
-    table knows them (not read back from a csv), its P2POp's op and peer."""
-    records = table.records()
-    for record, entry in zip(records, table.entries):
-        record["api_origin_name"] = entry
-    for row, (op, peer) in getattr(table, "p2p", {}).items():
-        records[row]["NPU P2POp op"], records[row]["NPU P2POp peer"] = op, peer
-    return records
+def table_columns(table: Any) -> RowColumns:
+    """A ``CompareTable``'s rows (or a table read back: columns, rows, entries) as the columns ``flow``
+    reads, with each row's dump entry and, where the table knows them (not read back from a csv), its
+    P2POp's op and peer."""
+    rows = table.rows
+    count = len(rows)
+    columns: dict[str, list[Any]] = {
+        column: list(map(itemgetter(i), rows))
+        for i, column in enumerate(table.columns)
+        if column in READ_COLUMNS
+    }
+    columns["api_origin_name"] = [*table.entries[:count], *[None] * (count - len(table.entries))]
+    p2p = getattr(table, "p2p", {})
+    if p2p:
+        for column in _P2P:
+            columns[column] = [None] * count
+        for row, pair in p2p.items():
+            for column, cell in zip(_P2P, pair):
+                columns[column][row] = cell
+    return RowColumns.of_columns(count, columns)
+
+
+_P2P = ("NPU P2POp op", "NPU P2POp peer")
 
 
 def from_tables(labelled: Iterable[tuple[str, Any]], tol: Tolerance | None = None) -> Divergence:
     """The divergence of compare results: (label, ``CompareTable``) pairs, as ``compare`` returns them
     (``[(r.label, r.table) for r in compare(...)]``)."""
-    groups: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    tol = tol or Tolerance()
+    groups: dict[str, dict[int, list[Node]]] = {}
     for label, table in labelled:
         step, rank = step_and_rank(label)
-        groups.setdefault(step, {})[rank] = table_rows(table)
-    return analyse(groups, tol)
+        groups.setdefault(step, {})[rank] = column_nodes(table_columns(table), rank, tol.atol)
+    return analyse_nodes(groups, tol)

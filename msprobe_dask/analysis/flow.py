@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, TypeVar
 
@@ -150,44 +150,47 @@ def _relative(npu: float, bench: float, scale: float, atol: float) -> float:
 
 
 def _finite(value: float | None) -> bool:
-    return value is not None and -math.inf < value < math.inf
+    return value is not None and -_INF < value < _INF
+
+
+_INF = math.inf
+
+
+_ZEROS = (None, 0, 0.0, "0", "0.0")
 
 
 def tensor_error(row: Mapping[str, Any], atol: float) -> float | None:
     """The row's error (see the module's doc); None for a row without two comparable summaries."""
-    get = row.get
-    if "NPU MD5" in row and "BENCH MD5" in row and "NPU max" not in row:
-        return 0.0 if row["NPU MD5"] == row["BENCH MD5"] else 1.0
-    # (a float cell, what a compare table holds, is taken as it is: number() only for the rest)
-    npu = [v if v.__class__ is float else number(v) for v in map(get, NPU_STATS)]
-    bench = [v if v.__class__ is float else number(v) for v in map(get, BENCH_STATS)]
-    if npu == bench and None not in npu and get("MaxAbsErr") in (None, 0, 0.0, "0", "0.0"):
+    return RowColumns.of_rows([row]).error(0, atol)
+
+
+def _stats_error(
+    npu: tuple[float | None, ...], bench: tuple[float | None, ...], max_abs: Any, euc: Any, atol: float
+) -> float | None:
+    """``tensor_error`` of a row whose summaries are these (as numbers: None where a cell is none) and
+    whose MaxAbsErr and EucDist cells are these."""
+    if npu == bench and None not in npu and max_abs in _ZEROS:
         return 0.0  # the same summaries (NaN aside, which is never equal): no error
     high, low, norm_value = bench[0], bench[1], bench[3]
     scale = max(abs(high) if _finite(high) else 0.0, abs(low) if _finite(low) else 0.0)  # type: ignore[arg-type]
     norm = abs(norm_value) if _finite(norm_value) else None  # type: ignore[arg-type]
-    worst: float | None = None
-    for a, b, base in zip(npu, bench, (scale, scale, scale, norm)):
-        if a is None or b is None or base is None:
-            continue
-        error = _relative(a, b, base, atol)
-        worst = error if worst is None or error > worst else worst
-    for column, base in (("MaxAbsErr", scale), ("EucDist", norm)):
-        cell = get(column)
+    errors = [
+        _relative(a, b, base, atol)
+        for a, b, base in zip(npu, bench, (scale, scale, scale, norm))
+        if a is not None and b is not None and base is not None
+    ]
+    for cell, base in ((max_abs, scale), (euc, norm)):
         value = None if cell is None else number(cell)
         if value is not None and base is not None and value == value:
-            error = _relative(value, 0.0, base, atol)
-            worst = error if worst is None or error > worst else worst
-    return worst
+            errors.append(_relative(value, 0.0, base, atol))
+    return max(errors) if errors else None
 
 
-def _signature(row: Mapping[str, Any]) -> Signature | None:
+def _signature(high: float | None, low: float | None, md5: Any) -> Signature | None:
     """What identifies the tensor on the NPU side: its max and min (unchanged by views, reshapes and
     copies), or its md5 in an md5 dump."""
-    high, low = (v if v.__class__ is float else number(v) for v in (row.get("NPU max"), row.get("NPU min")))
     if high is not None and low is not None:
         return (high, low)
-    md5 = row.get("NPU MD5")
     return ("md5", str(md5)) if md5 not in (None, "N/A") else None
 
 
@@ -234,47 +237,137 @@ def _unsettled(api: str, op: str, state: str, argument: int | None) -> bool:
     return state == "input" and argument is not None and argument == OUTPUT_BUFFER_ARG.get(api)
 
 
-def _tensors(
-    entry: str, rows: Sequence[Mapping[str, Any]], comm: Comm | None, atol: float
-) -> tuple[list[TensorError], list[TensorError]]:
-    inputs: list[TensorError] = []
-    outputs: list[TensorError] = []
-    for row in rows:
-        name = str(row.get("NPU Name", ""))
-        state = str(row.get("state") or entry_and_state(name)[1])
-        error = tensor_error(row, atol)
-        if error is None:
-            continue
-        op = str(row.get("NPU P2POp op", ""))
-        if comm and _unsettled(comm.api, op, state, _argument_index(name, entry, state)):
-            continue
-        sent_to = _peer(row.get("NPU P2POp peer")) if op == "isend" else None
-        tensor = TensorError(name, state, error, _signature(row), sent_to)
-        (inputs if state in INPUT_ROLES else outputs).append(tensor)
-    return inputs, outputs
+READ_COLUMNS = (
+    "NPU Name",
+    "api_origin_name",
+    "state",
+    *NPU_STATS,
+    *BENCH_STATS,
+    "MaxAbsErr",
+    "EucDist",
+    "NPU MD5",
+    "BENCH MD5",
+    "NPU Dtype",
+    "NPU P2POp op",
+    "NPU P2POp peer",
+    STACK_COLUMN,
+)
+"""The columns of compare rows the analysis reads."""
+_DEFAULTS = {"NPU Name": ""}
+"""A cell a row without that column holds, where it is not None."""
+_COMM_COLUMNS = ("NPU Name", "NPU P2POp peer", "NPU max", "NPU Dtype")
 
 
-def _entries(rows: Iterable[Mapping[str, Any]]) -> Iterator[tuple[str, list[Mapping[str, Any]]]]:
-    """Consecutive rows of one dump entry, in order."""
-    current: str | None = None
-    group: list[Mapping[str, Any]] = []
-    for row in rows:
-        entry = str(row.get("api_origin_name") or entry_and_state(str(row.get("NPU Name", "")))[0])
-        if entry != current and group:
-            yield str(current), group
-            group = []
-        current = entry
-        group.append(row)
-    if group:
-        yield str(current), group
+@dataclass(frozen=True, slots=True)
+class RowColumns:
+    """Compare rows column by column, as the analysis reads them: ``cells[column]`` holds every row's
+    cell of each of ``READ_COLUMNS`` (None, or ``_DEFAULTS``', where a row has no such column);
+    ``md5_only[i]``: row i holds md5s and no statistics."""
+
+    cells: Mapping[str, Sequence[Any]]
+    md5_only: Sequence[bool]
+    converted: list[list[float | None]] = field(default_factory=list)  # (``numbers``)
+
+    @classmethod
+    def of_rows(cls, rows: Sequence[Mapping[str, Any]]) -> RowColumns:
+        cells = {
+            column: [row.get(column, default) for row in rows]
+            for column in READ_COLUMNS
+            for default in [_DEFAULTS.get(column)]
+        }
+        md5_only = ["NPU MD5" in row and "BENCH MD5" in row and "NPU max" not in row for row in rows]
+        return cls(cells, md5_only)
+
+    @classmethod
+    def of_columns(cls, count: int, columns: Mapping[str, Sequence[Any]]) -> RowColumns:
+        """``count`` rows that hold ``columns`` (each one's cells), and no others."""
+        cells = {column: columns.get(column) or [_DEFAULTS.get(column)] * count for column in READ_COLUMNS}
+        md5_only = "NPU MD5" in columns and "BENCH MD5" in columns and "NPU max" not in columns
+        return cls(cells, [md5_only] * count)
+
+    def error(self, i: int, atol: float) -> float | None:
+        """``tensor_error`` of row ``i``."""
+        cells = self.cells
+        if self.md5_only[i]:
+            return 0.0 if cells["NPU MD5"][i] == cells["BENCH MD5"][i] else 1.0
+        n0, n1, n2, n3, b0, b1, b2, b3 = self.numbers()
+        npu, bench = (n0[i], n1[i], n2[i], n3[i]), (b0[i], b1[i], b2[i], b3[i])
+        return _stats_error(npu, bench, cells["MaxAbsErr"][i], cells["EucDist"][i], atol)
+
+    def numbers(self) -> list[list[float | None]]:
+        """The statistics columns (NPU max .. l2norm, Bench max .. l2norm) as numbers (None: not one),
+        converted when first asked for."""
+        if not self.converted:
+            self.converted.extend(
+                [v if v.__class__ is float else number(v) for v in self.cells[column]]
+                for column in STAT_COLUMNS
+            )
+        return self.converted
+
+    def row(self, i: int) -> dict[str, Any]:
+        """Row ``i`` as a mapping of the columns ``_comm`` reads."""
+        return {column: self.cells[column][i] for column in _COMM_COLUMNS}
+
+
+def _spans(entries: Sequence[str]) -> Iterator[tuple[int, int]]:
+    """(start, end) of each run of consecutive rows of one entry."""
+    start = 0
+    for i in range(1, len(entries)):
+        if entries[i] != entries[i - 1]:
+            yield start, i
+            start = i
+    if entries:
+        yield start, len(entries)
 
 
 def rank_nodes(rows: Iterable[Mapping[str, Any]], rank: int, atol: float) -> list[Node]:
     """The nodes of one rank, in execution (dump) order, from its compare rows."""
+    return column_nodes(RowColumns.of_rows(list(rows)), rank, atol)
+
+
+def row_entries(rows: RowColumns) -> list[str]:
+    """The dump entry of each row."""
+    names = rows.cells["NPU Name"]
+    return [
+        str(origin) if origin else entry_and_state(str(name))[0]
+        for origin, name in zip(rows.cells["api_origin_name"], names)
+    ]
+
+
+def entry_count(rows: RowColumns) -> int:
+    """How many nodes ``column_nodes`` makes of ``rows``."""
+    return sum(1 for _ in _spans(row_entries(rows)))
+
+
+def column_nodes(rows: RowColumns, rank: int, atol: float, communication_only: bool = False) -> list[Node]:
+    """``rank_nodes`` of rows given column by column (``communication_only``: only its communication
+    nodes, each with its index among all)."""
+    entries = row_entries(rows)
+    cells = rows.cells
+    names, given_states, ops = cells["NPU Name"], cells["state"], cells["NPU P2POp op"]
+    md5s = cells["NPU MD5"]
+    peers, stacks = cells["NPU P2POp peer"], cells[STACK_COLUMN]
     nodes: list[Node] = []
-    for entry, group in _entries(rows):
-        comm = _comm(entry, group, rank) if is_communication(entry) else None
-        inputs, outputs = _tensors(entry, group, comm, atol)
-        stack = next((r.get(STACK_COLUMN) for r in group if r.get(STACK_COLUMN)), None)
-        nodes.append(Node(rank, len(nodes), entry, tuple(inputs), tuple(outputs), stack, comm))
+    for index, (start, end) in enumerate(_spans(entries)):
+        entry = entries[start]
+        communication = is_communication(entry)
+        if communication_only and not communication:
+            continue
+        comm = _comm(entry, [rows.row(i) for i in range(start, end)], rank) if communication else None
+        highs, lows = rows.numbers()[:2]
+        inputs: list[TensorError] = []
+        outputs: list[TensorError] = []
+        for i in range(start, end):
+            error = rows.error(i, atol)
+            if error is None:
+                continue
+            name = str(names[i])
+            state, op = str(given_states[i] or entry_and_state(name)[1]), str(ops[i])
+            if comm and _unsettled(comm.api, op, state, _argument_index(name, entry, state)):
+                continue
+            sent_to = _peer(peers[i]) if op == "isend" else None
+            tensor = TensorError(name, state, error, _signature(highs[i], lows[i], md5s[i]), sent_to)
+            (inputs if state in INPUT_ROLES else outputs).append(tensor)
+        stack = next((stacks[i] for i in range(start, end) if stacks[i]), None)
+        nodes.append(Node(rank, index, entry, tuple(inputs), tuple(outputs), stack, comm))
     return nodes

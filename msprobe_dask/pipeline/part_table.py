@@ -17,7 +17,7 @@ from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.pipeline.part_forms import CsvForm, Sections
 from msprobe_dask.pipeline.part_match import PlanHead
 from msprobe_dask.pipeline.part_scan import RowPart, SideScan
-from msprobe_dask.summary.divergence import NodePart, node_part, rank_table_nodes
+from msprobe_dask.summary.divergence import NodePart, node_part
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
 from msprobe_dask.summary.table import summarise_table
@@ -98,5 +98,4 @@ def table_part(
     kinds = KindCounter()
     with _AST_LOCK:
         summary = summarise_table(label, table.columns, table.rows, table.entries, kinds)
-        nodes = node_part(rank_table_nodes(label, table, tolerance), tolerance)
-    return TablePart(sections, len(table.rows), (summary, kinds), nodes)
+    return TablePart(sections, len(table.rows), (summary, kinds), node_part(label, table, tolerance))

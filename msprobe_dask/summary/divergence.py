@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate
-from typing import Any
+from typing import Any, Protocol
 
 from msprobe_dask.analysis.divergence import (
     RECEIVED,
@@ -26,9 +26,10 @@ from msprobe_dask.analysis.divergence import (
     from_tables,
     light_node,
     step_and_rank,
-    table_rows,
+    table_columns,
 )
-from msprobe_dask.analysis.flow import Node, rank_nodes
+from msprobe_dask.analysis.flow import Node, RowColumns, column_nodes, entry_count
+from msprobe_dask.columns import STAT_COLUMNS
 from msprobe_dask.summary.model import NodeRef, RunSummary
 
 
@@ -57,39 +58,68 @@ def analyse_rank_nodes(
 
 def rank_table_nodes(label: str, table: Any, tol: Tolerance | None = None) -> list[Node]:
     """The analysis's nodes of a compare table (or of a part of one: index counted from its start)."""
-    return rank_nodes(table_rows(table), step_and_rank(label)[1], (tol or Tolerance()).atol)
+    return column_nodes(table_columns(table), step_and_rank(label)[1], (tol or Tolerance()).atol)
 
 
 @dataclass(frozen=True, slots=True)
 class NodePart:
     """A table part's nodes for the divergence analysis: how many, its communication nodes (the links
-    across ranks are made from them before any rank is walked), and all of them in order, pickled and
-    compressed (zlib level 1), each node that cannot diverge as its ``LightNode`` (plain tuples: no
-    stack or tensor names, which only a finding shows). Index counted from the part's start."""
+    across ranks are made from them before any rank is walked) and the part's rows as the analysis
+    reads them (``RowColumns``), pickled: made into nodes only when the walk reaches the part (it stops
+    at a rank's first origin), each node that cannot diverge as its ``LightNode``. Index counted from
+    the part's start. The rows' texts are compressed (zlib level 1, about 10x), their statistics not
+    (random digits: zlib takes longer than the rest of the packing and keeps about 70%)."""
 
     count: int
+    rank: int
+    tolerance: Tolerance
     packed_comms: bytes  # (packed too: the parts wait in this process and go to the rank's last task)
-    packed: bytes
+    packed_texts: bytes
+    packed_numbers: bytes
 
     def comms(self) -> list[Node]:
         return pickle.loads(zlib.decompress(self.packed_comms))  # type: ignore[no-any-return]
 
     def nodes(self) -> list[Node | LightNode]:
-        return pickle.loads(zlib.decompress(self.packed))  # type: ignore[no-any-return]
+        texts, md5_only = pickle.loads(zlib.decompress(self.packed_texts))
+        rows = RowColumns({**texts, **pickle.loads(self.packed_numbers)}, md5_only)
+        tol = self.tolerance
+        return [light_node(node, tol) or node for node in column_nodes(rows, self.rank, tol.atol)]
 
 
-def node_part(nodes: Sequence[Node], tol: Tolerance) -> NodePart:
-    """A table part's NodePart from its nodes (``rank_table_nodes`` of the part's table)."""
-    walked = [light_node(node, tol) or node for node in nodes]
-    comms = [node for node in nodes if node.comm is not None]
-    return NodePart(len(nodes), _packed(comms), _packed(walked))
+def node_part(label: str, table: Any, tol: Tolerance) -> NodePart:
+    """A table part's NodePart (of a ``CompareTable``, or a part of one)."""
+    rows = table_columns(table)
+    rank = step_and_rank(label)[1]
+    comms = column_nodes(rows, rank, tol.atol, communication_only=True)
+    texts = {column: cells for column, cells in rows.cells.items() if column not in STAT_COLUMNS}
+    numbers = {column: rows.cells[column] for column in STAT_COLUMNS}
+    return NodePart(
+        entry_count(rows),
+        rank,
+        tol,
+        _packed(comms),
+        _packed((texts, rows.md5_only)),
+        pickle.dumps(numbers, pickle.HIGHEST_PROTOCOL),
+    )
 
 
-def _packed(nodes: Sequence[Node | LightNode]) -> bytes:
-    return zlib.compress(pickle.dumps(nodes, pickle.HIGHEST_PROTOCOL), 1)
+def _packed(value: Any) -> bytes:
+    return zlib.compress(pickle.dumps(value, pickle.HIGHEST_PROTOCOL), 1)
 
 
-def rank_of_parts(parts: Sequence[NodePart]) -> RankNodes:
+class PartNodes(Protocol):
+    """What ``rank_of_parts`` reads of a part of a rank's nodes (a ``NodePart``)."""
+
+    @property
+    def count(self) -> int: ...
+
+    def comms(self) -> list[Node]: ...
+
+    def nodes(self) -> list[Node | LightNode]: ...
+
+
+def rank_of_parts(parts: Sequence[PartNodes]) -> RankNodes:
     """A rank's nodes from its parts' (in order), for ``analyse_rank_nodes``: each part decoded when the
     walk reaches it (a LightNode has no index to shift)."""
     starts = list(accumulate((part.count for part in parts), initial=0))

@@ -6,14 +6,24 @@ from __future__ import annotations
 
 import pickle
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import case_dir
 
-from msprobe_dask.analysis.divergence import ORIGIN, RECEIVED, Tolerance, from_tables, step_and_rank
+from msprobe_dask.analysis.divergence import (
+    ORIGIN,
+    RECEIVED,
+    LightNode,
+    Tolerance,
+    from_tables,
+    light_node,
+    step_and_rank,
+)
 from msprobe_dask.analysis.flow import Comm, Node, TensorError, tensor_error
 from msprobe_dask.pipeline.compare import compare
+from msprobe_dask.table import CompareTable
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "workflows"))
 from gen_divergence_dumps import CASES, write_case  # noqa: E402
@@ -147,22 +157,19 @@ def test_typed_api_and_summary_use_the_analysis() -> None:
 def test_batch_links_name_the_peers_when_the_table_knows_them(tmp_path: Path) -> None:
     """In memory a CompareTable holds each P2POp's op and peer: rank 3's batch received rank 2's isend
     tensors only. A csv read back does not: any two batches are linked, every tensor may be sent."""
-    from msprobe_dask.analysis.divergence import table_rows
     from msprobe_dask.analysis.flow import rank_nodes
     from msprobe_dask.analysis.links import link
+    from msprobe_dask.summary.divergence import rank_table_nodes
 
     write_case(tmp_path, "batch")
     results = compare(*_sides(tmp_path))
-    known = {
-        step_and_rank(r.label)[1]: rank_nodes(table_rows(r.table), step_and_rank(r.label)[1], 1e-6)
-        for r in results
-    }
+    known = {step_and_rank(r.label)[1]: rank_table_nodes(r.label, r.table) for r in results}
     batch = next(n for n in known[3] if n.name == "Distributed.batch_isend_irecv.0.forward")
     received = link(known).received[(3, batch.index)]
     assert {s.rank for s in received if s.tensors} == {2}
     assert batch.comm is not None and batch.comm.peers == frozenset({0, 2})
     bare = {
-        rank: [{k: v for k, v in row.items() if "P2POp" not in k} for row in table_rows(r.table)]
+        rank: [{**row, "api_origin_name": entry} for row, entry in zip(r.table.records(), r.table.entries)]
         for r in results
         for rank in [step_and_rank(r.label)[1]]
     }
@@ -173,11 +180,11 @@ def test_batch_links_name_the_peers_when_the_table_knows_them(tmp_path: Path) ->
 
 @pytest.mark.parametrize("name", ["single", "send_recv", "all_reduce", "batch", "near_zero"])
 def test_the_analysis_of_a_ranks_parts_is_the_whole_ranks(name: str, tmp_path: Path) -> None:
-    """The nodes of each rank cut into parts (NodePart: packed, the nodes that cannot diverge without
-    their texts) and walked part by part, each rank only up to its first origin, give the analysis of
-    the whole nodes: the origin, each rank's first divergent node, the path."""
+    """The rows of each rank's table cut into parts at entry boundaries (NodePart: its communication
+    nodes, and its rows packed, made into nodes when the walk reaches them) and walked part by part,
+    each rank only up to its first origin, give the analysis of the whole nodes: the origin, each
+    rank's first divergent node, the path."""
     import random
-    from dataclasses import replace
 
     from msprobe_dask.analysis.divergence import analyse_nodes
     from msprobe_dask.summary.divergence import analyse_rank_nodes, node_part, rank_of_parts, rank_table_nodes
@@ -188,13 +195,16 @@ def test_the_analysis_of_a_ranks_parts_is_the_whole_ranks(name: str, tmp_path: P
     for tol in (Tolerance(), Tolerance(rtol=0.0)):
         whole = {r.label: rank_table_nodes(r.label, r.table, tol) for r in results}
         ranks = []
-        for label, nodes in whole.items():
-            cuts = sorted({0, len(nodes), *(rng.randrange(len(nodes) + 1) for _ in range(3))})
-            parts = [
-                node_part([replace(n, index=n.index - lo) for n in nodes[lo:hi]], tol)
-                for lo, hi in zip(cuts, cuts[1:])
+        for r in results:
+            ends = [
+                i
+                for i in range(1, len(r.table.rows) + 1)
+                if r.table.entries[i - 1 : i + 1] != [r.table.entries[i - 1]] * 2
             ]
-            ranks.append((label, rank_of_parts(parts)))
+            cuts = sorted({0, len(r.table.rows), *(rng.choice(ends) for _ in range(3))})
+            parts = [node_part(r.label, _rows(r.table, lo, hi), tol) for lo, hi in zip(cuts, cuts[1:])]
+            assert sum(p.count for p in parts) == len(whole[r.label])
+            ranks.append((r.label, rank_of_parts(parts)))
         found = analyse_rank_nodes(ranks, tol)
         groups: dict[str, dict[int, list]] = {}  # type: ignore[type-arg]
         for label, nodes in whole.items():
@@ -218,7 +228,7 @@ def test_random_nodes_walked_part_by_part_give_the_whole_walks_answer() -> None:
 
     from msprobe_dask.analysis.divergence import analyse_nodes
     from msprobe_dask.analysis.flow import Comm, Node, TensorError
-    from msprobe_dask.summary.divergence import analyse_rank_nodes, node_part, rank_of_parts
+    from msprobe_dask.summary.divergence import analyse_rank_nodes, rank_of_parts
 
     rng = random.Random(3)
     tol = Tolerance()
@@ -254,7 +264,7 @@ def test_random_nodes_walked_part_by_part_give_the_whole_walks_answer() -> None:
         for rank, nodes in whole.items():
             cuts = sorted({0, count, *(rng.randrange(count + 1) for _ in range(rng.randint(0, 6)))})
             parts = [
-                node_part([replace(n, index=n.index - lo) for n in nodes[lo:hi]], tol)
+                _Nodes([replace(n, index=n.index - lo) for n in nodes[lo:hi]], tol)
                 for lo, hi in zip(cuts, cuts[1:])
             ]
             ranks.append((f"rank{rank}", rank_of_parts(parts)))
@@ -263,6 +273,30 @@ def test_random_nodes_walked_part_by_part_give_the_whole_walks_answer() -> None:
         assert repr((found.origin, found.firsts, found.path, found.nodes)) == repr(
             (expected.origin, expected.firsts, expected.path, expected.nodes)
         ), trial
+
+
+def _rows(table: CompareTable, lo: int, hi: int) -> CompareTable:
+    """Rows lo..hi of ``table``, as a table part holds them."""
+    p2p = {i - lo: pair for i, pair in table.p2p.items() if lo <= i < hi}
+    return CompareTable(table.mode, table.columns, table.rows[lo:hi], entries=table.entries[lo:hi], p2p=p2p)
+
+
+@dataclass(frozen=True)
+class _Nodes:
+    """A part of a rank's nodes as a NodePart gives them (a node that cannot diverge as its LightNode)."""
+
+    part: list[Node]
+    tol: Tolerance
+
+    @property
+    def count(self) -> int:
+        return len(self.part)
+
+    def comms(self) -> list[Node]:
+        return [node for node in self.part if node.comm is not None]
+
+    def nodes(self) -> list[Node | LightNode]:
+        return [light_node(node, self.tol) or node for node in self.part]
 
 
 def test_nodes_pickle_flat_and_come_back_equal() -> None:
