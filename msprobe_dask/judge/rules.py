@@ -96,7 +96,8 @@ class _Flags:
 
 def _max_fraction(fractions: Sequence[float | None], rows: Sequence[int]) -> float:
     """The largest relative fraction of these rows (0.0 if none has one)."""
-    return max((v for v in map(fractions.__getitem__, rows) if v is not None), default=0.0)
+    held = [v for v in map(fractions.__getitem__, rows) if v is not None]
+    return max(held) if held else 0.0
 
 
 def _output_norm(value: Any, fraction: float | None) -> float:
@@ -273,10 +274,9 @@ def judge_columns(cells: Columns, ends: Sequence[int], mode: str) -> tuple[list[
         _pair_checks(cells, checked, outputs, flags)
         for ins, outs in groups:
             last_check(table, ins, outs, flags)
-    results, messages = [PASS] * len(names), [_message_text(())] * len(names)
+    results, messages = [PASS] * len(names), [_verdict(())[1]] * len(names)
     for i, flagged in flags.messages.items():
-        results[i] = max((m.split(":", 1)[0] for m in flagged), key=_LEVELS.__getitem__)
-        messages[i] = _message_text(tuple(flagged))
+        results[i], messages[i] = _verdict(tuple(flagged))
     return results, messages
 
 
@@ -307,15 +307,17 @@ def judge_group(rows: Sequence[Row], mode: str) -> None:
         row["Result"], row["Err_message"] = result, message
 
 
-_MESSAGE_TEXTS: dict[tuple[str, ...], str] = {}
+_VERDICTS: dict[tuple[str, ...], tuple[str, str]] = {}
 
 
-def _message_text(messages: tuple[str, ...]) -> str:
-    """The Err_message of these messages (the checkers' messages are few: each list printed once)."""
-    text = _MESSAGE_TEXTS.get(messages)
-    if text is None:
-        text = _MESSAGE_TEXTS[messages] = json.dumps(list(messages))
-    return text
+def _verdict(messages: tuple[str, ...]) -> tuple[str, str]:
+    """The Result and Err_message of a row flagged with these messages (the checkers' messages are
+    few: each list judged and printed once)."""
+    verdict = _VERDICTS.get(messages)
+    if verdict is None:
+        result = max((m.split(":", 1)[0] for m in messages), key=_LEVELS.__getitem__, default=PASS)
+        verdict = _VERDICTS[messages] = (result, json.dumps(list(messages)))
+    return verdict
 
 
 UNREADABLE = "error: the tensor could not be read: "
