@@ -101,22 +101,27 @@ def format_item(item: dict[str, Any], keep_md5: bool, batch_p2p: bool) -> dict[s
     return out
 
 
+_ABSENT = object()  # (item.get's answer for a key the item does not hold)
+
+
 def exported_cells(
     item: dict[str, Any], keys: tuple[str, ...], keep_md5: bool, batch_p2p: bool
 ) -> dict[str, str]:
     """``format_item``'s cells of ``keys`` (those it gives), without making the others."""
     kept = _PG_KEEP if item.get("type") == PROCESS_GROUP else item
-    skip = skipped_keys(keep_md5, batch_p2p)
+    skip = _SKIPPED[bool(keep_md5), bool(batch_p2p)]
     fmt = _FORMAT.get
-    if "Max" in kept and "Max" not in skip:
-        top = item["Max"]  # (a float's text, repr's, is never "null": not made)
-        if top.__class__ is not float and fmt(top.__class__, _fmt_other)(top) == "null":
+    top = item.get("Max", _ABSENT)
+    if top.__class__ is not float and "Max" in kept and "Max" not in skip:
+        # (a float's text, repr's, is never "null": not made)
+        if fmt(top.__class__, _fmt_other)(top) == "null":
             return {"value": "null"} if "value" in keys else {}
-    return {
-        k: fmt((v := item[k]).__class__, _fmt_other)(v)
-        for k in keys
-        if k in kept and k in item and k not in skip
-    }
+    out = {}
+    for k in keys:
+        v = item.get(k, _ABSENT)
+        if v is not _ABSENT and k not in skip and (kept is item or k in kept):
+            out[k] = fmt(v.__class__, _fmt_other)(v)
+    return out
 
 
 def format_items(data: dict[str, dict], keep_md5: bool, batch_p2p: bool) -> dict[str, dict]:

@@ -45,9 +45,13 @@ def items_of_texts(*texts: str | None) -> list[dict[str, Any]]:
 
 def _metric(items: list[dict[str, Any]]) -> tuple[str, float]:
     for metric in RANK_METRICS:
-        values = [v for v in (as_float(item.get(metric.column)) for item in items) if is_number(v)]
+        column = metric.column
+        # (as_float(None) is NaN: an item without the cell is passed over at once)
+        values = [
+            v for item in items if (cell := item.get(column)) is not None and is_number(v := as_float(cell))
+        ]
         if values:
-            return metric.column, max(values, key=metric.badness)
+            return column, max(values, key=metric.badness)
     return "", float("nan")
 
 
@@ -71,14 +75,18 @@ class NodeGroup:
     ) -> None:
         """A node; ``items()``: its items as exported (SUMMARY_KEYS of them at least), read only if it
         is judged warning or error."""
-        result = precision_result(precision)
+        result = _RESULT_OF_PRECISION.get(precision, OTHER)  # (precision_result: None is no key)
         self.summary.count(result)
         if result in (PASS, OTHER):
             return
         node_items = items()
         if result == ERROR:
             self.unreadable += unreadable_problems(node_items)
-        node_messages = [m for item in node_items for m in messages(item.get("Err_message"))]
+        node_messages = []
+        for item in node_items:
+            cell = item.get("Err_message")
+            if cell is not None:
+                node_messages += messages(cell)
         self.kinds.add(node_messages)
         if node_type != API_NODE:
             return
