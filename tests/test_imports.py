@@ -46,3 +46,21 @@ def test_statistics_csv_compare_imports_nothing_heavy(tmp_path: Path) -> None:
     assert "msprobe_dask.pipeline.compare" in modules
     assert heavy(modules) == []
     assert len(list(out.glob("compare_result_*.csv"))) == 1
+
+
+def test_graph_visualize_imports_no_divergence_analysis(tmp_path: Path) -> None:
+    """Without --report, graph_visualize only offers the analysis' options (analysis/tolerance.py): the
+    analysis and the report are not imported (0.06e9 instructions, ~1% of the transformer's compare)."""
+    case = case_dir("stat_mix")
+    out = tmp_path / "out"
+    args = ["graph_visualize", "-q", "-tp", str(case / "target"), "-gp", str(case / "golden"), "-o", str(out)]
+    modules = imported_modules(args)
+    assert "msprobe_dask.graph.api" in modules
+    assert "msprobe_dask.analysis.tolerance" in modules
+    unused = (
+        "msprobe_dask.analysis.divergence",
+        "msprobe_dask.report.cli",
+        "msprobe_dask.summary.divergence",
+    )
+    assert sorted(modules & set(unused)) == []
+    assert len(list(out.glob("compare_*.vis.db"))) == 1

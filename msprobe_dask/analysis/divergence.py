@@ -35,23 +35,11 @@ from msprobe_dask.analysis.flow import (
     rank_nodes,
 )
 from msprobe_dask.analysis.links import Links, Sent, link
+from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.dump.markers import PARAMETERS_GRAD
 
 ORIGIN, RECEIVED = "origin", "received"
 _NUMBER = re.compile(r"(\d+)")
-
-
-@dataclass(frozen=True, slots=True)
-class Tolerance:
-    """``atol``: differences up to this, in the tensor's units, are no difference (near-zero values);
-    ``rtol``: how much a node's error may exceed its inputs' (a fraction of the tensor's magnitude)."""
-
-    atol: float = 1e-6
-    rtol: float = 0.1
-
-    def limit(self, received: float) -> float:
-        """The largest error a node may show when its inputs bring ``received``."""
-        return (1 + self.rtol) * received + self.rtol
 
 
 @dataclass(frozen=True, slots=True)

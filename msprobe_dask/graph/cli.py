@@ -17,7 +17,7 @@ from msprobe_dask.cli_args import (
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from msprobe_dask.report.cli import add_tolerance_options
+    from msprobe_dask.analysis.tolerance import add_tolerance_options
 
     p = add_command(
         subparsers,

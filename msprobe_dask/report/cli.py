@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from msprobe_dask.analysis.divergence import Divergence, Tolerance
+from msprobe_dask.analysis.divergence import Divergence
+from msprobe_dask.analysis.tolerance import Tolerance, add_tolerance_options
 from msprobe_dask.cli_args import add_command
 from msprobe_dask.errors import UserError
 from msprobe_dask.pipeline.scheduler import RunOptions
@@ -17,22 +18,6 @@ from msprobe_dask.summary.divergence import analyse_tables, apply_divergence
 from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.writers.atomic import unused_name
-
-
-def add_tolerance_options(p: argparse.ArgumentParser) -> None:
-    defaults = Tolerance()
-    p.add_argument(
-        "--atol",
-        type=float,
-        default=defaults.atol,
-        help=f"first divergence: differences up to this are none (near-zero values; default {defaults.atol})",
-    )
-    p.add_argument(
-        "--rtol",
-        type=float,
-        default=defaults.rtol,
-        help=f"first divergence: error a node may add to its inputs' (default {defaults.rtol})",
-    )
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
