@@ -31,7 +31,7 @@ from typing import Any
 from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.pipeline.pairing import MatchOptions
-from msprobe_dask.pipeline.part_file import append_part, begin_file, finish_file
+from msprobe_dask.pipeline.part_file import append_part, begin_file, finish_file, spooled_part
 from msprobe_dask.pipeline.part_forms import CSV, CsvForm
 from msprobe_dask.pipeline.part_keys import (
     joined_by_digest,
@@ -51,7 +51,7 @@ from msprobe_dask.pipeline.part_match import (
     wanted_rows,
 )
 from msprobe_dask.pipeline.part_scan import parse_part, part_count, rows_zlib, scan_side
-from msprobe_dask.pipeline.part_table import split_stacks, table_part
+from msprobe_dask.pipeline.part_table import split_stacks
 from msprobe_dask.pipeline.task_graph import TaskGraph
 
 _ROWS = {"inline": (0,), "apart": (1,)}
@@ -64,9 +64,9 @@ _ROWS_BESIDE_KEYS = {"apart": (1,)}
 
 TABLES_AHEAD = 3
 """A table part runs once the append ``TABLES_AHEAD`` parts before it is done (a dependency of the graph,
-so on every scheduler): at most this many table parts' results (each part's file bytes) wait for their
-append. Without it dask's ordering ran nearly every table part before the appends, and their results
-waited in the process that schedules (2.2 GB for a rank of 1M entries)."""
+so on every scheduler): at most this many table parts' bytes (in their spool files, part_file.spooled_part)
+wait for their append. Without it dask's ordering ran nearly every table part before the appends, and
+their bytes waited in the process that schedules (2.2 GB for a rank of 1M entries, before the spools)."""
 
 
 def rank_file(
@@ -134,7 +134,9 @@ def rank_file(
     appended: list[Any] = []
     for k, window in enumerate(windows):
         chunk = graph.call(
-            table_part,
+            spooled_part,
+            path,
+            k,
             label,
             tolerance,
             form,

@@ -214,7 +214,7 @@ def compare_to_files(
     If the run fails, no file of it is left behind."""
     from msprobe_dask.graph.gcpause import rare_full_collections
     from msprobe_dask.pipeline.chunked import rank_file
-    from msprobe_dask.pipeline.part_file import temporaries
+    from msprobe_dask.pipeline.part_file import remove_temporaries_of
     from msprobe_dask.pipeline.part_forms import CSV, XLSX
     from msprobe_dask.pipeline.part_scan import is_statistics_dump
 
@@ -244,8 +244,7 @@ def compare_to_files(
             )
         except BaseException:
             for path in paths.values():
-                for tmp in temporaries(path):
-                    tmp.unlink(missing_ok=True)
+                remove_temporaries_of(path)
             raise
         others = [source for i, source in enumerate(sources) if i not in paths]
         tables = iter(_tables(others, match, compute, run) if others else [])

@@ -1,20 +1,27 @@
 """A rank's csv or xlsx file written by a chain of tasks: the header, each table part's bytes appended
 in the reference's order (an xlsx's next sheet opened where a part's rows reach it), the complete file
 made the result by its form (``part_forms.py``: the csv renamed, the xlsx's sheets stored in its zip);
-the rank's summary and nodes gathered."""
+the rank's summary and nodes gathered.
+
+A table part's task leaves its bytes in a spool file of the rank's spool folder (``spooled_part``), which
+its append copies into the file: the bytes go from process to process through the file system, not
+through the process that schedules the tasks (dask's processes scheduler pickles each task's result
+into it and each task's inputs out of it: a rank of 50,400 entries a side, 55 MB twice)."""
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from msprobe_dask.analysis.divergence import RankNodes
 from msprobe_dask.errors import OutputError
 from msprobe_dask.pipeline.part_forms import CsvForm, packed
 from msprobe_dask.pipeline.part_match import PlanHead
-from msprobe_dask.pipeline.part_table import TablePart
+from msprobe_dask.pipeline.part_table import table_part
 from msprobe_dask.summary.divergence import NodePart, rank_of_parts
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
@@ -50,14 +57,52 @@ class WrittenRank:
         return None if self.node_parts is None else rank_of_parts(self.node_parts)
 
 
+@dataclass(frozen=True, slots=True)
+class SpooledPart:
+    """A table part (part_table.TablePart) whose bytes wait in its spool file for their append."""
+
+    spool: Path
+    sections: tuple[tuple[int, int], ...]  # (section, bytes in the spool), in the file's order
+    rows: int
+    summary: tuple[GroupSummary, KindCounter] | None
+    nodes: NodePart | None
+
+
 def part_file(path: Path) -> Path:
     """Where the rank's file is written before it becomes ``path``."""
     return path.with_name(f".{path.name}.part")
 
 
-def temporaries(path: Path) -> tuple[Path, Path]:
-    """The rank's files before ``path`` is complete: its part file, and an xlsx's zip made from it."""
-    return part_file(path), packed(part_file(path))
+def spool_folder(path: Path) -> Path:
+    """Where the rank's table parts leave their bytes for their appends."""
+    return path.with_name(f".{path.name}.parts")
+
+
+def temporaries(path: Path) -> tuple[Path, Path, Path]:
+    """The rank's files before ``path`` is complete: its part file, an xlsx's zip made from it, and the
+    spool folder."""
+    return part_file(path), packed(part_file(path)), spool_folder(path)
+
+
+def remove_temporaries_of(path: Path) -> None:
+    """Remove what the rank's tasks left on the way to ``path`` (a failed run)."""
+    part, zipped, spools = temporaries(path)
+    part.unlink(missing_ok=True)
+    zipped.unlink(missing_ok=True)
+    shutil.rmtree(spools, ignore_errors=True)
+
+
+def spooled_part(path: Path, k: int, *args: Any) -> SpooledPart:
+    """part_table.table_part(*args), its bytes left in spool file ``k`` of the rank of ``path``."""
+    part = table_part(*args)
+    spool = spool_folder(path) / str(k)
+    with _writing(path):
+        spool.parent.mkdir(exist_ok=True)
+        with open(spool, "wb") as f:
+            for _, data in part.sections:
+                f.write(data)
+    sections = tuple((section, len(data)) for section, data in part.sections)
+    return SpooledPart(spool, sections, part.rows, part.summary, part.nodes)
 
 
 def begin_file(form: CsvForm, path: Path, head: PlanHead) -> PartWritten:
@@ -66,25 +111,26 @@ def begin_file(form: CsvForm, path: Path, head: PlanHead) -> PartWritten:
     return PartWritten(path, head.columns, (0,))
 
 
-def append_part(form: CsvForm, previous: PartWritten, part: TablePart) -> PartWritten:
+def append_part(form: CsvForm, previous: PartWritten, part: SpooledPart) -> PartWritten:
     starts = list(previous.starts)
-    with _writing(previous.path), open(part_file(previous.path), "ab") as f:
-        for section, data in part.sections:
+    with _writing(previous.path), open(part_file(previous.path), "ab") as f, open(part.spool, "rb") as spool:
+        for section, size in part.sections:
             while len(starts) <= section:  # the part begins a section (an xlsx's next sheet)
                 f.write(form.tail)
                 starts.append(f.tell())
                 f.write(form.head(previous.columns))
-            f.write(data)
+            f.write(spool.read(size))
+    part.spool.unlink()
     return PartWritten(previous.path, previous.columns, tuple(starts), part.rows, part.summary, part.nodes)
 
 
 @contextlib.contextmanager
 def _writing(path: Path) -> Iterator[None]:
-    """A write to the rank's temporary file that fails (a full disk) removes it and names ``path``."""
+    """A write to the rank's temporary files that fails (a full disk) removes them and names ``path``."""
     try:
         yield
     except OSError as exc:
-        part_file(path).unlink(missing_ok=True)
+        remove_temporaries_of(path)
         raise OutputError(path, f"cannot be written: {exc.strerror or exc}") from None
 
 
@@ -95,6 +141,7 @@ def finish_file(form: CsvForm, label: str, head: PartWritten, *parts: PartWritte
     summary = merge_summaries(label, head.columns, [p.summary for p in parts if p.summary]) if asked else None
     nodes = tuple(p.nodes for p in parts if p.nodes is not None) if asked else None
     tmp = part_file(head.path)
+    shutil.rmtree(spool_folder(head.path), ignore_errors=True)  # (every spool appended and removed)
     rows = sum(p.rows for p in parts)
     if not rows:
         tmp.unlink()

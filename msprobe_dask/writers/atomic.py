@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,6 +66,9 @@ def remove_temporaries() -> None:
     leaves removes what such a thread created meanwhile."""
     stop_writing()
     for tmp in list(_temporaries):
+        if os.path.isdir(tmp):  # a folder of temporary files (a compare's spooled table parts)
+            shutil.rmtree(tmp, ignore_errors=True)
+            continue
         for suffix in ("", "-wal", "-shm", "-journal"):
             with contextlib.suppress(OSError):
                 os.unlink(tmp + suffix)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import dask
 import pytest
 from conftest import case_dir
 
 from msprobe_dask.analysis.divergence import RankNodes, Tolerance, light_node
 from msprobe_dask.dump.source import DumpSource
-from msprobe_dask.pipeline import chunked, part_keys, part_match, part_scan
+from msprobe_dask.errors import DumpError
+from msprobe_dask.pipeline import chunked, part_file, part_keys, part_match, part_scan
 from msprobe_dask.pipeline.compare import compare, compare_to_files
 from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.part_file import WrittenRank
@@ -73,6 +75,32 @@ def test_parts_write_the_whole_tables_bytes(
         assert repr(rank.summary) == repr(whole_summary)  # repr: a NaN metric equals itself
         _same_analysis(rank, whole.label, t)
     assert not list(tmp_path.glob(".*"))  # no part file left
+
+
+def test_a_table_part_failing_after_others_were_spooled_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Table parts leave their bytes in the rank's spool folder for their appends (part_file.spooled_part):
+    a run that fails after some did removes it with the part file."""
+    monkeypatch.setattr(part_scan, "PART_BYTES", 20_000)
+    monkeypatch.setattr(part_scan, "MIN_PARTS", 1)
+    made: list[int] = []
+    table_part = part_file.table_part
+
+    def fails_late(*args: object) -> object:
+        if len(made) >= 2:
+            raise DumpError("dump.json", "a bad entry found late")
+        made.append(1)
+        return table_part(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(part_file, "table_part", fails_late)
+    out = tmp_path / "out"
+    out.mkdir()
+    case = case_dir("transformer_big")
+    with pytest.raises(DumpError, match="found late"), dask.config.set(num_workers=1):
+        compare_to_files(case / "target", case / "golden", lambda label: out / "r.csv", run=RunOptions())
+    assert len(made) == 2
+    assert list(out.iterdir()) == []
 
 
 def _same_analysis(rank: WrittenRank, label: str, table: object) -> None:
@@ -229,7 +257,7 @@ def test_a_table_part_waits_for_the_append_tables_ahead_before_it(monkeypatch: p
         (written,) = nxt
         chain.append(written)
     assert len(chain) == 9
-    tables = [next(d for d in deps[key] if str(d).startswith("table_part-")) for key in chain]
+    tables = [next(d for d in deps[key] if str(d).startswith("spooled_part-")) for key in chain]
     ahead = chunked.TABLES_AHEAD
     for k, table in enumerate(tables):
         waits = {d for d in deps[table] if str(d).startswith("append_part-")}
@@ -248,7 +276,7 @@ def test_a_parts_rows_reach_their_readers_apart_from_its_keys_where_the_keys_are
     target, golden = (case_dir("stat_mix") / side / "dump.json" for side in ("target", "golden"))
     graph = chunked.rank_file("", DumpSource(target), DumpSource(golden), match, Path("unused.csv"), None)
     tasks = dict(graph.dask)
-    readers = [task for key, task in tasks.items() if str(key).startswith(("table_part-", "export_rows-"))]
+    readers = [task for key, task in tasks.items() if str(key).startswith(("spooled_part-", "export_rows-"))]
     parses = {key for key in tasks if str(key).startswith("parse_part-")}
     assert readers and parses
     assert all(bool(task.dependencies & parses) is direct for task in readers)

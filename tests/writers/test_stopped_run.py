@@ -103,3 +103,13 @@ def test_a_signal_whose_exception_was_lost_still_ends_the_run_as_stopped(
     assert cli.main(["compare", "-tp", str(dump), "-gp", str(dump), "-o", str(tmp_path / "out")]) == 143
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and "stopped by SIGTERM" in lines[0], lines
+
+
+def test_a_folder_of_temporaries_is_removed_with_what_it_holds(tmp_path: Path) -> None:
+    """A compare rank's spool folder (its table parts' bytes waiting for their appends) goes whole."""
+    spools = tmp_path / ".compare_result.csv.parts"
+    spools.mkdir()
+    (spools / "0").write_bytes(b"a,b\n")
+    atomic.track(spools)
+    atomic.remove_temporaries()
+    assert list(tmp_path.iterdir()) == []
