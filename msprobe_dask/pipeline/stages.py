@@ -34,7 +34,7 @@ STAGES = {
     "records_task": Stage("parse and match", "ranks"),
     "match_parts": Stage("parse and match", "ranks"),  # pipeline/part_match.py: a rank's parts
     "plan_head": Stage("parse and match", "ranks"),  # pipeline/part_keys.py: the match cut into partitions
-    "table_part": Stage("judge", "parts"),
+    "spooled_part": Stage("judge", "parts"),  # pipeline/part_file.py: a table part, its bytes spooled
     "compare_job": Stage("kernel compare", "rank-steps"),
     "convert_files": Stage("convert", "batches"),
     "measure_batch": Stage("tensor metrics", "batches"),
@@ -44,7 +44,7 @@ STAGES = {
     "rows": Stage("graph rows", "chunks"),
     "finish": Stage("compare graphs", "ranks"),
     "link-ranks": Stage("link ranks", ""),
-    "insert": Stage("insert rows", "chunks"),
+    "insert": Stage("insert rows", "batches"),  # graph/api.py: a turn's chunks (CHUNKS_PER_TURN) a task
     "write-visdb": Stage("write vis.db", ""),
     "write-json": Stage("write json", ""),
 }

@@ -56,7 +56,7 @@ def test_graph_visualize_logs_its_stages(tmp_path: Path) -> None:
         "build graphs": (16, 16, "graphs"),
         "match graphs": (8, 8, "ranks"),
         "graph rows": (8, 8, "chunks"),
-        "insert rows": (8, 8, "chunks"),
+        "insert rows": (8, 8, "batches"),
         "compare graphs": (8, 8, "ranks"),
         "link ranks": (1, 1, None),
         "write vis.db": (1, 1, None),
