@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import marshal
 import pickle
 import re
 from collections.abc import Mapping
@@ -95,7 +96,7 @@ class Graph:
         flat = _flat(self)
         if flat is None:  # a node linked to one the graph does not hold: pickled as it is
             return _graph_of_fields, (tuple(getattr(self, name) for name in _GRAPH_FIELDS),)
-        return _unflat, (flat, tuple(getattr(self, name) for name in _REST_FIELDS))
+        return _unflat, (*flat, tuple(getattr(self, name) for name in _REST_FIELDS))
 
     def sorted_nodes(self) -> list[Node]:
         """Post-order DFS from the root (children in order, root last), each node once."""
@@ -150,8 +151,9 @@ def _graph_of_fields(values: tuple[Any, ...]) -> Graph:
     return Graph(*values)
 
 
-def _flat(g: Graph) -> bytes | None:
-    """The graph's nodes as parallel lists, pickled: ids, types, parent and children as positions,
+def _flat(g: Graph) -> tuple[bytes, bool] | None:
+    """The graph's nodes as parallel lists, marshalled (whether they are), else pickled (a value of a
+    type marshal does not take): ids, types, parent and children as positions,
     stacks as positions in a list of the distinct stack lists (equal stacks stay one list), micro
     steps, and for each field of _SPARSE the {position: value} of the nodes that hold one. None if a
     node is linked to one the graph does not hold."""
@@ -198,12 +200,18 @@ def _flat(g: Graph) -> bytes | None:
         root,
         sparse,
     )
-    return pickle.dumps(flat, protocol=pickle.HIGHEST_PROTOCOL)
+    try:  # (marshal: 5x faster than pickle to write these lists, 2x to read; one rank of 50,000 entries
+        # sends each side's graph to the other worker)
+        return marshal.dumps(flat), True
+    except ValueError:
+        return pickle.dumps(flat, protocol=pickle.HIGHEST_PROTOCOL), False
 
 
-def _unflat(flat: bytes, rest: tuple[Any, ...]) -> Graph:
+def _unflat(flat: bytes, marshalled: bool, rest: tuple[Any, ...]) -> Graph:
     with collections_paused():  # (see gcpause: objects that all live on)
-        ids, keys, types, parents, children, stacks, stack_of, micro, root, sparse = pickle.loads(flat)
+        ids, keys, types, parents, children, stacks, stack_of, micro, root, sparse = (
+            marshal.loads(flat) if marshalled else pickle.loads(flat)
+        )
         nodes = [
             Node(node_id, kind, None, [], {}, {}, stacks[k], m)
             for node_id, kind, k, m in zip(ids, types, stack_of, micro)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -81,4 +82,14 @@ def test_a_node_outside_the_graph_is_pickled_as_it_is() -> None:
     stray.attach(g.root)
     copy = pickle.loads(pickle.dumps(g))
     assert copy.root.children[-1].id == "stray" and "stray" not in copy.nodes
+    _same(copy, g)
+
+
+def test_a_value_marshal_does_not_take_is_pickled() -> None:
+    """The nodes' lists travel marshalled; a value of another type (here a node's item) pickled."""
+    g = build_graph(GraphSource(str(DATA / "stat_mix" / "target")))
+    node = next(n for n in g.nodes.values() if n.input_data)
+    node.input_data = {**node.input_data, "odd": {"value": Fraction(1, 3)}}
+    copy = pickle.loads(pickle.dumps(g))
+    assert copy.nodes[node.id].input_data["odd"] == {"value": Fraction(1, 3)}
     _same(copy, g)
