@@ -34,7 +34,6 @@ from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.part_file import append_part, begin_file, finish_file, spooled_part
 from msprobe_dask.pipeline.part_forms import CSV, CsvForm
 from msprobe_dask.pipeline.part_keys import (
-    joined_by_digest,
     key_part,
     match_partition,
     pairs_of_part,
@@ -78,12 +77,10 @@ def rank_file(
     tolerance: Tolerance | None,
     form: CsvForm = CSV,
     shared: bool = True,
-    processes: int = 1,
 ) -> Any:
     """The Delayed that compares one rank into ``path``, a csv or xlsx by ``form`` (its value: a
     WrittenRank); ``shared``: where it runs, tasks' values reach their readers without passing through
-    the process that schedules (see TaskGraph.call_many); ``processes``: how many processes run its
-    tasks (the default match is cut into at least as many partitions: part_keys.partition_count)."""
+    the process that schedules (see TaskGraph.call_many)."""
     graph = TaskGraph(shared)
     npu_n, bench_n = part_count(npu_src), part_count(bench_src)
     hashed = match == MatchOptions()  # the default match, cut into hash partitions (part_keys.py)
@@ -114,8 +111,7 @@ def rank_file(
             scans,
             windows,
             renumber,
-            partition_count(npu_src, bench_src, processes),
-            joined_by_digest(npu_src, bench_src),
+            partition_count(npu_src, bench_src),
             npu_rows + bench_rows,
             npu_keys + bench_keys,
         )
@@ -161,18 +157,16 @@ def _hashed_match(
     windows: tuple[range, ...],
     renumber: bool,
     partitions: int,
-    digests: bool,
     rows: tuple[Any, ...],
     keys: tuple[Any, ...],
 ) -> tuple[Any, list[Any], list[Any]]:
     """The match of ``part_keys.py``: the plan head, each table part's runs, each bench part's wanted rows
-    (references to ``graph``'s tasks), from each part's rows and keys (the npu parts', then the bench's);
-    ``digests``: the keys are joined by their digests (part_keys.joined_by_digest)."""
+    (references to ``graph``'s tasks), from each part's rows and keys (the npu parts', then the bench's)."""
     npu_n, parts = len(windows), len(rows)
     facts, *starts = graph.call_many(side_facts, 1 + parts, *scans, npu_n, *keys)
     buckets = [
         graph.call_many(
-            key_part, partitions, rows[i], starts[i], renumber, partitions, digests, apart=range(partitions)
+            key_part, partitions, rows[i], starts[i], renumber, partitions, apart=range(partitions)
         )
         for i in range(parts)
     ]

@@ -237,7 +237,6 @@ def compare_to_files(
                         summary_tolerance,
                         XLSX if xlsx else CSV,
                         run.shares_results,
-                        max(1, run.local_processes),
                     )
                     for i in streamed
                 ]

@@ -7,11 +7,10 @@ match_partition (p) ──each target part's pairs found in p──> pairs_of_pa
 
 A row's compare key is its name with the backward renumbering (``match/exact.py:compare_keys``); a
 part's numbering starts where the parts before it end (``side_facts`` adds up their counts), so each
-part keys its rows alone. Equal keys land in one partition (by their CRC-32), where they are joined as
-``match/exact.py:join_left`` joins them (a target row with several golden partners pairs with each, in
-golden order) and the dtype gate is applied to each pair. A big rank's keys are joined by their 128-bit
-digests (the partitions hold less), a rank under PARTITION_BYTES's by the keys themselves (a digest each
-doubled the keys' task).
+part keys its rows alone. Equal keys give equal 128-bit digests and so land in one partition, where they
+are joined as ``match/exact.py:join_left`` joins them (a target row with several golden partners pairs
+with each, in golden order) and the dtype gate is applied to each pair. Where P is 1 the keys
+themselves are joined (a digest each costs a fifth of the key's task for nothing).
 """
 
 from __future__ import annotations
@@ -21,9 +20,8 @@ import math
 import sys
 from hashlib import blake2b
 from itertools import chain
-from operator import attrgetter, itemgetter, methodcaller
+from operator import itemgetter
 from typing import Any
-from zlib import crc32
 
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.graph.gcpause import rare_collections_from_now
@@ -32,25 +30,15 @@ from msprobe_dask.match.exact import compare_keys
 from msprobe_dask.pipeline.part_match import PlanCut, RankFacts, cut_part_plan, rank_facts
 from msprobe_dask.pipeline.part_scan import PartKeys, RowPart, SideScan, rank_bytes
 
-_UTF8 = methodcaller("encode", "utf-8", "surrogatepass")
-_DTYPE = attrgetter("dtype")
-
 PARTITION_BYTES = 128 << 20
 """dump.json bytes (both sides) per hash partition: a rank of 1M entries a side (1.8 GB) has 14
 partitions, whose tasks each hold the digests of about 500,000 rows; a rank under 128 MB has one."""
 
 
-def partition_count(npu_src: DumpSource, bench_src: DumpSource, processes: int = 1) -> int:
-    """(Sized by the dump, not by its parts: every part sends each partition its rows' keys, so
-    parts x partitions edges), and at least one per process that runs the rank's tasks (``processes``):
-    the join is then shared among them, not made by one while the others wait (one rank of 50,400
-    entries a side: 0.48 s of CPU in one task)."""
-    return max(1, processes, math.ceil(rank_bytes(npu_src, bench_src) / PARTITION_BYTES))
-
-
-def joined_by_digest(npu_src: DumpSource, bench_src: DumpSource) -> bool:
-    """Whether a rank's keys are joined by their digests (a rank over PARTITION_BYTES) or themselves."""
-    return rank_bytes(npu_src, bench_src) > PARTITION_BYTES
+def partition_count(npu_src: DumpSource, bench_src: DumpSource) -> int:
+    """(Sized by the dump, not by its parts: every part sends each partition its rows' digests, so
+    parts x partitions edges.)"""
+    return max(1, math.ceil(rank_bytes(npu_src, bench_src) / PARTITION_BYTES))
 
 
 def side_facts(npu_scan: SideScan, bench_scan: SideScan, npu_parts: int, *keys: PartKeys) -> tuple[Any, ...]:
@@ -70,23 +58,20 @@ def _starts(parts: tuple[PartKeys, ...]) -> list[dict[str, int]]:
     return starts
 
 
-def key_part(
-    part: RowPart, start: dict[str, int], renumber: bool, partitions: int, digests: bool = False
-) -> tuple[bytes, ...]:
-    """A part's rows by the partition of their compare key (the CRC-32 of its UTF-8 bytes): for
-    each partition, marshal bytes of [(row in the part, the key's token, dtype)]. The token is the key's
-    digest (``digests``: joined_by_digest) or the key itself."""
+def key_part(part: RowPart, start: dict[str, int], renumber: bool, partitions: int) -> tuple[bytes, ...]:
+    """A part's rows by the partition of their compare key: for each partition, marshal bytes of
+    [(row in the part, the key's token, dtype)]. The token is the key's digest, or, where there is one
+    partition (a rank under PARTITION_BYTES, whose partition holds every key anyway), the key itself."""
     rare_collections_from_now()
     rows = part.rows
     intern = sys.intern
     keys = compare_keys(rows, renumber, start)
-    if partitions == 1 and not digests:
+    if partitions == 1:
         return (marshal.dumps([(i, key, intern(row.dtype)) for i, (key, row) in enumerate(zip(keys, rows))]),)
-    encoded: list[bytes] = list(map(_UTF8, keys))  # (a name may hold a lone surrogate: \ud800)
-    tokens: list[Any] = [blake2b(e, digest_size=16).digest() for e in encoded] if digests else keys
-    buckets: list[list[tuple[int, Any, str]]] = [[] for _ in range(partitions)]
-    for i, (crc, token, dtype) in enumerate(zip(map(crc32, encoded), tokens, map(_DTYPE, rows))):
-        buckets[crc % partitions].append((i, token, intern(dtype)))
+    buckets: list[list[tuple[int, bytes, str]]] = [[] for _ in range(partitions)]
+    for i, (key, row) in enumerate(zip(keys, rows)):
+        digest = blake2b(key.encode(), digest_size=16).digest()
+        buckets[int.from_bytes(digest[:8], "little") % partitions].append((i, digest, intern(row.dtype)))
     return tuple(marshal.dumps(bucket) for bucket in buckets)
 
 

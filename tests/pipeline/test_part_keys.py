@@ -15,14 +15,7 @@ from msprobe_dask.dump.rows import LeafRow, row_key
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.match.exact import backward_counts, compare_keys
 from msprobe_dask.pipeline.pairing import MatchOptions, pair_indices
-from msprobe_dask.pipeline.part_keys import (
-    joined_by_digest,
-    key_part,
-    match_partition,
-    pairs_of_part,
-    partition_count,
-    side_facts,
-)
+from msprobe_dask.pipeline.part_keys import key_part, match_partition, pairs_of_part, side_facts
 from msprobe_dask.pipeline.part_scan import PartKeys, RowPart, SideScan
 from msprobe_dask.pipeline.sides import MatchSide
 
@@ -71,15 +64,6 @@ def _scan(tmp_path: Path, name: str) -> SideScan:
     return SideScan(DumpSource(tmp_path / name / "dump.json"), "statistics", "pytorch", False, whole=False)
 
 
-def test_a_small_rank_has_a_partition_per_process_and_joins_its_keys(tmp_path: Path) -> None:
-    """The join is shared among the processes that run the rank (not made by one while the others
-    wait); a rank under PARTITION_BYTES joins the keys themselves, not their digests."""
-    (tmp_path / "dump.json").write_text("{}")
-    src = DumpSource(tmp_path / "dump.json")
-    assert [partition_count(src, src, n) for n in (0, 1, 2, 3)] == [1, 1, 2, 3]
-    assert not joined_by_digest(src, src)
-
-
 def test_keys_of_parts_renumbered_from_their_starts_are_the_whole_sides_keys() -> None:
     rng = random.Random(1)
     entries = _entries(rng, 300)
@@ -100,7 +84,6 @@ def test_partitions_pair_the_rows_the_whole_match_pairs(seed: int, tmp_path: Pat
     npu_parts = _cut(rng, _entries(rng, 200), rng.randrange(1, 9))
     bench_parts = _cut(rng, _entries(rng, 200), rng.randrange(1, 9))
     partitions = rng.randrange(1, 6)
-    digests = seed % 2 == 1  # (a big rank's keys are joined by their digests: part_keys.joined_by_digest)
     npu_rows = [r for p in npu_parts for r in p]
     bench_rows = [r for p in bench_parts for r in p]
     scans = _scan(tmp_path, "npu"), _scan(tmp_path, "bench")
@@ -113,9 +96,7 @@ def test_partitions_pair_the_rows_the_whole_match_pairs(seed: int, tmp_path: Pat
 
     parts = [*npu_parts, *bench_parts]
     facts, *starts = side_facts(*scans, len(npu_parts), *(PartKeys.of(p, False, False) for p in parts))
-    buckets = [
-        key_part(RowPart.of(p, False), start, True, partitions, digests) for p, start in zip(parts, starts)
-    ]
+    buckets = [key_part(RowPart.of(p, False), start, True, partitions) for p, start in zip(parts, starts)]
     found = [match_partition(facts, len(npu_parts), *(b[p] for b in buckets)) for p in range(partitions)]
     assert any(f[-1] for f in found) == any(j is None for _, j in whole)
     window = range(len(bench_parts) // 2, len(bench_parts) // 2 + 1)  # the other parts' partners: far
