@@ -42,3 +42,28 @@ def assert_same_cells(ours: list[list[str]], ref: list[list[str]]) -> None:
 def test_csv_equals_reference(case: str, tmp_path: Path) -> None:
     ours = read_csv(run_compare(case, tmp_path))
     assert_same_cells(ours, read_csv(reference_file(case, "compare_csv")))
+
+
+STATISTICS_CASES = ["stat_mix", "md5_mix", "xor_mix", "L0_only", "L1_only", "transformer_big", "fuzzy"]
+
+
+@pytest.mark.parametrize("case", STATISTICS_CASES)
+def test_csv_on_local_worker_processes_with_many_parts_equals_reference(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--workers 2`` (dask's processes scheduler, whose values pass through this process) with each
+    side cut into at least 12 parts, so that the parts' spans, stacks and pairs found are read through
+    group tasks (pipeline/task_graph.py: TaskGraph._groups): the reference's cells."""
+    from msprobe_dask.pipeline import part_scan, task_graph
+
+    sizes = [(case_dir(case) / side / "dump.json").stat().st_size for side in ("target", "golden")]
+    monkeypatch.setattr(part_scan, "PART_BYTES", min(sizes) // 12)
+    monkeypatch.setattr(part_scan, "MIN_PARTS", 1)
+    grouped: list[int] = []
+    groups = task_graph.TaskGraph._groups
+    monkeypatch.setattr(
+        task_graph.TaskGraph, "_groups", lambda self, whole, n: grouped.append(n) or groups(self, whole, n)
+    )
+    ours = read_csv(run_compare(case, tmp_path, "--workers", "2"))
+    assert grouped and max(grouped) >= 13  # (a side's scan: its header and 12 parts or more)
+    assert_same_cells(ours, read_csv(reference_file(case, "compare_csv")))
