@@ -27,8 +27,12 @@ setup(
         ),
         Extension(
             "msprobe_dask.writers._csv_text",
-            ["msprobe_dask/writers/csrc/csv_text.c"],
-            depends=["msprobe_dask/writers/csrc/buffer.h", "msprobe_dask/csrc/deferred_floats.h"],
+            ["msprobe_dask/writers/csrc/csv_text.c", "msprobe_dask/writers/csrc/stat_lines.c"],
+            depends=[
+                "msprobe_dask/writers/csrc/buffer.h",
+                "msprobe_dask/writers/csrc/csv_cells.h",
+                "msprobe_dask/csrc/deferred_floats.h",
+            ],
             optional=True,
         ),
         Extension(

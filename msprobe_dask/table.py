@@ -231,7 +231,7 @@ def build_table(
         results[i], messages[i] = marked["Result"], marked["Err_message"]
     cells["Result"], cells["Err_message"] = results, messages
     if stacks is not None:
-        cells[STACK_COLUMN] = _stack_cells(entries, stacks)
+        cells[STACK_COLUMN] = stack_cells(entries, stacks)
     marks: list[tuple[str | None, list[str]]] = []
     if highlight:
         # the highlight rules read a row as a dict of its cells: made in C, from the columns
@@ -256,7 +256,7 @@ def _entry_ends(entries: Sequence[str]) -> list[int]:
     return [i for i in range(1, len(entries) + 1) if i == len(entries) or entries[i] != entries[i - 1]]
 
 
-def _stack_cells(entries: Sequence[str], stacks: dict[str, list[str]]) -> list[str]:
+def stack_cells(entries: Sequence[str], stacks: Mapping[str, list[str]]) -> list[str]:
     """The NPU_Stack_Info cells: an entry's stack on its first row, N/A elsewhere (a stack shared by
     entries, as stack.json's readers share equal stacks, printed once)."""
     cells = []

@@ -15,7 +15,7 @@ from typing import Any
 
 from msprobe_dask.dump.markers import BATCH_P2P
 from msprobe_dask.match.dtypes import same_dtype
-from msprobe_dask.metrics.stats import NA, is_nan_or_inf, relative_fraction
+from msprobe_dask.metrics.stats import INF, NA, is_nan_or_inf, relative_fraction
 
 Row = dict[str, Any]
 
@@ -60,6 +60,7 @@ LIMITS = Limits()
 FUSED_WEIGHTS = ("qkv", "gate_up")  # a Bench name holding one of these is never flagged for its dtype
 NOT_A_TENSOR = "class"  # what the dtype of an argument that is not a tensor holds ("<class 'int'>")
 SCALAR_SHAPE = "[]"  # the shape of a scalar argument
+NO_GRAD = ("", NA)  # Requires_grad cells the RequiresGrad checker does not compare
 
 MSG_NAN_INF = "error: There is nan/inf/-inf in the maximum or minimum value of NPU."
 MSG_NORM_OUTPUT = "error: The NormRelativeErr of output is greater than 0.5."
@@ -70,6 +71,17 @@ MSG_DTYPE = "error: The dtype of NPU and Bench are inconsistent."
 MSG_SHAPE = "error: The shape of NPU and Bench are inconsistent."
 MSG_NORM_TENFOLD = "warning: The norm relative error of output is 10 times that of input."
 MSG_COSINE = "warning: The input/parameters of Cosine > 0.9, and input/parameters - output > 0.1"
+SUMMARY_MESSAGES = (
+    MSG_NAN_INF,
+    MSG_NORM_OUTPUT,
+    MSG_REQUIRES_GRAD,
+    MSG_SCALAR,
+    MSG_DTYPE,
+    MSG_SHAPE,
+    MSG_NORM_TENFOLD,
+)
+"""The messages a statistics row can get, in the order it gets them (its NaN/Inf check's, its group's
+first check's, its pair checks', its group's last check's)."""
 MSG_MD5_MISSING = "warning: The parameter of NPU does not match the bench."
 MSG_MD5_DIFFERS = "error: The CRC-32 value of NPU differs from that of the bench."
 
@@ -101,7 +113,7 @@ def _max_fraction(fractions: Sequence[float | None], rows: Sequence[int]) -> flo
 
 
 def _output_norm(value: Any, fraction: float | None) -> float:
-    if value == "inf":
+    if value == INF:
         return float("inf")
     return fraction or 0.0
 
@@ -114,7 +126,7 @@ def _numbers(column: Sequence[Any], rows: Sequence[int]) -> list[float]:
     return out
 
 
-def _same_value(npu: Any, bench: Any) -> bool:
+def same_value(npu: Any, bench: Any) -> bool:
     """As the reference compares two scalar arguments: equal values (an int and its float, whichever
     side's column the reference typed float), or the same text (``Nan`` and ``Nan``)."""
     return str(npu) == str(bench) or (npu == bench) is True
@@ -143,7 +155,7 @@ def _pair_checks(cells: Columns, rows: Sequence[int], outputs: Sequence[bool], f
         if bench_name == NA:
             continue
         npu_grad, bench_grad = npu_grads[i], bench_grads[i]
-        if npu_grad not in ("", NA) and bench_grad not in ("", NA) and npu_grad != bench_grad:
+        if npu_grad not in NO_GRAD and bench_grad not in NO_GRAD and npu_grad != bench_grad:
             flags.flag(i, MSG_REQUIRES_GRAD)
         npu_dtype, bench_dtype, npu_shape = npu_dtypes[i], bench_dtypes[i], npu_shapes[i]
         if (
@@ -151,7 +163,7 @@ def _pair_checks(cells: Columns, rows: Sequence[int], outputs: Sequence[bool], f
             and NOT_A_TENSOR in npu_dtype
             and NOT_A_TENSOR in bench_dtype
             and npu_shape == SCALAR_SHAPE
-            and not _same_value(npu_max[i], bench_max[i])
+            and not same_value(npu_max[i], bench_max[i])
         ):
             flags.flag(i, MSG_SCALAR)
         same = same_dtypes.get((npu_dtype, bench_dtype))
@@ -274,9 +286,9 @@ def judge_columns(cells: Columns, ends: Sequence[int], mode: str) -> tuple[list[
         _pair_checks(cells, checked, outputs, flags)
         for ins, outs in groups:
             last_check(table, ins, outs, flags)
-    results, messages = [PASS] * len(names), [_verdict(())[1]] * len(names)
+    results, messages = [PASS] * len(names), [verdict(())[1]] * len(names)
     for i, flagged in flags.messages.items():
-        results[i], messages[i] = _verdict(tuple(flagged))
+        results[i], messages[i] = verdict(tuple(flagged))
     return results, messages
 
 
@@ -310,14 +322,14 @@ def judge_group(rows: Sequence[Row], mode: str) -> None:
 _VERDICTS: dict[tuple[str, ...], tuple[str, str]] = {}
 
 
-def _verdict(messages: tuple[str, ...]) -> tuple[str, str]:
+def verdict(messages: tuple[str, ...]) -> tuple[str, str]:
     """The Result and Err_message of a row flagged with these messages (the checkers' messages are
     few: each list judged and printed once)."""
-    verdict = _VERDICTS.get(messages)
-    if verdict is None:
+    known = _VERDICTS.get(messages)
+    if known is None:
         result = max((m.split(":", 1)[0] for m in messages), key=_LEVELS.__getitem__, default=PASS)
-        verdict = _VERDICTS[messages] = (result, json.dumps(list(messages)))
-    return verdict
+        known = _VERDICTS[messages] = (result, json.dumps(list(messages)))
+    return known
 
 
 UNREADABLE = "error: the tensor could not be read: "

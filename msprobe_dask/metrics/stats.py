@@ -9,6 +9,9 @@ from typing import Any
 from msprobe_dask.metrics.float_repr import float_reprs
 
 NA = "N/A"
+SAME = "0"  # the diff and relative error of two statistics printed alike
+INF = "inf"  # the relative error where the Bench statistic is 0 (and the marker of infinite diffs)
+PERCENT = "%"  # what follows a relative error's number
 
 _NAN, _INF, _NEG_INF, _NUM, _DEVICE, _NA, _OTHER = "nan", "inf", "-inf", "num", "device", "na", "other"
 _DEVICE_WORDS = ("npu", "cpu", "cuda")
@@ -68,13 +71,13 @@ def stat_diffs(npus: Sequence[Any], benches: Sequence[Any]) -> tuple[list[Any], 
             # the usual case, decided as below without printing the numbers: two finite floats print
             # alike when they are equal, zeros of the same sign included
             if npu == bench and (npu or copysign(1.0, npu) == copysign(1.0, bench)):
-                diffs.append("0")
-                rels.append("0")
+                diffs.append(SAME)
+                rels.append(SAME)
                 continue
             diff = npu - bench
             diffs.append(diff)
             if bench == 0:
-                rels.append("inf")
+                rels.append(INF)
             else:
                 at.append(len(rels))
                 rels.append(None)
@@ -84,7 +87,7 @@ def stat_diffs(npus: Sequence[Any], benches: Sequence[Any]) -> tuple[list[Any], 
             diffs.append(diff)
             rels.append(rel)
     for i, text in zip(at, float_reprs(ratios)):
-        rels[i] = text + "%"
+        rels[i] = text + PERCENT
     return diffs, rels
 
 

@@ -9,12 +9,13 @@ sheets are stored in a zip (``writers/xlsx_package.py``'s streaming writer, the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from msprobe_dask.table import CompareTable
+from msprobe_dask.table import CompareTable, Sides
 from msprobe_dask.writers.atomic import publish, set_result_mode
 from msprobe_dask.writers.csv_writer import csv_lines, header_line
+from msprobe_dask.writers.stat_lines import statistics_lines
 from msprobe_dask.writers.xlsx_package import SHEET_TAIL, package_spool
 from msprobe_dask.writers.xlsx_writer import header_xml, part_xml, sheet_names
 
@@ -36,6 +37,16 @@ class CsvForm:
         """A table part's bytes; ``first``: the index of its first row among the rank's rows."""
         return ((0, csv_lines(table.rows)),)
 
+    def render_sides(
+        self, sides: Sides, mode: str, stacks: Mapping[str, list[str]] | None, float_stats: Sequence[bool]
+    ) -> Sections | None:
+        """``render`` of the table of these rows (``build_table``'s arguments), made without the table
+        (a statistics table by ``writers/stat_lines.py``'s kernel); None where it is not."""
+        if mode != "statistics":
+            return None
+        lines = statistics_lines(sides, stacks, float_stats)
+        return None if lines is None else ((0, lines),)
+
     def package(self, spool: Path, path: Path, starts: Sequence[int], rows: int) -> None:
         """Make the complete ``spool`` (its sections beginning at ``starts``, ``rows`` rows) the
         result ``path``; ``spool`` is left for the caller to remove."""
@@ -54,6 +65,11 @@ class XlsxForm(CsvForm):
 
     def render(self, table: CompareTable, first: int) -> Sections:
         return part_xml(table, first)
+
+    def render_sides(
+        self, sides: Sides, mode: str, stacks: Mapping[str, list[str]] | None, float_stats: Sequence[bool]
+    ) -> Sections | None:
+        return None
 
     def package(self, spool: Path, path: Path, starts: Sequence[int], rows: int) -> None:
         zipped = packed(spool)

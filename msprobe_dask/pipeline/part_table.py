@@ -84,14 +84,12 @@ def table_part(
             benches.extend(near[j - base : j - base + n])
         else:
             benches.extend(far[b] if b in far else near[b - base] for b in range(j, j + n))
-    table = build_table(
-        Sides(npus, benches),
-        head.mode,
-        None if stacks is None else marshal.loads(stacks),
-        None,
-        head.float_stats,
-        highlight=form.highlight,
-    )
+    sides, stack_map = Sides(npus, benches), None if stacks is None else marshal.loads(stacks)
+    if tolerance is None:  # the file's bytes only: made straight from the rows where the form can
+        sections = form.render_sides(sides, head.mode, stack_map, head.float_stats)
+        if sections is not None:
+            return TablePart(sections, len(npus), None, None)
+    table = build_table(sides, head.mode, stack_map, None, head.float_stats, highlight=form.highlight)
     sections = form.render(table, first)
     if tolerance is None:
         return TablePart(sections, len(table.rows), None, None)

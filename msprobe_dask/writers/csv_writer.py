@@ -1,7 +1,7 @@
 """compare_result_*.csv: UTF-8, header row, minimal quoting, ``\\n`` line ends (pandas ``to_csv``).
 
 Where the C kernel is built (``csrc/csv_text.c``) a table part's lines are made there, row by row, the
-cells it does not print itself printed by ``_field``. The Python path, the definition, makes them
+cells it does not print itself printed by ``field``. The Python path, the definition, makes them
 column by column: a column of texts that need no change (most names) is taken as it is; in every other
 column each distinct (class, value) is printed once (a table's dtypes, shapes and markers repeat, and
 numbers in tiled models), its floats in one call (``float_texts``). The quoting is
@@ -39,9 +39,9 @@ _CHANGED_INSIDE = re.compile("[" + re.escape("".join(_QUOTED) + NEUTRALISED_INSI
 _CHANGED_START = frozenset(FORMULA_START + LEADING_BLANKS)
 _FIRST = operator.itemgetter(slice(0, 1))
 
-API = 2  # CSV_TEXT_API in csrc/csv_text.c
+API = 3  # CSV_TEXT_API in csrc/csv_text.c
 native = load("msprobe_dask.writers._csv_text", API)
-_NATIVE_RULES = (
+NATIVE_RULES = (
     FORMULA_START + LEADING_BLANKS,
     NEUTRALISED_INSIDE,
     "".join(sorted(_QUOTED)),
@@ -50,7 +50,7 @@ _NATIVE_RULES = (
 """What the C kernel reads: a text whose first character is none of the first and none of whose
 characters is one of the second is left as it is by ``neutralise``, and quoted where it holds one of
 the third; a finite float's text is repr's, which it writes from orjson's shortest digits (the same
-digits) for all floats at once; every other cell it hands to ``_field``."""
+digits) for all floats at once; every other cell it hands to ``field``."""
 
 
 def quoted(text: str) -> str:
@@ -60,7 +60,7 @@ def quoted(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-def _field(value: Any) -> str:
+def field(value: Any) -> str:
     return quoted(cell_text(value))
 
 
@@ -83,18 +83,18 @@ def _column_texts(column: Sequence[Any]) -> Sequence[str]:
     try:
         texts = dict.fromkeys(keys, "")
     except TypeError:  # an unhashable cell
-        return list(map(_field, column))
+        return list(map(field, column))
     floats = [v for t, v in texts if t is float]
     strs = [v for t, v in texts if t is str]
     texts.update(zip(zip(repeat(float), floats), float_texts(floats)))
-    texts.update(zip(zip(repeat(str), strs), strs if _unchanged(strs) else map(_field, strs)))
+    texts.update(zip(zip(repeat(str), strs), strs if _unchanged(strs) else map(field, strs)))
     if len(floats) + len(strs) < len(texts):
-        texts.update((k, _field(k[1])) for k in texts if k[0] is not float and k[0] is not str)
+        texts.update((k, field(k[1])) for k in texts if k[0] is not float and k[0] is not str)
     fields = list(map(texts.__getitem__, keys))
     for zero in [k for k in texts if k[1] == 0 and k[0] is not int and k[0] is not bool]:
         # 0.0 and -0.0 are equal keys: their cells printed one by one
         for i in compress(range(len(keys)), map(zero.__eq__, keys)):
-            fields[i] = _field(column[i])
+            fields[i] = field(column[i])
     return fields
 
 
@@ -119,10 +119,10 @@ def write_csv(table: CompareTable, path: Path) -> Path:
 
 def csv_lines(rows: Iterable[Sequence[Any]]) -> bytes:
     """The csv lines of ``rows`` as write_csv writes them, UTF-8: a part of the file, made by a task
-    (in C where the kernel is built: the cells it does not print itself it has ``_field`` print)."""
+    (in C where the kernel is built: the cells it does not print itself it has ``field`` print)."""
     rows = list(rows)
     if native is not None and rows and len(rows[0]) > 1:
-        return native.csv_lines(rows, _NATIVE_RULES, _field)  # type: ignore[no-any-return]
+        return native.csv_lines(rows, NATIVE_RULES, field)  # type: ignore[no-any-return]
     return csv_text(rows).encode("utf-8")
 
 

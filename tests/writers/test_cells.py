@@ -128,7 +128,7 @@ def test_the_c_kernel_prints_what_the_python_path_prints(seed: int) -> None:
     )
     width = rng.choice([2, 5])
     rows = [[rng.choice(cells) for _ in range(width)] for _ in range(rng.randrange(1, 200))]
-    kernel = csv_writer.native.csv_lines(rows, csv_writer._NATIVE_RULES, csv_writer._field)
+    kernel = csv_writer.native.csv_lines(rows, csv_writer.NATIVE_RULES, csv_writer.field)
     assert kernel == csv_writer.csv_text(rows).encode("utf-8") == _csv_module_lines(rows)
 
 
@@ -146,5 +146,5 @@ def test_the_c_kernel_prints_every_finite_float_as_repr() -> None:
     floats += [0.0, -0.0, 5e-324, 1e-4, 9.999999999999999e-05, 1e16, 9999999999999998.0, 0.1 + 0.2]
     finite = [x for x in floats if math.isfinite(x)]
     rows = [["r", x, -x] for x in finite]
-    kernel = csv_writer.native.csv_lines(rows, csv_writer._NATIVE_RULES, csv_writer._field)
+    kernel = csv_writer.native.csv_lines(rows, csv_writer.NATIVE_RULES, csv_writer.field)
     assert kernel == "".join(f"r,{x!r},{-x!r}\n" for x in finite).encode()

@@ -1,0 +1,466 @@
+/* stat_lines: the csv lines of a statistics table part straight from its rows (writers/stat_lines.py),
+ * without the table: table.build_table (its cells: _stat_columns, metrics/stats.py's stat_diffs;
+ * judge/rules.py's judge_columns) and csv_writer.csv_lines, which stay the definition;
+ * tests/writers/test_stat_lines.py checks that both give the same bytes. Every rule, text and number
+ * is handed with the call (stat_lines.py's RULES): the diffs of two finite floats and the checks of
+ * rows of texts are made here, any other pair's diff cells by the rules' stat_diff, any other cell's
+ * reading by the rules' functions. None: a row this code does not take (the Python path runs). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+
+#include "csv_cells.h"
+
+#define N_MESSAGES 7 /* RULES.messages: NaN/Inf, NormOutput, RequiresGrad, Scalar, DType, Shape, Tenfold */
+enum { NAN_INF = 1, NORM_OUTPUT = 2, REQUIRES_GRAD = 4, SCALAR = 8, DTYPE = 16, SHAPE = 32, TENFOLD = 64 };
+/* a row's cells by slot (stat_lines.py's SLOTS: the columns of a statistics table, in their order) */
+enum { BASE = 0, DIFFS = 8, RELS = 12, STATS = 16, CONSISTENT = 24, RESULT = 25, ERR = 26, STACK = 27, N_SLOTS = 28 };
+/* LeafRow's fields */
+enum { NAME, ENTRY, STATE, DTYPE_F, SHAPE_F, GRAD, STATS_F, N_FIELDS };
+
+typedef struct {
+    Rules csv;
+    PyObject *field, *order, *na, *same, *inf, *percent, *stat_diff, *fraction, *nan_or_inf, *output_part;
+    PyObject *all_ignored, *input_ignored, *messages, *verdict, *no_grad, *not_a_tensor, *scalar_shape;
+    PyObject *same_value, *same_dtype, *fused;
+    double small_input_norm, big_output_norm, tenfold, output_norm_over_zero;
+    int slots[N_SLOTS], n_columns; /* the slot of each column */
+    int plain_rel; /* the text of a relative error made here (a float's repr, the percent) needs no change */
+    PyObject *verdicts[1 << N_MESSAGES]; /* (Result, Err_message) of each set of messages, made when met */
+} Rules_;
+
+typedef struct {
+    PyObject *n, *b;        /* the NPU row and its Bench partner (borrowed; b NULL: none) */
+    PyObject *cells[16]; /* diffs, relative errors (NULL: r, a percentage), statistics (held) */
+    double r[4];            /* a relative error made here, as a percentage */
+    double fraction;        /* NormRelativeErr's relative_fraction (has_fraction) */
+    int has_fraction, norm_inf, out, mask;
+} Row;
+
+static PyObject *field_of(PyObject *row, int i) { /* a LeafRow's field (borrowed) */
+    return PyTuple_GET_ITEM(row, i);
+}
+
+/* whether a LeafRow this code takes: a tuple whose texts are str and statistics a 4-tuple */
+static int taken(PyObject *row) {
+    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) < N_FIELDS)
+        return 0;
+    for (int i = NAME; i <= GRAD; i++)
+        if (!PyUnicode_CheckExact(field_of(row, i)))
+            return 0;
+    PyObject *stats = field_of(row, STATS_F);
+    return PyTuple_Check(stats) && PyTuple_GET_SIZE(stats) == 4;
+}
+
+static int number(PyObject *from, const char *name, double *x) {
+    PyObject *v = PyObject_GetAttrString(from, name);
+    if (v == NULL)
+        return -1;
+    *x = PyFloat_AsDouble(v);
+    Py_DECREF(v);
+    return *x == -1.0 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* a truth of Python's ``a op b`` (-1 on error) */
+static int compared(PyObject *a, PyObject *b, int op) {
+    return PyObject_RichCompareBool(a, b, op);
+}
+
+/* the statistics cells of a row (_stat_columns): float(v) where the column is float, the Bench ones
+ * N/A without a partner */
+static int stat_cells(Row *w, const int *as_float, Rules_ *R) {
+    PyObject *sides[2] = {w->n, w->b};
+    for (int s = 0; s < 2; s++) {
+        for (int i = 0; i < 4; i++) {
+            PyObject *v;
+            if (sides[s] == NULL)
+                v = Py_NewRef(R->na);
+            else {
+                v = PyTuple_GET_ITEM(field_of(sides[s], STATS_F), i);
+                v = as_float[4 * s + i] && !PyFloat_CheckExact(v) ? PyNumber_Float(v) : Py_NewRef(v);
+                if (v == NULL)
+                    return -1;
+            }
+            w->cells[STATS - DIFFS + 4 * s + i] = v;
+        }
+    }
+    return 0;
+}
+
+/* the diff and relative-error cells of statistic i (stat_diffs), and of NormRelativeErr what the
+ * checkers read */
+static int diff_cells(Row *w, int i, Rules_ *R) {
+    PyObject *x = w->cells[STATS - DIFFS + i], *y = w->cells[STATS - DIFFS + 4 + i];
+    PyObject **d = &w->cells[i], **t = &w->cells[4 + i];
+    if (PyFloat_CheckExact(x) && PyFloat_CheckExact(y)) {
+        double a = PyFloat_AS_DOUBLE(x), b = PyFloat_AS_DOUBLE(y);
+        if (isfinite(a) && isfinite(b)) {
+            if (a == b && (a != 0.0 || copysign(1.0, a) == copysign(1.0, b))) {
+                *d = Py_NewRef(R->same);
+                *t = Py_NewRef(R->same);
+                return 0;
+            }
+            double diff = a - b, r = b == 0.0 ? 0.0 : fabs(diff / b * 100);
+            if (isfinite(diff) && isfinite(r)) {
+                if ((*d = PyFloat_FromDouble(diff)) == NULL)
+                    return -1;
+                if (b == 0.0) {
+                    *t = Py_NewRef(R->inf);
+                    w->norm_inf = i == 3;
+                } else {
+                    w->r[i] = r;
+                    if (i == 3) {
+                        w->fraction = r / 100;
+                        w->has_fraction = 1;
+                    }
+                }
+                return 0;
+            }
+        }
+    }
+    PyObject *cells = PyObject_CallFunctionObjArgs(R->stat_diff, x, y, NULL);
+    if (cells == NULL)
+        return -1;
+    if (!PyTuple_Check(cells) || PyTuple_GET_SIZE(cells) != 2) {
+        Py_DECREF(cells);
+        PyErr_SetString(PyExc_TypeError, "stat_lines: stat_diff must return a 2-tuple");
+        return -1;
+    }
+    *d = Py_NewRef(PyTuple_GET_ITEM(cells, 0));
+    *t = Py_NewRef(PyTuple_GET_ITEM(cells, 1));
+    Py_DECREF(cells);
+    if (i != 3)
+        return 0;
+    int inf = compared(*t, R->inf, Py_EQ);
+    PyObject *f = inf < 0 ? NULL : PyObject_CallOneArg(R->fraction, *t);
+    if (f == NULL)
+        return -1;
+    w->norm_inf = inf;
+    w->has_fraction = f != Py_None;
+    w->fraction = w->has_fraction ? PyFloat_AsDouble(f) : 0.0;
+    Py_DECREF(f);
+    return w->has_fraction && w->fraction == -1.0 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* is_nan_or_inf of a cell: 1, 0, or -1 on error */
+static int nan_or_inf(PyObject *v, Rules_ *R) {
+    if (PyFloat_CheckExact(v))
+        return !isfinite(PyFloat_AS_DOUBLE(v));
+    if (PyLong_CheckExact(v))
+        return 0;
+    PyObject *t = PyObject_CallOneArg(R->nan_or_inf, v);
+    int truth = t == NULL ? -1 : PyObject_IsTrue(t);
+    Py_XDECREF(t);
+    return truth;
+}
+
+/* the largest relative fraction of rows [from, to) of the kind ``out`` (max(): a NaN first stays); 0.0
+ * if none has one */
+static double max_fraction(Row *rows, Py_ssize_t from, Py_ssize_t to, int out) {
+    double m = 0.0;
+    int held = 0;
+    for (Py_ssize_t i = from; i < to; i++)
+        if (rows[i].out == out && rows[i].has_fraction && (!held || rows[i].fraction > m)) {
+            m = rows[i].fraction;
+            held = 1;
+        }
+    return m;
+}
+
+/* the checks of one row against its partner (judge_columns' _pair_checks); out: an output row */
+static int pair_checks(Row *w, Rules_ *R) {
+    PyObject *n = w->n, *b = w->b;
+    int t;
+    if (b == NULL || (t = compared(field_of(b, NAME), R->na, Py_EQ)) > 0)
+        return 0;
+    if (t < 0)
+        return -1;
+    PyObject *grad = field_of(n, GRAD), *bgrad = field_of(b, GRAD);
+    if ((t = PySequence_Contains(R->no_grad, grad)) == 0 && (t = PySequence_Contains(R->no_grad, bgrad)) == 0 &&
+        (t = compared(grad, bgrad, Py_NE)) > 0)
+        w->mask |= REQUIRES_GRAD;
+    if (t < 0)
+        return -1;
+    PyObject *dtype = field_of(n, DTYPE_F), *bdtype = field_of(b, DTYPE_F);
+    t = 0;
+    if (!w->out && (t = PyUnicode_Contains(dtype, R->not_a_tensor)) > 0 &&
+        (t = PyUnicode_Contains(bdtype, R->not_a_tensor)) > 0 &&
+        (t = compared(field_of(n, SHAPE_F), R->scalar_shape, Py_EQ)) > 0) {
+        PyObject *same = PyObject_CallFunctionObjArgs(R->same_value, w->cells[STATS - DIFFS], w->cells[STATS - DIFFS + 4], NULL);
+        t = same == NULL ? -1 : PyObject_Not(same);
+        Py_XDECREF(same);
+        if (t > 0)
+            w->mask |= SCALAR;
+    }
+    if (t < 0)
+        return -1;
+    if ((t = compared(dtype, bdtype, Py_NE)) > 0) {
+        PyObject *same = PyObject_CallFunctionObjArgs(R->same_dtype, dtype, bdtype, NULL);
+        t = same == NULL ? -1 : PyObject_Not(same);
+        Py_XDECREF(same);
+        for (Py_ssize_t i = 0; t > 0 && i < PyTuple_GET_SIZE(R->fused); i++) {
+            t = PySequence_Contains(field_of(b, NAME), PyTuple_GET_ITEM(R->fused, i));
+            t = t < 0 ? -1 : !t;
+        }
+        if (t > 0)
+            w->mask |= DTYPE;
+    }
+    if (t < 0)
+        return -1;
+    if ((t = compared(field_of(n, SHAPE_F), field_of(b, SHAPE_F), Py_NE)) > 0)
+        w->mask |= SHAPE;
+    return t < 0 ? -1 : 0;
+}
+
+/* "" (0), "input" (1) or "all" (2): the ignored APIs' class of the group's API (judge_columns: the
+ * name of its first input row, or of its first row) */
+static int ignore_class(Row *rows, Py_ssize_t from, Py_ssize_t to, Rules_ *R) {
+    Py_ssize_t first = from;
+    while (first < to && rows[first].out)
+        first++;
+    PyObject *name = field_of(rows[first < to ? first : from].n, NAME);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(name);
+    Py_ssize_t a = PyUnicode_FindChar(name, '.', 0, len, 1), b = -1;
+    if (a >= 0)
+        b = PyUnicode_FindChar(name, '.', a + 1, len, 1);
+    if (a == -2 || b == -2)
+        return -1;
+    PyObject *api = a < 0 ? PyUnicode_New(0, 0) : PyUnicode_Substring(name, a + 1, b >= 0 ? b : len);
+    if (api == NULL)
+        return -1;
+    int all = PySet_Contains(R->all_ignored, api);
+    int input = all == 0 ? PySet_Contains(R->input_ignored, api) : 0;
+    Py_DECREF(api);
+    if (all < 0 || input < 0)
+        return -1;
+    return all ? 2 : input;
+}
+
+/* judge_columns of the group of rows [from, to) (one dump entry): each row's mask of messages */
+static int judge_group(Row *rows, Py_ssize_t from, Py_ssize_t to, Rules_ *R) {
+    int ignore = ignore_class(rows, from, to, R);
+    if (ignore < 0)
+        return -1;
+    for (Py_ssize_t i = from; ignore < 2 && i < to; i++) {
+        Row *w = &rows[i];
+        if (ignore == 1 && !w->out)
+            continue;
+        int npu = nan_or_inf(w->cells[STATS - DIFFS], R);
+        if (npu == 0)
+            npu = nan_or_inf(w->cells[STATS - DIFFS + 1], R);
+        int bench = npu > 0 ? nan_or_inf(w->cells[STATS - DIFFS + 4], R) : 0;
+        if (npu > 0 && bench == 0)
+            bench = nan_or_inf(w->cells[STATS - DIFFS + 5], R);
+        if (npu < 0 || bench < 0)
+            return -1;
+        if (npu && !bench)
+            w->mask |= NAN_INF;
+        if (pair_checks(w, R) < 0)
+            return -1;
+    }
+    if (ignore != 0)
+        return 0;
+    double norm_in = max_fraction(rows, from, to, 0), norm_out = max_fraction(rows, from, to, 1);
+    Py_ssize_t first_out = -1;
+    for (Py_ssize_t i = from; i < to; i++) {
+        Row *w = &rows[i];
+        if (!w->out)
+            continue;
+        if (first_out < 0)
+            first_out = i;
+        double norm = w->norm_inf ? INFINITY : w->has_fraction ? w->fraction : 0.0;
+        if (norm_in < R->small_input_norm && norm > R->big_output_norm)
+            w->mask |= NORM_OUTPUT;
+    }
+    if (first_out >= 0 && ((norm_in == 0 && norm_out > R->output_norm_over_zero) ||
+                           (norm_in > 0 && norm_out / norm_in > R->tenfold)))
+        rows[first_out].mask |= TENFOLD;
+    return 0;
+}
+
+/* (Result, Err_message) of a set of messages, borrowed: the rules' verdict, asked once a set */
+static PyObject *verdict(int mask, Rules_ *R) {
+    if (R->verdicts[mask] != NULL)
+        return R->verdicts[mask];
+    int n = 0;
+    for (int i = 0; i < N_MESSAGES; i++)
+        n += (mask >> i) & 1;
+    PyObject *messages = PyTuple_New(n);
+    if (messages == NULL)
+        return NULL;
+    for (int i = 0, k = 0; i < N_MESSAGES; i++)
+        if (mask & (1 << i))
+            PyTuple_SET_ITEM(messages, k++, Py_NewRef(PyTuple_GET_ITEM(R->messages, i)));
+    PyObject *v = PyObject_CallOneArg(R->verdict, messages);
+    Py_DECREF(messages);
+    if (v != NULL && !(PyTuple_Check(v) && PyTuple_GET_SIZE(v) == 2)) {
+        PyErr_SetString(PyExc_TypeError, "stat_lines: verdict must return a 2-tuple");
+        Py_CLEAR(v);
+    }
+    return R->verdicts[mask] = v;
+}
+
+/* row w's line: its cells in the order of the columns */
+static int put_row(Buffer *out, Row *w, PyObject *stack, Rules_ *R) {
+    PyObject *v = verdict(w->mask, R);
+    if (v == NULL)
+        return -1;
+    for (int j = 0; j < R->n_columns; j++) {
+        if (j > 0 && put(out, ",", 1) < 0)
+            return -1;
+        int slot = R->slots[j];
+        PyObject *cell = NULL;
+        if (slot >= BASE && slot < DIFFS) {
+            PyObject *side = slot % 2 ? w->b : w->n;
+            cell = side == NULL ? R->na : field_of(side, (int[]){NAME, DTYPE_F, SHAPE_F, GRAD}[slot / 2]);
+        } else if (slot >= DIFFS && slot < CONSISTENT) {
+            cell = w->cells[slot - DIFFS];
+            if (cell == NULL) { /* a relative error made here: its float, then the percent sign */
+                PyObject *r = PyFloat_FromDouble(w->r[slot - RELS]);
+                int ok = r == NULL ? -1 : deferred_add(&R->csv.floats, out->len, r);
+                Py_XDECREF(r);
+                Py_ssize_t size;
+                const char *percent = PyUnicode_AsUTF8AndSize(R->percent, &size);
+                if (ok < 0 || percent == NULL || put(out, percent, size) < 0)
+                    return -1;
+                continue;
+            }
+        } else if (slot == CONSISTENT) {
+            PyObject *bgrad = w->b == NULL ? R->na : field_of(w->b, GRAD);
+            cell = PyObject_RichCompare(field_of(w->n, GRAD), bgrad, Py_EQ);
+            int ok = cell == NULL ? -1 : put_cell(out, cell, &R->csv, R->field);
+            Py_XDECREF(cell);
+            if (ok < 0)
+                return -1;
+            continue;
+        } else if (slot == RESULT || slot == ERR)
+            cell = PyTuple_GET_ITEM(v, slot - RESULT);
+        else if (slot == STACK && stack != NULL)
+            cell = stack;
+        else {
+            PyErr_SetString(PyExc_ValueError, "stat_lines: a column of no slot");
+            return -1;
+        }
+        if (put_cell(out, cell, &R->csv, R->field) < 0)
+            return -1;
+    }
+    return put(out, "\n", 1);
+}
+
+static int take_rules(PyObject *rules, Rules_ *R) {
+    PyObject *limits;
+    if (!PyArg_ParseTuple(rules, "(UUUO)OO!UUUUOOOUO!O!OO!OO!UUOOO!:stat_lines rules", &R->csv.start, &R->csv.inside,
+                          &R->csv.quote, &R->csv.dumps, &R->field, &PyTuple_Type, &R->order, &R->na, &R->same,
+                          &R->inf, &R->percent, &R->stat_diff, &R->fraction, &R->nan_or_inf, &R->output_part,
+                          &PyFrozenSet_Type, &R->all_ignored, &PyFrozenSet_Type, &R->input_ignored, &limits,
+                          &PyTuple_Type, &R->messages, &R->verdict, &PyTuple_Type, &R->no_grad, &R->not_a_tensor,
+                          &R->scalar_shape, &R->same_value, &R->same_dtype, &PyTuple_Type, &R->fused))
+        return -1;
+    if (PyTuple_GET_SIZE(R->messages) != N_MESSAGES) {
+        PyErr_SetString(PyExc_TypeError, "stat_lines: the rules' messages must be 7");
+        return -1;
+    }
+    classify(&R->csv);
+    R->n_columns = (int)PyTuple_GET_SIZE(R->order);
+    if (R->n_columns > N_SLOTS) {
+        PyErr_SetString(PyExc_ValueError, "stat_lines: more columns than slots");
+        return -1;
+    }
+    for (int j = 0; j < R->n_columns; j++) {
+        long slot = PyLong_AsLong(PyTuple_GET_ITEM(R->order, j));
+        if (slot < 0 || slot >= N_SLOTS) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "stat_lines: a column of no slot");
+            return -1;
+        }
+        R->slots[j] = (int)slot;
+    }
+    /* a relative error's text: a non-negative finite float's repr and the percent text */
+    R->plain_rel = 1;
+    const char *repr_chars = "0123456789.e+-";
+    for (const char *c = repr_chars; *c; c++)
+        R->plain_rel &= !(char_class(&R->csv, (Py_UCS4)*c) & (INSIDE | QUOTE)) && (*c > '9' || *c < '0' || !(char_class(&R->csv, (Py_UCS4)*c) & START));
+    for (Py_ssize_t i = 0; i < PyUnicode_GET_LENGTH(R->percent); i++)
+        R->plain_rel &= !(char_class(&R->csv, PyUnicode_READ_CHAR(R->percent, i)) & (INSIDE | QUOTE));
+    return number(limits, "small_input_norm", &R->small_input_norm) < 0 ||
+                   number(limits, "big_output_norm", &R->big_output_norm) < 0 ||
+                   number(limits, "tenfold", &R->tenfold) < 0 ||
+                   number(limits, "output_norm_over_zero", &R->output_norm_over_zero) < 0
+               ? -1
+               : 0;
+}
+
+/* stat_lines(npus, benches, float_stats, stacks, rules): the csv lines (bytes) of the statistics table
+ * of these rows (lists: benches[i] None where npus[i] has no partner; float_stats: 8 bools; stacks:
+ * the NPU_Stack_Info cells, or None), or None for the Python path */
+PyObject *stat_lines(PyObject *self, PyObject *args) {
+    PyObject *npus, *benches, *float_stats, *stacks, *rules;
+    Rules_ R = {0};
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!:stat_lines", &PyList_Type, &npus, &PyList_Type, &benches, &PyTuple_Type,
+                          &float_stats, &stacks, &PyTuple_Type, &rules) ||
+        take_rules(rules, &R) < 0)
+        return NULL;
+    if (!R.plain_rel)
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(npus);
+    if (PyList_GET_SIZE(benches) != n || PyTuple_GET_SIZE(float_stats) != 8 ||
+        (stacks != Py_None && !(PyList_Check(stacks) && PyList_GET_SIZE(stacks) == n))) {
+        PyErr_SetString(PyExc_ValueError, "stat_lines: sides, float_stats or stacks of the wrong sizes");
+        return NULL;
+    }
+    int as_float[8];
+    for (int i = 0; i < 8; i++)
+        if ((as_float[i] = PyObject_IsTrue(PyTuple_GET_ITEM(float_stats, i))) < 0)
+            return NULL;
+    Row *rows = PyMem_Calloc(n ? n : 1, sizeof(Row));
+    if (rows == NULL)
+        return PyErr_NoMemory();
+    PyObject *result = NULL;
+    Buffer out = {0};
+    Py_ssize_t made = 0;
+    for (; made < n; made++) {
+        Row *w = &rows[made];
+        w->n = PyList_GET_ITEM(npus, made);
+        w->b = PyList_GET_ITEM(benches, made);
+        w->b = w->b == Py_None ? NULL : w->b;
+        if (!taken(w->n) || (w->b != NULL && !taken(w->b))) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        Py_ssize_t at = PyUnicode_Find(field_of(w->n, NAME), R.output_part, 0, PY_SSIZE_T_MAX, 1);
+        if (at == -2)
+            goto done;
+        w->out = at >= 0;
+        if (stat_cells(w, as_float, &R) < 0)
+            goto done;
+        for (int i = 0; i < 4; i++)
+            if (diff_cells(w, i, &R) < 0)
+                goto done;
+    }
+    for (Py_ssize_t from = 0, to = 1; to <= n; to++) { /* the groups: runs of rows of one entry */
+        if (to < n) {
+            int same = compared(field_of(rows[to].n, ENTRY), field_of(rows[to - 1].n, ENTRY), Py_EQ);
+            if (same < 0)
+                goto done;
+            if (same)
+                continue;
+        }
+        if (judge_group(rows, from, to, &R) < 0)
+            goto done;
+        from = to;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (put_row(&out, &rows[i], stacks == Py_None ? NULL : PyList_GET_ITEM(stacks, i), &R) < 0)
+            goto done;
+    result = deferred_text(&R.csv.floats, R.csv.dumps, out.data, out.len, 1);
+done:
+    for (Py_ssize_t i = 0; i < made + (made < n); i++)
+        for (int j = 0; j < 16; j++)
+            Py_XDECREF(rows[i].cells[j]);
+    for (int i = 0; i < 1 << N_MESSAGES; i++)
+        Py_XDECREF(R.verdicts[i]);
+    PyMem_Free(rows);
+    PyMem_Free(out.data);
+    deferred_free(&R.csv.floats);
+    return result;
+}

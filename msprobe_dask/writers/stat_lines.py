@@ -1,0 +1,95 @@
+"""A statistics table part's csv lines straight from its rows, in C (``csrc/stat_lines.c``): the
+cells, the checkers' Result and Err_message and the lines made in one pass, without the table's
+Python objects. ``csv_lines(build_table(...).rows)`` is the definition; the kernel takes every rule
+from it (``RULES``) and hands back to it what it does not make itself: the diff cells of statistics
+that are not two finite floats, the reading of such cells, the verdict of a set of messages, the
+Scalar and DType checkers' comparisons of values that differ, and the text of any unusual cell."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from msprobe_dask.columns import BASE_COLUMNS, DIFF_COLUMNS, STACK_COLUMN, STAT_COLUMNS, TAIL_COLUMNS
+from msprobe_dask.judge import rules
+from msprobe_dask.match.dtypes import same_dtype
+from msprobe_dask.metrics import stats
+from msprobe_dask.table import Sides, columns_for, stack_cells
+from msprobe_dask.writers import csv_writer
+
+SLOTS = (*BASE_COLUMNS, *DIFF_COLUMNS, *STAT_COLUMNS, *TAIL_COLUMNS, STACK_COLUMN)
+"""The cells the kernel makes, in the order of its slots (csrc/stat_lines.c: BASE ... STACK)."""
+
+
+class StatRules(NamedTuple):
+    """What csrc/stat_lines.c reads, in its order."""
+
+    csv: tuple[str, str, str, object]  # csv_writer's rules: how a cell is printed
+    field: object  # any other cell's csv field
+    order: tuple[int, ...]  # the slot of each column
+    na: str
+    same: str  # the cells of two statistics printed alike
+    inf: str  # the relative error of a Bench statistic 0
+    percent: str
+    stat_diff: object  # (diff, relative error) of any two statistics
+    fraction: object  # a relative error cell as a fraction, or None
+    nan_or_inf: object  # the NaN/Inf checker's reading of a statistic
+    output_part: str
+    all_ignored: frozenset[str]
+    input_ignored: frozenset[str]
+    limits: rules.Limits
+    messages: tuple[str, ...]  # rules.SUMMARY_MESSAGES
+    verdict: object  # (Result, Err_message) of a row's messages
+    no_grad: tuple[str, ...]
+    not_a_tensor: str
+    scalar_shape: str
+    same_value: object  # the Scalar checker's comparison
+    same_dtype: object  # the DType checker's
+    fused_weights: tuple[str, ...]
+
+
+def _rules(with_stack: bool) -> tuple[object, ...]:
+    return tuple(
+        StatRules(
+            csv=csv_writer.NATIVE_RULES,
+            field=csv_writer.field,
+            order=tuple(SLOTS.index(c) for c in columns_for("statistics", with_stack)),
+            na=stats.NA,
+            same=stats.SAME,
+            inf=stats.INF,
+            percent=stats.PERCENT,
+            stat_diff=stats.stat_diff,
+            fraction=stats.relative_fraction,
+            nan_or_inf=stats.is_nan_or_inf,
+            output_part=rules.OUTPUT_PART,
+            all_ignored=rules.ALL_IGNORED_APIS,
+            input_ignored=rules.INPUT_IGNORED_APIS,
+            limits=rules.LIMITS,
+            messages=rules.SUMMARY_MESSAGES,
+            verdict=rules.verdict,
+            no_grad=rules.NO_GRAD,
+            not_a_tensor=rules.NOT_A_TENSOR,
+            scalar_shape=rules.SCALAR_SHAPE,
+            same_value=rules.same_value,
+            same_dtype=same_dtype,
+            fused_weights=rules.FUSED_WEIGHTS,
+        )
+    )
+
+
+RULES = {with_stack: _rules(with_stack) for with_stack in (False, True)}
+
+
+def statistics_lines(
+    sides: Sides, stacks: Mapping[str, list[str]] | None, float_stats: Sequence[bool]
+) -> bytes | None:
+    """``csv_lines(build_table(sides, "statistics", stacks, None, float_stats, highlight=False).rows)``,
+    made by the kernel; None where it is not built or does not take these rows."""
+    kernel = csv_writer.native
+    if kernel is None:
+        return None
+    npus, benches = list(sides.npus), list(sides.benches)
+    cells = None if stacks is None else stack_cells([row.entry for row in npus], stacks)
+    rules = RULES[stacks is not None]
+    lines: bytes | None = kernel.stat_lines(npus, benches, tuple(float_stats), cells, rules)
+    return lines

@@ -1,0 +1,186 @@
+"""A statistics table part's csv lines made by the C kernel (msprobe_dask/writers/csrc/stat_lines.c) are
+the Python definition's, ``csv_text(build_table(...).rows)``: on every table part of the test dumps, on
+drawn rows of every kind of cell, and with other rules handed to it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import DATA
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from msprobe_dask.cli import main
+from msprobe_dask.dump.rows import NA, LeafRow
+from msprobe_dask.judge import rules
+from msprobe_dask.pipeline import part_forms
+from msprobe_dask.table import Sides, build_table, float_stat_columns
+from msprobe_dask.writers import csv_writer, stat_lines
+
+pytestmark = pytest.mark.skipif(csv_writer.native is None, reason="the C kernel is not built")
+
+
+def python_lines(sides: Sides, stacks: Mapping[str, list[str]] | None, float_stats: Sequence[bool]) -> bytes:
+    table = build_table(
+        sides, "statistics", dict(stacks) if stacks else stacks, None, float_stats, highlight=False
+    )
+    return csv_writer.csv_text(table.rows).encode("utf-8")
+
+
+CASES = sorted(p.parent.parent.name for p in DATA.glob("*/target/**/dump.json"))
+
+
+@pytest.mark.parametrize("case", sorted(set(CASES)))
+def test_every_table_part_of_the_test_dumps(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every statistics table part a compare of the case makes (its target and golden trees, default
+    flags; the ms_vs_pt case with its mappings too): the kernel's bytes are the Python path's."""
+    seen: list[int] = []
+
+    def checked(
+        sides: Sides, stacks: Mapping[str, list[str]] | None, float_stats: Sequence[bool]
+    ) -> bytes | None:
+        lines = stat_lines.statistics_lines(sides, stacks, float_stats)
+        assert lines is not None
+        assert lines == python_lines(sides, stacks, float_stats)
+        seen.append(len(sides.npus))
+        return lines
+
+    monkeypatch.setattr(part_forms, "statistics_lines", checked)
+    target, golden = DATA / case / "target", DATA / case / "golden"
+    runs: list[list[str]] = [[]]
+    if (DATA / case / "data_mapping.yaml").is_file():
+        runs += [["-dm", str(DATA / case / "data_mapping.yaml")], ["-fm"]]
+    for i, extra in enumerate(runs):
+        code = main(
+            ["compare", "-q", "-tp", str(target), "-gp", str(golden), "-o", str(tmp_path / str(i)), *extra]
+        )
+        assert code in (0, 2)
+    if any(b",Max diff," in p.read_bytes().split(b"\n", 1)[0] for p in tmp_path.rglob("*.csv")):
+        assert sum(seen) > 0  # (a statistics table was written: by the kernel)
+
+
+_STATS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1.0, 1e-320, 1.7e308, -1.7e308, 5e-324]),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from(["None", "Nan", "inf", "-inf", "True", "False", "npu:0", "cpu", "1.5", " 2", "...", NA]),
+)
+_DTYPES = ["torch.float32", "Float32", "torch.float16", "<class 'int'>", "<class 'float'>", "torch.bool", NA]
+_SHAPES = ["[]", "[2, 3]", "[4]", NA]
+_GRADS = ["True", "False", NA, ""]
+_NAMES = [
+    "Functional.linear.{k}.forward",
+    "Tensor.to.{k}.forward",
+    "Distributed._all_gather_base.{k}.forward",
+    "Torch.batch_isend_irecv.{k}.forward",
+    "Module.qkv.{k}.backward",
+    "plain{k}",
+]
+
+
+@st.composite
+def _side(draw: Any, name: str, entry: str, state: str) -> LeafRow:
+    stats = tuple(draw(_STATS) for _ in range(4))
+    if draw(st.booleans()):  # a scalar argument: one value four times
+        stats = (stats[0],) * 4
+    return LeafRow(
+        name,
+        entry,
+        state,
+        draw(st.sampled_from(_DTYPES)),
+        draw(st.sampled_from(_SHAPES)),
+        draw(st.sampled_from(_GRADS)),
+        stats,  # type: ignore[arg-type]
+        "00000000",
+        "-1",
+    )
+
+
+@st.composite
+def _part(draw: Any) -> tuple[Sides, dict[str, list[str]] | None]:
+    npus: list[LeafRow] = []
+    benches: list[LeafRow | None] = []
+    for k in range(draw(st.integers(0, 6))):
+        entry = draw(st.sampled_from(_NAMES)).format(k=k)
+        for j in range(draw(st.integers(1, 4))):
+            state = draw(st.sampled_from(["input", "output", "parameters"]))
+            name = f"{entry}.{state}.{j}"
+            npus.append(draw(_side(name, entry, state)))
+            bench = draw(_side(draw(st.sampled_from([name, name + ".qkv", NA])), entry, state))
+            benches.append(bench if draw(st.integers(0, 5)) else None)
+    stacks = {n.entry: ["File a.py, line 1", n.entry] for n in npus[::2]} if draw(st.booleans()) else None
+    return Sides(npus, benches), stacks
+
+
+def _float_stats(sides: Sides) -> tuple[bool, ...]:
+    matched = [b for b in sides.benches if b is not None]
+    return float_stat_columns(sides.npus, matched, len(matched) < len(sides.benches))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_part())
+def test_drawn_rows(part: tuple[Sides, dict[str, list[str]] | None]) -> None:
+    """Rows of every kind of statistic (floats of every magnitude, NaN, infinities, signed zeros, ints
+    too large for a float, texts), every dtype, shape and Requires_grad the checkers compare, names of
+    ignored APIs, outputs, partners missing: the Python path's bytes, or its error."""
+    sides, stacks = part
+    float_stats = _float_stats(sides)
+    try:
+        expected: bytes | Exception = python_lines(sides, stacks, float_stats)
+    except (ValueError, OverflowError) as e:
+        expected = e
+    if isinstance(expected, Exception):
+        with pytest.raises(type(expected)):
+            stat_lines.statistics_lines(sides, stacks, float_stats)
+    else:
+        assert stat_lines.statistics_lines(sides, stacks, float_stats) == expected
+
+
+def test_the_kernel_takes_its_numbers_and_messages_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Other limits and messages handed to the kernel change its lines as they change the Python path's."""
+    limits = dataclasses.replace(rules.LIMITS, small_input_norm=10.0, big_output_norm=0.01, tenfold=0.5)
+    messages = tuple(m.replace(": The", ": THE") for m in rules.SUMMARY_MESSAGES)
+    npus = [
+        LeafRow(
+            "Functional.f.0.forward.input.0",
+            "Functional.f.0.forward",
+            "input",
+            "torch.float32",
+            "[2]",
+            "True",
+            (1.0, 0.5, 0.25, 2.0),
+            "00000000",
+            "-1",
+        ),  # fmt: skip
+        LeafRow(
+            "Functional.f.0.forward.output.0",
+            "Functional.f.0.forward",
+            "output",
+            "torch.float16",
+            "[2]",
+            "True",
+            (1.0, 0.5, 0.25, 2.0),
+            "00000000",
+            "-1",
+        ),  # fmt: skip
+    ]
+    benches = [row._replace(stats=(1.0, 0.5, 0.25, 1.9)) for row in npus]
+    benches[1] = benches[1]._replace(dtype="torch.float32", requires_grad="False")
+    sides = Sides(npus, benches)
+    for rule, value in (("LIMITS", limits), ("SUMMARY_MESSAGES", messages)):
+        monkeypatch.setattr(rules, rule, value)
+    rules_of = stat_lines._rules(False)
+    monkeypatch.setattr(stat_lines, "RULES", {False: rules_of})
+    lines = stat_lines.statistics_lines(sides, None, (True,) * 8)
+    monkeypatch.setattr(rules, "MSG_NORM_OUTPUT", messages[1])
+    monkeypatch.setattr(rules, "MSG_REQUIRES_GRAD", messages[2])
+    monkeypatch.setattr(rules, "MSG_DTYPE", messages[4])
+    monkeypatch.setattr(rules, "MSG_NORM_TENFOLD", messages[6])
+    assert lines == python_lines(sides, None, (True,) * 8)
+    assert b"error: THE NormRelativeErr" in lines and b"warning: THE norm relative error" in lines
