@@ -165,13 +165,18 @@ def _cell_columns(
     mode: str,
     tensor_cells: Sequence[Sequence[Any]] | None,
     float_stats: Sequence[bool],
+    judged: Mapping[str, Sequence[Any]] | None = None,
 ) -> dict[str, Sequence[Any]]:
-    """The cells of each column the judges read, column by column (Result and after excepted)."""
+    """The cells of each column the judges read, column by column (Result and after excepted, but
+    where ``judged`` gives them with the statistics and diffs)."""
     filled = [_MISSING if row is None else row for row in benches]
     cells: dict[str, Sequence[Any]] = {}
     for attribute, npu_column, bench_column in zip(_BASE_FIELDS, BASE_COLUMNS[::2], BASE_COLUMNS[1::2]):
         get = attrgetter(attribute)
         cells[npu_column], cells[bench_column] = list(map(get, npus)), list(map(get, filled))
+    if judged is not None:
+        cells.update(judged)
+        return cells
     if mode == "md5":
         get = attrgetter("md5")
         cells[MD5_COLUMNS[0]], cells[MD5_COLUMNS[1]] = list(map(get, npus)), list(map(get, filled))
@@ -214,17 +219,22 @@ def build_table(
     float_stats: Sequence[bool] = (False,) * 8,
     highlight: bool = True,
     unreadable: Mapping[int, str] | None = None,
+    judged: Mapping[str, Sequence[Any]] | None = None,
 ) -> CompareTable:
     """Assemble, judge and order the rows of one compare (``stacks`` None: no NPU_Stack_Info column;
     ``highlight`` False: no D6 highlights, which only the xlsx writer shows). ``unreadable``: row
     index -> why its tensor files could not be read; such a row is an ``error`` whatever its cells
-    say, its Err_message says why."""
+    say, its Err_message says why. ``judged``: a statistics table's diff, statistics and tail columns
+    made already, judged (``writers/stat_lines.py:statistics_cells``, the same cells)."""
     npus, benches = sides
     columns = columns_for(mode, stacks is not None)
-    cells = _cell_columns(npus, benches, mode, tensor_cells, float_stats)
+    cells = _cell_columns(npus, benches, mode, tensor_cells, float_stats, judged)
     entries = list(map(attrgetter("entry"), npus))
     ends = _entry_ends(entries)
-    results, messages = judge_columns(cells, ends, mode)
+    if judged is None:
+        results, messages = judge_columns(cells, ends, mode)
+    else:
+        results, messages = list(judged["Result"]), list(judged["Err_message"])
     for i, problem in (unreadable or {}).items():
         marked: dict[str, Any] = {}
         mark_unreadable(marked, problem)

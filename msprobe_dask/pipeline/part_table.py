@@ -22,6 +22,7 @@ from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
 from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.table import Sides, build_table
+from msprobe_dask.writers.stat_lines import statistics_cells
 
 _AST_LOCK = threading.Lock()
 """Held while a table part's summary reads its stack cells with ast.literal_eval: CPython 3.11.7's
@@ -89,7 +90,10 @@ def table_part(
         sections = form.render_sides(sides, head.mode, stack_map, head.float_stats)
         if sections is not None:
             return TablePart(sections, len(npus), None, None)
-    table = build_table(sides, head.mode, stack_map, None, head.float_stats, highlight=form.highlight)
+    judged = statistics_cells(sides, head.float_stats) if head.mode == "statistics" else None
+    table = build_table(
+        sides, head.mode, stack_map, None, head.float_stats, highlight=form.highlight, judged=judged
+    )
     sections = form.render(table, first)
     if tolerance is None:
         return TablePart(sections, len(table.rows), None, None)

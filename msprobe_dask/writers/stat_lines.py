@@ -1,6 +1,7 @@
 """A statistics table part's csv lines straight from its rows, in C (``csrc/stat_lines.c``): the
 cells, the checkers' Result and Err_message and the lines made in one pass, without the table's
-Python objects. ``csv_lines(build_table(...).rows)`` is the definition; the kernel takes every rule
+Python objects; or, where the table is wanted (the summary, ``--xlsx``), its judged cells.
+``csv_lines(build_table(...).rows)`` is the definition; the kernel takes every rule
 from it (``RULES``) and hands back to it what it does not make itself: the diff cells of statistics
 that are not two finite floats, the reading of such cells, the verdict of a set of messages, the
 Scalar and DType checkers' comparisons of values that differ, and the text of any unusual cell."""
@@ -8,7 +9,7 @@ Scalar and DType checkers' comparisons of values that differ, and the text of an
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from msprobe_dask.columns import BASE_COLUMNS, DIFF_COLUMNS, STACK_COLUMN, STAT_COLUMNS, TAIL_COLUMNS
 from msprobe_dask.judge import rules
@@ -17,7 +18,9 @@ from msprobe_dask.metrics import stats
 from msprobe_dask.table import Sides, columns_for, stack_cells
 from msprobe_dask.writers import csv_writer
 
-SLOTS = (*BASE_COLUMNS, *DIFF_COLUMNS, *STAT_COLUMNS, *TAIL_COLUMNS, STACK_COLUMN)
+JUDGED = (*DIFF_COLUMNS, *STAT_COLUMNS, *TAIL_COLUMNS)
+"""The columns of ``statistics_cells``."""
+SLOTS = (*BASE_COLUMNS, *JUDGED, STACK_COLUMN)
 """The cells the kernel makes, in the order of its slots (csrc/stat_lines.c: BASE ... STACK)."""
 
 
@@ -93,3 +96,13 @@ def statistics_lines(
     rules = RULES[stacks is not None]
     lines: bytes | None = kernel.stat_lines(npus, benches, tuple(float_stats), cells, rules)
     return lines
+
+
+def statistics_cells(sides: Sides, float_stats: Sequence[bool]) -> dict[str, list[Any]] | None:
+    """The ``JUDGED`` columns of ``build_table(sides, "statistics", ..., float_stats)``'s table (its
+    ``judged``), made by the kernel; None where it is not built or does not take these rows."""
+    kernel = csv_writer.native
+    if kernel is None:
+        return None
+    made = kernel.stat_columns(list(sides.npus), list(sides.benches), tuple(float_stats), RULES[False])
+    return None if made is None else dict(zip(JUDGED, made, strict=True))

@@ -1,6 +1,7 @@
 """A statistics table part's csv lines made by the C kernel (msprobe_dask/writers/csrc/stat_lines.c) are
-the Python definition's, ``csv_text(build_table(...).rows)``: on every table part of the test dumps, on
-drawn rows of every kind of cell, and with other rules handed to it."""
+the Python definition's, ``csv_text(build_table(...).rows)``, and so is the table built from its judged
+cells: on every table part of the test dumps, on drawn rows of every kind of cell, and with other
+rules handed to it."""
 
 from __future__ import annotations
 
@@ -31,6 +32,17 @@ def python_lines(sides: Sides, stacks: Mapping[str, list[str]] | None, float_sta
     return csv_writer.csv_text(table.rows).encode("utf-8")
 
 
+def assert_same_table(sides: Sides, float_stats: Sequence[bool]) -> None:
+    """The table made with the kernel's judged cells (``statistics_cells``) is the Python path's: the
+    same cells of the same classes (NaN and signed zeros compared by repr), the same highlights."""
+    judged = stat_lines.statistics_cells(sides, float_stats)
+    assert judged is not None
+    ours = build_table(sides, "statistics", None, None, float_stats, judged=judged)
+    theirs = build_table(sides, "statistics", None, None, float_stats)
+    assert repr(ours.rows) == repr(theirs.rows)
+    assert (ours.highlights, ours.highlight_reasons) == (theirs.highlights, theirs.highlight_reasons)
+
+
 CASES = sorted(p.parent.parent.name for p in DATA.glob("*/target/**/dump.json"))
 
 
@@ -48,6 +60,7 @@ def test_every_table_part_of_the_test_dumps(
         lines = stat_lines.statistics_lines(sides, stacks, float_stats)
         assert lines is not None
         assert lines == python_lines(sides, stacks, float_stats)
+        assert_same_table(sides, float_stats)
         seen.append(len(sides.npus))
         return lines
 
@@ -138,8 +151,11 @@ def test_drawn_rows(part: tuple[Sides, dict[str, list[str]] | None]) -> None:
     if isinstance(expected, Exception):
         with pytest.raises(type(expected)):
             stat_lines.statistics_lines(sides, stacks, float_stats)
+        with pytest.raises(type(expected)):
+            stat_lines.statistics_cells(sides, float_stats)
     else:
         assert stat_lines.statistics_lines(sides, stacks, float_stats) == expected
+        assert_same_table(sides, float_stats)
 
 
 def test_the_kernel_takes_its_numbers_and_messages_from_python(monkeypatch: pytest.MonkeyPatch) -> None:

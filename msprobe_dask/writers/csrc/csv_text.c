@@ -12,11 +12,12 @@
 #include <Python.h>
 #include <string.h>
 
-#define CSV_TEXT_API 3 /* csv_writer.API: change both with the functions */
+#define CSV_TEXT_API 4 /* csv_writer.API: change both with the functions */
 
 #include "csv_cells.h"
 
 PyObject *stat_lines(PyObject *self, PyObject *args); /* stat_lines.c */
+PyObject *stat_columns(PyObject *self, PyObject *args);
 
 /* csv_lines(rows, rules, field): the UTF-8 csv lines of ``rows`` (each a list or tuple of cells); rules:
  * (start, inside, quote, dumps): str of characters and orjson.dumps;
@@ -60,6 +61,7 @@ static PyObject *csv_lines(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"csv_lines", csv_lines, METH_VARARGS, "csv_lines(rows, (start, inside, quote, dumps), field): csv_writer.csv_lines."},
     {"stat_lines", stat_lines, METH_VARARGS, "stat_lines(npus, benches, float_stats, stacks, rules): stat_lines.statistics_lines."},
+    {"stat_columns", stat_columns, METH_VARARGS, "stat_columns(npus, benches, float_stats, rules): stat_lines.statistics_cells."},
     {NULL, NULL, 0, NULL},
 };
 

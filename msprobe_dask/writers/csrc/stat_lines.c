@@ -1,7 +1,8 @@
 /* stat_lines: the csv lines of a statistics table part straight from its rows (writers/stat_lines.py),
  * without the table: table.build_table (its cells: _stat_columns, metrics/stats.py's stat_diffs;
  * judge/rules.py's judge_columns) and csv_writer.csv_lines, which stay the definition;
- * tests/writers/test_stat_lines.py checks that both give the same bytes. Every rule, text and number
+ * tests/writers/test_stat_lines.py checks that both give the same bytes. stat_columns: the same cells
+ * as the table's columns, where the table is wanted (build_table's ``judged``). Every rule, text and number
  * is handed with the call (stat_lines.py's RULES): the diffs of two finite floats and the checks of
  * rows of texts are made here, any other pair's diff cells by the rules' stat_diff, any other cell's
  * reading by the rules' functions. None: a row this code does not take (the Python path runs). */
@@ -186,9 +187,15 @@ static int pair_checks(Row *w, Rules_ *R) {
     if (!w->out && (t = PyUnicode_Contains(dtype, R->not_a_tensor)) > 0 &&
         (t = PyUnicode_Contains(bdtype, R->not_a_tensor)) > 0 &&
         (t = compared(field_of(n, SHAPE_F), R->scalar_shape, Py_EQ)) > 0) {
-        PyObject *same = PyObject_CallFunctionObjArgs(R->same_value, w->cells[STATS - DIFFS], w->cells[STATS - DIFFS + 4], NULL);
-        t = same == NULL ? -1 : PyObject_Not(same);
-        Py_XDECREF(same);
+        PyObject *x = w->cells[STATS - DIFFS], *y = w->cells[STATS - DIFFS + 4];
+        if (PyFloat_CheckExact(x) && PyFloat_CheckExact(y)) { /* same_value of two floats: equal, or NaN */
+            double a = PyFloat_AS_DOUBLE(x), b = PyFloat_AS_DOUBLE(y);
+            t = !(a == b || (isnan(a) && isnan(b)));
+        } else {
+            PyObject *same = PyObject_CallFunctionObjArgs(R->same_value, x, y, NULL);
+            t = same == NULL ? -1 : PyObject_Not(same);
+            Py_XDECREF(same);
+        }
         if (t > 0)
             w->mask |= SCALAR;
     }
@@ -390,9 +397,70 @@ static int take_rules(PyObject *rules, Rules_ *R) {
                : 0;
 }
 
+/* the cells and checkers' masks of the rows npus[i], benches[i] (lists; benches[i] None: no partner;
+ * float_stats: 8 bools) into *rows (PyMem; free_rows), *made of them holding cells: 1, 0 for a row
+ * this code does not take, -1 error */
+static int judged_rows(PyObject *npus, PyObject *benches, PyObject *float_stats, Rules_ *R, Row **rows, Py_ssize_t *made) {
+    Py_ssize_t n = PyList_GET_SIZE(npus);
+    *rows = NULL;
+    *made = 0;
+    if (PyList_GET_SIZE(benches) != n || PyTuple_GET_SIZE(float_stats) != 8) {
+        PyErr_SetString(PyExc_ValueError, "stat_lines: sides or float_stats of the wrong sizes");
+        return -1;
+    }
+    int as_float[8];
+    for (int i = 0; i < 8; i++)
+        if ((as_float[i] = PyObject_IsTrue(PyTuple_GET_ITEM(float_stats, i))) < 0)
+            return -1;
+    if ((*rows = PyMem_Calloc(n ? n : 1, sizeof(Row))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Row *w = &(*rows)[i];
+        *made = i + 1;
+        w->n = PyList_GET_ITEM(npus, i);
+        w->b = PyList_GET_ITEM(benches, i);
+        w->b = w->b == Py_None ? NULL : w->b;
+        if (!taken(w->n) || (w->b != NULL && !taken(w->b)))
+            return 0;
+        Py_ssize_t at = PyUnicode_Find(field_of(w->n, NAME), R->output_part, 0, PY_SSIZE_T_MAX, 1);
+        if (at == -2)
+            return -1;
+        w->out = at >= 0;
+        if (stat_cells(w, as_float, R) < 0)
+            return -1;
+        for (int k = 0; k < 4; k++)
+            if (diff_cells(w, k, R) < 0)
+                return -1;
+    }
+    for (Py_ssize_t from = 0, to = 1; to <= n; to++) { /* the groups: runs of rows of one entry */
+        if (to < n) {
+            int same = compared(field_of((*rows)[to].n, ENTRY), field_of((*rows)[to - 1].n, ENTRY), Py_EQ);
+            if (same < 0)
+                return -1;
+            if (same)
+                continue;
+        }
+        if (judge_group(*rows, from, to, R) < 0)
+            return -1;
+        from = to;
+    }
+    return 1;
+}
+
+static void free_rows(Row *rows, Py_ssize_t made, Rules_ *R) {
+    for (Py_ssize_t i = 0; rows != NULL && i < made; i++)
+        for (int j = 0; j < 16; j++)
+            Py_XDECREF(rows[i].cells[j]);
+    for (int i = 0; i < 1 << N_MESSAGES; i++)
+        Py_XDECREF(R->verdicts[i]);
+    PyMem_Free(rows);
+    deferred_free(&R->csv.floats);
+}
+
 /* stat_lines(npus, benches, float_stats, stacks, rules): the csv lines (bytes) of the statistics table
- * of these rows (lists: benches[i] None where npus[i] has no partner; float_stats: 8 bools; stacks:
- * the NPU_Stack_Info cells, or None), or None for the Python path */
+ * of these rows (judged_rows; stacks: the NPU_Stack_Info cells, or None), or None for the Python path */
 PyObject *stat_lines(PyObject *self, PyObject *args) {
     PyObject *npus, *benches, *float_stats, *stacks, *rules;
     Rules_ R = {0};
@@ -403,64 +471,89 @@ PyObject *stat_lines(PyObject *self, PyObject *args) {
     if (!R.plain_rel)
         Py_RETURN_NONE;
     Py_ssize_t n = PyList_GET_SIZE(npus);
-    if (PyList_GET_SIZE(benches) != n || PyTuple_GET_SIZE(float_stats) != 8 ||
-        (stacks != Py_None && !(PyList_Check(stacks) && PyList_GET_SIZE(stacks) == n))) {
-        PyErr_SetString(PyExc_ValueError, "stat_lines: sides, float_stats or stacks of the wrong sizes");
+    if (stacks != Py_None && !(PyList_Check(stacks) && PyList_GET_SIZE(stacks) == n)) {
+        PyErr_SetString(PyExc_ValueError, "stat_lines: stacks of the wrong size");
         return NULL;
     }
-    int as_float[8];
-    for (int i = 0; i < 8; i++)
-        if ((as_float[i] = PyObject_IsTrue(PyTuple_GET_ITEM(float_stats, i))) < 0)
-            return NULL;
-    Row *rows = PyMem_Calloc(n ? n : 1, sizeof(Row));
-    if (rows == NULL)
-        return PyErr_NoMemory();
+    Row *rows;
+    Py_ssize_t made;
     PyObject *result = NULL;
     Buffer out = {0};
-    Py_ssize_t made = 0;
-    for (; made < n; made++) {
-        Row *w = &rows[made];
-        w->n = PyList_GET_ITEM(npus, made);
-        w->b = PyList_GET_ITEM(benches, made);
-        w->b = w->b == Py_None ? NULL : w->b;
-        if (!taken(w->n) || (w->b != NULL && !taken(w->b))) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-        Py_ssize_t at = PyUnicode_Find(field_of(w->n, NAME), R.output_part, 0, PY_SSIZE_T_MAX, 1);
-        if (at == -2)
-            goto done;
-        w->out = at >= 0;
-        if (stat_cells(w, as_float, &R) < 0)
-            goto done;
-        for (int i = 0; i < 4; i++)
-            if (diff_cells(w, i, &R) < 0)
-                goto done;
-    }
-    for (Py_ssize_t from = 0, to = 1; to <= n; to++) { /* the groups: runs of rows of one entry */
-        if (to < n) {
-            int same = compared(field_of(rows[to].n, ENTRY), field_of(rows[to - 1].n, ENTRY), Py_EQ);
-            if (same < 0)
-                goto done;
-            if (same)
-                continue;
-        }
-        if (judge_group(rows, from, to, &R) < 0)
-            goto done;
-        from = to;
-    }
-    for (Py_ssize_t i = 0; i < n; i++)
+    int rc = judged_rows(npus, benches, float_stats, &R, &rows, &made);
+    if (rc == 0)
+        result = Py_NewRef(Py_None);
+    for (Py_ssize_t i = 0; rc > 0 && i < n; i++)
         if (put_row(&out, &rows[i], stacks == Py_None ? NULL : PyList_GET_ITEM(stacks, i), &R) < 0)
-            goto done;
-    result = deferred_text(&R.csv.floats, R.csv.dumps, out.data, out.len, 1);
-done:
-    for (Py_ssize_t i = 0; i < made + (made < n); i++)
-        for (int j = 0; j < 16; j++)
-            Py_XDECREF(rows[i].cells[j]);
-    for (int i = 0; i < 1 << N_MESSAGES; i++)
-        Py_XDECREF(R.verdicts[i]);
-    PyMem_Free(rows);
+            rc = -1;
+    if (rc > 0)
+        result = deferred_text(&R.csv.floats, R.csv.dumps, out.data, out.len, 1);
     PyMem_Free(out.data);
-    deferred_free(&R.csv.floats);
+    free_rows(rows, made, &R);
+    return result;
+}
+
+/* a relative error made here as its cell: repr(r) and the percent text */
+static PyObject *rel_cell(double r, Rules_ *R) {
+    char *t = PyOS_double_to_string(r, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (t == NULL)
+        return NULL;
+    PyObject *cell;
+    if (PyUnicode_IS_ASCII(R->percent)) { /* (the usual case, made without a format) */
+        size_t n = strlen(t);
+        Py_ssize_t m = PyUnicode_GET_LENGTH(R->percent);
+        if ((cell = PyUnicode_New((Py_ssize_t)n + m, 127)) != NULL) {
+            memcpy(PyUnicode_1BYTE_DATA(cell), t, n);
+            memcpy(PyUnicode_1BYTE_DATA(cell) + n, PyUnicode_1BYTE_DATA(R->percent), m);
+        }
+    } else
+        cell = PyUnicode_FromFormat("%s%U", t, R->percent);
+    PyMem_Free(t);
+    return cell;
+}
+
+/* the cell of slot ``slot`` (DIFFS ... ERR) of row w, a new reference */
+static PyObject *cell_of(Row *w, int slot, Rules_ *R) {
+    if (slot < CONSISTENT) {
+        PyObject *cell = w->cells[slot - DIFFS];
+        return cell != NULL ? Py_NewRef(cell) : rel_cell(w->r[slot - RELS], R);
+    }
+    if (slot == CONSISTENT)
+        return PyObject_RichCompare(field_of(w->n, GRAD), w->b == NULL ? R->na : field_of(w->b, GRAD), Py_EQ);
+    PyObject *v = verdict(w->mask, R);
+    return v == NULL ? NULL : Py_NewRef(PyTuple_GET_ITEM(v, slot - RESULT));
+}
+
+/* stat_cells(npus, benches, float_stats, rules): the columns of slots DIFFS ... ERR (lists) of the
+ * statistics table of these rows (judged_rows), or None for the Python path */
+PyObject *stat_columns(PyObject *self, PyObject *args) {
+    PyObject *npus, *benches, *float_stats, *rules;
+    Rules_ R = {0};
+    if (!PyArg_ParseTuple(args, "O!O!O!O!:stat_columns", &PyList_Type, &npus, &PyList_Type, &benches, &PyTuple_Type,
+                          &float_stats, &PyTuple_Type, &rules) ||
+        take_rules(rules, &R) < 0)
+        return NULL;
+    Row *rows;
+    Py_ssize_t made, n = PyList_GET_SIZE(npus);
+    PyObject *result = NULL;
+    int rc = judged_rows(npus, benches, float_stats, &R, &rows, &made);
+    if (rc == 0)
+        result = Py_NewRef(Py_None);
+    if (rc > 0 && (result = PyTuple_New(STACK - DIFFS)) != NULL) {
+        for (int slot = DIFFS; result != NULL && slot < STACK; slot++) {
+            PyObject *column = PyList_New(n);
+            if (column != NULL)
+                PyTuple_SET_ITEM(result, slot - DIFFS, column);
+            for (Py_ssize_t i = 0; column != NULL && i < n; i++) {
+                PyObject *cell = cell_of(&rows[i], slot, &R);
+                if (cell == NULL)
+                    column = NULL;
+                else
+                    PyList_SET_ITEM(column, i, cell);
+            }
+            if (column == NULL)
+                Py_CLEAR(result);
+        }
+    }
+    free_rows(rows, made, &R);
     return result;
 }
