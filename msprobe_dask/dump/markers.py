@@ -10,3 +10,4 @@ BATCH_P2P = "batch_isend_irecv"  # the API that runs a batch of P2POps
 # the part of an entry name that holds a module's parameter gradients (``Module.fc.Linear.parameters_grad``,
 # ``....parameters_grad.0``), and the state of its rows and items
 PARAMETERS_GRAD = "parameters_grad"
+SCALAR_SHAPE = "[]"  # the shape of an argument that is not a tensor (the checkers' Scalar rule reads it)

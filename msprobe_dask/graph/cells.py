@@ -14,7 +14,7 @@ from operator import itemgetter
 from typing import Any
 
 from msprobe_dask.columns import DIFF_COLUMNS, STAT_COLUMNS, TAIL_COLUMNS, TENSOR_METRIC_COLUMNS
-from msprobe_dask.dump.markers import PARAMETERS_GRAD
+from msprobe_dask.dump.markers import PARAMETERS_GRAD, SCALAR_SHAPE
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.item_text import DECIMALS, ExportedText, format_str
 from msprobe_dask.graph.jsontext import dumps
@@ -407,7 +407,7 @@ SUMMARY_RULES = SummaryRules(
     no_npu=NO_NPU,
     fused_weights=rules.FUSED_WEIGHTS,
     not_a_tensor=rules.NOT_A_TENSOR,
-    scalar_shape=rules.SCALAR_SHAPE,
+    scalar_shape=SCALAR_SHAPE,
 )
 if speedups.native is not None:
     speedups.native.configure_summary(SUMMARY_RULES)

@@ -7,6 +7,7 @@ import re
 from operator import itemgetter
 from typing import Any
 
+from msprobe_dask.dump.markers import SCALAR_SHAPE
 from msprobe_dask.graph.cells import (
     MD5,
     NO_BENCH,
@@ -38,7 +39,6 @@ from msprobe_dask.judge.rules import (
     MSG_SCALAR,
     MSG_SHAPE,
     NOT_A_TENSOR,
-    SCALAR_SHAPE,
 )
 
 PASS, WARNING, ERROR = 0, 1, 2

@@ -7,10 +7,13 @@ as an insertion-ordered dict; the key order is the JSON order written to the vis
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PARAMETERS_GRAD, PROCESS_GROUP
+from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PARAMETERS_GRAD, PROCESS_GROUP, SCALAR_SHAPE
 from msprobe_dask.errors import DumpError
+from msprobe_dask.graph import speedups
 
 MAX_DEPTH = 400
 
@@ -28,6 +31,7 @@ ITEM_KEYS = ("data_name", "full_op_name", "state", "requires_grad", *STATS)
 RANK_PARAMS = ("src", "dst", "group_src", "group_dst")  # a scalar argument of these names keeps its text
 SHAPED_KINDS = ("torch.Size", "slice", "ellipsis")  # leaves that are not tensors yet have a shape
 P2P_KEYS = ("class_type", "op", "peer", "tag", "group_id")
+OUTPUT_PART, INPUT_PART = ".output.", ".input."  # an item is an output's if its name holds the first only
 
 
 def _default_item(name: str, state: str) -> dict[str, Any]:
@@ -110,25 +114,25 @@ def _fill_non_tensor(item: dict[str, Any], leaf: dict[str, Any], name: str) -> N
         elif kind == "slice":
             item["shape"] = _np_shape(value)
         else:  # ellipsis
-            item["shape"] = "[]"
+            item["shape"] = SCALAR_SHAPE
             for s in STATS:
                 item[s] = value
     elif name.rpartition(".")[2] in RANK_PARAMS:
         item["dtype"] = kind
-        item["shape"] = "[]"
+        item["shape"] = SCALAR_SHAPE
         for s in STATS:
             item[s] = str(value)
         item["md5"] = str(value)
     elif kind == PROCESS_GROUP:
         ranks = str(leaf.get("group_ranks"))
         item["dtype"] = kind
-        item["shape"] = "[]"
+        item["shape"] = SCALAR_SHAPE
         for s in STATS:
             item[s] = ranks
         item["md5"] = ranks
     else:
         item["dtype"] = _type_text(value)
-        item["shape"] = "[]"
+        item["shape"] = SCALAR_SHAPE
         item["Max"] = item["Min"] = item["Mean"] = item["Norm"] = value
 
 
@@ -220,9 +224,47 @@ def split_items(items: list[dict[str, Any]]) -> tuple[dict[str, dict], dict[str,
     outputs: dict[str, dict] = {}
     for item in items:
         full = item["full_op_name"]
-        if ".output." in full and ".input." not in full:
+        if OUTPUT_PART in full and INPUT_PART not in full:
             outputs[full] = item
         else:
             dn = item.get("data_name", NO_DATA_NAME)
             inputs[dn.rsplit(".", 1)[0] if dn != NO_DATA_NAME else full] = item
     return inputs, outputs
+
+
+@dataclass(frozen=True)
+class ItemRules:
+    """What the C items of an entry (csrc/entry_items.c) take of this module's rules, by name, handed to
+    it once when this module is imported (the kinds and names of the leaves it hands back to this
+    module are item_text.TEXT_RULES')."""
+
+    sub_keys: tuple[tuple[str, str, str], ...]  # SUB_KEYS
+    item_keys: tuple[str, ...]  # ITEM_KEYS
+    stats: tuple[str, ...]  # STATS
+    no_data_name: str
+    bool_text: tuple[str, str]  # the texts of False and True
+    default_item: Callable[[str, str], dict[str, Any]]  # the item of a null
+    crc32_text: Callable[[Any], str]  # the md5 of a leaf with a value ...
+    crc32_empty: str  # ... and of one without
+    scalar_shape: str  # the shape of an argument that is not a tensor
+    output_part: str  # OUTPUT_PART, INPUT_PART
+    input_part: str
+    grad_state: str  # the state of the items of a parameters_grad entry (parse_entry)
+
+
+ITEM_RULES = ItemRules(
+    SUB_KEYS,
+    ITEM_KEYS,
+    STATS,
+    NO_DATA_NAME,
+    (_BOOL_TEXT[False], _BOOL_TEXT[True]),
+    _default_item,
+    crc32_text,
+    _CRC32_EMPTY,
+    SCALAR_SHAPE,
+    OUTPUT_PART,
+    INPUT_PART,
+    PARAMETERS_GRAD,
+)
+if speedups.native is not None:
+    speedups.native.configure_items(ITEM_RULES)

@@ -40,12 +40,22 @@ def parse_unused(data: Mapping[str, Any], nodes: Mapping[str, Node]) -> None:
 
 def parse_items(g: Graph, nodes: Iterable[Node]) -> None:
     """Give ``nodes`` their items, if ``g`` was built without (``items_pending``); nodes that already
-    hold some keep them."""
+    hold some keep them. The C code makes them straight from the entries' text where it can
+    (csrc/entry_items.c), the Python path the others."""
     if not g.items_pending:
         return
-    for node in nodes:
-        if node is not g.root and node.type != COLLECTION and not (node.input_data or node.output_data):
-            node.input_data, node.output_data = node_items(node.id, g.data, g.folder)
+    wanted = [
+        node
+        for node in nodes
+        if node is not g.root and node.type != COLLECTION and not (node.input_data or node.output_data)
+    ]
+    native = speedups.native
+    spans = g.data.spans() if native is not None and isinstance(g.data, DumpEntries) else None
+    made: list[Any] = [None] * len(wanted)
+    if native is not None and spans is not None:
+        made = native.node_items([n.id for n in wanted], *spans)
+    for node, items in zip(wanted, made):
+        node.input_data, node.output_data = items or node_items(node.id, g.data, g.folder)
 
 
 def export_texts(g: Graph, nodes: list[Node]) -> list[tuple[str, str] | None] | None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from msprobe_dask.dump.markers import BATCH_P2P
+from msprobe_dask.dump.markers import BATCH_P2P, SCALAR_SHAPE
 from msprobe_dask.match.dtypes import same_dtype
 from msprobe_dask.metrics.stats import INF, NA, is_nan_or_inf, relative_fraction
 
@@ -59,7 +59,6 @@ LIMITS = Limits()
 # the texts the DType and Scalar checkers read (compare.md §5; graph_visualize.md §3.4)
 FUSED_WEIGHTS = ("qkv", "gate_up")  # a Bench name holding one of these is never flagged for its dtype
 NOT_A_TENSOR = "class"  # what the dtype of an argument that is not a tensor holds ("<class 'int'>")
-SCALAR_SHAPE = "[]"  # the shape of a scalar argument
 NO_GRAD = ("", NA)  # Requires_grad cells the RequiresGrad checker does not compare
 
 MSG_NAN_INF = "error: There is nan/inf/-inf in the maximum or minimum value of NPU."

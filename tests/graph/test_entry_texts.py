@@ -1,6 +1,7 @@
 """entry_texts (graph/csrc/entry_text.c) makes a dump entry's exported items straight from its JSON
 text: where it answers, its texts are the ones the Python path makes from the parsed entry's items
 (items.entry_items, then item_text.items_json); where it does not (None), the Python path makes them.
+node_items (graph/csrc/entry_items.c) makes the items themselves, checked on the same entries.
 
 The entries are real dumps' and generated ones, written as json.dump writes them (indented, NaN and
 Infinity for non-finite floats) and in other valid or invalid JSON forms.
@@ -8,6 +9,7 @@ Infinity for non-finite floats) and in other valid or invalid JSON forms.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from comparable import shape
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,10 +46,22 @@ def _python_texts(node_id: str, text: bytes) -> Any:
         speedups.native = native
 
 
+def _python_items(node_id: str, text: bytes) -> Any:
+    """The Python path's items of the entry ``text``, or "refused" where it gives an error."""
+    try:
+        return shape(items.entry_items(node_id, loads(text)))
+    except (ValueError, DumpError):
+        return "refused"
+
+
 def _taken(node_id: str, text: bytes) -> bool:
-    """Whether entry_texts answers for the entry; where it does, its texts are Python's."""
+    """Whether entry_texts answers for the entry; where it does, its texts are Python's. node_items
+    (graph/csrc/entry_items.c) is checked on it too: where it answers, its items are Python's."""
     assert NATIVE is not None
     padded = b"xx" + text + b"yy"  # a span inside a bigger text, as in dump.json
+    made = NATIVE.node_items([node_id], {node_id: (2, 2 + len(text))}, {}, padded)[0]
+    if made is not None:
+        assert shape(made) == _python_items(node_id, text), text
     got = NATIVE.entry_texts(padded, 2, 2 + len(text), node_id)
     if got is None:
         return False
@@ -225,3 +240,26 @@ def test_floats_near_halfway_between_two_doubles() -> None:
         "2.2250738585072011e-308",
     ):
         _taken("Functional.a.0.forward", _float_entry(text))
+
+
+def test_the_items_take_their_rules_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Other texts of bools, another md5 of a leaf without a value and other states handed to node_items
+    (items.ITEM_RULES): its items are those the Python path makes with them, so none is written in C."""
+    assert NATIVE is not None
+    sub_keys = tuple((key, suffix, state.upper()) for key, suffix, state in items.SUB_KEYS)
+    trial = dataclasses.replace(items.ITEM_RULES, bool_text=("no", "yes"), crc32_empty="e", sub_keys=sub_keys)
+    monkeypatch.setattr(items, "_BOOL_TEXT", {False: "no", True: "yes"})
+    monkeypatch.setattr(items, "_CRC32_EMPTY", "e")
+    monkeypatch.setattr(items, "SUB_KEYS", sub_keys)
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "Max": 1.5, "requires_grad": True}
+    entry = {"input_args": [tensor, {"type": "bool", "value": False}, None], "output": [tensor]}
+    text = json.dumps(entry).encode()
+    NATIVE.configure_items(trial)
+    try:
+        made = NATIVE.node_items(
+            ["Functional.a.0.forward"], {"Functional.a.0.forward": (0, len(text))}, {}, text
+        )
+    finally:
+        NATIVE.configure_items(items.ITEM_RULES)
+    assert made[0] is not None
+    assert shape(made[0]) == _python_items("Functional.a.0.forward", text)

@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
+from comparable import shape
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -104,17 +105,6 @@ def test_rows_hold_no_stray_references(monkeypatch: pytest.MonkeyPatch) -> None:
     for _ in range(20):
         rows.chunk_rows(graph, "NPU", nodes, 0, ids)  # type: ignore[arg-type]
     assert sys.getrefcount(None) - before < 50
-
-
-def _shape(value: Any) -> Any:
-    """A value as a comparable structure that keeps classes and key order (1 != 1.0 != True here)."""
-    if isinstance(value, dict):
-        return ("dict", [(k, _shape(v)) for k, v in value.items()])
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, [_shape(v) for v in value])
-    if isinstance(value, float) and math.isnan(value):
-        return ("float", "nan")
-    return (type(value).__name__, value)
 
 
 def _both(monkeypatch: pytest.MonkeyPatch, fn: Any) -> tuple[Any, Any]:
@@ -226,7 +216,7 @@ _NUMBERS = st.integers(-5, 5) | st.floats(-1e6, 1e6) | st.sampled_from([math.nan
 @settings(max_examples=500, deadline=None)
 @given(st.tuples(*[_NUMBERS | _STAT] * 4), st.tuples(*[_NUMBERS | _STAT] * 4))
 def test_stat_diffs_as_python(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> None:
-    assert _shape(NATIVE.stat_diffs(ns, bs)) == _shape(_diffs(ns, bs))
+    assert shape(NATIVE.stat_diffs(ns, bs)) == shape(_diffs(ns, bs))
 
 
 def _tensor_item(full: str, state: str, stats: tuple[Any, ...], extra: dict[str, Any]) -> dict[str, Any]:
@@ -292,7 +282,7 @@ def test_summary_pair_as_python(
     def compared() -> Any:
         n, b = copy.deepcopy(npu), copy.deepcopy(bench)
         compare_pair(n, b, SUMMARY)
-        return _shape((n.precision, n.input_data, n.output_data, b.input_data, b.output_data))
+        return shape((n.precision, n.input_data, n.output_data, b.input_data, b.output_data))
 
     with_c, python = _both(pytest.MonkeyPatch(), compared)
     assert with_c == python
@@ -322,7 +312,7 @@ def _taken_as_python(npu: Node, bench: Node, monkeypatch: pytest.MonkeyPatch) ->
     def compared() -> Any:
         n, b = copy.deepcopy(npu), copy.deepcopy(bench)
         compare_pair(n, b, SUMMARY)
-        return _shape((n.precision, n.input_data, n.output_data))
+        return shape((n.precision, n.input_data, n.output_data))
 
     n, b = copy.deepcopy(npu), copy.deepcopy(bench)
     assert NATIVE.summary_pair(n.input_data, n.output_data, b.input_data, b.output_data) is not None
@@ -451,7 +441,7 @@ def test_the_summary_compare_takes_its_numbers_and_messages_from_python(
     def compared() -> Any:
         n, b = copy.deepcopy(npu), copy.deepcopy(bench)
         compare_pair(n, b, SUMMARY)
-        return _shape((n.precision, n.input_data, n.output_data))
+        return shape((n.precision, n.input_data, n.output_data))
 
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(checks, "LIMITS", limits)
@@ -675,7 +665,7 @@ def test_leaf_rows_as_python(entry: str, body: dict[str, Any], indented: bool) -
     if made is not None:
         assert not isinstance(python, Exception)
         assert all(type(row) is dump_rows.LeafRow for row in made)
-        assert _shape(made) == _shape(python)
+        assert shape(made) == shape(python)
 
 
 @needs_native
@@ -688,7 +678,7 @@ def test_leaf_rows_hand_back_what_json_reads_otherwise() -> None:
     )
     taken = f'{{"input_args": [{tensor}], "output": [{tensor}]}}'.encode()
     made, python = _leaf_rows_both("Functional.linear.0.forward", taken)
-    assert made is not None and _shape(made) == _shape(python)
+    assert made is not None and shape(made) == shape(python)
     escaped = tensor.replace("Max", "M\\u0061x")
     for text in (
         f'{{"input_args": [{tensor}], "input_args": []}}',
@@ -719,7 +709,7 @@ def test_leaf_rows_take_every_entry_of_the_real_statistics_dumps() -> None:
                 handed += 1
             else:
                 taken += 1
-                assert _shape(made) == _shape(python), (path, entry)
+                assert shape(made) == shape(python), (path, entry)
     assert taken > 20 * handed, (taken, handed)
 
 

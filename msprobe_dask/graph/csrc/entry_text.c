@@ -383,23 +383,29 @@ int fast_double(const char *s, Py_ssize_t n, double *x) {
 #endif
 }
 
-/* repr(float(text)) of a finite JSON number; UNHANDLED for one out of range */
-static int add_json_float(Buf *b, const Val *v) {
-    double x;
-    if (!fast_double(v->s, v->n, &x)) {
+int json_double(const Val *v, double *x) {
+    if (!fast_double(v->s, v->n, x)) {
         char digits[64], *end;
         if (v->n >= (Py_ssize_t)sizeof(digits))
             return UNHANDLED;
         memcpy(digits, v->s, v->n);
         digits[v->n] = '\0';
-        x = PyOS_string_to_double(digits, &end, NULL);
-        if (x == -1.0 && PyErr_Occurred()) {
+        *x = PyOS_string_to_double(digits, &end, NULL);
+        if (*x == -1.0 && PyErr_Occurred()) {
             PyErr_Clear();
             return UNHANDLED;
         }
-        if (end != digits + v->n || !isfinite(x))
+        if (end != digits + v->n || !isfinite(*x))
             return UNHANDLED;
     }
+    return DONE;
+}
+
+/* repr(float(text)) of a finite JSON number; UNHANDLED for one out of range */
+static int add_json_float(Buf *b, const Val *v) {
+    double x;
+    if (json_double(v, &x) != DONE)
+        return UNHANDLED;
     return add_float_value(b, x) < 0 ? -1 : DONE;
 }
 
@@ -448,8 +454,7 @@ static int add_text(Buf *b, const Tape *t, const Val *v) {
     }
 }
 
-/* str(type(value)) for the value json gives (absent: None) */
-static const char *type_text(const Val *v) {
+const char *type_text(const Val *v) {
     if (v == NULL)
         return "<class 'NoneType'>";
     switch (v->kind) {
@@ -492,7 +497,8 @@ static Buf *start_item(Walk *w, const char *key, Py_ssize_t n, int *rc) {
 }
 
 /* an item that exports as {"value": "null"} (a null in the entry: items._default_item) */
-static int add_null_item(Walk *w) {
+static int add_null_item(void *walker) {
+    Walk *w = (Walk *)walker;
     int rc;
     Buf *b = start_item(w, w->name.p, w->name.len, &rc);
     if (b == NULL)
@@ -513,7 +519,8 @@ static int add_cell(Buf *b, int *first, const char *key, Py_ssize_t kn) {
 }
 
 /* the item of a leaf (an object whose "type" is a string): items._leaf, then item_text.format_item */
-static int add_leaf(Walk *w, const Val *leaf) {
+static int add_leaf(void *walker, const Val *leaf) {
+    Walk *w = (Walk *)walker;
     const Tape *t = &w->t;
     const Val *kind = NULL, *data_name = NULL, *dtype = NULL, *value = NULL;
     int has_requires_grad = 0, has_shape = 0, has_stat[4] = {0, 0, 0, 0};
@@ -662,45 +669,18 @@ static int add_leaf(Walk *w, const Val *leaf) {
     return (first ? BUF_LIT(b, "{}") : BUF_LIT(b, "\"}")) < 0 ? -1 : DONE;
 }
 
-static int walk_value(Walk *w, const Val *v, int depth);
-
-static int walk_member(void *w, const Val *v, int depth) {
-    return walk_value((Walk *)w, v, depth);
-}
+static int walk_value(void *w, const Val *v, int depth);
 
 /* the value's members (an object's, a list's), each named after the walked name: ".key" or ".i"; a
  * name holding parameters_grad is handed back (it keeps its lists' elements unnumbered) */
-static int walk_members(Walk *w, const Val *v, int depth) {
-    return walk_members_of(w, &w->t, &w->name, v, depth, 1, &text_rules.parameters_grad, walk_member);
+static int walk_members(void *w, const Val *v, int depth) {
+    return walk_members_of(w, &((Walk *)w)->t, &((Walk *)w)->name, v, depth, 1, &text_rules.parameters_grad,
+                           walk_value);
 }
 
 /* items._parse of one value, named w->name */
-static int walk_value(Walk *w, const Val *v, int depth) {
-    if (depth > MAX_NEST)
-        return UNHANDLED;
-    if (v->kind == J_NULL)
-        return add_null_item(w);
-    if (v->kind == J_LIST)
-        return walk_members(w, v, depth);
-    if (v->kind != J_OBJ)
-        return DONE; /* a bare scalar makes no item */
-    const Val *kind = NULL;
-    for (int i = v->first; i >= 0; i = w->t.v[i].next) {
-        const Val *m = &w->t.v[i];
-        if (!m->kplain)
-            return UNHANDLED;
-        for (int j = v->first; j != i; j = w->t.v[j].next) /* a key given twice */
-            if (w->t.v[j].kn == m->kn && w->t.v[j].k[0] == m->k[0] && memcmp(w->t.v[j].k, m->k, m->kn) == 0)
-                return UNHANDLED;
-        if (m->role == K_CLASS_TYPE && m->kind == J_STR &&
-            (!m->plain || text_is(m->s, m->n, &text_rules.p2p_class)))
-            return UNHANDLED; /* a P2P op */
-        if (m->role == K_TYPE)
-            kind = m;
-    }
-    if (kind != NULL && kind->kind == J_STR)
-        return add_leaf(w, v);
-    return walk_members(w, v, depth);
+static int walk_value(void *w, const Val *v, int depth) {
+    return walk_value_of(w, &((Walk *)w)->t, v, depth, add_null_item, add_leaf, walk_members);
 }
 
 static const struct {
@@ -714,17 +694,9 @@ static int walk_entry(Walk *w, const char *node_id, Py_ssize_t id_n) {
     if (entry->kind != J_OBJ)
         return UNHANDLED;
     for (int k = 0; k < 5; k++) {
-        const Val *part = NULL;
-        for (int i = entry->first; i >= 0; i = w->t.v[i].next) {
-            const Val *m = &w->t.v[i];
-            if (!m->kplain)
-                return UNHANDLED; /* (its key may read as one of these) */
-            if (m->kn == (Py_ssize_t)strlen(SUB_KEYS[k].key) && memcmp(m->k, SUB_KEYS[k].key, m->kn) == 0) {
-                if (part != NULL)
-                    return UNHANDLED; /* given twice */
-                part = m;
-            }
-        }
+        const Val *part;
+        if (entry_part(&w->t, entry, SUB_KEYS[k].key, (Py_ssize_t)strlen(SUB_KEYS[k].key), &part) == UNHANDLED)
+            return UNHANDLED;
         if (part == NULL)
             continue;
         w->name.len = 0;
@@ -738,16 +710,73 @@ static int walk_entry(Walk *w, const char *node_id, Py_ssize_t id_n) {
     return DONE;
 }
 
+/* a JSON integer as a Python int, or NULL without an error beyond 18 digits */
+static PyObject *int_of(const Val *v) {
+    int neg = v->s[0] == '-';
+    if (v->n - neg > 18)
+        return NULL;
+    long long x = 0;
+    for (Py_ssize_t i = neg; i < v->n; i++)
+        x = 10 * x + (v->s[i] - '0');
+    return PyLong_FromLongLong(neg ? -x : x);
+}
+
+/* a JSON number's value as json.loads reads it (float() of its text, NaN and the infinities), or
+ * NULL without an error where this code does not take it */
+PyObject *number_of(const Val *v) {
+    switch (v->kind) {
+    case J_INT:
+        return int_of(v);
+    case J_NAN:
+        return PyFloat_FromDouble(Py_NAN);
+    case J_INF:
+        return PyFloat_FromDouble(Py_HUGE_VAL);
+    case J_NINF:
+        return PyFloat_FromDouble(-Py_HUGE_VAL);
+    case J_FLOAT: {
+        double x;
+        if (fast_double(v->s, v->n, &x))
+            return PyFloat_FromDouble(x);
+        char digits[64];
+        if (v->n >= (Py_ssize_t)sizeof(digits))
+            return NULL;
+        memcpy(digits, v->s, (size_t)v->n);
+        digits[v->n] = '\0';
+        x = PyOS_string_to_double(digits, NULL, NULL);
+        if (x == -1.0 && PyErr_Occurred())
+            return NULL; /* (the reader checked the text: not reached) */
+        return PyFloat_FromDouble(x);
+    }
+    default:
+        return NULL;
+    }
+}
+
+/* the entry text s[0:n] onto tape t, its storage set here (tape_free frees it): DONE, UNHANDLED (not
+ * one JSON value, or nested deeper than MAX_NEST) or -1 on error */
+int read_entry(Tape *t, const char *s, Py_ssize_t n) {
+    t->v = t->small;
+    t->n = 0;
+    t->cap = TAPE_SMALL;
+    t->p = s;
+    t->end = s + n;
+    int rc = read_value(t, 0);
+    if (rc < 0)
+        return rc == -2 ? UNHANDLED : -1;
+    skip_ws(t);
+    return t->p == t->end ? DONE : UNHANDLED;
+}
+
+void tape_free(Tape *t) {
+    if (t->v != t->small)
+        PyMem_Free(t->v);
+}
+
 /* the texts of the entry text s[0:n] of node_id (ASCII), or None */
 PyObject *texts_of_entry(const char *s, Py_ssize_t n, const char *node_id, Py_ssize_t id_n) {
     if (has_text(node_id, id_n, &text_rules.parameters_grad) || classes(node_id, id_n) & (BAD | ESCAPED))
         Py_RETURN_NONE;
     Walk w;
-    w.t.v = w.t.small;
-    w.t.n = 0;
-    w.t.cap = TAPE_SMALL;
-    w.t.p = s;
-    w.t.end = s + n;
     for (int side = 0; side < 2; side++) {
         Keys *k = &w.keys[side];
         k->at = k->small_at;
@@ -759,13 +788,9 @@ PyObject *texts_of_entry(const char *s, Py_ssize_t n, const char *node_id, Py_ss
     buf_init(&w.out);
     buf_init(&w.name);
     PyObject *result = NULL;
-    int rc = read_value(&w.t, 0);
-    if (rc >= 0) {
-        skip_ws(&w.t);
-        rc = w.t.p == w.t.end ? walk_entry(&w, node_id, id_n) : UNHANDLED;
-    } else {
-        rc = rc == -2 ? UNHANDLED : -1;
-    }
+    int rc = read_entry(&w.t, s, n);
+    if (rc == DONE)
+        rc = walk_entry(&w, node_id, id_n);
     for (int side = 0; side < 2 && rc == DONE; side++) {
         Buf *b = side ? &w.out : &w.in;
         if ((w.keys[side].n ? BUF_LIT(b, "}") : BUF_LIT(b, "{}")) < 0)
@@ -785,8 +810,7 @@ PyObject *texts_of_entry(const char *s, Py_ssize_t n, const char *node_id, Py_ss
             PyMem_Free(w.keys[side].len);
         }
     }
-    if (w.t.v != w.t.small)
-        PyMem_Free(w.t.v);
+    tape_free(&w.t);
     buf_free(&w.in);
     buf_free(&w.out);
     buf_free(&w.name);

@@ -194,48 +194,6 @@ static PyObject *stats_of(PyObject *x) { /* (x, x, x, x), x taken */
     return t;
 }
 
-/* a JSON integer as a Python int, or NULL without an error beyond 18 digits */
-static PyObject *int_of(const Val *v) {
-    int neg = v->s[0] == '-';
-    if (v->n - neg > 18)
-        return NULL;
-    long long x = 0;
-    for (Py_ssize_t i = neg; i < v->n; i++)
-        x = 10 * x + (v->s[i] - '0');
-    return PyLong_FromLongLong(neg ? -x : x);
-}
-
-/* a JSON number's value as json.loads reads it (float() of its text, NaN and the infinities), or
- * NULL without an error where this code does not take it */
-static PyObject *number_of(const Val *v) {
-    switch (v->kind) {
-    case J_INT:
-        return int_of(v);
-    case J_NAN:
-        return PyFloat_FromDouble(Py_NAN);
-    case J_INF:
-        return PyFloat_FromDouble(Py_HUGE_VAL);
-    case J_NINF:
-        return PyFloat_FromDouble(-Py_HUGE_VAL);
-    case J_FLOAT: {
-        double x;
-        if (fast_double(v->s, v->n, &x))
-            return PyFloat_FromDouble(x);
-        char digits[64];
-        if (v->n >= (Py_ssize_t)sizeof(digits))
-            return NULL;
-        memcpy(digits, v->s, (size_t)v->n);
-        digits[v->n] = '\0';
-        x = PyOS_string_to_double(digits, NULL, NULL);
-        if (x == -1.0 && PyErr_Occurred())
-            return NULL; /* (the reader checked the text: not reached) */
-        return PyFloat_FromDouble(x);
-    }
-    default:
-        return NULL;
-    }
-}
-
 /* a statistic of a tensor leaf (rows._tensor_stat), a new reference; NULL without an error: not taken */
 static PyObject *tensor_stat(const Val *v) {
     if (v == NULL || v->kind == J_NULL)
@@ -412,20 +370,6 @@ static int walk_value(RowWalk *w, const Val *v, int depth) {
     return walk_members(w, v, depth);
 }
 
-/* whether one of the last two parts of the dotted name s[0:n] is the parameters_grad marker */
-static int names_parameters_grad(const char *s, Py_ssize_t n) {
-    Py_ssize_t end = n;
-    for (int part = 0; part < 2 && end >= 0; part++) {
-        Py_ssize_t start = end;
-        while (start > 0 && s[start - 1] != '.')
-            start--;
-        if (text_is(s + start, end - start, &LR.parameters_grad))
-            return 1;
-        end = start - 1;
-    }
-    return 0;
-}
-
 /* rows.entry_rows of the parsed entry w->t.v[0] (ASCII name entry[0:n]), after check_entry */
 static int walk_entry(RowWalk *w, const char *entry, Py_ssize_t n) {
     const Val *body = &w->t.v[0];
@@ -442,7 +386,7 @@ static int walk_entry(RowWalk *w, const char *entry, Py_ssize_t n) {
             if (text_is(m->k, m->kn, &LR.shapes[s].key) && m->kind != J_NULL && m->kind != LR.shapes[s].kind)
                 return UNHANDLED;
     }
-    if (names_parameters_grad(entry, n)) { /* the whole entry, its lists' elements unnumbered */
+    if (last_parts_hold(entry, n, &LR.parameters_grad)) { /* the whole entry, its lists' elements unnumbered */
         w->name.len = 0;
         if (buf_add(&w->name, entry, n) < 0)
             return -1;
@@ -489,26 +433,16 @@ PyObject *leaf_rows(PyObject *self, PyObject *args) {
     if (name == NULL || classes(name, n) & (BAD | ESCAPED))
         Py_RETURN_NONE;
     RowWalk w;
-    w.t.v = w.t.small;
-    w.t.n = 0;
-    w.t.cap = TAPE_SMALL;
-    w.t.p = PyBytes_AS_STRING(text) + start;
-    w.t.end = PyBytes_AS_STRING(text) + end;
     w.entry = entry;
     w.state = NULL;
     w.rows = PyList_New(0);
     if (w.rows == NULL)
         return NULL;
     buf_init(&w.name);
-    int rc = read_value(&w.t, 0);
-    if (rc >= 0) {
-        skip_ws(&w.t);
-        rc = w.t.p == w.t.end ? walk_entry(&w, name, n) : UNHANDLED;
-    } else {
-        rc = rc == -2 ? UNHANDLED : -1;
-    }
-    if (w.t.v != w.t.small)
-        PyMem_Free(w.t.v);
+    int rc = read_entry(&w.t, PyBytes_AS_STRING(text) + start, end - start);
+    if (rc == DONE)
+        rc = walk_entry(&w, name, n);
+    tape_free(&w.t);
     buf_free(&w.name);
     if (rc == DONE)
         return w.rows;

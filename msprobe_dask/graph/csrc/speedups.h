@@ -42,7 +42,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 16
+#define SPEEDUPS_API 17
 
 /* an ASCII text of the rules (held by them) */
 typedef struct {
@@ -217,14 +217,106 @@ static inline int walk_members_of(void *walker, const Tape *t, Buf *name, const 
     return DONE;
 }
 
+/* whether the dotted name s[0:n] has a part (between dots) that is exactly the rules' text t (items._parse_list:
+ * a list under such a name keeps its elements unnumbered) */
+static inline int has_dot_part(const char *s, Py_ssize_t n, const Text *t) {
+    for (Py_ssize_t i = 0; i + t->n <= n; i++)
+        if ((i == 0 || s[i - 1] == '.') && memcmp(s + i, t->s, t->n) == 0 && (i + t->n == n || s[i + t->n] == '.'))
+            return 1;
+    return 0;
+}
+
+/* whether the last or the last but one part of the dotted name s[0:n] is the text t (items.parse_entry:
+ * an entry so named is a parameters_grad one) */
+static inline int last_parts_hold(const char *s, Py_ssize_t n, const Text *t) {
+    Py_ssize_t end = n;
+    for (int part = 0; part < 2 && end >= 0; part++) {
+        Py_ssize_t start = end;
+        while (start > 0 && s[start - 1] != '.')
+            start--;
+        if (text_is(s + start, end - start, t))
+            return 1;
+        end = start - 1;
+    }
+    return 0;
+}
+
+/* the member keyed "type" of an object value v on tape t (NULL: none) in *kind: DONE, or UNHANDLED for an
+ * object the walks hand back to the Python path (a key not plain or given twice, a P2P op) */
+static inline int object_kind(const Tape *t, const Val *v, const Val **kind) {
+    *kind = NULL;
+    for (int i = v->first; i >= 0; i = t->v[i].next) {
+        const Val *m = &t->v[i];
+        if (!m->kplain)
+            return UNHANDLED;
+        for (int j = v->first; j != i; j = t->v[j].next) /* a key given twice */
+            if (t->v[j].kn == m->kn && t->v[j].k[0] == m->k[0] && memcmp(t->v[j].k, m->k, m->kn) == 0)
+                return UNHANDLED;
+        if (m->role == K_CLASS_TYPE && m->kind == J_STR && (!m->plain || text_is(m->s, m->n, &text_rules.p2p_class)))
+            return UNHANDLED; /* a P2P op */
+        if (m->role == K_TYPE)
+            *kind = m;
+    }
+    return DONE;
+}
+
+/* items._parse of one value v on tape t, for a walker: a null by null(walker), a leaf (an object whose
+ * "type" is a string) by leaf(walker, v), a list's or another object's members by members(walker, v,
+ * depth); a bare scalar makes nothing. DONE, UNHANDLED (deeper than MAX_NEST, see object_kind) or -1. */
+static inline int walk_value_of(void *walker, const Tape *t, const Val *v, int depth, int (*null)(void *walker),
+                                int (*leaf)(void *walker, const Val *v),
+                                int (*members)(void *walker, const Val *v, int depth)) {
+    if (depth > MAX_NEST)
+        return UNHANDLED;
+    if (v->kind == J_NULL)
+        return null(walker);
+    if (v->kind == J_LIST)
+        return members(walker, v, depth);
+    if (v->kind != J_OBJ)
+        return DONE;
+    const Val *kind;
+    if (object_kind(t, v, &kind) == UNHANDLED)
+        return UNHANDLED;
+    if (kind != NULL && kind->kind == J_STR)
+        return leaf(walker, v);
+    return members(walker, v, depth);
+}
+
+/* the member of the entry object on tape t keyed key[0:kn] in *part (NULL: none): DONE, or UNHANDLED
+ * where the Python path decides (a key not plain: it may read as this one; the key given twice) */
+static inline int entry_part(const Tape *t, const Val *entry, const char *key, Py_ssize_t kn, const Val **part) {
+    *part = NULL;
+    for (int i = entry->first; i >= 0; i = t->v[i].next) {
+        const Val *m = &t->v[i];
+        if (!m->kplain)
+            return UNHANDLED;
+        if (m->kn == kn && memcmp(m->k, key, kn) == 0) {
+            if (*part != NULL)
+                return UNHANDLED;
+            *part = m;
+        }
+    }
+    return DONE;
+}
+
 /* the value at t->p onto the tape: its index, -2 if the text is not JSON (or nests deeper than
  * MAX_NEST), -1 on error */
 int read_value(Tape *t, int depth);
 void skip_ws(Tape *t);
+/* a whole entry's text s[0:n] onto tape t, its storage set (tape_free frees it): DONE, UNHANDLED (not one
+ * JSON value, or nested deeper than MAX_NEST) or -1 on error */
+int read_entry(Tape *t, const char *s, Py_ssize_t n);
+void tape_free(Tape *t);
 /* float() of a JSON number's text s[0:n] where a long double computes it exactly: 1, else 0 */
 int fast_double(const char *s, Py_ssize_t n, double *x);
 
 void init_entry_text(void);
+/* str(type(value)) for the value json gives (absent: None) */
+const char *type_text(const Val *v);
+/* float(text) of a finite JSON number (J_INT or J_FLOAT) in *x: DONE, or UNHANDLED for one out of range */
+int json_double(const Val *v, double *x);
+/* a JSON number's value as json.loads reads it, or NULL without an error where this code does not take it */
+PyObject *number_of(const Val *v);
 PyObject *texts_of_entry(const char *s, Py_ssize_t n, const char *node_id, Py_ssize_t id_n);
 
 /* ------------------------------------------------------------------ the module's functions */
@@ -244,5 +336,7 @@ int leaf_key_role(const char *k, Py_ssize_t n, const TextRules *r);
 PyObject *node_texts(PyObject *self, PyObject *args);
 PyObject *configure_leaf_rows(PyObject *self, PyObject *rules);
 PyObject *leaf_rows(PyObject *self, PyObject *args);
+PyObject *configure_items(PyObject *self, PyObject *rules); /* entry_items.c */
+PyObject *node_items(PyObject *self, PyObject *args);
 
 #endif

@@ -1,0 +1,438 @@
+/* A dump entry's items made straight from its JSON text, read into a tape (entry_text.c), without
+ * json.loads and the Python walk: node_items(nodes, spans, small, text) gives each node
+ *
+ *     items.entry_items(node.id, json.loads(text[start:end]))
+ *
+ * or None where this code does not take the entry: it takes what entry_text.c takes (tensors, plain
+ * scalar arguments, nulls and their lists and dicts, printable ASCII strings without escapes), and
+ * hands the rest back to the Python path, which makes the items and their errors. The rules, texts
+ * and callables are items.ITEM_RULES (configure_items) and item_text.TEXT_RULES: none is written here. */
+#include "speedups.h"
+
+#define MAX_SUB_KEYS 8
+
+/* items.ITEM_RULES (see ItemRules) */
+static struct {
+    PyObject *rules; /* held: holds the objects below */
+    PyObject *item_keys, *no_data_name, *bool_text[2], *default_item, *crc32_text, *crc32_empty;
+    PyObject *str_value, *str_md5, *str_data_name, *str_full_op_name, *str_state, *str_dtype, *str_shape;
+    PyObject *stats[4], *scalar_shape;
+    const char *output_part, *input_part;
+    Py_ssize_t output_n, input_n;
+    const char *sub_key[MAX_SUB_KEYS], *suffix[MAX_SUB_KEYS];
+    Py_ssize_t sub_key_n[MAX_SUB_KEYS], suffix_n[MAX_SUB_KEYS];
+    PyObject *sub_state[MAX_SUB_KEYS];
+    PyObject *grad_state; /* the state of a parameters_grad entry's items */
+    int n_sub;
+} I;
+
+static int ascii_rule(PyObject *v, const char **s, Py_ssize_t *n) {
+    *s = PyUnicode_CheckExact(v) ? ascii_data(v, n) : NULL;
+    return *s != NULL ? 0 : -1;
+}
+
+/* configure_items(rules): take items.ITEM_RULES */
+PyObject *configure_items(PyObject *self, PyObject *rules) {
+    PyObject *sub = NULL, *bools = NULL, *stats = NULL, *out = NULL, *in = NULL;
+    Py_CLEAR(I.rules);
+    memset(&I, 0, sizeof(I));
+    int ok = (sub = PyObject_GetAttrString(rules, "sub_keys")) != NULL &&
+             (bools = PyObject_GetAttrString(rules, "bool_text")) != NULL &&
+             (stats = PyObject_GetAttrString(rules, "stats")) != NULL &&
+             (out = PyObject_GetAttrString(rules, "output_part")) != NULL &&
+             (in = PyObject_GetAttrString(rules, "input_part")) != NULL &&
+             (I.item_keys = PyObject_GetAttrString(rules, "item_keys")) != NULL &&
+             (I.no_data_name = PyObject_GetAttrString(rules, "no_data_name")) != NULL &&
+             (I.default_item = PyObject_GetAttrString(rules, "default_item")) != NULL &&
+             (I.crc32_text = PyObject_GetAttrString(rules, "crc32_text")) != NULL &&
+             (I.crc32_empty = PyObject_GetAttrString(rules, "crc32_empty")) != NULL &&
+             (I.scalar_shape = PyObject_GetAttrString(rules, "scalar_shape")) != NULL &&
+             (I.grad_state = PyObject_GetAttrString(rules, "grad_state")) != NULL;
+    /* (the objects stay alive: fields of the frozen rules, held below) */
+    Py_XDECREF(I.item_keys);
+    Py_XDECREF(I.no_data_name);
+    Py_XDECREF(I.default_item);
+    Py_XDECREF(I.crc32_text);
+    Py_XDECREF(I.crc32_empty);
+    Py_XDECREF(I.scalar_shape);
+    Py_XDECREF(I.grad_state);
+    ok = ok && PyUnicode_CheckExact(I.grad_state) && PyTuple_Check(I.item_keys) && PyUnicode_CheckExact(I.no_data_name) && PyCallable_Check(I.default_item) &&
+         PyCallable_Check(I.crc32_text) && PyUnicode_CheckExact(I.crc32_empty) &&
+         PyUnicode_CheckExact(I.scalar_shape) && PyTuple_Check(bools) && PyTuple_GET_SIZE(bools) == 2 &&
+         PyTuple_Check(stats) && PyTuple_GET_SIZE(stats) == 4 && PyTuple_Check(sub) &&
+         PyTuple_GET_SIZE(sub) <= MAX_SUB_KEYS && ascii_rule(out, &I.output_part, &I.output_n) == 0 &&
+         ascii_rule(in, &I.input_part, &I.input_n) == 0 && I.output_n > 0 && I.input_n > 0;
+    for (int i = 0; ok && i < 2; i++)
+        ok = PyUnicode_CheckExact(I.bool_text[i] = PyTuple_GET_ITEM(bools, i));
+    for (int i = 0; ok && i < 4; i++)
+        ok = PyUnicode_CheckExact(I.stats[i] = PyTuple_GET_ITEM(stats, i));
+    for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(sub); i++) {
+        PyObject *k = PyTuple_GET_ITEM(sub, i);
+        ok = PyTuple_Check(k) && PyTuple_GET_SIZE(k) == 3 &&
+             ascii_rule(PyTuple_GET_ITEM(k, 0), &I.sub_key[i], &I.sub_key_n[i]) == 0 &&
+             ascii_rule(PyTuple_GET_ITEM(k, 1), &I.suffix[i], &I.suffix_n[i]) == 0 &&
+             PyUnicode_CheckExact(I.sub_state[i] = PyTuple_GET_ITEM(k, 2));
+        I.n_sub = (int)i + 1;
+    }
+    const char *keys[] = {"value", "md5", "data_name", "full_op_name", "state", "dtype", "shape"};
+    PyObject **vars[] = {&I.str_value, &I.str_md5,   &I.str_data_name, &I.str_full_op_name,
+                         &I.str_state, &I.str_dtype, &I.str_shape};
+    for (int i = 0; ok && i < 7; i++)
+        ok = (*vars[i] = PyUnicode_InternFromString(keys[i])) != NULL;
+    Py_XDECREF(sub);
+    Py_XDECREF(bools);
+    Py_XDECREF(stats);
+    Py_XDECREF(out);
+    Py_XDECREF(in);
+    if (!ok) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "configure_items: rules of the wrong types");
+        memset(&I, 0, sizeof(I));
+        return NULL;
+    }
+    I.rules = Py_NewRef(rules);
+    Py_RETURN_NONE;
+}
+
+#define STR_CACHE 1024 /* short strings made before (keys, dtypes ...), by a hash of their text */
+#define STR_CACHED 32  /* the longest cached */
+static PyObject *str_cache[STR_CACHE];
+
+/* the str of an ASCII text (a new reference): a short one made once, as json's decoders do */
+static PyObject *ascii_str(const char *s, Py_ssize_t n) {
+    if (n > STR_CACHED)
+        return PyUnicode_FromStringAndSize(s, n);
+    uint32_t h = 2166136261u;
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    PyObject **slot = &str_cache[h & (STR_CACHE - 1)], *c = *slot;
+    if (c != NULL && PyUnicode_GET_LENGTH(c) == n && memcmp(PyUnicode_DATA(c), s, (size_t)n) == 0)
+        return Py_NewRef(c);
+    PyObject *x = PyUnicode_FromStringAndSize(s, n);
+    if (x != NULL)
+        Py_XSETREF(*slot, Py_NewRef(x));
+    return x;
+}
+
+/* the Python value json.loads gives for a tape value (a new reference), or NULL: with an error set,
+ * or without one for a value this code does not take (a string with escapes or not ASCII, a number
+ * out of range) */
+static PyObject *value_of(const Tape *t, const Val *v) {
+    switch (v->kind) {
+    case J_STR:
+        return v->plain ? ascii_str(v->s, v->n) : NULL;
+    case J_TRUE:
+        return Py_NewRef(Py_True);
+    case J_FALSE:
+        return Py_NewRef(Py_False);
+    case J_NULL:
+        return Py_NewRef(Py_None);
+    case J_LIST: {
+        PyObject *list = PyList_New(v->count);
+        int k = 0;
+        for (int i = v->first; list != NULL && i >= 0; i = t->v[i].next, k++) {
+            PyObject *x = value_of(t, &t->v[i]);
+            if (x == NULL)
+                Py_CLEAR(list);
+            else
+                PyList_SET_ITEM(list, k, x);
+        }
+        return list;
+    }
+    case J_OBJ: { /* the last value of a key given twice, in its first place (as json) */
+        PyObject *dict = PyDict_New();
+        for (int i = v->first; dict != NULL && i >= 0; i = t->v[i].next) {
+            const Val *m = &t->v[i];
+            PyObject *k = m->kplain ? ascii_str(m->k, m->kn) : NULL;
+            PyObject *x = k != NULL ? value_of(t, m) : NULL;
+            if (x == NULL || PyDict_SetItem(dict, k, x) < 0)
+                Py_CLEAR(dict);
+            Py_XDECREF(k);
+            Py_XDECREF(x);
+        }
+        return dict;
+    }
+    default: /* a number */
+        return number_of(v);
+    }
+}
+
+typedef struct {
+    Tape t;
+    Buf name;           /* the name of the value being walked */
+    PyObject *state;    /* of the part being walked (borrowed) */
+    PyObject *in, *out; /* input_data and output_data */
+} Walk;
+
+/* the item into input_data or output_data (items.split_items): 1, or -1 */
+static int place(Walk *w, PyObject *item) {
+    PyObject *full = PyDict_GetItemWithError(item, I.str_full_op_name);
+    Py_ssize_t n;
+    const char *s = full != NULL && PyUnicode_CheckExact(full) ? ascii_data(full, &n) : NULL;
+    if (s == NULL)
+        return PyErr_Occurred() ? -1 : UNHANDLED;
+    if (has_part(s, n, I.output_part, I.output_n) && !has_part(s, n, I.input_part, I.input_n))
+        return PyDict_SetItem(w->out, full, item) < 0 ? -1 : DONE;
+    PyObject *dn = PyDict_GetItemWithError(item, I.str_data_name);
+    if (dn == NULL || !PyUnicode_CheckExact(dn))
+        return PyErr_Occurred() ? -1 : UNHANDLED;
+    int none = PyUnicode_Compare(dn, I.no_data_name);
+    if (none == -1 && PyErr_Occurred())
+        return -1;
+    if (none == 0)
+        return PyDict_SetItem(w->in, full, item) < 0 ? -1 : DONE;
+    Py_ssize_t dot = PyUnicode_FindChar(dn, '.', 0, PyUnicode_GET_LENGTH(dn), -1);
+    PyObject *key = dot >= 0 ? PyUnicode_Substring(dn, 0, dot) : Py_NewRef(dn);
+    int rc = key == NULL || PyDict_SetItem(w->in, key, item) < 0 ? -1 : DONE;
+    Py_XDECREF(key);
+    return rc;
+}
+
+/* items._default_item of a null, placed */
+static int add_null_item(void *walker) {
+    Walk *w = (Walk *)walker;
+    PyObject *name = PyUnicode_FromStringAndSize(w->name.p, w->name.len);
+    PyObject *item = name != NULL ? PyObject_CallFunctionObjArgs(I.default_item, name, w->state, NULL) : NULL;
+    int rc = item == NULL ? -1 : PyDict_CheckExact(item) ? place(w, item) : UNHANDLED;
+    Py_XDECREF(name);
+    Py_XDECREF(item);
+    return rc;
+}
+
+/* item[key] = value, stealing value (NULL: handed on) */
+static int set_new(PyObject *item, PyObject *key, PyObject *value) {
+    if (value == NULL)
+        return PyErr_Occurred() ? -1 : UNHANDLED;
+    int rc = PyDict_SetItem(item, key, value);
+    Py_DECREF(value);
+    return rc < 0 ? -1 : DONE;
+}
+
+/* the item of a leaf (an object whose "type" is a string): items._leaf */
+static int make_leaf(Walk *w, const Val *leaf, PyObject *item) {
+    const Tape *t = &w->t;
+    const Val *kind = NULL, *data_name = NULL, *value = NULL;
+    int rc;
+    /* item = leaf.copy(), its bools as their texts */
+    for (int i = leaf->first; i >= 0; i = t->v[i].next) {
+        const Val *m = &t->v[i];
+        if (m->role == K_TYPE)
+            kind = m;
+        else if (m->role == K_DATA_NAME)
+            data_name = m;
+        else if (m->role == K_VALUE)
+            value = m;
+        PyObject *k = ascii_str(m->k, m->kn), *x;
+        if (k == NULL)
+            return -1;
+        if (m->kind == J_TRUE || m->kind == J_FALSE)
+            x = Py_NewRef(I.bool_text[m->kind == J_TRUE]);
+        else
+            x = value_of(t, m);
+        rc = set_new(item, k, x);
+        Py_DECREF(k);
+        if (rc <= 0)
+            return rc;
+    }
+    if (kind == NULL || !kind->plain || text_is(kind->s, kind->n, &text_rules.process_group))
+        return UNHANDLED;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(I.item_keys); j++) { /* in their order, None */
+        PyObject *k = PyTuple_GET_ITEM(I.item_keys, j);
+        int has = PyDict_Contains(item, k);
+        if (has < 0 || (!has && PyDict_SetItem(item, k, Py_None) < 0))
+            return -1;
+    }
+    /* data_name: the leaf's if truthy (a str), else items.NO_DATA_NAME; full_op_name from it */
+    PyObject *dn = I.no_data_name;
+    if (data_name != NULL && !(data_name->kind == J_NULL || data_name->kind == J_FALSE ||
+                               (data_name->kind == J_STR && data_name->n == 0))) {
+        if (data_name->kind != J_STR || !data_name->plain)
+            return UNHANDLED; /* (a DumpError of the Python path) */
+        dn = NULL;
+    }
+    PyObject *full;
+    if (dn == NULL) {
+        const char *s = data_name->s;
+        Py_ssize_t n = data_name->n, cut = n;
+        for (Py_ssize_t i = n - 1; i >= 0; i--)
+            if (s[i] == '.') {
+                cut = i;
+                break;
+            }
+        if (text_is(s, n, &text_rules.no_data_name)) {
+            dn = I.no_data_name;
+        } else {
+            if (set_new(item, I.str_data_name, PyUnicode_FromStringAndSize(s, n)) < 0)
+                return -1;
+            if (set_new(item, I.str_full_op_name, PyUnicode_FromStringAndSize(s, cut)) < 0)
+                return -1;
+        }
+    }
+    if (dn != NULL) {
+        full = PyUnicode_FromStringAndSize(w->name.p, w->name.len);
+        if (PyDict_SetItem(item, I.str_data_name, dn) < 0 || set_new(item, I.str_full_op_name, full) < 0)
+            return -1;
+    }
+    if (PyDict_SetItem(item, I.str_state, w->state) < 0)
+        return -1;
+    PyObject *dtype = PyDict_GetItemWithError(item, I.str_dtype);
+    int tensor = dtype == NULL ? (PyErr_Occurred() ? -1 : 0) : PyObject_IsTrue(dtype);
+    if (tensor < 0)
+        return -1;
+    PyObject *original = NULL; /* the leaf's value as json gives it (a bool stays a bool) */
+    if (value != NULL && (original = value_of(t, value)) == NULL)
+        return PyErr_Occurred() ? -1 : UNHANDLED;
+    rc = DONE;
+    if (!tensor) { /* items._fill_non_tensor's general case only */
+        const char *name = w->name.p, *dot = name + w->name.len;
+        while (dot > name && dot[-1] != '.')
+            dot--;
+        if (text_in(kind->s, kind->n, text_rules.shaped_kinds, text_rules.n_shaped_kinds) ||
+            text_in(dot, name + w->name.len - dot, text_rules.rank_params, text_rules.n_rank_params)) {
+            rc = UNHANDLED;
+        } else {
+            const char *type = type_text(value);
+            PyObject *stat = original != NULL ? original : Py_None;
+            rc = set_new(item, I.str_dtype, PyUnicode_FromString(type));
+            if (rc == DONE && PyDict_SetItem(item, I.str_shape, I.scalar_shape) < 0)
+                rc = -1;
+            for (int s = 0; rc == DONE && s < 4; s++)
+                if (PyDict_SetItem(item, I.stats[s], stat) < 0)
+                    rc = -1;
+        }
+    }
+    if (rc == DONE) { /* md5: the leaf's if truthy, else the CRC-32 of its value's text */
+        PyObject *md5 = PyDict_GetItemWithError(item, I.str_md5);
+        int has = md5 == NULL ? (PyErr_Occurred() ? -1 : 0) : PyObject_IsTrue(md5);
+        if (has < 0)
+            rc = -1;
+        else if (!has && original != NULL)
+            rc = set_new(item, I.str_md5, PyObject_CallOneArg(I.crc32_text, original));
+        else if (!has && PyDict_SetItem(item, I.str_md5, I.crc32_empty) < 0)
+            rc = -1;
+    }
+    Py_XDECREF(original);
+    return rc;
+}
+
+static int walk_value(void *w, const Val *v, int depth);
+
+/* the value's members (an object's, a list's), each named after the walked name: ".key", and ".i"
+ * unless a part of the name is parameters_grad (items._parse_list) */
+static int walk_members(void *walker, const Val *v, int depth) {
+    Walk *w = (Walk *)walker;
+    int number = v->kind == J_LIST ? !has_dot_part(w->name.p, w->name.len, &text_rules.parameters_grad) : 1;
+    return walk_members_of(w, &w->t, &w->name, v, depth, number, NULL, walk_value);
+}
+
+/* a leaf's item (items._leaf), placed */
+static int add_leaf(void *walker, const Val *leaf) {
+    Walk *w = (Walk *)walker;
+    PyObject *item = PyDict_New();
+    if (item == NULL)
+        return -1;
+    int rc = make_leaf(w, leaf, item);
+    if (rc == DONE)
+        rc = place(w, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+/* items._parse of one value, named w->name */
+static int walk_value(void *w, const Val *v, int depth) {
+    return walk_value_of(w, &((Walk *)w)->t, v, depth, add_null_item, add_leaf, walk_members);
+}
+
+/* the walk of an entry (items.parse_entry): DONE, UNHANDLED or -1 */
+static int walk_entry(Walk *w, const char *node_id, Py_ssize_t id_n) {
+    const Val *entry = &w->t.v[0];
+    if (entry->kind != J_OBJ)
+        return DONE; /* (no items) */
+    if (last_parts_hold(node_id, id_n, &text_rules.parameters_grad)) { /* the whole entry, named node_id */
+        w->name.len = 0;
+        w->state = I.grad_state;
+        return buf_add(&w->name, node_id, id_n) < 0 ? -1 : walk_value(w, entry, 0);
+    }
+    for (int k = 0; k < I.n_sub; k++) {
+        const Val *part;
+        if (entry_part(&w->t, entry, I.sub_key[k], I.sub_key_n[k], &part) == UNHANDLED)
+            return UNHANDLED;
+        if (part == NULL)
+            continue;
+        w->name.len = 0;
+        w->state = I.sub_state[k];
+        if (buf_add(&w->name, node_id, id_n) < 0 || buf_add(&w->name, I.suffix[k], I.suffix_n[k]) < 0)
+            return -1;
+        int rc = part->kind == J_LIST ? walk_members(w, part, 0) : walk_value(w, part, 0);
+        if (rc <= 0)
+            return rc;
+    }
+    return DONE;
+}
+
+/* (input_data, output_data) of the entry text s[0:n] of node_id (ASCII), or None */
+static PyObject *items_of_entry(const char *s, Py_ssize_t n, const char *node_id, Py_ssize_t id_n) {
+    if (classes(node_id, id_n) & (BAD | ESCAPED))
+        Py_RETURN_NONE;
+    Walk w;
+    buf_init(&w.name);
+    w.in = PyDict_New();
+    w.out = PyDict_New();
+    PyObject *result = NULL;
+    int rc = read_entry(&w.t, s, n);
+    if (w.in == NULL || w.out == NULL)
+        rc = -1;
+    else if (rc == DONE)
+        rc = walk_entry(&w, node_id, id_n);
+    if (rc == DONE)
+        result = PyTuple_Pack(2, w.in, w.out);
+    else if (rc == UNHANDLED)
+        result = Py_NewRef(Py_None);
+    tape_free(&w.t);
+    buf_free(&w.name);
+    Py_XDECREF(w.in);
+    Py_XDECREF(w.out);
+    return result;
+}
+
+/* node_items(ids, spans, small, text) -> for each node id, its (input_data, output_data) made from
+ * its entry's span, or None where the Python path makes them (no span, a one-line entry, an entry
+ * this code does not take) */
+PyObject *node_items(PyObject *self, PyObject *args) {
+    PyObject *ids, *spans, *small, *text;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyList_Type, &ids, &PyDict_Type, &spans, &PyDict_Type, &small,
+                          &PyBytes_Type, &text) ||
+        configured() < 0)
+        return NULL;
+    if (I.rules == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_speedups.configure_items() was not called");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(ids);
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        PyObject *id = PyList_GET_ITEM(ids, i), *items = NULL;
+        Py_ssize_t id_n = 0;
+        const char *id_text = PyUnicode_CheckExact(id) ? ascii_data(id, &id_n) : NULL;
+        PyObject *span = id_text != NULL ? PyDict_GetItemWithError(spans, id) : NULL;
+        int in_small = span != NULL ? PyDict_Contains(small, id) : 0;
+        Py_ssize_t start = -1, end = -1;
+        if (span != NULL && in_small == 0 && PyTuple_CheckExact(span) && PyTuple_GET_SIZE(span) == 2) {
+            start = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 0));
+            end = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 1));
+            if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_OverflowError))
+                PyErr_Clear();
+        }
+        if (PyErr_Occurred() || in_small < 0)
+            items = NULL;
+        else if (start >= 0 && end >= start && end <= PyBytes_GET_SIZE(text))
+            items = items_of_entry(PyBytes_AS_STRING(text) + start, end - start, id_text, id_n);
+        else
+            items = Py_NewRef(Py_None);
+        if (items == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, items);
+    }
+    return out;
+}
