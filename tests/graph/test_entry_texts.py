@@ -208,7 +208,7 @@ def test_floats_as_json_writes_them(x: float) -> None:
 )
 def test_floats_in_any_decimal_form(digits: int, point: int, exponent: int | None, negative: bool) -> None:
     """Decimal texts of up to 19 digits, the decimal point anywhere, with or without an exponent:
-    each read as float() reads it (the long double path, or Python's where it cannot tell)."""
+    each read as float() reads it (the exact integer path, or Python's beyond its range)."""
     text = str(digits)
     point = min(point, len(text) - 1)
     number = f"{'-' if negative else ''}{text[: len(text) - point]}.{text[len(text) - point :] or '0'}"
@@ -220,8 +220,8 @@ def test_floats_in_any_decimal_form(digits: int, point: int, exponent: int | Non
 
 
 def test_floats_near_halfway_between_two_doubles() -> None:
-    """Decimals of 17 to 19 digits around the halfway point between two neighbouring doubles: where the
-    long double cannot tell which way to round, Python's reading is used."""
+    """Decimals of 17 to 19 digits around the halfway point between two neighbouring doubles: the exact
+    integer path rounds each of them as float() does."""
     rng = random.Random(5)
     for _ in range(2000):
         x = rng.uniform(-1e10, 1e10) if rng.random() < 0.5 else rng.uniform(-1, 1)

@@ -18,8 +18,6 @@
  * and hands the rest back), so the two are kept together. */
 #include "speedups.h"
 
-#include <float.h>
-
 #define MAX_ITEMS 1024 /* items per entry checked for duplicate keys; more: the Python path */
 
 #define TEXT_IS(s, n, lit) ((n) == (Py_ssize_t)sizeof(lit) - 1 && memcmp((s), (lit), sizeof(lit) - 1) == 0)
@@ -60,16 +58,6 @@ int leaf_key_role(const char *k, Py_ssize_t n, const TextRules *r) {
 }
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
-
-/* long double arithmetic keeps 64 bits (x87 precision control, set by the module's init) */
-static int long_double_is_exact;
-
-void init_entry_text(void) {
-#if LDBL_MANT_DIG >= 64
-    volatile long double one = 1.0L, tiny = 0x1p-63L;
-    long_double_is_exact = one + tiny != one;
-#endif
-}
 
 void skip_ws(Tape *t) {
     while (t->p < t->end && (*t->p == ' ' || *t->p == '\n' || *t->p == '\t' || *t->p == '\r'))
@@ -319,32 +307,38 @@ static int add_int(Buf *b, const Val *v) {
 }
 
 /* float(text) for a JSON number of at most 19 significant digits and a decimal exponent within
- * +-27, where this can tell: the significand times (or over) the power of ten, both exact in a long
- * double of 64 bits, rounded once there (within half a unit of its last bit), then to a double; that
- * is the correctly rounded double unless the long double lies within a unit of a halfway point
- * between two doubles, or out of their normal range. 0 where it cannot tell. */
+ * +-27, exactly, in integers: the significand w times 5^e (both below 2^64, the product exact in 128
+ * bits), or w shifted to the top of 128 bits over 5^e (a quotient of at least 65 bits, and whether a
+ * remainder was left); then rounded to 53 bits, half to even, and scaled by the power of two. Such
+ * values lie far inside the normal doubles. 0 where it cannot tell (no 128-bit integers). */
 int fast_double(const char *s, Py_ssize_t n, double *x) {
-#if LDBL_MANT_DIG >= 64
-    static const long double tens[28] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,  1e7L,  1e8L,  1e9L,
-                                         1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L,
-                                         1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
-    if (!long_double_is_exact)
-        return 0;
+#if defined(__SIZEOF_INT128__)
+    typedef unsigned __int128 u128;
+    static const unsigned long long pow5[28] = {
+        1ULL, 5ULL, 25ULL, 125ULL, 625ULL, 3125ULL, 15625ULL, 78125ULL, 390625ULL, 1953125ULL,
+        9765625ULL, 48828125ULL, 244140625ULL, 1220703125ULL, 6103515625ULL, 30517578125ULL,
+        152587890625ULL, 762939453125ULL, 3814697265625ULL, 19073486328125ULL, 95367431640625ULL,
+        476837158203125ULL, 2384185791015625ULL, 11920928955078125ULL, 59604644775390625ULL,
+        298023223876953125ULL, 1490116119384765625ULL, 7450580596923828125ULL};
     const char *p = s, *e = s + n;
     int neg = *p == '-', digits = 0, exp10 = 0;
     p += neg;
     unsigned long long w = 0;
-    for (; p < e && *p != 'e' && *p != 'E'; p++) {
-        if (*p == '.') {
-            for (const char *q = p + 1; q < e && is_digit(*q); q++)
-                exp10--;
-            continue;
-        }
-        if (w == 0 && *p == '0')
-            continue; /* (a leading zero) */
+    while (p < e && *p == '0')
+        p++; /* (leading zeros) */
+    for (; p < e && is_digit(*p); p++) {
         if (++digits > 19)
             return 0;
         w = 10 * w + (unsigned long long)(*p - '0');
+    }
+    if (p < e && *p == '.') {
+        for (p++; w == 0 && p < e && *p == '0'; p++)
+            exp10--; /* (leading zeros of the fraction) */
+        for (; p < e && is_digit(*p); p++, exp10--) {
+            if (++digits > 19)
+                return 0;
+            w = 10 * w + (unsigned long long)(*p - '0');
+        }
     }
     if (p < e) { /* the exponent: at most a few digits count */
         int sign = 1, k = 0;
@@ -363,20 +357,31 @@ int fast_double(const char *s, Py_ssize_t n, double *x) {
     }
     if (exp10 < -27 || exp10 > 27)
         return 0;
-    long double r = exp10 >= 0 ? (long double)w * tens[exp10] : (long double)w / tens[-exp10];
-    if (r < 0x1p-1000L || r > 0x1p1000L)
-        return 0;
-    unsigned long long bits;
-#if LDBL_MANT_DIG == 64 && defined(__x86_64__)
-    memcpy(&bits, &r, sizeof(bits)); /* (x87 extended: the 64 bits of the significand come first) */
-#else
-    int k;
-    bits = (unsigned long long)ldexpl(frexpl(r, &k), 64);
-#endif
-    unsigned long long low = bits & 0x7ff;
-    if (low >= 0x3ff && low <= 0x401)
-        return 0;
-    *x = neg ? -(double)r : (double)r;
+    u128 q;
+    int e2, sticky = 0;
+    if (exp10 >= 0) {
+        q = (u128)w * pow5[exp10]; /* the value is q * 2^e2 */
+        e2 = exp10;
+    } else {
+        int shift = 64 + __builtin_clzll(w);
+        u128 top = (u128)w << shift; /* its highest bit set */
+        q = top / pow5[-exp10];      /* the value is (q + a fraction) * 2^e2 */
+        sticky = q * pow5[-exp10] != top;
+        e2 = exp10 - shift;
+    }
+    unsigned long long high = (unsigned long long)(q >> 64);
+    int bits = high ? 128 - __builtin_clzll(high) : 64 - __builtin_clzll((unsigned long long)q);
+    unsigned long long m = (unsigned long long)q; /* (53 bits or fewer: a product, exact) */
+    if (bits > 53) {
+        int drop = bits - 53;
+        u128 rest = q & (((u128)1 << drop) - 1), half = (u128)1 << (drop - 1);
+        m = (unsigned long long)(q >> drop);
+        if (rest > half || (rest == half && (sticky || (m & 1))))
+            m++; /* (2^53 at most: still exact in a double) */
+        e2 += drop;
+    }
+    double r = ldexp((double)m, e2);
+    *x = neg ? -r : r;
     return 1;
 #else
     return 0;

@@ -155,7 +155,6 @@ static const struct {
 
 PyMODINIT_FUNC PyInit__speedups(void) {
     init_char_classes();
-    init_entry_text();
     for (size_t i = 0; i < sizeof(constants) / sizeof(constants[0]); i++)
         if ((*constants[i].var = PyUnicode_InternFromString(constants[i].text)) == NULL)
             return NULL;

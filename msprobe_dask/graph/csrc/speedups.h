@@ -307,10 +307,9 @@ void skip_ws(Tape *t);
  * JSON value, or nested deeper than MAX_NEST) or -1 on error */
 int read_entry(Tape *t, const char *s, Py_ssize_t n);
 void tape_free(Tape *t);
-/* float() of a JSON number's text s[0:n] where a long double computes it exactly: 1, else 0 */
+/* float() of a JSON number's text s[0:n] where integer arithmetic computes it exactly: 1, else 0 */
 int fast_double(const char *s, Py_ssize_t n, double *x);
 
-void init_entry_text(void);
 /* str(type(value)) for the value json gives (absent: None) */
 const char *type_text(const Val *v);
 /* float(text) of a finite JSON number (J_INT or J_FLOAT) in *x: DONE, or UNHANDLED for one out of range */
