@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import compress, repeat
 from operator import not_, sub
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from msprobe_dask.dump.confine import check_dump_file
 from msprobe_dask.dump.dumpjson import read_json
@@ -124,7 +124,7 @@ class DumpEntries(Mapping[str, Any]):
         return self._full
 
 
-def read_dump_doc(path: Path) -> tuple[dict[str, Any], Mapping[str, Any]]:
+def read_dump_doc(path: Path, find: FindEntries | None = None) -> tuple[dict[str, Any], Mapping[str, Any]]:
     """(header, data) of a dump.json: the header holds every top-level field but ``data``.
 
     ``data`` is a DumpEntries if the file has the indented layout, else the dict of the full parse;
@@ -136,7 +136,7 @@ def read_dump_doc(path: Path) -> tuple[dict[str, Any], Mapping[str, Any]]:
             text = f.read()
     except OSError:
         text = b""  # read_json below raises the usual error
-    lazy = _scan(path, text) if text else None
+    lazy = _scan(path, text, find) if text else None
     if lazy is not None:
         return lazy
     del text  # the full parse reads the file as text, for the usual errors
@@ -154,7 +154,9 @@ def read_whole_dump_doc(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return {k: v for k, v in doc.items() if k != "data"}, data
 
 
-def _scan(path: Path, text: bytes) -> tuple[dict[str, Any], DumpEntries] | None:
+def _scan(
+    path: Path, text: bytes, find: FindEntries | None = None
+) -> tuple[dict[str, Any], DumpEntries] | None:
     """The header and lazy entries of an indented dump.json, or None if ``text`` is laid out otherwise
     (or is not what the layout promises: the caller then parses it all)."""
     m = FIRST_KEY.match(text)
@@ -178,7 +180,7 @@ def _scan(path: Path, text: bytes) -> tuple[dict[str, Any], DumpEntries] | None:
         if stop < 0 or not text.startswith(b"{\n", start):
             return None
         end = stop + len(close)
-        if not scan_entries(text, start + 1, stop, 2 * unit, spans, small):
+        if not scan_entries(text, start + 1, stop, 2 * unit, spans, small, find=find):
             return None
     header = header_of(text[:start] + b"{}" + text[end:])
     if header is None:
@@ -190,6 +192,20 @@ NAME = rb'"([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)": (?=([{\[])\n|)'  # a nam
 # characters, and the bracket the value opens if it opens one at the end of the line
 
 
+class EntryLines(NamedTuple):
+    """The entries found in data's body by ``entry_lines``, in order."""
+
+    names: list[bytes]  # each name as written, between its quotes
+    starts: list[int]  # where each value begins
+    ends: list[int]  # where each ends: the "," before the next entry, or the body's end
+    opens: list[bytes | None]  # b"{" or b"[" where the value opens one at the end of its first line
+    heads: list[int]  # where each name begins (its quote)
+
+
+FindEntries = Callable[[bytes, int, int, int], "EntryLines | None"]
+"""``entry_lines``, or a function giving what it gives (graph/csrc/entry_scan.c)."""
+
+
 def scan_entries(
     text: bytes,
     lo: int,
@@ -198,53 +214,66 @@ def scan_entries(
     spans: dict[str, tuple[int, int]],
     small: dict[str, Any],
     heads: list[int] | None = None,
+    find: FindEntries | None = None,
 ) -> bool:
     """Fill ``spans`` (and ``small``) with the entries of ``text[lo:hi]``, data's body
     (``\n<indent spaces>"name": value,`` ...), and ``heads`` (if given) with where each one's name
-    begins (its quote), in order; False if the body is not laid out so.
+    begins (its quote), in order; False if the body is not laid out so. The entries are found by
+    ``find`` (``entry_lines`` if not given), the names read and the one-line values parsed here."""
+    if lo == hi:
+        return True
+    found = (find or entry_lines)(text, lo, hi, indent)
+    if found is None:
+        return False
+    names = entry_names(found.names)
+    if names is None:
+        return False
+    spans.update(zip(names, zip(found.starts, found.ends)))
+    if len(spans) != len(names):  # a name given twice: json keeps the last value, the scan the first
+        return False
+    if heads is not None:
+        heads.extend(found.heads)
+    return _parse_one_line(text, compress(names, map(not_, found.opens)), spans, small)
+
+
+def entry_lines(text: bytes, lo: int, hi: int, indent: int) -> EntryLines | None:
+    """The entries of ``text[lo:hi]``, data's body, or None if the body is not laid out as the scan
+    wants (``lo < hi``).
 
     An entry's first line is indented ``indent`` spaces. A value that opens an object or array at the
     end of that line must close it at the start of its last line, indented alike, with as many "{" as
     "}" in between (in json.dump's output a nested key never starts a line so indented); every other
-    line of the value is indented deeper. A one-line value is parsed here, to check it.
+    line of the value is indented deeper. (A one-line value is parsed by the caller, to check it.)
 
     The checks are maps over the entries, not a Python loop: the scan costs a fraction of a parse.
     """
-    if lo == hi:
-        return True
     pad = b"\n" + b" " * indent
     line = re.escape(pad) + NAME
     first = re.compile(line).match(text, lo)
     if first is None:
-        return False
+        return None
     # every later entry's line follows the "," that ends the value before it (an entry line without
     # it is not found, and fails the count of shallow lines below)
     firsts = [first, *re.compile(b"," + line).finditer(text, first.end(), hi)]
     starts = list(map(re.Match.end, firsts))
     ends = list(map(re.Match.start, firsts[1:]))  # the "," before the next entry
     ends.append(hi)
-    names = entry_names(list(map(re.Match.group, firsts, repeat(1))))
-    if names is None:
-        return False
-    spans.update(zip(names, zip(starts, ends)))
-    if len(spans) != len(names):  # a name given twice: json keeps the last value, the scan the first
-        return False
+    names = list(map(re.Match.group, firsts, repeat(1)))
     opens = list(map(re.Match.group, firsts, repeat(2)))
-    if heads is not None:
-        heads.extend(map(sub, map(re.Match.start, firsts, repeat(1)), repeat(1)))
+    heads = list(map(sub, map(re.Match.start, firsts, repeat(1)), repeat(1)))
     del firsts
     m_starts = list(compress(starts, opens))
     m_ends = list(compress(ends, opens))
     closes = map({b"{": pad + b"}", b"[": pad + b"]"}.__getitem__, compress(opens, opens))
     count = text.count
     if not all(map(text.startswith, closes, map(sub, m_ends, repeat(indent + 2)))):
-        return False
+        return None
     if list(map(count, repeat(b"{"), m_starts, m_ends)) != list(map(count, repeat(b"}"), m_starts, m_ends)):
-        return False
+        return None
     # no line indented less than ``indent``, none indented so but the entries' first and last lines
     if count(b"\n", lo, hi) - count(pad + b" ", lo, hi) != len(names) + len(m_starts):
-        return False
-    return _parse_one_line(text, compress(names, map(not_, opens)), spans, small)
+        return None
+    return EntryLines(names, starts, ends, opens, heads)
 
 
 def _parse_one_line(

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_dask.dump.confine import check_dump_file
-from msprobe_dask.dump.entries import read_dump_doc, read_whole_dump_doc
+from msprobe_dask.dump.entries import EntryLines, entry_lines, read_dump_doc, read_whole_dump_doc
 from msprobe_dask.errors import DumpError
+from msprobe_dask.graph import speedups
 
 MD5_TOKEN = b'"md5"'  # in the text of a dump.json whose entries may have an md5
 
@@ -49,7 +50,17 @@ def check_graph_file(path: Path) -> None:
 def load_dump_doc(path: Path, lazy: bool = False) -> tuple[dict[str, Any], Mapping[str, Any]]:
     """(header, data) of dump.json. ``lazy``: data's entries are parsed when looked up (see
     dump/entries.py), so that a build without items parses none of them."""
-    return read_dump_doc(path) if lazy else read_whole_dump_doc(path)
+    return read_dump_doc(path, find_entries) if lazy else read_whole_dump_doc(path)
+
+
+def find_entries(text: bytes, lo: int, hi: int, indent: int) -> EntryLines | None:
+    """dump/entries.py's entry_lines, by the C code (csrc/entry_scan.c) where it is built: the chunk
+    tasks then make the entries' items from their spans in C too (node_items.parse_items)."""
+    native = speedups.native
+    if native is None:
+        return entry_lines(text, lo, hi, indent)
+    found = native.entry_lines(text, lo, hi, indent)
+    return None if found is None else EntryLines(*found)
 
 
 def mentions(path: Path, token: bytes) -> bool:

@@ -120,6 +120,8 @@ static PyMethodDef methods[] = {
     {"configure_items", configure_items, METH_O, "configure_items(rules): the items' rules (graph/items.py's ITEM_RULES)."},
     {"node_items", node_items, METH_VARARGS,
      "node_items(ids, spans, small, text): items.entry_items of each node id's entry, or None."},
+    {"entry_lines", entry_lines, METH_VARARGS,
+     "entry_lines(text, lo, hi, indent): dump/entries.py's entry_lines, as a tuple, or None."},
     {"configure_summary", configure_summary, METH_O,
      "configure_summary(rules): the summary compare's rules (graph/cells.py's SUMMARY_RULES)."},
     {"summary_pair", summary_pair, METH_VARARGS, "summary_pair(npu_in, npu_out, bench_in, bench_out)."},
