@@ -19,7 +19,6 @@ full parse would take over at the first lookup.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import compress, repeat
@@ -40,10 +39,10 @@ class DumpEntries(Mapping[str, Any]):
 
     Behaves as the dict ``json.load`` would give (nothing is cached but the values of one-line entries,
     which the scan parses to check them). Pickles with its bytes, so a graph holding it can be sent
-    to a dask worker; or, once ``send_by_path``, without them (see there).
+    to a dask worker.
     """
 
-    __slots__ = ("_path", "_text", "_spans", "_small", "_full", "_mentioned", "_short", "_stamp", "_by_path")
+    __slots__ = ("_path", "_text", "_spans", "_small", "_full", "_mentioned", "_short")
 
     def __init__(
         self,
@@ -52,45 +51,21 @@ class DumpEntries(Mapping[str, Any]):
         spans: dict[str, tuple[int, int]],
         small: dict[str, Any],
         mentioned: dict[bytes, bool] | None = None,
-        short: bool | None = None,
-        stamp: Stamp | None = None,
     ) -> None:
         self._path = path
-        self._text: bytes | None = text  # None: read from the file when first needed (send_by_path)
+        self._text = text
         self._spans = spans  # entry name -> [start, end) of its value in text
         self._small = small  # values of one-line entries (parsed by the scan to check them)
         self._full: dict[str, Any] | None = None  # the full parse, once a span failed to parse
         self._mentioned = mentioned if mentioned is not None else {}  # token -> whether the text has it
-        self._short = short  # the text holds no long integer (fastjson), once looked for
-        self._stamp = stamp  # the file's as its text was read
-        self._by_path = False
+        self._short: bool | None = None  # the text holds no long integer (fastjson), once looked for
 
     def __reduce__(self) -> tuple[Any, ...]:
-        text = None if self._by_path else self._text
-        return (
-            DumpEntries,
-            (self._path, text, self._spans, self._small, self._mentioned, self._short, self._stamp),
-        )
+        return (DumpEntries, (self._path, self._text, self._spans, self._small, self._mentioned))
 
     def __sizeof__(self) -> int:
         """About its size pickled: the text, and a guess for each entry's span."""
-        text = self._text
-        return (len(text) if text is not None else 0) + 64 * len(self._spans)
-
-    def send_by_path(self) -> None:
-        """Pickle without the text from now on: where it is loaded, the text is read from the file
-        again when first needed, and a file changed meanwhile (its stamp) is a DumpError. Only for
-        processes of this machine (graph_visualize's local workers: each side's graph is sent to the
-        other worker, and the text of a dump.json of 50,000 entries is 46 MB, pickled, copied across
-        and loaded again; read again, 0.04 s from the file cache)."""
-        if self._stamp is not None:
-            self._by_path = True
-
-    def _body(self) -> bytes:
-        text = self._text
-        if text is None:
-            text = self._text = _read_again(self._path, self._stamp)
-        return text
+        return len(self._text) + 64 * len(self._spans)
 
     def __len__(self) -> int:
         full = self._full
@@ -113,9 +88,9 @@ class DumpEntries(Mapping[str, Any]):
         start, end = self._spans[key]
         short = self._short
         if short is None:  # (looked for once in the whole text, not in each entry's)
-            short = self._short = not has_long_integer(self._body())
+            short = self._short = not has_long_integer(self._text)
         try:
-            return loads(self._body()[start:end], short)
+            return loads(self._text[start:end], short)
         except ValueError:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             return self._fall_back()[key]
 
@@ -130,12 +105,12 @@ class DumpEntries(Mapping[str, Any]):
         """Whether the file's text holds ``token`` (a quick test that can spare a walk of the entries)."""
         found = self._mentioned.get(token)
         if found is None:
-            found = self._mentioned[token] = token in self._body()
+            found = self._mentioned[token] = token in self._text
         return found
 
     def spans(self) -> tuple[dict[str, tuple[int, int]], dict[str, Any], bytes] | None:
         """(spans, one-line entries, text) while the entries are read by spans, else None."""
-        return (self._spans, self._small, self._body()) if self._full is None else None
+        return (self._spans, self._small, self._text) if self._full is None else None
 
     def _fall_back(self) -> dict[str, Any]:
         """Parse the whole file: raises its DumpError, or (the scan misread a valid file) gives data.
@@ -156,14 +131,12 @@ def read_dump_doc(path: Path, find: FindEntries | None = None) -> tuple[dict[str
     either way a DumpError names the file if it is not a JSON object with a ``data`` object.
     """
     check_dump_file(path)
-    stamp = None
     try:
         with open(path, "rb") as f:
             text = f.read()
-            stamp = _stamp(os.fstat(f.fileno()))
     except OSError:
         text = b""  # read_json below raises the usual error
-    lazy = _scan(path, text, find, stamp) if text else None
+    lazy = _scan(path, text, find) if text else None
     if lazy is not None:
         return lazy
     del text  # the full parse reads the file as text, for the usual errors
@@ -181,28 +154,8 @@ def read_whole_dump_doc(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return {k: v for k, v in doc.items() if k != "data"}, data
 
 
-Stamp = tuple[int, int, int, int]  # a file's size, modification time (ns), inode and device
-
-
-def _stamp(st: os.stat_result) -> Stamp:
-    return st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev
-
-
-def _read_again(path: Path, stamp: Stamp | None) -> bytes:
-    """The text of a dump.json read before with this ``stamp`` (DumpEntries.send_by_path)."""
-    try:
-        with open(path, "rb") as f:
-            text = f.read()
-            now = _stamp(os.fstat(f.fileno()))
-    except OSError as exc:
-        raise DumpError(path, f"cannot be read again: {exc.strerror or exc}") from None
-    if now != stamp or len(text) != now[0]:
-        raise DumpError(path, "changed while the run was reading it")
-    return text
-
-
 def _scan(
-    path: Path, text: bytes, find: FindEntries | None = None, stamp: Stamp | None = None
+    path: Path, text: bytes, find: FindEntries | None = None
 ) -> tuple[dict[str, Any], DumpEntries] | None:
     """The header and lazy entries of an indented dump.json, or None if ``text`` is laid out otherwise
     (or is not what the layout promises: the caller then parses it all)."""
@@ -232,7 +185,7 @@ def _scan(
     header = header_of(text[:start] + b"{}" + text[end:])
     if header is None:
         return None
-    return header, DumpEntries(path, text, spans, small, stamp=stamp)
+    return header, DumpEntries(path, text, spans, small)
 
 
 NAME = rb'"([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)": (?=([{\[])\n|)'  # a name without raw control

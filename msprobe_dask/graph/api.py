@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from msprobe_dask.dump import graph_layouts as layout
-from msprobe_dask.dump.entries import DumpEntries
 from msprobe_dask.dump.location import dump_path
 from msprobe_dask.errors import DumpError, OutputError
 from msprobe_dask.graph.chunks import Prepared, chunk_count, chunk_task, join
@@ -319,7 +318,7 @@ class Plan:
             with _on_worker(workers[j % replicas]):
                 graphs.append(
                     dask.delayed(_build_after, pure=True)(
-                        f, s, r, replicas > 1, *(after or ()), dask_key_name=f"build-{s}-{r}-{side}"
+                        f, s, r, *(after or ()), dask_key_name=f"build-{s}-{r}-{side}"
                     )
                 )
         prepared = []
@@ -343,14 +342,9 @@ class Plan:
         )
 
 
-def _build_after(folder: str, step: int, rank: int, replicated: bool, *after: None) -> Graph:
-    """Build a graph without its items (the chunk tasks parse them), once ``after`` is done.
-    ``replicated``: the graph is sent to the other local workers (Plan.replicas), without its
-    dump.json's text, which they read again (DumpEntries.send_by_path)."""
-    g = build_task(folder, step, rank, False)
-    if replicated and isinstance(g.data, DumpEntries):
-        g.data.send_by_path()
-    return g
+def _build_after(folder: str, step: int, rank: int, *after: None) -> Graph:
+    """Build a graph without its items (the chunk tasks parse them), once ``after`` is done."""
+    return build_task(folder, step, rank, False)
 
 
 def _prepared(

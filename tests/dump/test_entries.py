@@ -287,36 +287,6 @@ def test_pickled_entries_keep_their_text_and_what_they_know(tmp_path: Path) -> N
     assert copy.mentions(b'"Min"') and not copy.mentions(b'"md5"')
 
 
-def test_entries_sent_by_path_read_their_text_again_where_they_are_loaded(tmp_path: Path) -> None:
-    """Sent by path (DumpEntries.send_by_path: graph_visualize's local workers), entries pickle without
-    their text and read the same values from the file where they are loaded."""
-    path = _write(tmp_path, DOC, indent=1)
-    _, entries = read_dump_doc(path)
-    assert isinstance(entries, DumpEntries)
-    entries.send_by_path()
-    sent = pickle.dumps(entries)
-    assert path.read_bytes() not in sent
-    copy = pickle.loads(sent)
-    assert dict(copy) == dict(entries) and copy.mentions(b'"Min"') and not copy.mentions(b'"md5"')
-    assert pickle.loads(pickle.dumps(copy)).spans() is not None  # (passed on: read again there too)
-
-
-def test_entries_sent_by_path_refuse_a_file_changed_meanwhile(tmp_path: Path) -> None:
-    """A dump.json changed (or replaced, or removed) after it was read and before the entries sent by
-    path are read where they arrive: a DumpError naming the file, not another file's values."""
-    path = _write(tmp_path, DOC, indent=1)
-    _, entries = read_dump_doc(path)
-    assert isinstance(entries, DumpEntries)
-    entries.send_by_path()
-    sent = pickle.dumps(entries)
-    path.write_text(json.dumps(DOC, indent=1).replace("0.5", "0.25"), encoding="utf-8")
-    with pytest.raises(DumpError, match="changed while the run was reading it"):
-        dict(pickle.loads(sent))
-    path.unlink()
-    with pytest.raises(DumpError, match="cannot be read again"):
-        pickle.loads(sent).mentions(b'"Min"')
-
-
 def _scanned(text: bytes) -> Any:
     """The entries the scan of ``text`` takes, as a dict, or None where it refuses the layout (or an
     entry it took does not parse)."""
