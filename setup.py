@@ -13,7 +13,11 @@ setup(
         Extension(
             "msprobe_dask.graph._speedups",
             sorted(glob("msprobe_dask/graph/csrc/*.c")),
-            depends=["msprobe_dask/graph/csrc/speedups.h", "msprobe_dask/csrc/deferred_floats.h"],
+            depends=[
+                "msprobe_dask/graph/csrc/speedups.h",
+                "msprobe_dask/csrc/deferred_floats.h",
+                "msprobe_dask/csrc/py_calls.h",
+            ],
             optional=True,
         ),
         Extension(
@@ -32,6 +36,7 @@ setup(
                 "msprobe_dask/writers/csrc/buffer.h",
                 "msprobe_dask/writers/csrc/csv_cells.h",
                 "msprobe_dask/csrc/deferred_floats.h",
+                "msprobe_dask/csrc/py_calls.h",
             ],
             optional=True,
         ),

@@ -4,6 +4,7 @@
  * written here. Over 400 lines: the rules' intake, the diffs and the checkers share those rules (R)
  * and the pair's cells. */
 #include "speedups.h"
+#include "../../csrc/py_calls.h"
 
 #define MAX_GROUPS 8 /* state groups (cells.STATE_GROUPS has 4) */
 #define MAX_STATES 16
@@ -207,18 +208,12 @@ static int diff_cells(PyObject *x, PyObject *y, PyObject **d, PyObject **t, PyOb
         }
     }
 general:; /* the general rule, in Python */
-    PyObject *cells = PyObject_CallFunctionObjArgs(R.stat_diff, x, y, NULL);
-    if (cells == NULL)
+    PyObject *cells[3];
+    if (call_tuple(R.stat_diff, x, y, 3, cells, "stat_diff") < 0)
         return -1;
-    if (!PyTuple_Check(cells) || PyTuple_GET_SIZE(cells) != 3) {
-        Py_DECREF(cells);
-        PyErr_SetString(PyExc_TypeError, "stat_diff must return a 3-tuple");
-        return -1;
-    }
-    *d = Py_NewRef(PyTuple_GET_ITEM(cells, 0));
-    *t = Py_NewRef(PyTuple_GET_ITEM(cells, 1));
-    *ratio = Py_NewRef(PyTuple_GET_ITEM(cells, 2));
-    Py_DECREF(cells);
+    *d = cells[0];
+    *t = cells[1];
+    *ratio = cells[2];
 made:
     if (*d != NULL && *t != NULL && *ratio != NULL)
         return 0;

@@ -11,6 +11,7 @@
 #include <math.h>
 
 #include "csv_cells.h"
+#include "../../csrc/py_calls.h"
 
 #define N_MESSAGES 7 /* RULES.messages: NaN/Inf, NormOutput, RequiresGrad, Scalar, DType, Shape, Tenfold */
 enum { NAN_INF = 1, NORM_OUTPUT = 2, REQUIRES_GRAD = 4, SCALAR = 8, DTYPE = 16, SHAPE = 32, TENFOLD = 64 };
@@ -119,17 +120,11 @@ static int diff_cells(Row *w, int i, Rules_ *R) {
             }
         }
     }
-    PyObject *cells = PyObject_CallFunctionObjArgs(R->stat_diff, x, y, NULL);
-    if (cells == NULL)
+    PyObject *cells[2];
+    if (call_tuple(R->stat_diff, x, y, 2, cells, "stat_lines: stat_diff") < 0)
         return -1;
-    if (!PyTuple_Check(cells) || PyTuple_GET_SIZE(cells) != 2) {
-        Py_DECREF(cells);
-        PyErr_SetString(PyExc_TypeError, "stat_lines: stat_diff must return a 2-tuple");
-        return -1;
-    }
-    *d = Py_NewRef(PyTuple_GET_ITEM(cells, 0));
-    *t = Py_NewRef(PyTuple_GET_ITEM(cells, 1));
-    Py_DECREF(cells);
+    *d = cells[0];
+    *t = cells[1];
     if (i != 3)
         return 0;
     int inf = compared(*t, R->inf, Py_EQ);
