@@ -16,6 +16,7 @@ setup(
             depends=[
                 "msprobe_dask/graph/csrc/speedups.h",
                 "msprobe_dask/csrc/deferred_floats.h",
+                "msprobe_dask/csrc/ignored_apis.h",
                 "msprobe_dask/csrc/py_calls.h",
             ],
             optional=True,
@@ -36,6 +37,7 @@ setup(
                 "msprobe_dask/writers/csrc/buffer.h",
                 "msprobe_dask/writers/csrc/csv_cells.h",
                 "msprobe_dask/csrc/deferred_floats.h",
+                "msprobe_dask/csrc/ignored_apis.h",
                 "msprobe_dask/csrc/py_calls.h",
             ],
             optional=True,

@@ -4,6 +4,7 @@
  * written here. Over 400 lines: the rules' intake, the diffs and the checkers share those rules (R)
  * and the pair's cells. */
 #include "speedups.h"
+#include "../../csrc/ignored_apis.h"
 #include "../../csrc/py_calls.h"
 
 #define MAX_GROUPS 8 /* state groups (cells.STATE_GROUPS has 4) */
@@ -511,27 +512,9 @@ static PyObject *err_text(int mask) {
 
 /* "" (0), "input" (1) or "all" (2): the class of ignored APIs of the first input row's API name */
 static int ignore_class(Row *rows, int n) {
-    for (int i = 0; i < n; i++) {
-        if (rows[i].out)
-            continue;
-        PyObject *name = rows[i].name;
-        Py_ssize_t len = PyUnicode_GET_LENGTH(name);
-        Py_ssize_t a = PyUnicode_FindChar(name, '.', 0, len, 1), b = -1;
-        if (a >= 0)
-            b = PyUnicode_FindChar(name, '.', a + 1, len, 1);
-        if (a == -2 || b == -2)
-            return -1;
-        /* name.split(".", 2)[1], or "" */
-        PyObject *api = a < 0 ? PyUnicode_New(0, 0) : PyUnicode_Substring(name, a + 1, b >= 0 ? b : len);
-        if (api == NULL)
-            return -1;
-        int all = PySet_Contains(R.all_ignored, api);
-        int input = all == 0 ? PySet_Contains(R.input_ignored, api) : 0;
-        Py_DECREF(api);
-        if (all < 0 || input < 0)
-            return -1;
-        return all ? 2 : input;
-    }
+    for (int i = 0; i < n; i++)
+        if (!rows[i].out)
+            return api_ignore_class(rows[i].name, R.all_ignored, R.input_ignored);
     return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <math.h>
 
 #include "csv_cells.h"
+#include "../../csrc/ignored_apis.h"
 #include "../../csrc/py_calls.h"
 
 #define N_MESSAGES 7 /* RULES.messages: NaN/Inf, NormOutput, RequiresGrad, Scalar, DType, Shape, Tenfold */
@@ -220,22 +221,7 @@ static int ignore_class(Row *rows, Py_ssize_t from, Py_ssize_t to, Rules_ *R) {
     Py_ssize_t first = from;
     while (first < to && rows[first].out)
         first++;
-    PyObject *name = field_of(rows[first < to ? first : from].n, NAME);
-    Py_ssize_t len = PyUnicode_GET_LENGTH(name);
-    Py_ssize_t a = PyUnicode_FindChar(name, '.', 0, len, 1), b = -1;
-    if (a >= 0)
-        b = PyUnicode_FindChar(name, '.', a + 1, len, 1);
-    if (a == -2 || b == -2)
-        return -1;
-    PyObject *api = a < 0 ? PyUnicode_New(0, 0) : PyUnicode_Substring(name, a + 1, b >= 0 ? b : len);
-    if (api == NULL)
-        return -1;
-    int all = PySet_Contains(R->all_ignored, api);
-    int input = all == 0 ? PySet_Contains(R->input_ignored, api) : 0;
-    Py_DECREF(api);
-    if (all < 0 || input < 0)
-        return -1;
-    return all ? 2 : input;
+    return api_ignore_class(field_of(rows[first < to ? first : from].n, NAME), R->all_ignored, R->input_ignored);
 }
 
 /* judge_columns of the group of rows [from, to) (one dump entry): each row's mask of messages */
