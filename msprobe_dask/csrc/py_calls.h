@@ -1,5 +1,6 @@
-/* A kernel's call back into a rule's Python definition whose answer is a tuple of known size (the
- * statistics' diff cells of metrics/stats.py, in graph/csrc/compare.c and writers/csrc/stat_lines.c). */
+/* A kernel's readings of its rules' Python objects, shared by graph/csrc/compare.c and
+ * writers/csrc/stat_lines.c: a number of the rules (judge/rules.py's LIMITS), and a call back into a
+ * rule's Python definition whose answer is a tuple of known size (metrics/stats.py's diff cells). */
 #ifndef MSPROBE_DASK_PY_CALLS_H
 #define MSPROBE_DASK_PY_CALLS_H
 #define PY_SSIZE_T_CLEAN
@@ -21,6 +22,18 @@ static inline int call_tuple(PyObject *f, PyObject *x, PyObject *y, Py_ssize_t n
         out[i] = Py_NewRef(PyTuple_GET_ITEM(t, i));
     Py_DECREF(t);
     return 0;
+}
+
+/* the number from.<name> in *x; -1 with an exception set (``what`` names the kernel in the message) */
+static inline int rule_number(PyObject *from, const char *name, double *x, const char *what) {
+    PyObject *v = PyObject_GetAttrString(from, name);
+    if (v == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s: the rules have no %s", what, name);
+        return -1;
+    }
+    *x = PyFloat_AsDouble(v);
+    Py_DECREF(v);
+    return *x == -1.0 && PyErr_Occurred() ? -1 : 0;
 }
 
 #endif

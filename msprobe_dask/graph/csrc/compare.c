@@ -45,15 +45,6 @@ static int rule_texts(PyObject *rules, const char *name, PyObject **out, Py_ssiz
     return ok ? 0 : -1;
 }
 
-static int rule_number(PyObject *from, const char *name, double *x) {
-    PyObject *v = rule(from, name);
-    if (v == NULL)
-        return -1;
-    *x = PyFloat_AsDouble(v);
-    Py_DECREF(v);
-    return *x == -1.0 && PyErr_Occurred() ? -1 : 0;
-}
-
 static void release(void) {
     for (int i = 0; i < 1 << N_MESSAGES; i++)
         Py_XDECREF(R.texts[i]);
@@ -107,10 +98,10 @@ PyObject *configure_summary(PyObject *self, PyObject *rules) {
         }
     if (rule_texts(rules, "messages", R.messages, N_MESSAGES) < 0 || rule_texts(rules, "results", R.results, 3) < 0 ||
         rule_texts(rules, "stats", R.stats, 4) < 0 || rule_texts(rules, "written", R.written, N_WRITTEN) < 0 ||
-        rule_number(limits, "small_input_norm", &R.small_input_norm) < 0 ||
-        rule_number(limits, "big_output_norm", &R.big_output_norm) < 0 ||
-        rule_number(limits, "tenfold", &R.tenfold) < 0 ||
-        rule_number(limits, "output_norm_over_zero", &R.output_norm_over_zero) < 0)
+        rule_number(limits, "small_input_norm", &R.small_input_norm, "configure_summary") < 0 ||
+        rule_number(limits, "big_output_norm", &R.big_output_norm, "configure_summary") < 0 ||
+        rule_number(limits, "tenfold", &R.tenfold, "configure_summary") < 0 ||
+        rule_number(limits, "output_norm_over_zero", &R.output_norm_over_zero, "configure_summary") < 0)
         goto fail;
     if (!PyTuple_Check(groups) || PyTuple_GET_SIZE(groups) > MAX_GROUPS) {
         PyErr_SetString(PyExc_TypeError, "configure_summary: state_groups must be a short tuple");

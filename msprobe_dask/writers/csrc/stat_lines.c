@@ -55,15 +55,6 @@ static int taken(PyObject *row) {
     return PyTuple_Check(stats) && PyTuple_GET_SIZE(stats) == 4;
 }
 
-static int number(PyObject *from, const char *name, double *x) {
-    PyObject *v = PyObject_GetAttrString(from, name);
-    if (v == NULL)
-        return -1;
-    *x = PyFloat_AsDouble(v);
-    Py_DECREF(v);
-    return *x == -1.0 && PyErr_Occurred() ? -1 : 0;
-}
-
 /* a truth of Python's ``a op b`` (-1 on error) */
 static int compared(PyObject *a, PyObject *b, int op) {
     return PyObject_RichCompareBool(a, b, op);
@@ -370,10 +361,10 @@ static int take_rules(PyObject *rules, Rules_ *R) {
         R->plain_rel &= !(char_class(&R->csv, (Py_UCS4)*c) & (INSIDE | QUOTE)) && (*c > '9' || *c < '0' || !(char_class(&R->csv, (Py_UCS4)*c) & START));
     for (Py_ssize_t i = 0; i < PyUnicode_GET_LENGTH(R->percent); i++)
         R->plain_rel &= !(char_class(&R->csv, PyUnicode_READ_CHAR(R->percent, i)) & (INSIDE | QUOTE));
-    return number(limits, "small_input_norm", &R->small_input_norm) < 0 ||
-                   number(limits, "big_output_norm", &R->big_output_norm) < 0 ||
-                   number(limits, "tenfold", &R->tenfold) < 0 ||
-                   number(limits, "output_norm_over_zero", &R->output_norm_over_zero) < 0
+    return rule_number(limits, "small_input_norm", &R->small_input_norm, "stat_lines") < 0 ||
+                   rule_number(limits, "big_output_norm", &R->big_output_norm, "stat_lines") < 0 ||
+                   rule_number(limits, "tenfold", &R->tenfold, "stat_lines") < 0 ||
+                   rule_number(limits, "output_norm_over_zero", &R->output_norm_over_zero, "stat_lines") < 0
                ? -1
                : 0;
 }
