@@ -19,7 +19,7 @@ from msprobe_dask import __version__
 from msprobe_dask.cli_args import examples_text
 from msprobe_dask.errors import Terminated, UserError
 from msprobe_dask.processes import direct_children, stop_children
-from msprobe_dask.writers.atomic import begin_run, remove_temporaries, stop_writing
+from msprobe_dask.writers.atomic import begin_run, remove_temporaries, stop_writing, withdraw_results
 
 COMMAND_MODULES = {
     "compare": "msprobe_dask.pipeline.compare_cli",
@@ -154,9 +154,9 @@ def _raise_stopped(signum: int, frame: object) -> None:
 
 
 def _fail(debug: bool, code: int, line: str, children: set[int]) -> int:
-    """The end of a failed run: no further signal interrupts it, the temporaries and the child
-    processes it started (not ``children``, there before) go, then one line (after the traceback
-    with ``--debug``)."""
+    """The end of a failed run: no further signal interrupts it, the temporaries, the child processes
+    it started (not ``children``, there before) and the results it wrote go, then one line (after the
+    traceback with ``--debug``)."""
     if _in_main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.SIG_IGN)
@@ -166,6 +166,7 @@ def _fail(debug: bool, code: int, line: str, children: set[int]) -> int:
         sys.unraisablehook = lambda unraisable: None
     remove_temporaries()
     stop_children(spared=children)
+    withdraw_results()  # (once the workers are gone: one may have published a result after the stop)
     print(f"msprobe-dask: {line}", file=sys.stderr, flush=True)
     return code
 

@@ -217,6 +217,7 @@ def compare_to_files(
     from msprobe_dask.pipeline.part_file import remove_temporaries_of
     from msprobe_dask.pipeline.part_forms import CSV, XLSX
     from msprobe_dask.pipeline.part_scan import is_statistics_dump
+    from msprobe_dask.writers.atomic import withdrawn_if_failed
 
     match = match or MatchOptions()
     sources = pair_dumps(target, golden, skip_missing_ranks)
@@ -225,7 +226,7 @@ def compare_to_files(
     paths = {i: result_path(sources[i][0]) for i in streamed}
     results: list[WrittenRank | RankResult] = []
     run = _sized(run, sources)
-    with computing(run) as compute, rare_full_collections():
+    with withdrawn_if_failed(*paths.values()), computing(run) as compute, rare_full_collections():
         try:
             written = compute(
                 [

@@ -18,6 +18,7 @@ FILE_MODE = 0o640
 FOLDER_MODE = 0o750
 _temporaries: set[str] = set()  # being written, removed by remove_temporaries if the run is stopped
 _stopped = False  # the run is stopped: no temporary may be begun or published any more
+_results: set[str] = set()  # results this run made (not there before it): withdrawn if it fails
 
 
 def _umask() -> int:
@@ -39,6 +40,7 @@ def begin_run() -> None:
     global _stopped
     _stopped = False
     _temporaries.clear()
+    _results.clear()
 
 
 def check_running() -> None:
@@ -72,6 +74,23 @@ def remove_temporaries() -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
             with contextlib.suppress(OSError):
                 os.unlink(tmp + suffix)
+
+
+def withdraw_results() -> None:
+    """A failed or stopped run (the CLI's end, once its worker processes are gone) leaves no result:
+    every result it published, or named as its own (``withdrawn_if_failed``: one a worker process may
+    have published), is removed with the temporaries of its name that remain. A file that was there
+    before the run is never among them."""
+    for final in list(_results):
+        _withdraw(Path(final), made=True)
+
+
+def _withdraw(final: Path, made: bool) -> None:
+    """Remove the temporaries of ``final``'s name (``.{name}.*``) that remain, and ``final`` if ``made``
+    by this run."""
+    for path in list(final.parent.glob(f".{glob.escape(final.name)}.*")) + ([final] if made else []):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 def set_result_mode(path: str | Path) -> None:
@@ -154,20 +173,21 @@ def unused_name(path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def withdrawn_if_failed(final: Path) -> Iterator[None]:
-    """``final`` is the block's result, written by a task that may run in a worker process (a
-    LocalCluster's), which does not see that the run was stopped: it may still publish its result,
-    or be killed while writing it. If the block fails or is stopped, a ``final`` that was not there
-    when it began is removed, and so are the temporaries of ``final`` (``.{name}.*``) that remain.
-    Call it where the workers are gone by the end of the block."""
-    existed = os.path.lexists(final)
+def withdrawn_if_failed(*finals: Path) -> Iterator[None]:
+    """``finals`` are the block's results, written by tasks that may run in worker processes (a
+    LocalCluster's, dask's processes scheduler's), which do not see that the run was stopped: they may
+    still publish a result, or be killed while writing it. If the block fails or is stopped, each
+    ``final`` that was not there when it began is removed, and so are the temporaries of its name
+    (``.{name}.*``) that remain. Call it where the workers are gone by the end of the block. A worker
+    still running then (the block stopped by a signal) may publish one after: the run's end withdraws
+    it again (``withdraw_results``)."""
+    ours = [final for final in finals if not os.path.lexists(final)]
+    _results.update(str(final) for final in ours)
     try:
         yield
     except BaseException:
-        leftovers = list(final.parent.glob(f".{glob.escape(final.name)}.*"))
-        for path in leftovers + ([] if existed else [final]):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+        for final in finals:
+            _withdraw(final, made=final in ours)
         raise
 
 
@@ -179,13 +199,24 @@ def not_replaced(final: Path) -> OutputError:
 def publish(tmp: Path, final: Path) -> None:
     """Give the complete file ``tmp`` its name ``final``, unless a file of that name exists (a hard link
     fails then, where a rename would replace it); ``tmp`` stays for the caller to remove. Nothing is
-    published once the run was stopped (``check_running``)."""
+    published once the run was stopped (``check_running``): a stop that comes as it is named takes the
+    name back; one that comes later finds it among the run's results (``withdraw_results``)."""
     check_running()
+    first = str(final) not in _results  # (not named already as the run's by withdrawn_if_failed)
+    _results.add(str(final))
     try:
         os.link(tmp, final)
     except FileExistsError:
+        if first:  # (another's file: never withdrawn)
+            _results.discard(str(final))
         raise not_replaced(final) from None
     except OSError:  # a file system without hard links
         if os.path.lexists(final):
+            if first:
+                _results.discard(str(final))
             raise not_replaced(final) from None
         os.replace(tmp, final)
+    if _stopped:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(final)
+        check_running()

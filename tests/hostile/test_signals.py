@@ -102,6 +102,22 @@ MOMENTS = {
         "atomic.track = visdb.track = _tracking\n"
         "forms.header_line, forms.header_xml = _killing(forms.header_line), _killing(forms.header_xml)\n"
     ),
+    # a result has just been named (by this process, or by a worker process of dask's processes
+    # scheduler, which has this prelude by its fork): the run is stopped before it ends
+    "published": (
+        "import os\n"
+        "import msprobe_dask.writers.atomic as atomic, msprobe_dask.writers.visdb as visdb\n"
+        "import msprobe_dask.pipeline.part_forms as forms\n"
+        "_main = os.getpid()\n"
+        "_publish = atomic.publish\n"
+        "def _publishing(tmp, final):\n"
+        "    _publish(tmp, final)\n"
+        "    if os.getpid() == _main:\n"
+        "        _kill()\n"
+        "    else:\n"
+        "        os.kill(_main, getattr(signal, _SIG))\n"
+        "atomic.publish = visdb.publish = forms.publish = _publishing\n"
+    ),
     # the worker processes are running the graph's tasks
     "workers": (
         "import concurrent.futures.process as pool\n"
@@ -183,12 +199,12 @@ def _assert_stopped(outcome: Outcome, code: int, name: str) -> None:
 
 @pytest.mark.parametrize("name", list(SIGNALS))
 @pytest.mark.parametrize("kind", list(COMMANDS))
-@pytest.mark.parametrize("moment", ["parse", "write"])
+@pytest.mark.parametrize("moment", ["parse", "write", "published"])
 def test_signal_in_this_process(tmp_path: Path, name: str, kind: str, moment: str) -> None:
     case = new_case(tmp_path)
     target, golden = _dumps(case)
     command, *flags = COMMANDS[kind]
-    prelude = _KILL.format(sig=name) + MOMENTS[moment]
+    prelude = f"_SIG = {name!r}\n" + _KILL.format(sig=name) + MOMENTS[moment]
     outcome = case.run(
         command, "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q", *flags, prelude=prelude
     )
@@ -210,6 +226,8 @@ WITH_WORKERS = [
             ("csv", "pool"),
             ("csv", "parse"),
             ("csv", "write"),
+            ("csv", "published"),
+            ("xlsx", "published"),
             ("xlsx", "workers"),
             ("vis.db", "spawn"),
             ("vis.db", "cluster"),

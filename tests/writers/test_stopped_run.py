@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from msprobe_dask.errors import RunStopped
+from msprobe_dask.errors import OutputError, RunStopped
 from msprobe_dask.writers import atomic
 from msprobe_dask.writers.visdb import VisdbWriter
 
@@ -112,4 +112,38 @@ def test_a_folder_of_temporaries_is_removed_with_what_it_holds(tmp_path: Path) -
     (spools / "0").write_bytes(b"a,b\n")
     atomic.track(spools)
     atomic.remove_temporaries()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_run_withdraws_the_results_it_made_not_others(tmp_path: Path) -> None:
+    """The CLI's end of a failed or stopped run: what it published (here or, named by
+    withdrawn_if_failed, in a worker process) goes; a file there before the run stays."""
+    before = tmp_path / "before.csv"
+    before.write_text("theirs\n")
+    with atomic.atomic_path(tmp_path / "result.csv") as tmp:
+        tmp.write_text("a\n")
+    by_worker = tmp_path / "compare_result_rank0.csv"
+    with atomic.withdrawn_if_failed(by_worker, before):
+        by_worker.write_text("a\n")  # (a worker process's publish, which this process does not see)
+    with pytest.raises(OutputError), atomic.atomic_path(before) as tmp:
+        tmp.write_text("ours\n")  # (its name is taken: not published, not ours)
+    atomic.withdraw_results()
+    assert [p.name for p in tmp_path.iterdir()] == ["before.csv"]
+    assert before.read_text() == "theirs\n"
+
+
+def test_a_stop_that_comes_as_the_result_is_named_takes_the_name_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    link = os.link
+
+    def linking_as_the_stop_comes(source: str, target: str) -> None:
+        link(source, target)
+        atomic.stop_writing()  # (the signal's handler, in the main thread, while a task thread names it)
+
+    monkeypatch.setattr(os, "link", linking_as_the_stop_comes)
+    with pytest.raises(RunStopped), atomic.atomic_path(tmp_path / "result.csv") as tmp:
+        tmp.write_text("a\n")
     assert list(tmp_path.iterdir()) == []
