@@ -278,7 +278,7 @@ static int grouped(PyObject *in, PyObject *out, PyObject *groups[MAX_GROUPS][MAX
                 return UNHANDLED;
             int g = -1;
             for (int j = 0; j < R.n_states && g < 0; j++) {
-                int eq = PyUnicode_Compare(state, R.states[j]);
+                int eq = state == R.states[j] ? 0 : PyUnicode_Compare(state, R.states[j]);
                 if (eq == -1 && PyErr_Occurred())
                     return -1;
                 if (eq == 0)

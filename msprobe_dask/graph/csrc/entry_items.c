@@ -10,6 +10,7 @@
 #include "speedups.h"
 
 #define MAX_SUB_KEYS 8
+#define MAX_ITEM_KEYS 16
 
 /* items.ITEM_RULES (see ItemRules) */
 static struct {
@@ -24,7 +25,21 @@ static struct {
     PyObject *sub_state[MAX_SUB_KEYS];
     PyObject *grad_state; /* the state of a parameters_grad entry's items */
     int n_sub;
+    /* the key objects of the roles items.py reads by name (borrowed: interned, or held by the rules): a
+     * leaf's items keyed by them rather than by new texts, so that later lookups by the rules' keys
+     * find the very object; NULL for a role without one */
+    PyObject *role_key[K_NORM + 1];
+    int item_key_role[MAX_ITEM_KEYS]; /* the named role of each of item_keys (K_OTHER: none) */
 } I;
+
+/* I.role_key[role] = key for a key whose text has a named role (named_role) */
+static void note_role_key(PyObject *key) {
+    Py_ssize_t n;
+    const char *s = ascii_data(key, &n);
+    int role = s != NULL ? named_role(s, n) : K_OTHER;
+    if (role != K_OTHER)
+        I.role_key[role] = key;
+}
 
 static int ascii_rule(PyObject *v, const char **s, Py_ssize_t *n) {
     *s = PyUnicode_CheckExact(v) ? ascii_data(v, n) : NULL;
@@ -79,6 +94,21 @@ PyObject *configure_items(PyObject *self, PyObject *rules) {
                          &I.str_state, &I.str_dtype, &I.str_shape};
     for (int i = 0; ok && i < 7; i++)
         ok = (*vars[i] = PyUnicode_InternFromString(keys[i])) != NULL;
+    ok = ok && PyTuple_GET_SIZE(I.item_keys) <= MAX_ITEM_KEYS;
+    for (Py_ssize_t j = 0; ok && j < PyTuple_GET_SIZE(I.item_keys); j++) {
+        PyObject *k = PyTuple_GET_ITEM(I.item_keys, j);
+        Py_ssize_t n;
+        const char *s = PyUnicode_CheckExact(k) ? ascii_data(k, &n) : NULL;
+        ok = s != NULL;
+        I.item_key_role[j] = ok ? named_role(s, n) : K_OTHER;
+        if (ok)
+            note_role_key(k);
+    }
+    PyObject *named[] = {str_type, I.str_value, I.str_data_name, I.str_dtype, I.str_shape};
+    for (size_t i = 0; ok && i < sizeof(named) / sizeof(named[0]); i++)
+        note_role_key(named[i]);
+    for (int i = 0; ok && i < 4; i++)
+        note_role_key(I.stats[i]);
     Py_XDECREF(sub);
     Py_XDECREF(bools);
     Py_XDECREF(stats);
@@ -213,6 +243,7 @@ static int make_leaf(Walk *w, const Val *leaf, PyObject *item) {
     const Tape *t = &w->t;
     const Val *kind = NULL, *data_name = NULL, *value = NULL;
     int rc;
+    unsigned seen = 0; /* the roles of the leaf's keys */
     /* item = leaf.copy(), its bools as their texts */
     for (int i = leaf->first; i >= 0; i = t->v[i].next) {
         const Val *m = &t->v[i];
@@ -222,7 +253,8 @@ static int make_leaf(Walk *w, const Val *leaf, PyObject *item) {
             data_name = m;
         else if (m->role == K_VALUE)
             value = m;
-        PyObject *k = ascii_str(m->k, m->kn), *x;
+        seen |= 1u << m->role;
+        PyObject *k = I.role_key[m->role] != NULL ? Py_NewRef(I.role_key[m->role]) : ascii_str(m->k, m->kn), *x;
         if (k == NULL)
             return -1;
         if (m->kind == J_TRUE || m->kind == J_FALSE)
@@ -238,7 +270,10 @@ static int make_leaf(Walk *w, const Val *leaf, PyObject *item) {
         return UNHANDLED;
     for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(I.item_keys); j++) { /* in their order, None */
         PyObject *k = PyTuple_GET_ITEM(I.item_keys, j);
-        int has = PyDict_Contains(item, k);
+        int role = I.item_key_role[j];
+        /* (the leaf holds a key of a named role if a member has that role; a member of a key the export
+         * leaves out, K_LEFT_OUT on the tape, may be of any: then the item is asked) */
+        int has = role != K_OTHER && !(seen & 1u << K_LEFT_OUT) ? (int)(seen >> role & 1u) : PyDict_Contains(item, k);
         if (has < 0 || (!has && PyDict_SetItem(item, k, Py_None) < 0))
             return -1;
     }
@@ -328,7 +363,8 @@ static int walk_members(void *walker, const Val *v, int depth) {
 /* a leaf's item (items._leaf), placed */
 static int add_leaf(void *walker, const Val *leaf) {
     Walk *w = (Walk *)walker;
-    PyObject *item = PyDict_New();
+    /* room for the leaf's keys, those items._leaf adds and those a summary compare writes back */
+    PyObject *item = _PyDict_NewPresized(leaf->count + PyTuple_GET_SIZE(I.item_keys) + 3 + N_WRITTEN);
     if (item == NULL)
         return -1;
     int rc = make_leaf(w, leaf, item);

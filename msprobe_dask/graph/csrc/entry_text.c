@@ -22,7 +22,7 @@
 
 #define TEXT_IS(s, n, lit) ((n) == (Py_ssize_t)sizeof(lit) - 1 && memcmp((s), (lit), sizeof(lit) - 1) == 0)
 
-static int named_role(const char *k, Py_ssize_t n) {
+int named_role(const char *k, Py_ssize_t n) {
     switch (n) {
     case 3:
         return TEXT_IS(k, n, "Max") ? K_MAX : TEXT_IS(k, n, "Min") ? K_MIN : K_OTHER;

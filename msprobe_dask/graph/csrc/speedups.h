@@ -334,6 +334,9 @@ PyObject *configure_rows(PyObject *self, PyObject *rules);
 const char *batch_p2p_text(Py_ssize_t *n); /* rows.c */
 PyObject *entry_texts(PyObject *self, PyObject *args);
 int leaf_key_role(const char *k, Py_ssize_t n, const TextRules *r);
+/* the role (K_TYPE ... K_NORM) of a key whose text is one items.py reads by name, else K_OTHER (a key of
+ * text_rules.left_out has K_LEFT_OUT on the tape instead) */
+int named_role(const char *k, Py_ssize_t n);
 PyObject *node_texts(PyObject *self, PyObject *args);
 PyObject *configure_leaf_rows(PyObject *self, PyObject *rules);
 PyObject *leaf_rows(PyObject *self, PyObject *args);
