@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from msprobe_dask.analysis.divergence import Tolerance
+from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.part_file import append_part, begin_file, finish_file, spooled_part

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from msprobe_dask.analysis.divergence import RankNodes, Tolerance
+from msprobe_dask.analysis.tolerance import Tolerance, add_tolerance_options
 from msprobe_dask.cli_args import add_command, add_output, add_run_options, add_sides
 from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
 from msprobe_dask.dump.layouts import open_dump
@@ -15,8 +15,6 @@ from msprobe_dask.pipeline.compare import RankResult, compare, compare_to_files
 from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.part_file import WrittenRank, temporaries
 from msprobe_dask.pipeline.scheduler import RunOptions
-from msprobe_dask.report.cli import add_tolerance_options, report_path_line, write_run_report
-from msprobe_dask.summary.divergence import analyse_rank_nodes, apply_divergence, rank_table_nodes
 from msprobe_dask.summary.model import GroupSummary, RunSummary
 from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.summary.text import print_run_end, unreadable_line
@@ -194,7 +192,10 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
     run_options.log_written(len(path_lines), "xlsx" if args.xlsx else "csv", started)
     tables = [(r.label, r.table) for r in results if isinstance(r, RankResult) and r.table.rows]
     found = None
-    if args.report or not args.quiet:
+    if args.report or not args.quiet:  # the first divergence (not imported with -q: 0.1e9 instructions)
+        from msprobe_dask.analysis.divergence import RankNodes
+        from msprobe_dask.summary.divergence import analyse_rank_nodes, apply_divergence, rank_table_nodes
+
         nodes = [
             (
                 r.label,
@@ -206,8 +207,10 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
             if (r.table.entries if isinstance(r, RankResult) else r.path is not None)
         ]
         found = analyse_rank_nodes(((label, n) for label, n in nodes if n is not None), tol)
-    apply_divergence(summary, found)
+        apply_divergence(summary, found)
     if args.report:
+        from msprobe_dask.report.cli import report_path_line, write_run_report
+
         report = write_run_report(
             tables, out, tol, summary=summary, found=found, target=args.target_path, golden=args.golden_path
         )

@@ -15,17 +15,19 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from msprobe_dask.analysis.divergence import RankNodes
 from msprobe_dask.errors import OutputError
 from msprobe_dask.pipeline.part_forms import CsvForm, packed
 from msprobe_dask.pipeline.part_match import PlanHead
 from msprobe_dask.pipeline.part_table import table_part
-from msprobe_dask.summary.divergence import NodePart, rank_of_parts
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
 from msprobe_dask.summary.table import merge_summaries
+
+if TYPE_CHECKING:  # the first-divergence analysis: imported where a summary is asked for (not with -q)
+    from msprobe_dask.analysis.divergence import RankNodes
+    from msprobe_dask.summary.divergence import NodePart
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,8 @@ class WrittenRank:
     @property
     def nodes(self) -> RankNodes | None:
         """The divergence analysis's nodes of the rank."""
+        from msprobe_dask.summary.divergence import rank_of_parts
+
         return None if self.node_parts is None else rank_of_parts(self.node_parts)
 
 

@@ -8,8 +8,8 @@ import marshal
 import threading
 from dataclasses import dataclass
 from itertools import chain
+from typing import TYPE_CHECKING
 
-from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.dump.dumpjson import load_stack
 from msprobe_dask.dump.entry_index import EntryIndex, read_names, read_stack
 from msprobe_dask.dump.rows import LeafRow
@@ -17,12 +17,15 @@ from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.pipeline.part_forms import CsvForm, Sections
 from msprobe_dask.pipeline.part_match import PlanHead
 from msprobe_dask.pipeline.part_scan import RowPart, SideScan
-from msprobe_dask.summary.divergence import NodePart, node_part
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
 from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.table import Sides, build_table
 from msprobe_dask.writers.stat_lines import statistics_cells
+
+if TYPE_CHECKING:  # the first-divergence analysis: imported where a summary is asked for (not with -q)
+    from msprobe_dask.analysis.tolerance import Tolerance
+    from msprobe_dask.summary.divergence import NodePart
 
 _AST_LOCK = threading.Lock()
 """Held while a table part's summary reads its stack cells with ast.literal_eval: CPython 3.11.7's
@@ -97,6 +100,8 @@ def table_part(
     sections = form.render(table, first)
     if tolerance is None:
         return TablePart(sections, len(table.rows), None, None)
+    from msprobe_dask.summary.divergence import node_part
+
     kinds = KindCounter()
     with _AST_LOCK:
         summary = summarise_table(label, table.columns, table.rows, table.entries, kinds)
