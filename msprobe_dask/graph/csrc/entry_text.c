@@ -726,8 +726,34 @@ static PyObject *int_of(const Val *v) {
     return PyLong_FromLongLong(neg ? -x : x);
 }
 
+#define FLOAT_CACHE 4096 /* floats made before, by a hash of their JSON text: a dump's statistics repeat */
+#define FLOAT_CACHED 30  /* the longest text cached (a float's repr takes at most 24 characters) */
+static struct {
+    PyObject *value; /* held */
+    unsigned char n;
+    char text[FLOAT_CACHED];
+} float_cache[FLOAT_CACHE];
+
+/* float() of a J_FLOAT value's text, a new reference or NULL without an error (out of range) */
+static PyObject *float_of(const Val *v) {
+    double x;
+    if (fast_double(v->s, v->n, &x))
+        return PyFloat_FromDouble(x);
+    char digits[64];
+    if (v->n >= (Py_ssize_t)sizeof(digits))
+        return NULL;
+    memcpy(digits, v->s, (size_t)v->n);
+    digits[v->n] = '\0';
+    x = PyOS_string_to_double(digits, NULL, NULL);
+    if (x == -1.0 && PyErr_Occurred())
+        return NULL; /* (the reader checked the text: not reached) */
+    return PyFloat_FromDouble(x);
+}
+
 /* a JSON number's value as json.loads reads it (float() of its text, NaN and the infinities), or
- * NULL without an error where this code does not take it */
+ * NULL without an error where this code does not take it. A float's text seen before gives the float
+ * made then (floats do not change): an output's statistics stand again as the next API's input's and
+ * layers repeat (T's dump.json holds 79,756 statistics a side in 5,267 and 5,904 texts). */
 PyObject *number_of(const Val *v) {
     switch (v->kind) {
     case J_INT:
@@ -739,18 +765,22 @@ PyObject *number_of(const Val *v) {
     case J_NINF:
         return PyFloat_FromDouble(-Py_HUGE_VAL);
     case J_FLOAT: {
-        double x;
-        if (fast_double(v->s, v->n, &x))
-            return PyFloat_FromDouble(x);
-        char digits[64];
-        if (v->n >= (Py_ssize_t)sizeof(digits))
-            return NULL;
-        memcpy(digits, v->s, (size_t)v->n);
-        digits[v->n] = '\0';
-        x = PyOS_string_to_double(digits, NULL, NULL);
-        if (x == -1.0 && PyErr_Occurred())
-            return NULL; /* (the reader checked the text: not reached) */
-        return PyFloat_FromDouble(x);
+        if (v->n > FLOAT_CACHED)
+            return float_of(v);
+        uint32_t h = 2166136261u;
+        for (Py_ssize_t i = 0; i < v->n; i++)
+            h = (h ^ (unsigned char)v->s[i]) * 16777619u;
+        int slot = (int)((h ^ h >> 16) % FLOAT_CACHE);
+        if (float_cache[slot].value != NULL && float_cache[slot].n == v->n &&
+            memcmp(float_cache[slot].text, v->s, (size_t)v->n) == 0)
+            return Py_NewRef(float_cache[slot].value);
+        PyObject *x = float_of(v);
+        if (x != NULL) {
+            Py_XSETREF(float_cache[slot].value, Py_NewRef(x));
+            float_cache[slot].n = (unsigned char)v->n;
+            memcpy(float_cache[slot].text, v->s, (size_t)v->n);
+        }
+        return x;
     }
     default:
         return NULL;
