@@ -29,6 +29,7 @@ from msprobe_dask.dump.dumpjson import group_stacks
 from msprobe_dask.dump.entries import (
     FIRST_KEY,
     NAME,
+    FindEntries,
     entry_names,
     header_of,
     is_utf8,
@@ -66,18 +67,21 @@ def empty_index() -> EntryIndex:
     return EntryIndex(array("q"), array("q"), array("q"), array("b"))
 
 
-def index_dump(path: Path) -> tuple[dict[str, Any], EntryIndex, bool] | None:
+def index_dump(path: Path, find: FindEntries | None = None) -> tuple[dict[str, Any], EntryIndex, bool] | None:
     """(header, the entries' index, whether the file's text holds ``"md5"``) of an indented dump.json,
-    or None if it is laid out otherwise (the caller parses it whole, for its errors too)."""
+    or None if it is laid out otherwise (the caller parses it whole, for its errors too). The entries
+    are found by ``find`` (see ``scan_entries``)."""
     check_dump_file(path)
     try:
         with open(path, "rb") as f:
-            return _index(f, os.fstat(f.fileno()).st_size)
+            return _index(f, os.fstat(f.fileno()).st_size, find)
     except OSError:
         return None
 
 
-def _index(f: BinaryIO, size: int) -> tuple[dict[str, Any], EntryIndex, bool] | None:
+def _index(
+    f: BinaryIO, size: int, find: FindEntries | None
+) -> tuple[dict[str, Any], EntryIndex, bool] | None:
     head = f.read(min(size, _EDGE_BYTES))
     m = FIRST_KEY.match(head)
     if m is None:
@@ -108,7 +112,7 @@ def _index(f: BinaryIO, size: int) -> tuple[dict[str, Any], EntryIndex, bool] | 
             if not is_utf8(block[1]):
                 return None
             md5 = md5 or b'"md5"' in block[1]
-            if not _add_block(index, hashes, *block, 2 * unit):
+            if not _add_block(index, hashes, *block, 2 * unit, find):
                 return None
     f.seek(end)
     text = head[:start] + b"{}" + f.read()
@@ -216,13 +220,15 @@ def _blocks(f: BinaryIO, lo: int, hi: int, boundary: bytes) -> Iterator[tuple[in
         lo += cut + 1
 
 
-def _add_block(index: EntryIndex, hashes: set[int], base: int, text: bytes, indent: int) -> bool:
+def _add_block(
+    index: EntryIndex, hashes: set[int], base: int, text: bytes, indent: int, find: FindEntries | None = None
+) -> bool:
     """Add a block's entries to ``index`` (False: the block is not laid out as ``scan_entries`` wants,
     or a name was seen before)."""
     spans: dict[str, tuple[int, int]] = {}
     small: dict[str, Any] = {}
     heads: list[int] = []
-    if not scan_entries(text, 0, len(text), indent, spans, small, heads):
+    if not scan_entries(text, 0, len(text), indent, spans, small, heads, find):
         return False
     before = len(hashes)
     hashes.update(map(hash, spans))

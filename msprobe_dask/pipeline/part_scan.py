@@ -17,6 +17,7 @@ from msprobe_dask.dump.dumpjson import dump_facts, has_key, load_dump
 from msprobe_dask.dump.entry_index import EntryIndex, empty_index, index_dump, read_entries
 from msprobe_dask.dump.rows import LeafRow, RowKey
 from msprobe_dask.dump.source import DumpSource
+from msprobe_dask.graph.dump_files import find_entries
 from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.match.exact import backward_counts
 from msprobe_dask.pipeline.sides import rows_of, rows_of_text
@@ -68,7 +69,7 @@ def scan_side(source: DumpSource, parts: int) -> tuple[Any, ...]:
     """The side's SideScan and each part's EntryIndex (its entries' offsets: a part's tasks get only
     its own); a file not laid out for spans is parsed whole here (for its errors and header) and again
     by part 0."""
-    scanned = index_dump(source.dump_json)
+    scanned = index_dump(source.dump_json, find_entries)  # the entries found in C where it is built
     if scanned is None:
         dump = load_dump(source)
         return (SideScan(source, dump.task, dump.framework, True, whole=True), *(empty_index(),) * parts)

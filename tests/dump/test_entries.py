@@ -16,6 +16,7 @@ from msprobe_dask.dump import entries as entries_module
 from msprobe_dask.dump import entry_index
 from msprobe_dask.dump.entries import DumpEntries, read_dump_doc
 from msprobe_dask.errors import DumpError
+from msprobe_dask.graph.dump_files import find_entries
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CORPUS = sorted(DATA.glob("**/dump.json"))
@@ -46,15 +47,26 @@ def _check(path: Path, lazy: bool) -> None:
     saved, entry_index.BLOCK_BYTES = entry_index.BLOCK_BYTES, len(text) // 50 + 1
     try:
         indexed = entry_index.index_dump(path)
+        # compare's scan finds the entries in C (graph/csrc/entry_scan.c): the same index, or the same refusal
+        in_c = entry_index.index_dump(path, find_entries)
     finally:
         entry_index.BLOCK_BYTES = saved
     assert (indexed is None) == (spans is None)
+    assert _index_of(in_c) == _index_of(indexed)
     if indexed is not None and spans is not None:
         index = indexed[1]
         assert _same(indexed[0], header) and indexed[2] == (b'"md5"' in text)
         assert list(zip(index.starts, index.ends)) == list(spans[0].values())
         assert list(index.one_line) == [name in spans[1] for name in spans[0]]
         assert entry_index.read_names(path, index) == list(spans[0])
+
+
+def _index_of(indexed: Any) -> Any:
+    if indexed is None:
+        return None
+    header, index, md5 = indexed
+    fields = (index.starts, index.ends, index.one_line, index.heads)
+    return json.dumps(header), md5, [list(f) for f in fields]
 
 
 def _indexed(path: Path, block: int) -> Any:
