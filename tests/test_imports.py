@@ -47,20 +47,26 @@ def test_statistics_csv_compare_imports_nothing_heavy(tmp_path: Path) -> None:
     assert heavy(modules) == []
     # the command shows no HTML repr: jinja2 is looked for (importtime lists it) but not loaded
     assert "dask.widgets" in modules and "jinja2.environment" not in modules
+    assert "dask.system" in modules and "psutil._pslinux" not in modules
     assert len(list(out.glob("compare_result_*.csv"))) == 1
 
 
-def test_dask_widgets_without_jinja2_elsewhere() -> None:
-    """The CLI's hook refuses jinja2 to dask.widgets only: another importer gets it."""
+@pytest.mark.skipif(sys.platform != "linux", reason="psutil is refused to dask.system on Linux only")
+def test_dask_without_jinja2_and_psutil_elsewhere() -> None:
+    """The CLI's hook refuses jinja2 to dask.widgets and psutil to dask.system only (their CPU count is
+    the same): another importer gets them."""
     code = (
-        "import sys\nfrom msprobe_dask.cli import NoDaskTemplates\n"
-        "sys.meta_path.insert(0, NoDaskTemplates())\n"
-        "import dask.widgets; assert dask.widgets.FILTERS == {} and 'jinja2' not in sys.modules\n"
-        "import jinja2; print(jinja2.Environment.__name__)"
+        "import os, sys\nfrom msprobe_dask.cli import LeanDask\n"
+        "sys.meta_path.insert(0, LeanDask())\n"
+        "import dask.widgets, dask.system\n"
+        "assert dask.widgets.FILTERS == {} and 'jinja2' not in sys.modules\n"
+        "assert dask.system.psutil is None and 'psutil' not in sys.modules\n"
+        "assert dask.system.CPU_COUNT == len(os.sched_getaffinity(0))\n"
+        "import jinja2, psutil; print(jinja2.Environment.__name__, psutil.Process.__name__)"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.split() == ["Environment"]
+    assert run.stdout.split() == ["Environment", "Process"]
 
 
 def test_graph_visualize_imports_no_divergence_analysis(tmp_path: Path) -> None:
