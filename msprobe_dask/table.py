@@ -211,6 +211,48 @@ def pair_sides(pairs: Sequence[RowPair]) -> Sides:
     return Sides([p.npu for p in pairs], [p.bench for p in pairs])
 
 
+@dataclass(frozen=True, slots=True)
+class ColumnTable:
+    """A compare table's cells column by column, as ``build_table`` makes its rows of them: for readers
+    of a few columns of every row (the summary, the divergence analysis's nodes), which need no rows."""
+
+    mode: str
+    columns: list[str]
+    cells: dict[str, Sequence[Any]]  # the columns' cells (of those the ``judged`` given to it holds)
+    entries: list[str]  # the dump entry of each row
+    p2p: dict[int, tuple[str, str]]  # row -> a P2POp's (op, peer) texts
+
+
+def column_table(
+    sides: Sides,
+    mode: str,
+    stacks: Mapping[str, list[str]] | None,
+    tensor_cells: Sequence[Sequence[Any]] | None = None,
+    float_stats: Sequence[bool] = (False,) * 8,
+    unreadable: Mapping[int, str] | None = None,
+    judged: Mapping[str, Sequence[Any]] | None = None,
+) -> ColumnTable:
+    """The cells of ``build_table``'s table (its arguments, without the highlights), column by column.
+    A ``judged`` may hold some of the judged columns only (Result and Err_message at least: the table
+    then holds no others), and the NPU_Stack_Info cells (``stack_cells``)."""
+    npus, benches = sides
+    cells = _cell_columns(npus, benches, mode, tensor_cells, float_stats, judged)
+    entries = list(map(attrgetter("entry"), npus))
+    if judged is None:
+        results, messages = judge_columns(cells, _entry_ends(entries), mode)
+    else:
+        results, messages = list(judged["Result"]), list(judged["Err_message"])
+    for i, problem in (unreadable or {}).items():
+        marked: dict[str, Any] = {}
+        mark_unreadable(marked, problem)
+        results[i], messages[i] = marked["Result"], marked["Err_message"]
+    cells["Result"], cells["Err_message"] = results, messages
+    if stacks is not None and STACK_COLUMN not in cells:
+        cells[STACK_COLUMN] = stack_cells(entries, stacks)
+    p2p = {i: (row.p2p_op, row.p2p_peer) for i, row in enumerate(npus) if row.p2p_op != NA}
+    return ColumnTable(mode, columns_for(mode, stacks is not None), cells, entries, p2p)
+
+
 def build_table(
     sides: Sides,
     mode: str,
@@ -226,38 +268,24 @@ def build_table(
     index -> why its tensor files could not be read; such a row is an ``error`` whatever its cells
     say, its Err_message says why. ``judged``: a statistics table's diff, statistics and tail columns
     made already, judged (``writers/stat_lines.py:statistics_cells``, the same cells)."""
-    npus, benches = sides
-    columns = columns_for(mode, stacks is not None)
-    cells = _cell_columns(npus, benches, mode, tensor_cells, float_stats, judged)
-    entries = list(map(attrgetter("entry"), npus))
-    ends = _entry_ends(entries)
-    if judged is None:
-        results, messages = judge_columns(cells, ends, mode)
-    else:
-        results, messages = list(judged["Result"]), list(judged["Err_message"])
-    for i, problem in (unreadable or {}).items():
-        marked: dict[str, Any] = {}
-        mark_unreadable(marked, problem)
-        results[i], messages[i] = marked["Result"], marked["Err_message"]
-    cells["Result"], cells["Err_message"] = results, messages
-    if stacks is not None:
-        cells[STACK_COLUMN] = stack_cells(entries, stacks)
+    made = column_table(sides, mode, stacks, tensor_cells, float_stats, unreadable, judged)
+    cells = made.cells
     marks: list[tuple[str | None, list[str]]] = []
     if highlight:
         # the highlight rules read a row as a dict of its cells: made in C, from the columns
         records = list(map(dict, map(zip, repeat(list(cells)), zip(*cells.values()))))
         start = 0
-        for end in ends:
+        for end in _entry_ends(made.entries):
             marks.extend(highlight_group(records[start:end], mode))
             start = end
     return CompareTable(
         mode=mode,
-        columns=columns,
-        rows=list(map(list, zip(*map(cells.__getitem__, columns)))),
+        columns=made.columns,
+        rows=list(map(list, zip(*map(cells.__getitem__, made.columns)))),
         highlights=[color for color, _ in marks],
         highlight_reasons=[reasons for _, reasons in marks],
-        entries=entries,
-        p2p={i: (row.p2p_op, row.p2p_peer) for i, row in enumerate(npus) if row.p2p_op != NA},
+        entries=made.entries,
+        p2p=made.p2p,
     )
 
 

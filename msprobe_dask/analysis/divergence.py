@@ -360,24 +360,29 @@ def step_and_rank(label: str) -> tuple[str, int]:
 
 
 def table_columns(table: Any) -> RowColumns:
-    """A ``CompareTable``'s rows (or a table read back: columns, rows, entries) as the columns ``flow``
-    reads, with each row's dump entry and, where the table knows them (not read back from a csv), its
-    P2POp's op and peer."""
-    rows = table.rows
-    count = len(rows)
-    columns: dict[str, list[Any]] = {
-        column: list(map(itemgetter(i), rows))
-        for i, column in enumerate(table.columns)
-        if column in READ_COLUMNS
-    }
+    """A ``CompareTable``'s rows (or a ``table.ColumnTable``'s cells, or a table read back: columns, rows,
+    entries) as the columns ``flow`` reads, with each row's dump entry and, where the table knows them
+    (not read back from a csv), its P2POp's op and peer."""
+    cells = getattr(table, "cells", None)
+    columns: dict[str, Sequence[Any]]
+    if cells is None:
+        rows = table.rows
+        count = len(rows)
+        columns = {
+            column: list(map(itemgetter(i), rows))
+            for i, column in enumerate(table.columns)
+            if column in READ_COLUMNS
+        }
+    else:
+        count = len(table.entries)
+        columns = {column: cells[column] for column in table.columns if column in READ_COLUMNS}
     columns["api_origin_name"] = [*table.entries[:count], *[None] * (count - len(table.entries))]
     p2p = getattr(table, "p2p", {})
-    if p2p:
-        for column in _P2P:
-            columns[column] = [None] * count
+    for k, column in enumerate(_P2P if p2p else ()):
+        made: list[Any] = [None] * count
         for row, pair in p2p.items():
-            for column, cell in zip(_P2P, pair):
-                columns[column][row] = cell
+            made[row] = pair[k]
+        columns[column] = made
     return RowColumns.of_columns(count, columns)
 
 

@@ -9,13 +9,14 @@ sheets are stored in a zip (``writers/xlsx_package.py``'s streaming writer, the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from msprobe_dask.table import CompareTable, Sides
+from msprobe_dask.columns import STACK_COLUMN
+from msprobe_dask.table import ColumnTable, CompareTable, Sides, column_table, stack_cells
 from msprobe_dask.writers.atomic import publish, set_result_mode
 from msprobe_dask.writers.csv_writer import csv_lines, header_line
-from msprobe_dask.writers.stat_lines import statistics_lines
+from msprobe_dask.writers.stat_lines import statistics_lines, statistics_part
 from msprobe_dask.writers.xlsx_package import SHEET_TAIL, package_spool
 from msprobe_dask.writers.xlsx_writer import header_xml, part_xml, sheet_names
 
@@ -47,6 +48,28 @@ class CsvForm:
         lines = statistics_lines(sides, stacks, float_stats)
         return None if lines is None else ((0, lines),)
 
+    def render_cells(
+        self,
+        sides: Sides,
+        mode: str,
+        stacks: Mapping[str, list[str]] | None,
+        float_stats: Sequence[bool],
+        read: Collection[str],
+    ) -> tuple[Sections, ColumnTable] | None:
+        """``render_sides``, and the table's cells (``table.column_table``) of the columns its readers
+        ``read`` at least, where the form makes both without the table (a statistics table: its bytes
+        and judged cells by one pass of ``writers/stat_lines.py``'s kernel); None where it does not."""
+        if mode != "statistics":
+            return None
+        stack_column = None if stacks is None else stack_cells([row.entry for row in sides.npus], stacks)
+        made = statistics_part(sides, stack_column, float_stats, read)
+        if made is None:
+            return None
+        lines, judged = made
+        if stack_column is not None:
+            judged[STACK_COLUMN] = stack_column
+        return ((0, lines),), column_table(sides, mode, stacks, None, float_stats, judged=judged)
+
     def package(self, spool: Path, path: Path, starts: Sequence[int], rows: int) -> None:
         """Make the complete ``spool`` (its sections beginning at ``starts``, ``rows`` rows) the
         result ``path``; ``spool`` is left for the caller to remove."""
@@ -69,6 +92,16 @@ class XlsxForm(CsvForm):
     def render_sides(
         self, sides: Sides, mode: str, stacks: Mapping[str, list[str]] | None, float_stats: Sequence[bool]
     ) -> Sections | None:
+        return None
+
+    def render_cells(
+        self,
+        sides: Sides,
+        mode: str,
+        stacks: Mapping[str, list[str]] | None,
+        float_stats: Sequence[bool],
+        read: Collection[str],
+    ) -> tuple[Sections, ColumnTable] | None:
         return None
 
     def package(self, spool: Path, path: Path, starts: Sequence[int], rows: int) -> None:

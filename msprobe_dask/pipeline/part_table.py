@@ -7,6 +7,7 @@ from __future__ import annotations
 import marshal
 import threading
 from dataclasses import dataclass
+from functools import cache
 from itertools import chain
 from typing import TYPE_CHECKING
 
@@ -19,8 +20,8 @@ from msprobe_dask.pipeline.part_match import PlanHead
 from msprobe_dask.pipeline.part_scan import RowPart, SideScan
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
-from msprobe_dask.summary.table import summarise_table
-from msprobe_dask.table import Sides, build_table
+from msprobe_dask.summary.table import SUMMARY_COLUMNS, summarise_columns, summarise_table
+from msprobe_dask.table import ColumnTable, CompareTable, Sides, build_table
 from msprobe_dask.writers.stat_lines import statistics_cells
 
 if TYPE_CHECKING:  # the first-divergence analysis: imported where a summary is asked for (not with -q)
@@ -31,6 +32,14 @@ _AST_LOCK = threading.Lock()
 """Held while a table part's summary reads its stack cells with ast.literal_eval: CPython 3.11.7's
 ast is not thread-safe (gh-106905: "AST constructor recursion depth mismatch" when table parts run
 in threads side by side)."""
+
+
+@cache
+def read_columns() -> frozenset[str]:
+    """The columns the summary and the divergence analysis's nodes read."""
+    from msprobe_dask.analysis.flow import READ_COLUMNS  # (imported where a summary is asked for)
+
+    return frozenset((*READ_COLUMNS, *SUMMARY_COLUMNS))
 
 
 def split_stacks(scan: SideScan, *parts: EntryIndex) -> tuple[bytes | None, ...]:
@@ -93,6 +102,11 @@ def table_part(
         sections = form.render_sides(sides, head.mode, stack_map, head.float_stats)
         if sections is not None:
             return TablePart(sections, len(npus), None, None)
+    else:  # the bytes, the summary and the nodes made from the cells, without the table's rows
+        made = form.render_cells(sides, head.mode, stack_map, head.float_stats, read_columns())
+        if made is not None:
+            sections, columns = made
+            return TablePart(sections, len(npus), *_summary_and_nodes(label, columns, tolerance))
     judged = statistics_cells(sides, head.float_stats) if head.mode == "statistics" else None
     table = build_table(
         sides, head.mode, stack_map, None, head.float_stats, highlight=form.highlight, judged=judged
@@ -100,9 +114,20 @@ def table_part(
     sections = form.render(table, first)
     if tolerance is None:
         return TablePart(sections, len(table.rows), None, None)
+    return TablePart(sections, len(table.rows), *_summary_and_nodes(label, table, tolerance))
+
+
+def _summary_and_nodes(
+    label: str, table: CompareTable | ColumnTable, tolerance: Tolerance
+) -> tuple[tuple[GroupSummary, KindCounter], NodePart]:
+    """A table part's summary (with its kinds' counter) and the divergence analysis's nodes."""
     from msprobe_dask.summary.divergence import node_part
 
     kinds = KindCounter()
     with _AST_LOCK:
-        summary = summarise_table(label, table.columns, table.rows, table.entries, kinds)
-    return TablePart(sections, len(table.rows), (summary, kinds), node_part(label, table, tolerance))
+        if isinstance(table, ColumnTable):
+            count = len(table.entries)
+            summary = summarise_columns(label, table.columns, table.cells, count, table.entries, kinds)
+        else:
+            summary = summarise_table(label, table.columns, table.rows, table.entries, kinds)
+    return (summary, kinds), node_part(label, table, tolerance)

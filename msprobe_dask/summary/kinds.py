@@ -69,13 +69,14 @@ class KindCounter:
         self._counts: Counter[str] = Counter()
         self._shown: dict[str, str] = {}
 
-    def add(self, row_messages: Iterable[str]) -> None:
+    def add(self, row_messages: Iterable[str], rows: int = 1) -> None:
+        """Count ``rows`` rows holding ``row_messages``."""
         keys: dict[str, str] = {}
         for message in row_messages:
             keys.setdefault(kind_key(message), message)
         for key, message in keys.items():
             self._shown.setdefault(key, message)
-            self._counts[key] += 1
+            self._counts[key] += rows
 
     def merge(self, later: KindCounter) -> None:
         """Add the counts of ``later``, a counter of the rows that follow this one's."""

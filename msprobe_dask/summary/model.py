@@ -54,17 +54,17 @@ class GroupSummary:
     def counts(self) -> dict[str, int]:
         return {PASS: self.passed, WARNING: self.warnings, ERROR: self.errors, OTHER: self.others}
 
-    def count(self, result: str) -> None:
-        """Add one row (node) whose result is ``result`` (pass / warning / error / anything else)."""
-        self.total += 1
+    def count(self, result: str, rows: int = 1) -> None:
+        """Add ``rows`` rows (nodes) whose result is ``result`` (pass / warning / error / anything else)."""
+        self.total += rows
         if result == PASS:
-            self.passed += 1
+            self.passed += rows
         elif result == WARNING:
-            self.warnings += 1
+            self.warnings += rows
         elif result == ERROR:
-            self.errors += 1
+            self.errors += rows
         else:
-            self.others += 1
+            self.others += rows
 
 
 @dataclass(slots=True)

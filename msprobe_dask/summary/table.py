@@ -12,7 +12,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,15 +48,13 @@ RANK_METRICS = (RankMetric("NormRelativeErr", True, 0.0), RankMetric("Cosine", F
 METRIC_OF_COLUMN = {m.column: m for m in RANK_METRICS}
 
 
-def row_result(columns: Sequence[str]) -> Callable[[Sequence[Any]], str]:
-    """How a row of a table with these columns gives its result."""
+def _results(columns: Sequence[str], cells: Mapping[str, Sequence[Any]], count: int) -> list[str]:
+    """``row_result`` of every row of a table given column by column."""
     if "Result" in columns:
-        at = columns.index("Result")
-        return lambda row: str(row[at])
+        return list(map(str, cells["Result"]))
     if KERNEL_VERDICT in columns:
-        at = columns.index(KERNEL_VERDICT)
-        return lambda row: _KERNEL_RESULTS.get(str(row[at]), OTHER)
-    return lambda row: OTHER
+        return [_KERNEL_RESULTS.get(str(cell), OTHER) for cell in cells[KERNEL_VERDICT]]
+    return [OTHER] * count
 
 
 def diverges(result: str, row_messages: Sequence[str]) -> bool:
@@ -69,6 +68,10 @@ def _rank_metric(columns: Sequence[str]) -> RankMetric | None:
     return next((m for m in RANK_METRICS if m.column in columns), None)
 
 
+SUMMARY_COLUMNS = {"NPU Name", "Err_message", "NPU_Stack_Info", "Result", KERNEL_VERDICT, *METRIC_OF_COLUMN}
+"""The columns the summary reads."""
+
+
 def summarise_table(
     label: str,
     columns: Sequence[str],
@@ -78,39 +81,63 @@ def summarise_table(
 ) -> GroupSummary:
     """``entries``: the dump entry of each row (rows of one entry share a stack and a worst-row slot);
     ``kinds``: the counter the rows' message kinds are added to (for ``merge_summaries``)."""
+    cells = {c: [row[i] for row in rows] for i, c in enumerate(columns) if c in SUMMARY_COLUMNS}
+    return summarise_columns(label, columns, cells, len(rows), entries, kinds)
+
+
+def summarise_columns(
+    label: str,
+    columns: Sequence[str],
+    cells: Mapping[str, Sequence[Any]],
+    count: int,
+    entries: Sequence[str] = (),
+    kinds: KindCounter | None = None,
+) -> GroupSummary:
+    """``summarise_table`` of the ``count`` rows of a table given column by column (``cells``: at least
+    the cells of its columns that the summary reads)."""
     group = GroupSummary(label=label, unit="rows")
     kinds = kinds if kinds is not None else KindCounter()
-    name_at = columns.index("NPU Name")
-    message_at = columns.index("Err_message") if "Err_message" in columns else None
-    stack_at = columns.index("NPU_Stack_Info") if "NPU_Stack_Info" in columns else None
+    names = cells["NPU Name"]
+    stacks = cells["NPU_Stack_Info"] if "NPU_Stack_Info" in columns else None
     metric = _rank_metric(columns)
-    metric_at = columns.index(metric.column) if metric else None
-    stack_cells: dict[str, Any] = {}  # each entry's first row's stack cell, read only for a ref shown
+    row_entries = [*entries[:count], *map(str, range(len(entries), count))]
+    results = _results(columns, cells, count)
+    for result, n in Counter(results).items():
+        group.count(result, n)
+    if "Err_message" in columns:
+        texts = cells["Err_message"]
+        for text, n in Counter(texts).items():  # (in the rows' order of first sight: as row by row)
+            kinds.add(messages(text), n)
+        row_messages: Callable[[int], list[str]] = lambda i: messages(texts[i])  # noqa: E731
+    else:
+        row_messages = lambda i: []  # noqa: E731
+    # (a row judged pass or not judged never diverges: its messages are not read)
+    first = next(
+        (i for i, r in enumerate(results) if r not in (PASS, OTHER) and diverges(r, row_messages(i))), None
+    )
+    values = list(map(as_float, cells[metric.column])) if metric else [float("nan")] * count
     worst: dict[str, tuple[str, float, str]] = {}  # entry -> its worst row's (name, value, result)
+    if metric is None:
+        for i, result in enumerate(results):
+            if len(worst) >= WORST_SHOWN:
+                break
+            if result not in (PASS, OTHER) and row_entries[i] not in worst:
+                worst[row_entries[i]] = (str(names[i]), values[i], result)
+    else:
+        badness, ranks = metric.badness, metric.ranks
+        for i, value in enumerate(values):
+            if ranks(value):
+                entry = row_entries[i]
+                if entry not in worst or badness(value) > badness(worst[entry][1]):
+                    worst[entry] = (str(names[i]), value, results[i])
+    first_rows = dict(zip(reversed(row_entries), range(count - 1, -1, -1)))  # entry -> its first row
 
     def ref(entry: str, name: str, value: float, result: str) -> NodeRef:
-        stack = user_frame(stack_frames(stack_cells[entry])) if entry in stack_cells else ""
+        stack = user_frame(stack_frames(stacks[first_rows[entry]])) if stacks is not None else ""
         return NodeRef(name, metric.column if metric else "", value, stack, result, label)
 
-    result_of = row_result(columns)
-    for i, row in enumerate(rows):
-        entry = entries[i] if i < len(entries) else str(i)
-        if stack_at is not None and entry not in stack_cells:
-            stack_cells[entry] = row[stack_at]
-        result = result_of(row)
-        group.count(result)
-        row_messages = messages(row[message_at]) if message_at is not None else []
-        kinds.add(row_messages)
-        value = as_float(row[metric_at]) if metric_at is not None else float("nan")
-        if group.first_divergence is None and diverges(result, row_messages):
-            group.first_divergence = ref(entry, str(row[name_at]), value, result)
-        if metric is None:
-            if result not in (PASS, OTHER) and entry not in worst and len(worst) < WORST_SHOWN:
-                worst[entry] = (str(row[name_at]), value, result)
-        elif metric.ranks(value) and (
-            entry not in worst or metric.badness(value) > metric.badness(worst[entry][1])
-        ):
-            worst[entry] = (str(row[name_at]), value, result)
+    if first is not None:
+        group.first_divergence = ref(row_entries[first], str(names[first]), values[first], results[first])
     group.kinds = kinds.most_common(KINDS_SHOWN)
     shown = list(worst.items())
     if metric is not None:

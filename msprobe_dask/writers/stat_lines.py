@@ -8,7 +8,7 @@ Scalar and DType checkers' comparisons of values that differ, and the text of an
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from msprobe_dask.columns import BASE_COLUMNS, DIFF_COLUMNS, STACK_COLUMN, STAT_COLUMNS, TAIL_COLUMNS
@@ -91,11 +91,30 @@ def statistics_lines(
     kernel = csv_writer.native
     if kernel is None:
         return None
-    npus, benches = list(sides.npus), list(sides.benches)
+    npus = list(sides.npus)
     cells = None if stacks is None else stack_cells([row.entry for row in npus], stacks)
-    rules = RULES[stacks is not None]
-    lines: bytes | None = kernel.stat_lines(npus, benches, tuple(float_stats), cells, rules)
+    lines: bytes | None = kernel.stat_lines(
+        npus, list(sides.benches), tuple(float_stats), cells, RULES[stacks is not None]
+    )
     return lines
+
+
+def statistics_part(
+    sides: Sides, stack_column: list[str] | None, float_stats: Sequence[bool], columns: Collection[str]
+) -> tuple[bytes, dict[str, list[Any]]] | None:
+    """``statistics_lines`` (its stacks given as the NPU_Stack_Info cells, ``table.stack_cells``) and
+    the cells of ``statistics_cells`` of those of ``columns`` it makes, by one pass of the kernel; None
+    where it is not built or does not take these rows."""
+    kernel = csv_writer.native
+    if kernel is None:
+        return None
+    wanted = [c for c in JUDGED if c in columns]
+    slots = tuple(SLOTS.index(c) for c in wanted)
+    rules = RULES[stack_column is not None]
+    made = kernel.stat_lines(
+        list(sides.npus), list(sides.benches), tuple(float_stats), stack_column, rules, slots
+    )
+    return None if made is None else (made[0], dict(zip(wanted, made[1], strict=True)))
 
 
 def statistics_cells(sides: Sides, float_stats: Sequence[bool]) -> dict[str, list[Any]] | None:

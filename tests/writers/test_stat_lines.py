@@ -15,11 +15,13 @@ from conftest import DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.cli import main
 from msprobe_dask.dump.rows import NA, LeafRow
 from msprobe_dask.judge import rules
-from msprobe_dask.pipeline import part_forms
-from msprobe_dask.table import Sides, build_table, float_stat_columns
+from msprobe_dask.pipeline import part_forms, part_table
+from msprobe_dask.summary.divergence import rank_of_parts
+from msprobe_dask.table import ColumnTable, Sides, build_table, float_stat_columns
 from msprobe_dask.writers import csv_writer, stat_lines
 
 pytestmark = pytest.mark.skipif(csv_writer.native is None, reason="the C kernel is not built")
@@ -43,6 +45,38 @@ def assert_same_table(sides: Sides, float_stats: Sequence[bool]) -> None:
     assert (ours.highlights, ours.highlight_reasons) == (theirs.highlights, theirs.highlight_reasons)
 
 
+def assert_same_part(
+    sides: Sides, stacks: Mapping[str, list[str]] | None, float_stats: Sequence[bool]
+) -> tuple[part_forms.Sections, ColumnTable] | None:
+    """A table part made by the kernel's one pass for the default run (``CsvForm.render_cells``: its
+    bytes and the cells the summary and the divergence analysis read) is the Python path's table's:
+    the same bytes, the same cells of the same classes, the same summary and nodes."""
+    made = ORIGINAL_RENDER_CELLS(
+        part_forms.CSV, sides, "statistics", stacks, float_stats, part_table.read_columns()
+    )
+    assert made is not None
+    sections, ours = made
+    table = build_table(
+        sides, "statistics", None if stacks is None else dict(stacks), None, float_stats, highlight=False
+    )
+    assert sections == ((0, csv_writer.csv_text(table.rows).encode("utf-8")),)
+    assert ours.columns == table.columns and ours.entries == table.entries and ours.p2p == table.p2p
+    for column in part_table.read_columns() & set(table.columns):
+        assert repr(ours.cells[column]) == repr(table.column(column)), column
+    tol = Tolerance()
+    (summary, kinds), nodes = part_table._summary_and_nodes("rank0", ours, tol)
+    (their_summary, their_kinds), their_nodes = part_table._summary_and_nodes("rank0", table, tol)
+    assert repr(summary) == repr(their_summary)
+    assert repr(kinds.most_common()) == repr(their_kinds.most_common())
+    ours_nodes, theirs_nodes = rank_of_parts([nodes]), rank_of_parts([their_nodes])
+    assert repr(list(ours_nodes.read())) == repr(list(theirs_nodes.read()))
+    assert repr(ours_nodes.comms) == repr(theirs_nodes.comms)
+    return made
+
+
+ORIGINAL_RENDER_CELLS = part_forms.CsvForm.render_cells
+
+
 CASES = sorted(p.parent.parent.name for p in DATA.glob("*/target/**/dump.json"))
 
 
@@ -64,16 +98,31 @@ def test_every_table_part_of_the_test_dumps(
         seen.append(len(sides.npus))
         return lines
 
+    def checked_part(
+        form: part_forms.CsvForm,
+        sides: Sides,
+        mode: str,
+        stacks: Mapping[str, list[str]] | None,
+        float_stats: Sequence[bool],
+        read: Any,
+    ) -> tuple[part_forms.Sections, ColumnTable] | None:
+        assert read == part_table.read_columns()
+        if mode != "statistics":
+            return None
+        seen.append(len(sides.npus))
+        return assert_same_part(sides, stacks, float_stats)
+
     monkeypatch.setattr(part_forms, "statistics_lines", checked)
+    monkeypatch.setattr(part_forms.CsvForm, "render_cells", checked_part)
     target, golden = DATA / case / "target", DATA / case / "golden"
     runs: list[list[str]] = [[]]
     if (DATA / case / "data_mapping.yaml").is_file():
         runs += [["-dm", str(DATA / case / "data_mapping.yaml")], ["-fm"]]
     for i, extra in enumerate(runs):
-        code = main(
-            ["compare", "-q", "-tp", str(target), "-gp", str(golden), "-o", str(tmp_path / str(i)), *extra]
-        )
-        assert code in (0, 2)
+        for quiet in (["-q"], []):  # (-q: the lines only; else with the summary's cells)
+            out = str(tmp_path / f"{i}{''.join(quiet)}")
+            code = main(["compare", *quiet, "-tp", str(target), "-gp", str(golden), "-o", out, *extra])
+            assert code in (0, 2)
     if any(b",Max diff," in p.read_bytes().split(b"\n", 1)[0] for p in tmp_path.rglob("*.csv")):
         assert sum(seen) > 0  # (a statistics table was written: by the kernel)
 
@@ -153,9 +202,12 @@ def test_drawn_rows(part: tuple[Sides, dict[str, list[str]] | None]) -> None:
             stat_lines.statistics_lines(sides, stacks, float_stats)
         with pytest.raises(type(expected)):
             stat_lines.statistics_cells(sides, float_stats)
+        with pytest.raises(type(expected)):
+            assert_same_part(sides, stacks, float_stats)
     else:
         assert stat_lines.statistics_lines(sides, stacks, float_stats) == expected
         assert_same_table(sides, float_stats)
+        assert_same_part(sides, stacks, float_stats)
 
 
 def test_the_kernel_takes_its_numbers_and_messages_from_python(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -60,7 +60,7 @@ static PyObject *csv_lines(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"csv_lines", csv_lines, METH_VARARGS, "csv_lines(rows, (start, inside, quote, dumps), field): csv_writer.csv_lines."},
-    {"stat_lines", stat_lines, METH_VARARGS, "stat_lines(npus, benches, float_stats, stacks, rules): stat_lines.statistics_lines."},
+    {"stat_lines", stat_lines, METH_VARARGS, "stat_lines(npus, benches, float_stats, stacks, rules[, slots]): stat_lines.statistics_lines, statistics_part."},
     {"stat_columns", stat_columns, METH_VARARGS, "stat_columns(npus, benches, float_stats, rules): stat_lines.statistics_cells."},
     {NULL, NULL, 0, NULL},
 };

@@ -431,39 +431,6 @@ static void free_rows(Row *rows, Py_ssize_t made, Rules_ *R) {
     deferred_free(&R->csv.floats);
 }
 
-/* stat_lines(npus, benches, float_stats, stacks, rules): the csv lines (bytes) of the statistics table
- * of these rows (judged_rows; stacks: the NPU_Stack_Info cells, or None), or None for the Python path */
-PyObject *stat_lines(PyObject *self, PyObject *args) {
-    PyObject *npus, *benches, *float_stats, *stacks, *rules;
-    Rules_ R = {0};
-    if (!PyArg_ParseTuple(args, "O!O!O!OO!:stat_lines", &PyList_Type, &npus, &PyList_Type, &benches, &PyTuple_Type,
-                          &float_stats, &stacks, &PyTuple_Type, &rules) ||
-        take_rules(rules, &R) < 0)
-        return NULL;
-    if (!R.plain_rel)
-        Py_RETURN_NONE;
-    Py_ssize_t n = PyList_GET_SIZE(npus);
-    if (stacks != Py_None && !(PyList_Check(stacks) && PyList_GET_SIZE(stacks) == n)) {
-        PyErr_SetString(PyExc_ValueError, "stat_lines: stacks of the wrong size");
-        return NULL;
-    }
-    Row *rows;
-    Py_ssize_t made;
-    PyObject *result = NULL;
-    Buffer out = {0};
-    int rc = judged_rows(npus, benches, float_stats, &R, &rows, &made);
-    if (rc == 0)
-        result = Py_NewRef(Py_None);
-    for (Py_ssize_t i = 0; rc > 0 && i < n; i++)
-        if (put_row(&out, &rows[i], stacks == Py_None ? NULL : PyList_GET_ITEM(stacks, i), &R) < 0)
-            rc = -1;
-    if (rc > 0)
-        result = deferred_text(&R.csv.floats, R.csv.dumps, out.data, out.len, 1);
-    PyMem_Free(out.data);
-    free_rows(rows, made, &R);
-    return result;
-}
-
 /* a relative error made here as its cell: repr(r) and the percent text */
 static PyObject *rel_cell(double r, Rules_ *R) {
     char *t = PyOS_double_to_string(r, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
@@ -495,7 +462,28 @@ static PyObject *cell_of(Row *w, int slot, Rules_ *R) {
     return v == NULL ? NULL : Py_NewRef(PyTuple_GET_ITEM(v, slot - RESULT));
 }
 
-/* stat_cells(npus, benches, float_stats, rules): the columns of slots DIFFS ... ERR (lists) of the
+/* the columns of slots[0 .. count) (each one of DIFFS ... ERR; a tuple of lists) of the n judged rows
+ * (judged_rows) */
+static PyObject *judged_columns(Row *rows, Py_ssize_t n, const int *slots, int count, Rules_ *R) {
+    PyObject *result = PyTuple_New(count);
+    for (int k = 0; result != NULL && k < count; k++) {
+        PyObject *column = PyList_New(n);
+        if (column != NULL)
+            PyTuple_SET_ITEM(result, k, column);
+        for (Py_ssize_t i = 0; column != NULL && i < n; i++) {
+            PyObject *cell = cell_of(&rows[i], slots[k], R);
+            if (cell == NULL)
+                column = NULL;
+            else
+                PyList_SET_ITEM(column, i, cell);
+        }
+        if (column == NULL)
+            Py_CLEAR(result);
+    }
+    return result;
+}
+
+/* stat_columns(npus, benches, float_stats, rules): the columns of slots DIFFS ... ERR (lists) of the
  * statistics table of these rows (judged_rows), or None for the Python path */
 PyObject *stat_columns(PyObject *self, PyObject *args) {
     PyObject *npus, *benches, *float_stats, *rules;
@@ -510,22 +498,68 @@ PyObject *stat_columns(PyObject *self, PyObject *args) {
     int rc = judged_rows(npus, benches, float_stats, &R, &rows, &made);
     if (rc == 0)
         result = Py_NewRef(Py_None);
-    if (rc > 0 && (result = PyTuple_New(STACK - DIFFS)) != NULL) {
-        for (int slot = DIFFS; result != NULL && slot < STACK; slot++) {
-            PyObject *column = PyList_New(n);
-            if (column != NULL)
-                PyTuple_SET_ITEM(result, slot - DIFFS, column);
-            for (Py_ssize_t i = 0; column != NULL && i < n; i++) {
-                PyObject *cell = cell_of(&rows[i], slot, &R);
-                if (cell == NULL)
-                    column = NULL;
-                else
-                    PyList_SET_ITEM(column, i, cell);
+    else if (rc > 0) {
+        int slots[STACK - DIFFS];
+        for (int slot = DIFFS; slot < STACK; slot++)
+            slots[slot - DIFFS] = slot;
+        result = judged_columns(rows, n, slots, STACK - DIFFS, &R);
+    }
+    free_rows(rows, made, &R);
+    return result;
+}
+
+/* stat_lines(npus, benches, float_stats, stacks, rules[, slots]): the csv lines (bytes) of the
+ * statistics table of these rows (judged_rows; stacks: the NPU_Stack_Info cells, or None), given slots
+ * (a tuple of slots of DIFFS ... ERR) (lines, those columns of the same pass, as stat_columns makes
+ * them); or None for the Python path */
+PyObject *stat_lines(PyObject *self, PyObject *args) {
+    PyObject *npus, *benches, *float_stats, *stacks, *rules, *wanted = NULL;
+    int slots[STACK - DIFFS], count = 0;
+    Rules_ R = {0};
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!|O!:stat_lines", &PyList_Type, &npus, &PyList_Type, &benches, &PyTuple_Type,
+                          &float_stats, &stacks, &PyTuple_Type, &rules, &PyTuple_Type, &wanted) ||
+        take_rules(rules, &R) < 0)
+        return NULL;
+    if (wanted != NULL) {
+        if (PyTuple_GET_SIZE(wanted) > STACK - DIFFS) {
+            PyErr_SetString(PyExc_ValueError, "stat_lines: more columns than slots");
+            return NULL;
+        }
+        for (count = 0; count < PyTuple_GET_SIZE(wanted); count++) {
+            long slot = PyLong_AsLong(PyTuple_GET_ITEM(wanted, count));
+            if (slot < DIFFS || slot >= STACK) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "stat_lines: a column of no judged slot");
+                return NULL;
             }
-            if (column == NULL)
-                Py_CLEAR(result);
+            slots[count] = (int)slot;
         }
     }
+    if (!R.plain_rel)
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(npus);
+    if (stacks != Py_None && !(PyList_Check(stacks) && PyList_GET_SIZE(stacks) == n)) {
+        PyErr_SetString(PyExc_ValueError, "stat_lines: stacks of the wrong size");
+        return NULL;
+    }
+    Row *rows;
+    Py_ssize_t made;
+    PyObject *result = NULL;
+    Buffer out = {0};
+    int rc = judged_rows(npus, benches, float_stats, &R, &rows, &made);
+    if (rc == 0)
+        result = Py_NewRef(Py_None);
+    for (Py_ssize_t i = 0; rc > 0 && i < n; i++)
+        if (put_row(&out, &rows[i], stacks == Py_None ? NULL : PyList_GET_ITEM(stacks, i), &R) < 0)
+            rc = -1;
+    if (rc > 0)
+        result = deferred_text(&R.csv.floats, R.csv.dumps, out.data, out.len, 1);
+    if (rc > 0 && result != NULL && wanted != NULL) {
+        PyObject *columns = judged_columns(rows, n, slots, count, &R);
+        Py_SETREF(result, columns == NULL ? NULL : PyTuple_Pack(2, result, columns));
+        Py_XDECREF(columns);
+    }
+    PyMem_Free(out.data);
     free_rows(rows, made, &R);
     return result;
 }
