@@ -342,12 +342,19 @@ def entry_count(rows: RowColumns) -> int:
 def column_nodes(rows: RowColumns, rank: int, atol: float, communication_only: bool = False) -> list[Node]:
     """``rank_nodes`` of rows given column by column (``communication_only``: only its communication
     nodes, each with its index among all)."""
+    return list(iter_column_nodes(rows, rank, atol, communication_only))
+
+
+def iter_column_nodes(
+    rows: RowColumns, rank: int, atol: float, communication_only: bool = False
+) -> Iterator[Node]:
+    """``column_nodes``, each node made when it is asked for (a walk that stops at a rank's first
+    origin makes no node after it)."""
     entries = row_entries(rows)
     cells = rows.cells
     names, given_states, ops = cells["NPU Name"], cells["state"], cells["NPU P2POp op"]
     md5s = cells["NPU MD5"]
     peers, stacks = cells["NPU P2POp peer"], cells[STACK_COLUMN]
-    nodes: list[Node] = []
     for index, (start, end) in enumerate(_spans(entries)):
         entry = entries[start]
         communication = is_communication(entry)
@@ -369,5 +376,4 @@ def column_nodes(rows: RowColumns, rank: int, atol: float, communication_only: b
             tensor = TensorError(name, state, error, _signature(highs[i], lows[i], md5s[i]), sent_to)
             (inputs if state in INPUT_ROLES else outputs).append(tensor)
         stack = next((stacks[i] for i in range(start, end) if stacks[i]), None)
-        nodes.append(Node(rank, index, entry, tuple(inputs), tuple(outputs), stack, comm))
-    return nodes
+        yield Node(rank, index, entry, tuple(inputs), tuple(outputs), stack, comm)

@@ -28,7 +28,7 @@ from msprobe_dask.analysis.divergence import (
     step_and_rank,
     table_columns,
 )
-from msprobe_dask.analysis.flow import Node, RowColumns, column_nodes, entry_count
+from msprobe_dask.analysis.flow import Node, RowColumns, column_nodes, entry_count, iter_column_nodes
 from msprobe_dask.columns import STAT_COLUMNS
 from msprobe_dask.summary.model import NodeRef, RunSummary
 
@@ -80,11 +80,12 @@ class NodePart:
     def comms(self) -> list[Node]:
         return pickle.loads(zlib.decompress(self.packed_comms))  # type: ignore[no-any-return]
 
-    def nodes(self) -> list[Node | LightNode]:
+    def nodes(self) -> Iterator[Node | LightNode]:
+        """The part's nodes, each made when the walk reaches it."""
         texts, md5_only = pickle.loads(zlib.decompress(self.packed_texts))
         rows = RowColumns({**texts, **pickle.loads(self.packed_numbers)}, md5_only)
         tol = self.tolerance
-        return [light_node(node, tol) or node for node in column_nodes(rows, self.rank, tol.atol)]
+        return (light_node(node, tol) or node for node in iter_column_nodes(rows, self.rank, tol.atol))
 
 
 def node_part(label: str, table: Any, tol: Tolerance) -> NodePart:
@@ -116,7 +117,7 @@ class PartNodes(Protocol):
 
     def comms(self) -> list[Node]: ...
 
-    def nodes(self) -> list[Node | LightNode]: ...
+    def nodes(self) -> Iterable[Node | LightNode]: ...
 
 
 def rank_of_parts(parts: Sequence[PartNodes]) -> RankNodes:
