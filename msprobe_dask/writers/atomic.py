@@ -89,6 +89,9 @@ def _withdraw(final: Path, made: bool) -> None:
     """Remove the temporaries of ``final``'s name (``.{name}.*``) that remain, and ``final`` if ``made``
     by this run."""
     for path in list(final.parent.glob(f".{glob.escape(final.name)}.*")) + ([final] if made else []):
+        if path.is_dir() and not path.is_symlink():  # a folder of temporaries (a compare's spool folder)
+            shutil.rmtree(path, ignore_errors=True)
+            continue
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
 

@@ -132,6 +132,19 @@ def test_a_failed_run_withdraws_the_results_it_made_not_others(tmp_path: Path) -
     assert before.read_text() == "theirs\n"
 
 
+def test_a_failed_rank_withdraws_its_spool_folder(tmp_path: Path) -> None:
+    """A rank whose run failed while a worker's table part had (re)made its spool folder: the folder
+    goes with the rank's other temporaries (it was unlinked as a file: IsADirectoryError)."""
+    final = tmp_path / "compare_result_rank0.csv"
+    spools = tmp_path / ".compare_result_rank0.csv.parts"
+    with pytest.raises(OSError), atomic.withdrawn_if_failed(final):
+        spools.mkdir()
+        (spools / "3").write_bytes(b"a,b\n")
+        (tmp_path / ".compare_result_rank0.csv.part").write_bytes(b"h\n")
+        raise OSError("No space left on device")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_stop_that_comes_as_the_result_is_named_takes_the_name_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
