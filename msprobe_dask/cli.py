@@ -184,16 +184,17 @@ class LeanDask:
     where they are not installed. ``import dask`` costs 0.12e9 instructions less (~30 ms, of 0.67e9).
     Any other importer (distributed's dashboard, this package's processes.py) gets them as usual."""
 
-    REFUSED = {
+    REFUSED = {  # module -> the importer it is refused to
         # the templates of dask's HTML reprs in a notebook, which a command never shows (jinja2 is
         # dask's "diagnostics" extra): 0.08e9
-        ("jinja2", "dask.widgets.widgets"): True,
+        "jinja2": "dask.widgets.widgets",
         # the CPU affinity, which on Linux dask reads from os.sched_getaffinity too (the same set): 0.04e9
-        ("psutil", "dask.system"): sys.platform == "linux",
+        **({"psutil": "dask.system"} if sys.platform == "linux" else {}),
     }
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> None:
-        if self.REFUSED.get((name, _importer() or "")):
+        refused_to = self.REFUSED.get(name)  # (the importer is looked for only then: every import asks)
+        if refused_to is not None and _importer() == refused_to:
             raise ModuleNotFoundError(f"{name} is not imported for dask (cli.LeanDask)", name=name)
         return None
 
