@@ -42,8 +42,9 @@ class CsvForm:
         self, sides: Sides, mode: str, stacks: Mapping[str, list[str]] | None, float_stats: Sequence[bool]
     ) -> Sections | None:
         """``render`` of the table of these rows (``build_table``'s arguments), made without the table
-        (a statistics table by ``writers/stat_lines.py``'s kernel); None where it is not."""
-        if mode != "statistics":
+        (a statistics table by ``writers/stat_lines.py``'s kernel); None where it is not (nor in a form
+        that highlights: the D6 highlights are made from the table's rows)."""
+        if mode != "statistics" or self.highlight:
             return None
         lines = statistics_lines(sides, stacks, float_stats)
         return None if lines is None else ((0, lines),)
@@ -59,7 +60,7 @@ class CsvForm:
         """``render_sides``, and the table's cells (``table.column_table``) of the columns its readers
         ``read`` at least, where the form makes both without the table (a statistics table: its bytes
         and judged cells by one pass of ``writers/stat_lines.py``'s kernel); None where it does not."""
-        if mode != "statistics":
+        if mode != "statistics" or self.highlight:
             return None
         stack_column = None if stacks is None else stack_cells([row.entry for row in sides.npus], stacks)
         made = statistics_part(sides, stack_column, float_stats, read)
@@ -88,21 +89,6 @@ class XlsxForm(CsvForm):
 
     def render(self, table: CompareTable, first: int) -> Sections:
         return part_xml(table, first)
-
-    def render_sides(
-        self, sides: Sides, mode: str, stacks: Mapping[str, list[str]] | None, float_stats: Sequence[bool]
-    ) -> Sections | None:
-        return None
-
-    def render_cells(
-        self,
-        sides: Sides,
-        mode: str,
-        stacks: Mapping[str, list[str]] | None,
-        float_stats: Sequence[bool],
-        read: Collection[str],
-    ) -> tuple[Sections, ColumnTable] | None:
-        return None
 
     def package(self, spool: Path, path: Path, starts: Sequence[int], rows: int) -> None:
         zipped = packed(spool)

@@ -88,15 +88,9 @@ def statistics_lines(
 ) -> bytes | None:
     """``csv_lines(build_table(sides, "statistics", stacks, None, float_stats, highlight=False).rows)``,
     made by the kernel; None where it is not built or does not take these rows."""
-    kernel = csv_writer.native
-    if kernel is None:
-        return None
-    npus = list(sides.npus)
-    cells = None if stacks is None else stack_cells([row.entry for row in npus], stacks)
-    lines: bytes | None = kernel.stat_lines(
-        npus, list(sides.benches), tuple(float_stats), cells, RULES[stacks is not None]
-    )
-    return lines
+    cells = None if stacks is None else stack_cells([row.entry for row in sides.npus], stacks)
+    made = statistics_part(sides, cells, float_stats, ())
+    return None if made is None else made[0]
 
 
 def statistics_part(
