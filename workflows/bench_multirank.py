@@ -1,17 +1,23 @@
-"""Benchmark: compare a synthetic multi-rank tree with 1 and 2 local worker processes and without flags.
+"""Benchmark: compare a synthetic multi-rank tree with 1 and 2 local worker processes and without flags,
+against the floor.
 
-    python workflows/bench_multirank.py [--ranks 16] [--layers 400] [--tree DIR] [--repeat 1]
+    python workflows/bench_multirank.py [--ranks 16] [--layers 400] [--tree DIR] [--repeat 1] [--summary]
 
 Generates the tree with gen_synthetic_tree.py (unless --tree points at one), then runs the command line
-(``msprobe-dask compare -q``, csv) with ``--workers 1``, ``--workers 2`` and no flag (the size of the
-input decides), interleaved, and reports the median wall time, CPU time and peak RSS summed over each
-run's process tree. Every rank is parsed, matched, judged and written by its own part tasks
-(pipeline/chunked.py), so two worker processes should take about half the time.
+(``msprobe-dask compare -q``, csv; with ``--summary`` the default flags: the summary and the
+first-divergence analysis) with ``--workers 1``, ``--workers 2`` and no flag (the size of the input
+decides), interleaved with the floor of one rank, and reports the median wall time, CPU time and peak
+RSS summed over each run's process tree. The floor of one rank (workflows/measure.py:measure_floor) is
+a Python start, orjson's parse of the rank's two dump.json and writing a file of its csv's size; the
+tree's floor is that times the ranks over the machine's CPUs (every CPU busy with a rank). Every rank
+is parsed, matched, judged and written by its own part tasks (pipeline/chunked.py), so two worker
+processes should take about half the time.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -21,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from gen_synthetic_tree import write_tree  # noqa: E402
-from measure import Measurement, measure  # noqa: E402
+from measure import Measurement, measure, measure_floor  # noqa: E402
 
 FLAGS = {"--workers 1": ["--workers", "1"], "--workers 2": ["--workers", "2"], "no flag": []}
 
@@ -32,7 +38,12 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=400)
     parser.add_argument("--tree", type=Path, help="an existing tree made by gen_synthetic_tree.py")
     parser.add_argument("--repeat", type=int, default=1, help="runs per setting (medians reported)")
+    parser.add_argument(
+        "--summary", action="store_true", help="default flags (the summary and first divergence), not -q"
+    )
     args = parser.parse_args()
+    quiet = [] if args.summary else ["-q"]
+    cpus = len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory() as tmp:
         tree = args.tree
         if tree is None:
@@ -41,20 +52,32 @@ def main() -> None:
             write_tree(tree, args.ranks, 1, args.layers)
             elapsed = time.perf_counter() - start
             print(f"generated {args.ranks} ranks x {args.layers} layers in {elapsed:.1f} s")
-        dumps = ["-tp", str(tree / "target" / "step0"), "-gp", str(tree / "golden" / "step0")]
+        sides = tree / "target" / "step0", tree / "golden" / "step0"
+        ranks = sorted(p.name for p in sides[0].iterdir() if p.is_dir())
+        dumps = ["-tp", str(sides[0]), "-gp", str(sides[1])]
         runs: dict[str, list[Measurement]] = {name: [] for name in FLAGS}
+        floors: list[Measurement] = []
         for i in range(max(1, args.repeat)):
             for name, flags in FLAGS.items():
-                out = ["-o", f"{tmp}/out{i}{len(runs[name])}{name[-1]}"]
-                runs[name].append(
-                    measure([sys.executable, "-m", "msprobe_dask", "compare", "-q", *dumps, *out, *flags])
-                )
+                out = Path(f"{tmp}/out{i}{len(runs[name])}{name[-1]}")
+                command = [sys.executable, "-m", "msprobe_dask", "compare", *quiet, *dumps, "-o", str(out)]
+                runs[name].append(measure([*command, *flags]))
+            written = next(out.rglob(f"compare_result_{ranks[0]}_*"))
+            floors.append(
+                measure_floor([side / ranks[0] / "dump.json" for side in sides], written, out / "floor")
+            )
         walls = {name: statistics.median(m.wall for m in found) for name, found in runs.items()}
+        floor = statistics.median(m.wall for m in floors) * len(ranks) / min(cpus, len(ranks))
+        print(
+            f"floor: {statistics.median(m.wall for m in floors):.2f} s a rank x {len(ranks)} ranks / "
+            f"{min(cpus, len(ranks))} CPUs = {floor:.2f} s"
+        )
         for name, found in runs.items():
             cpu = statistics.median(m.cpu for m in found)
             peak = statistics.median(m.tree_peak_mib for m in found)
             print(
-                f"{name:12s} {walls[name]:7.2f} s wall, {cpu:7.2f} s CPU, peak {peak:6.0f} MiB (process tree)"
+                f"{name:12s} {walls[name]:7.2f} s wall, {cpu:7.2f} s CPU, peak {peak:6.0f} MiB "
+                f"(process tree), {walls[name] / floor:.2f}x the floor"
             )
         print(f"speed-up of --workers 2 over --workers 1: {walls['--workers 1'] / walls['--workers 2']:.2f}x")
 
