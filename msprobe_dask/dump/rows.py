@@ -17,6 +17,7 @@ from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PARAMETERS_GRAD, 
 NA = "N/A"
 NO_MD5 = "00000000"  # the md5 cell of a tensor leaf without md5 and value
 _PEER_SUFFIXES = ("src", "dst", "group_src", "group_dst")
+_GROUP_RANKS = "group_ranks"  # a process group's member whose text is its row's statistics and md5
 _TORCH_SIZE, _SLICE, _ELLIPSIS = "torch.Size", "slice", "ellipsis"
 _MAX_DEPTH = 400
 
@@ -104,7 +105,7 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
         text = str(value)
         return LeafRow(name, entry, state, kind, "[]", grad, (text,) * 4, text, data_name)  # type: ignore[arg-type]
     if kind == PROCESS_GROUP:
-        text = str(leaf.get("group_ranks"))
+        text = str(leaf.get(_GROUP_RANKS))
         return LeafRow(name, entry, state, kind, "[]", grad, (text,) * 4, text, data_name)  # type: ignore[arg-type]
     if kind == _TORCH_SIZE:
         return LeafRow(name, entry, state, kind, str(value), grad, ("None",) * 4, _crc(value), data_name)  # type: ignore[arg-type]
@@ -182,6 +183,7 @@ class LeafRules(NamedTuple):
     no_md5: str
     peer_suffixes: tuple[str, ...]  # a scalar leaf named ``....src`` (etc.): left to _leaf_row
     own_kinds: tuple[str, ...]  # the leaf types _leaf_row renders by rules of their own: left to it
+    process_group: tuple[str, str]  # the type of a process group's leaf, the member that is its text
     entry_parts: tuple[tuple[str, str], ...]
     entry_shapes: tuple[tuple[str, type], ...]  # entry_shape.check_entry's: an entry of another, left
     parameters_grad: str  # the state of the rows of an entry named by it (entry_rows)
@@ -195,7 +197,8 @@ LEAF_RULES = LeafRules(
     NO_DATA_NAME,
     NO_MD5,
     _PEER_SUFFIXES,
-    (PROCESS_GROUP, _TORCH_SIZE, _SLICE, _ELLIPSIS),
+    (_TORCH_SIZE, _SLICE, _ELLIPSIS),
+    (PROCESS_GROUP, _GROUP_RANKS),
     _ENTRY_PARTS,
     ENTRY_SHAPES,
     PARAMETERS_GRAD,

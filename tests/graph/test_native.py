@@ -649,7 +649,11 @@ _ROW_NAMES = _NODE_IDS | st.sampled_from(
 )
 _ARGUMENT = st.fixed_dictionaries(
     {"type": st.sampled_from(["int", "str", "torch.ProcessGroup"]), "value": _STAT},
-    optional={"group_ranks": st.just([0, 1]), "md5": st.just("abc"), "data_name": st.just("a.b")},
+    optional={
+        "group_ranks": st.lists(st.integers(-2, 2**64), max_size=3) | st.none() | st.just("0,1"),
+        "md5": st.just("abc"),
+        "data_name": st.just("a.b"),
+    },
 )
 _PEER = st.fixed_dictionaries({"src": _COMMON | _ARGUMENT, "dst": _ARGUMENT, "group_src": _ARGUMENT})
 
@@ -695,7 +699,7 @@ def test_leaf_rows_hand_back_what_json_reads_otherwise() -> None:
 @needs_native
 def test_leaf_rows_take_every_entry_of_the_real_statistics_dumps() -> None:
     """On the corpus's statistics dumps (tests/data) the C path takes every entry but those with
-    P2P ops, process groups, sizes and slices, and makes what the Python path makes."""
+    P2P ops, sizes and slices, and makes what the Python path makes."""
     data = Path(__file__).resolve().parent.parent / "data"
     taken = handed = 0
     for path in sorted(data.glob("*/*/dump.json")) + sorted(data.glob("multirank/*/*/*/dump.json")):
@@ -711,6 +715,22 @@ def test_leaf_rows_take_every_entry_of_the_real_statistics_dumps() -> None:
                 taken += 1
                 assert shape(made) == shape(python), (path, entry)
     assert taken > 20 * handed, (taken, handed)
+
+
+@needs_native
+def test_leaf_rows_take_process_groups() -> None:
+    """A process group's rows (its ranks' text in the statistics and md5 cells) are made in C, as the
+    Python path makes them; ranks that are not a list of ints go to the Python path."""
+    group = '{"type": "torch.ProcessGroup", "group_ranks": RANKS}'
+    tensor = '{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1, "Min": 1, "Norm": 1}'
+    for ranks in ("[0, 1]", "[]", "[-0, 7]", "null"):
+        text = f'{{"input_args": [{tensor}], "input_kwargs": {{"group": {group.replace("RANKS", ranks)}}}}}'
+        made, python = _leaf_rows_both("Distributed.all_reduce.0.forward", text.encode())
+        assert made is not None and shape(made) == shape(python), ranks
+        assert made[1].md5 == made[1].stats[0] == str(json.loads(ranks))
+    for ranks in ('"0,1"', "[0.5]", "[[0]]", "[12345678901234567890]"):
+        text = f'{{"input_kwargs": {{"group": {group.replace("RANKS", ranks)}}}}}'.encode()
+        assert NATIVE.leaf_rows(text, 0, len(text), "Distributed.all_reduce.0.forward") is None, ranks
 
 
 @needs_native

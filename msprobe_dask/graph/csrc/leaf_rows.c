@@ -5,9 +5,9 @@
  *
  * for an entry json.loads reads and check_entry accepts, or None for an entry this code does not
  * take: anything but tensors (their dtype a string, shape a list of ints, statistics numbers, bools
- * or nulls), plain scalar arguments (a number, bool, null or string value), nulls, and their lists and
- * dicts; a class_type (P2P ops), the kinds rows.py renders
- * by rules of their own (sizes, slices, process groups, ellipses) and peer arguments; strings with
+ * or nulls), plain scalar arguments (a number, bool, null or string value), process groups (their ranks
+ * a list of ints or null), nulls, and their lists and dicts; a class_type (P2P ops), the other kinds
+ * rows.py renders by rules of their own (sizes, slices, ellipses) and peer arguments; strings with
  * escapes or outside printable ASCII, integers of 19 digits or more, duplicate keys, deep nesting,
  * and text json would refuse. The Python path then makes the rows, and its errors.
  *
@@ -24,7 +24,7 @@ static struct {
     PyObject *rules; /* held: holds the objects below */
     PyTypeObject *row;
     PyObject *na, *no_data_name, *no_md5, *crc, *empty_shape, *none_text, *true_text, *false_text;
-    Text peer_suffixes[MAX_TEXTS], own_kinds[MAX_TEXTS], parameters_grad;
+    Text peer_suffixes[MAX_TEXTS], own_kinds[MAX_TEXTS], parameters_grad, group_kind, group_ranks;
     PyObject *parameters_grad_state;
     int n_peer_suffixes, n_own_kinds;
     struct {
@@ -69,15 +69,16 @@ static PyObject *rule_tuple(PyObject *v, Py_ssize_t max) {
 
 static int take_leaf_rules(PyObject *rules) {
     /* rows.LeafRules, read by field name (the rules hold each field's value) */
-    static const char *const fields[11] = {"row", "na", "no_data_name", "no_md5", "peer_suffixes", "own_kinds",
-                                           "entry_parts", "entry_shapes", "parameters_grad", "crc", "text"};
-    PyObject *f[11];
-    for (int i = 0; i < 11; i++) {
+    static const char *const fields[12] = {"row",         "na",           "no_data_name",    "no_md5",
+                                           "peer_suffixes", "own_kinds",  "entry_parts",     "entry_shapes",
+                                           "parameters_grad", "crc",      "text",            "process_group"};
+    PyObject *f[12];
+    for (int i = 0; i < 12; i++) {
         if ((f[i] = PyObject_GetAttrString(rules, fields[i])) == NULL)
             return -1;
         Py_DECREF(f[i]);
     }
-    PyObject *row = f[0], *suffixes, *kinds, *parts, *shapes;
+    PyObject *row = f[0], *suffixes, *kinds, *parts, *shapes, *group;
     if (!PyType_Check(row) || !PyType_IsSubtype((PyTypeObject *)row, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "configure_leaf_rows: the row type must be a tuple's");
         return -1;
@@ -92,7 +93,11 @@ static int take_leaf_rules(PyObject *rules) {
     LR.no_data_name = f[2];
     LR.no_md5 = f[3];
     if ((suffixes = rule_tuple(f[4], MAX_TEXTS)) == NULL || (kinds = rule_tuple(f[5], MAX_TEXTS)) == NULL ||
-        (parts = rule_tuple(f[6], MAX_PARTS)) == NULL || (shapes = rule_tuple(f[7], MAX_PARTS)) == NULL)
+        (parts = rule_tuple(f[6], MAX_PARTS)) == NULL || (shapes = rule_tuple(f[7], MAX_PARTS)) == NULL ||
+        (group = rule_tuple(f[11], 2)) == NULL)
+        return -1;
+    if (PyTuple_GET_SIZE(group) != 2 || rule_text(PyTuple_GET_ITEM(group, 0), &LR.group_kind) < 0 ||
+        rule_text(PyTuple_GET_ITEM(group, 1), &LR.group_ranks) < 0)
         return -1;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(suffixes); i++)
         if (rule_text(PyTuple_GET_ITEM(suffixes, i), &LR.peer_suffixes[i]) < 0)
@@ -214,10 +219,9 @@ static PyObject *scalar_value(const Val *v) {
     return number_of(v);
 }
 
-/* str() of a tensor's shape, a list of ints: "[2, 3]" (interned); NULL without an error: not taken */
-static PyObject *shape_text(const Tape *t, const Val *v) {
-    if (v == NULL || v->kind == J_NULL)
-        return Py_NewRef(LR.empty_shape);
+/* str() of a list of ints (a tensor's shape, a process group's ranks): "[2, 3]" (interned); NULL without
+ * an error: not taken */
+static PyObject *int_list_text(const Tape *t, const Val *v) {
     if (v->kind != J_LIST)
         return NULL;
     char text[512];
@@ -246,11 +250,21 @@ static PyObject *shape_text(const Tape *t, const Val *v) {
     return s;
 }
 
+/* str() of a tensor's shape: a list of ints, "[]" for none */
+static PyObject *shape_text(const Tape *t, const Val *v) {
+    return v == NULL || v->kind == J_NULL ? Py_NewRef(LR.empty_shape) : int_list_text(t, v);
+}
+
+/* str() of a process group's ranks: a list of ints, "None" for none */
+static PyObject *ranks_text(const Tape *t, const Val *v) {
+    return v == NULL || v->kind == J_NULL ? Py_NewRef(LR.none_text) : int_list_text(t, v);
+}
+
 #define NOT_TAKEN(x) ((x) == NULL && !PyErr_Occurred())
 
 /* rows._leaf_row of the leaf ``v`` (an object whose type is a plain string ``kind``) */
 static int add_leaf(RowWalk *w, const Val *v, const Val *kind) {
-    const Val *dtype = NULL, *value = NULL, *grad = NULL, *shape = NULL, *data_name = NULL, *md5 = NULL;
+    const Val *dtype = NULL, *value = NULL, *grad = NULL, *shape = NULL, *data_name = NULL, *md5 = NULL, *ranks = NULL;
     const Val *stats[4] = {NULL, NULL, NULL, NULL};
     for (int i = v->first; i >= 0; i = w->t.v[i].next) {
         const Val *m = &w->t.v[i];
@@ -264,6 +278,8 @@ static int add_leaf(RowWalk *w, const Val *v, const Val *kind) {
         default:
             if (m->kn == 3 && memcmp(m->k, "md5", 3) == 0)
                 md5 = m;
+            else if (text_is(m->k, m->kn, &LR.group_ranks))
+                ranks = m;
         }
     }
     /* requires_grad: None -> N/A, else str(); data_name: a falsy one -> NO_DATA_NAME */
@@ -283,6 +299,7 @@ static int add_leaf(RowWalk *w, const Val *v, const Val *kind) {
                 break;
             }
     }
+    int group = 0; /* a process group */
     if (dtype == NULL) { /* a scalar argument: not one rows.py renders by a rule of its own */
         Py_ssize_t last = name_n;
         while (last > 0 && name_s[last - 1] != '.')
@@ -290,6 +307,7 @@ static int add_leaf(RowWalk *w, const Val *v, const Val *kind) {
         if (text_in(name_s + last, name_n - last, LR.peer_suffixes, LR.n_peer_suffixes) ||
             text_in(kind->s, kind->n, LR.own_kinds, LR.n_own_kinds))
             return UNHANDLED;
+        group = text_is(kind->s, kind->n, &LR.group_kind);
     } else if (dtype->kind != J_STR || !dtype->plain || (value != NULL && md5 == NULL)) {
         return UNHANDLED;
     }
@@ -314,6 +332,14 @@ static int add_leaf(RowWalk *w, const Val *v, const Val *kind) {
         if (dtype_text != NULL)
             PyUnicode_InternInPlace(&dtype_text);
         md5_cell = md5 != NULL ? ascii_text(md5->s, md5->n) : Py_NewRef(LR.no_md5);
+    } else if (group) { /* its ranks' text in its statistics and md5 cells, its type the dtype's */
+        if ((md5_cell = ranks_text(&w->t, ranks)) == NULL)
+            return PyErr_Occurred() ? -1 : UNHANDLED;
+        stat_cells = stats_of(Py_NewRef(md5_cell));
+        dtype_text = ascii_text(kind->s, kind->n);
+        if (dtype_text != NULL)
+            PyUnicode_InternInPlace(&dtype_text);
+        shape_cell = Py_NewRef(LR.empty_shape);
     } else {
         if ((x = scalar_value(value)) == NULL)
             return PyErr_Occurred() ? -1 : UNHANDLED;
