@@ -285,6 +285,9 @@ class RankNodes:
     count: int
     comms: Sequence[Node]
     read: Callable[[], Iterable[Node | LightNode]]
+    # a tensor's error exceeds rtol somewhere in the rank: else no rule finds a node there (see
+    # light_node) and the rank is not walked
+    exceeds: bool = True
 
     @classmethod
     def of(cls, nodes: Sequence[Node]) -> RankNodes:
@@ -302,7 +305,7 @@ def analyse_firsts(groups: Mapping[str, Mapping[int, RankNodes]], tol: Tolerance
         links = link(
             {rank: nodes.comms for rank, nodes in ranks.items()}, {r: n.count for r, n in ranks.items()}
         )
-        for rank in sorted(ranks):
+        for rank in sorted(r for r, nodes in ranks.items() if nodes.exceeds):
             first = None
             for finding in _walk_rank(step, ranks[rank].read(), links, tol):
                 first = first or finding

@@ -294,6 +294,22 @@ class RowColumns:
         npu, bench = (n0[i], n1[i], n2[i], n3[i]), (b0[i], b1[i], b2[i], b3[i])
         return _stats_error(npu, bench, cells["MaxAbsErr"][i], cells["EucDist"][i], atol)
 
+    def exceeds(self, atol: float, rtol: float) -> bool:
+        """Whether a row's error exceeds ``rtol``: without one, no node of these rows can diverge (every
+        rule of the walk asks a tensor's error over ``rtol``, ``analysis/divergence.py:light_node``). A
+        row whose NPU and Bench statistics are the same cells, with no MaxAbsErr or EucDist but zero,
+        has no error (0 or none) and is not measured."""
+        cells, md5_only = self.cells, self.md5_only
+        same = zip(*(cells[column] for column in STAT_COLUMNS), cells["MaxAbsErr"], cells["EucDist"])
+        for i, (n0, n1, n2, n3, b0, b1, b2, b3, max_abs, euc) in enumerate(same):
+            if n0 == b0 and n1 == b1 and n2 == b2 and n3 == b3 and max_abs in _ZEROS and euc in _ZEROS:
+                if not md5_only[i]:
+                    continue
+            error = self.error(i, atol)
+            if error is not None and error > rtol:
+                return True
+        return False
+
     def numbers(self) -> list[list[float | None]]:
         """The statistics columns (NPU max .. l2norm, Bench max .. l2norm) as numbers (None: not one),
         converted when first asked for."""

@@ -73,6 +73,7 @@ class NodePart:
     count: int
     rank: int
     tolerance: Tolerance
+    exceeds: bool  # a row's error exceeds rtol (RowColumns.exceeds): else no node here can diverge
     packed_comms: bytes  # (packed too: the parts wait in this process and go to the rank's last task)
     packed_texts: bytes
     packed_numbers: bytes
@@ -99,6 +100,7 @@ def node_part(label: str, table: Any, tol: Tolerance) -> NodePart:
         entry_count(rows),
         rank,
         tol,
+        rows.exceeds(tol.atol, tol.rtol),
         _packed(comms),
         _packed((texts, rows.md5_only)),
         pickle.dumps(numbers, pickle.HIGHEST_PROTOCOL),
@@ -114,6 +116,9 @@ class PartNodes(Protocol):
 
     @property
     def count(self) -> int: ...
+
+    @property
+    def exceeds(self) -> bool: ...
 
     def comms(self) -> list[Node]: ...
 
@@ -133,7 +138,7 @@ def rank_of_parts(parts: Sequence[PartNodes]) -> RankNodes:
             for node in part.nodes():
                 yield replace(node, index=start + node.index) if start and node.__class__ is Node else node
 
-    return RankNodes(starts[-1], comms, read)
+    return RankNodes(starts[-1], comms, read, any(part.exceeds for part in parts))
 
 
 def apply_divergence(summary: RunSummary, found: Divergence | None) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from conftest import case_dir
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from msprobe_dask.analysis.divergence import (
     ORIGIN,
@@ -292,6 +294,10 @@ class _Nodes:
     def count(self) -> int:
         return len(self.part)
 
+    @property
+    def exceeds(self) -> bool:
+        return any(t.error > self.tol.rtol for node in self.part for t in node.inputs + node.outputs)
+
     def comms(self) -> list[Node]:
         return [node for node in self.part if node.comm is not None]
 
@@ -307,3 +313,30 @@ def test_nodes_pickle_flat_and_come_back_equal() -> None:
     )
     assert pickle.loads(pickle.dumps(node, pickle.HIGHEST_PROTOCOL)) == node
     assert TensorError.__reduce__(sent) == (TensorError, (sent.name, "input", 0.5, (1.0, -1.0), 3))
+
+
+_CELL = st.sampled_from([None, 0, 0.0, 1.0, -2.5, 1e-7, float("nan"), float("inf"), "0", "3.5", "N/A", 7])
+_DIFF = st.sampled_from([None, 0.0, "0", 0.5, float("nan")])  # MaxAbsErr, EucDist
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(*[_CELL] * 8, *[_DIFF] * 2, st.sampled_from("ab"), st.booleans(), st.booleans()), max_size=6
+    ),
+    st.sampled_from([0.0, 1e-6, 0.5]),
+    st.sampled_from([0.0, 0.1, 2.0]),
+)
+def test_rows_exceed_rtol_where_a_rows_error_does(rows: list[tuple], atol: float, rtol: float) -> None:  # type: ignore[type-arg]
+    """RowColumns.exceeds (which passes over rows whose two sides' statistics are the same cells) is
+    whether any row's error exceeds rtol."""
+    from msprobe_dask.analysis.flow import READ_COLUMNS, RowColumns
+    from msprobe_dask.columns import STAT_COLUMNS
+
+    stats = (*STAT_COLUMNS, "MaxAbsErr", "EucDist")
+    rows = [(*row[:4], *row[:4], *row[8:]) if row[12] else row for row in rows]  # both sides the same
+    cells = {c: [row[stats.index(c)] if c in stats else None for row in rows] for c in READ_COLUMNS}
+    cells["NPU MD5"], cells["BENCH MD5"] = [row[10] for row in rows], ["a"] * len(rows)
+    columns = RowColumns(cells, [row[11] for row in rows])
+    errors = [columns.error(i, atol) for i in range(len(rows))]
+    assert columns.exceeds(atol, rtol) == any(e is not None and e > rtol for e in errors)
