@@ -227,7 +227,7 @@ def chunk_task(p: Prepared, k: int) -> tuple[RowsChunk | None, ...]:
         npu_rows = chunk_rows(npu, p.sources[0], run, c.lo, npu_ids, md5)
         _drop_items(npu, run)
         bench_rows = _rows(
-            bench, p.sources[1], md5, p.overflow, [bench_nodes[i] for i in c.bench], 0, bench_ids
+            bench, p.sources[1], md5, p.overflow, [bench_nodes[i] for i in c.bench], 0, bench_ids, False
         )
         for row, pos in zip(bench_rows.nodes, c.bench):
             row[ORDER] = pos
@@ -263,15 +263,22 @@ def _pack(folder: str, chunk: RowsChunk) -> RowsChunk:
 
 
 def _rows(
-    g: Graph, source: str, md5: bool, overflow: bool, nodes: list[Node], start: int, ids: StackIds
+    g: Graph,
+    source: str,
+    md5: bool,
+    overflow: bool,
+    nodes: list[Node],
+    start: int,
+    ids: StackIds,
+    summarised: bool = True,
 ) -> RowsChunk:
     """The rows of ``nodes``: their exported items' texts made straight from dump.json where the C
-    code can (node_items.export_texts), else from the items parsed here."""
+    code can (node_items.export_texts), else from the items parsed here (``summarised``: chunk_rows)."""
     texts = None if md5 or overflow else export_texts(g, nodes)
     parse_items(g, nodes if texts is None else [n for n, t in zip(nodes, texts) if t is None])
     if overflow:
         overflow_levels(g, nodes)
-    rows = chunk_rows(g, source, nodes, start, ids, md5, texts)
+    rows = chunk_rows(g, source, nodes, start, ids, md5, texts, summarised)
     _drop_items(g, nodes)
     return rows
 

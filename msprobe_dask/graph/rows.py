@@ -16,7 +16,7 @@ from msprobe_dask.graph.item_text import exported_cells, items_json_for, python_
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import Graph, Node
 from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops
-from msprobe_dask.summary.nodes import SUMMARY_KEYS, NodeGroup, group_label, items_of_texts
+from msprobe_dask.summary.nodes import JUDGED_PRECISIONS, SUMMARY_KEYS, NodeGroup, group_label, items_of_texts
 from msprobe_dask.writers.packed_rows import pack_rows, unpack_rows
 
 NODE_COLUMNS = VISDB_NODE_COLUMNS  # chunk_rows makes each row in this order
@@ -199,10 +199,12 @@ def chunk_rows(
     stack_ids: StackIds,
     md5_mode: bool = False,
     texts: list[tuple[str, str] | None] | None = None,
+    summarised: bool = True,
 ) -> RowsChunk:
     """The rows of ``nodes``, the run of ``g.sorted_nodes()`` that begins at position ``start``.
     ``texts``: for each node, the texts of its exported (input_data, output_data) if already made
-    (node_items.export_texts), else None (its items are exported here)."""
+    (node_items.export_texts), else None (its items are exported here). ``summarised``: with their
+    summary (summarise_rows; a compare's Bench rows go without: the run's summary is the NPU graphs')."""
     graph_id = graph_id_of(source, g.step, g.rank)
     row_id = graph_id + "_"
     data_path, step, rank = g.data_path, g.step, g.rank
@@ -223,9 +225,13 @@ def chunk_rows(
             skipped_keys(md5_mode, True),
             python_items_json_for(md5_mode, False),  # (node_rows has tried the C path)
             python_items_json_for(md5_mode, True),
+            SUMMARY_KEYS,
+            JUDGED_PRECISIONS,
         )
-        out.nodes = native.node_rows(nodes, start, of, out.stacks, out.p2p, texts)
-        out.summary = summarise_rows(g, nodes, out.nodes, md5_mode, texts)
+        read: dict[int, list[dict[str, str]]] | None = {} if summarised else None
+        out.nodes = native.node_rows(nodes, start, of, out.stacks, out.p2p, texts, read)
+        if read is not None:
+            out.summary = summarise_rows(g, nodes, out.nodes, md5_mode, texts, read)
         return out
     to_json, batch_to_json = items_json_for(md5_mode, False), items_json_for(md5_mode, True)
     append = out.nodes.append
@@ -272,7 +278,8 @@ def chunk_rows(
         for name, cell in EXTRA_CELLS.items():
             cells[name] = cell(node)
         append(list(map(cells.__getitem__, NODE_COLUMNS)))
-    out.summary = summarise_rows(g, nodes, out.nodes, md5_mode, texts)
+    if summarised:
+        out.summary = summarise_rows(g, nodes, out.nodes, md5_mode, texts)
     return out
 
 
@@ -285,15 +292,20 @@ def summarise_rows(
     rows: list[list[Any]],
     md5_mode: bool,
     texts: list[tuple[str, str] | None] | None,
+    read: dict[int, list[dict[str, str]]] | None = None,
 ) -> NodeGroup:
     """The summary of ``nodes``' rows (what linking across ranks changes of a row later is no part of
     it), as it is read from the vis.db (tests/graph/visdb_summary.py), keeping only the nodes it may show.
     A judged node's items are read from the items it holds, as exported (item_text.exported_cells), or
-    from its texts (``texts``, as chunk_rows takes them)."""
+    from its texts (``texts``, as chunk_rows takes them); ``read``: what the C row maker has read of
+    them already, by row (node_rows)."""
     group = NodeGroup(group_label(g.step, g.rank))
     add = group.add
 
     def items_of(i: int) -> list[dict[str, Any]]:
+        cells = read.get(i) if read else None
+        if cells is not None:
+            return cells
         text = texts[i] if texts is not None else None
         if text is not None:
             return items_of_texts(*text)
@@ -326,6 +338,8 @@ class ChunkOf(NamedTuple):
     batch_skip: frozenset[str]  # ... and those of a batch_isend_irecv node's items
     to_json: Callable[[dict[str, dict]], str]  # the items' text where the C code does not take them
     batch_to_json: Callable[[dict[str, dict]], str]
+    summary_keys: tuple[str, ...]  # SUMMARY_KEYS: the cells summarise_rows reads of an item
+    judged: frozenset[Any]  # JUDGED_PRECISIONS: the nodes whose items it reads
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,8 @@ NodeFacts = tuple[int, int, str, Any, Any, str, "str | None", "str | None"]
 
 
 _RESULT_OF_PRECISION = {0: PASS, 0.5: WARNING, 1: ERROR}
+JUDGED_PRECISIONS = frozenset(p for p, result in _RESULT_OF_PRECISION.items() if result not in (PASS, OTHER))
+"""The precision_index of the nodes whose items ``NodeGroup.add`` reads."""
 
 
 def precision_result(precision: Any) -> str:

@@ -35,6 +35,7 @@ from msprobe_dask.graph.compare import MD5, SUMMARY, TENSOR, compare_pair
 from msprobe_dask.graph.model import API, Graph, Node
 from msprobe_dask.judge import rules
 from msprobe_dask.pipeline import sides  # noqa: F401 (hands rows.LEAF_RULES to the C module)
+from msprobe_dask.summary.nodes import JUDGED_PRECISIONS, SUMMARY_KEYS
 
 NATIVE = speedups.native
 needs_native = pytest.mark.skipif(NATIVE is None, reason="the C extension is not built")
@@ -625,6 +626,100 @@ def test_the_rows_take_their_columns_from_python(monkeypatch: pytest.MonkeyPatch
     assert with_c == python
     assert [row[3] for row in with_c] == [len(n.children) for n in g.sorted_nodes()]
     assert [row[:3] + row[4:] for row in with_c] == rows.graph_rows(g, "NPU").nodes
+
+
+_CELL = (
+    st.sampled_from(['["error: The dtype of NPU and Bench are inconsistent."]', "[]", "N/A", "None", "it's"])
+    | st.sampled_from(["12.3456789%", "0.0%", "1234567890", "é"])
+    | st.sampled_from(["0.049124%", "12.3456789%", "N/A"]).map(item_text.ExportedText)
+    | st.none()
+    | st.floats(allow_nan=False)
+    | st.integers(-3, 3)
+    | st.booleans()
+)
+_SUMMARY_ITEM = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(["torch.Tensor", "int", "torch.ProcessGroup", None]),
+        "Max": st.floats(allow_nan=False) | st.integers(-3, 3) | st.none() | st.sampled_from(["None", "x"]),
+        "Err_message": _CELL,
+        "NormRelativeErr": _CELL,
+        "Cosine": _CELL,
+        "group_id": _CELL,
+        "md5": _CELL,
+    },
+)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([None, 0, 0.5, 1, 1.0, 2]),
+            st.dictionaries(st.sampled_from(["a", "b"]), _SUMMARY_ITEM, max_size=2),
+            st.dictionaries(st.sampled_from(["c", "d"]), _SUMMARY_ITEM, max_size=2),
+            st.sampled_from(["Functional.linear.0.forward", "Distributed.batch_isend_irecv.0.forward"]),
+        ),
+        max_size=6,
+    ),
+    st.booleans(),
+)
+def test_the_summary_reads_of_the_c_rows_what_exported_cells_gives(
+    made: list[tuple[Any, dict[str, Any], dict[str, Any], str]], md5: bool
+) -> None:
+    """node_rows hands summarise_rows the exported cells of the items of the nodes it judges
+    (summary.nodes.JUDGED_PRECISIONS), as item_text.exported_cells makes them, or leaves them to it."""
+    graph = type("G", (), {"step": 0, "rank": 0, "data_path": "p"})()
+    nodes = [Node(node_id, API, None, [], i, o, [], precision=p) for p, i, o, node_id in made]
+    ids = rows.number_stacks(nodes)
+    given_cells: dict[int, list[dict[str, str]]] = {}
+    original = rows.summarise_rows
+
+    def summarise(*args: Any) -> Any:
+        given_cells.update(args[-1])
+        return original(*args)
+
+    rows.summarise_rows = summarise  # type: ignore[assignment]
+    try:
+        rows.chunk_rows(graph, "NPU", nodes, 0, ids, md5)  # type: ignore[arg-type]
+    finally:
+        rows.summarise_rows = original  # type: ignore[assignment]
+    for i, cells_made in given_cells.items():
+        node = nodes[i]
+        assert node.precision in JUDGED_PRECISIONS
+        batch = "batch_isend_irecv" in node.id
+        want = [
+            item_text.exported_cells(item, SUMMARY_KEYS, md5, batch)
+            for data in (node.input_data, node.output_data)
+            for item in data.values()
+        ]
+        assert cells_made == want
+        assert all(type(v) is str for cells in cells_made for v in cells.values())
+    plain = [
+        i
+        for i, n in enumerate(nodes)
+        if n.precision in JUDGED_PRECISIONS
+        and all(
+            type(item.get("type", "")) is str
+            and item.get("type") != "torch.ProcessGroup"
+            and type(item.get("Max", 0)) in (int, float)
+            and all(
+                type(item.get(k, "")) is str or type(item.get(k)) is item_text.ExportedText
+                for k in SUMMARY_KEYS
+            )
+            for data in (n.input_data, n.output_data)
+            for item in data.values()
+        )
+        and not any(
+            "'" in c or "None" in c or not c.isascii() or (len(c) >= 9 and c[0].isdigit())
+            for data in (n.input_data, n.output_data)
+            for item in data.values()
+            for k in SUMMARY_KEYS
+            if type(c := item.get(k, "")) is str
+        )
+    ]
+    assert set(plain) <= set(given_cells)
 
 
 # ------------------------------------------------------------------ a statistics compare's rows and diffs

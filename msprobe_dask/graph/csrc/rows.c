@@ -127,22 +127,124 @@ static PyObject *items_text(PyObject *data, Skip *skip, PyObject *to_json) {
     return PyObject_CallOneArg(to_json, data);
 }
 
+/* the exported text of a cell the summary reads (item_text._FORMAT), a new reference: a str that
+ * format_str leaves as it is (printable ASCII without a quote or "None", not a long decimal), or an
+ * ExportedText's str; NULL without an error set for the other values (the Python path) */
+static PyObject *summary_text(PyObject *v) {
+    if (Py_TYPE(v) == (PyTypeObject *)exported_text_type)
+        return PyUnicode_FromObject(v); /* (str.__str__: the text as a str) */
+    Py_ssize_t n;
+    const char *s = PyUnicode_CheckExact(v) ? ascii_data(v, &n) : NULL;
+    int c = s != NULL ? classes(s, n) : 0;
+    if (s == NULL || c & QUOTE || (c & CAPITAL_N && HAS_LIT(s, n, "None")) ||
+        (n >= 2 + text_rules.min_decimals && s[0] >= '0' && s[0] <= '9')) /* (_fmt_text's tests) */
+        return NULL;
+    return Py_NewRef(v);
+}
+
+/* item_text.exported_cells(item, keys, ...) of an item holding no process group and a number or no
+ * Max (whose text is never null): a new dict, or NULL (an error set, or UNHANDLED in *rc) */
+static PyObject *summary_cells(PyObject *item, PyObject *keys, Skip *skip, int *rc) {
+    *rc = UNHANDLED;
+    if (!PyDict_CheckExact(item))
+        return NULL;
+    PyObject *type = PyDict_GetItemWithError(item, str_type);
+    PyObject *top = type != NULL || !PyErr_Occurred() ? PyDict_GetItemWithError(item, str_max) : NULL;
+    if (PyErr_Occurred())
+        goto error;
+    if (type != NULL) {
+        Py_ssize_t n;
+        const char *t = PyUnicode_CheckExact(type) ? ascii_data(type, &n) : NULL;
+        if (t == NULL || text_is(t, n, &text_rules.process_group))
+            return NULL;
+    }
+    if (top != NULL && !PyFloat_CheckExact(top) && !PyLong_CheckExact(top))
+        return NULL;
+    PyObject *out = PyDict_New();
+    for (Py_ssize_t j = 0; out != NULL && j < PyTuple_GET_SIZE(keys); j++) {
+        PyObject *key = PyTuple_GET_ITEM(keys, j);
+        int left_out = PySet_Contains(skip->set, key);
+        PyObject *v = left_out == 0 ? PyDict_GetItemWithError(item, key) : NULL;
+        if (left_out < 0 || PyErr_Occurred()) {
+            Py_CLEAR(out);
+            goto error;
+        }
+        if (v == NULL)
+            continue;
+        PyObject *text = summary_text(v);
+        if (text == NULL) {
+            Py_CLEAR(out);
+            if (PyErr_Occurred())
+                goto error;
+            return NULL;
+        }
+        int set = PyDict_SetItem(out, key, text);
+        Py_DECREF(text);
+        if (set < 0) {
+            Py_CLEAR(out);
+            goto error;
+        }
+    }
+    if (out == NULL)
+        goto error;
+    *rc = DONE;
+    return out;
+error:
+    *rc = -1;
+    return NULL;
+}
+
+/* rows.summarise_rows' items_of of a node (the summary_cells of its items, inputs then outputs): a new
+ * list, Py_None where this code does not take one of them, or NULL on error */
+static PyObject *node_summary_cells(PyObject *node, PyObject *keys, Skip *skip) {
+    PyObject *out = PyList_New(0);
+    for (int k = 0; out != NULL && k < 2; k++) {
+        PyObject *data = PyObject_GetAttr(node, k ? str_output_data : str_input_data);
+        if (data == NULL || !PyDict_CheckExact(data)) {
+            Py_CLEAR(out);
+            if (data != NULL) {
+                Py_DECREF(data);
+                return Py_NewRef(Py_None);
+            }
+            return NULL;
+        }
+        Py_ssize_t pos = 0;
+        PyObject *name, *item;
+        while (PyDict_Next(data, &pos, &name, &item)) {
+            int rc;
+            PyObject *cells = summary_cells(item, keys, skip, &rc);
+            if (cells == NULL || PyList_Append(out, cells) < 0) {
+                Py_XDECREF(cells);
+                Py_DECREF(data);
+                Py_DECREF(out);
+                return rc == UNHANDLED ? Py_NewRef(Py_None) : NULL;
+            }
+            Py_DECREF(cells);
+        }
+        Py_DECREF(data);
+    }
+    return out;
+}
+
 /* the attributes of a ChunkOf, read by name */
 static const char *const chunk_fields[] = {"row_id",      "graph_id",   "source", "data_path",
                                            "step",        "rank",       "stack_numbers", "first_uses",
-                                           "skip",        "batch_skip", "to_json", "batch_to_json"};
-#define N_CHUNK_FIELDS 12
+                                           "skip",        "batch_skip", "to_json", "batch_to_json",
+                                           "summary_keys", "judged"};
+#define N_CHUNK_FIELDS 14
 
-/* node_rows(nodes, start, chunk, stacks, p2p, texts=None) -> rows.chunk_rows' rows of ``nodes`` (a run
- * of sorted_nodes() from position ``start``), in ROW_RULES.columns' order, its first stack uses
- * appended to ``stacks`` and the batch_isend_irecv ops put in ``p2p``. ``chunk``: a rows.ChunkOf.
- * ``texts``: for each node, its (input_data, output_data) texts if made already (node_items.export_texts),
- * else None. */
+/* node_rows(nodes, start, chunk, stacks, p2p, texts=None, summarised=None) -> rows.chunk_rows' rows of
+ * ``nodes`` (a run of sorted_nodes() from position ``start``), in ROW_RULES.columns' order, its first
+ * stack uses appended to ``stacks`` and the batch_isend_irecv ops put in ``p2p``. ``chunk``: a
+ * rows.ChunkOf. ``texts``: for each node, its (input_data, output_data) texts if made already
+ * (node_items.export_texts), else None. ``summarised``: a dict given, for each node i of a
+ * precision in chunk.judged whose items it holds, what rows.summarise_rows reads of them (the
+ * exported cells of chunk.summary_keys of each item) where this code takes them all. */
 PyObject *node_rows(PyObject *self, PyObject *args) {
-    PyObject *nodes, *chunk, *stacks_out, *p2p_out, *texts = Py_None;
+    PyObject *nodes, *chunk, *stacks_out, *p2p_out, *texts = Py_None, *summarised = Py_None;
     Py_ssize_t start;
-    if (!PyArg_ParseTuple(args, "O!nOO!O!|O", &PyList_Type, &nodes, &start, &chunk, &PyList_Type, &stacks_out,
-                          &PyDict_Type, &p2p_out, &texts))
+    if (!PyArg_ParseTuple(args, "O!nOO!O!|OO", &PyList_Type, &nodes, &start, &chunk, &PyList_Type, &stacks_out,
+                          &PyDict_Type, &p2p_out, &texts, &summarised))
         return NULL;
     if (RR.rules == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_speedups.configure_rows() was not called");
@@ -160,9 +262,11 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
         Py_DECREF(field[f]);
     PyObject *row_id = field[0], *graph_id = field[1], *source = field[2], *data_path = field[3],
              *step = field[4], *rank = field[5], *number_of = field[6], *first = field[7], *skip_set = field[8],
-             *batch_skip_set = field[9], *to_json = field[10], *batch_to_json = field[11], *dumps = RR.dumps,
-             *batch_ops = RR.batch_ops;
-    if (!PyUnicode_Check(row_id) || !PyDict_Check(number_of) || !PyDict_Check(first)) {
+             *batch_skip_set = field[9], *to_json = field[10], *batch_to_json = field[11],
+             *summary_keys = field[12], *judged = field[13], *dumps = RR.dumps, *batch_ops = RR.batch_ops;
+    if (!PyUnicode_Check(row_id) || !PyDict_Check(number_of) || !PyDict_Check(first) ||
+        (summarised != Py_None &&
+         (!PyDict_Check(summarised) || !PyTuple_Check(summary_keys) || !PyAnySet_Check(judged)))) {
         PyErr_SetString(PyExc_TypeError, "node_rows: a ChunkOf of the wrong types");
         return NULL;
     }
@@ -300,6 +404,22 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
             data = cells[C_INPUT_DATA] != NULL ? PyObject_GetAttr(node, str_output_data) : NULL;
             cells[C_OUTPUT_DATA] = data != NULL ? items_text(data, node_skip, node_to_json) : NULL;
             Py_XDECREF(data);
+            int read = cells[C_OUTPUT_DATA] != NULL && summarised != Py_None
+                           ? PySet_Contains(judged, cells[C_PRECISION])
+                           : 0; /* (a node the summary reads the items of) */
+            PyObject *items = read > 0 ? node_summary_cells(node, summary_keys, node_skip) : NULL;
+            if (read < 0 || (read > 0 && items == NULL))
+                goto row_fail;
+            if (items != NULL && items != Py_None) {
+                PyObject *index = PyLong_FromSsize_t(i);
+                int set = index != NULL ? PyDict_SetItem(summarised, index, items) : -1;
+                Py_XDECREF(index);
+                if (set < 0) {
+                    Py_DECREF(items);
+                    goto row_fail;
+                }
+            }
+            Py_XDECREF(items);
         }
         if (cells[C_OUTPUT_DATA] == NULL || (cells[C_ID] = PyUnicode_Concat(row_id, node_id)) == NULL ||
             (cells[C_NODE_ORDER] = PyLong_FromSsize_t(start + i)) == NULL)
