@@ -228,20 +228,20 @@ def compare_to_files(
     run = _sized(run, sources)
     with withdrawn_if_failed(*paths.values()), computing(run) as compute, rare_full_collections():
         try:
-            written = compute(
-                [
-                    rank_file(
-                        sources[i][0],
-                        *sources[i][1:],
-                        match,
-                        paths[i],
-                        summary_tolerance,
-                        XLSX if xlsx else CSV,
-                        run.shares_results,
-                    )
-                    for i in streamed
-                ]
-            )
+            graphs = [
+                rank_file(
+                    sources[i][0],
+                    *sources[i][1:],
+                    match,
+                    paths[i],
+                    summary_tolerance,
+                    XLSX if xlsx else CSV,
+                    run.shares_results,
+                )
+                for i in streamed
+            ]
+            values = iter(compute([output for graph in graphs for output in graph.outputs]))
+            written = [graph.result(list(itertools.islice(values, len(graph.outputs)))) for graph in graphs]
         except BaseException:
             for path in paths.values():
                 remove_temporaries_of(path)

@@ -1,7 +1,8 @@
 """A rank's csv or xlsx file written by a chain of tasks: the header, each table part's bytes appended
 in the reference's order (an xlsx's next sheet opened where a part's rows reach it), the complete file
 made the result by its form (``part_forms.py``: the csv renamed, the xlsx's sheets stored in its zip);
-the rank's summary and nodes gathered.
+the rank's summary gathered. The first-divergence analysis's nodes of each part stay out of the chain:
+they come back to the process that runs the graph from the table parts' tasks (``with_nodes``).
 
 A table part's task leaves its bytes in a spool file of the rank's spool folder (``spooled_part``), which
 its append copies into the file: the bytes go from process to process through the file system, not
@@ -12,8 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,6 @@ class PartWritten:
     starts: tuple[int, ...]  # where each section of the file begins (an xlsx's sheets)
     rows: int = 0
     summary: tuple[GroupSummary, KindCounter] | None = None
-    nodes: NodePart | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +125,7 @@ def append_part(form: CsvForm, previous: PartWritten, part: SpooledPart) -> Part
                 f.write(form.head(previous.columns))
             f.write(spool.read(size))
     part.spool.unlink()
-    return PartWritten(previous.path, previous.columns, tuple(starts), part.rows, part.summary, part.nodes)
+    return PartWritten(previous.path, previous.columns, tuple(starts), part.rows, part.summary)
 
 
 @contextlib.contextmanager
@@ -139,11 +139,11 @@ def _writing(path: Path) -> Iterator[None]:
 
 
 def finish_file(form: CsvForm, label: str, head: PartWritten, *parts: PartWritten) -> WrittenRank:
-    """Make the complete file the result (none when the compare has no row); the rank's summary and
-    nodes."""
+    """Make the complete file the result (none when the compare has no row); the rank's summary (its
+    nodes: ``with_nodes``)."""
     asked = parts[0].summary is not None
     summary = merge_summaries(label, head.columns, [p.summary for p in parts if p.summary]) if asked else None
-    nodes = tuple(p.nodes for p in parts if p.nodes is not None) if asked else None
+    nodes = () if asked else None
     tmp = part_file(head.path)
     shutil.rmtree(spool_folder(head.path), ignore_errors=True)  # (every spool appended and removed)
     rows = sum(p.rows for p in parts)
@@ -158,3 +158,11 @@ def finish_file(form: CsvForm, label: str, head: PartWritten, *parts: PartWritte
     finally:
         tmp.unlink(missing_ok=True)
     return WrittenRank(label, head.path, summary, nodes)
+
+
+def with_nodes(written: WrittenRank, parts: Sequence[SpooledPart]) -> WrittenRank:
+    """The rank ``written``, with the divergence analysis's nodes of its table ``parts`` (when its summary
+    was asked for)."""
+    if written.node_parts is None:
+        return written
+    return replace(written, node_parts=tuple(p.nodes for p in parts if p.nodes is not None))

@@ -102,7 +102,14 @@ class TaskGraph:
 
     def delayed(self, ref: Any) -> Any:
         """The Delayed of ``ref``'s value, its graph every task added so far (one layer)."""
+        return self.delayeds(ref)[0]
+
+    def delayeds(self, first: Any, *refs: Any) -> list[Any]:
+        """The Delayeds of these references' values, all of one graph (``delayed``'s): computed together,
+        each task runs once and each value comes back as it is (a task that gathered them would be sent
+        them all)."""
         from dask.delayed import Delayed
         from dask.highlevelgraph import HighLevelGraph
 
-        return Delayed(ref.key, HighLevelGraph.from_collections(ref.key, dict(self.tasks), dependencies=()))
+        graph = HighLevelGraph.from_collections(first.key, dict(self.tasks), dependencies=())
+        return [Delayed(ref.key, graph, layer=first.key) for ref in (first, *refs)]

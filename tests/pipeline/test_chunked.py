@@ -185,8 +185,11 @@ def test_parts_of_one_entry_in_any_order_write_the_whole_tables_bytes(
         for i, (label, a, b) in enumerate(sources)
     ]
     assert all(part_scan.part_count(a) >= _entries(a.dump_json) for _, a, _ in sources)
-    assert all(len(graph.dask.layers) == 1 for graph in graphs)
-    written = dask.compute(*graphs, scheduler=scheduler)
+    assert all(len(graph.written.dask.layers) == 1 for graph in graphs)
+    values = iter(
+        dask.compute(*(output for graph in graphs for output in graph.outputs), scheduler=scheduler)
+    )
+    written = [graph.result([next(values) for _ in graph.outputs]) for graph in graphs]
     tables = compare(case_dir(case) / "target", case_dir(case) / "golden", match=match, run=RunOptions())
     for i, (rank, whole) in enumerate(zip(written, tables)):
         assert rank.label == whole.label and rank.path is not None
@@ -231,7 +234,7 @@ def test_partners_outside_a_parts_window_come_from_their_bench_parts(
     expected = write_csv(whole, tmp_path / "whole.csv").read_bytes()
     path = tmp_path / "parts.csv"
     graph = chunked.rank_file(label, target, golden, match, path, None)
-    assert dask.compute(graph, scheduler="sync")[0].path.read_bytes() == expected
+    assert dask.compute(graph.written, scheduler="sync")[0].path.read_bytes() == expected
     assert sum(exported) > len(whole.rows) // 2, exported
 
 
@@ -245,7 +248,7 @@ def test_a_table_part_waits_for_the_append_tables_ahead_before_it(monkeypatch: p
     ((label, target, golden),) = pair_dumps(case_dir("stat_mix") / "target", case_dir("stat_mix") / "golden")
     monkeypatch.setattr(chunked, "part_count", lambda src: 9)
     graph = chunked.rank_file(label, target, golden, MatchOptions(), Path("unused.csv"), None)
-    dsk = dict(graph.__dask_graph__())
+    dsk = dict(graph.written.__dask_graph__())
     deps = {key: get_dependencies(dsk, key) for key in dsk}
 
     def named(prefix: str) -> list[str]:
@@ -275,7 +278,7 @@ def test_a_parts_rows_reach_their_readers_apart_from_its_keys_where_the_keys_are
     (whose keys hold every row's key fields)."""
     target, golden = (case_dir("stat_mix") / side / "dump.json" for side in ("target", "golden"))
     graph = chunked.rank_file("", DumpSource(target), DumpSource(golden), match, Path("unused.csv"), None)
-    tasks = dict(graph.dask)
+    tasks = dict(graph.written.dask)
     readers = [task for key, task in tasks.items() if str(key).startswith(("spooled_part-", "export_rows-"))]
     parses = {key for key in tasks if str(key).startswith("parse_part-")}
     assert readers and parses
