@@ -178,23 +178,6 @@ def compare(
         return _tables(sources, match or MatchOptions(), compute, run)
 
 
-def _big_blocks_to_the_system() -> None:
-    """Have glibc's malloc serve every block of 1 MB or more with its own mapping, given back to the
-    system when freed. By default the threshold rises to 32 MB as blocks are freed, and then the
-    packed parts (tens of MB each) that the process scheduling a rank's tasks receives and sends on
-    are carved from its heap, which stays at its peak: 200,000 entries, 0.94 GB instead of 1.2 GB in
-    that process, 1.8 GB instead of 2.0 GB over the run's processes. Nothing is done elsewhere."""
-    import ctypes
-
-    try:
-        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 1 << 20)  # (inherited by forked worker processes)
-    except (OSError, AttributeError):  # not glibc
-        pass
-
-
-_M_MMAP_THRESHOLD = -3  # glibc's malloc.h
-
-
 def compare_to_files(
     target: str | Path,
     golden: str | Path,
@@ -221,7 +204,6 @@ def compare_to_files(
 
     match = match or MatchOptions()
     sources = pair_dumps(target, golden, skip_missing_ranks)
-    _big_blocks_to_the_system()
     streamed = [i for i, (_, a, b) in enumerate(sources) if is_statistics_dump(a) and is_statistics_dump(b)]
     paths = {i: result_path(sources[i][0]) for i in streamed}
     results: list[WrittenRank | RankResult] = []
