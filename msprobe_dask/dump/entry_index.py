@@ -37,7 +37,6 @@ from msprobe_dask.dump.entries import (
     scan_entries,
 )
 from msprobe_dask.dump.fastjson import has_long_integer, loads
-from msprobe_dask.errors import DumpError
 
 BLOCK_BYTES = 16 << 20
 """dump.json bytes read and scanned at once (a block ends at an entry's end)."""
@@ -128,26 +127,29 @@ STACK_CHUNK = 50_000
 """stack.json entries parsed at once by ``read_stack``."""
 
 
-def read_stack(path: Path, wanted: Collection[str]) -> dict[str, Any] | None:
-    """``dumpjson.load_stack``'s map for the ``wanted`` names, stack.json read block by block and its
-    entries parsed a chunk at a time, each distinct stack kept once (a stack.json of 1M groups parsed
-    whole took 1.1 GB); None if the file is not laid out for it, or does not parse (the caller parses it
-    whole, for its errors too)."""
+def read_stack(path: Path, wanted: Collection[str]) -> Iterator[dict[str, Any]] | None:
+    """``dumpjson.load_stack``'s map for the ``wanted`` names, in pieces (one a chunk of entries: a later
+    piece's name wins, as a later entry's does), stack.json read block by block and its entries parsed a
+    chunk at a time, each distinct stack of a piece kept once (a stack.json of 1M groups parsed whole
+    took 1.1 GB, and its map whole 0.55 GB); None if the file is not laid out for it. A DumpError raised
+    while the pieces are read: the file does not parse (the caller parses it whole, for its errors
+    too)."""
     index = _index_object(path)
     if index is None:
         return None
-    try:
-        first = _value(path, index, "0")
+    return _stack_pieces(path, index, wanted)
+
+
+def _stack_pieces(path: Path, index: EntryIndex, wanted: Collection[str]) -> Iterator[dict[str, Any]]:
+    first = _value(path, index, "0")
+    for lo in range(0, len(index), STACK_CHUNK):
+        entries = read_entries(path, index.cut(lo, lo + STACK_CHUNK))
         stacks: dict[str, Any] = {}
         shared: dict[bytes, Any] = {}
-        for lo in range(0, len(index), STACK_CHUNK):
-            entries = read_entries(path, index.cut(lo, lo + STACK_CHUNK))
-            for name, lines in group_stacks(v for _, v in entries) if first else entries:
-                if name in wanted:
-                    stacks[name] = shared.setdefault(marshal.dumps(lines), lines)
-    except DumpError:
-        return None
-    return stacks
+        for name, lines in group_stacks(v for _, v in entries) if first else entries:
+            if name in wanted:
+                stacks[name] = shared.setdefault(marshal.dumps(lines), lines)
+        yield stacks
 
 
 def _value(path: Path, index: EntryIndex, name: str) -> Any:

@@ -39,6 +39,7 @@ from msprobe_dask.pipeline.part_file import (
     begin_file,
     finish_file,
     spooled_part,
+    spooled_stacks,
     with_nodes,
 )
 from msprobe_dask.pipeline.part_forms import CSV, CsvForm
@@ -59,7 +60,6 @@ from msprobe_dask.pipeline.part_match import (
     wanted_rows,
 )
 from msprobe_dask.pipeline.part_scan import parse_part, part_count, rows_zlib, scan_side
-from msprobe_dask.pipeline.part_table import split_stacks
 from msprobe_dask.pipeline.task_graph import TaskGraph
 
 _ROWS = {"inline": (0,), "apart": (1,)}
@@ -151,7 +151,7 @@ def rank_file(
     exports = [graph.call(export_rows, wanted[j], bench_rows[j]) for j in range(bench_n)]
     # (the partners found outside the windows: in dumps far apart, nearly every row of the side)
     foreign = graph.call_many(gather_foreign, npu_n, npu_n, *exports, apart=range(npu_n))
-    stacks = graph.call_many(split_stacks, npu_n, scans[0], *npu_spans)
+    stacks = graph.call_many(spooled_stacks, npu_n, path, graph.shared, scans[0], *npu_spans)
     # (where each part's rows go in the xlsx sheets: a number each, taken from the whole)
     firsts = graph.call_many(row_starts, npu_n, *plans, inline=range(npu_n))
     written = begun = graph.call(begin_file, form, path, head)

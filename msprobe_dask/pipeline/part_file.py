@@ -18,10 +18,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from msprobe_dask.dump.entry_index import EntryIndex
 from msprobe_dask.errors import OutputError
 from msprobe_dask.pipeline.part_forms import CsvForm, packed
 from msprobe_dask.pipeline.part_match import PlanHead
-from msprobe_dask.pipeline.part_table import table_part
+from msprobe_dask.pipeline.part_scan import SideScan
+from msprobe_dask.pipeline.part_table import split_stacks, table_part
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
 from msprobe_dask.summary.table import merge_summaries
@@ -107,6 +109,15 @@ def spooled_part(path: Path, k: int, *args: Any) -> SpooledPart:
                 f.write(data)
     sections = tuple((section, len(data)) for section, data in part.sections)
     return SpooledPart(spool, sections, part.rows, part.summary, part.nodes)
+
+
+def spooled_stacks(
+    path: Path, shared: bool, scan: SideScan, *parts: EntryIndex
+) -> tuple[Path | bytes | None, ...]:
+    """part_table.split_stacks: each npu part's stacks, left in a file of the rank of ``path``'s spool
+    folder unless the tasks' values are ``shared`` (chunked.rank_file)."""
+    with _writing(path):
+        return split_stacks(scan, None if shared else spool_folder(path), *parts)
 
 
 def begin_file(form: CsvForm, path: Path, head: PlanHead) -> PartWritten:

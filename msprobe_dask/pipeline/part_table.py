@@ -4,16 +4,21 @@ asked for)."""
 
 from __future__ import annotations
 
+import io
 import marshal
 import threading
+from collections.abc import Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import cache
 from itertools import chain
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from msprobe_dask.dump.dumpjson import load_stack
 from msprobe_dask.dump.entry_index import EntryIndex, read_names, read_stack
 from msprobe_dask.dump.rows import LeafRow
+from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.pipeline.part_forms import CsvForm, Sections
 from msprobe_dask.pipeline.part_match import PlanHead
@@ -42,18 +47,62 @@ def read_columns() -> frozenset[str]:
     return frozenset((*READ_COLUMNS, *SUMMARY_COLUMNS))
 
 
-def split_stacks(scan: SideScan, *parts: EntryIndex) -> tuple[bytes | None, ...]:
-    """Each npu part's entries' stacks from stack.json (marshal bytes; None: no stack.json, no
-    NPU_Stack_Info column). A dump parsed whole has all its entries in part 0."""
+def split_stacks(scan: SideScan, folder: Path | None, *parts: EntryIndex) -> tuple[Path | bytes | None, ...]:
+    """Each npu part's entries' stacks from stack.json for its table part (``part_stacks``): marshal
+    dicts, left in file ``stacks-{k}`` of ``folder``, or (``folder`` None) as bytes; None: no stack.json,
+    no NPU_Stack_Info column. A dump parsed whole has all its entries in part 0. stack.json is read a
+    chunk of entries at a time, each chunk's stacks added to their parts' outputs: the task holds one
+    chunk's stacks and every entry's part, not the rank's stacks (a rank of 1M entries a side: 0.55 GB).
+    Where the value would wait in the process that schedules until the last table part has read it
+    (dask's processes scheduler), it is the files' names, not the stacks (90 MB)."""
     path = scan.source.stack_json
     if not path.is_file():
         return (None,) * len(parts)
     if scan.whole:
-        return (marshal.dumps(load_stack(path)), *(marshal.dumps({}) for _ in parts[1:]))
-    names = [read_names(scan.source.dump_json, part) for part in parts]
-    stacks = read_stack(path, set(chain.from_iterable(names)))
-    stacks = load_stack(path) if stacks is None else stacks
-    return tuple(marshal.dumps({e: stacks[e] for e in own if e in stacks}) for own in names)
+        return _split_pieces(folder, len(parts), [load_stack(path)], None)
+    owner: dict[str, int] = {}
+    for k, part in enumerate(parts):
+        owner.update(dict.fromkeys(read_names(scan.source.dump_json, part), k))
+    try:
+        return _split_pieces(folder, len(parts), read_stack(path, owner) or [load_stack(path)], owner)
+    except DumpError:  # (not valid JSON: parsed whole, for its error)
+        return _split_pieces(folder, len(parts), [load_stack(path)], owner)
+
+
+def _split_pieces(
+    folder: Path | None, parts: int, pieces: Iterable[dict[str, Any]], owner: dict[str, int] | None
+) -> tuple[Path | bytes, ...]:
+    """Each piece's stacks added to the outputs of their entries' parts (``owner``; None: all part 0's),
+    as a marshal dict a piece (the stacks of a piece shared by several entries written once): files of
+    ``folder``, each opened once (a part with no stack: an empty file), or bytes."""
+    with ExitStack() as opened:
+        buffers = [io.BytesIO() for _ in range(parts)]
+        out: list[BinaryIO] = list(buffers)
+        files = None
+        if folder is not None:
+            folder.mkdir(exist_ok=True)
+            files = [folder / f"stacks-{k}" for k in range(parts)]
+            out = [opened.enter_context(open(file, "wb")) for file in files]
+        for piece in pieces:
+            by_part: dict[int, dict[str, Any]] = {}
+            for name, lines in piece.items():
+                k = 0 if owner is None else owner.get(name)
+                if k is not None:
+                    by_part.setdefault(k, {})[name] = lines
+            for k, stacks in by_part.items():
+                marshal.dump(stacks, out[k])
+    return tuple(files) if files is not None else tuple(b.getvalue() for b in buffers)
+
+
+def part_stacks(stacks: Path | bytes) -> dict[str, Any]:
+    """A part's stacks (``split_stacks``): its pieces in order, a later piece's name winning."""
+    merged: dict[str, Any] = {}
+    with io.BytesIO(stacks) if isinstance(stacks, bytes) else open(stacks, "rb") as f:
+        while True:
+            try:
+                merged.update(marshal.load(f))
+            except EOFError:
+                return merged
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +120,7 @@ def table_part(
     first: int,
     head: PlanHead,
     plan: bytes,
-    stacks: bytes | None,
+    stacks: Path | bytes | None,
     foreign: bytes,
     window_start: int,
     after: object,
@@ -97,7 +146,7 @@ def table_part(
             benches.extend(near[j - base : j - base + n])
         else:
             benches.extend(far[b] if b in far else near[b - base] for b in range(j, j + n))
-    sides, stack_map = Sides(npus, benches), None if stacks is None else marshal.loads(stacks)
+    sides, stack_map = Sides(npus, benches), None if stacks is None else part_stacks(stacks)
     if tolerance is None:  # the file's bytes only: made straight from the rows where the form can
         sections = form.render_sides(sides, head.mode, stack_map, head.float_stats)
         if sections is not None:

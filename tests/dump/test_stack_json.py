@@ -144,8 +144,8 @@ def test_stack_json_read_block_by_block_is_load_stacks(
     doc: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The chunked read of stack.json (``entry_index.read_stack``, as split_stacks reads it for a rank's
-    parts) gives load_stack's map of the wanted names, however its blocks and chunks fall; a file not
-    laid out for it, or not valid, is left to load_stack."""
+    parts: in pieces, a later piece's name winning) gives load_stack's map of the wanted names, however its
+    blocks and chunks fall; a file not laid out for it, or not valid, is left to load_stack."""
     from msprobe_dask.dump import entry_index
 
     monkeypatch.setattr(entry_index, "BLOCK_BYTES", 5)
@@ -156,8 +156,45 @@ def test_stack_json_read_block_by_block_is_load_stacks(
     for path in files:
         whole = load_stack(path)
         wanted = set(list(whole)[::2]) | {"absent"}
-        assert entry_index.read_stack(path, wanted) == {n: v for n, v in whole.items() if n in wanted}, path
+        assert _read_stack(path, wanted) == {n: v for n, v in whole.items() if n in wanted}, path
     write(tmp_path, doc)  # compact: not laid out for blocks
     assert entry_index.read_stack(tmp_path / "stack.json", {"a"}) is None
     files[0].write_text(json.dumps(doc, indent=1).replace("[", "[[", 1))  # does not parse
     assert entry_index.read_stack(files[0], {"a"}) is None
+
+
+def _read_stack(path: Path, wanted: set[str]) -> dict[str, object] | None:
+    from msprobe_dask.dump import entry_index
+
+    pieces = entry_index.read_stack(path, wanted)
+    if pieces is None:
+        return None
+    merged: dict[str, object] = {}
+    for piece in pieces:
+        merged.update(piece)
+    return merged
+
+
+@pytest.mark.parametrize("case", ["transformer_big", "L0_only", "multirank"])
+@pytest.mark.parametrize("parts", [1, 3])
+@pytest.mark.parametrize("in_files", [True, False])
+def test_split_stacks_leaves_each_part_its_entries_stacks(
+    case: str, parts: int, in_files: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank's stacks split by its parts (into files, or bytes), stack.json read in chunks of 2 entries,
+    read back (part_table.part_stacks) as load_stack's map of each part's entries."""
+    from msprobe_dask.dump import entry_index
+    from msprobe_dask.dump.entry_index import read_names
+    from msprobe_dask.dump.layouts import pair_dumps
+    from msprobe_dask.pipeline.part_scan import scan_side
+    from msprobe_dask.pipeline.part_table import part_stacks, split_stacks
+
+    monkeypatch.setattr(entry_index, "STACK_CHUNK", 2)
+    for _, source, _ in pair_dumps(case_dir(case) / "target", case_dir(case) / "golden", False):
+        scan, *spans = scan_side(source, parts)
+        files = split_stacks(scan, tmp_path / "spool" if in_files else None, *spans)
+        whole = load_stack(source.stack_json)
+        for file, span in zip(files, spans):
+            assert file is not None
+            own = read_names(source.dump_json, span)
+            assert part_stacks(file) == {name: whole[name] for name in own if name in whole}
