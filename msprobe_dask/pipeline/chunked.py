@@ -38,6 +38,7 @@ from msprobe_dask.pipeline.part_file import (
     append_part,
     begin_file,
     finish_file,
+    spooled_parse,
     spooled_part,
     spooled_stacks,
     with_nodes,
@@ -59,7 +60,7 @@ from msprobe_dask.pipeline.part_match import (
     row_starts,
     wanted_rows,
 )
-from msprobe_dask.pipeline.part_scan import parse_part, part_count, rows_zlib, scan_side
+from msprobe_dask.pipeline.part_scan import part_count, rows_zlib, scan_side
 from msprobe_dask.pipeline.task_graph import TaskGraph
 
 _ROWS = {"inline": (0,), "apart": (1,)}
@@ -119,17 +120,26 @@ def rank_file(
     scans = npu_scan, bench_scan
     zlib_packed = rows_zlib(npu_src, bench_src)
     rows_items = _ROWS if hashed else _ROWS_BESIDE_KEYS
-    npu_rows, npu_keys = zip(
-        *(
-            graph.call_many(parse_part, 2, scans[0], npu_spans[k], k, not hashed, zlib_packed, **rows_items)
-            for k in range(npu_n)
+    spooled = zlib_packed and not graph.shared  # (a big rank's rows wait in files: spooled_parse)
+    (npu_rows, npu_keys), (bench_rows, bench_keys) = (
+        zip(
+            *(
+                graph.call_many(
+                    spooled_parse,
+                    2,
+                    path,
+                    f"rows-{side}-{k}" if spooled else None,
+                    scan,
+                    spans[k],
+                    k,
+                    not hashed,
+                    zlib_packed,
+                    **rows_items,
+                )
+                for k in range(len(spans))
+            )
         )
-    )
-    bench_rows, bench_keys = zip(
-        *(
-            graph.call_many(parse_part, 2, scans[1], bench_spans[j], j, not hashed, zlib_packed, **rows_items)
-            for j in range(bench_n)
-        )
+        for side, scan, spans in (("npu", scans[0], npu_spans), ("bench", scans[1], bench_spans))
     )
     windows = tuple(bench_window(k, npu_n, bench_n) for k in range(npu_n))
     if hashed:

@@ -10,6 +10,7 @@ import re
 import sys
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from msprobe_dask.dump.confine import check_dump_file
@@ -106,24 +107,36 @@ class RowPart:
     pickle), zlib-compressed for a big rank (``ROWS_ZLIB_FROM_BYTES``), passed on undecoded by the
     process that schedules the tasks; decoded once where used. Packed only when pickled: in threads of
     one process the rows are handed on as they are (packing and decoding them again cost 8% of a rank's
-    compare)."""
+    compare). A part ``spooled`` to a file travels as the file's name, its bytes read where used."""
 
-    __slots__ = ("_packed", "_rows", "_zlib")
+    __slots__ = ("_file", "_packed", "_rows", "_zlib")
 
     def __init__(
-        self, packed: bytes | None, rows: tuple[LeafRow, ...] | None = None, zlib_packed: bool = False
+        self,
+        packed: bytes | None,
+        rows: tuple[LeafRow, ...] | None = None,
+        zlib_packed: bool = False,
+        file: Path | None = None,
     ) -> None:
-        assert packed is not None or rows is not None
+        assert packed is not None or rows is not None or file is not None
         self._packed = packed
         self._rows = rows
         self._zlib = zlib_packed
+        self._file = file
 
     @classmethod
     def of(cls, rows: tuple[LeafRow, ...], zlib_packed: bool) -> RowPart:
         return cls(None, rows, zlib_packed)
 
+    def spooled(self, file: Path) -> RowPart:
+        """The part with its bytes left in ``file``."""
+        file.write_bytes(self.packed)
+        return RowPart(None, None, self._zlib, file)
+
     @property
     def packed(self) -> bytes:
+        if self._packed is None and self._file is not None:
+            return self._file.read_bytes()  # (not kept: the rows decoded from it are)
         if self._packed is None:
             assert self._rows is not None
             packed = marshal.dumps(list(map(tuple, self._rows)))
@@ -138,7 +151,10 @@ class RowPart:
         return self._rows
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """(Only the bytes: a part received from another process holds only its bytes until used.)"""
+        """(Only the bytes, or the file's name: a part received from another process holds only them
+        until used.)"""
+        if self._file is not None:
+            return (RowPart, (None, None, self._zlib, self._file))
         return (RowPart, (self.packed, None, self._zlib))
 
 

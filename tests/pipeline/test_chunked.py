@@ -280,6 +280,6 @@ def test_a_parts_rows_reach_their_readers_apart_from_its_keys_where_the_keys_are
     graph = chunked.rank_file("", DumpSource(target), DumpSource(golden), match, Path("unused.csv"), None)
     tasks = dict(graph.written.dask)
     readers = [task for key, task in tasks.items() if str(key).startswith(("spooled_part-", "export_rows-"))]
-    parses = {key for key in tasks if str(key).startswith("parse_part-")}
+    parses = {key for key in tasks if str(key).startswith("spooled_parse-")}
     assert readers and parses
     assert all(bool(task.dependencies & parses) is direct for task in readers)

@@ -253,7 +253,7 @@ def test_one_rank_runs_on_both_workers(cluster: str, tmp_path: Path, monkeypatch
     assert remote == local
     workers = {
         name: {t["worker"] for t in stream.data if str(t["key"]).startswith(name)}
-        for name in ("parse_part", "spooled_part")
+        for name in ("spooled_parse", "spooled_part")
     }
     assert all(len(ran_on) == 2 for ran_on in workers.values()), workers
 
