@@ -350,7 +350,6 @@ def in_this_process(options: RunOptions) -> Compute:
 
 
 def _local(options: RunOptions) -> Compute:
-    import dask
 
     processes = options.local_processes
 
@@ -367,11 +366,23 @@ def _local(options: RunOptions) -> Compute:
                 watchers.enter_context(TaskProgress(options.on_progress))
             if processes:
                 return _in_processes(objs, processes)
-            from dask.threaded import get  # a callable: dask then skips importing distributed
-
-            return list(dask.compute(*objs, scheduler=get))
+            return _in_threads(objs)
 
     return compute_local
+
+
+def _in_threads(objs: Sequence[Any]) -> list[Any]:
+    """dask's threaded scheduler on a pool of this run's own, shut down before the run's end is told: a
+    task that fails ends dask's wait at once while the tasks already started go on in the other threads
+    (of dask's shared pool, past the end of the compute), and one of them could write into a folder that
+    the failed run has just removed (a table part's spool). The pool's threads start when first used."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import dask
+    from dask.threaded import get  # a callable: dask then skips importing distributed
+
+    with ThreadPoolExecutor(_cpus()) as pool:  # its exit waits for the tasks started
+        return list(dask.compute(*objs, scheduler=get, pool=pool))
 
 
 def _in_processes(objs: Sequence[Any], processes: int) -> list[Any]:
