@@ -9,7 +9,6 @@ among those judged, by their items' main metric (NormRelativeErr, highest first,
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -17,7 +16,7 @@ from typing import Any
 
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 from msprobe_dask.judge.rules import ERROR, PASS, UNREADABLE, WARNING
-from msprobe_dask.summary.cells import as_float, is_number
+from msprobe_dask.summary.cells import as_float
 from msprobe_dask.summary.kinds import KindCounter, messages
 from msprobe_dask.summary.model import OTHER, GroupSummary, NodeRef, RunSummary
 from msprobe_dask.summary.table import KINDS_SHOWN, METRIC_OF_COLUMN, RANK_METRICS, WORST_SHOWN, diverges
@@ -48,13 +47,18 @@ def items_of_texts(*texts: str | None) -> list[dict[str, Any]]:
 def _metric(items: list[dict[str, Any]]) -> tuple[str, float]:
     for metric in RANK_METRICS:
         column = metric.column
-        # (as_float(None) is NaN: an item without the cell is passed over at once)
+        # (an item without the cell is passed over at once; v == v: is_number, without a call)
         values = [
-            v for item in items if (cell := item.get(column)) is not None and is_number(v := as_float(cell))
+            v for item in items if (cell := item.get(column)) is not None and (v := as_float(cell)) == v
         ]
         if values:
             return column, max(values, key=metric.badness)
     return "", float("nan")
+
+
+Shown = tuple[str, str, float, str, str]
+"""A node the summary may show, until it is shown (``NodeGroup.finish`` makes its NodeRef): its name,
+metric, the metric's value, its result and its group's label."""
 
 
 class NodeGroup:
@@ -68,8 +72,8 @@ class NodeGroup:
     def __init__(self, label: str) -> None:
         self.summary = GroupSummary(label=label, unit="nodes")
         self.kinds = KindCounter()
-        self.first: tuple[NodeRef, Any] | None = None  # the first divergence and its stack key
-        self.ranked: list[tuple[NodeRef, Any]] = []  # judged API nodes with a metric to rank, in order
+        self.first: tuple[Shown, Any] | None = None  # the first divergence and its stack key
+        self.ranked: list[tuple[Shown, Any]] = []  # judged API nodes with a metric to rank, in order
         self.unreadable: list[str] = []  # why rows' tensor files could not be read (unreadable_problems)
 
     def add(
@@ -93,7 +97,7 @@ class NodeGroup:
         if node_type != API_NODE:
             return
         metric, value = _metric(node_items)
-        ref = NodeRef(name, metric, value, "", result, self.summary.label)
+        ref = (name, metric, value, result, self.summary.label)  # (a NodeRef for the few shown: finish)
         if metric and METRIC_OF_COLUMN[metric].ranks(value):
             self.ranked.append((ref, stack))
         if self.first is None and diverges(result, node_messages):
@@ -125,14 +129,19 @@ class NodeGroup:
         s = self.summary
         s.kinds = self.kinds.most_common(KINDS_SHOWN)
         if self.first is not None:
-            s.first_divergence = _with_stack(self.first[0], stack_line(self.first[1]))
-        s.worst = [_with_stack(ref, stack_line(stack)) for ref, stack in _worst(self.ranked)]
+            s.first_divergence = _node_ref(self.first[0], stack_line(self.first[1]))
+        s.worst = [_node_ref(ref, stack_line(stack)) for ref, stack in _worst(self.ranked)]
         return s
 
 
-def _worst(ranked: list[tuple[NodeRef, Any]]) -> list[tuple[NodeRef, Any]]:
+def _worst(ranked: list[tuple[Shown, Any]]) -> list[tuple[Shown, Any]]:
     """The WORST_SHOWN worst of ``ranked`` (in node order), worst first; ties keep node order."""
-    return sorted(ranked, key=lambda r: -METRIC_OF_COLUMN[r[0].metric].badness(r[0].value))[:WORST_SHOWN]
+    return sorted(ranked, key=lambda r: -METRIC_OF_COLUMN[r[0][1]].badness(r[0][2]))[:WORST_SHOWN]
+
+
+def _node_ref(shown: Shown, stack: str) -> NodeRef:
+    name, metric, value, result, label = shown
+    return NodeRef(name, metric, value, stack, result, label)
 
 
 def unreadable_problems(items: list[dict[str, Any]]) -> list[str]:
@@ -145,10 +154,6 @@ def unreadable_problems(items: list[dict[str, Any]]) -> list[str]:
             if line.startswith(UNREADABLE):
                 problems.append(line.removeprefix(UNREADABLE))
     return problems
-
-
-def _with_stack(ref: NodeRef, stack: str) -> NodeRef:
-    return dataclasses.replace(ref, stack=stack)
 
 
 def stack_line(stack_text: Any) -> str:
