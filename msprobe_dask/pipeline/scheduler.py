@@ -174,7 +174,7 @@ def _show_progress(options: RunOptions) -> bool:
 def computing(options: RunOptions) -> Iterator[Compute]:
     """Yield ``compute(delayed_objects) -> results`` bound to the scheduler the options choose."""
     if options.address:
-        with _on_cluster(options) as compute:
+        with _client_quiet(), _on_cluster(options) as compute:
             yield compute
         return
     processes = options.local_processes
@@ -234,6 +234,22 @@ def _local_cluster(processes: int) -> Iterator[str]:
         cluster.close()
     finally:
         distributed_log.setLevel(level)
+
+
+@contextlib.contextmanager
+def _client_quiet() -> Iterator[None]:
+    """distributed's client says nothing in the log while a run on a running cluster lasts: a connection
+    to its scheduler lost or refused (a reconnect's traceback, seen under load when the run's last worker
+    was killed) ends the run, which says why in its one line. (A LocalCluster quiets all of distributed.)"""
+    import logging
+
+    client_log = logging.getLogger("distributed.client")
+    level = client_log.level
+    client_log.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        client_log.setLevel(level)
 
 
 @contextlib.contextmanager
