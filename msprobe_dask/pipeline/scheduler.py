@@ -238,18 +238,19 @@ def _local_cluster(processes: int) -> Iterator[str]:
 
 @contextlib.contextmanager
 def _client_quiet() -> Iterator[None]:
-    """distributed's client says nothing in the log while a run on a running cluster lasts: a connection
-    to its scheduler lost or refused (a reconnect's traceback, seen under load when the run's last worker
-    was killed) ends the run, which says why in its one line. (A LocalCluster quiets all of distributed.)"""
+    """distributed says nothing in the log while a run on a running cluster lasts: its client's
+    connection to the scheduler lost or refused when the run's last worker was killed (an ERROR with
+    its reconnect's traceback, or "Batched Comm Closed" with one, seen under load) ends the run, which
+    says why in its one line. (A LocalCluster quiets distributed the same way.)"""
     import logging
 
-    client_log = logging.getLogger("distributed.client")
-    level = client_log.level
-    client_log.setLevel(logging.CRITICAL + 1)
+    distributed_log = logging.getLogger("distributed")
+    level = distributed_log.level
+    distributed_log.setLevel(logging.CRITICAL + 1)
     try:
         yield
     finally:
-        client_log.setLevel(level)
+        distributed_log.setLevel(level)
 
 
 @contextlib.contextmanager
