@@ -81,7 +81,10 @@ def main(argv: list[str] | None = None, exiting: bool = False) -> int:
         from msprobe_dask.dump.remote import local_dumps  # after --help: it imports numpy
 
         with local_dumps(args):
-            return int(args.run(args) or 0)
+            code = int(args.run(args) or 0)
+        if _Received.signum is not None:  # its exception lost (see _Received) and the run went on to its end
+            raise Terminated(_Received.signum)
+        return code
     except (KeyboardInterrupt, Terminated, Exception) as exc:
         signum = _stopped_by(exc) or _Received.signum
         if signum is not None:
@@ -128,7 +131,8 @@ class _Received:
     """The stopping signal this run received, if any: the run ends as stopped by it whatever exception
     reaches ``main``. The handler's own exception can be lost: raised inside an ``os.register_at_fork``
     hook (a signal held across a worker's fork is taken as the hook unblocks it), Python passes it to
-    ``sys.unraisablehook`` and the run goes on, to fail on the workers the signal stopped too."""
+    ``sys.unraisablehook`` and the run goes on, to fail on the workers the signal stopped too, or to its end
+    if they ignored it (a Ctrl-C): its results are then withdrawn all the same."""
 
     signum: int | None = None
 
