@@ -7,49 +7,94 @@
 #define MSPROBE_DASK_DEFERRED_FLOATS_H
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 #define FLOAT_TEXT 40 /* room for a float's text (at most 24 bytes: -1.2345678901234567e-308) */
 
 typedef struct {
-    PyObject *floats;  /* list: the floats, in the text's order (NULL until the first) */
-    Py_ssize_t *marks; /* where each one's text goes in the text without them */
+    PyObject *floats;     /* list: the floats whose texts are not known yet, in order (NULL until one) */
+    Py_ssize_t *marks;    /* where each float's text goes in the text without them */
+    char *texts;          /* FLOAT_TEXT bytes a float: its text, once known */
+    unsigned char *lens;  /* its length; 0 until known */
     Py_ssize_t n, cap;
 } Deferred;
 
+/* The texts made before, by the float's bits: a dump's statistics repeat (an output's stand again as
+ * the next API's input's, layers repeat), so most floats' texts are copied from here instead of made
+ * by orjson again. One per C file that writes floats, filled as their texts are made (the GIL held). */
+#define TEXT_CACHE_BITS 14 /* 16,384 texts (T: 11,000 values in 260,000 floats written) */
+static struct {
+    uint64_t bits;
+    unsigned char n; /* 0: empty */
+    char text[FLOAT_TEXT - 8];
+} text_cache[1 << TEXT_CACHE_BITS];
+
+static inline int text_slot(uint64_t bits) { return (int)((bits * 0x9E3779B97F4A7C15ull) >> (64 - TEXT_CACHE_BITS)); }
+
+static inline uint64_t bits_of(PyObject *x) {
+    double v = PyFloat_AS_DOUBLE(x);
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof(bits));
+    return bits;
+}
+
 static inline void deferred_free(Deferred *d) {
     PyMem_Free(d->marks);
+    PyMem_Free(d->texts);
+    PyMem_Free(d->lens);
     Py_CLEAR(d->floats);
     d->marks = NULL;
+    d->texts = NULL;
+    d->lens = NULL;
     d->n = d->cap = 0;
 }
 
-/* the finite float x, whose text goes at ``at`` */
+/* the finite float x (a float object), whose text goes at ``at`` */
 static inline int deferred_add(Deferred *d, Py_ssize_t at, PyObject *x) {
-    if (d->floats == NULL && (d->floats = PyList_New(0)) == NULL)
-        return -1;
     if (d->n == d->cap) {
         Py_ssize_t cap = d->cap ? 2 * d->cap : 64;
         Py_ssize_t *marks = PyMem_Realloc(d->marks, cap * sizeof(Py_ssize_t));
-        if (marks == NULL) {
+        if (marks != NULL)
+            d->marks = marks;
+        char *texts = marks != NULL ? PyMem_Realloc(d->texts, cap * FLOAT_TEXT) : NULL;
+        if (texts != NULL)
+            d->texts = texts;
+        unsigned char *lens = texts != NULL ? PyMem_Realloc(d->lens, cap) : NULL;
+        if (lens == NULL) {
             PyErr_NoMemory();
             return -1;
         }
-        d->marks = marks;
+        d->lens = lens;
         d->cap = cap;
     }
-    d->marks[d->n++] = at;
-    return PyList_Append(d->floats, x);
+    uint64_t bits = bits_of(x);
+    int slot = text_slot(bits);
+    Py_ssize_t i = d->n;
+    if (text_cache[slot].n > 0 && text_cache[slot].bits == bits) {
+        memcpy(d->texts + i * FLOAT_TEXT, text_cache[slot].text, text_cache[slot].n);
+        d->lens[i] = text_cache[slot].n;
+    } else {
+        if (d->floats == NULL && (d->floats = PyList_New(0)) == NULL)
+            return -1;
+        if (PyList_Append(d->floats, x) < 0)
+            return -1;
+        d->lens[i] = 0;
+    }
+    d->marks[i] = at;
+    d->n = i + 1;
+    return 0;
 }
 
 /* the floats whose texts go at ``len`` or after dropped (the text cut back to ``len``) */
 static inline int deferred_truncate(Deferred *d, Py_ssize_t len) {
-    Py_ssize_t n = d->n;
+    Py_ssize_t n = d->n, unknown = 0;
     while (n > 0 && d->marks[n - 1] >= len)
-        n--;
-    if (n < d->n) {
-        d->n = n;
-        return PyList_SetSlice(d->floats, n, PyList_GET_SIZE(d->floats), NULL);
+        unknown += d->lens[--n] == 0;
+    d->n = n;
+    if (unknown > 0) {
+        Py_ssize_t size = PyList_GET_SIZE(d->floats);
+        return PyList_SetSlice(d->floats, size - unknown, size, NULL);
     }
     return 0;
 }
@@ -135,13 +180,12 @@ static inline int starts_tiny(const char *t, Py_ssize_t n) {
 }
 
 /* text[0:len] with the deferred floats' texts in their places, as a str (ASCII) or, ``as_bytes``,
- * bytes; ``dumps``: orjson.dumps, which writes them all as "[t1,t2,...]" */
-static inline PyObject *deferred_text(const Deferred *d, PyObject *dumps, const char *text, Py_ssize_t len,
-                               int as_bytes) {
+ * bytes; ``dumps``: orjson.dumps, which writes the floats whose texts are not known yet as
+ * "[t1,t2,...]" (their texts then known, and kept in text_cache) */
+static inline PyObject *deferred_text(Deferred *d, PyObject *dumps, const char *text, Py_ssize_t len, int as_bytes) {
     PyObject *json = NULL, *s = NULL;
-    char *texts = NULL;
-    Py_ssize_t *lens = NULL, extra = 0;
-    if (d->n > 0) {
+    Py_ssize_t extra = 0;
+    if (d->floats != NULL && PyList_GET_SIZE(d->floats) > 0) {
         json = PyObject_CallOneArg(dumps, d->floats);
         if (json == NULL)
             return NULL;
@@ -149,14 +193,11 @@ static inline PyObject *deferred_text(const Deferred *d, PyObject *dumps, const 
             PyErr_SetString(PyExc_TypeError, "orjson.dumps did not return bytes");
             goto done;
         }
-        texts = PyMem_Malloc(d->n * FLOAT_TEXT);
-        lens = PyMem_Malloc(d->n * sizeof(Py_ssize_t));
-        if (texts == NULL || lens == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
         const char *token = PyBytes_AS_STRING(json) + 1;
+        Py_ssize_t k = 0;
         for (Py_ssize_t i = 0; i < d->n; i++) {
+            if (d->lens[i] > 0)
+                continue;
             Py_ssize_t n = 0;
             while (token[n] != ',' && token[n] != ']')
                 n++;
@@ -164,15 +205,26 @@ static inline PyObject *deferred_text(const Deferred *d, PyObject *dumps, const 
                 PyErr_SetString(PyExc_ValueError, "orjson.dumps wrote a float's text of unexpected length");
                 goto done;
             }
+            char *out = d->texts + i * FLOAT_TEXT;
             if (memchr(token, 'e', n) == NULL && !starts_tiny(token, n)) { /* repr's text already */
-                memcpy(texts + i * FLOAT_TEXT, token, n);
-                lens[i] = n;
+                memcpy(out, token, n);
+                d->lens[i] = (unsigned char)n;
             } else
-                lens[i] = repr_text(token, n, texts + i * FLOAT_TEXT);
-            extra += lens[i];
+                d->lens[i] = (unsigned char)repr_text(token, n, out);
+            if (d->lens[i] <= (Py_ssize_t)sizeof(text_cache[0].text)) {
+                uint64_t bits = bits_of(PyList_GET_ITEM(d->floats, k));
+                int slot = text_slot(bits);
+                text_cache[slot].bits = bits;
+                text_cache[slot].n = d->lens[i];
+                memcpy(text_cache[slot].text, out, d->lens[i]);
+            }
+            k++;
             token += n + 1;
         }
+        Py_CLEAR(d->floats); /* (their texts known now) */
     }
+    for (Py_ssize_t i = 0; i < d->n; i++)
+        extra += d->lens[i];
     s = as_bytes ? PyBytes_FromStringAndSize(NULL, len + extra) : PyUnicode_New(len + extra, 127);
     if (s != NULL) {
         char *out = as_bytes ? PyBytes_AS_STRING(s) : (char *)PyUnicode_1BYTE_DATA(s);
@@ -181,15 +233,13 @@ static inline PyObject *deferred_text(const Deferred *d, PyObject *dumps, const 
             memcpy(out, text + at, d->marks[i] - at);
             out += d->marks[i] - at;
             at = d->marks[i];
-            memcpy(out, texts + i * FLOAT_TEXT, lens[i]);
-            out += lens[i];
+            memcpy(out, d->texts + i * FLOAT_TEXT, d->lens[i]);
+            out += d->lens[i];
         }
         if (len > at)
             memcpy(out, text + at, len - at);
     }
 done:
-    PyMem_Free(texts);
-    PyMem_Free(lens);
     Py_XDECREF(json);
     return s;
 }
