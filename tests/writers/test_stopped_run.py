@@ -4,7 +4,7 @@ beside a run stopped at its write)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -71,48 +71,39 @@ def test_the_signal_handler_stops_writing_at_once(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_signal_whose_exception_was_lost_still_ends_the_run_as_stopped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """SIGTERM's exception raised where Python only reports it to sys.unraisablehook (as in an at-fork
-    hook), then the run failing on its workers the signal stopped too: the run ends as stopped by
-    SIGTERM (exit 143, one line, no "Exception ignored" traceback), not as the failure that followed
-    (exit 2, "a local worker process died")."""
-    import os
-    import signal
-    import sys
-
-    from msprobe_dask import cli
+def _fails_on_its_workers(result: Path) -> int:
+    """The run then fails on its workers, which the signal (SIGTERM) stopped too."""
     from msprobe_dask.errors import ClusterError
-    from msprobe_dask.pipeline import compare_cli
 
-    class LosesTheSignal:
-        def __del__(self) -> None:
-            os.kill(os.getpid(), signal.SIGTERM)
-            for _ in range(1000):  # the handler runs here, its exception raised in __del__
-                pass
-
-    def run(args: object) -> int:
-        LosesTheSignal()  # freed at once
-        raise ClusterError(None, "a local worker process died (out of memory?); nothing was written")
-
-    monkeypatch.setattr(compare_cli, "run", run)
-    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # Python's, not pytest's
-    dump = tmp_path / "dump.json"
-    dump.write_text("{}")
-    assert cli.main(["compare", "-tp", str(dump), "-gp", str(dump), "-o", str(tmp_path / "out")]) == 143
-    lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1 and "stopped by SIGTERM" in lines[0], lines
+    raise ClusterError(None, "a local worker process died (out of memory?); nothing was written")
 
 
-def test_a_signal_lost_by_a_run_that_then_ends_well_withdraws_its_results(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def _ends_well(result: Path) -> int:
+    """The run goes on to its end: its workers ignored the signal (SIGINT) and one publishes the result."""
+    result.parent.mkdir()
+    with atomic.withdrawn_if_failed(result):
+        result.write_text("a\n")  # a worker process does not see the stop
+    return 0
+
+
+@pytest.mark.parametrize(
+    "name, then, code",
+    [("SIGTERM", _fails_on_its_workers, 143), ("SIGINT", _ends_well, 130)],
+)
+def test_a_signal_whose_exception_was_lost_still_ends_the_run_as_stopped(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    then: Callable[[Path], int],
+    code: int,
 ) -> None:
-    """A Ctrl-C whose exception Python lost (raised in the hook after the fork of a worker, which ignores
-    it), then the run going on to write its result: the run still ends as stopped by SIGINT (exit 130,
-    one line) and the result it wrote is withdrawn (seen once in 60 runs of
-    tests/hostile/test_signals.py::test_signal_with_two_workers[group-SIGINT-csv-fork] on a loaded
-    host: exit 0 with the csv written)."""
+    """The signal's exception raised where Python only reports it to sys.unraisablehook (as in an at-fork
+    hook after a worker's fork), then the run failing on its workers, or going on to its end: the run
+    ends as stopped by the signal (exit 128 + signal, one line, no "Exception ignored" traceback), not as
+    the failure that followed (exit 2, "a local worker process died") nor as done (exit 0: seen 2 times
+    in 60 runs of tests/hostile/test_signals.py::test_signal_with_two_workers[group-SIGINT-csv-fork] on
+    a loaded host, the csv written); the result it wrote is withdrawn."""
     import os
     import signal
     import sys
@@ -122,26 +113,23 @@ def test_a_signal_lost_by_a_run_that_then_ends_well_withdraws_its_results(
 
     class LosesTheSignal:
         def __del__(self) -> None:
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), getattr(signal, name))
             for _ in range(1000):  # the handler runs here, its exception raised in __del__
                 pass
 
     result = tmp_path / "out" / "compare_result.csv"
 
     def run(args: object) -> int:
-        result.parent.mkdir()
-        with atomic.withdrawn_if_failed(result):
-            LosesTheSignal()  # freed at once
-            result.write_text("a\n")  # published by a worker process, which does not see the stop
-        return 0
+        LosesTheSignal()  # freed at once
+        return then(result)
 
     monkeypatch.setattr(compare_cli, "run", run)
     monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # Python's, not pytest's
     dump = tmp_path / "dump.json"
     dump.write_text("{}")
-    assert cli.main(["compare", "-tp", str(dump), "-gp", str(dump), "-o", str(tmp_path / "out")]) == 130
+    assert cli.main(["compare", "-tp", str(dump), "-gp", str(dump), "-o", str(tmp_path / "out")]) == code
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1 and "stopped by SIGINT" in lines[0], lines
+    assert len(lines) == 1 and f"stopped by {name}" in lines[0], lines
     assert not result.exists()
 
 
