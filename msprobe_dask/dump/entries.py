@@ -108,6 +108,10 @@ class DumpEntries(Mapping[str, Any]):
             found = self._mentioned[token] = token in self._text
         return found
 
+    def note_mentions(self, found: Iterable[tuple[bytes, bool]]) -> None:
+        """Take (token, whether the text holds it) found by a faster search than ``mentions``' own."""
+        self._mentioned.update(found)
+
     def spans(self) -> tuple[dict[str, tuple[int, int]], dict[str, Any], bytes] | None:
         """(spans, one-line entries, text) while the entries are read by spans, else None."""
         return (self._spans, self._small, self._text) if self._full is None else None

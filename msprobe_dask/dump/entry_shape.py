@@ -12,7 +12,7 @@ from msprobe_dask.errors import DumpError
 
 ENTRY_SHAPES = (("input_args", list), ("input_kwargs", dict))
 # in msProbe's indented text, the only way an entry of the wrong shape can hide in a multi-line span
-_WRONG_IN_TEXT = (b'"input_args": {', b'"input_kwargs": [')
+WRONG_SHAPE_IN_TEXT = (b'"input_args": {', b'"input_kwargs": [')
 
 
 def json_kind(value: Any) -> str:
@@ -44,7 +44,7 @@ def check_entries(path: Path, data: Mapping[str, Any]) -> None:
     """Every entry of ``data`` has the shape (a lazily parsed one is looked at only where its text
     could hold another shape: its one-line entries, or all if the text has a suspect key)."""
     names: Any = data
-    if isinstance(data, DumpEntries) and not any(map(data.mentions, _WRONG_IN_TEXT)):
+    if isinstance(data, DumpEntries) and not any(map(data.mentions, WRONG_SHAPE_IN_TEXT)):
         names = data.one_line_names()
     for name in names:
         check_entry(path, name, data[name])

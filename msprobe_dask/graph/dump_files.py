@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_dask.dump.confine import check_dump_file
-from msprobe_dask.dump.entries import EntryLines, entry_lines, read_dump_doc, read_whole_dump_doc
+from msprobe_dask.dump.entries import DumpEntries, EntryLines, entry_lines, read_dump_doc, read_whole_dump_doc
+from msprobe_dask.dump.entry_shape import WRONG_SHAPE_IN_TEXT
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import speedups
 
 MD5_TOKEN = b'"md5"'  # in the text of a dump.json whose entries may have an md5
+# what a build asks of a lazily read dump.json's text (build_graph, check_entries): looked for at once
+TOKENS = (MD5_TOKEN, *WRONG_SHAPE_IN_TEXT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +52,17 @@ def check_graph_file(path: Path) -> None:
 
 def load_dump_doc(path: Path, lazy: bool = False) -> tuple[dict[str, Any], Mapping[str, Any]]:
     """(header, data) of dump.json. ``lazy``: data's entries are parsed when looked up (see
-    dump/entries.py), so that a build without items parses none of them."""
-    return read_dump_doc(path, find_entries) if lazy else read_whole_dump_doc(path)
+    dump/entries.py), so that a build without items parses none of them; whether its text holds each
+    of ``TOKENS`` is then looked for at once by the C code, where it is built."""
+    if not lazy:
+        return read_whole_dump_doc(path)
+    header, data = read_dump_doc(path, find_entries)
+    native = speedups.native
+    if native is not None and isinstance(data, DumpEntries):
+        spans = data.spans()
+        if spans is not None:
+            data.note_mentions(zip(TOKENS, native.mentions(spans[2], TOKENS)))
+    return header, data
 
 
 def find_entries(text: bytes, lo: int, hi: int, indent: int) -> EntryLines | None:

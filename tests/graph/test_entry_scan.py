@@ -159,3 +159,24 @@ def test_graph_visualize_reads_the_entries_alike_without_the_c_code(monkeypatch:
     header_py, data_py = read_dump_doc(path, dump_files.find_entries)
     assert isinstance(data, DumpEntries) and isinstance(data_py, DumpEntries)
     assert header == header_py and data.spans() == data_py.spans()
+
+
+@needs_native
+@given(st.binary(max_size=200), st.lists(st.binary(max_size=6), max_size=5))
+@settings(max_examples=300, deadline=None)
+def test_the_tokens_a_text_holds_are_found_as_bytes_find_them(text: bytes, tokens: list[bytes]) -> None:
+    tokens += [text[i : i + 4] for i in range(0, len(text), 50)]  # some that it holds
+    assert NATIVE.mentions(text, tuple(tokens)) == tuple(token in text for token in tokens)
+    quoted = b'"'.join((text, *tokens))  # tokens that all begin with one byte: one pass
+    keys = tuple(b'"' + token for token in tokens)
+    assert NATIVE.mentions(quoted, keys) == tuple(key in quoted for key in keys)
+
+
+@needs_native
+def test_a_lazily_read_dump_json_knows_the_tokens_a_build_asks_for() -> None:
+    path = DATA / "transformer_big" / "target" / "dump.json"
+    data = dump_files.load_dump_doc(path, lazy=True)[1]
+    assert isinstance(data, DumpEntries)
+    text = path.read_bytes()
+    for token in dump_files.TOKENS:
+        assert data._mentioned[token] == (token in text)

@@ -181,3 +181,26 @@ done:
     Py_XDECREF(f.heads);
     return result;
 }
+
+/* mentions(text, tokens) -> a bool for each token: whether text holds it (``token in text``), by
+ * glibc's memmem: as many instructions as bytes' search, but in a fifth of its time on a dump.json of
+ * megabytes (fewer branches taken) */
+PyObject *mentions(PyObject *self, PyObject *args) {
+    PyObject *text, *tokens;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyBytes_Type, &text, &PyTuple_Type, &tokens))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(tokens);
+    PyObject *out = PyTuple_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        PyObject *token = PyTuple_GET_ITEM(tokens, i);
+        if (!PyBytes_Check(token)) {
+            PyErr_SetString(PyExc_TypeError, "mentions: the tokens must be bytes");
+            Py_CLEAR(out);
+            break;
+        }
+        const void *at = memmem(PyBytes_AS_STRING(text), (size_t)PyBytes_GET_SIZE(text),
+                                PyBytes_AS_STRING(token), (size_t)PyBytes_GET_SIZE(token));
+        PyTuple_SET_ITEM(out, i, Py_NewRef(at != NULL ? Py_True : Py_False));
+    }
+    return out;
+}

@@ -8,7 +8,8 @@
  * compare's rows straight from an entry's JSON text (dump/rows.py; pipeline/sides.py: rows_of_text),
  * on entry_text.c's tape; entry_items.c: the items of a graph's nodes straight from their entries'
  * texts (node_items.py: parse_items); entry_scan.c: the entries of dump.json's data found in its text
- * (dump/entries.py: entry_lines); module.c: the module, its texts.
+ * (dump/entries.py: entry_lines), and which tokens it holds (DumpEntries.mentions); module.c: the
+ * module, its texts.
  *
  * The rules, numbers and column lists are the Python modules' own, handed once at their import:
  * configure_text (item_text.TEXT_RULES), configure_summary (cells.SUMMARY_RULES), configure_rows
@@ -44,7 +45,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 19
+#define SPEEDUPS_API 20
 
 /* an ASCII text of the rules (held by them) */
 typedef struct {
@@ -343,5 +344,6 @@ PyObject *leaf_rows(PyObject *self, PyObject *args);
 PyObject *configure_items(PyObject *self, PyObject *rules); /* entry_items.c */
 PyObject *node_items(PyObject *self, PyObject *args);
 PyObject *entry_lines(PyObject *self, PyObject *args); /* entry_scan.c */
+PyObject *mentions(PyObject *self, PyObject *args);    /* entry_scan.c */
 
 #endif
