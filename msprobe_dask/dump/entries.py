@@ -19,6 +19,7 @@ full parse would take over at the first lookup.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import compress, repeat
@@ -38,11 +39,12 @@ class DumpEntries(Mapping[str, Any]):
     """dump.json's ``data``: entry names in file order, each entry parsed from its text on access.
 
     Behaves as the dict ``json.load`` would give (nothing is cached but the values of one-line entries,
-    which the scan parses to check them). Pickles with its bytes, so a graph holding it can be sent
-    to a dask worker.
+    which the scan parses to check them). Pickles without its bytes while its file is as it was read
+    (``stamp``): the process that loads it reads the file again (a graph sent to a dask worker, which
+    can read the dump, as the task that built the graph did); else with them.
     """
 
-    __slots__ = ("_path", "_text", "_spans", "_small", "_full", "_mentioned", "_short")
+    __slots__ = ("_path", "_text", "_spans", "_small", "_full", "_mentioned", "_short", "_stamp")
 
     def __init__(
         self,
@@ -51,6 +53,7 @@ class DumpEntries(Mapping[str, Any]):
         spans: dict[str, tuple[int, int]],
         small: dict[str, Any],
         mentioned: dict[bytes, bool] | None = None,
+        stamp: FileStamp | None = None,
     ) -> None:
         self._path = path
         self._text = text
@@ -59,9 +62,13 @@ class DumpEntries(Mapping[str, Any]):
         self._full: dict[str, Any] | None = None  # the full parse, once a span failed to parse
         self._mentioned = mentioned if mentioned is not None else {}  # token -> whether the text has it
         self._short: bool | None = None  # the text holds no long integer (fastjson), once looked for
+        self._stamp = stamp  # the file's stamp when ``text`` was read from it (None: not read so)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (DumpEntries, (self._path, self._text, self._spans, self._small, self._mentioned))
+        known = (self._spans, self._small, self._mentioned)
+        if self._stamp is not None and file_stamp(self._path) == self._stamp:
+            return (_read_again, (self._path, self._stamp, *known))
+        return (DumpEntries, (self._path, self._text, *known))
 
     def __sizeof__(self) -> int:
         """About its size pickled: the text, and a guess for each entry's span."""
@@ -128,6 +135,41 @@ class DumpEntries(Mapping[str, Any]):
         return self._full
 
 
+FileStamp = tuple[int, int]
+"""A file's size and modification time (ns): the file is taken to be unchanged while its stamp is (the
+same on every machine that mounts a shared folder, unlike the device and inode numbers)."""
+
+
+def file_stamp(path: Path) -> FileStamp | None:
+    try:
+        return _stamp(os.stat(path))
+    except OSError:
+        return None
+
+
+def _stamp(st: os.stat_result) -> FileStamp:
+    return (st.st_size, st.st_mtime_ns)
+
+
+def _read_again(
+    path: Path,
+    stamp: FileStamp,
+    spans: dict[str, tuple[int, int]],
+    small: dict[str, Any],
+    mentioned: dict[bytes, bool],
+) -> DumpEntries:
+    """Pickled DumpEntries loaded: their text read from their file again, which must be as it was."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+            now = _stamp(os.fstat(f.fileno()))
+    except OSError as exc:
+        raise DumpError(path, f"cannot be read again: {exc.strerror or exc}") from None
+    if now != stamp or len(text) != stamp[0]:
+        raise DumpError(path, "changed while the run was reading it")
+    return DumpEntries(path, text, spans, small, mentioned, stamp)
+
+
 def read_dump_doc(path: Path, find: FindEntries | None = None) -> tuple[dict[str, Any], Mapping[str, Any]]:
     """(header, data) of a dump.json: the header holds every top-level field but ``data``.
 
@@ -135,12 +177,14 @@ def read_dump_doc(path: Path, find: FindEntries | None = None) -> tuple[dict[str
     either way a DumpError names the file if it is not a JSON object with a ``data`` object.
     """
     check_dump_file(path)
+    stamp = None
     try:
         with open(path, "rb") as f:
             text = f.read()
+            stamp = _stamp(os.fstat(f.fileno()))
     except OSError:
         text = b""  # read_json below raises the usual error
-    lazy = _scan(path, text, find) if text else None
+    lazy = _scan(path, text, find, stamp) if text else None
     if lazy is not None:
         return lazy
     del text  # the full parse reads the file as text, for the usual errors
@@ -159,10 +203,11 @@ def read_whole_dump_doc(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _scan(
-    path: Path, text: bytes, find: FindEntries | None = None
+    path: Path, text: bytes, find: FindEntries | None = None, stamp: FileStamp | None = None
 ) -> tuple[dict[str, Any], DumpEntries] | None:
     """The header and lazy entries of an indented dump.json, or None if ``text`` is laid out otherwise
-    (or is not what the layout promises: the caller then parses it all)."""
+    (or is not what the layout promises: the caller then parses it all). ``stamp``: the file's when
+    ``text`` was read from it."""
     m = FIRST_KEY.match(text)
     if m is None or not is_utf8(text):
         return None
@@ -189,7 +234,7 @@ def _scan(
     header = header_of(text[:start] + b"{}" + text[end:])
     if header is None:
         return None
-    return header, DumpEntries(path, text, spans, small)
+    return header, DumpEntries(path, text, spans, small, stamp=stamp)
 
 
 NAME = rb'"([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)": (?=([{\[])\n|)'  # a name without raw control

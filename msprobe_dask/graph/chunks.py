@@ -9,11 +9,11 @@ a graph (or a compared pair) into at most ``n`` chunks, each described by node p
 together. The rows, their order and the stack ids are those of the serial graph_rows, whatever order
 the chunks are made in and wherever.
 
-A Prepared pickles its graphs flat (model.Graph.__reduce__), dump.json's bytes with them: a worker
-that runs chunks of a graph built elsewhere receives it once. The chunk tasks of one Prepared in one
-process share its graphs and take turns (its lock): a task gives its nodes and their Bench partners
-their items, compares them, makes their rows and drops the items again, and two chunks' nodes may
-share a Bench partner.
+A Prepared pickles its graphs flat (model.Graph.__reduce__; dump.json's bytes read again where it is
+loaded, dump/entries.py): a worker that runs chunks of a graph built elsewhere receives it once. The
+chunk tasks of one Prepared in one process share its graphs and take turns (its lock): a task gives its
+nodes and their Bench partners their items, compares them, makes their rows and drops the items again,
+and two chunks' nodes may share a Bench partner.
 """
 
 from __future__ import annotations

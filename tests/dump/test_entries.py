@@ -382,3 +382,31 @@ def test_a_long_integer_anywhere_in_the_file_is_read_as_json_reads_it(tmp_path: 
                 type(entries[k]["input_args"][0]["value"]) is type(v["input_args"][0]["value"])
                 for k, v in doc.items()
             )
+
+
+def test_pickled_entries_of_an_unchanged_file_read_it_again(tmp_path: Path) -> None:
+    """Entries read from a file that is still as it was pickle without its text (a graph sent to a dask
+    worker: the worker reads the dump itself), and read the same values where they are loaded."""
+    path = _write(tmp_path, DOC, indent=1)
+    _, entries = read_dump_doc(path)
+    pickled = pickle.dumps(entries)
+    assert len(pickled) < path.stat().st_size / 2
+    copy = pickle.loads(pickled)
+    assert isinstance(copy, DumpEntries) and _same(dict(copy.items()), DOC["data"])
+
+
+def test_pickled_entries_of_a_file_changed_since_carry_their_text_or_fail(tmp_path: Path) -> None:
+    """Entries whose file changed before they were pickled carry the text they read; changed between
+    pickling and loading, the load names the file (nothing is read from a file that is not the one
+    the graph was built from)."""
+    path = _write(tmp_path, DOC, indent=1)
+    _, entries = read_dump_doc(path)
+    pickled = pickle.dumps(entries)
+    _write(tmp_path, {**DOC, "data": {}}, indent=1)
+    with pytest.raises(DumpError, match="changed while the run was reading it"):
+        pickle.loads(pickled)
+    copy = pickle.loads(pickle.dumps(entries))
+    assert _same(dict(copy.items()), DOC["data"])
+    path.unlink()
+    copy = pickle.loads(pickle.dumps(entries))
+    assert _same(dict(copy.items()), DOC["data"])
