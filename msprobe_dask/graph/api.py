@@ -522,6 +522,14 @@ def _replicas(client: Any, run: RunOptions | None) -> int:
     return 1 if client is not None else max(1, (run or RunOptions()).local_processes)
 
 
+def _index_early(client: Any, run: RunOptions | None) -> bool:
+    """Whether the vis.db's indexes are made with its tables and kept up to date by the write chain's
+    inserts (VisdbWriter's ``indexed_early``), rather than built by its last task: where the chunks
+    are made in more than one process (local worker processes, a cluster), that task would build them
+    alone, the other processes idle, while each insert's share runs beside their chunk tasks."""
+    return client is not None or (run or RunOptions()).address is not None or _replicas(client, run) > 1
+
+
 def _compute(obj: Any, client: Any = None, run: RunOptions | None = None) -> Any:
     """On ``client`` if given, else where ``run`` says (see pipeline.scheduler)."""
     if client is not None:
@@ -602,7 +610,7 @@ def visualize(
     with output_dir(out), withdrawn_if_failed(path):
         if plan is None:
             return _compute(written, client, run)
-        writer = VisdbWriter(path).suspend()
+        writer = VisdbWriter(path, _index_early(client, run)).suspend()
         try:
             return _compute(_write_chain(plan, writer, _rank_window(client, run)), client, run)
         finally:  # (named when complete; a failed run leaves nothing)

@@ -202,14 +202,16 @@ def test_replicas_of_the_prepared_graphs_write_the_file_of_one_write_task(
     case: str, scheduler: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each (step, rank) built and prepared by 3 tasks, chunk k made from replica k mod 3 (Plan.replicas):
-    the same file (in tensor mode the first replica compares the pair whole, the others make nothing)."""
+    the same file (in tensor mode the first replica compares the pair whole, the others make nothing),
+    its indexes made early and kept up to date by the inserts (as where there are replicas:
+    api._index_early) rather than built by the last task."""
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     monkeypatch.setattr(api, "REPLICA_CHUNKS", 1)
     _one_write_task(case, tmp_path / "one.vis.db")
     tp, gp, opts = _sides(case)
     plan = api._rank_plan(tp, gp, opts, replicas=3)
     assert len(plan.rank_tasks(plan.sources[0]).prepared) == 3
-    writer = VisdbWriter(tmp_path / "chain.vis.db").suspend()
+    writer = VisdbWriter(tmp_path / "chain.vis.db", indexed_early=True).suspend()
     dask.compute(api._write_chain(plan, writer, window=2), scheduler=scheduler)
     assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
     assert rowids(tmp_path / "chain.vis.db") == rowids(tmp_path / "one.vis.db")
@@ -222,6 +224,16 @@ def test_one_replica_per_local_worker_process_and_one_on_a_cluster() -> None:
     assert api._replicas(None, RunOptions(workers=3)) == 3
     assert api._replicas(None, RunOptions(address="tcp://127.0.0.1:8786")) == 1
     assert api._replicas(object(), None) == 1
+
+
+def test_indexes_are_made_early_where_chunks_are_made_in_more_than_one_process() -> None:
+    from msprobe_dask.pipeline.scheduler import RunOptions
+
+    assert not api._index_early(None, RunOptions())
+    assert not api._index_early(None, RunOptions(workers=1))
+    assert api._index_early(None, RunOptions(workers=2))
+    assert api._index_early(None, RunOptions(address="tcp://127.0.0.1:8786"))
+    assert api._index_early(object(), None)
 
 
 def test_a_resumed_writer_leaves_the_result_it_came_from_sendable(tmp_path: Path) -> None:
