@@ -120,7 +120,7 @@ def rank_file(
     scans = npu_scan, bench_scan
     zlib_packed = rows_zlib(npu_src, bench_src)
     rows_items = _ROWS if hashed else _ROWS_BESIDE_KEYS
-    spooled = zlib_packed and not graph.shared  # (a big rank's rows wait in files: spooled_parse)
+    spooled = not graph.shared  # (the rows go through files, not the process that schedules: spooled_parse)
     (npu_rows, npu_keys), (bench_rows, bench_keys) = (
         zip(
             *(
