@@ -104,6 +104,11 @@ class Node:
     stack: Any = None  # the first NPU_Stack_Info cell of its rows (a list, or its text)
     comm: Comm | None = None
 
+    def moved(self, by: int) -> Node:
+        """The node ``by`` places later in its rank's order (a part's node in its rank's; faster than
+        ``dataclasses.replace``)."""
+        return Node(self.rank, self.index + by, self.name, self.inputs, self.outputs, self.stack, self.comm)
+
     @property
     def code_line(self) -> str:
         """The stack's first frame in the user's code."""
@@ -371,12 +376,17 @@ def iter_column_nodes(
     names, given_states, ops = cells["NPU Name"], cells["state"], cells["NPU P2POp op"]
     md5s = cells["NPU MD5"]
     peers, stacks = cells["NPU P2POp peer"], cells[STACK_COLUMN]
+    # one Comm of each value: pickled once with a part's nodes (each all_reduce of a rank has the same)
+    seen: dict[Comm, Comm] = {}
     for index, (start, end) in enumerate(_spans(entries)):
         entry = entries[start]
         communication = is_communication(entry)
         if communication_only and not communication:
             continue
-        comm = _comm(entry, [rows.row(i) for i in range(start, end)], rank) if communication else None
+        comm = None
+        if communication:
+            made = _comm(entry, [rows.row(i) for i in range(start, end)], rank)
+            comm = seen.setdefault(made, made)
         highs, lows = rows.numbers()[:2]
         inputs: list[TensorError] = []
         outputs: list[TensorError] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pickle
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Protocol
 
@@ -129,14 +129,12 @@ def rank_of_parts(parts: Sequence[PartNodes]) -> RankNodes:
     """A rank's nodes from its parts' (in order), for ``analyse_rank_nodes``: each part decoded when the
     walk reaches it (a LightNode has no index to shift)."""
     starts = list(accumulate((part.count for part in parts), initial=0))
-    comms = [
-        replace(node, index=start + node.index) for part, start in zip(parts, starts) for node in part.comms()
-    ]
+    comms = [node.moved(start) for part, start in zip(parts, starts) for node in part.comms()]
 
     def read() -> Iterator[Node | LightNode]:
         for part, start in zip(parts, starts):
             for node in part.nodes():
-                yield replace(node, index=start + node.index) if start and node.__class__ is Node else node
+                yield node.moved(start) if start and node.__class__ is Node else node  # type: ignore[union-attr]
 
     return RankNodes(starts[-1], comms, read, any(part.exceeds for part in parts))
 

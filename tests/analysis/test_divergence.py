@@ -180,6 +180,17 @@ def test_batch_links_name_the_peers_when_the_table_knows_them(tmp_path: Path) ->
     assert {s.rank for s in link(read_back).received[(3, batch.index)] if s.tensors} == {0, 1, 2}
 
 
+def test_a_parts_communication_nodes_share_one_comm_of_each_value() -> None:
+    """A rank's all_reduces name the same process group: a part's nodes hold one Comm of each value, so
+    that its pickle (NodePart) holds it once and the process that links the ranks reads it once."""
+    from msprobe_dask.summary.divergence import node_part
+
+    root = case_dir("multirank")
+    for r in compare(root / "target", root / "golden"):
+        comms = node_part(r.label, r.table, Tolerance()).comms()
+        assert comms and len({id(n.comm) for n in comms}) == len({n.comm for n in comms}), r.label
+
+
 @pytest.mark.parametrize("name", ["single", "send_recv", "all_reduce", "batch", "near_zero"])
 def test_the_analysis_of_a_ranks_parts_is_the_whole_ranks(name: str, tmp_path: Path) -> None:
     """The rows of each rank's table cut into parts at entry boundaries (NodePart: its communication
