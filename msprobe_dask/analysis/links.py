@@ -97,6 +97,7 @@ def _groups(ranks: Mapping[int, Sequence[Node]]) -> tuple[list[tuple[Key, Key]],
         count[(base, rank)] += 1
         return count[(base, rank)] - 1
 
+    collectives: dict[tuple[object, ...], tuple[object, ...]] = {}  # (a rank's calls of one collective)
     for rank, nodes in ranks.items():
         for node in nodes:
             comm = node.comm
@@ -104,10 +105,14 @@ def _groups(ranks: Mapping[int, Sequence[Node]]) -> tuple[list[tuple[Key, Key]],
                 continue
             key = (rank, node.index)
             direction = _direction(node)
+            base: tuple[object, ...] | None = collectives.get((comm, direction, rank))
+            if base is not None:
+                slots[(base, number(base, rank))].append(key)
+                continue
             peers = sorted(world - {rank} if comm.peers is None else comm.peers)
             if comm.api == BATCH_P2P:
                 for peer in peers:
-                    base: tuple[object, ...] = ("batch", direction, frozenset((rank, peer)))
+                    base = ("batch", direction, frozenset((rank, peer)))
                     slots[(base, number(base, rank))].append(key)
             elif comm.api in SEND + RECEIVE:
                 for peer in peers:
@@ -117,6 +122,7 @@ def _groups(ranks: Mapping[int, Sequence[Node]]) -> tuple[list[tuple[Key, Key]],
                     table[(direction, sender, receiver, number(base, rank))] = key
             else:
                 base = ("collective", comm.api, direction, frozenset(peers) | {rank})
+                collectives[(comm, direction, rank)] = base
                 slots[(base, number(base, rank))].append(key)
     pairs = [(sender, receives[slot]) for slot, sender in sends.items() if slot in receives]
     return pairs, [keys for keys in slots.values() if len(keys) > 1]
@@ -153,8 +159,9 @@ def link(ranks: Mapping[int, Sequence[Node]], counts: Mapping[int, int] | None =
     return links
 
 
-def _components(groups: Sequence[Sequence[Key]]) -> dict[Key, frozenset[Key]]:
-    """Groups that share a node are one exchange (a ring of batches): each node's whole component."""
+def _components(groups: Sequence[Sequence[Key]]) -> dict[Key, tuple[Key, ...]]:
+    """Groups that share a node are one exchange (a ring of batches): each node's whole component, in
+    order."""
     parent: dict[Key, Key] = {}
 
     def root(key: Key) -> Key:
@@ -168,7 +175,8 @@ def _components(groups: Sequence[Sequence[Key]]) -> dict[Key, frozenset[Key]]:
     members: dict[Key, set[Key]] = defaultdict(set)
     for key in parent:
         members[root(key)].add(key)
-    return {key: frozenset(members[root(key)]) for key in parent}
+    ordered = {top: tuple(sorted(keys)) for top, keys in members.items()}
+    return {key: ordered[root(key)] for key in parent}
 
 
 def _clock(
@@ -226,7 +234,7 @@ def _clock(
                 key = (rank, position[rank])
                 if not ready(key):
                     break
-                stamp(sorted(group_of.get(key, frozenset((key,)))))
+                stamp(group_of.get(key) or (key,))
                 moved = True
         if not moved:
             waiting = [r for r in sizes if position[r] < sizes[r]]
