@@ -70,6 +70,10 @@ fields (half the rows' bytes): the rows are then taken as any item is (``_ROWS_B
 task where it runs beside the value, on threads and on a cluster, so that only the rows reach each
 reader)."""
 _ROWS_BESIDE_KEYS = {"apart": (1,)}
+_SPOOLED_ROWS = {"inline": (0, 1)}
+"""A part's parse under the default match whose rows go through a spool file (``spooled_parse``): its
+value is small, and its keys are taken from it too, without a task of their own (one task fewer a part:
+each task costs dask's processes scheduler a round trip through the process that schedules)."""
 
 TABLES_AHEAD = 3
 """A table part runs once the append ``TABLES_AHEAD`` parts before it is done (a dependency of the graph,
@@ -119,8 +123,8 @@ def rank_file(
     bench_scan, *bench_spans = graph.call_many(scan_side, 1 + bench_n, bench_src, bench_n)
     scans = npu_scan, bench_scan
     zlib_packed = rows_zlib(npu_src, bench_src)
-    rows_items = _ROWS if hashed else _ROWS_BESIDE_KEYS
     spooled = not graph.shared  # (the rows go through files, not the process that schedules: spooled_parse)
+    rows_items = (_SPOOLED_ROWS if spooled else _ROWS) if hashed else _ROWS_BESIDE_KEYS
     (npu_rows, npu_keys), (bench_rows, bench_keys) = (
         zip(
             *(
