@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from hostile_dumps import write_dump
-from hostile_run import ROOT, Case, Outcome, check, new_case, result_files
+from hostile_run import ROOT, Case, Outcome, check, new_case, result_files, visdb_npu_nodes
 
 SIGNALS = {"SIGINT": 130, "SIGTERM": 143}
 
@@ -272,32 +272,60 @@ _KILL_WORKERS = (
 )
 ONCE, FOREVER = "_kill_workers()", "threading.Thread(target=_kill_forever, daemon=True).start()"
 LOST = [
-    ("csv", "workers", ONCE, 2, "a local worker process died"),
-    ("csv", "workers", FOREVER, 2, "a local worker process died"),
-    ("vis.db", "spawn", FOREVER, 2, "the local worker processes did not start"),
+    ("csv", "workers", ONCE, 2, "a local worker process died", False),
+    ("csv", "workers", FOREVER, 2, "a local worker process died", False),
+    ("vis.db", "spawn", FOREVER, 2, "the local worker processes did not start", False),
     # (a nanny's forked successor may start in time to take the task again, until distributed gives up on
-    # it; or none is left for 20 s)
-    ("vis.db", "cluster", FOREVER, 2, ("no dask worker left", "worker processes died running one task")),
-    ("vis.db", "cluster", ONCE, 0, "wrote"),
-    ("vis.db", "worker-crash", ONCE, 2, "worker processes died running one task"),
-    ("vis.db", "worker-recursion", ONCE, 1, "could not be sent back"),
+    # it; or none is left for 20 s; or one started between two kills runs the last tasks of these small
+    # dumps: the run then ends well, 1 time in about 30 runs on a loaded host)
+    (
+        "vis.db",
+        "cluster",
+        FOREVER,
+        2,
+        ("no dask worker left", "worker processes died running one task"),
+        True,
+    ),
+    ("vis.db", "cluster", ONCE, 0, "wrote", False),
+    ("vis.db", "worker-crash", ONCE, 2, "worker processes died running one task", False),
+    ("vis.db", "worker-recursion", ONCE, 1, "could not be sent back", False),
 ]
 
 
-@pytest.mark.parametrize("kind, moment, how, code, words", LOST)
+@pytest.mark.parametrize("kind, moment, how, code, words, may_end_well", LOST)
 def test_workers_killed(
-    tmp_path: Path, kind: str, moment: str, how: str, code: int, words: str | tuple[str, ...]
+    tmp_path: Path,
+    kind: str,
+    moment: str,
+    how: str,
+    code: int,
+    words: str | tuple[str, ...],
+    may_end_well: bool,
 ) -> None:
-    """(``words``: the one line's, or one of the alternatives given.)"""
+    """(``words``: the one line's, or one of the alternatives given; ``may_end_well``: a run the kills
+    did not stop ends well, its result the one a run without kills writes.)"""
     case = new_case(tmp_path)
     target, golden = _dumps(case)
     command, *flags = COMMANDS[kind]
     prelude = _KILL_WORKERS.format(how=how) + MOMENTS[moment]
-    args = ("-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q", "--workers", "2", *flags)
-    outcome = check(case.run(command, *args, prelude=prelude), code)
+    args = ("-tp", str(target), "-gp", str(golden), "-q", "--workers", "2", *flags)
+    outcome = case.run(command, *args, "-o", str(case.out), prelude=prelude)
     alternatives = (words,) if isinstance(words, str) else words
+    if outcome.code == 0 and (code == 0 or may_end_well):
+        check(outcome, 0, "wrote")
+        _assert_as_without_kills(case, command, args)
+        return
+    outcome = check(outcome, code)
     assert any(w in outcome.lines[-1] for w in alternatives), outcome.stderr
-    assert len(result_files(case.out)) == (code == 0)
+    assert not result_files(case.out)
+
+
+def _assert_as_without_kills(case: Case, command: str, args: tuple[str, ...]) -> None:
+    """The run's vis.db holds the nodes a run without kills writes (that run's output in out/plain)."""
+    plain = case.out / "plain"
+    check(case.run(command, *args, "-o", str(plain)), 0, "wrote")
+    (ours,), (theirs,) = case.out.glob("*.vis.db"), plain.glob("*.vis.db")
+    assert visdb_npu_nodes(ours) == visdb_npu_nodes(theirs)
 
 
 @pytest.mark.parametrize("workers", [(), ("--workers", "2")], ids=["local", "workers"])
