@@ -12,6 +12,7 @@ from visdb_diff import diff_visdb, path_normalizer
 
 from msprobe_dask.cli import main as cli_main
 from msprobe_dask.graph import api, chunks, speedups, tasks
+from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.writers import packed_rows
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -34,6 +35,15 @@ def _runs() -> list[tuple[str, str, list[str]]]:
 
 
 RUNS = _runs()
+# the reference runs also made on two worker processes: a compare of each mode and matching, a build
+WORKER_CASES = (
+    "stat_mix/vis",
+    "md5_mix/vis",
+    "fuzzy/vis_fm",
+    "ms_vs_pt/vis_lm",
+    "multirank/vis",
+    "stat_mix/vis_build",
+)
 
 
 def _run_ours(argv: list[str], out: Path) -> Path:
@@ -123,6 +133,35 @@ def test_same_visdb_as_reference_in_pure_python(
     monkeypatch.setattr(speedups, "native", None)
     monkeypatch.setattr(packed_rows, "native", None)
     _check_same_as_reference(case, name, argv, tmp_path)
+
+
+ON_WORKERS = [r for r in RUNS if f"{r[0]}/{r[1]}" in WORKER_CASES]
+
+
+@pytest.mark.parametrize(("case", "name", "argv"), ON_WORKERS, ids=[f"{c}-{n}" for c, n, _ in ON_WORKERS])
+def test_same_visdb_as_reference_on_two_worker_processes(
+    case: str, name: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--workers 2``, each graph cut into many chunks: the two worker processes build a side each and
+    send it to the other without dump.json's bytes (read again there: dump/entries.py), the vis.db's
+    indexes are kept up to date by the inserts (api._index_early): still the reference's vis.db."""
+    import os
+
+    from msprobe_dask.dump import entries
+
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)  # (the workers are forked from this process)
+    read_again, log = entries._read_again, tmp_path / "read-again"
+
+    def logged(path: Path, *args: object) -> object:  # where a graph sent to a worker is loaded
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return read_again(path, *args)
+
+    monkeypatch.setattr(entries, "_read_again", logged)
+    assert api._index_early(None, RunOptions(workers=2))
+    _check_same_as_reference(case, name, [*argv, "--workers", "2"], tmp_path)
+    if "-gp" in argv:  # (a compare: each worker received the side the other built)
+        assert len(set(log.read_text().split())) == 2
 
 
 def _check_same_as_reference(case: str, name: str, argv: list[str], tmp_path: Path) -> None:
