@@ -108,37 +108,6 @@ def test_rows_hold_no_stray_references(monkeypatch: pytest.MonkeyPatch) -> None:
     assert sys.getrefcount(None) - before < 50
 
 
-@needs_native
-def test_rows_read_the_attributes_python_reads() -> None:
-    """The C rows read a node's attributes from their slots (rows.c: slot_attr): a subclass that makes
-    one a property, and a class changed after the first rows, are read as getattr reads them."""
-    graph = type("G", (), {"step": 0, "rank": 0, "data_path": "p"})()
-
-    class Renamed(Node):
-        __slots__ = ()
-
-        @property  # type: ignore[misc]
-        def id(self) -> str:
-            return "Renamed.x.forward.0"
-
-        @id.setter
-        def id(self, value: str) -> None:  # (Node's __init__ sets it)
-            pass
-
-    plain = [Node(f"Module.m{i}.forward.0", 0, precision=i) for i in range(3)]
-    renamed = [Renamed("ignored", 0) for _ in range(2)]
-    nodes = plain + renamed
-    made = rows.chunk_rows(graph, "NPU", nodes, 0, rows.number_stacks(nodes)).nodes  # type: ignore[arg-type]
-    name, precision = rows.COL["node_name"], rows.COL["precision_index"]
-    assert [row[name] for row in made] == [n.id for n in nodes]
-    assert [row[precision] for row in made] == [n.precision for n in nodes]
-    Extra = type("Extra", (Node,), {"__slots__": ()})
-    extra = [Extra("Module.e.forward.0", 0, precision=0.5)]
-    assert rows.chunk_rows(graph, "NPU", extra, 0, rows.number_stacks(extra)).nodes[0][precision] == 0.5  # type: ignore[arg-type]
-    Extra.precision = property(lambda node: 1)  # type: ignore[attr-defined]
-    assert rows.chunk_rows(graph, "NPU", extra, 0, rows.number_stacks(extra)).nodes[0][precision] == 1  # type: ignore[arg-type]
-
-
 def _both(monkeypatch: pytest.MonkeyPatch, fn: Any) -> tuple[Any, Any]:
     """(fn() with the C path, fn() with the Python path)."""
     with_c = fn()

@@ -2,7 +2,6 @@
  * and the texts it tests node ids with are rows.py's ROW_RULES, handed once by configure_rows(rules);
  * what one chunk's rows share comes as rows.py's ChunkOf, read by name. */
 #include "speedups.h"
-#include <structmember.h> /* T_OBJECT_EX */
 
 /* the cells this code makes, by the name of their column */
 enum { C_ID, C_GRAPH_ID, C_NODE_ORDER, C_NODE_NAME, C_NODE_TYPE, C_UP_NODE, C_SUB_NODES, C_PRECISION,
@@ -15,41 +14,6 @@ static const char *const cell_names[N_CELLS] = {
     "rank", "is_distributed"};
 
 #define MAX_COLUMNS 64
-
-/* obj.name (a new reference) read straight from obj's slot where its type keeps the attribute in one,
- * as a dataclass with slots (model.Node) does: what PyObject_GetAttr gives there (a member descriptor
- * of the type is a data descriptor: it comes before any instance dict), without its lookups, for the
- * 15 attributes a row reads. The slot is found once per (type, name), and again once the type has
- * changed (its version tag); any other attribute is read by PyObject_GetAttr. */
-#define SLOTS 32
-static struct {
-    PyTypeObject *type; /* held */
-    PyObject *name;     /* held */
-    unsigned int version;
-    Py_ssize_t offset;
-} slots[SLOTS];
-
-static PyObject *slot_attr(PyObject *obj, PyObject *name) {
-    PyTypeObject *tp = Py_TYPE(obj);
-    int h = (int)((((uintptr_t)tp >> 4) ^ ((uintptr_t)name >> 4)) % SLOTS);
-    if (slots[h].type != tp || slots[h].name != name || slots[h].version != tp->tp_version_tag ||
-        !PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) {
-        if (tp->tp_getattro != PyObject_GenericGetAttr)
-            return PyObject_GetAttr(obj, name);
-        PyObject *d = _PyType_Lookup(tp, name); /* (borrowed; gives the type a version tag) */
-        if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type ||
-            ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX ||
-            !PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG))
-            return PyObject_GetAttr(obj, name);
-        Py_XSETREF(slots[h].type, (PyTypeObject *)Py_NewRef(tp));
-        Py_XSETREF(slots[h].name, Py_NewRef(name));
-        slots[h].version = tp->tp_version_tag;
-        slots[h].offset = ((PyMemberDescrObject *)d)->d_member->offset;
-    }
-    PyObject *v = *(PyObject **)((char *)obj + slots[h].offset);
-    return v != NULL ? Py_NewRef(v) : PyObject_GetAttr(obj, name); /* (unset: its AttributeError) */
-}
-
 
 /* rows.ROW_RULES (see RowRules) */
 static struct {
@@ -235,7 +199,7 @@ error:
 static PyObject *node_summary_cells(PyObject *node, PyObject *keys, Skip *skip) {
     PyObject *out = PyList_New(0);
     for (int k = 0; out != NULL && k < 2; k++) {
-        PyObject *data = slot_attr(node, k ? str_output_data : str_input_data);
+        PyObject *data = PyObject_GetAttr(node, k ? str_output_data : str_input_data);
         if (data == NULL || !PyDict_CheckExact(data)) {
             Py_CLEAR(out);
             if (data != NULL) {
@@ -320,7 +284,7 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *node = PyList_GET_ITEM(nodes, i);
         PyObject *cells[N_CELLS] = {NULL};
-        PyObject *stack = slot_attr(node, str_stack), *key = NULL, *number = NULL;
+        PyObject *stack = PyObject_GetAttr(node, str_stack), *key = NULL, *number = NULL;
         if (stack == NULL)
             goto fail;
         key = PyLong_FromVoidPtr(stack);
@@ -358,7 +322,7 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
             }
         }
         Py_DECREF(stack);
-        PyObject *node_id = cells[C_NODE_NAME] = slot_attr(node, str_id);
+        PyObject *node_id = cells[C_NODE_NAME] = PyObject_GetAttr(node, str_id);
         if (node_id == NULL)
             goto row_fail;
         if (!PyUnicode_Check(node_id)) {
@@ -375,12 +339,12 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
             if (rc < 0)
                 goto row_fail;
         }
-        PyObject *parent = slot_attr(node, str_parent);
+        PyObject *parent = PyObject_GetAttr(node, str_parent);
         if (parent == NULL)
             goto row_fail;
-        cells[C_UP_NODE] = parent == Py_None ? Py_NewRef(str_empty) : slot_attr(parent, str_id);
+        cells[C_UP_NODE] = parent == Py_None ? Py_NewRef(str_empty) : PyObject_GetAttr(parent, str_id);
         Py_DECREF(parent);
-        PyObject *children = slot_attr(node, str_children);
+        PyObject *children = PyObject_GetAttr(node, str_children);
         if (cells[C_UP_NODE] == NULL || children == NULL) {
             Py_XDECREF(children);
             goto row_fail;
@@ -389,7 +353,7 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
         if (has_children > 0) { /* dumps([c.id for c in children]) */
             PyObject *ids = PySequence_List(children);
             for (Py_ssize_t j = 0; ids != NULL && j < PyList_GET_SIZE(ids); j++) {
-                PyObject *id = slot_attr(PyList_GET_ITEM(ids, j), str_id);
+                PyObject *id = PyObject_GetAttr(PyList_GET_ITEM(ids, j), str_id);
                 if (id == NULL)
                     Py_CLEAR(ids);
                 else
@@ -402,10 +366,10 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
         Py_DECREF(children);
         if (cells[C_SUB_NODES] == NULL)
             goto row_fail;
-        PyObject *link = slot_attr(node, str_link);
+        PyObject *link = PyObject_GetAttr(node, str_link);
         cells[C_LINK] = link != NULL ? str_list_json(link, dumps) : NULL;
         Py_XDECREF(link);
-        PyObject *merge = cells[C_LINK] != NULL ? slot_attr(node, str_merge_info) : NULL;
+        PyObject *merge = cells[C_LINK] != NULL ? PyObject_GetAttr(node, str_merge_info) : NULL;
         if (merge == NULL)
             goto row_fail;
         int has_merge = PyObject_IsTrue(merge);
@@ -413,15 +377,15 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
                     : has_merge == 0 ? Py_NewRef(str_empty)
                                      : NULL;
         Py_DECREF(merge);
-        PyObject *micro = cells[C_MERGE_INFO] != NULL ? slot_attr(node, str_micro) : NULL;
+        PyObject *micro = cells[C_MERGE_INFO] != NULL ? PyObject_GetAttr(node, str_micro) : NULL;
         if (micro == NULL)
             goto row_fail;
         if (micro == Py_None)
             Py_SETREF(micro, Py_NewRef(zero));
         cells[C_MICRO] = micro;
-        if ((cells[C_NODE_TYPE] = slot_attr(node, str_type_attr)) == NULL ||
-            (cells[C_PRECISION] = slot_attr(node, str_precision)) == NULL ||
-            (cells[C_OVERFLOW] = slot_attr(node, str_overflow)) == NULL)
+        if ((cells[C_NODE_TYPE] = PyObject_GetAttr(node, str_type_attr)) == NULL ||
+            (cells[C_PRECISION] = PyObject_GetAttr(node, str_precision)) == NULL ||
+            (cells[C_OVERFLOW] = PyObject_GetAttr(node, str_overflow)) == NULL)
             goto row_fail;
         Skip *node_skip = batch ? &batch_skip : &skip;
         PyObject *node_to_json = batch ? batch_to_json : to_json;
@@ -434,10 +398,10 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
             cells[C_INPUT_DATA] = Py_NewRef(PyTuple_GET_ITEM(made, 0));
             cells[C_OUTPUT_DATA] = Py_NewRef(PyTuple_GET_ITEM(made, 1));
         } else {
-            PyObject *data = slot_attr(node, str_input_data);
+            PyObject *data = PyObject_GetAttr(node, str_input_data);
             cells[C_INPUT_DATA] = data != NULL ? items_text(data, node_skip, node_to_json) : NULL;
             Py_XDECREF(data);
-            data = cells[C_INPUT_DATA] != NULL ? slot_attr(node, str_output_data) : NULL;
+            data = cells[C_INPUT_DATA] != NULL ? PyObject_GetAttr(node, str_output_data) : NULL;
             cells[C_OUTPUT_DATA] = data != NULL ? items_text(data, node_skip, node_to_json) : NULL;
             Py_XDECREF(data);
             int read = cells[C_OUTPUT_DATA] != NULL && summarised != Py_None
