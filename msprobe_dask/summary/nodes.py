@@ -16,7 +16,7 @@ from typing import Any
 
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 from msprobe_dask.judge.rules import ERROR, PASS, UNREADABLE, WARNING
-from msprobe_dask.summary.cells import as_float
+from msprobe_dask.summary.cells import as_float, is_number
 from msprobe_dask.summary.kinds import KindCounter, messages
 from msprobe_dask.summary.model import OTHER, GroupSummary, NodeRef, RunSummary
 from msprobe_dask.summary.table import KINDS_SHOWN, METRIC_OF_COLUMN, RANK_METRICS, WORST_SHOWN, diverges
@@ -47,9 +47,9 @@ def items_of_texts(*texts: str | None) -> list[dict[str, Any]]:
 def _metric(items: list[dict[str, Any]]) -> tuple[str, float]:
     for metric in RANK_METRICS:
         column = metric.column
-        # (an item without the cell is passed over at once; v == v: is_number, without a call)
+        # (as_float(None) is NaN: an item without the cell is passed over at once)
         values = [
-            v for item in items if (cell := item.get(column)) is not None and (v := as_float(cell)) == v
+            v for item in items if (cell := item.get(column)) is not None and is_number(v := as_float(cell))
         ]
         if values:
             return column, max(values, key=metric.badness)
