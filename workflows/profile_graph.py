@@ -4,12 +4,16 @@
 
 Runs ``graph_visualize`` through the Python API in this process: without ``--workers`` on the
 scheduler ``computing()`` chooses for the input (no flag; ``--one-thread``: one thread, and the
-times are this process's CPU times), with ``--workers N`` on a LocalCluster of N
-single-threaded worker processes made here (its task stream gives each task's worker and times). Prints,
-per stage (the tasks' key prefix: build, prepare, rows, finish, link, write...), the number of tasks,
-the CPU-side sum of their durations, and the span from the first start to the last end, then the
-wall time and the peak of the summed resident sets of this process and its children (sampled every
-20 ms).
+times are this process's CPU times); with ``--workers N`` as the command line's ``--workers N`` runs
+it (a LocalCluster of N forked single-threaded worker processes, one replica of each rank's prepared
+graphs on each: graph/api.py), its scheduler's task stream giving each task's worker and times (this
+module is the cluster's scheduler preload, see dask_setup). Prints, per stage (the tasks' key prefix:
+build, prepare, rows, insert, finish, write...; a fetch of a task's inputs from another worker as
+``prepare:transfer``...), the number of tasks, the sum of their durations, and the span from the
+first start to the last end, then the wall time and the peak of the summed resident sets of this
+process and its children (sampled every 20 ms); with ``--workers``, the CPU time of the worker
+processes (all of it: tasks, fetches, the event loop) and of this process (the imports, the cluster's
+start, its scheduler).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -68,12 +73,12 @@ def _report(spans: list[tuple[str, float, float, str]], wall: float, peak: int) 
     for stage, start, stop, where in spans:
         by[stage].append((start, stop, where))
     t0 = min(s for _, s, _, _ in spans)
-    print(f"{'stage':10s} {'tasks':>5s} {'busy s':>7s} {'from':>6s} {'to':>6s}  workers")
+    print(f"{'stage':18s} {'tasks':>5s} {'busy s':>7s} {'from':>6s} {'to':>6s}  workers")
     for stage, runs in sorted(by.items(), key=lambda kv: min(s for s, _, _ in kv[1])):
         busy = sum(b - a for a, b, _ in runs)
         first, last = min(a for a, _, _ in runs) - t0, max(b for _, b, _ in runs) - t0
         workers = len({w for _, _, w in runs})
-        print(f"{stage:10s} {len(runs):5d} {busy:7.2f} {first:6.2f} {last:6.2f}  {workers}")
+        print(f"{stage:18s} {len(runs):5d} {busy:7.2f} {first:6.2f} {last:6.2f}  {workers}")
     print(f"wall {wall:.2f} s, peak RSS {peak / 2**20:.0f} MiB (process tree)")
 
 
@@ -105,24 +110,43 @@ def _local(args: argparse.Namespace, out: str) -> tuple[list[tuple[str, float, f
     return spans, time.perf_counter() - t
 
 
+PRELOAD = "profile_graph_preload"
+"""This module's name as the LocalCluster's scheduler preloads it (distributed.scheduler.preload)."""
+_STREAMS: list[Any] = []  # the task stream plugin of each run's scheduler (dask_setup)
+
+
+def dask_setup(scheduler: Any) -> None:
+    """(distributed's preload hook, in the scheduler of the run's LocalCluster.) Record its task stream."""
+    from distributed.diagnostics.task_stream import TaskStreamPlugin
+
+    plugin = TaskStreamPlugin(scheduler, maxlen=1_000_000)
+    scheduler.add_plugin(plugin)
+    _STREAMS.append(plugin)
+
+
 def _cluster(args: argparse.Namespace, out: str) -> tuple[list[tuple[str, float, float, str]], float]:
-    from distributed import Client, LocalCluster, get_task_stream
+    import resource
+
+    import dask
 
     from msprobe_dask.graph.api import graph_visualize
+    from msprobe_dask.pipeline.scheduler import RunOptions
 
-    with (
-        LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None) as cluster,
-        Client(cluster) as client,
-    ):
-        t = time.perf_counter()
-        with get_task_stream(client) as stream:
-            graph_visualize(args.target, args.golden, output_path=out, client=client)
-        wall = time.perf_counter() - t
+    sys.modules[PRELOAD] = sys.modules[__name__]
+    _STREAMS.clear()
+    children, mine = resource.getrusage(resource.RUSAGE_CHILDREN), time.process_time()
+    t = time.perf_counter()
+    with dask.config.set({"distributed.scheduler.preload": [PRELOAD]}):
+        graph_visualize(args.target, args.golden, output_path=out, run=RunOptions(workers=args.workers))
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # (the workers are waited for by the run's end)
+    workers = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
+    print(f"CPU: worker processes {workers:.2f} s, this process {time.process_time() - mine:.2f} s")
     spans = []
-    for task in stream.data:
+    for task in _STREAMS[0].buffer:
         for part in task["startstops"]:
-            if part["action"] == "compute":
-                spans.append((_stage(task["key"]), part["start"], part["stop"], task["worker"]))
+            stage = _stage(task["key"]) + ("" if part["action"] == "compute" else f":{part['action']}")
+            spans.append((stage, part["start"], part["stop"], task["worker"]))
     return spans, wall
 
 
