@@ -71,10 +71,19 @@ class KindCounter:
 
     def add(self, row_messages: Iterable[str], rows: int = 1) -> None:
         """Count ``rows`` rows holding ``row_messages``."""
+        self.add_kinds(self.kinds_of(row_messages), rows)
+
+    @staticmethod
+    def kinds_of(row_messages: Iterable[str]) -> tuple[tuple[str, str], ...]:
+        """The kinds of a row's messages, each with its first message, in order."""
         keys: dict[str, str] = {}
         for message in row_messages:
             keys.setdefault(kind_key(message), message)
-        for key, message in keys.items():
+        return tuple(keys.items())
+
+    def add_kinds(self, kinds: Iterable[tuple[str, str]], rows: int = 1) -> None:
+        """Count ``rows`` rows holding ``kinds`` (kinds_of their messages)."""
+        for key, message in kinds:
             self._shown.setdefault(key, message)
             self._counts[key] += rows
 

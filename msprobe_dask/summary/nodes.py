@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
@@ -49,11 +49,45 @@ def _metric(items: list[dict[str, Any]]) -> tuple[str, float]:
         column = metric.column
         # (as_float(None) is NaN: an item without the cell is passed over at once)
         values = [
-            v for item in items if (cell := item.get(column)) is not None and is_number(v := as_float(cell))
+            v
+            for item in items
+            if (cell := item.get(column)) is not None and is_number(v := _cell_float(cell))
         ]
         if values:
             return column, max(values, key=metric.badness)
     return "", float("nan")
+
+
+def _cell_float(cell: Any) -> float:
+    """as_float(cell); a text's (a relative error's percentage: a dump's repeat) remembered."""
+    return _text_float(cell) if cell.__class__ is str else as_float(cell)
+
+
+@lru_cache(maxsize=4096)
+def _text_float(cell: str) -> float:
+    return as_float(cell)
+
+
+NodeMessages = tuple[tuple[tuple[str, str], ...], tuple[str, ...], bool]
+"""What a judged node's Err_message cells say: the kinds of their messages (KindCounter.kinds_of), why
+tensor files could not be read (unreadable_problems), and whether a node judged so diverges."""
+
+
+def _read_messages(cells: tuple[Any, ...]) -> NodeMessages:
+    found = [m for cell in cells for m in messages(cell)]
+    problems = tuple(unreadable_problems([{"Err_message": cell} for cell in cells]))
+    return KindCounter.kinds_of(found), problems, diverges(ERROR, found)
+
+
+_cell_messages = lru_cache(maxsize=4096)(_read_messages)  # (judged nodes' cells repeat: each set read once)
+
+
+def _node_messages(items: list[dict[str, Any]]) -> NodeMessages:
+    cells = tuple([item.get("Err_message") for item in items])
+    try:
+        return _cell_messages(cells)
+    except TypeError:  # a cell that is not hashable
+        return _read_messages(cells)
 
 
 Shown = tuple[str, str, float, str, str]
@@ -86,21 +120,17 @@ class NodeGroup:
         if result in (PASS, OTHER):
             return
         node_items = items()
-        if result == ERROR:
-            self.unreadable += unreadable_problems(node_items)
-        node_messages = []
-        for item in node_items:
-            cell = item.get("Err_message")
-            if cell is not None:
-                node_messages += messages(cell)
-        self.kinds.add(node_messages)
+        kinds, problems, diverging = _node_messages(node_items)
+        if result == ERROR and problems:
+            self.unreadable += problems
+        self.kinds.add_kinds(kinds)
         if node_type != API_NODE:
             return
         metric, value = _metric(node_items)
         ref = (name, metric, value, result, self.summary.label)  # (a NodeRef for the few shown: finish)
         if metric and METRIC_OF_COLUMN[metric].ranks(value):
             self.ranked.append((ref, stack))
-        if self.first is None and diverges(result, node_messages):
+        if self.first is None and diverging:
             self.first = (ref, stack)
 
     def merge(self, later: NodeGroup) -> None:
