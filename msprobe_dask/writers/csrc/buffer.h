@@ -7,11 +7,16 @@
 typedef struct {
     char *data;
     Py_ssize_t len, cap;
+    int fixed; /* data is not the buffer's own (a bytes object's, sized before): it never grows */
 } Buffer;
 
 static int reserve(Buffer *b, Py_ssize_t more) {
     if (b->len + more <= b->cap)
         return 0;
+    if (b->fixed) {
+        PyErr_SetString(PyExc_SystemError, "a buffer sized before outgrew its size");
+        return -1;
+    }
     Py_ssize_t cap = b->cap ? b->cap : 1 << 16;
     while (cap < b->len + more)
         cap *= 2;

@@ -62,6 +62,35 @@ static int put_value(Buffer *b, PyObject *v) {
     return -1;
 }
 
+/* the bytes put_value puts for v, or -1 for a value it refuses (or on an error: set) */
+static Py_ssize_t value_size(PyObject *v) {
+    if (v == Py_None)
+        return 1;
+    if (PyUnicode_Check(v)) {
+        Py_ssize_t n;
+        return PyUnicode_AsUTF8AndSize(v, &n) != NULL ? 5 + n : -1;
+    }
+    return PyLong_Check(v) || PyFloat_Check(v) ? 9 : -1;
+}
+
+/* the size of the packed rows when every row is a list or tuple of ncols values put_value takes (so
+ * that they are written straight into their bytes object), else -1 (and an error if one was set) */
+static Py_ssize_t packed_size(PyObject *seq, Py_ssize_t ncols) {
+    Py_ssize_t size = 8;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(seq); i++) {
+        PyObject *row = PyTuple_GET_ITEM(seq, i);
+        if (!(PyList_CheckExact(row) || PyTuple_CheckExact(row)) || PySequence_Fast_GET_SIZE(row) != ncols)
+            return -1;
+        for (Py_ssize_t j = 0; j < ncols; j++) {
+            Py_ssize_t n = value_size(PySequence_Fast_GET_ITEM(row, j));
+            if (n < 0)
+                return -1;
+            size += n;
+        }
+    }
+    return size;
+}
+
 static PyObject *pack_rows(PyObject *self, PyObject *args) {
     PyObject *rows;
     Py_ssize_t ncols;
@@ -74,7 +103,16 @@ static PyObject *pack_rows(PyObject *self, PyObject *args) {
     PyObject *seq = PySequence_Tuple(rows); /* a snapshot: a row's own code cannot change it */
     if (seq == NULL)
         return NULL;
-    Buffer b = {NULL, 0, 0};
+    Buffer b = {NULL, 0, 0, 0};
+    PyObject *out = NULL;
+    Py_ssize_t size = packed_size(seq, ncols);
+    if (size < 0 && PyErr_Occurred())
+        goto fail;
+    if (size >= 0) { /* written in place: no growing, no copy at the end */
+        if ((out = PyBytes_FromStringAndSize(NULL, size)) == NULL)
+            goto fail;
+        b = (Buffer){PyBytes_AS_STRING(out), 0, size, 1};
+    }
     Py_ssize_t n = PyTuple_GET_SIZE(seq);
     if (put_u32(&b, n) < 0 || put_u32(&b, ncols) < 0)
         goto fail;
@@ -93,12 +131,22 @@ static PyObject *pack_rows(PyObject *self, PyObject *args) {
             goto fail;
     }
     Py_DECREF(seq);
-    PyObject *out = PyBytes_FromStringAndSize(b.data, b.len);
+    if (b.fixed) {
+        if (b.len == size)
+            return out;
+        PyErr_SetString(PyExc_SystemError, "packed rows of another size than counted");
+        Py_DECREF(out);
+        return NULL;
+    }
+    out = PyBytes_FromStringAndSize(b.data, b.len);
     PyMem_Free(b.data);
     return out;
 fail:
     Py_DECREF(seq);
-    PyMem_Free(b.data);
+    if (b.fixed)
+        Py_XDECREF(out);
+    else
+        PyMem_Free(b.data);
     return NULL;
 }
 
