@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 # The reference outputs in tests/data were made on a machine whose OpenBLAS ran its Haswell kernels.
 # A BLAS dot sums in a kernel-dependent order, so the reference itself gives another last digit of
@@ -78,3 +79,13 @@ def openblas_dots(paths: list[Path], threads: int) -> list[tuple[float, float]]:
         text=True,
     ).stdout
     return [(float(a), float(b)) for a, b in (line.split() for line in out.splitlines())]
+
+
+def light_node(node: Any, rtol: float) -> tuple[Any, ...] | None:
+    """``node`` (an analysis.flow.Node) as the divergence walk reads it when no rule can find it (not a
+    communication node, no tensor's error over ``rtol``): its LightNode, as flow.walk_nodes makes it."""
+    tensors = node.inputs + node.outputs
+    if node.comm is not None or any(t.error > rtol for t in tensors):
+        return None
+    own = max((t.error for t in node.inputs), default=None)
+    return node.name, own, tuple(t.signature for t in tensors if t.signature is not None)

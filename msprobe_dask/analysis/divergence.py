@@ -27,6 +27,7 @@ from typing import Any, cast
 
 from msprobe_dask.analysis.flow import (
     READ_COLUMNS,
+    LightNode,
     Node,
     RowColumns,
     Signature,
@@ -182,22 +183,6 @@ def _judge(
     return None
 
 
-LightNode = tuple[str, float | None, tuple[Signature, ...]]
-"""A node that cannot diverge, as the walk reads it: its name, its inputs' largest error (None: it has
-no inputs) and the signatures of its tensors (``light_node``)."""
-
-
-def light_node(node: Node, tol: Tolerance) -> LightNode | None:
-    """``node`` as a LightNode when no rule can find it: no communication (so nothing received) and no
-    tensor's error over ``rtol`` (an origin's input exceeds ``rtol``; an output must exceed
-    ``tol.limit(...)``, never below ``rtol``; what arrived from a peer must exceed ``rtol``)."""
-    tensors = node.inputs + node.outputs
-    if node.comm is not None or any(t.error > tol.rtol for t in tensors):
-        return None
-    own = max((t.error for t in node.inputs), default=None)
-    return node.name, own, tuple(t.signature for t in tensors if t.signature is not None)
-
-
 def _input_error(name: str, own: float | None, forward_input: dict[str, float], previous: float) -> float:
     """A node's input error: its inputs' largest (``own``, None: none), the forward node's for a backward
     node (the activations it saved), the node before it's for a parameters_grad node (no inputs: made
@@ -286,7 +271,7 @@ class RankNodes:
     comms: Sequence[Node]
     read: Callable[[], Iterable[Node | LightNode]]
     # a tensor's error exceeds rtol somewhere in the rank: else no rule finds a node there (see
-    # light_node) and the rank is not walked
+    # flow.walk_nodes) and the rank is not walked
     exceeds: bool = True
 
     @classmethod

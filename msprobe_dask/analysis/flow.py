@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from msprobe_dask.analysis.first_diff import api_of, is_communication
 from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
@@ -305,7 +305,7 @@ class RowColumns:
 
     def exceeds(self, atol: float, rtol: float) -> bool:
         """Whether a row's error exceeds ``rtol``: without one, no node of these rows can diverge (every
-        rule of the walk asks a tensor's error over ``rtol``, ``analysis/divergence.py:light_node``). A
+        rule of the walk asks a tensor's error over ``rtol``, ``walk_nodes``). A
         row whose NPU and Bench statistics are the same cells, with no MaxAbsErr or EucDist but zero,
         has no error (0 or none) and is not measured."""
         cells, md5_only = self.cells, self.md5_only
@@ -382,6 +382,27 @@ def iter_column_nodes(
 ) -> Iterator[Node]:
     """``column_nodes``, each node made when it is asked for (a walk that stops at a rank's first
     origin makes no node after it)."""
+    return cast(Iterator[Node], _column_nodes(rows, rank, atol, communication_only, None))
+
+
+LightNode = tuple[str, float | None, tuple[Signature, ...]]
+"""A node that cannot diverge, as the divergence walk reads it: its name, its inputs' largest error (None:
+it has no inputs) and the signatures of its tensors, inputs first (``walk_nodes``)."""
+
+
+def walk_nodes(rows: RowColumns, rank: int, atol: float, rtol: float) -> Iterator[Node | LightNode]:
+    """``iter_column_nodes``, but each node that no rule of the divergence walk can find as its LightNode,
+    made from the rows without a Node: one that is not a communication node (so it received nothing) and
+    none of whose tensors' error exceeds ``rtol`` (an origin's input exceeds ``rtol``; an output must
+    exceed ``Tolerance.limit(...)``, never below ``rtol``; what arrived from a peer must exceed ``rtol``).
+    The walk of a diverging rank reads tens of thousands of them."""
+    return _column_nodes(rows, rank, atol, False, rtol)
+
+
+def _column_nodes(
+    rows: RowColumns, rank: int, atol: float, communication_only: bool, light_below: float | None
+) -> Iterator[Node | LightNode]:
+    """``iter_column_nodes``, or ``walk_nodes`` if ``light_below`` is its ``rtol``."""
     entries = row_entries(rows)
     cells = rows.cells
     names, given_states, ops = cells["NPU Name"], cells["state"], cells["NPU P2POp op"]
@@ -396,16 +417,18 @@ def iter_column_nodes(
         communication = is_communication(entry)
         if communication_only and not communication:
             continue
+        if light_below is not None and not communication and highs and lows:
+            light = _light_node(rows, entry, start, end, atol, light_below, highs, lows)
+            if light is not None:
+                yield light
+                continue
         comm = None
         if communication:
             made = _comm(entry, [rows.row(i) for i in range(start, end)], rank)
             comm = seen.setdefault(made, made)
         inputs: list[TensorError] = []
         outputs: list[TensorError] = []
-        for i in range(start, end):
-            error = rows.error(i, atol)
-            if error is None:
-                continue
+        for i, error in _measured(rows, start, end, atol):
             name = str(names[i])
             state, op = str(given_states[i] or entry_and_state(name)[1]), str(ops[i])
             if comm and _unsettled(comm.api, op, state, _argument_index(name, entry, state)):
@@ -416,3 +439,42 @@ def iter_column_nodes(
             (inputs if state in INPUT_ROLES else outputs).append(tensor)
         stack = next((stacks[i] for i in range(start, end) if stacks[i]), None)
         yield Node(rank, index, entry, tuple(inputs), tuple(outputs), stack, comm)
+
+
+def _measured(rows: RowColumns, start: int, end: int, atol: float) -> Iterator[tuple[int, float]]:
+    """(row, its error) of each row from ``start`` to ``end`` that has one (a node's tensors)."""
+    for i in range(start, end):
+        error = rows.error(i, atol)
+        if error is not None:
+            yield i, error
+
+
+def _light_node(
+    rows: RowColumns,
+    entry: str,
+    start: int,
+    end: int,
+    atol: float,
+    rtol: float,
+    highs: Sequence[float | None],
+    lows: Sequence[float | None],
+) -> LightNode | None:
+    """The LightNode of ``entry`` (rows ``start`` to ``end``, not a communication node), None where a
+    tensor's error exceeds ``rtol`` (see ``walk_nodes``): the tensors the Node would hold, in its order."""
+    cells = rows.cells
+    names, given_states, md5s = cells["NPU Name"], cells["state"], cells["NPU MD5"]
+    input_errors: list[float] = []
+    inputs: list[Signature] = []
+    outputs: list[Signature] = []
+    for i, error in _measured(rows, start, end, atol):
+        if error > rtol:
+            return None
+        state = str(given_states[i] or entry_and_state(str(names[i]))[1])
+        signature = _signature(highs[i], lows[i], md5s[i])
+        if state in INPUT_ROLES:
+            input_errors.append(error)
+            if signature is not None:
+                inputs.append(signature)
+        elif signature is not None:
+            outputs.append(signature)
+    return entry, max(input_errors) if input_errors else None, (*inputs, *outputs)

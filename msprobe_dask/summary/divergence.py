@@ -19,16 +19,14 @@ from msprobe_dask.analysis.divergence import (
     RECEIVED,
     Divergence,
     Finding,
-    LightNode,
     RankNodes,
     Tolerance,
     analyse_firsts,
     from_tables,
-    light_node,
     step_and_rank,
     table_columns,
 )
-from msprobe_dask.analysis.flow import Node, RowColumns, column_nodes, entry_count, iter_column_nodes
+from msprobe_dask.analysis.flow import LightNode, Node, RowColumns, column_nodes, entry_count, walk_nodes
 from msprobe_dask.columns import STAT_COLUMNS
 from msprobe_dask.summary.model import NodeRef, RunSummary
 
@@ -85,8 +83,7 @@ class NodePart:
         """The part's nodes, each made when the walk reaches it."""
         texts, md5_only = pickle.loads(zlib.decompress(self.packed_texts))
         rows = RowColumns({**texts, **pickle.loads(self.packed_numbers)}, md5_only)
-        tol = self.tolerance
-        return (light_node(node, tol) or node for node in iter_column_nodes(rows, self.rank, tol.atol))
+        return walk_nodes(rows, self.rank, self.tolerance.atol, self.tolerance.rtol)
 
 
 def node_part(label: str, table: Any, tol: Tolerance) -> NodePart:

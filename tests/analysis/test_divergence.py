@@ -10,20 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import case_dir
+from conftest import case_dir, light_node
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from msprobe_dask.analysis.divergence import (
     ORIGIN,
     RECEIVED,
-    LightNode,
     Tolerance,
     from_tables,
-    light_node,
     step_and_rank,
 )
-from msprobe_dask.analysis.flow import Comm, Node, TensorError, tensor_error
+from msprobe_dask.analysis.flow import Comm, LightNode, Node, TensorError, tensor_error
 from msprobe_dask.pipeline.compare import compare
 from msprobe_dask.table import CompareTable
 
@@ -313,7 +311,7 @@ class _Nodes:
         return [node for node in self.part if node.comm is not None]
 
     def nodes(self) -> list[Node | LightNode]:
-        return [light_node(node, self.tol) or node for node in self.part]
+        return [light_node(node, self.tol.rtol) or node for node in self.part]
 
 
 def test_nodes_pickle_flat_and_come_back_equal() -> None:
@@ -351,3 +349,43 @@ def test_rows_exceed_rtol_where_a_rows_error_does(rows: list[tuple], atol: float
     columns = RowColumns(cells, [row[11] for row in rows])
     errors = [columns.error(i, atol) for i in range(len(rows))]
     assert columns.exceeds(atol, rtol) == any(e is not None and e > rtol for e in errors)
+
+
+_NAMES = st.sampled_from(
+    [
+        "Functional.linear.0.forward.input.0",
+        "Functional.linear.0.forward.input.1",
+        "Functional.linear.0.forward.output.0",
+        "Functional.linear.0.backward.input.0",
+        "Module.fc.Linear.parameters_grad.weight",
+        "Distributed.all_reduce.0.forward.input.0",
+        "Distributed.all_reduce.0.forward.output.0",
+        "Tensor.add.1.forward.output.0",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(_NAMES, *[_CELL] * 8, *[_DIFF] * 2, st.booleans(), st.booleans()), max_size=8),
+    st.sampled_from([0.0, 1e-6, 0.5]),
+    st.sampled_from([0.0, 0.1, 2.0]),
+)
+def test_walk_nodes_make_light_nodes_as_the_walk_reads_nodes(
+    rows: list[tuple], atol: float, rtol: float
+) -> None:  # type: ignore[type-arg]
+    """flow.walk_nodes makes a node that no rule can find straight from the rows as its LightNode: the
+    node iter_column_nodes makes, read as the walk reads it (conftest.light_node); any other node is
+    that node."""
+    from msprobe_dask.analysis.flow import READ_COLUMNS, RowColumns, iter_column_nodes, walk_nodes
+    from msprobe_dask.columns import STAT_COLUMNS
+
+    rows = sorted(rows, key=lambda row: row[0])  # (a node's rows together)
+    rows = [(*row[:5], *row[1:5], *row[9:]) if row[12] else row for row in rows]  # both sides the same
+    stats = ("NPU Name", *STAT_COLUMNS, "MaxAbsErr", "EucDist")
+    cells = {c: [row[stats.index(c)] if c in stats else None for row in rows] for c in READ_COLUMNS}
+    cells["NPU MD5"], cells["BENCH MD5"] = ["a"] * len(rows), ["a" if row[11] else "b" for row in rows]
+    md5_only = [row[11] and row[1] is None for row in rows]
+    made = list(walk_nodes(RowColumns(cells, md5_only), 3, atol, rtol))
+    nodes = list(iter_column_nodes(RowColumns(cells, md5_only), 3, atol))
+    assert repr(made) == repr([light_node(node, rtol) or node for node in nodes])

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import dask
 import pytest
-from conftest import case_dir
+from conftest import case_dir, light_node
 
-from msprobe_dask.analysis.divergence import RankNodes, Tolerance, light_node
+from msprobe_dask.analysis.divergence import RankNodes, Tolerance
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.errors import DumpError
 from msprobe_dask.pipeline import chunked, part_file, part_keys, part_match, part_scan
@@ -110,7 +110,7 @@ def _same_analysis(rank: WrittenRank, label: str, table: object) -> None:
     parts = rank.nodes
     assert parts is not None and parts.count == len(whole)
     read = list(parts.read())
-    assert [repr(n) for n in read] == [repr(light_node(w, Tolerance()) or w) for w in whole]
+    assert [repr(n) for n in read] == [repr(light_node(w, Tolerance().rtol) or w) for w in whole]
     found = analyse_rank_nodes([(label, parts)])
     expected = analyse_rank_nodes([(label, RankNodes.of(whole))])
     assert found is not None and expected is not None
