@@ -19,60 +19,58 @@ full parse would take over at the first lookup.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from itertools import compress, repeat
-from operator import not_, sub
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import accumulate, chain, compress, count, repeat
+from operator import add, gt, itemgetter, not_, sub
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from msprobe_dask.dump.confine import check_dump_file
 from msprobe_dask.dump.dumpjson import read_json
-from msprobe_dask.dump.fastjson import has_long_integer, loads
+from msprobe_dask.dump.fastjson import loads
 from msprobe_dask.errors import DumpError
 
 FIRST_KEY = re.compile(rb'\{\n( +)"')
 
 
 class DumpEntries(Mapping[str, Any]):
-    """dump.json's ``data``: entry names in file order, each entry parsed from its text on access.
+    """dump.json's ``data``: entry names in file order, each entry's value read from its span of the
+    file and parsed on access (dump/entry_index.py: read_dump_doc).
 
     Behaves as the dict ``json.load`` would give (nothing is cached but the values of one-line entries,
-    which the scan parses to check them). Pickles without its bytes while its file is as it was read
-    (``stamp``): the process that loads it reads the file again (a graph sent to a dask worker, which
-    can read the dump, as the task that built the graph did); else with them.
+    which the scan parses to check them). Holds the file's text only if it is small (``text``, see
+    entry_index.HOLD_BYTES); else the file is read where values are wanted, and only while it is as it
+    was scanned (``stamp``; else a DumpError names it). Pickles without the text (a graph sent to a dask
+    worker, which reads the dump as the task that built the graph did).
     """
 
-    __slots__ = ("_path", "_text", "_spans", "_small", "_full", "_mentioned", "_short", "_stamp")
+    __slots__ = ("_path", "_stamp", "_spans", "_small", "_full", "_mentioned", "_text")
 
     def __init__(
         self,
         path: Path,
-        text: bytes,
+        stamp: FileStamp,
         spans: dict[str, tuple[int, int]],
         small: dict[str, Any],
         mentioned: dict[bytes, bool] | None = None,
-        stamp: FileStamp | None = None,
+        text: bytes | None = None,
     ) -> None:
         self._path = path
-        self._text = text
-        self._spans = spans  # entry name -> [start, end) of its value in text
+        self._text = text  # the file's text, held (a small file), or None
+        self._stamp = stamp  # the file's stamp when it was scanned
+        self._spans = spans  # entry name -> [start, end) of its value in the file
         self._small = small  # values of one-line entries (parsed by the scan to check them)
         self._full: dict[str, Any] | None = None  # the full parse, once a span failed to parse
-        self._mentioned = mentioned if mentioned is not None else {}  # token -> whether the text has it
-        self._short: bool | None = None  # the text holds no long integer (fastjson), once looked for
-        self._stamp = stamp  # the file's stamp when ``text`` was read from it (None: not read so)
+        self._mentioned = mentioned if mentioned is not None else {}  # token -> whether the file has it
 
     def __reduce__(self) -> tuple[Any, ...]:
-        known = (self._spans, self._small, self._mentioned)
-        if self._stamp is not None and file_stamp(self._path) == self._stamp:
-            return (_read_again, (self._path, self._stamp, *known))
-        return (DumpEntries, (self._path, self._text, *known))
+        return (_unpickled, (self._path, self._stamp, self._spans, self._small, self._mentioned))
 
     def __sizeof__(self) -> int:
-        """About its size pickled: the text, and a guess for each entry's span."""
-        return len(self._text) + 64 * len(self._spans)
+        """About its size pickled: a guess for each entry's span."""
+        return 64 * len(self._spans)
 
     def __len__(self) -> int:
         full = self._full
@@ -93,11 +91,10 @@ class DumpEntries(Mapping[str, Any]):
         if key in self._small:
             return self._small[key]
         start, end = self._spans[key]
-        short = self._short
-        if short is None:  # (looked for once in the whole text, not in each entry's)
-            short = self._short = not has_long_integer(self._text)
+        held = self._text
+        (text,) = self._read([(start, end)]) if held is None else (held[start:end],)
         try:
-            return loads(self._text[start:end], short)
+            return loads(text)
         except ValueError:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             return self._fall_back()[key]
 
@@ -112,16 +109,61 @@ class DumpEntries(Mapping[str, Any]):
         """Whether the file's text holds ``token`` (a quick test that can spare a walk of the entries)."""
         found = self._mentioned.get(token)
         if found is None:
-            found = self._mentioned[token] = token in self._text
+            found = self._mentioned[token] = self._holds(token)
         return found
 
-    def note_mentions(self, found: Iterable[tuple[bytes, bool]]) -> None:
-        """Take (token, whether the text holds it) found by a faster search than ``mentions``' own."""
-        self._mentioned.update(found)
+    def span_texts(self, names: Iterable[str]) -> SpanTexts | None:
+        """(spans, one-line entries, text) of (at least) those of ``names`` that are entries, while the
+        entries are read by spans (else None): the text held, or their values read from the file into
+        one text (runs of spans less than READ_GAP bytes apart read at once), each one's span in it."""
+        if self._full is not None:
+            return None
+        if self._text is not None:  # (every entry's span in the file's text)
+            return self._spans, self._small, self._text
+        spans = self._spans
+        wanted = list(filter(spans.__contains__, dict.fromkeys(names)))
+        if not wanted:
+            return {}, {}, b""
+        # (maps and zips over the names, no Python loop: a chunk task reads thousands of spans)
+        at = list(map(spans.__getitem__, wanted))
+        order = sorted(range(len(at)), key=list(map(_START, at)).__getitem__)
+        at, wanted = list(map(at.__getitem__, order)), list(map(wanted.__getitem__, order))
+        starts, ends = list(map(_START, at)), list(map(_END, at))  # (spans do not overlap: ends sorted too)
+        cuts = compress(count(1), map(gt, map(sub, starts[1:], ends), repeat(READ_GAP)))
+        bounds = [0, *cuts, len(at)]
+        counts = list(map(sub, bounds[1:], bounds))
+        runs = list(
+            zip(map(starts.__getitem__, bounds[:-1]), map(ends.__getitem__, map(sub, bounds[1:], repeat(1))))
+        )
+        texts = self._read(runs)
+        # each span moved by its run's start less the length of the runs before it in the text
+        before = accumulate(map(len, texts), initial=0)
+        shift = list(chain.from_iterable(map(repeat, map(sub, map(_START, runs), before), counts)))
+        moved = dict(zip(wanted, zip(map(sub, starts, shift), map(sub, ends, shift))))
+        small = self._small
+        return moved, {name: small[name] for name in small.keys() & moved.keys()}, b"".join(texts)
 
-    def spans(self) -> tuple[dict[str, tuple[int, int]], dict[str, Any], bytes] | None:
-        """(spans, one-line entries, text) while the entries are read by spans, else None."""
-        return (self._spans, self._small, self._text) if self._full is None else None
+    def _read(self, runs: Iterable[Sequence[int]]) -> list[bytes]:
+        """The file's bytes of each [start, end) of ``runs``, read while it is as it was scanned."""
+        try:
+            with open(self._path, "rb") as f:
+                fd = f.fileno()
+                if file_stamp(os.fstat(fd)) != self._stamp:
+                    raise DumpError(self._path, CHANGED)
+                return [os.pread(fd, end - start, start) for start, end in runs]
+        except OSError as exc:
+            raise DumpError(self._path, f"cannot be read again: {exc.strerror or exc}") from None
+
+    def _holds(self, token: bytes) -> bool:
+        """Whether the file (as it was scanned) holds ``token``."""
+        try:
+            with open(self._path, "rb") as f:
+                if file_stamp(os.fstat(f.fileno())) != self._stamp:
+                    raise DumpError(self._path, CHANGED)
+                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                    return m.find(token) != -1
+        except (OSError, ValueError) as exc:  # (mmap refuses an empty file: ValueError)
+            raise DumpError(self._path, f"cannot be read again: {exc}") from None
 
     def _fall_back(self) -> dict[str, Any]:
         """Parse the whole file: raises its DumpError, or (the scan misread a valid file) gives data.
@@ -135,60 +177,37 @@ class DumpEntries(Mapping[str, Any]):
         return self._full
 
 
+SpanTexts = tuple[dict[str, tuple[int, int]], dict[str, Any], bytes]
+"""Some entries' spans in a text, their one-line values, and the text (DumpEntries.span_texts)."""
+READ_GAP = 16 << 10
+"""Spans of dump.json at most this many bytes apart are read at once (DumpEntries.span_texts)."""
+CHANGED = "changed while the run was reading it"
+_START, _END = itemgetter(0), itemgetter(1)
+
 FileStamp = tuple[int, int]
 """A file's size and modification time (ns): the file is taken to be unchanged while its stamp is (the
 same on every machine that mounts a shared folder, unlike the device and inode numbers)."""
 
 
-def file_stamp(path: Path) -> FileStamp | None:
-    try:
-        return _stamp(os.stat(path))
-    except OSError:
-        return None
-
-
-def _stamp(st: os.stat_result) -> FileStamp:
+def file_stamp(st: os.stat_result) -> FileStamp:
     return (st.st_size, st.st_mtime_ns)
 
 
-def _read_again(
+def _unpickled(
     path: Path,
     stamp: FileStamp,
     spans: dict[str, tuple[int, int]],
     small: dict[str, Any],
     mentioned: dict[bytes, bool],
 ) -> DumpEntries:
-    """Pickled DumpEntries loaded: their text read from their file again, which must be as it was."""
+    """Pickled DumpEntries loaded (in a dask worker): their file must be as it was scanned."""
     try:
-        with open(path, "rb") as f:
-            text = f.read()
-            now = _stamp(os.fstat(f.fileno()))
+        now = file_stamp(os.stat(path))
     except OSError as exc:
         raise DumpError(path, f"cannot be read again: {exc.strerror or exc}") from None
-    if now != stamp or len(text) != stamp[0]:
-        raise DumpError(path, "changed while the run was reading it")
-    return DumpEntries(path, text, spans, small, mentioned, stamp)
-
-
-def read_dump_doc(path: Path, find: FindEntries | None = None) -> tuple[dict[str, Any], Mapping[str, Any]]:
-    """(header, data) of a dump.json: the header holds every top-level field but ``data``.
-
-    ``data`` is a DumpEntries if the file has the indented layout, else the dict of the full parse;
-    either way a DumpError names the file if it is not a JSON object with a ``data`` object.
-    """
-    check_dump_file(path)
-    stamp = None
-    try:
-        with open(path, "rb") as f:
-            text = f.read()
-            stamp = _stamp(os.fstat(f.fileno()))
-    except OSError:
-        text = b""  # read_json below raises the usual error
-    lazy = _scan(path, text, find, stamp) if text else None
-    if lazy is not None:
-        return lazy
-    del text  # the full parse reads the file as text, for the usual errors
-    return read_whole_dump_doc(path)
+    if now != stamp:
+        raise DumpError(path, CHANGED)
+    return DumpEntries(path, stamp, spans, small, mentioned)
 
 
 def read_whole_dump_doc(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -200,41 +219,6 @@ def read_whole_dump_doc(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(data, dict):
         raise DumpError(path, "has no 'data' mapping")
     return {k: v for k, v in doc.items() if k != "data"}, data
-
-
-def _scan(
-    path: Path, text: bytes, find: FindEntries | None = None, stamp: FileStamp | None = None
-) -> tuple[dict[str, Any], DumpEntries] | None:
-    """The header and lazy entries of an indented dump.json, or None if ``text`` is laid out otherwise
-    (or is not what the layout promises: the caller then parses it all). ``stamp``: the file's when
-    ``text`` was read from it."""
-    m = FIRST_KEY.match(text)
-    if m is None or not is_utf8(text):
-        return None
-    unit = len(m.group(1))
-    data_key = b"\n" + b" " * unit + b'"data": '  # a second one fails the checks below
-    at = text.find(data_key)
-    if at < 0:
-        return None
-    start = at + len(data_key)  # data's "{"
-    spans: dict[str, tuple[int, int]] = {}
-    small: dict[str, Any] = {}
-    if text.startswith(b"{}", start):
-        end = start + 2
-    else:
-        # data's last line: the file's last line of one unit starting with "}" (if a later field's is,
-        # data's body holds lines of one unit and is refused)
-        close = b"\n" + b" " * unit + b"}"
-        stop = text.rfind(close, start)
-        if stop < 0 or not text.startswith(b"{\n", start):
-            return None
-        end = stop + len(close)
-        if not scan_entries(text, start + 1, stop, 2 * unit, spans, small, find=find):
-            return None
-    header = header_of(text[:start] + b"{}" + text[end:])
-    if header is None:
-        return None
-    return header, DumpEntries(path, text, spans, small, stamp=stamp)
 
 
 NAME = rb'"([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)": (?=([{\[])\n|)'  # a name without raw control
@@ -264,11 +248,13 @@ def scan_entries(
     small: dict[str, Any],
     heads: list[int] | None = None,
     find: FindEntries | None = None,
+    base: int = 0,
 ) -> bool:
-    """Fill ``spans`` (and ``small``) with the entries of ``text[lo:hi]``, data's body
-    (``\n<indent spaces>"name": value,`` ...), and ``heads`` (if given) with where each one's name
-    begins (its quote), in order; False if the body is not laid out so. The entries are found by
-    ``find`` (``entry_lines`` if not given), the names read and the one-line values parsed here."""
+    """Add to ``spans`` (and ``small``) the entries of ``text[lo:hi]``, data's body
+    (``\n<indent spaces>"name": value,`` ...), each span moved by ``base`` (where ``text`` is in the
+    file), and to ``heads`` (if given) where each one's name begins (its quote), in order; False if the
+    body is not laid out so, or a name is one ``spans`` holds. The entries are found by ``find``
+    (``entry_lines`` if not given), the names read and the one-line values parsed here."""
     if lo == hi:
         return True
     found = (find or entry_lines)(text, lo, hi, indent)
@@ -277,12 +263,19 @@ def scan_entries(
     names = entry_names(found.names)
     if names is None:
         return False
+    before = len(spans)
     spans.update(zip(names, zip(found.starts, found.ends)))
-    if len(spans) != len(names):  # a name given twice: json keeps the last value, the scan the first
+    if len(spans) - before != len(names):  # a name given twice: json keeps the last value, the scan the first
         return False
     if heads is not None:
         heads.extend(found.heads)
-    return _parse_one_line(text, compress(names, map(not_, found.opens)), spans, small)
+    if not _parse_one_line(text, compress(names, map(not_, found.opens)), spans, small):
+        return False
+    if base:
+        spans.update(
+            zip(names, zip(map(add, found.starts, repeat(base)), map(add, found.ends, repeat(base))))
+        )
+    return True
 
 
 def entry_lines(text: bytes, lo: int, hi: int, indent: int) -> EntryLines | None:

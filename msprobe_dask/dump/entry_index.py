@@ -17,8 +17,9 @@ import marshal
 import os
 import re
 from array import array
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from itertools import repeat
 from operator import add, itemgetter
 from pathlib import Path
@@ -29,8 +30,10 @@ from msprobe_dask.dump.dumpjson import group_stacks
 from msprobe_dask.dump.entries import (
     FIRST_KEY,
     NAME,
+    DumpEntries,
     FindEntries,
     entry_names,
+    file_stamp,
     header_of,
     is_utf8,
     read_whole_dump_doc,
@@ -71,17 +74,90 @@ def index_dump(path: Path, find: FindEntries | None = None) -> tuple[dict[str, A
     or None if it is laid out otherwise (the caller parses it whole, for its errors too). The entries
     are found by ``find`` (see ``scan_entries``)."""
     check_dump_file(path)
+    index = empty_index()
+    hashes: set[int] = set()
     try:
         with open(path, "rb") as f:
-            return _index(f, os.fstat(f.fileno()).st_size, find)
+            take = partial(_add_block, index, hashes, find=find)
+            walked = _walk(f, os.fstat(f.fileno()).st_size, take, (MD5,))
     except OSError:
         return None
+    if walked is None:
+        return None
+    header, (md5,) = walked
+    return header, index, md5
 
 
-def _index(
-    f: BinaryIO, size: int, find: FindEntries | None
-) -> tuple[dict[str, Any], EntryIndex, bool] | None:
-    head = f.read(min(size, _EDGE_BYTES))
+MD5 = b'"md5"'
+HOLD_BYTES = 16 << 20
+"""A dump.json of at most this many bytes is held whole by its DumpEntries (its chunk tasks read their
+entries in place: reading a chunk's spans from the file cost 3% of a 96-block transformer's
+graph_visualize); a bigger one is read span by span, its text never held whole."""
+Search = Callable[[bytes, tuple[bytes, ...]], Iterable[bool]]
+"""Whether a text holds each of some tokens (``_search``, or a faster one: graph/csrc/entry_scan.c)."""
+
+
+def read_dump_doc(
+    path: Path, find: FindEntries | None = None, tokens: tuple[bytes, ...] = (), search: Search | None = None
+) -> tuple[dict[str, Any], Mapping[str, Any]]:
+    """(header, data) of a dump.json: the header holds every top-level field but ``data``.
+
+    ``data`` is a DumpEntries if the file has the indented layout (its entries found by ``find``, see
+    ``scan_entries``, the file read block by block: its text held only up to HOLD_BYTES), and it
+    knows whether the file holds each of ``tokens`` (looked for by ``search``); else the dict of the
+    full parse. Either way a DumpError names the file if it is not a JSON object with a ``data`` object."""
+    check_dump_file(path)
+    spans: dict[str, tuple[int, int]] = {}
+    small: dict[str, Any] = {}
+    held = None
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            held = f.read() if st.st_size <= HOLD_BYTES else None
+            walked = _walk(f, st.st_size, partial(_add_spans, spans, small, find), tokens, search, held)
+    except OSError:
+        walked = None  # read_whole_dump_doc raises the usual error
+    if walked is None:
+        return read_whole_dump_doc(path)
+    header, found = walked
+    return header, DumpEntries(path, file_stamp(st), spans, small, dict(zip(tokens, found)), held)
+
+
+def _add_spans(
+    spans: dict[str, tuple[int, int]],
+    small: dict[str, Any],
+    find: FindEntries | None,
+    base: int,
+    text: bytes,
+    indent: int,
+    lo: int = 0,
+    hi: int | None = None,
+) -> bool:
+    """Add the spans of a block's entries (``text[lo:hi]``, ``text`` at ``base`` in the file) to
+    ``spans``, its one-line values to ``small`` (False: the block is not laid out as ``scan_entries``
+    wants, or a name was seen before)."""
+    return scan_entries(text, lo, len(text) if hi is None else hi, indent, spans, small, None, find, base)
+
+
+def _search(text: bytes, tokens: tuple[bytes, ...]) -> list[bool]:
+    return [token in text for token in tokens]
+
+
+def _walk(
+    f: BinaryIO,
+    size: int,
+    take: Callable[[int, bytes, int, int, int], bool],
+    tokens: tuple[bytes, ...],
+    search: Search | None = None,
+    held: bytes | None = None,
+) -> tuple[dict[str, Any], list[bool]] | None:
+    """(header, whether the file holds each of ``tokens``) of an indented dump.json, each block of data's
+    body handed to ``take(offset, text, indent, lo, hi)`` (the block: ``text[lo:hi]``, ``text`` at
+    ``offset`` in the file); None if the file, or a block (``take`` gives False), is laid out otherwise.
+    ``held``: the file's text, read already: scanned in place, as one block."""
+    look = search or _search
+    found = [False] * len(tokens)
+    head = held if held is not None else f.read(min(size, _EDGE_BYTES))
     m = FIRST_KEY.match(head)
     if m is None:
         return None
@@ -96,31 +172,47 @@ def _index(
     start = at + len(data_key)  # data's "{"
     if len(head) < start + 2:
         head += f.read(2)
-    index = empty_index()
-    md5 = False
     if head.startswith(b"{}", start):
         end = start + 2
     else:
         close = b"\n" + b" " * unit + b"}"
-        stop = _last(f, size, close, start)
+        stop = held.rfind(close, start) if held is not None else _last(f, size, close, start)
         if stop < 0 or not head.startswith(b"{\n", start):
             return None
         end = stop + len(close)
-        hashes: set[int] = set()
-        for block in _blocks(f, start + 1, stop, b",\n" + b" " * (2 * unit) + b'"'):
-            if not is_utf8(block[1]):
+        blocks = (
+            [(0, held, start + 1, stop)]
+            if held is not None
+            else (
+                (at, b, 0, len(b)) for at, b in _blocks(f, start + 1, stop, b",\n" + b" " * (2 * unit) + b'"')
+            )
+        )
+        for base, block, lo, hi in blocks:
+            if not is_utf8(block):
                 return None
-            md5 = md5 or b'"md5"' in block[1]
-            if not _add_block(index, hashes, *block, 2 * unit, find):
+            _look_for(tokens, found, block, look)
+            if not take(base, block, 2 * unit, lo, hi):
                 return None
-    f.seek(end)
-    text = head[:start] + b"{}" + f.read()
+    if held is not None:
+        text = held[:start] + b"{}" + held[end:]
+    else:
+        f.seek(end)
+        text = head[:start] + b"{}" + f.read()
     if not is_utf8(text):
         return None
     header = header_of(text)
     if header is None:
         return None
-    return header, index, md5 or b'"md5"' in text
+    _look_for(tokens, found, text, look)
+    return header, found
+
+
+def _look_for(tokens: tuple[bytes, ...], found: list[bool], text: bytes, search: Search) -> None:
+    """Mark in ``found`` the tokens not found before that ``text`` holds."""
+    pending = [i for i, seen in enumerate(found) if not seen]
+    if pending:
+        for i, holds in zip(pending, search(text, tuple(tokens[i] for i in pending))):
+            found[i] = found[i] or holds
 
 
 STACK_CHUNK = 50_000
@@ -223,14 +315,21 @@ def _blocks(f: BinaryIO, lo: int, hi: int, boundary: bytes) -> Iterator[tuple[in
 
 
 def _add_block(
-    index: EntryIndex, hashes: set[int], base: int, text: bytes, indent: int, find: FindEntries | None = None
+    index: EntryIndex,
+    hashes: set[int],
+    base: int,
+    text: bytes,
+    indent: int,
+    lo: int = 0,
+    hi: int | None = None,
+    find: FindEntries | None = None,
 ) -> bool:
     """Add a block's entries to ``index`` (False: the block is not laid out as ``scan_entries`` wants,
     or a name was seen before)."""
     spans: dict[str, tuple[int, int]] = {}
     small: dict[str, Any] = {}
     heads: list[int] = []
-    if not scan_entries(text, 0, len(text), indent, spans, small, heads, find):
+    if not scan_entries(text, lo, len(text) if hi is None else hi, indent, spans, small, heads, find):
         return False
     before = len(hashes)
     hashes.update(map(hash, spans))

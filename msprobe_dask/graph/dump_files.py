@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_dask.dump.confine import check_dump_file
-from msprobe_dask.dump.entries import DumpEntries, EntryLines, entry_lines, read_dump_doc, read_whole_dump_doc
+from msprobe_dask.dump.entries import EntryLines, entry_lines, read_whole_dump_doc
+from msprobe_dask.dump.entry_index import read_dump_doc
 from msprobe_dask.dump.entry_shape import WRONG_SHAPE_IN_TEXT
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import speedups
@@ -51,18 +52,13 @@ def check_graph_file(path: Path) -> None:
 
 
 def load_dump_doc(path: Path, lazy: bool = False) -> tuple[dict[str, Any], Mapping[str, Any]]:
-    """(header, data) of dump.json. ``lazy``: data's entries are parsed when looked up (see
-    dump/entries.py), so that a build without items parses none of them; whether its text holds each
-    of ``TOKENS`` is then looked for at once by the C code, where it is built."""
+    """(header, data) of dump.json. ``lazy``: data's entries are read from the file and parsed when
+    looked up (see dump/entries.py), so that a build without items parses none of them; whether its
+    text holds each of ``TOKENS`` is looked for as it is scanned, by the C code where it is built."""
     if not lazy:
         return read_whole_dump_doc(path)
-    header, data = read_dump_doc(path, find_entries)
     native = speedups.native
-    if native is not None and isinstance(data, DumpEntries):
-        spans = data.spans()
-        if spans is not None:
-            data.note_mentions(zip(TOKENS, native.mentions(spans[2], TOKENS)))
-    return header, data
+    return read_dump_doc(path, find_entries, TOKENS, native.mentions if native is not None else None)
 
 
 def find_entries(text: bytes, lo: int, hi: int, indent: int) -> EntryLines | None:

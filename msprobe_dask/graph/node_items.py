@@ -50,10 +50,11 @@ def parse_items(g: Graph, nodes: Iterable[Node]) -> None:
         if node is not g.root and node.type != COLLECTION and not (node.input_data or node.output_data)
     ]
     native = speedups.native
-    spans = g.data.spans() if native is not None and isinstance(g.data, DumpEntries) else None
+    ids = [n.id for n in wanted]
+    spans = g.data.span_texts(ids) if native is not None and isinstance(g.data, DumpEntries) else None
     made: list[Any] = [None] * len(wanted)
     if native is not None and spans is not None:
-        made = native.node_items([n.id for n in wanted], *spans)
+        made = native.node_items(ids, *spans)
     for node, items in zip(wanted, made):
         node.input_data, node.output_data = items or node_items(node.id, g.data, g.folder)
 
@@ -65,8 +66,10 @@ def export_texts(g: Graph, nodes: list[Node]) -> list[tuple[str, str] | None] | 
     be parsed; None for all of them without the C code or where ``g``'s entries are not read by span.
     """
     native = speedups.native
-    spans = g.data.spans() if g.items_pending and isinstance(g.data, DumpEntries) else None
-    if native is None or spans is None:
+    if native is None or not g.items_pending or not isinstance(g.data, DumpEntries):
+        return None
+    spans = g.data.span_texts([n.id for n in nodes])
+    if spans is None:
         return None
     return native.node_texts(nodes, g.root, COLLECTION, *spans)  # type: ignore[no-any-return]
 

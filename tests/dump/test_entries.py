@@ -12,14 +12,21 @@ from typing import Any
 
 import pytest
 
-from msprobe_dask.dump import entries as entries_module
 from msprobe_dask.dump import entry_index
-from msprobe_dask.dump.entries import DumpEntries, read_dump_doc
+from msprobe_dask.dump.entries import DumpEntries
+from msprobe_dask.dump.entry_index import read_dump_doc
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.dump_files import find_entries
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CORPUS = sorted(DATA.glob("**/dump.json"))
+
+
+@pytest.fixture(autouse=True)
+def _read_by_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The entries of these (small) files are read span by span from the file, as a big dump's are
+    (``_check`` compares the text held with them)."""
+    monkeypatch.setattr(entry_index, "HOLD_BYTES", 0)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -42,7 +49,18 @@ def _check(path: Path, lazy: bool) -> None:
     with pytest.raises(KeyError):
         data["no such entry"]
     text = path.read_bytes()
-    spans = data.spans() if isinstance(data, DumpEntries) else None
+    spans = (data._spans, data._small) if isinstance(data, DumpEntries) else None
+    if isinstance(data, DumpEntries):  # the entries' texts read by span: every other one, or all
+        for names in (list(want)[::2], list(want)):
+            found = data.span_texts(names)
+            assert found is not None and list(found[0]) == sorted(names, key=lambda n: data._spans[n])
+            assert all(found[2][s:e] == text[slice(*data._spans[n])] for n, (s, e) in found[0].items())
+            assert found[1] == {n: v for n, v in data._small.items() if n in names}
+        with pytest.MonkeyPatch.context() as patch:  # a small file's text held: the same entries
+            patch.setattr(entry_index, "HOLD_BYTES", len(text))
+            held = read_dump_doc(path)[1]
+        assert isinstance(held, DumpEntries) and held.span_texts([]) == (data._spans, data._small, text)
+        assert _same(dict(held.items()), want) and pickle.loads(pickle.dumps(held))._text is None
     # the index read block by block (about 50 blocks) takes what the whole-text scan takes
     saved, entry_index.BLOCK_BYTES = entry_index.BLOCK_BYTES, len(text) // 50 + 1
     try:
@@ -261,7 +279,8 @@ def test_an_entry_that_does_not_parse_raises_when_looked_up(tmp_path: Path) -> N
     with pytest.raises(DumpError):
         data.get(name)
     path.write_text(path.read_text().replace('"Max": 2.5.1', '"Max": 2.5'))
-    assert data[name] == DOC["data"][name]  # the same file, mended: the scan was right
+    with pytest.raises(DumpError, match="changed while the run was reading it"):
+        data[name]  # the file mended is not the one scanned
 
 
 def test_an_invalid_one_line_entry_is_refused_by_the_scan(tmp_path: Path) -> None:
@@ -299,14 +318,25 @@ def test_pickled_entries_keep_their_text_and_what_they_know(tmp_path: Path) -> N
     assert copy.mentions(b'"Min"') and not copy.mentions(b'"md5"')
 
 
-def _scanned(text: bytes) -> Any:
+def _lazy(path: Path, text: bytes) -> DumpEntries | None:
+    """The entries of ``text`` (written to ``path``) read by the scan, or None where it refuses the
+    layout (the full parse then gives a dict, or refuses the text)."""
+    path.write_bytes(text)
+    try:
+        data = read_dump_doc(path)[1]
+    except DumpError:
+        return None
+    return data if isinstance(data, DumpEntries) else None
+
+
+def _scanned(path: Path, text: bytes) -> Any:
     """The entries the scan of ``text`` takes, as a dict, or None where it refuses the layout (or an
     entry it took does not parse)."""
-    lazy = entries_module._scan(Path("dump.json"), text)
+    lazy = _lazy(path, text)
     if lazy is None:
         return None
     try:
-        return dict(lazy[1])
+        return dict(lazy)
     except DumpError:
         return None
 
@@ -327,7 +357,7 @@ def test_the_scan_takes_only_what_json_reads_alike_on_edited_layouts(tmp_path: P
         for base, i in zip(bases, indents)
     }
     for base in bases:
-        assert _scanned(base) == json.loads(base)["data"]
+        assert _scanned(tmp_path / "dump.json", base) == json.loads(base)["data"]
     pieces = [b"{", b"}", b"[", b"]", b",", b'"', b"\\", b"\n", b" ", b"\t", b": ", b"\x01", b"\xc3\xa9"]
     taken = 0
     path = tmp_path / "dump.json"
@@ -345,19 +375,20 @@ def test_the_scan_takes_only_what_json_reads_alike_on_edited_layouts(tmp_path: P
                 text[at : at + rng.randint(1, 2)] = b""
             else:
                 text[at:at] = rng.choice(pieces)
-        found = _scanned(bytes(text))
+        found = _scanned(path, bytes(text))
         if found is not None:
             assert found == json.loads(bytes(text))["data"]
             taken += 1
         if rng.random() > 0.1:
             continue
-        # the index scan, block by block, takes the layouts the whole-text scan takes, and their entries
+        # the index scan, in blocks of a few bytes, takes the layouts the scan in one block takes, and
+        # their entries
         path.write_bytes(text)
         try:
             indexed = _indexed(path, rng.choice((1, 7, 1 << 20)))
         except DumpError:  # an entry that does not parse
             indexed = "taken"
-        assert (indexed is None) == (entries_module._scan(path, bytes(text)) is None)
+        assert (indexed is None) == (_lazy(path, bytes(text)) is None)
         if found is not None:
             assert indexed[1] == json.dumps(list(found.items()))
     assert taken > 100  # (many edits keep the layout: inside values, or as json.dump would write)
@@ -384,9 +415,9 @@ def test_a_long_integer_anywhere_in_the_file_is_read_as_json_reads_it(tmp_path: 
             )
 
 
-def test_pickled_entries_of_an_unchanged_file_read_it_again(tmp_path: Path) -> None:
-    """Entries read from a file that is still as it was pickle without its text (a graph sent to a dask
-    worker: the worker reads the dump itself), and read the same values where they are loaded."""
+def test_pickled_entries_carry_no_text(tmp_path: Path) -> None:
+    """Entries pickle without the file's text (a graph sent to a dask worker: the worker reads the dump
+    itself), and read the same values where they are loaded."""
     path = _write(tmp_path, DOC, indent=1)
     _, entries = read_dump_doc(path)
     pickled = pickle.dumps(entries)
@@ -395,18 +426,19 @@ def test_pickled_entries_of_an_unchanged_file_read_it_again(tmp_path: Path) -> N
     assert isinstance(copy, DumpEntries) and _same(dict(copy.items()), DOC["data"])
 
 
-def test_pickled_entries_of_a_file_changed_since_carry_their_text_or_fail(tmp_path: Path) -> None:
-    """Entries whose file changed before they were pickled carry the text they read; changed between
-    pickling and loading, the load names the file (nothing is read from a file that is not the one
-    the graph was built from)."""
+def test_entries_of_a_file_changed_since_it_was_scanned_fail(tmp_path: Path) -> None:
+    """Nothing is read from a file that is not the one the entries were scanned from: a lookup, the
+    entries' texts or a pickle loaded after the file changed (or went) name the file."""
     path = _write(tmp_path, DOC, indent=1)
     _, entries = read_dump_doc(path)
+    assert isinstance(entries, DumpEntries)
     pickled = pickle.dumps(entries)
     _write(tmp_path, {**DOC, "data": {}}, indent=1)
-    with pytest.raises(DumpError, match="changed while the run was reading it"):
-        pickle.loads(pickled)
-    copy = pickle.loads(pickle.dumps(entries))
-    assert _same(dict(copy.items()), DOC["data"])
+    name = next(iter(DOC["data"]))
+    for read in (lambda: pickle.loads(pickled), lambda: entries[name], lambda: entries.span_texts([name])):
+        with pytest.raises(DumpError, match="changed while the run was reading it"):
+            read()
     path.unlink()
-    copy = pickle.loads(pickle.dumps(entries))
-    assert _same(dict(copy.items()), DOC["data"])
+    for read in (lambda: pickle.loads(pickled), lambda: entries[name]):
+        with pytest.raises(DumpError, match="cannot be read again"):
+            read()

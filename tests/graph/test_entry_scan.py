@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msprobe_dask.dump.entries import FIRST_KEY, DumpEntries, EntryLines, entry_lines, read_dump_doc
+from msprobe_dask.dump.entries import FIRST_KEY, DumpEntries, EntryLines, entry_lines
+from msprobe_dask.dump.entry_index import read_dump_doc
 from msprobe_dask.graph import dump_files, speedups
 
 NATIVE = speedups.native
@@ -27,7 +28,7 @@ PIECES = [b"{", b"}", b"[", b"]", b",", b'"', b"\\", b"\n", b" ", b"\t", b": ", 
 
 
 def _body(text: bytes) -> tuple[int, int, int] | None:
-    """(lo, hi, indent) of data's body as dump/entries.py's _scan reads it, or None."""
+    """(lo, hi, indent) of data's body as dump/entry_index.py's scan reads it, or None."""
     m = FIRST_KEY.match(text)
     if m is None:
         return None
@@ -158,7 +159,7 @@ def test_graph_visualize_reads_the_entries_alike_without_the_c_code(monkeypatch:
     monkeypatch.setattr(speedups, "native", None)
     header_py, data_py = read_dump_doc(path, dump_files.find_entries)
     assert isinstance(data, DumpEntries) and isinstance(data_py, DumpEntries)
-    assert header == header_py and data.spans() == data_py.spans()
+    assert header == header_py and data.span_texts(data) == data_py.span_texts(data_py)
 
 
 @needs_native

@@ -23,7 +23,7 @@ from comparable import shape
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msprobe_dask.dump.entries import read_dump_doc
+from msprobe_dask.dump.entry_index import read_dump_doc
 from msprobe_dask.dump.fastjson import loads
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import item_text, items, speedups
@@ -75,7 +75,7 @@ def test_every_entry_of_the_test_dumps() -> None:
     taken = total = 0
     for path in sorted(DATA.rglob("dump.json")):
         _, data = read_dump_doc(path)
-        found = data.spans()  # type: ignore[attr-defined]
+        found = data.span_texts(data)  # type: ignore[attr-defined]
         assert found is not None, path
         spans, _, text = found
         for name, (start, end) in spans.items():

@@ -11,6 +11,7 @@ import pytest
 from visdb_diff import diff_visdb, path_normalizer
 
 from msprobe_dask.cli import main as cli_main
+from msprobe_dask.dump import entry_index
 from msprobe_dask.graph import api, chunks, speedups, tasks
 from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.writers import packed_rows
@@ -96,10 +97,12 @@ def test_same_visdb_as_reference(case: str, name: str, argv: list[str], tmp_path
 def test_same_visdb_as_reference_in_many_small_chunks_written_out_of_order(
     case: str, name: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every graph cut into as many chunk tasks as it may be (graph/chunks.py), and each graph's chunks
-    handed to the write task in reverse order: still the reference's vis.db, cell for cell, rowids
-    included."""
+    """Every graph cut into as many chunk tasks as it may be (graph/chunks.py), each reading its
+    entries' spans from dump.json (as a big dump's are read, not held: dump/entry_index.py HOLD_BYTES),
+    and each graph's chunks handed to the write task in reverse order: still the reference's vis.db,
+    cell for cell, rowids included."""
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(entry_index, "HOLD_BYTES", 0)
     cut: list[int] = []
     prepare_build, prepare_compare = chunks.prepare_build, chunks.prepare_compare
 
@@ -128,9 +131,11 @@ def test_same_visdb_as_reference_in_many_small_chunks_written_out_of_order(
 def test_same_visdb_as_reference_in_pure_python(
     case: str, name: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without the C extensions (graph/csrc/, writers/csrc/), as where they could not be built: the
-    Python path stays the definition, and gives the reference's vis.db too."""
+    """Without the C extensions (graph/csrc/, writers/csrc/), as where they could not be built (and
+    each entry read from dump.json when looked up, as a big dump's are): the Python path stays the
+    definition, and gives the reference's vis.db too."""
     monkeypatch.setattr(speedups, "native", None)
+    monkeypatch.setattr(entry_index, "HOLD_BYTES", 0)
     monkeypatch.setattr(packed_rows, "native", None)
     _check_same_as_reference(case, name, argv, tmp_path)
 
@@ -143,21 +148,21 @@ def test_same_visdb_as_reference_on_two_worker_processes(
     case: str, name: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``--workers 2``, each graph cut into many chunks: the two worker processes build a side each and
-    send it to the other without dump.json's bytes (read again there: dump/entries.py), the vis.db's
+    send it to the other without dump.json's bytes (read there: dump/entries.py), the vis.db's
     indexes are kept up to date by the inserts (api._index_early): still the reference's vis.db."""
     import os
 
     from msprobe_dask.dump import entries
 
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)  # (the workers are forked from this process)
-    read_again, log = entries._read_again, tmp_path / "read-again"
+    unpickled, log = entries._unpickled, tmp_path / "unpickled"
 
     def logged(path: Path, *args: object) -> object:  # where a graph sent to a worker is loaded
         with open(log, "a") as f:
             f.write(f"{os.getpid()}\n")
-        return read_again(path, *args)
+        return unpickled(path, *args)
 
-    monkeypatch.setattr(entries, "_read_again", logged)
+    monkeypatch.setattr(entries, "_unpickled", logged)
     assert api._index_early(None, RunOptions(workers=2))
     _check_same_as_reference(case, name, [*argv, "--workers", "2"], tmp_path)
     if "-gp" in argv:  # (a compare: each worker received the side the other built)
