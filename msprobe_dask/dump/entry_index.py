@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from msprobe_dask.dump.confine import check_dump_file
-from msprobe_dask.dump.dumpjson import group_stacks
+from msprobe_dask.dump.dumpjson import group_stacks, load_stack
 from msprobe_dask.dump.entries import (
     FIRST_KEY,
     NAME,
@@ -40,6 +40,7 @@ from msprobe_dask.dump.entries import (
     scan_entries,
 )
 from msprobe_dask.dump.fastjson import has_long_integer, loads
+from msprobe_dask.errors import DumpError
 
 BLOCK_BYTES = 16 << 20
 """dump.json bytes read and scanned at once (a block ends at an entry's end)."""
@@ -219,29 +220,54 @@ STACK_CHUNK = 50_000
 """stack.json entries parsed at once by ``read_stack``."""
 
 
-def read_stack(path: Path, wanted: Collection[str]) -> Iterator[dict[str, Any]] | None:
-    """``dumpjson.load_stack``'s map for the ``wanted`` names, in pieces (one a chunk of entries: a later
-    piece's name wins, as a later entry's does), stack.json read block by block and its entries parsed a
-    chunk at a time, each distinct stack of a piece kept once (a stack.json of 1M groups parsed whole
-    took 1.1 GB, and its map whole 0.55 GB); None if the file is not laid out for it. A DumpError raised
+def read_stack(
+    path: Path, wanted: Collection[str] | None, shared: dict[bytes, Any] | None = None
+) -> Iterator[dict[str, Any]] | None:
+    """``dumpjson.load_stack``'s map for the ``wanted`` names (None: all), in pieces (one a chunk of
+    entries: a later piece's name wins, as a later entry's does), stack.json read block by block and its
+    entries parsed a chunk at a time, each distinct stack kept once (in a piece, or in all if ``shared``
+    is given: its map of stacks by their marshalled bytes); a stack.json of 1M groups parsed whole took
+    1.1 GB, and its map whole 0.55 GB. None if the file is not laid out for it. A DumpError raised
     while the pieces are read: the file does not parse (the caller parses it whole, for its errors
     too)."""
     index = _index_object(path)
     if index is None:
         return None
-    return _stack_pieces(path, index, wanted)
+    return _stack_pieces(path, index, wanted, shared)
 
 
-def _stack_pieces(path: Path, index: EntryIndex, wanted: Collection[str]) -> Iterator[dict[str, Any]]:
+def read_stack_map(path: Path) -> dict[str, Any]:
+    """``dumpjson.load_stack``'s map. A stack.json of more than a block (BLOCK_BYTES) is read in pieces
+    (``read_stack``) where it is laid out for it, each distinct stack kept once (a rank's stacks repeat:
+    a graph's nodes hold them); a smaller one, or one laid out otherwise, is parsed whole (faster)."""
+    try:
+        big = os.stat(path).st_size > BLOCK_BYTES
+    except OSError:
+        big = False  # load_stack raises the usual error
+    pieces = read_stack(path, None, {}) if big else None
+    stacks: dict[str, Any] = {}
+    try:
+        for piece in pieces or ():
+            stacks.update(piece)
+    except DumpError:  # (not valid JSON: parsed whole, for its error)
+        pieces = None
+    return stacks if pieces is not None else load_stack(path)
+
+
+def _stack_pieces(
+    path: Path, index: EntryIndex, wanted: Collection[str] | None, shared: dict[bytes, Any] | None
+) -> Iterator[dict[str, Any]]:
     first = _value(path, index, "0")
     for lo in range(0, len(index), STACK_CHUNK):
         entries = read_entries(path, index.cut(lo, lo + STACK_CHUNK))
-        stacks: dict[str, Any] = {}
-        shared: dict[bytes, Any] = {}
-        for name, lines in group_stacks(v for _, v in entries) if first else entries:
-            if name in wanted:
-                stacks[name] = shared.setdefault(marshal.dumps(lines), lines)
-        yield stacks
+        named = group_stacks(v for _, v in entries) if first else entries
+        yield _shared(named if wanted is None else (e for e in named if e[0] in wanted), shared)
+
+
+def _shared(named: Iterable[tuple[str, Any]], shared: dict[bytes, Any] | None) -> dict[str, Any]:
+    """{name: stack} of ``named``, equal stacks one object: the first of ``shared`` (a new map if None)."""
+    one = shared if shared is not None else {}
+    return {name: one.setdefault(marshal.dumps(lines), lines) for name, lines in named}
 
 
 def _value(path: Path, index: EntryIndex, name: str) -> Any:

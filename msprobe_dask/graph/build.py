@@ -6,8 +6,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from msprobe_dask.dump.dumpjson import load_construct, load_stack
+from msprobe_dask.dump.dumpjson import load_construct
 from msprobe_dask.dump.entries import DumpEntries
+from msprobe_dask.dump.entry_index import read_stack_map
 from msprobe_dask.dump.entry_shape import check_entries
 from msprobe_dask.dump.markers import PARAMETERS_GRAD
 from msprobe_dask.errors import DumpError
@@ -313,7 +314,7 @@ def build_graph(src: dump_files.GraphSource, items: bool = True) -> Graph:
         )
     header, data = dump_files.load_dump_doc(src.dump_json, lazy=not items)
     check_entries(src.dump_json, data)
-    stacks = load_stack(src.stack_json)
+    stacks = read_stack_map(src.stack_json)
     micro_of = micro if k is not None else None
     b = _Builder(data, stacks, micro_of, items, str(src.folder))
     with collections_paused():

@@ -157,10 +157,31 @@ def test_stack_json_read_block_by_block_is_load_stacks(
         whole = load_stack(path)
         wanted = set(list(whole)[::2]) | {"absent"}
         assert _read_stack(path, wanted) == {n: v for n, v in whole.items() if n in wanted}, path
+        _check_stack_map(path, whole)
     write(tmp_path, doc)  # compact: not laid out for blocks
     assert entry_index.read_stack(tmp_path / "stack.json", {"a"}) is None
+    _check_stack_map(tmp_path / "stack.json", load_stack(tmp_path / "stack.json"))
     files[0].write_text(json.dumps(doc, indent=1).replace("[", "[[", 1))  # does not parse
     assert entry_index.read_stack(files[0], {"a"}) is None
+    for block in (entry_index.BLOCK_BYTES, 1 << 30):
+        monkeypatch.setattr(entry_index, "BLOCK_BYTES", block)
+        with pytest.raises(DumpError, match="not valid JSON"):
+            entry_index.read_stack_map(files[0])
+
+
+def _check_stack_map(path: Path, whole: dict[str, object]) -> None:
+    """graph_visualize's read of stack.json (``entry_index.read_stack_map``) is load_stack's map, each
+    distinct stack one object where it is read in pieces."""
+    from msprobe_dask.dump import entry_index
+
+    distinct = {json.dumps(lines) for lines in whole.values()}
+    for block in (entry_index.BLOCK_BYTES, 1 << 30):  # (in pieces, where laid out for them; parsed whole)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(entry_index, "BLOCK_BYTES", block)
+            stacks = entry_index.read_stack_map(path)
+        assert list(stacks.items()) == list(whole.items()), path
+        if block < 1 << 30 and entry_index.read_stack(path, None) is not None:
+            assert len({id(lines) for lines in stacks.values()}) == len(distinct), path
 
 
 def _read_stack(path: Path, wanted: set[str]) -> dict[str, object] | None:
