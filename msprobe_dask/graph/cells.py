@@ -47,6 +47,7 @@ _PLAIN_NUMBERS = frozenset((int, float))
 # a Bench name that stands for no partner, an NPU name for no item (the checkers skip such rows)
 NO_BENCH = ("", "N/A", None)
 NO_NPU = "N/A"
+NO_VALUE = "N/A"  # the diff and relative-error cells stat_diff cannot make
 # summary rows also hold the exact NormRelativeErr as a ratio (None where it is not a number): the
 # checkers use it, while the NormRelativeErr cell holds the exported text (see rel_text)
 NORM_RATIO = "norm_ratio"
@@ -120,12 +121,12 @@ def stat_diff(x: Any, y: Any) -> tuple[Any, str, float | None]:
     if not (
         x.__class__ in _PLAIN_NUMBERS and y.__class__ in _PLAIN_NUMBERS or _is_number(x) and _is_number(y)
     ):
-        return "N/A", "N/A", None
+        return NO_VALUE, NO_VALUE, None
     d = x - y
     if d != d:
         return "Nan", "Nan", None
     if y == 0:
-        return _summary_cell(d), "N/A", None
+        return _summary_cell(d), NO_VALUE, None
     try:
         r = abs(d / y * 100)
     except OverflowError:
@@ -362,6 +363,8 @@ class SummaryRules:
     and special for the others'."""
 
     stat_diff: Callable[[Any, Any], tuple[Any, str, float | None]]  # one statistic's cells, in general
+    no_value: str  # NO_VALUE: stat_diff's cells of a Bench 0 or of statistics that are not numbers
+    rel_text: Callable[[float], str]  # the relative-error cell of a finite r (made once per r in C)
     stats_of: Callable[[Mapping[str, Any]], tuple[Any, ...]]  # an item's statistics (_stats) ...
     cells_of: Callable[[tuple[Any, ...]], tuple[Any, ...]]  # ... and their cells (_cells)
     special: Callable[[Any], bool]  # a max or min cell the NaN/Inf checker reads as nan or inf
@@ -388,6 +391,8 @@ class SummaryRules:
 
 SUMMARY_RULES = SummaryRules(
     stat_diff=stat_diff,
+    no_value=NO_VALUE,
+    rel_text=rel_text,
     stats_of=_stats,
     cells_of=_cells,
     special=special_cell,

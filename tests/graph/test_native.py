@@ -220,6 +220,21 @@ def test_stat_diffs_as_python(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> None:
     assert shape(NATIVE.stat_diffs(ns, bs)) == shape(_diffs(ns, bs))
 
 
+@needs_native
+def test_stat_diffs_take_their_no_value_cell_and_small_relative_errors_texts_from_python() -> None:
+    """The cells of a text statistic or a Bench 0, and the text of a relative error outside POSITIONAL,
+    are the rules' (cells.SUMMARY_RULES: no_value, rel_text): none is written in C."""
+    trial = dataclasses.replace(cells.SUMMARY_RULES, no_value="trial n/a", rel_text=lambda r: f"trial {r!r}")
+    NATIVE.configure_summary(trial)
+    try:
+        diffs, rels, _ = NATIVE.stat_diffs(("x", 2.0, 3, 1.0000000001), ("y", 0.0, 0, 1.0))
+    finally:
+        NATIVE.configure_summary(cells.SUMMARY_RULES)
+    r = abs((1.0000000001 - 1.0) / 1.0 * 100)
+    assert diffs[:3] == ["trial n/a", 2.0, 3] and rels == ["trial n/a"] * 3 + [f"trial {r!r}"]
+    assert NATIVE.stat_diffs((1.0000000001,), (1.0,))[1] == [cells.rel_text(r)]
+
+
 def _tensor_item(full: str, state: str, stats: tuple[Any, ...], extra: dict[str, Any]) -> dict[str, Any]:
     item = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "requires_grad": "True"}
     item.update(zip(("Max", "Min", "Mean", "Norm"), stats))

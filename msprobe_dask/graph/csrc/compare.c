@@ -16,6 +16,7 @@ enum { NAN_INF = 1, NORM_OUTPUT = 2, REQUIRES_GRAD = 4, SCALAR = 8, DTYPE = 16, 
 static struct {
     PyObject *rules; /* held: holds the objects below */
     PyObject *stat_diff, *stats_of, *cells_of, *special, *exported_text, *all_ignored, *input_ignored, *output_part, *err_message, *no_bench;
+    PyObject *no_value, *rel_text;
     PyObject *fused, *no_npu, *not_a_tensor, *scalar_shape;
     PyObject *messages[N_MESSAGES], *results[3], *stats[4], *written[N_WRITTEN], *states[MAX_STATES];
     PyObject *texts[1 << N_MESSAGES]; /* err_message of each set of messages (held), made when first met */
@@ -70,6 +71,8 @@ static void release(void) {
     Py_XDECREF(R.not_a_tensor);
     Py_XDECREF(R.scalar_shape);
     Py_XDECREF(R.stat_diff);
+    Py_XDECREF(R.no_value);
+    Py_XDECREF(R.rel_text);
     Py_XDECREF(R.stats_of);
     Py_XDECREF(R.cells_of);
     Py_XDECREF(R.special);
@@ -85,7 +88,8 @@ static void release(void) {
 PyObject *configure_summary(PyObject *self, PyObject *rules) {
     release();
     PyObject *positional = NULL, *limits = NULL, *groups = NULL;
-    if ((R.stat_diff = rule(rules, "stat_diff")) == NULL || (R.stats_of = rule(rules, "stats_of")) == NULL ||
+    if ((R.stat_diff = rule(rules, "stat_diff")) == NULL || (R.no_value = rule(rules, "no_value")) == NULL ||
+        (R.rel_text = rule(rules, "rel_text")) == NULL || (R.stats_of = rule(rules, "stats_of")) == NULL ||
         (R.cells_of = rule(rules, "cells_of")) == NULL || (R.special = rule(rules, "special")) == NULL ||
         (R.exported_text = rule(rules, "exported_text")) == NULL ||
         (R.all_ignored = rule(rules, "all_ignored")) == NULL ||
@@ -97,7 +101,8 @@ PyObject *configure_summary(PyObject *self, PyObject *rules) {
         (R.scalar_shape = rule(rules, "scalar_shape")) == NULL ||
         (limits = rule(rules, "limits")) == NULL || (groups = rule(rules, "state_groups")) == NULL)
         goto fail;
-    if (!PyCallable_Check(R.stat_diff) || !PyCallable_Check(R.stats_of) || !PyCallable_Check(R.cells_of) ||
+    if (!PyCallable_Check(R.stat_diff) || !PyUnicode_CheckExact(R.no_value) || !PyCallable_Check(R.rel_text) ||
+        !PyCallable_Check(R.stats_of) || !PyCallable_Check(R.cells_of) ||
         !PyCallable_Check(R.special) || !PyType_Check(R.exported_text) || !PyAnySet_Check(R.all_ignored) ||
         !PyAnySet_Check(R.input_ignored) || !PyUnicode_CheckExact(R.output_part) || !PyCallable_Check(R.err_message) ||
         !PyTuple_Check(R.no_bench) || !PyTuple_Check(R.fused) || !PyUnicode_CheckExact(R.no_npu) ||
@@ -157,10 +162,10 @@ static int summary_configured(void) {
     return -1;
 }
 
-/* str(r) + "%" in its exported form, for r in cells.POSITIONAL (cells.rel_text): r to 6 decimals
- * (text_rules.decimals),
- * or repr(r) where that has fewer decimals (the rounded text ends with 0 and round(r, 6) == r:
- * round() and format(r, ".6f") take the same correctly rounded digits) */
+/* str(r) + "%" in its exported form (cells.rel_text) of a finite r > 0: for r in cells.POSITIONAL,
+ * r to 6 decimals (text_rules.decimals), or repr(r) where that has fewer decimals (the rounded text
+ * ends with 0 and round(r, 6) == r: round() and format(r, ".6f") take the same correctly rounded
+ * digits); elsewhere the rules' rel_text(r), once per r */
 static PyObject *rel_text(double r) {
     uint64_t bits;
     memcpy(&bits, &r, sizeof(bits));
@@ -171,6 +176,16 @@ static PyObject *rel_text(double r) {
     size_t slot = (size_t)((bits * 0x9E3779B97F4A7C15ull) >> 52) % REL_CACHE;
     if (rel_cache[slot].text != NULL && rel_cache[slot].bits == bits)
         return Py_NewRef(rel_cache[slot].text);
+    if (!(r >= R.rel_lo && r < R.rel_hi)) {
+        PyObject *x = PyFloat_FromDouble(r);
+        PyObject *made = x != NULL ? PyObject_CallOneArg(R.rel_text, x) : NULL;
+        Py_XDECREF(x);
+        if (made != NULL) {
+            Py_XSETREF(rel_cache[slot].text, Py_NewRef(made));
+            rel_cache[slot].bits = bits;
+        }
+        return made;
+    }
     char *t = PyOS_double_to_string(r, 'f', text_rules.decimals, 0, NULL);
     if (t == NULL)
         return NULL;
@@ -199,20 +214,39 @@ static PyObject *rel_text(double r) {
 }
 
 /* the diff cell, relative-error cell and ratio (new references) of one NPU/Bench statistic: two
- * floats (the Bench one not 0) or two equal ints here, the others by the rules' stat_diff(x, y) */
+ * floats whose difference is finite, two ints equal or over a Bench 0, or a text (not a number) here,
+ * the others by the rules' stat_diff(x, y) */
 static int diff_cells(PyObject *x, PyObject *y, PyObject **d, PyObject **t, PyObject **ratio) {
     *d = *t = *ratio = NULL;
-    if (PyFloat_CheckExact(x) && PyFloat_CheckExact(y) && PyFloat_AS_DOUBLE(y) != 0.0) {
+    if (PyUnicode_Check(x) || PyUnicode_Check(y)) { /* (not numbers: no cells) */
+        *d = Py_NewRef(R.no_value);
+        *t = Py_NewRef(R.no_value);
+        *ratio = Py_NewRef(Py_None);
+        goto made;
+    }
+    if (PyFloat_CheckExact(x) && PyFloat_CheckExact(y) && isfinite(PyFloat_AS_DOUBLE(x) - PyFloat_AS_DOUBLE(y))) {
         double dx = PyFloat_AS_DOUBLE(x) - PyFloat_AS_DOUBLE(y);
+        if (PyFloat_AS_DOUBLE(y) == 0.0) {
+            *d = PyFloat_FromDouble(dx);
+            *t = Py_NewRef(R.no_value);
+            *ratio = Py_NewRef(Py_None);
+            goto made;
+        }
         double r = fabs(dx / PyFloat_AS_DOUBLE(y) * 100);
-        if (r >= R.rel_lo && r < R.rel_hi)
-            *t = rel_text(r);
-        else if (r == 0.0)
+        if (r == 0.0)
             *t = PyUnicode_FromString("0.0%");
+        else if (isfinite(r))
+            *t = rel_text(r);
         else
-            goto general; /* (r is not finite, or outside the positional range) */
+            goto general;
         *d = PyFloat_FromDouble(dx);
         *ratio = PyFloat_FromDouble(r / 100);
+        goto made;
+    }
+    if (PyLong_CheckExact(x) && PyLong_CheckExact(y) && PyObject_Not(y) == 1) {
+        *d = PyNumber_Subtract(x, y);
+        *t = Py_NewRef(R.no_value);
+        *ratio = Py_NewRef(Py_None);
         goto made;
     }
     if (PyLong_CheckExact(x) && PyLong_CheckExact(y)) {
