@@ -14,9 +14,8 @@ void buf_free(Buf *b) {
     deferred_free(&b->deferred);
 }
 
-int buf_reserve(Buf *b, Py_ssize_t extra) {
-    if (b->len + extra <= b->cap)
-        return 0;
+/* room for ``extra`` more bytes where buf_reserve found too little */
+int buf_grow(Buf *b, Py_ssize_t extra) {
     Py_ssize_t cap = b->cap * 2;
     while (cap < b->len + extra)
         cap *= 2;

@@ -60,8 +60,11 @@ int leaf_key_role(const char *k, Py_ssize_t n, const TextRules *r) {
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 void skip_ws(Tape *t) {
-    while (t->p < t->end && (*t->p == ' ' || *t->p == '\n' || *t->p == '\t' || *t->p == '\r'))
-        t->p++;
+    /* (most calls find no white space: one test of the first character says so) */
+    const char *p = t->p, *end = t->end;
+    while (p < end && (unsigned char)*p <= ' ' && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r'))
+        p++;
+    t->p = p;
 }
 
 static int is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }

@@ -100,7 +100,11 @@ typedef struct {
 
 void buf_init(Buf *b);
 void buf_free(Buf *b);
-int buf_reserve(Buf *b, Py_ssize_t extra);
+int buf_grow(Buf *b, Py_ssize_t extra);
+/* room for ``extra`` more bytes: 0, or -1 with an error (inline: every write asks) */
+static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
+    return b->len + extra <= b->cap ? 0 : buf_grow(b, extra);
+}
 int buf_defer(Buf *b, PyObject *x);
 int buf_truncate(Buf *b, Py_ssize_t len);
 PyObject *buf_text(Buf *b);

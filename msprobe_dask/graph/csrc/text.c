@@ -323,7 +323,7 @@ static int skipped(Skip *sk, PyObject *k) {
     if (s == NULL)
         return -2; /* not a key this code takes */
     for (Py_ssize_t i = 0; i < sk->n; i++)
-        if (sk->len[i] == n && memcmp(sk->text[i], s, n) == 0)
+        if (sk->len[i] == n && sk->text[i][0] == s[0] && memcmp(sk->text[i], s, n) == 0)
             return 1;
     return 0;
 }
