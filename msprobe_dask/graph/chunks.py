@@ -174,26 +174,28 @@ def prepare_compare(
     graphs (nodes that share items must all be compared before any row is made)."""
     p = Prepared((npu, bench), sources, mode, overflow, [])
     (npu_nodes, _, _), (bench_nodes, _, bench_all) = p.orders()
-    position = {id(b): i for i, b in enumerate(bench_nodes)}
-    anywhere = {id(b): i for i, b in enumerate(bench_all)}
-    partner_of = {id(n): b for n, b in pairs}
-    owned: set[int] = set()  # Bench nodes whose rows a chunk makes (the first to meet them)
+    # (nodes are keys by identity: Node is a dataclass without eq)
+    position = {b: i for i, b in enumerate(bench_nodes)}
+    anywhere = {b: i for i, b in enumerate(bench_all)}
+    partner_of = dict(pairs)
+    owned: set[Node] = set()  # Bench nodes whose rows a chunk makes (the first to meet them)
     runs = _runs(npu, npu_nodes, n)
     made: list[tuple[list[tuple[int, int]], list[int]]] = []
     for lo, hi in runs:
         partners, mine = [], []
         for i in range(lo, hi):
-            b = partner_of.get(id(npu_nodes[i]))
+            b = partner_of.get(npu_nodes[i])
             if b is None:
                 continue
-            if id(b) not in anywhere:
+            at = anywhere.get(b)
+            if at is None:
                 raise RuntimeError(f"{npu_nodes[i].id} is matched to a node its graph does not hold")
-            partners.append((i, anywhere[id(b)]))
-            if id(b) not in owned and id(b) in position:
-                owned.add(id(b))
-                mine.append(position[id(b)])
+            partners.append((i, at))
+            if b not in owned and b in position:
+                owned.add(b)
+                mine.append(position[b])
         made.append((partners, mine))
-    rest = [i for i, b in enumerate(bench_nodes) if id(b) not in owned]
+    rest = [i for i, b in enumerate(bench_nodes) if b not in owned]
     share = -(-len(rest) // len(runs))
     p.chunks = [
         Chunk(lo, hi, tuple(partners), tuple(mine + rest[k * share : (k + 1) * share]))
