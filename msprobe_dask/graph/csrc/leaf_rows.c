@@ -426,7 +426,7 @@ static int walk_entry(RowWalk *w, const char *entry, Py_ssize_t n) {
             const Val *m = &w->t.v[i];
             if (!text_is(m->k, m->kn, &LR.parts[p].key))
                 continue;
-            Py_ssize_t state_n;
+            Py_ssize_t state_n = 0;
             const char *state = ascii_data(LR.parts[p].state, &state_n);
             w->name.len = 0;
             if (buf_add(&w->name, entry, n) < 0 || BUF_LIT(&w->name, ".") < 0 || buf_add(&w->name, state, state_n) < 0)

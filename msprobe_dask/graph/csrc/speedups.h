@@ -157,7 +157,13 @@ typedef struct {
 
 void init_char_classes(void);
 int classes(const char *s, Py_ssize_t n);
-const char *ascii_data(PyObject *s, Py_ssize_t *n);
+/* the ASCII data of a str, else NULL (inline: asked of every key and text written) */
+static inline const char *ascii_data(PyObject *s, Py_ssize_t *n) {
+    if (!PyUnicode_IS_ASCII(s))
+        return NULL;
+    *n = PyUnicode_GET_LENGTH(s);
+    return (const char *)PyUnicode_1BYTE_DATA(s);
+}
 int skip_of(PyObject *set, Skip *out);
 PyObject *data_json(PyObject *data, Skip *skip);
 int add_str_text(Buf *b, const char *s, Py_ssize_t n);

@@ -21,14 +21,6 @@ int classes(const char *s, Py_ssize_t n) {
     return c;
 }
 
-/* the ASCII data of a str, else NULL */
-const char *ascii_data(PyObject *s, Py_ssize_t *n) {
-    if (!PyUnicode_IS_ASCII(s))
-        return NULL;
-    *n = PyUnicode_GET_LENGTH(s);
-    return (const char *)PyUnicode_1BYTE_DATA(s);
-}
-
 static int add_double(Buf *b, double x, char code, int precision, int flags) {
     char *t = PyOS_double_to_string(x, code, precision, flags, NULL);
     if (t == NULL)
