@@ -62,8 +62,20 @@ static int is_digit(char c) { return c >= '0' && c <= '9'; }
 void skip_ws(Tape *t) {
     /* (most calls find no white space: one test of the first character says so) */
     const char *p = t->p, *end = t->end;
-    while (p < end && (unsigned char)*p <= ' ' && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r'))
+    while (p < end && (unsigned char)*p <= ' ') {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        if (*p == ' ' && end - p >= 8) { /* an indentation's spaces, eight at a time */
+            uint64_t w;
+            memcpy(&w, p, 8);
+            uint64_t other = w ^ 0x2020202020202020ull; /* (its bytes that are not spaces: not 0) */
+            p += other == 0 ? 8 : __builtin_ctzll(other) >> 3;
+            continue;
+        }
+#endif
+        if (*p != ' ' && *p != '\n' && *p != '\t' && *p != '\r')
+            break;
         p++;
+    }
     t->p = p;
 }
 
@@ -165,10 +177,7 @@ static int new_val(Tape *t) {
         t->v = v;
         t->cap = cap;
     }
-    Val *v = &t->v[t->n];
-    memset(v, 0, sizeof(Val));
-    v->first = v->next = -1;
-    return t->n++;
+    return t->n++; /* (read_value writes the whole value) */
 }
 
 /* the value at t->p onto the tape: its index, -2 if the text is not JSON (or nests too deep), -1 on
@@ -180,7 +189,7 @@ int read_value(Tape *t, int depth) {
     int at = new_val(t);
     if (at < 0)
         return -1;
-    Val v = t->v[at];
+    Val v = {.first = -1, .next = -1};
     char c = *t->p;
     int ok = 1;
     if (c == '"') {
