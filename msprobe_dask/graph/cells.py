@@ -170,6 +170,9 @@ def _diffs(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> tuple[list[Any], list[st
 _GET_STATS = itemgetter(*STATS)
 
 
+NULL_STAT = "None"  # a statistic that is null (or missing), as _stats gives it
+
+
 def _stats(item: Mapping[str, Any]) -> tuple[Any, ...]:
     """The item's Max, Min, Mean and Norm, None as 'None'."""
     try:
@@ -177,7 +180,7 @@ def _stats(item: Mapping[str, Any]) -> tuple[Any, ...]:
     except KeyError:
         values = tuple(map(item.get, STATS))
     if None in values:
-        return tuple("None" if v is None else v for v in values)
+        return tuple(NULL_STAT if v is None else v for v in values)
     return values
 
 
@@ -365,6 +368,7 @@ class SummaryRules:
     stat_diff: Callable[[Any, Any], tuple[Any, str, float | None]]  # one statistic's cells, in general
     no_value: str  # NO_VALUE: stat_diff's cells of a Bench 0 or of statistics that are not numbers
     rel_text: Callable[[float], str]  # the relative-error cell of a finite r (made once per r in C)
+    null_stat: str  # NULL_STAT
     stats_of: Callable[[Mapping[str, Any]], tuple[Any, ...]]  # an item's statistics (_stats) ...
     cells_of: Callable[[tuple[Any, ...]], tuple[Any, ...]]  # ... and their cells (_cells)
     special: Callable[[Any], bool]  # a max or min cell the NaN/Inf checker reads as nan or inf
@@ -393,6 +397,7 @@ SUMMARY_RULES = SummaryRules(
     stat_diff=stat_diff,
     no_value=NO_VALUE,
     rel_text=rel_text,
+    null_stat=NULL_STAT,
     stats_of=_stats,
     cells_of=_cells,
     special=special_cell,

@@ -235,6 +235,28 @@ def test_stat_diffs_take_their_no_value_cell_and_small_relative_errors_texts_fro
     assert NATIVE.stat_diffs((1.0000000001,), (1.0,))[1] == [cells.rel_text(r)]
 
 
+@needs_native
+@pytest.mark.parametrize("null", ["trial none", "nan"])
+def test_null_statistics_take_their_text_from_python(null: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A null statistic's text is the rules' (cells.NULL_STAT); one that is not its own cell or that
+    the NaN/Inf checker reads as special ("nan") sends the item to the Python cells."""
+    npu = _node("Functional.linear.0.forward", [("input", (3.0, None, "True", None), {})])
+    bench = _node("Functional.linear.0.forward", [("input", (2.0, None, "False", 4.0), {})])
+
+    def compared() -> Any:
+        n, b = copy.deepcopy(npu), copy.deepcopy(bench)
+        compare_pair(n, b, SUMMARY)
+        return shape((n.precision, n.input_data))
+
+    monkeypatch.setattr(cells, "NULL_STAT", null)
+    NATIVE.configure_summary(dataclasses.replace(cells.SUMMARY_RULES, null_stat=null))
+    try:
+        with_c, python = _both(monkeypatch, compared)
+    finally:
+        NATIVE.configure_summary(cells.SUMMARY_RULES)
+    assert with_c == python
+
+
 def _tensor_item(full: str, state: str, stats: tuple[Any, ...], extra: dict[str, Any]) -> dict[str, Any]:
     item = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "requires_grad": "True"}
     item.update(zip(("Max", "Min", "Mean", "Norm"), stats))

@@ -16,7 +16,7 @@ enum { NAN_INF = 1, NORM_OUTPUT = 2, REQUIRES_GRAD = 4, SCALAR = 8, DTYPE = 16, 
 static struct {
     PyObject *rules; /* held: holds the objects below */
     PyObject *stat_diff, *stats_of, *cells_of, *special, *exported_text, *all_ignored, *input_ignored, *output_part, *err_message, *no_bench;
-    PyObject *no_value, *rel_text;
+    PyObject *no_value, *rel_text, *null_stat;
     PyObject *fused, *no_npu, *not_a_tensor, *scalar_shape;
     PyObject *messages[N_MESSAGES], *results[3], *stats[4], *written[N_WRITTEN], *states[MAX_STATES];
     PyObject *texts[1 << N_MESSAGES]; /* err_message of each set of messages (held), made when first met */
@@ -60,6 +60,20 @@ static void rel_cache_clear(void) {
         Py_CLEAR(rel_cache[i].text);
 }
 
+/* texts found to be statistics of their own cells (the rules' cells_of leaves them as they are) that
+ * the rules' special does not read as NaN or inf (a bool tensor's "True", a null's "None"), asked once
+ * per text object (held) */
+#define PLAIN_TEXTS 64
+static struct {
+    PyObject *text;
+    int plain;
+} plain_texts[PLAIN_TEXTS];
+
+static void plain_texts_clear(void) {
+    for (int i = 0; i < PLAIN_TEXTS; i++)
+        Py_CLEAR(plain_texts[i].text);
+}
+
 static void release(void) {
     rel_cache_clear(); /* (made as instances of the rules' exported_text) */
     for (int i = 0; i < 1 << N_MESSAGES; i++)
@@ -72,6 +86,8 @@ static void release(void) {
     Py_XDECREF(R.scalar_shape);
     Py_XDECREF(R.stat_diff);
     Py_XDECREF(R.no_value);
+    Py_XDECREF(R.null_stat);
+    plain_texts_clear();
     Py_XDECREF(R.rel_text);
     Py_XDECREF(R.stats_of);
     Py_XDECREF(R.cells_of);
@@ -89,6 +105,7 @@ PyObject *configure_summary(PyObject *self, PyObject *rules) {
     release();
     PyObject *positional = NULL, *limits = NULL, *groups = NULL;
     if ((R.stat_diff = rule(rules, "stat_diff")) == NULL || (R.no_value = rule(rules, "no_value")) == NULL ||
+        (R.null_stat = rule(rules, "null_stat")) == NULL ||
         (R.rel_text = rule(rules, "rel_text")) == NULL || (R.stats_of = rule(rules, "stats_of")) == NULL ||
         (R.cells_of = rule(rules, "cells_of")) == NULL || (R.special = rule(rules, "special")) == NULL ||
         (R.exported_text = rule(rules, "exported_text")) == NULL ||
@@ -102,6 +119,7 @@ PyObject *configure_summary(PyObject *self, PyObject *rules) {
         (limits = rule(rules, "limits")) == NULL || (groups = rule(rules, "state_groups")) == NULL)
         goto fail;
     if (!PyCallable_Check(R.stat_diff) || !PyUnicode_CheckExact(R.no_value) || !PyCallable_Check(R.rel_text) ||
+        !PyUnicode_CheckExact(R.null_stat) ||
         !PyCallable_Check(R.stats_of) || !PyCallable_Check(R.cells_of) ||
         !PyCallable_Check(R.special) || !PyType_Check(R.exported_text) || !PyAnySet_Check(R.all_ignored) ||
         !PyAnySet_Check(R.input_ignored) || !PyUnicode_CheckExact(R.output_part) || !PyCallable_Check(R.err_message) ||
@@ -356,15 +374,50 @@ static int grouped(PyObject *in, PyObject *out, PyObject *groups[MAX_GROUPS][MAX
     return DONE;
 }
 
-/* the four statistics of an item: each an exact int or a finite exact float (what cells._cells leaves
- * as they are, and what no NaN/Inf checker flags); 1 if so, 0 otherwise */
+/* whether the text s is a statistic that is its own cell and not special (see plain_texts): 1, 0, or
+ * -1 on error */
+static int plain_text(PyObject *s) {
+    size_t slot = ((uintptr_t)s >> 4) % PLAIN_TEXTS;
+    if (plain_texts[slot].text == s)
+        return plain_texts[slot].plain;
+    PyObject *four = PyTuple_Pack(4, s, s, s, s), *cells = NULL, *special = NULL;
+    int plain = four != NULL && (cells = PyObject_CallOneArg(R.cells_of, four)) != NULL &&
+                        (special = PyObject_CallOneArg(R.special, s)) != NULL
+                    ? PyTuple_Check(cells) && PyTuple_GET_SIZE(cells) == 4
+                    : -1;
+    for (int i = 0; plain > 0 && i < 4; i++) {
+        PyObject *cell = PyTuple_GET_ITEM(cells, i);
+        plain = PyUnicode_CheckExact(cell) ? PyUnicode_Compare(cell, s) == 0 : 0;
+    }
+    if (plain > 0)
+        plain = PyObject_Not(special);
+    Py_XDECREF(four);
+    Py_XDECREF(cells);
+    Py_XDECREF(special);
+    if (plain >= 0) {
+        Py_XSETREF(plain_texts[slot].text, Py_NewRef(s));
+        plain_texts[slot].plain = plain;
+    }
+    return plain;
+}
+
+/* the four statistics of an item (cells._stats: a null is the rules' null_stat): each an exact int, a
+ * finite exact float, or a text that is its own cell and not special (what cells._cells leaves as
+ * they are, and what no NaN/Inf checker flags); 1 if so, 0 otherwise, -1 on error */
 static int plain_stats(PyObject *item, PyObject *stats[4]) {
     for (int i = 0; i < 4; i++) {
         stats[i] = PyDict_GetItemWithError(item, R.stats[i]);
         if (stats[i] == NULL)
             return PyErr_Occurred() ? -1 : 0;
-        if (!(PyLong_CheckExact(stats[i]) || (PyFloat_CheckExact(stats[i]) && isfinite(PyFloat_AS_DOUBLE(stats[i])))))
+        if (stats[i] == Py_None)
+            stats[i] = R.null_stat;
+        if (PyUnicode_CheckExact(stats[i])) {
+            int plain = plain_text(stats[i]);
+            if (plain <= 0)
+                return plain;
+        } else if (!(PyLong_CheckExact(stats[i]) || (PyFloat_CheckExact(stats[i]) && isfinite(PyFloat_AS_DOUBLE(stats[i]))))) {
             return 0;
+        }
     }
     return 1;
 }
