@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from msprobe_dask.errors import ClusterError, ConfigError, Terminated
-from msprobe_dask.processes import forking_workers, starting_cluster_workers
+from msprobe_dask.processes import direct_children, forking_workers, starting_cluster_workers, stop_children
 
 if TYPE_CHECKING:  # (stages imports dask: only when a run shows progress)
     from msprobe_dask.pipeline.stages import StageLog
@@ -403,20 +403,33 @@ def _in_threads(objs: Sequence[Any]) -> list[Any]:
 
 
 def _in_processes(objs: Sequence[Any], processes: int) -> list[Any]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     import dask
     import dask.multiprocessing
 
-    context = "fork" if sys.platform == "linux" else "spawn"
+    context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    before = direct_children()
     try:
         # the workers ignore a Ctrl-C to the process group: this process stops them (cli.main)
-        with dask.config.set({"multiprocessing.context": context}), forking_workers():
-            # chunksize 1: each ready task goes to a free worker (dask's default sends up to 6 ready
-            # tasks to one worker as one batch: one rank's parts then ran on one worker of two)
-            return list(
-                dask.compute(*objs, scheduler=dask.multiprocessing.get, num_workers=processes, chunksize=1)
+        with forking_workers():
+            pool = ProcessPoolExecutor(
+                processes, mp_context=context, initializer=dask.multiprocessing.initialize_worker_process
             )
+            try:
+                # chunksize 1: each ready task goes to a free worker (dask's default sends up to 6 ready
+                # tasks to one worker as one batch: one rank's parts then ran on one worker of two)
+                values = dask.compute(*objs, scheduler=dask.multiprocessing.get, pool=pool, chunksize=1)
+            except BaseException:
+                # a failed or stopped run: its workers are stopped now, whatever they run or have queued
+                # (none writes after the run's end), not waited for
+                stop_children(spared=before)
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
+            return list(values)
     except BrokenProcessPool:
         # a kill of the process group reaches its processes one after the other: a worker it ended
         # first is no news if this process is stopped by the same signal in a moment

@@ -253,6 +253,34 @@ def test_signal_with_two_workers(tmp_path: Path, to: str, name: str, kind: str, 
     assert not result_files(case.out)
 
 
+# a table part's task that signals the run and then takes 30 s (a big part on a loaded host): as its
+# worker process begins it, the run's process is stopped
+_SLOW_PART = (
+    "import os, signal, time\n"
+    "import msprobe_dask.pipeline.part_file as part_file\n"
+    "_main = os.getpid()\n"
+    "def _slow_part(*args):\n"
+    "    os.kill(_main, getattr(signal, _SIG))\n"
+    "    time.sleep(30)\n"
+    "part_file.table_part = _slow_part\n"
+)
+
+
+@pytest.mark.parametrize("name", list(SIGNALS))
+def test_stopped_run_does_not_wait_for_its_workers(tmp_path: Path, name: str) -> None:
+    """A run stopped while its worker processes run (and have queued) tasks stops them at once, not
+    waiting for what they run (scheduler._in_processes): it ends in a few seconds, not the 30 s of the
+    running task, in one line and with no file left."""
+    case = new_case(tmp_path)
+    target, golden = _dumps(case)
+    args = ("-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q", "--workers", "2")
+    started = time.monotonic()
+    outcome = case.run("compare", *args, prelude=f"_SIG = {name!r}\n" + _SLOW_PART)
+    assert time.monotonic() - started < 15
+    _assert_stopped(outcome, SIGNALS[name], name)
+    assert not result_files(case.out)
+
+
 # SIGKILL to the run's worker processes (not multiprocessing's resource tracker), as the OOM killer
 # sends it: once, or every 0.02 s until the run ends (the cluster's nannies start new ones, forked: a
 # worker forked 0.2 s before the next kill could register and run the tasks of these small dumps)
