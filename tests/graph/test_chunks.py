@@ -123,7 +123,10 @@ def test_no_more_chunks_than_asked_and_tasks_past_the_last_make_nothing() -> Non
     p = chunks.prepare_build(g, "NPU", n=7)
     assert 1 < len(p.chunks) <= 7
     assert chunks.chunk_task(p, 7) == (None,)
-    assert chunks.chunk_count(0) == 1 and chunks.chunk_count(1 << 40) == chunks.MAX_CHUNKS
+    assert chunks.chunk_count(0) == 1 and chunks.chunk_count(64 << 20) == chunks.MAX_CHUNKS
+    # a big dump: chunks of at most MAX_CHUNK_BYTES
+    assert chunks.chunk_count(1 << 40) == (1 << 40) // chunks.MAX_CHUNK_BYTES
+    assert chunks.chunk_count(chunks.MAX_CHUNKS * chunks.MAX_CHUNK_BYTES + 1) == chunks.MAX_CHUNKS + 1
 
 
 def test_chunk_tasks_of_an_unpickled_prepared_give_the_same_rows() -> None:
