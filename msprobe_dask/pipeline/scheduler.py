@@ -415,6 +415,9 @@ def _in_processes(objs: Sequence[Any], processes: int) -> list[Any]:
     try:
         # the workers ignore a Ctrl-C to the process group: this process stops them (cli.main)
         with forking_workers():
+            # the pool dask's processes scheduler would make itself (dask.multiprocessing.get), made here
+            # and handed to it by its documented pool= argument only so that a stopped run can stop its
+            # workers below: every task is still sent by dask's scheduler, nothing else runs in it
             pool = ProcessPoolExecutor(
                 processes, mp_context=context, initializer=dask.multiprocessing.initialize_worker_process
             )
