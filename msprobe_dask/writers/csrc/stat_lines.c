@@ -5,7 +5,8 @@
  * as the table's columns, where the table is wanted (build_table's ``judged``). Every rule, text and number
  * is handed with the call (stat_lines.py's RULES): the diffs of two finite floats and the checks of
  * rows of texts are made here, any other pair's diff cells by the rules' stat_diff, any other cell's
- * reading by the rules' functions. None: a row this code does not take (the Python path runs). */
+ * reading by the rules' functions (of texts, asked once a text a call: a part's rows repeat a few).
+ * None: a row this code does not take (the Python path runs). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
@@ -30,6 +31,9 @@ typedef struct {
     int slots[N_SLOTS], n_columns; /* the slot of each column */
     int plain_rel; /* the text of a relative error made here (a float's repr, the percent) needs no change */
     PyObject *verdicts[1 << N_MESSAGES]; /* (Result, Err_message) of each set of messages, made when met */
+    /* the rules' answers for texts, asked once a text (a part's rows repeat a few: 'None', a list's text):
+     * stat_diff's cells of a pair of texts, keyed (x, y); is_nan_or_inf of a text (dicts, made when met) */
+    PyObject *text_diffs, *text_nan_inf;
 } Rules_;
 
 typedef struct {
@@ -81,6 +85,38 @@ static int stat_cells(Row *w, const int *as_float, Rules_ *R) {
     return 0;
 }
 
+/* the memo *memo (a dict made when first needed) */
+static PyObject *memo_of(PyObject **memo) {
+    return *memo != NULL ? *memo : (*memo = PyDict_New());
+}
+
+/* the rules' stat_diff(x, y)'s two cells (new references) into cells; of two texts asked once a pair */
+static int text_diff(PyObject *x, PyObject *y, PyObject **cells, Rules_ *R) {
+    if (!PyUnicode_CheckExact(x) || !PyUnicode_CheckExact(y))
+        return call_tuple(R->stat_diff, x, y, 2, cells, "stat_lines: stat_diff");
+    PyObject *memo = memo_of(&R->text_diffs), *key = memo == NULL ? NULL : PyTuple_Pack(2, x, y);
+    if (key == NULL)
+        return -1;
+    PyObject *known = PyDict_GetItemWithError(memo, key);
+    int rc = 0;
+    if (known != NULL) {
+        cells[0] = Py_NewRef(PyTuple_GET_ITEM(known, 0));
+        cells[1] = Py_NewRef(PyTuple_GET_ITEM(known, 1));
+    } else if (PyErr_Occurred() || call_tuple(R->stat_diff, x, y, 2, cells, "stat_lines: stat_diff") < 0)
+        rc = -1;
+    else {
+        PyObject *pair = PyTuple_Pack(2, cells[0], cells[1]);
+        rc = pair == NULL || PyDict_SetItem(memo, key, pair) < 0 ? -1 : 0;
+        Py_XDECREF(pair);
+        if (rc < 0) {
+            Py_DECREF(cells[0]);
+            Py_DECREF(cells[1]);
+        }
+    }
+    Py_DECREF(key);
+    return rc;
+}
+
 /* the diff and relative-error cells of statistic i (stat_diffs), and of NormRelativeErr what the
  * checkers read */
 static int diff_cells(Row *w, int i, Rules_ *R) {
@@ -113,7 +149,7 @@ static int diff_cells(Row *w, int i, Rules_ *R) {
         }
     }
     PyObject *cells[2];
-    if (call_tuple(R->stat_diff, x, y, 2, cells, "stat_lines: stat_diff") < 0)
+    if (text_diff(x, y, cells, R) < 0)
         return -1;
     *d = cells[0];
     *t = cells[1];
@@ -136,9 +172,19 @@ static int nan_or_inf(PyObject *v, Rules_ *R) {
         return !isfinite(PyFloat_AS_DOUBLE(v));
     if (PyLong_CheckExact(v))
         return 0;
+    PyObject *memo = PyUnicode_CheckExact(v) ? memo_of(&R->text_nan_inf) : NULL;
+    if (memo == NULL && PyErr_Occurred())
+        return -1;
+    PyObject *known = memo == NULL ? NULL : PyDict_GetItemWithError(memo, v);
+    if (known != NULL)
+        return known == Py_True;
+    if (PyErr_Occurred())
+        return -1;
     PyObject *t = PyObject_CallOneArg(R->nan_or_inf, v);
     int truth = t == NULL ? -1 : PyObject_IsTrue(t);
     Py_XDECREF(t);
+    if (truth >= 0 && memo != NULL && PyDict_SetItem(memo, v, truth ? Py_True : Py_False) < 0)
+        return -1;
     return truth;
 }
 
@@ -427,6 +473,8 @@ static void free_rows(Row *rows, Py_ssize_t made, Rules_ *R) {
             Py_XDECREF(rows[i].cells[j]);
     for (int i = 0; i < 1 << N_MESSAGES; i++)
         Py_XDECREF(R->verdicts[i]);
+    Py_CLEAR(R->text_diffs);
+    Py_CLEAR(R->text_nan_inf);
     PyMem_Free(rows);
     deferred_free(&R->csv.floats);
 }
