@@ -109,14 +109,12 @@ class _Builder:
         twin = self.nodes.get(twin_id)
         return twin.stack if twin is not None else NO_FORWARD_STACK
 
-    def get(self, node_id: str) -> Node:
-        node = self.nodes.get(node_id)
-        return node if node is not None else self.new(node_id)
-
     def new(self, node_id: str) -> Node:
         inputs, outputs = node_items(node_id, self.data, self.folder) if self.items else ({}, {})
         micro = self.micro.get(node_id, 0) if self.micro is not None else None
-        stack = self._stack_for(node_id)
+        stack = self.stacks.get(node_id, NO_STACK)
+        if not stack and ".backward" in node_id:  # (_stack_for's question, asked of few nodes)
+            stack = self._stack_for(node_id)
         # positional: a third faster than keywords, for every node of the graph
         node = Node(node_id, node_type_of(node_id), None, [], inputs, outputs, stack, micro)
         self.nodes[node_id] = node
@@ -124,18 +122,21 @@ class _Builder:
 
 
 def _attach_all(b: _Builder, construct: Mapping[str, str | None]) -> None:
-    """Each node of construct.json under its (repaired) parent, made if new, in construct.json's
-    order: the loop of a build, once per node."""
+    """Each node of construct.json under its (repaired) parent (the root for none), each made when
+    first named, in construct.json's order: the loop of a build, once per node (its lookups inline)."""
+    get, new, root = b.nodes.get, b.new, b.root
     for sub, up in construct.items():
         if ".backward" in sub:  # (_repair_parent leaves other nodes' parents alone)
             up = _repair_parent(sub, up, construct)
-        _attach(b, sub, up)
-
-
-def _attach(b: _Builder, sub: str, up: str | None) -> None:
-    """``b.get(sub).attach(b.get(up))``, the root for no parent."""
-    parent = b.root if up is None else b.get(up)
-    b.get(sub).attach(parent)
+        if up is None:
+            parent = root
+        else:
+            found = get(up)
+            parent = found if found is not None else new(up)
+        node = get(sub)
+        if node is None:
+            node = new(sub)
+        node.attach(parent)
 
 
 def _stack_shows_recompute(lines: list[str]) -> bool:
