@@ -738,7 +738,9 @@ static PyObject *int_of(const Val *v) {
     return PyLong_FromLongLong(neg ? -x : x);
 }
 
-#define FLOAT_CACHE 4096 /* floats made before, by a hash of their JSON text: a dump's statistics repeat */
+/* floats made before, by a hash of their JSON text: a dump's statistics repeat. 16,384 slots (T's
+ * texts evict one another: 23,952 floats made for 173,112 numbers read, 44,894 with 4,096 slots) */
+#define FLOAT_CACHE 16384
 #define FLOAT_CACHED 30  /* the longest text cached (a float's repr takes at most 24 characters) */
 static struct {
     PyObject *value; /* held */
