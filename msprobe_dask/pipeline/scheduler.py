@@ -402,10 +402,51 @@ def _in_threads(objs: Sequence[Any]) -> list[Any]:
         return list(dask.compute(*objs, scheduler=get, pool=pool))
 
 
+TASKS_QUEUED_PER_WORKER = 1
+"""Tasks sent to the local worker processes beyond one a worker, waiting in the pool's call queue: a
+worker that finishes a task starts the next one at once, instead of idling while this process takes the
+result in and sends it the next task (dask's processes scheduler sends a task only when it counts a
+free worker: ``get_async``'s ``num_workers`` is what it counts)."""
+
+
+def _queued_get(dsk: Any, keys: Any, *, pool: Any, processes: int, **kwargs: Any) -> Any:
+    """dask's processes scheduler (``dask.multiprocessing.get``: the graph culled and fused, each task and
+    its inputs pickled by cloudpickle, a task's error sent back with its traceback) on ``pool``, by dask's
+    own loop ``dask.local.get_async`` through its documented arguments, keeping
+    ``TASKS_QUEUED_PER_WORKER`` more tasks a worker in flight than the ``processes`` workers run."""
+    import pickle
+    from functools import partial
+
+    import cloudpickle
+    from dask.local import get_async, reraise
+    from dask.multiprocessing import pack_exception
+    from dask.optimization import cull, fuse
+    from dask.utils import ensure_dict
+
+    if hasattr(dsk, "__dask_graph__"):
+        dsk = dsk.__dask_graph__()
+    culled, dependencies = cull(ensure_dict(dsk), keys)
+    fused, _ = fuse(culled, keys, dependencies)
+    return get_async(
+        pool.submit,
+        processes * (1 + TASKS_QUEUED_PER_WORKER),
+        fused,
+        keys,
+        get_id=os.getpid,
+        dumps=partial(cloudpickle.dumps, protocol=pickle.HIGHEST_PROTOCOL),
+        loads=pickle.loads,
+        pack_exception=pack_exception,
+        raise_exception=reraise,
+        chunksize=1,  # each task sent alone (see _in_processes)
+        **kwargs,
+    )
+
+
 def _in_processes(objs: Sequence[Any], processes: int) -> list[Any]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
+    from functools import partial
 
     import dask
     import dask.multiprocessing
@@ -416,15 +457,15 @@ def _in_processes(objs: Sequence[Any], processes: int) -> list[Any]:
         # the workers ignore a Ctrl-C to the process group: this process stops them (cli.main)
         with forking_workers():
             # the pool dask's processes scheduler would make itself (dask.multiprocessing.get), made here
-            # and handed to it by its documented pool= argument only so that a stopped run can stop its
-            # workers below: every task is still sent by dask's scheduler, nothing else runs in it
+            # so that a stopped run can stop its workers below, and so that a worker has its next task
+            # queued (_queued_get): every task is still sent by dask's scheduler, nothing else runs in it
             pool = ProcessPoolExecutor(
                 processes, mp_context=context, initializer=dask.multiprocessing.initialize_worker_process
             )
             try:
                 # chunksize 1: each ready task goes to a free worker (dask's default sends up to 6 ready
                 # tasks to one worker as one batch: one rank's parts then ran on one worker of two)
-                values = dask.compute(*objs, scheduler=dask.multiprocessing.get, pool=pool, chunksize=1)
+                values = dask.compute(*objs, scheduler=partial(_queued_get, pool=pool, processes=processes))
             except BaseException:
                 # a failed or stopped run: its workers are stopped now, whatever they run or have queued
                 # (none writes after the run's end), not waited for
