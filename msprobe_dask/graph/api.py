@@ -249,8 +249,17 @@ def _release(prepared: Prepared, written: Written) -> None:
 
 
 def _end_write(
-    prev: Written, parts: list[Part], compare: bool, opts: Options, ranks: list[int], steps: list[int]
+    prev: Written,
+    parts: list[Part],
+    compare: bool,
+    opts: Options,
+    ranks: list[int],
+    steps: list[int],
+    *released: None,
 ) -> Visualized:
+    """``released``: every (step, rank)'s graphs let go (_release) before the last task's own work (its
+    index builds): else dask would not run the releases that no later build waits for, and those
+    graphs, frozen and linked both ways (graph/gcpause.py), would stay until the run ends."""
     result = vis_result(parts, compare, opts, ranks, steps)
     path = prev.writer.resume().complete([_tables(g) for g in result.graphs], result.config)
     return _visualized(path, result)
@@ -432,7 +441,8 @@ def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0) -> Any:
         released.append(releases)
         finished.append(_finish_early(r))
     args = (plan.compare, plan.opts, plan.rank_list, plan.step_list)
-    return dask.delayed(_end_write)(written, plan.parts(finished), *args, dask_key_name="write-visdb")
+    every = [release for releases in released for release in releases]
+    return dask.delayed(_end_write)(written, plan.parts(finished), *args, *every, dask_key_name="write-visdb")
 
 
 def _finish_early(r: RankTasks) -> Any:

@@ -177,6 +177,30 @@ def test_a_rank_is_built_only_once_the_rank_window_before_it_is_written(
     assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
 
 
+def test_every_ranks_graphs_are_let_go_before_the_last_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last ranks' releases, which no later build waits for, run before the last task's index
+    builds (dask used to leave them out: their graphs, frozen and linked both ways, stayed to the end)."""
+    events: list[str] = []
+    release, end = api._release, api._end_write
+
+    def releasing(prepared: chunks.Prepared, written: api.Written) -> None:
+        events.append("release")
+        release(prepared, written)
+
+    def ending(*args: object) -> api.Visualized:
+        events.append("end")
+        return end(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(api, "_release", releasing)
+    monkeypatch.setattr(api, "_end_write", ending)
+    tp, gp, opts = _sides("multirank compare")
+    plan = api._rank_plan(tp, gp, opts)
+    dask.compute(api._write_chain(plan, VisdbWriter(tmp_path / "x.vis.db").suspend(), 2), scheduler="sync")
+    assert events == ["release"] * len(plan.sources) + ["end"]
+
+
 def test_the_chain_holds_each_task_once(tmp_path: Path) -> None:
     """Its graph is laid out in time linear in the (step, rank)s: no layer holds copies of another's
     tasks (dask.delayed given a list of Delayeds optimizes the graph laid out so far into a layer of
