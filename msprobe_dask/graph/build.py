@@ -14,7 +14,17 @@ from msprobe_dask.dump.markers import PARAMETERS_GRAD
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import dump_files
 from msprobe_dask.graph.gcpause import collections_paused
-from msprobe_dask.graph.model import API, COLLECTION, MODULE, ROOT_ID, Graph, Node, node_type_of
+from msprobe_dask.graph.model import (
+    API,
+    COLLECTION,
+    MODULE,
+    NO_ITEMS,
+    NO_LINES,
+    ROOT_ID,
+    Graph,
+    Node,
+    node_type_of,
+)
 from msprobe_dask.graph.node_items import node_items, parse_unused
 
 BWD = re.compile(r"(\.backward\.)(\d+)$")
@@ -110,13 +120,26 @@ class _Builder:
         return twin.stack if twin is not None else NO_FORWARD_STACK
 
     def new(self, node_id: str) -> Node:
-        inputs, outputs = node_items(node_id, self.data, self.folder) if self.items else ({}, {})
+        inputs, outputs = node_items(node_id, self.data, self.folder) if self.items else (NO_ITEMS, NO_ITEMS)
         micro = self.micro.get(node_id, 0) if self.micro is not None else None
         stack = self.stacks.get(node_id, NO_STACK)
         if not stack and ".backward" in node_id:  # (_stack_for's question, asked of few nodes)
             stack = self._stack_for(node_id)
         # positional: a third faster than keywords, for every node of the graph
-        node = Node(node_id, node_type_of(node_id), None, [], inputs, outputs, stack, micro)
+        node = Node(
+            node_id,
+            node_type_of(node_id),
+            None,
+            [],
+            inputs,
+            outputs,
+            stack,
+            micro,
+            NO_LINES,
+            None,
+            None,
+            NO_LINES,
+        )
         self.nodes[node_id] = node
         return node
 

@@ -26,7 +26,7 @@ from msprobe_dask.columns import VISDB_NODE_COLUMNS
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.compare import MD5, compare_subtrees
 from msprobe_dask.graph.gcpause import rare_collections_from_now
-from msprobe_dask.graph.model import COLLECTION, Graph, Node
+from msprobe_dask.graph.model import COLLECTION, NO_ITEMS, Graph, Node
 from msprobe_dask.graph.node_items import export_texts, parse_items
 from msprobe_dask.graph.overflow import overflow_levels
 from msprobe_dask.graph.rows import (
@@ -295,4 +295,4 @@ def _drop_items(g: Graph, nodes: list[Node]) -> None:
     again)."""
     if g.items_pending:
         for node in nodes:
-            node.input_data, node.output_data = {}, {}
+            node.input_data = node.output_data = NO_ITEMS

@@ -85,6 +85,6 @@ def match_pairs(
         if b is None or not _has_ancestors(b, anc):
             continue
         node.link = anc + [b.id]
-        b.link = list(node.link)
+        b.link = node.link  # (one list: links are replaced, never changed)
         pairs.append((node, b))
     return pairs

@@ -181,7 +181,10 @@ def test_every_ranks_graphs_are_let_go_before_the_last_task(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The last ranks' releases, which no later build waits for, run before the last task's index
-    builds (dask used to leave them out: their graphs, frozen and linked both ways, stayed to the end)."""
+    builds (dask used to leave them out: their graphs, frozen and linked both ways, stayed to the end);
+    and the items and lines the built nodes share are still empty afterwards (model.NO_ITEMS)."""
+    from msprobe_dask.graph.model import NO_ITEMS, NO_LINES
+
     events: list[str] = []
     release, end = api._release, api._end_write
 
@@ -199,6 +202,7 @@ def test_every_ranks_graphs_are_let_go_before_the_last_task(
     plan = api._rank_plan(tp, gp, opts)
     dask.compute(api._write_chain(plan, VisdbWriter(tmp_path / "x.vis.db").suspend(), 2), scheduler="sync")
     assert events == ["release"] * len(plan.sources) + ["end"]
+    assert NO_ITEMS == {} and NO_LINES == []
 
 
 def test_the_chain_holds_each_task_once(tmp_path: Path) -> None:
