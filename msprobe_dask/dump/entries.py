@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate, chain, compress, count, repeat
 from operator import add, gt, itemgetter, not_, sub
 from pathlib import Path
+from sys import intern
 from typing import Any, NamedTuple
 
 from msprobe_dask.dump.dumpjson import read_json
@@ -100,6 +101,11 @@ class DumpEntries(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"DumpEntries({str(self._path)!r}, {len(self)} entries)"
+
+    @property
+    def held(self) -> bool:
+        """Whether the file's text is held (a small file: see entry_index.HOLD_BYTES)."""
+        return self._text is not None
 
     def one_line_names(self) -> list[str]:
         """The entries written on one line (which the scan has parsed), or all once parsed whole."""
@@ -249,12 +255,15 @@ def scan_entries(
     heads: list[int] | None = None,
     find: FindEntries | None = None,
     base: int = 0,
+    interned: bool = False,
 ) -> bool:
     """Add to ``spans`` (and ``small``) the entries of ``text[lo:hi]``, data's body
     (``\n<indent spaces>"name": value,`` ...), each span moved by ``base`` (where ``text`` is in the
     file), and to ``heads`` (if given) where each one's name begins (its quote), in order; False if the
     body is not laid out so, or a name is one ``spans`` holds. The entries are found by ``find``
-    (``entry_lines`` if not given), the names read and the one-line values parsed here."""
+    (``entry_lines`` if not given), the names read and the one-line values parsed here. ``interned``: the
+    names are interned (sys.intern), so that the names of a rank's other side and its graphs' node ids
+    can be these strings rather than copies (one rank of 200,200 entries a side: 30 MiB less)."""
     if lo == hi:
         return True
     found = (find or entry_lines)(text, lo, hi, indent)
@@ -263,6 +272,8 @@ def scan_entries(
     names = entry_names(found.names)
     if names is None:
         return False
+    if interned:
+        names = list(map(intern, names))
     before = len(spans)
     spans.update(zip(names, zip(found.starts, found.ends)))
     if len(spans) - before != len(names):  # a name given twice: json keeps the last value, the scan the first

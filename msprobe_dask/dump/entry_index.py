@@ -115,7 +115,9 @@ def read_dump_doc(
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
             held = f.read() if st.st_size <= HOLD_BYTES else None
-            walked = _walk(f, st.st_size, partial(_add_spans, spans, small, find), tokens, search, held)
+            walked = _walk(
+                f, st.st_size, partial(_add_spans, spans, small, find, held is None), tokens, search, held
+            )
     except OSError:
         walked = None  # read_whole_dump_doc raises the usual error
     if walked is None:
@@ -128,6 +130,7 @@ def _add_spans(
     spans: dict[str, tuple[int, int]],
     small: dict[str, Any],
     find: FindEntries | None,
+    interned: bool,
     base: int,
     text: bytes,
     indent: int,
@@ -136,8 +139,10 @@ def _add_spans(
 ) -> bool:
     """Add the spans of a block's entries (``text[lo:hi]``, ``text`` at ``base`` in the file) to
     ``spans``, its one-line values to ``small`` (False: the block is not laid out as ``scan_entries``
-    wants, or a name was seen before)."""
-    return scan_entries(text, lo, len(text) if hi is None else hi, indent, spans, small, None, find, base)
+    wants, or a name was seen before), the names ``interned`` or not (a file too big to be held: see
+    scan_entries)."""
+    end = len(text) if hi is None else hi
+    return scan_entries(text, lo, end, indent, spans, small, None, find, base, interned)
 
 
 def _search(text: bytes, tokens: tuple[bytes, ...]) -> list[bool]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from sys import intern
 from typing import Any
 
 from msprobe_dask.dump.dumpjson import load_construct
@@ -100,6 +101,8 @@ class _Builder:
         self.stacks = stacks
         self.micro = micro
         self.items = items
+        # a big dump's entry names are interned (entries.scan_entries): its node ids then are those strings
+        self.interned = isinstance(data, DumpEntries) and not data.held
         self.root = Node(ROOT_ID, MODULE)
         self.nodes: dict[str, Node] = {ROOT_ID: self.root}
 
@@ -120,6 +123,8 @@ class _Builder:
         return twin.stack if twin is not None else NO_FORWARD_STACK
 
     def new(self, node_id: str) -> Node:
+        if self.interned:
+            node_id = intern(node_id)
         inputs, outputs = node_items(node_id, self.data, self.folder) if self.items else (NO_ITEMS, NO_ITEMS)
         micro = self.micro.get(node_id, 0) if self.micro is not None else None
         stack = self.stacks.get(node_id, NO_STACK)
