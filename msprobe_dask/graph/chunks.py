@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import sys
 import threading
+from array import array
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from msprobe_dask.columns import VISDB_NODE_COLUMNS
@@ -58,10 +60,14 @@ def chunk_count(dump_bytes: int) -> int:
 
 
 class Chunk(NamedTuple):
+    """A chunk's nodes by their positions, in arrays (a rank of 1,001,000 entries a side held 85 MB more
+    as tuples of ints)."""
+
     lo: int  # the chunk's run [lo, hi) of the (NPU) graph's sorted_nodes()
     hi: int
-    partners: tuple[tuple[int, int], ...] = ()  # (run position, Bench node's position in bench.nodes)
-    bench: tuple[int, ...] = ()  # positions in the Bench sorted_nodes() of the rows it makes
+    # (run position, Bench node's position in bench.nodes) of each matched node, one after the other
+    partners: Sequence[int] = ()
+    bench: Sequence[int] = ()  # positions in the Bench sorted_nodes() of the rows it makes
 
 
 class Prepared:
@@ -185,9 +191,9 @@ def prepare_compare(
     partner_of = dict(pairs)
     owned: set[Node] = set()  # Bench nodes whose rows a chunk makes (the first to meet them)
     runs = _runs(npu, npu_nodes, n)
-    made: list[tuple[list[tuple[int, int]], list[int]]] = []
+    made: list[tuple[array[int], list[int]]] = []
     for lo, hi in runs:
-        partners, mine = [], []
+        partners, mine = array("q"), []
         for i in range(lo, hi):
             b = partner_of.get(npu_nodes[i])
             if b is None:
@@ -195,7 +201,7 @@ def prepare_compare(
             at = anywhere.get(b)
             if at is None:
                 raise RuntimeError(f"{npu_nodes[i].id} is matched to a node its graph does not hold")
-            partners.append((i, at))
+            partners.extend((i, at))
             if b not in owned and b in position:
                 owned.add(b)
                 mine.append(position[b])
@@ -203,7 +209,7 @@ def prepare_compare(
     rest = [i for i, b in enumerate(bench_nodes) if b not in owned]
     share = -(-len(rest) // len(runs))
     p.chunks = [
-        Chunk(lo, hi, tuple(partners), tuple(mine + rest[k * share : (k + 1) * share]))
+        Chunk(lo, hi, partners, array("q", mine + rest[k * share : (k + 1) * share]))
         for k, ((lo, hi), (partners, mine)) in enumerate(zip(runs, made))
     ]
     return p
@@ -225,7 +231,8 @@ def chunk_task(p: Prepared, k: int) -> tuple[RowsChunk | None, ...]:
             return (_pack(g.folder, _rows(g, p.sources[0], md5, p.overflow, nodes[c.lo : c.hi], c.lo, ids)),)
         (npu, bench), ((npu_nodes, npu_ids, _), (bench_nodes, bench_ids, bench_all)) = p.graphs, orders
         run = npu_nodes[c.lo : c.hi]
-        partners = {npu_nodes[i]: bench_all[j] for i, j in c.partners}
+        pairs = iter(c.partners)
+        partners = {npu_nodes[i]: bench_all[j] for i, j in zip(pairs, pairs)}
         parse_items(npu, run)
         parse_items(bench, list(partners.values()))
         compare_subtrees(run, partners, npu.root, p.mode)
