@@ -13,7 +13,7 @@ build, prepare, rows, insert, finish, write...; a fetch of a task's inputs from 
 first start to the last end, then the wall time and the peak of the summed resident sets of this
 process and its children (sampled every 20 ms); with ``--workers``, the CPU time of the worker
 processes (all of it: tasks, fetches, the event loop) and of this process (the imports, the cluster's
-start, its scheduler).
+start, its scheduler), and each worker's CPU time in its tasks by stage and outside them.
 """
 
 from __future__ import annotations
@@ -115,13 +115,58 @@ PRELOAD = "profile_graph_preload"
 _STREAMS: list[Any] = []  # the task stream plugin of each run's scheduler (dask_setup)
 
 
-def dask_setup(scheduler: Any) -> None:
-    """(distributed's preload hook, in the scheduler of the run's LocalCluster.) Record its task stream."""
+_WORKER_LOG: list[
+    str
+] = []  # the file each worker of the run's LocalCluster appends its CPU to (dask_teardown)
+
+
+def dask_setup(server: Any) -> None:
+    """(distributed's preload hook, in the scheduler and the workers of the run's LocalCluster.) Record
+    the scheduler's task stream."""
+    from distributed import Scheduler
     from distributed.diagnostics.task_stream import TaskStreamPlugin
 
-    plugin = TaskStreamPlugin(scheduler, maxlen=1_000_000)
-    scheduler.add_plugin(plugin)
-    _STREAMS.append(plugin)
+    if isinstance(server, Scheduler):
+        plugin = TaskStreamPlugin(server, maxlen=1_000_000)
+        server.add_plugin(plugin)
+        _STREAMS.append(plugin)
+
+
+def dask_teardown(server: Any) -> None:
+    """(distributed's preload hook.) A worker, as it closes, writes its process's CPU time and its tasks'
+    CPU time by stage (the thread CPU distributed measures around each task: Worker.digests_total)."""
+    import json
+    import resource
+
+    from distributed import Worker
+
+    if not isinstance(server, Worker) or not _WORKER_LOG:
+        return
+    tasks: dict[str, float] = defaultdict(float)
+    for key, seconds in server.digests_total.items():
+        if isinstance(key, tuple) and len(key) == 5 and key[0] == "execute" and key[3] == "thread-cpu":
+            tasks[_stage(key[2])] += seconds
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    with open(_WORKER_LOG[0], "a") as f:
+        f.write(json.dumps({"cpu": me.ru_utime + me.ru_stime, "tasks": tasks}) + "\n")
+
+
+def _worker_cpu(log: Path) -> None:
+    """Each worker's CPU time: in its tasks by stage, and outside them (its event loop: results sent and
+    fetched, the worker's start)."""
+    import json
+
+    lines = log.read_text().splitlines() if log.exists() else []
+    for i, line in enumerate(sorted(lines)):
+        cpu, tasks = json.loads(line).values()
+        stages = ", ".join(
+            f"{k} {v:.2f}" for k, v in sorted(tasks.items(), key=lambda kv: -kv[1]) if v >= 0.005
+        )
+        print(
+            f"worker {i}: CPU {cpu:.2f} s: tasks {sum(tasks.values()):.2f} s ({stages}), outside tasks ",
+            end="",
+        )
+        print(f"{cpu - sum(tasks.values()):.2f} s")
 
 
 def _cluster(args: argparse.Namespace, out: str) -> tuple[list[tuple[str, float, float, str]], float]:
@@ -134,14 +179,18 @@ def _cluster(args: argparse.Namespace, out: str) -> tuple[list[tuple[str, float,
 
     sys.modules[PRELOAD] = sys.modules[__name__]
     _STREAMS.clear()
+    log = Path(out) / "workers.jsonl"  # (the workers are forked: they see this list filled)
+    _WORKER_LOG[:] = [str(log)]
     children, mine = resource.getrusage(resource.RUSAGE_CHILDREN), time.process_time()
     t = time.perf_counter()
-    with dask.config.set({"distributed.scheduler.preload": [PRELOAD]}):
+    preloads = {"distributed.scheduler.preload": [PRELOAD], "distributed.worker.preload": [PRELOAD]}
+    with dask.config.set(preloads):
         graph_visualize(args.target, args.golden, output_path=out, run=RunOptions(workers=args.workers))
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # (the workers are waited for by the run's end)
     workers = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
     print(f"CPU: worker processes {workers:.2f} s, this process {time.process_time() - mine:.2f} s")
+    _worker_cpu(log)
     spans = []
     for task in _STREAMS[0].buffer:
         for part in task["startstops"]:
