@@ -24,7 +24,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate, chain, compress, count, repeat
-from operator import add, gt, itemgetter, not_, sub
+from operator import add, and_, gt, itemgetter, lshift, not_, or_, rshift, sub
 from pathlib import Path
 from sys import intern
 from typing import Any, NamedTuple
@@ -53,7 +53,7 @@ class DumpEntries(Mapping[str, Any]):
         self,
         path: Path,
         stamp: FileStamp,
-        spans: dict[str, tuple[int, int]],
+        spans: SpanMap,
         small: dict[str, Any],
         mentioned: dict[bytes, bool] | None = None,
         text: bytes | None = None,
@@ -91,7 +91,8 @@ class DumpEntries(Mapping[str, Any]):
             return full[key]
         if key in self._small:
             return self._small[key]
-        start, end = self._spans[key]
+        span = self._spans[key]
+        start, end = span if span.__class__ is tuple else _span(span)
         held = self._text
         (text,) = self._read([(start, end)]) if held is None else (held[start:end],)
         try:
@@ -106,6 +107,10 @@ class DumpEntries(Mapping[str, Any]):
     def held(self) -> bool:
         """Whether the file's text is held (a small file: see entry_index.HOLD_BYTES)."""
         return self._text is not None
+
+    def span(self, name: str) -> tuple[int, int]:
+        """The [start, end) of entry ``name``'s value in the file."""
+        return _span(self._spans[name])
 
     def one_line_names(self) -> list[str]:
         """The entries written on one line (which the scan has parsed), or all once parsed whole."""
@@ -131,7 +136,10 @@ class DumpEntries(Mapping[str, Any]):
         if not wanted:
             return {}, {}, b""
         # (maps and zips over the names, no Python loop: a chunk task reads thousands of spans)
-        at = list(map(spans.__getitem__, wanted))
+        at: list[Any] = list(map(spans.__getitem__, wanted))
+        if at[0].__class__ is int:  # (packed: see scan_entries)
+            begins = list(map(rshift, at, repeat(SPAN_SHIFT)))
+            at = list(zip(begins, map(add, begins, map(and_, at, repeat(SPAN_LENGTH)))))
         order = sorted(range(len(at)), key=list(map(_START, at)).__getitem__)
         at, wanted = list(map(at.__getitem__, order)), list(map(wanted.__getitem__, order))
         starts, ends = list(map(_START, at)), list(map(_END, at))  # (spans do not overlap: ends sorted too)
@@ -183,12 +191,26 @@ class DumpEntries(Mapping[str, Any]):
         return self._full
 
 
-SpanTexts = tuple[dict[str, tuple[int, int]], dict[str, Any], bytes]
+SpanMap = dict[str, Any]
+"""Entry name -> the [start, end) of its value in the file, or (scan_entries' ``compact``) that span
+packed into one int: ``start << SPAN_SHIFT | length`` (an entry of up to 1 TiB)."""
+SPAN_SHIFT = 40
+SPAN_LENGTH = (1 << SPAN_SHIFT) - 1
+SpanTexts = tuple[SpanMap, dict[str, Any], bytes]
 """Some entries' spans in a text, their one-line values, and the text (DumpEntries.span_texts)."""
 READ_GAP = 16 << 10
 """Spans of dump.json at most this many bytes apart are read at once (DumpEntries.span_texts)."""
 CHANGED = "changed while the run was reading it"
 _START, _END = itemgetter(0), itemgetter(1)
+
+
+def _span(span: Any) -> tuple[int, int]:
+    """[start, end) of a span, packed or not."""
+    if span.__class__ is tuple:
+        return span  # type: ignore[no-any-return]
+    start = span >> SPAN_SHIFT
+    return start, start + (span & SPAN_LENGTH)
+
 
 FileStamp = tuple[int, int]
 """A file's size and modification time (ns): the file is taken to be unchanged while its stamp is (the
@@ -202,7 +224,7 @@ def file_stamp(st: os.stat_result) -> FileStamp:
 def _unpickled(
     path: Path,
     stamp: FileStamp,
-    spans: dict[str, tuple[int, int]],
+    spans: SpanMap,
     small: dict[str, Any],
     mentioned: dict[bytes, bool],
 ) -> DumpEntries:
@@ -250,20 +272,22 @@ def scan_entries(
     lo: int,
     hi: int,
     indent: int,
-    spans: dict[str, tuple[int, int]],
+    spans: SpanMap,
     small: dict[str, Any],
     heads: list[int] | None = None,
     find: FindEntries | None = None,
     base: int = 0,
-    interned: bool = False,
+    compact: bool = False,
 ) -> bool:
     """Add to ``spans`` (and ``small``) the entries of ``text[lo:hi]``, data's body
     (``\n<indent spaces>"name": value,`` ...), each span moved by ``base`` (where ``text`` is in the
     file), and to ``heads`` (if given) where each one's name begins (its quote), in order; False if the
     body is not laid out so, or a name is one ``spans`` holds. The entries are found by ``find``
-    (``entry_lines`` if not given), the names read and the one-line values parsed here. ``interned``: the
-    names are interned (sys.intern), so that the names of a rank's other side and its graphs' node ids
-    can be these strings rather than copies (one rank of 200,200 entries a side: 30 MiB less)."""
+    (``entry_lines`` if not given), the names read and the one-line values parsed here. ``compact`` (a
+    file too big to be held): the names are interned (sys.intern), so that the names of a rank's other
+    side and its graphs' node ids can be these strings rather than copies (one rank of 200,200 entries
+    a side: 30 MiB less), and each span is one int, its start shifted left by SPAN_SHIFT bits and its
+    length (a tuple of two ints costs 84 bytes more: 32 MiB at 200,200 entries a side)."""
     if lo == hi:
         return True
     found = (find or entry_lines)(text, lo, hi, indent)
@@ -272,7 +296,7 @@ def scan_entries(
     names = entry_names(found.names)
     if names is None:
         return False
-    if interned:
+    if compact:
         names = list(map(intern, names))
     before = len(spans)
     spans.update(zip(names, zip(found.starts, found.ends)))
@@ -282,7 +306,10 @@ def scan_entries(
         heads.extend(found.heads)
     if not _parse_one_line(text, compress(names, map(not_, found.opens)), spans, small):
         return False
-    if base:
+    if compact:
+        starts = map(lshift, map(add, found.starts, repeat(base)), repeat(SPAN_SHIFT))
+        spans.update(zip(names, map(or_, starts, map(sub, found.ends, found.starts))))
+    elif base:
         spans.update(
             zip(names, zip(map(add, found.starts, repeat(base)), map(add, found.ends, repeat(base))))
         )
@@ -329,12 +356,11 @@ def entry_lines(text: bytes, lo: int, hi: int, indent: int) -> EntryLines | None
     return EntryLines(names, starts, ends, opens, heads)
 
 
-def _parse_one_line(
-    text: bytes, names: Iterable[str], spans: dict[str, tuple[int, int]], small: dict[str, Any]
-) -> bool:
+def _parse_one_line(text: bytes, names: Iterable[str], spans: SpanMap, small: dict[str, Any]) -> bool:
     """Parse the one-line values of ``names`` into ``small``, to check them: False if one is not JSON."""
     for name in names:
-        start, end = spans[name]
+        span = spans[name]
+        start, end = span if span.__class__ is tuple else _span(span)
         try:
             small[name] = json.loads(text[start:end].decode("utf-8"))
         except (ValueError, RecursionError):  # the whole parse names the problem

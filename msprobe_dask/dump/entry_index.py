@@ -32,6 +32,7 @@ from msprobe_dask.dump.entries import (
     NAME,
     DumpEntries,
     FindEntries,
+    SpanMap,
     entry_names,
     file_stamp,
     header_of,
@@ -108,7 +109,7 @@ def read_dump_doc(
     knows whether the file holds each of ``tokens`` (looked for by ``search``); else the dict of the
     full parse. Either way a DumpError names the file if it is not a JSON object with a ``data`` object."""
     check_dump_file(path)
-    spans: dict[str, tuple[int, int]] = {}
+    spans: SpanMap = {}
     small: dict[str, Any] = {}
     held = None
     try:
@@ -127,10 +128,10 @@ def read_dump_doc(
 
 
 def _add_spans(
-    spans: dict[str, tuple[int, int]],
+    spans: SpanMap,
     small: dict[str, Any],
     find: FindEntries | None,
-    interned: bool,
+    compact: bool,
     base: int,
     text: bytes,
     indent: int,
@@ -139,10 +140,10 @@ def _add_spans(
 ) -> bool:
     """Add the spans of a block's entries (``text[lo:hi]``, ``text`` at ``base`` in the file) to
     ``spans``, its one-line values to ``small`` (False: the block is not laid out as ``scan_entries``
-    wants, or a name was seen before), the names ``interned`` or not (a file too big to be held: see
+    wants, or a name was seen before), ``compact`` or not (a file too big to be held: see
     scan_entries)."""
     end = len(text) if hi is None else hi
-    return scan_entries(text, lo, end, indent, spans, small, None, find, base, interned)
+    return scan_entries(text, lo, end, indent, spans, small, None, find, base, compact)
 
 
 def _search(text: bytes, tokens: tuple[bytes, ...]) -> list[bool]:
@@ -366,7 +367,7 @@ def _add_block(
 ) -> bool:
     """Add a block's entries to ``index`` (False: the block is not laid out as ``scan_entries`` wants,
     or a name was seen before)."""
-    spans: dict[str, tuple[int, int]] = {}
+    spans: SpanMap = {}
     small: dict[str, Any] = {}
     heads: list[int] = []
     if not scan_entries(text, lo, len(text) if hi is None else hi, indent, spans, small, heads, find):

@@ -49,17 +49,21 @@ def _check(path: Path, lazy: bool) -> None:
     with pytest.raises(KeyError):
         data["no such entry"]
     text = path.read_bytes()
-    spans = (data._spans, data._small) if isinstance(data, DumpEntries) else None
+    # (a big file's spans are packed into ints: DumpEntries.span gives them as a held file's are)
+    spans = ({n: data.span(n) for n in data}, data._small) if isinstance(data, DumpEntries) else None
     if isinstance(data, DumpEntries):  # the entries' texts read by span: every other one, or all
         for names in (list(want)[::2], list(want)):
             found = data.span_texts(names)
-            assert found is not None and list(found[0]) == sorted(names, key=lambda n: data._spans[n])
-            assert all(found[2][s:e] == text[slice(*data._spans[n])] for n, (s, e) in found[0].items())
+            assert found is not None and list(found[0]) == sorted(names, key=data.span)
+            assert all(found[2][s:e] == text[slice(*data.span(n))] for n, (s, e) in found[0].items())
             assert found[1] == {n: v for n, v in data._small.items() if n in names}
         with pytest.MonkeyPatch.context() as patch:  # a small file's text held: the same entries
             patch.setattr(entry_index, "HOLD_BYTES", len(text))
             held = read_dump_doc(path)[1]
-        assert isinstance(held, DumpEntries) and held.span_texts([]) == (data._spans, data._small, text)
+        assert isinstance(held, DumpEntries) and spans is not None
+        assert held.span_texts([]) == (spans[0], data._small, text)
+        copy = pickle.loads(pickle.dumps(data))  # (a big file's DumpEntries sent to a worker)
+        assert {n: copy.span(n) for n in copy} == spans[0] and _same(dict(copy.items()), want)
         assert _same(dict(held.items()), want) and pickle.loads(pickle.dumps(held))._text is None
     # the index read block by block (about 50 blocks) takes what the whole-text scan takes
     saved, entry_index.BLOCK_BYTES = entry_index.BLOCK_BYTES, len(text) // 50 + 1
