@@ -205,6 +205,18 @@ def test_every_ranks_graphs_are_let_go_before_the_last_task(
     assert NO_ITEMS == {} and NO_LINES == []
 
 
+@pytest.mark.parametrize("in_turn", [False, True])
+def test_a_ranks_bench_graph_is_built_after_its_npu_graph_in_this_process(in_turn: bool) -> None:
+    """Plan.in_turn (graph_visualize in this process): the Bench build waits for the NPU build; else
+    (worker processes, a cluster) the two are built at once."""
+    tp, gp, opts = _sides("multirank compare")
+    plan = api._rank_plan(tp, gp, opts, in_turn=in_turn)
+    source = plan.sources[0]
+    graph = dict(plan.rank_tasks(source).prepared[0].__dask_graph__())
+    npu, bench = (f"build-{source.step}-{source.rank}-{side}" for side in ("NPU", "Bench"))
+    assert (npu in graph[bench].dependencies) is in_turn and bench not in graph[npu].dependencies
+
+
 def test_the_chain_holds_each_task_once(tmp_path: Path) -> None:
     """Its graph is laid out in time linear in the (step, rank)s: no layer holds copies of another's
     tasks (dask.delayed given a list of Delayeds optimizes the graph laid out so far into a layer of
