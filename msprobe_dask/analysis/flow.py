@@ -18,10 +18,12 @@ import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from functools import lru_cache
+from itertools import compress
+from operator import attrgetter, ne
 from typing import Any, TypeVar, cast
 
-from msprobe_dask.analysis.first_diff import api_of, is_communication
+from msprobe_dask.analysis.first_diff import COMM_PREFIXES, api_of, is_communication
 from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
 from msprobe_dask.dump.markers import BATCH_P2P, PARAMETERS_GRAD, PROCESS_GROUP
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
@@ -123,13 +125,20 @@ def number(value: Any) -> float | None:
     if kind is int:
         return float(value)
     if kind is str:
-        try:
-            return float(value)
-        except ValueError:
-            return None
+        return _text_number(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     return None
+
+
+@lru_cache(maxsize=1024)
+def _text_number(text: str) -> float | None:
+    """``number`` of a text, remembered: a rank's communication nodes read the same few texts that are not
+    numbers (a process group's ranks) thousands of times, and each refusal costs an exception."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def entry_and_state(name: str) -> tuple[str, str]:
@@ -210,27 +219,41 @@ def _peer(value: Any) -> int | None:
     return int(number_) if number_ is not None and number_.is_integer() else None
 
 
-def _comm(entry: str, rows: Sequence[Mapping[str, Any]], rank: int) -> Comm:
+def _comm(entry: str, rows: RowColumns, start: int, end: int, rank: int, seen: dict[Comm, Comm]) -> Comm:
+    """What the communication node of rows ``start`` to ``end`` (its dump entry ``entry``) exchanges: the
+    one of ``seen`` equal to it (added if none is)."""
+    made = _comm_of(entry, rows, start, end, rank)
+    return seen.setdefault(made, made)
+
+
+def _comm_of(entry: str, rows: RowColumns, start: int, end: int, rank: int) -> Comm:
+    cells = rows.cells
+    names, p2p_peers, highs, dtypes = (cells[column] for column in _COMM_COLUMNS)
     api = api_of(entry)
     peers: set[int] = set()
     root: int | None = None
     group: frozenset[int] | None = None
-    for row in rows:
-        name = str(row.get("NPU Name", ""))
-        peer = _peer(row.get("NPU P2POp peer"))
+    for i in range(start, end):
+        peer = _peer(p2p_peers[i])
         if peer is not None:
             peers.add(peer)
-        if name.rsplit(".", 1)[-1] in ("src", "dst", "group_src", "group_dst"):
-            root = _peer(row.get("NPU max"))
+        if str(names[i]).rsplit(".", 1)[-1] in ("src", "dst", "group_src", "group_dst"):
+            root = _peer(highs[i])
             if root is not None:
                 peers.add(root)
-        if row.get("NPU Dtype") == PROCESS_GROUP:
-            group = frozenset(int(m) for m in _RANKS.findall(str(row.get("NPU max", ""))))
+        if dtypes[i] == PROCESS_GROUP:
+            group = _group_ranks(str(highs[i]))
     if api == BATCH_P2P and not peers:  # a csv read back does not hold the P2POp peers
         return Comm(api, None)
     if api in ("send", "recv", "isend", "irecv", BATCH_P2P):
         return Comm(api, frozenset(peers - {rank}))
     return Comm(api, None if group is None else frozenset(group - {rank}), root)
+
+
+@lru_cache(maxsize=256)
+def _group_ranks(text: str) -> frozenset[int]:
+    """The ranks of a process group's cell (its rank list's text; a rank's nodes name a few groups)."""
+    return frozenset(int(m) for m in _RANKS.findall(text))
 
 
 def _unsettled(api: str, op: str, state: str, argument: int | None) -> bool:
@@ -290,16 +313,16 @@ class RowColumns:
         md5_only = "NPU MD5" in columns and "BENCH MD5" in columns and "NPU max" not in columns
         return cls(cells, [md5_only] * count)
 
-    def error(self, i: int, atol: float) -> float | None:
-        """``tensor_error`` of row ``i``."""
+    def error(self, i: int, atol: float, numbers: list[float | None] | None = None) -> float | None:
+        """``tensor_error`` of row ``i`` (``numbers``: its ``row_numbers``, where the caller has them)."""
         cells = self.cells
         if self.md5_only[i]:
             return 0.0 if cells["NPU MD5"][i] == cells["BENCH MD5"][i] else 1.0
-        if self.converted:  # (every row is read)
+        if self.converted and numbers is None:  # (every row is read)
             n0, n1, n2, n3, b0, b1, b2, b3 = self.converted
             npu, bench = (n0[i], n1[i], n2[i], n3[i]), (b0[i], b1[i], b2[i], b3[i])
         else:
-            m0, m1, m2, m3, c0, c1, c2, c3 = self.row_numbers(i)
+            m0, m1, m2, m3, c0, c1, c2, c3 = self.row_numbers(i) if numbers is None else numbers
             npu, bench = (m0, m1, m2, m3), (c0, c1, c2, c3)
         return _stats_error(npu, bench, cells["MaxAbsErr"][i], cells["EucDist"][i], atol)
 
@@ -336,20 +359,12 @@ class RowColumns:
         cells = self.cells
         return [v if (v := cells[column][i]).__class__ is float else number(v) for column in STAT_COLUMNS]
 
-    def row(self, i: int) -> dict[str, Any]:
-        """Row ``i`` as a mapping of the columns ``_comm`` reads."""
-        return {column: self.cells[column][i] for column in _COMM_COLUMNS}
 
-
-def _spans(entries: Sequence[str]) -> Iterator[tuple[int, int]]:
+def _spans(entries: Sequence[str]) -> list[tuple[int, int]]:
     """(start, end) of each run of consecutive rows of one entry."""
-    start = 0
-    for i in range(1, len(entries)):
-        if entries[i] != entries[i - 1]:
-            yield start, i
-            start = i
-    if entries:
-        yield start, len(entries)
+    count = len(entries)
+    starts = [0, *compress(range(1, count), map(ne, entries[1:], entries))] if count else []
+    return list(zip(starts, [*starts[1:], count]))
 
 
 def rank_nodes(rows: Iterable[Mapping[str, Any]], rank: int, atol: float) -> list[Node]:
@@ -359,30 +374,53 @@ def rank_nodes(rows: Iterable[Mapping[str, Any]], rank: int, atol: float) -> lis
 
 def row_entries(rows: RowColumns) -> list[str]:
     """The dump entry of each row."""
-    names = rows.cells["NPU Name"]
+    origins = rows.cells["api_origin_name"]
+    if all(origins):  # (a table's rows: each row's entry given)
+        return list(map(str, origins))
     return [
         str(origin) if origin else entry_and_state(str(name))[0]
-        for origin, name in zip(rows.cells["api_origin_name"], names)
+        for origin, name in zip(origins, rows.cells["NPU Name"])
     ]
 
 
 def entry_count(rows: RowColumns) -> int:
     """How many nodes ``column_nodes`` makes of ``rows``."""
-    return sum(1 for _ in _spans(row_entries(rows)))
+    return len(_spans(row_entries(rows)))
 
 
-def column_nodes(rows: RowColumns, rank: int, atol: float, communication_only: bool = False) -> list[Node]:
-    """``rank_nodes`` of rows given column by column (``communication_only``: only its communication
-    nodes, each with its index among all)."""
-    return list(iter_column_nodes(rows, rank, atol, communication_only))
+def column_nodes(rows: RowColumns, rank: int, atol: float) -> list[Node]:
+    """``rank_nodes`` of rows given column by column."""
+    return list(iter_column_nodes(rows, rank, atol))
 
 
-def iter_column_nodes(
-    rows: RowColumns, rank: int, atol: float, communication_only: bool = False
-) -> Iterator[Node]:
+def iter_column_nodes(rows: RowColumns, rank: int, atol: float) -> Iterator[Node]:
     """``column_nodes``, each node made when it is asked for (a walk that stops at a rank's first
     origin makes no node after it)."""
-    return cast(Iterator[Node], _column_nodes(rows, rank, atol, communication_only, None))
+    return cast(Iterator[Node], _column_nodes(rows, rank, atol, None))
+
+
+def communication_nodes(rows: RowColumns, rank: int, atol: float) -> list[Node]:
+    """The communication nodes of ``column_nodes`` (each with its index among all) as the links across
+    ranks read them (``links.link``: a node's rank, index, name, Comm and inputs): without outputs or
+    stack, whose rows are not read."""
+    entries = row_entries(rows)
+    seen: dict[Comm, Comm] = {}  # (one Comm of each value: see _column_nodes)
+    return [
+        _node(
+            rows,
+            rank,
+            index,
+            entry,
+            start,
+            end,
+            _comm(entry, rows, start, end, rank, seen),
+            atol,
+            None,
+            False,
+        )
+        for index, (start, end) in enumerate(_spans(entries))
+        if (entry := entries[start]).startswith(COMM_PREFIXES) and is_communication(entry)  # (most are not)
+    ]
 
 
 LightNode = tuple[str, float | None, tuple[Signature, ...]]
@@ -396,49 +434,69 @@ def walk_nodes(rows: RowColumns, rank: int, atol: float, rtol: float) -> Iterato
     none of whose tensors' error exceeds ``rtol`` (an origin's input exceeds ``rtol``; an output must
     exceed ``Tolerance.limit(...)``, never below ``rtol``; what arrived from a peer must exceed ``rtol``).
     The walk of a diverging rank reads tens of thousands of them."""
-    return _column_nodes(rows, rank, atol, False, rtol)
+    return _column_nodes(rows, rank, atol, rtol)
 
 
 def _column_nodes(
-    rows: RowColumns, rank: int, atol: float, communication_only: bool, light_below: float | None
+    rows: RowColumns, rank: int, atol: float, light_below: float | None
 ) -> Iterator[Node | LightNode]:
     """``iter_column_nodes``, or ``walk_nodes`` if ``light_below`` is its ``rtol``."""
     entries = row_entries(rows)
-    cells = rows.cells
-    names, given_states, ops = cells["NPU Name"], cells["state"], cells["NPU P2POp op"]
-    md5s = cells["NPU MD5"]
-    peers, stacks = cells["NPU P2POp peer"], cells[STACK_COLUMN]
     # one Comm of each value: pickled once with a part's nodes (each all_reduce of a rank has the same)
     seen: dict[Comm, Comm] = {}
     # (every row is read: its statistics converted column by column at once, not row by row)
-    highs, lows = rows.numbers()[:2] if not communication_only else (None, None)
+    highs, lows = rows.numbers()[:2]
     for index, (start, end) in enumerate(_spans(entries)):
         entry = entries[start]
         communication = is_communication(entry)
-        if communication_only and not communication:
-            continue
-        if light_below is not None and not communication and highs and lows:
+        if light_below is not None and not communication:
             light = _light_node(rows, entry, start, end, atol, light_below, highs, lows)
             if light is not None:
                 yield light
                 continue
-        comm = None
-        if communication:
-            made = _comm(entry, [rows.row(i) for i in range(start, end)], rank)
-            comm = seen.setdefault(made, made)
-        inputs: list[TensorError] = []
-        outputs: list[TensorError] = []
-        for i, error in _measured(rows, start, end, atol):
-            name = str(names[i])
-            state, op = str(given_states[i] or entry_and_state(name)[1]), str(ops[i])
-            if comm and _unsettled(comm.api, op, state, _argument_index(name, entry, state)):
-                continue
-            sent_to = _peer(peers[i]) if op == "isend" else None
-            high, low = (highs[i], lows[i]) if highs and lows else rows.row_numbers(i)[:2]
-            tensor = TensorError(name, state, error, _signature(high, low, md5s[i]), sent_to)
-            (inputs if state in INPUT_ROLES else outputs).append(tensor)
-        stack = next((stacks[i] for i in range(start, end) if stacks[i]), None)
-        yield Node(rank, index, entry, tuple(inputs), tuple(outputs), stack, comm)
+        comm = _comm(entry, rows, start, end, rank, seen) if communication else None
+        yield _node(rows, rank, index, entry, start, end, comm, atol, (highs, lows), True)
+
+
+def _node(
+    rows: RowColumns,
+    rank: int,
+    index: int,
+    entry: str,
+    start: int,
+    end: int,
+    comm: Comm | None,
+    atol: float,
+    extremes: tuple[Sequence[float | None], Sequence[float | None]] | None,
+    whole: bool,
+) -> Node:
+    """The Node of ``entry`` (rows ``start`` to ``end``); ``extremes``: every row's NPU max and min as
+    numbers (None: each row's converted alone); not ``whole``: its inputs only (no outputs, no stack)."""
+    cells = rows.cells
+    names, given_states, ops = cells["NPU Name"], cells["state"], cells["NPU P2POp op"]
+    md5s, peers = cells["NPU MD5"], cells["NPU P2POp peer"]
+    inputs: list[TensorError] = []
+    outputs: list[TensorError] = []
+    for i in range(start, end):
+        name = str(names[i])
+        state = str(given_states[i] or entry_and_state(name)[1])
+        is_input = state in INPUT_ROLES
+        if not (is_input or whole):
+            continue
+        numbers = None if extremes else rows.row_numbers(i)
+        error = rows.error(i, atol, numbers)
+        if error is None:
+            continue
+        op = str(ops[i])
+        if comm and _unsettled(comm.api, op, state, _argument_index(name, entry, state)):
+            continue
+        sent_to = _peer(peers[i]) if op == "isend" else None
+        high, low = (extremes[0][i], extremes[1][i]) if extremes else numbers[:2]  # type: ignore[index]
+        tensor = TensorError(name, state, error, _signature(high, low, md5s[i]), sent_to)
+        (inputs if is_input else outputs).append(tensor)
+    stacks = cells[STACK_COLUMN]
+    stack = next((stacks[i] for i in range(start, end) if stacks[i]), None) if whole else None
+    return Node(rank, index, entry, tuple(inputs), tuple(outputs), stack, comm)
 
 
 def _measured(rows: RowColumns, start: int, end: int, atol: float) -> Iterator[tuple[int, float]]:

@@ -26,7 +26,15 @@ from msprobe_dask.analysis.divergence import (
     step_and_rank,
     table_columns,
 )
-from msprobe_dask.analysis.flow import LightNode, Node, RowColumns, column_nodes, entry_count, walk_nodes
+from msprobe_dask.analysis.flow import (
+    LightNode,
+    Node,
+    RowColumns,
+    column_nodes,
+    communication_nodes,
+    entry_count,
+    walk_nodes,
+)
 from msprobe_dask.columns import STAT_COLUMNS
 from msprobe_dask.summary.model import NodeRef, RunSummary
 
@@ -76,8 +84,14 @@ class NodePart:
     packed_texts: bytes
     packed_numbers: bytes
 
-    def comms(self) -> list[Node]:
-        return pickle.loads(zlib.decompress(self.packed_comms))  # type: ignore[no-any-return]
+    def comms(self, start: int = 0) -> list[Node]:
+        """The part's communication nodes (``communication_nodes``), their indexes counted from ``start``."""
+        indexes, names, comms, inputs = pickle.loads(zlib.decompress(self.packed_comms))
+        rank = self.rank
+        return [
+            Node(rank, start + index, name, tensors, (), None, comm)
+            for index, name, comm, tensors in zip(indexes, names, comms, inputs)
+        ]
 
     def nodes(self) -> Iterator[Node | LightNode]:
         """The part's nodes, each made when the walk reaches it."""
@@ -90,7 +104,13 @@ def node_part(label: str, table: Any, tol: Tolerance) -> NodePart:
     """A table part's NodePart (of a ``CompareTable``, or a part of one)."""
     rows = table_columns(table)
     rank = step_and_rank(label)[1]
-    comms = column_nodes(rows, rank, tol.atol, communication_only=True)
+    comms = communication_nodes(rows, rank, tol.atol)
+    # (as columns: a Node pickled is its class and fields, and was made twice: unpickled, then moved)
+    comm_columns = (
+        [node.index for node in comms],
+        [node.name for node in comms],
+        [node.comm for node in comms],
+    )
     texts = {column: cells for column, cells in rows.cells.items() if column not in STAT_COLUMNS}
     numbers = {column: rows.cells[column] for column in STAT_COLUMNS}
     return NodePart(
@@ -98,7 +118,7 @@ def node_part(label: str, table: Any, tol: Tolerance) -> NodePart:
         rank,
         tol,
         rows.exceeds(tol.atol, tol.rtol),
-        _packed(comms),
+        _packed((*comm_columns, [node.inputs for node in comms])),
         _packed((texts, rows.md5_only)),
         pickle.dumps(numbers, pickle.HIGHEST_PROTOCOL),
     )
@@ -117,7 +137,7 @@ class PartNodes(Protocol):
     @property
     def exceeds(self) -> bool: ...
 
-    def comms(self) -> list[Node]: ...
+    def comms(self, start: int) -> list[Node]: ...
 
     def nodes(self) -> Iterable[Node | LightNode]: ...
 
@@ -126,7 +146,7 @@ def rank_of_parts(parts: Sequence[PartNodes]) -> RankNodes:
     """A rank's nodes from its parts' (in order), for ``analyse_rank_nodes``: each part decoded when the
     walk reaches it (a LightNode has no index to shift)."""
     starts = list(accumulate((part.count for part in parts), initial=0))
-    comms = [node.moved(start) for part, start in zip(parts, starts) for node in part.comms()]
+    comms = [node for part, start in zip(parts, starts) for node in part.comms(start)]
 
     def read() -> Iterator[Node | LightNode]:
         for part, start in zip(parts, starts):

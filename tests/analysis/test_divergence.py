@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pickle
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -307,8 +307,8 @@ class _Nodes:
     def exceeds(self) -> bool:
         return any(t.error > self.tol.rtol for node in self.part for t in node.inputs + node.outputs)
 
-    def comms(self) -> list[Node]:
-        return [node for node in self.part if node.comm is not None]
+    def comms(self, start: int) -> list[Node]:
+        return [node.moved(start) for node in self.part if node.comm is not None]
 
     def nodes(self) -> list[Node | LightNode]:
         return [light_node(node, self.tol.rtol) or node for node in self.part]
@@ -389,3 +389,52 @@ def test_walk_nodes_make_light_nodes_as_the_walk_reads_nodes(
     made = list(walk_nodes(RowColumns(cells, md5_only), 3, atol, rtol))
     nodes = list(iter_column_nodes(RowColumns(cells, md5_only), 3, atol))
     assert repr(made) == repr([light_node(node, rtol) or node for node in nodes])
+
+
+_COMM_ROWS = st.sampled_from(
+    [
+        ("Distributed.all_reduce.0.forward.input.0", None, None, "torch.float32"),
+        ("Distributed.all_reduce.0.forward.input.group", None, None, "torch.ProcessGroup"),
+        ("Distributed.all_reduce.0.forward.output.0", None, None, "torch.float32"),
+        ("Distributed.broadcast.1.forward.input.0", None, None, "torch.float32"),
+        ("Distributed.broadcast.1.forward.input.src", None, None, "int"),
+        ("Distributed.isend.2.forward.input.0", "isend", "3", "torch.float32"),
+        ("Distributed.irecv.3.forward.input.0", "irecv", 1, "torch.float32"),
+        ("Distributed.batch_isend_irecv.4.forward.input.0", "isend", "2", "torch.float32"),
+        ("Distributed.batch_isend_irecv.4.forward.input.1", "irecv", "5", "torch.float32"),
+        ("Distributed.all_gather.5.forward.input.0", None, None, "torch.float32"),
+        ("Distributed.all_gather.5.forward.input.1", None, None, "torch.float32"),
+        ("Functional.linear.6.forward.input.0", None, None, "torch.float32"),
+        ("Functional.linear.6.forward.output.0", None, None, "torch.float32"),
+    ]
+)
+_GROUP = st.sampled_from(["[0, 1, 2, 3]", "[3]", "[]", "N/A", 2.0, None])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(_COMM_ROWS, *[_CELL] * 8, *[_DIFF] * 2, _GROUP, st.booleans()), max_size=10),
+    st.sampled_from([0.0, 1e-6, 0.5]),
+)
+def test_communication_nodes_are_the_column_nodes_links_read(rows: list[tuple], atol: float) -> None:  # type: ignore[type-arg]
+    """flow.communication_nodes (what a table part sends for the links across ranks) are the
+    communication nodes of column_nodes, with the same index, name, Comm and inputs, and no outputs or
+    stack (which the links do not read)."""
+    from msprobe_dask.analysis.flow import READ_COLUMNS, RowColumns, column_nodes, communication_nodes
+    from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
+
+    rows = sorted(rows, key=lambda row: row[0][0])  # (a node's rows together)
+    stats = (*STAT_COLUMNS, "MaxAbsErr", "EucDist")
+    cells = {c: [row[1 + stats.index(c)] if c in stats else None for row in rows] for c in READ_COLUMNS}
+    cells["NPU Name"] = [row[0][0] for row in rows]
+    cells["NPU P2POp op"], cells["NPU P2POp peer"] = [row[0][1] for row in rows], [row[0][2] for row in rows]
+    cells["NPU Dtype"] = [row[0][3] for row in rows]
+    cells["NPU max"] = [row[11] if row[0][3] != "torch.float32" else row[1] for row in rows]
+    cells[STACK_COLUMN] = [f"stack {i}" for i in range(len(rows))]
+    md5_only = [row[12] and row[1] is None for row in rows]
+    cells["NPU MD5"], cells["BENCH MD5"] = ["a"] * len(rows), ["a" if row[12] else "b" for row in rows]
+    columns = RowColumns(cells, md5_only)
+    made = communication_nodes(columns, 2, atol)
+    expected = [node for node in column_nodes(RowColumns(cells, md5_only), 2, atol) if node.comm is not None]
+    assert repr(made) == repr([replace(n, outputs=(), stack=None) for n in expected])
+    assert len({id(n.comm) for n in made}) == len({n.comm for n in made})
