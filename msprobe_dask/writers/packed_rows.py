@@ -21,7 +21,7 @@ from typing import Any
 
 from msprobe_dask.native import load
 
-API = 1  # ROWDB_API in csrc/rowdb.c
+API = 2  # ROWDB_API in csrc/rowdb.c
 
 NULL, INT, FLOAT, TEXT = 0, 1, 2, 3
 _HEADER = struct.Struct("<II")
@@ -136,7 +136,24 @@ class PythonRowDb:
         return self._con
 
     def execute(self, sql: str) -> None:
-        self._open().execute(sql)
+        """Run ``sql``: one statement or more (as sqlite3_exec does), without parameters."""
+        con = self._open()
+        statement = ""
+        for piece in sql.split(";"):
+            statement += piece + ";"
+            if sqlite3.complete_statement(statement):
+                if statement.strip(" \t\r\n;"):
+                    con.execute(statement)
+                statement = ""
+        if statement.strip(" \t\r\n;"):
+            con.execute(statement)
+
+    def executemany_each(self, parts: Sequence[tuple[Any, ...]]) -> None:
+        for part in parts:
+            self.executemany(*part)
+
+    def has_row(self, sql: str) -> bool:
+        return self._open().execute(sql).fetchone() is not None
 
     def executemany(self, sql: str, packed: bytes, rowid_base: int = -1, order_col: int = 0) -> None:
         con = self._open()

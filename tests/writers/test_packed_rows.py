@@ -102,6 +102,34 @@ def test_rows_get_the_rowid_of_their_order_whatever_the_insert_order(cls, tmp_pa
 
 
 @pytest.mark.parametrize("cls", _dbs())
+def test_parts_inserted_in_one_call_are_those_of_a_call_each(cls, tmp_path: Path) -> None:
+    rows = [[f"id{i}", i, v] for i, v in enumerate([None, 1.5, "t", -7, "é"])]
+    chunks = [python_pack_rows(rows[3:], 3), python_pack_rows([], 3), python_pack_rows(rows[:3], 3)]
+    sql = "INSERT INTO t (rowid, a, n, x) VALUES (?, ?, ?, ?)"
+    db = cls(str(tmp_path / "t.db"))
+    db.execute("CREATE TABLE t (a TEXT PRIMARY KEY, n INTEGER, x); BEGIN")
+    db.executemany_each([(sql, p, 10, 1) for p in chunks])
+    with pytest.raises(ERRORS, match="UNIQUE constraint failed: t.a"):  # the parts before it go in
+        db.executemany_each([(sql, python_pack_rows([["new", 9, None]], 3), 10, 1), (sql, chunks[0], 20, 1)])
+    assert db.has_row("SELECT 1 FROM t WHERE a = 'new'")
+    assert not db.has_row("SELECT 1 FROM t WHERE rowid = 16")
+    db.execute("COMMIT")
+    db.close()
+    with sqlite3.connect(tmp_path / "t.db") as con:
+        got = con.execute("SELECT rowid, a, n, x FROM t ORDER BY rowid").fetchall()
+    assert got == [(11 + i, *row) for i, row in enumerate(rows)] + [(20, "new", 9, None)]
+
+
+@pytest.mark.parametrize("cls", _dbs())
+def test_execute_runs_each_statement_of_its_text(cls, tmp_path: Path) -> None:
+    db = cls(str(tmp_path / "t.db"))
+    db.execute("CREATE TABLE t (a);\nINSERT INTO t VALUES ('x;y');; INSERT INTO t VALUES ('z')")
+    db.close()
+    with sqlite3.connect(tmp_path / "t.db") as con:
+        assert con.execute("SELECT a FROM t ORDER BY rowid").fetchall() == [("x;y",), ("z",)]
+
+
+@pytest.mark.parametrize("cls", _dbs())
 def test_database_errors_are_raised_as_one_of_errors(cls, tmp_path: Path) -> None:
     db = cls(str(tmp_path / "t.db"))
     db.execute("CREATE TABLE t (a TEXT PRIMARY KEY)")

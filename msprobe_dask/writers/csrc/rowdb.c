@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define ROWDB_API 1 /* packed_rows.API: change both with the format or the functions */
+#define ROWDB_API 2 /* packed_rows.API: change both with the format or the functions */
 
 enum { TAG_NULL = 0, TAG_INT = 1, TAG_FLOAT = 2, TAG_TEXT = 3 };
 
@@ -337,6 +337,74 @@ static PyObject *rowdb_execute(RowDb *self, PyObject *args) {
     return result;
 }
 
+/* sql run once per packed row of r (see pass_rows), the rows checked whole before the first goes in:
+ * a bad part inserts nothing (called without the GIL) */
+static int insert_packed(sqlite3 *db, const char *sql, Reader r, int64_t rowid_base, Py_ssize_t order_col) {
+    sqlite3_stmt *stmt = NULL;
+    const char *tail = NULL;
+    int rc = pass_rows(r, NULL, rowid_base, order_col);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db, sql, -1, &stmt, &tail);
+    if (rc == SQLITE_OK && (stmt == NULL || tail[strspn(tail, " \t\r\n;")] != '\0'))
+        rc = E_NOT_ONE_STATEMENT;
+    if (rc == SQLITE_OK)
+        rc = pass_rows(r, stmt, rowid_base, order_col);
+    sqlite3_finalize(stmt);
+    return rc;
+}
+
+typedef struct {
+    const char *sql;
+    Py_buffer packed;
+    long long rowid_base;
+    Py_ssize_t order_col;
+} Part;
+
+/* parts: (sql, packed[, rowid_base[, order_col]]) each, inserted one after the other in one call (the
+ * GIL released once: a task thread that waits for it again waits for the others' switch interval) */
+static PyObject *rowdb_executemany_each(RowDb *self, PyObject *args) {
+    PyObject *seq;
+    if (!PyArg_ParseTuple(args, "O", &seq))
+        return NULL;
+    PyObject *items = PySequence_Tuple(seq); /* (held: a list could change while the GIL is released) */
+    if (items == NULL)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(items), taken = 0;
+    Part *parts = PyMem_Calloc(n > 0 ? n : 1, sizeof(Part));
+    if (parts == NULL) {
+        Py_DECREF(items);
+        return PyErr_NoMemory();
+    }
+    for (; taken < n; taken++) {
+        Part *p = &parts[taken];
+        p->rowid_base = -1;
+        PyObject *item = PyTuple_GET_ITEM(items, taken);
+        if (!PyTuple_Check(item)) {
+            PyErr_SetString(PyExc_TypeError, "each part is a tuple (sql, packed[, rowid_base[, order_col]])");
+            break;
+        }
+        if (!PyArg_ParseTuple(item, "sy*|Ln", &p->sql, &p->packed, &p->rowid_base, &p->order_col))
+            break;
+    }
+    PyObject *result = NULL;
+    if (taken == n && lock_open_db(self) == 0) {
+        int rc = SQLITE_OK;
+        Py_BEGIN_ALLOW_THREADS;
+        for (Py_ssize_t i = 0; i < n && rc == SQLITE_OK; i++) {
+            Reader r = {parts[i].packed.buf, (const unsigned char *)parts[i].packed.buf + parts[i].packed.len};
+            rc = insert_packed(self->db, parts[i].sql, r, parts[i].rowid_base, parts[i].order_col);
+        }
+        Py_END_ALLOW_THREADS;
+        result = rc != SQLITE_OK ? db_error(self->db, rc) : Py_NewRef(Py_None);
+        PyThread_release_lock(self->lock);
+    }
+    for (Py_ssize_t i = 0; i < taken; i++)
+        PyBuffer_Release(&parts[i].packed);
+    PyMem_Free(parts);
+    Py_DECREF(items);
+    return result;
+}
+
 static PyObject *rowdb_executemany(RowDb *self, PyObject *args) {
     const char *sql;
     Py_buffer packed;
@@ -349,22 +417,35 @@ static PyObject *rowdb_executemany(RowDb *self, PyObject *args) {
         return NULL;
     }
     Reader r = {packed.buf, (const unsigned char *)packed.buf + packed.len};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS;
+    rc = insert_packed(self->db, sql, r, rowid_base, order_col);
+    Py_END_ALLOW_THREADS;
+    PyBuffer_Release(&packed);
+    PyObject *result = rc != SQLITE_OK ? db_error(self->db, rc) : Py_NewRef(Py_None);
+    PyThread_release_lock(self->lock);
+    return result;
+}
+
+/* whether the query (one statement, no parameters) gives a row */
+static PyObject *rowdb_has_row(RowDb *self, PyObject *args) {
+    const char *sql;
+    if (!PyArg_ParseTuple(args, "s", &sql) || lock_open_db(self) < 0)
+        return NULL;
     sqlite3_stmt *stmt = NULL;
     const char *tail = NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS;
-    /* checked whole before the first row goes in: a bad chunk inserts nothing */
-    rc = pass_rows(r, NULL, rowid_base, order_col);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(self->db, sql, -1, &stmt, &tail);
+    rc = sqlite3_prepare_v2(self->db, sql, -1, &stmt, &tail);
     if (rc == SQLITE_OK && (stmt == NULL || tail[strspn(tail, " \t\r\n;")] != '\0'))
         rc = E_NOT_ONE_STATEMENT;
     if (rc == SQLITE_OK)
-        rc = pass_rows(r, stmt, rowid_base, order_col);
+        rc = sqlite3_step(stmt);
     sqlite3_finalize(stmt);
     Py_END_ALLOW_THREADS;
-    PyBuffer_Release(&packed);
-    PyObject *result = rc != SQLITE_OK ? db_error(self->db, rc) : Py_NewRef(Py_None);
+    PyObject *result = rc == SQLITE_ROW    ? Py_NewRef(Py_True)
+                       : rc == SQLITE_DONE ? Py_NewRef(Py_False)
+                                           : db_error(self->db, rc);
     PyThread_release_lock(self->lock);
     return result;
 }
@@ -398,6 +479,9 @@ static PyMethodDef rowdb_methods[] = {
     {"execute", (PyCFunction)rowdb_execute, METH_VARARGS, "execute(sql): run SQL without parameters."},
     {"executemany", (PyCFunction)rowdb_executemany, METH_VARARGS,
      "executemany(sql, packed, rowid_base=-1, order_col=0): run sql once per packed row."},
+    {"executemany_each", (PyCFunction)rowdb_executemany_each, METH_VARARGS,
+     "executemany_each(parts): executemany(*part) of each part, in one call."},
+    {"has_row", (PyCFunction)rowdb_has_row, METH_VARARGS, "has_row(sql) -> whether the query gives a row."},
     {"close", (PyCFunction)rowdb_close, METH_NOARGS, "close()"},
     {NULL, NULL, 0, NULL},
 };
