@@ -76,6 +76,10 @@ writes a run's rows, before the chunk tasks waiting on its worker (their priorit
 chain, which reaches a worker only as that worker ends a task, then inserts more chunks a step than are
 made meanwhile, and catches up with them. With an insert a chunk, chunks taken in turn, most inserts
 waited for the last chunk (one rank of 50,000 entries on two workers: 12 of 32, 0.9 s, after it)."""
+TURNS_AFTER_INDEXES = 2
+"""Where the indexes are built at the end (not indexed early: _index_early), the insert task of the last
+(step, rank)'s last turn but TURNS_AFTER_INDEXES builds them, beside the chunk tasks of those turns,
+rather than the last task alone; the rows inserted after keep them up to date."""
 
 # ------------------------------------------------------------------------------------ tasks
 
@@ -246,6 +250,13 @@ def _insert_chunks(prev: Written, summary: Summary, *results: tuple[RowsChunk | 
     return Written(writer.suspend())
 
 
+def _index(prev: Written) -> Written:
+    """Build the vis.db's indexes (VisdbWriter.index): the inserts after keep them up to date."""
+    writer = prev.writer.resume()
+    writer.index()
+    return Written(writer.suspend())
+
+
 def _light(result: tuple[RowsChunk | None, ...], linked: bool) -> tuple[RowsChunk | None, ...]:
     """A chunk task's result without its rows and stacks (what joining the chunks needs: made where
     the chunk is, so that its rows go only to their insert), and without its communication rows
@@ -275,7 +286,7 @@ def _end_write(
     *released: None,
 ) -> Visualized:
     """``released``: every (step, rank)'s graphs let go (_release) before the last task's own work (its
-    index builds): else dask would not run the releases that no later build waits for, and those
+    commit): else dask would not run the releases that no later build waits for, and those
     graphs, frozen and linked both ways (graph/gcpause.py), would stay until the run ends."""
     result = vis_result(parts, compare, opts, ranks, steps)
     path = prev.writer.resume().complete([_tables(g) for g in result.graphs], result.config)
@@ -475,8 +486,9 @@ def _plan(
 def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0) -> Any:
     """The lazy vis.db written by a chain of tasks: each (step, rank)'s graphs placed in write order,
     then each chunk's rows inserted as soon as the chunk is made and the one before it is in (the rows
-    and their rowids are those of one write task: VisdbWriter); the last task sets the linked
-    communication cells and tb_config, builds the indexes and renames the file. A chunk's rows are
+    and their rowids are those of one write task: VisdbWriter); the indexes are built before the last
+    (step, rank)'s last TURNS_AFTER_INDEXES turns are inserted (_index); the last task sets the linked
+    communication cells and tb_config, and renames the file. A chunk's rows are
     thus written while later chunks are made, and dropped once written. ``writer``: the vis.db begun
     (suspended) by the run's own process, so that no task creates a file that could outlive a failed
     run. ``window`` > 0: a (step, rank)'s graphs are built only once the rows of the ``window``-th
@@ -491,12 +503,15 @@ def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0) -> Any:
     for i, source in enumerate(plan.sources):
         r = plan.rank_tasks(source, done[i - window] if 0 < window <= i else None)
         written = dask.delayed(_place_rank)(written, r.summary, dask_key_name=f"place-{r.name}")
-        for k in range(0, len(r.chunks), CHUNKS_PER_TURN):  # (a turn's chunks: made by one replica)
+        turns = range(0, len(r.chunks), CHUNKS_PER_TURN)  # (a turn's chunks: made by one replica)
+        for k in turns:
             turn = r.chunks[k : k + CHUNKS_PER_TURN]
             with r.on_replica(replica_of(k, len(r.prepared))), dask.annotate(priority=INSERT_PRIORITY):
                 written = dask.delayed(_insert_chunks)(
                     written, r.summary, *turn, dask_key_name=f"insert-{r.name}-{k}"
                 )
+                if i == len(plan.sources) - 1 and k == turns[max(0, len(turns) - 1 - TURNS_AFTER_INDEXES)]:
+                    written = dask.delayed(_index)(written, dask_key_name="index-visdb")
         releases = []
         for k, p in enumerate(r.prepared):
             with r.on_replica(k):
