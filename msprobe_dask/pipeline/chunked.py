@@ -148,7 +148,7 @@ def rank_file(
     windows = tuple(bench_window(k, npu_n, bench_n) for k in range(npu_n))
     if hashed:
         renumber = not npu_src.is_debug
-        head, plans, wanted = _hashed_match(
+        head, plans, wanted, after = _hashed_match(
             graph,
             scans,
             windows,
@@ -162,10 +162,13 @@ def rank_file(
             match_parts, 1 + npu_n + bench_n, *scans, match, windows, *npu_keys, *bench_keys
         )
         plans, wanted = cut[:npu_n], cut[npu_n:]
+        after = None  # (the match task is ready as soon as the parts are parsed: nothing to wait for)
     exports = [graph.call(export_rows, wanted[j], bench_rows[j]) for j in range(bench_n)]
     # (the partners found outside the windows: in dumps far apart, nearly every row of the side)
     foreign = graph.call_many(gather_foreign, npu_n, npu_n, *exports, apart=range(npu_n))
-    stacks = graph.call_many(spooled_stacks, npu_n, path, graph.shared, scans[0], *npu_spans)
+    # (split once the parts are parsed (``after``): beside the match's one join task, which the table parts
+    # wait for too, not beside the parses, which the join waits for)
+    stacks = graph.call_many(spooled_stacks, npu_n, path, graph.shared, after, scans[0], *npu_spans)
     # (where each part's rows go in the xlsx sheets: a number each, taken from the whole)
     firsts = graph.call_many(row_starts, npu_n, *plans, inline=range(npu_n))
     written = begun = graph.call(begin_file, form, path, head)
@@ -207,9 +210,10 @@ def _hashed_match(
     partitions: int,
     rows: tuple[Any, ...],
     keys: tuple[Any, ...],
-) -> tuple[Any, list[Any], list[Any]]:
+) -> tuple[Any, list[Any], list[Any], Any]:
     """The match of ``part_keys.py``: the plan head, each table part's runs, each bench part's wanted rows
-    (references to ``graph``'s tasks), from each part's rows and keys (the npu parts', then the bench's)."""
+    and the rank's facts (ready once every part is parsed, when the key tasks start; references to
+    ``graph``'s tasks), from each part's rows and keys (the npu parts', then the bench's)."""
     npu_n, parts = len(windows), len(rows)
     facts, *starts = graph.call_many(side_facts, 1 + parts, *scans, npu_n, *keys)
     buckets = [
@@ -230,4 +234,4 @@ def _hashed_match(
     wanted = graph.call_many(
         wanted_rows, parts - npu_n, graph.attr(facts, "bench_offsets"), *(far for _, far in cuts)
     )
-    return head, [runs for runs, _ in cuts], wanted
+    return head, [runs for runs, _ in cuts], wanted, facts

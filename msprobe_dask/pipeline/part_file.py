@@ -127,10 +127,11 @@ def spooled_parse(path: Path, name: str | None, *args: Any) -> tuple[RowPart, Pa
 
 
 def spooled_stacks(
-    path: Path, shared: bool, scan: SideScan, *parts: EntryIndex
+    path: Path, shared: bool, after: object, scan: SideScan, *parts: EntryIndex
 ) -> tuple[Path | bytes | None, ...]:
     """part_table.split_stacks: each npu part's stacks, left in a file of the rank of ``path``'s spool
-    folder unless the tasks' values are ``shared`` (chunked.rank_file)."""
+    folder unless the tasks' values are ``shared`` (chunked.rank_file). ``after`` is what the task waits
+    for and does not read (the rank's match facts, or None)."""
     with _writing(path):
         return split_stacks(scan, None if shared else spool_folder(path), *parts)
 
