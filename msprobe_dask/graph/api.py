@@ -117,13 +117,6 @@ class RankTasks:
     summary: Any
     chunks: list[Any]
     workers: list[int | None]  # the LocalCluster worker of each replica (None: where dask chooses)
-    sent: list[list[Any]]  # the graphs each replica pickles for the others (_sent), made where it is
-
-    def made_from(self, i: int) -> list[Any]:
-        """Every task that reads replica ``i``'s graphs: its chunk tasks, the graphs it sends, and for
-        the first the summary."""
-        made = [c for k, c in enumerate(self.chunks) if replica_of(k, len(self.prepared)) == i]
-        return [*made, *self.sent[i], *([self.summary] if i == 0 else [])]
 
     def on_replica(self, i: int) -> contextlib.AbstractContextManager[Any]:
         """Tasks laid out inside run on the worker of replica ``i`` (see Plan.replicas)."""
@@ -153,9 +146,7 @@ def replica_of(k: int, replicas: int) -> int:
     return k // CHUNKS_PER_TURN % replicas
 
 
-def _rank_tasks(
-    prepared: list[Any], n: int, name: str, workers: list[int | None], sent: list[list[Any]]
-) -> RankTasks:
+def _rank_tasks(prepared: list[Any], n: int, name: str, workers: list[int | None]) -> RankTasks:
     """``n`` chunk tasks, chunk k made from replica replica_of(k) of the Prepared, on the worker of
     that replica (``workers``)."""
     import dask
@@ -165,8 +156,9 @@ def _rank_tasks(
         i = replica_of(k, len(prepared))
         with _on_worker(workers[i]):
             chunks.append(dask.delayed(chunk_task)(prepared[i], k, dask_key_name=f"rows-{name}-{k}"))
-    summary = dask.delayed(_summary)(prepared[0], dask_key_name=f"summary-{name}")
-    return RankTasks(name, prepared, summary, chunks, workers, sent)
+    return RankTasks(
+        name, prepared, dask.delayed(_summary)(prepared[0], dask_key_name=f"summary-{name}"), chunks, workers
+    )
 
 
 def _chunks_for(*folders: str) -> int:
@@ -268,11 +260,9 @@ def _light(result: tuple[RowsChunk | None, ...], linked: bool) -> tuple[RowsChun
     )
 
 
-def _release(prepared: Prepared, *made: Any) -> None:
-    """What is made from the replica ``prepared`` is made (``made``: RankTasks.made_from): its graphs
-    are let go (chunks.Prepared.release), where it is, while the other replicas' chunks and the
-    inserts go on, rather than once every row is written (the release of the replica that made the
-    last chunks, 0.03-0.1 s, then came between its last insert and the run's end)."""
+def _release(prepared: Prepared, written: Written) -> None:
+    """The (step, rank)'s rows are written (``written``): its graphs are let go (chunks.Prepared.release),
+    where the replica ``prepared`` is."""
     prepared.release()
 
 
@@ -363,24 +353,24 @@ class Plan:
                         f, s, r, *before, dask_key_name=f"build-{s}-{r}-{side}"
                     )
                 )
-        sent: list[list[Any]] = [[] for _ in range(replicas)]  # each graph pickled where it was built
+        sent = []  # each graph pickled where it was built, for the replicas on the other workers
         for j, (g, side) in enumerate(zip(graphs, (NPU, BENCH))):
-            if replicas > 1:
-                with _on_worker(workers[j % replicas]), dask.annotate(priority=SEND_PRIORITY):
-                    sent[j % replicas].append(dask.delayed(_sent)(g, dask_key_name=f"send-{s}-{r}-{side}"))
+            with _on_worker(workers[j % replicas]), dask.annotate(priority=SEND_PRIORITY):
+                sent.append(
+                    dask.delayed(_sent)(g, dask_key_name=f"send-{s}-{r}-{side}") if replicas > 1 else g
+                )
         prepared = []
         for i in range(replicas):
-            # (a replica's own graphs, and those of the others pickled)
             mine = [
-                g if j % replicas == i else sent[j % replicas][j // replicas] for j, g in enumerate(graphs)
-            ]
+                g if j % replicas == i else sent[j] for j, g in enumerate(graphs)
+            ]  # (the others' pickled)
             with _on_worker(workers[i]):
                 prepared.append(
                     dask.delayed(_prepared)(
                         self.opts, folders[0], n, i == 0, *mine, dask_key_name=f"prepare-{name}-{i}"
                     )
                 )
-        return _rank_tasks(prepared, n, name, workers, sent)
+        return _rank_tasks(prepared, n, name, workers)
 
     def parts(self, finished: list[Any]) -> Any:
         """The lazy list of each (step, rank)'s Part (``finished``), linked across ranks."""
@@ -498,10 +488,9 @@ def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0) -> Any:
 
     written: Any = Written(writer)
     finished: list[Any] = []
-    released: list[Any] = []  # each (step, rank)'s graphs let go once every task that reads them is done
-    done: list[Any] = []  # each (step, rank)'s graphs let go and its rows written
+    released: list[Any] = []  # each (step, rank)'s graphs let go once its rows are written
     for i, source in enumerate(plan.sources):
-        r = plan.rank_tasks(source, done[i - window] if 0 < window <= i else None)
+        r = plan.rank_tasks(source, released[i - window] if 0 < window <= i else None)
         written = dask.delayed(_place_rank)(written, r.summary, dask_key_name=f"place-{r.name}")
         turns = range(0, len(r.chunks), CHUNKS_PER_TURN)  # (a turn's chunks: made by one replica)
         for k in turns:
@@ -515,11 +504,8 @@ def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0) -> Any:
         releases = []
         for k, p in enumerate(r.prepared):
             with r.on_replica(k):
-                releases.append(
-                    dask.delayed(_release)(p, *r.made_from(k), dask_key_name=f"release-{r.name}-{k}")
-                )
+                releases.append(dask.delayed(_release)(p, written, dask_key_name=f"release-{r.name}-{k}"))
         released.append(releases)
-        done.append([*releases, written])
         finished.append(_finish_early(r, plan.linked))
     args = (plan.compare, plan.opts, plan.rank_list, plan.step_list)
     every = [release for releases in released for release in releases]

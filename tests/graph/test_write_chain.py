@@ -195,9 +195,9 @@ def test_every_ranks_graphs_are_let_go_before_the_last_task(
     events: list[str] = []
     release, end = api._release, api._end_write
 
-    def releasing(prepared: chunks.Prepared, *made: object) -> None:
+    def releasing(prepared: chunks.Prepared, written: api.Written) -> None:
         events.append("release")
-        release(prepared, *made)
+        release(prepared, written)
 
     def ending(*args: object) -> api.Visualized:
         events.append("end")
