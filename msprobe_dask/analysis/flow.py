@@ -131,10 +131,20 @@ def number(value: Any) -> float | None:
     return None
 
 
-@lru_cache(maxsize=1024)
 def _text_number(text: str) -> float | None:
-    """``number`` of a text, remembered: a rank's communication nodes read the same few texts that are not
-    numbers (a process group's ranks) thousands of times, and each refusal costs an exception."""
+    """``number`` of a text, remembered (``_remembered_number``), but a NaN made anew each time, as float()
+    makes it: a tensor's signature is its max and min (``_signature``), and a tuple that holds the same
+    NaN object equals another that holds it, so one NaN object for every ``'nan'`` text made each tensor
+    whose max and min are NaN one the walk had seen already (not an origin)."""
+    value = _remembered_number(text)
+    return float(text) if value != value else value
+
+
+@lru_cache(maxsize=1024)
+def _remembered_number(text: str) -> float | None:
+    """float(text), None where it is not a number, remembered: a rank's communication nodes read the same
+    few texts that are not numbers (a process group's ranks) thousands of times, and each refusal costs
+    an exception."""
     try:
         return float(text)
     except ValueError:

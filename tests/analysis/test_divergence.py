@@ -18,6 +18,7 @@ from msprobe_dask.analysis.divergence import (
     ORIGIN,
     RECEIVED,
     Tolerance,
+    analyse,
     from_tables,
     step_and_rank,
 )
@@ -438,3 +439,22 @@ def test_communication_nodes_are_the_column_nodes_links_read(rows: list[tuple], 
     expected = [node for node in column_nodes(RowColumns(cells, md5_only), 2, atol) if node.comm is not None]
     assert repr(made) == repr([replace(n, outputs=(), stack=None) for n in expected])
     assert len({id(n.comm) for n in made}) == len({n.comm for n in made})
+
+
+def test_a_nan_tensor_is_not_known_from_another_nan_tensor() -> None:
+    """A tensor whose max and min are the text 'nan' has a signature of its own: an input that differs
+    and whose max and min are NaN is an origin, though an earlier node made another tensor of NaN max
+    and min (the texts converted once each, their NaN objects would be one, and the signatures equal)."""
+    from msprobe_dask.columns import STAT_COLUMNS
+
+    def row(name: str, *cells: str) -> dict[str, str]:
+        return {"NPU Name": name, **dict(zip(STAT_COLUMNS, cells))}
+
+    rows = [
+        row("Functional.relu.0.forward.input.0", "1.0", "0.0", "0.5", "1.0", "1.0", "0.0", "0.5", "1.0"),
+        row("Functional.relu.0.forward.output.0", "nan", "nan", "1.0", "1.0", "nan", "nan", "1.0", "1.0"),
+        row("Functional.add.0.forward.input.0", "nan", "nan", "5.0", "1.0", "nan", "nan", "1.0", "1.0"),
+        row("Functional.add.0.forward.output.0", "2.0", "1.0", "1.5", "1.0", "2.0", "1.0", "1.5", "1.0"),
+    ]
+    origin = analyse({"": {0: rows}}).origin
+    assert origin is not None and (origin.node, origin.kind) == ("Functional.add.0.forward", "origin")
