@@ -77,9 +77,10 @@ chain, which reaches a worker only as that worker ends a task, then inserts more
 made meanwhile, and catches up with them. With an insert a chunk, chunks taken in turn, most inserts
 waited for the last chunk (one rank of 50,000 entries on two workers: 12 of 32, 0.9 s, after it)."""
 TURNS_AFTER_INDEXES = 2
-"""Where the indexes are built at the end (not indexed early: _index_early), the insert task of the last
-(step, rank)'s last turn but TURNS_AFTER_INDEXES builds them, beside the chunk tasks of those turns,
-rather than the last task alone; the rows inserted after keep them up to date."""
+"""In threads of this process (where the indexes are not made early: _index_early), a task after the
+insert of the last (step, rank)'s last turn but TURNS_AFTER_INDEXES builds the indexes, beside the chunk
+tasks of those turns, rather than the last task alone; the rows inserted after keep them up to date (a
+worker process runs one task at a time: there the last task builds them)."""
 
 # ------------------------------------------------------------------------------------ tasks
 
@@ -276,7 +277,7 @@ def _end_write(
     *released: None,
 ) -> Visualized:
     """``released``: every (step, rank)'s graphs let go (_release) before the last task's own work (its
-    commit): else dask would not run the releases that no later build waits for, and those
+    index builds): else dask would not run the releases that no later build waits for, and those
     graphs, frozen and linked both ways (graph/gcpause.py), would stay until the run ends."""
     result = vis_result(parts, compare, opts, ranks, steps)
     path = prev.writer.resume().complete([_tables(g) for g in result.graphs], result.config)
@@ -473,15 +474,15 @@ def _plan(
     return dask.delayed(vis_result)(parts, *args, dask_key_name="vis-result"), plan.compare
 
 
-def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0) -> Any:
+def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0, index_beside: bool = False) -> Any:
     """The lazy vis.db written by a chain of tasks: each (step, rank)'s graphs placed in write order,
     then each chunk's rows inserted as soon as the chunk is made and the one before it is in (the rows
-    and their rowids are those of one write task: VisdbWriter); the indexes are built before the last
-    (step, rank)'s last TURNS_AFTER_INDEXES turns are inserted (_index); the last task sets the linked
-    communication cells and tb_config, and renames the file. A chunk's rows are
-    thus written while later chunks are made, and dropped once written. ``writer``: the vis.db begun
-    (suspended) by the run's own process, so that no task creates a file that could outlive a failed
-    run. ``window`` > 0: a (step, rank)'s graphs are built only once the rows of the ``window``-th
+    and their rowids are those of one write task: VisdbWriter); the last task sets the linked
+    communication cells and tb_config, builds the indexes (``index_beside``: a task before the last
+    (step, rank)'s last TURNS_AFTER_INDEXES turns are inserted, _index) and renames the file. A chunk's
+    rows are thus written while later chunks are made, and dropped once written. ``writer``: the vis.db
+    begun (suspended) by the run's own process, so that no task creates a file that could outlive a
+    failed run. ``window`` > 0: a (step, rank)'s graphs are built only once the rows of the ``window``-th
     (step, rank) before it are written and its graphs let go (_release), so that at most ``window`` of
     them are held at a time."""
     import dask
@@ -499,7 +500,8 @@ def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0) -> Any:
                 written = dask.delayed(_insert_chunks)(
                     written, r.summary, *turn, dask_key_name=f"insert-{r.name}-{k}"
                 )
-                if i == len(plan.sources) - 1 and k == turns[max(0, len(turns) - 1 - TURNS_AFTER_INDEXES)]:
+                last = i == len(plan.sources) - 1
+                if index_beside and last and k == turns[max(0, len(turns) - 1 - TURNS_AFTER_INDEXES)]:
                     written = dask.delayed(_index)(written, dask_key_name="index-visdb")
         releases = []
         for k, p in enumerate(r.prepared):
@@ -694,7 +696,8 @@ def visualize(
             return _compute(written, client, run)
         writer = VisdbWriter(path, _index_early(client, run)).suspend()
         try:
-            return _compute(_write_chain(plan, writer, _rank_window(client, run)), client, run)
+            chain = _write_chain(plan, writer, _rank_window(client, run), in_turn)
+            return _compute(chain, client, run)
         finally:  # (named when complete; a failed run leaves nothing)
             remove_temporary(writer.temporary)
 
