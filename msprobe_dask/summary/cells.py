@@ -8,6 +8,7 @@ those floats; a bool or its text (a bool tensor's max) is 0.0 or 1.0; anything e
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 NAN = float("nan")
@@ -39,6 +40,19 @@ def as_float(cell: Any) -> float:
         except ValueError:
             return NAN
     return NAN
+
+
+def as_floats(cells: Sequence[Any]) -> list[float]:
+    """``as_float`` of each cell; cells that are all texts converted once a distinct text (a table's
+    metric column is a few texts many times: ``0``, a dump's repeated percentages)."""
+    try:
+        distinct = set(cells)
+    except TypeError:  # (a cell that is not hashable)
+        return list(map(as_float, cells))
+    if any(cell.__class__ is not str for cell in distinct):  # (numbers: 0.0 and -0.0 are one key)
+        return list(map(as_float, cells))
+    made = {text: as_float(text) for text in distinct}
+    return list(map(made.__getitem__, cells))
 
 
 def is_number(value: float) -> bool:

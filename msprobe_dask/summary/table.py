@@ -15,11 +15,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import ne
 from typing import Any
 
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 from msprobe_dask.judge.rules import ERROR, PASS
-from msprobe_dask.summary.cells import as_float, is_number
+from msprobe_dask.summary.cells import as_floats, is_number
 from msprobe_dask.summary.kinds import KindCounter, is_structural, messages
 from msprobe_dask.summary.model import OTHER, GroupSummary, NodeRef
 
@@ -102,7 +104,8 @@ def summarise_columns(
     metric = _rank_metric(columns)
     row_entries = [*entries[:count], *map(str, range(len(entries), count))]
     results = _results(columns, cells, count)
-    for result, n in Counter(results).items():
+    counted = Counter(results)
+    for result, n in counted.items():
         group.count(result, n)
     if "Err_message" in columns:
         texts = cells["Err_message"]
@@ -111,11 +114,12 @@ def summarise_columns(
         row_messages: Callable[[int], list[str]] = lambda i: messages(texts[i])  # noqa: E731
     else:
         row_messages = lambda i: []  # noqa: E731
-    # (a row judged pass or not judged never diverges: its messages are not read)
-    first = next(
-        (i for i, r in enumerate(results) if r not in (PASS, OTHER) and diverges(r, row_messages(i))), None
-    )
-    values = list(map(as_float, cells[metric.column])) if metric else [float("nan")] * count
+    # (a row judged pass or not judged never diverges: its messages are not read, nor its result where
+    # every row is such a row)
+    judged = counted.keys() - {PASS, OTHER}
+    rows = enumerate(results) if judged else iter(())
+    first = next((i for i, r in rows if r not in (PASS, OTHER) and diverges(r, row_messages(i))), None)
+    values = as_floats(cells[metric.column]) if metric else [float("nan")] * count
     worst: dict[str, tuple[str, float, str]] = {}  # entry -> its worst row's (name, value, result)
     if metric is None:
         for i, result in enumerate(results):
@@ -125,15 +129,15 @@ def summarise_columns(
                 worst[row_entries[i]] = (str(names[i]), values[i], result)
     else:
         badness, ranks = metric.badness, metric.ranks
-        for i, value in enumerate(values):
-            if ranks(value):
-                entry = row_entries[i]
-                if entry not in worst or badness(value) > badness(worst[entry][1]):
-                    worst[entry] = (str(names[i]), value, results[i])
-    first_rows = dict(zip(reversed(row_entries), range(count - 1, -1, -1)))  # entry -> its first row
+        # (a value at the ideal never ranks: most rows' are, passed over without a call)
+        for i in compress(range(count), map(ne, values, repeat(metric.ideal))):
+            value, entry = values[i], row_entries[i]
+            if ranks(value) and (entry not in worst or badness(value) > badness(worst[entry][1])):
+                worst[entry] = (str(names[i]), value, results[i])
 
     def ref(entry: str, name: str, value: float, result: str) -> NodeRef:
-        stack = user_frame(stack_frames(stacks[first_rows[entry]])) if stacks is not None else ""
+        # (the stack of the entry's first row: a few entries are shown, each found by one search)
+        stack = user_frame(stack_frames(stacks[row_entries.index(entry)])) if stacks is not None else ""
         return NodeRef(name, metric.column if metric else "", value, stack, result, label)
 
     if first is not None:
