@@ -76,11 +76,6 @@ writes a run's rows, before the chunk tasks waiting on its worker (their priorit
 chain, which reaches a worker only as that worker ends a task, then inserts more chunks a step than are
 made meanwhile, and catches up with them. With an insert a chunk, chunks taken in turn, most inserts
 waited for the last chunk (one rank of 50,000 entries on two workers: 12 of 32, 0.9 s, after it)."""
-TURNS_AFTER_INDEXES = 2
-"""In threads of this process (where the indexes are not made early: _index_early), a task after the
-insert of the last (step, rank)'s last turn but TURNS_AFTER_INDEXES builds the indexes, beside the chunk
-tasks of those turns, rather than the last task alone; the rows inserted after keep them up to date (a
-worker process runs one task at a time: there the last task builds them)."""
 
 # ------------------------------------------------------------------------------------ tasks
 
@@ -240,13 +235,6 @@ def _insert_chunks(prev: Written, summary: Summary, *results: tuple[RowsChunk | 
                 if chunk.stacks:
                     parts.append((head.graph_id, stack_rows(head.graph_id, chunk), STACKS))
     writer.add_once(parts)
-    return Written(writer.suspend())
-
-
-def _index(prev: Written) -> Written:
-    """Build the vis.db's indexes (VisdbWriter.index): the inserts after keep them up to date."""
-    writer = prev.writer.resume()
-    writer.index()
     return Written(writer.suspend())
 
 
@@ -474,15 +462,14 @@ def _plan(
     return dask.delayed(vis_result)(parts, *args, dask_key_name="vis-result"), plan.compare
 
 
-def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0, index_beside: bool = False) -> Any:
+def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0) -> Any:
     """The lazy vis.db written by a chain of tasks: each (step, rank)'s graphs placed in write order,
     then each chunk's rows inserted as soon as the chunk is made and the one before it is in (the rows
     and their rowids are those of one write task: VisdbWriter); the last task sets the linked
-    communication cells and tb_config, builds the indexes (``index_beside``: a task before the last
-    (step, rank)'s last TURNS_AFTER_INDEXES turns are inserted, _index) and renames the file. A chunk's
-    rows are thus written while later chunks are made, and dropped once written. ``writer``: the vis.db
-    begun (suspended) by the run's own process, so that no task creates a file that could outlive a
-    failed run. ``window`` > 0: a (step, rank)'s graphs are built only once the rows of the ``window``-th
+    communication cells and tb_config, builds the indexes and renames the file. A chunk's rows are
+    thus written while later chunks are made, and dropped once written. ``writer``: the vis.db begun
+    (suspended) by the run's own process, so that no task creates a file that could outlive a failed
+    run. ``window`` > 0: a (step, rank)'s graphs are built only once the rows of the ``window``-th
     (step, rank) before it are written and its graphs let go (_release), so that at most ``window`` of
     them are held at a time."""
     import dask
@@ -493,16 +480,12 @@ def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0, index_beside:
     for i, source in enumerate(plan.sources):
         r = plan.rank_tasks(source, released[i - window] if 0 < window <= i else None)
         written = dask.delayed(_place_rank)(written, r.summary, dask_key_name=f"place-{r.name}")
-        turns = range(0, len(r.chunks), CHUNKS_PER_TURN)  # (a turn's chunks: made by one replica)
-        for k in turns:
+        for k in range(0, len(r.chunks), CHUNKS_PER_TURN):  # (a turn's chunks: made by one replica)
             turn = r.chunks[k : k + CHUNKS_PER_TURN]
             with r.on_replica(replica_of(k, len(r.prepared))), dask.annotate(priority=INSERT_PRIORITY):
                 written = dask.delayed(_insert_chunks)(
                     written, r.summary, *turn, dask_key_name=f"insert-{r.name}-{k}"
                 )
-                last = i == len(plan.sources) - 1
-                if index_beside and last and k == turns[max(0, len(turns) - 1 - TURNS_AFTER_INDEXES)]:
-                    written = dask.delayed(_index)(written, dask_key_name="index-visdb")
         releases = []
         for k, p in enumerate(r.prepared):
             with r.on_replica(k):
@@ -696,8 +679,7 @@ def visualize(
             return _compute(written, client, run)
         writer = VisdbWriter(path, _index_early(client, run)).suspend()
         try:
-            chain = _write_chain(plan, writer, _rank_window(client, run), in_turn)
-            return _compute(chain, client, run)
+            return _compute(_write_chain(plan, writer, _rank_window(client, run)), client, run)
         finally:  # (named when complete; a failed run leaves nothing)
             remove_temporary(writer.temporary)
 

@@ -54,7 +54,6 @@ INDEXES = (
     "CREATE INDEX index6 ON tb_nodes (step, rank, modified, matched_node_link)",
     "CREATE INDEX index7 ON tb_nodes (is_distributed)",
 )
-BUILT_INDEX = "SELECT 1 FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"  # (not a key's)
 N_NODE_COLUMNS = len(VISDB_NODE_COLUMNS)
 CACHE_KIB = 64 * 1024  # page cache while inserting and indexing (bounded; SQLite's default is 2 MiB)
 # Each of the 7 index builds reads the whole table: through a memory map of the file instead of copies
@@ -115,10 +114,9 @@ class _Placed:
 
 
 class VisdbWriter:
-    """A vis.db being written (see the module). The indexes are built at the end, or when asked
-    (``index``: the inserts after keep them up to date), unless made ``indexed_early``: with the
-    tables, kept up to date by each insert, which costs more CPU but leaves the last task only its
-    commit (the 16 inserts of one rank of 50,050 entries a side, one thread: built
+    """A vis.db being written (see the module). The indexes are built at the end, unless made
+    ``indexed_early``: with the tables, kept up to date by each insert, which costs more CPU but leaves
+    the last task only its commit (the 16 inserts of one rank of 50,050 entries a side, one thread: built
     at the end, inserts 0.36-0.37 s of CPU and the last task 0.40-0.43 s; early, 0.77-0.87 s and
     0.08-0.09 s; a rank of 200,200 entries, a whole run in one process, +1.15 s of 19.3 s). Early where
     the inserts run beside chunk tasks in other processes (graph/api.py:_index_early).
@@ -275,16 +273,6 @@ class VisdbWriter:
         finally:
             self._remove()  # named now (a hard link), or not to be
         return str(self.path)
-
-    def index(self) -> None:
-        """Build the indexes now, unless made already: the inserts after keep them up to date (the
-        write chain builds them before its last inserts, beside the last chunk tasks: graph/api.py)."""
-        if self._indexed:
-            return
-        with _failing(self):
-            if not self._db.has_row(BUILT_INDEX):  # (else the task ran before and was committed)
-                self._db.execute(";\n".join(INDEXES))
-        self._indexed = True
 
     def add_once(self, parts: Sequence[tuple[str, bytes, str]]) -> None:
         """Insert these packed rows (graph id, rows, table) of placed graphs, which the caller commits

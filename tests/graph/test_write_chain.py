@@ -137,16 +137,9 @@ def test_an_insert_run_again_after_its_worker_was_lost_adds_nothing(tmp_path: Pa
         before = pickle.dumps(written)  # what a worker running the task again gets
         api._insert_chunks(pickle.loads(before), summary, chunk_task(p, k))
         written = api._insert_chunks(pickle.loads(before), summary, chunk_task(p, k))
-        if k == 0:  # the indexes built, then kept up to date by the inserts after
-            before = pickle.dumps(written)
-            api._index(pickle.loads(before))
-            written = api._index(pickle.loads(before))
     path = written.writer.resume().complete([], ("build", "", "", "", 1, 0, "null", "[0]", "[0]"))
     with sqlite3.connect(path) as con:
         assert con.execute("SELECT count(*) FROM tb_nodes").fetchone()[0] == len(g.nodes)
-        names = con.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
-        assert [n for (n,) in names] == [f"index{i}" for i in range(1, 8)]
-        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     con.close()
 
 
