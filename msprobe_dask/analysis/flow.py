@@ -131,20 +131,10 @@ def number(value: Any) -> float | None:
     return None
 
 
-def _text_number(text: str) -> float | None:
-    """``number`` of a text, remembered (``_remembered_number``), but a NaN made anew each time, as float()
-    makes it: a tensor's signature is its max and min (``_signature``), and a tuple that holds the same
-    NaN object equals another that holds it, so one NaN object for every ``'nan'`` text made each tensor
-    whose max and min are NaN one the walk had seen already (not an origin)."""
-    value = _remembered_number(text)
-    return float(text) if value != value else value
-
-
 @lru_cache(maxsize=1024)
-def _remembered_number(text: str) -> float | None:
-    """float(text), None where it is not a number, remembered: a rank's communication nodes read the same
-    few texts that are not numbers (a process group's ranks) thousands of times, and each refusal costs
-    an exception."""
+def _text_number(text: str) -> float | None:
+    """``number`` of a text, remembered: a rank's communication nodes read the same few texts that are not
+    numbers (a process group's ranks) thousands of times, and each refusal costs an exception."""
     try:
         return float(text)
     except ValueError:
@@ -212,9 +202,10 @@ def _stats_error(
 
 def _signature(high: float | None, low: float | None, md5: Any) -> Signature | None:
     """What identifies the tensor on the NPU side: its max and min (unchanged by views, reshapes and
-    copies), or its md5 in an md5 dump."""
+    copies), or its md5 in an md5 dump; none where the max or min is NaN: a NaN equals nothing, so such a
+    tensor is no earlier tensor (as a key, one NaN object would equal itself: ``number`` hands out one)."""
     if high is not None and low is not None:
-        return (high, low)
+        return (high, low) if high == high and low == low else None
     return ("md5", str(md5)) if md5 not in (None, "N/A") else None
 
 
