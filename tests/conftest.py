@@ -89,3 +89,42 @@ def light_node(node: Any, rtol: float) -> tuple[Any, ...] | None:
         return None
     own = max((t.error for t in node.inputs), default=None)
     return node.name, own, tuple(t.signature for t in tensors if t.signature is not None)
+
+
+def walk_view(items: Any) -> list[Any]:
+    """What the divergence walk reads of ``items`` (Nodes, LightNodes and QuietRuns, as flow.walk_nodes
+    makes them): each Node as it is, and each stretch of the others between two Nodes as the input
+    error each of its nodes leaves for the nodes after it (its own or 0.0), the name and own input
+    error of its last nodes from the last that has an input (what they hand on to a node without
+    inputs), and its tensors' signatures (in any order)."""
+    from msprobe_dask.analysis.flow import Node, QuietRun
+
+    view: list[Any] = []
+    stretch: list[tuple[str, Any]] = []
+    signatures: set[Any] = set()
+    quiet = object()  # (a QuietRun's node before its tail: an input error of 0.0 or none)
+
+    def close() -> None:
+        if stretch:
+            last = max((k for k, (_, own) in enumerate(stretch) if own is not None), default=0)
+            tail = stretch[last:]
+            assert all(own is not quiet for _, own in tail)
+            left = [(name, 0.0 if own is quiet else own or 0.0) for name, own in stretch]
+            view.append((left, tail, sorted(map(repr, signatures))))
+            stretch.clear()
+            signatures.clear()
+
+    for item in items:
+        if isinstance(item, Node):
+            close()
+            view.append(item)
+        elif isinstance(item, QuietRun):
+            stretch.extend((name, quiet) for name in item.names)
+            stretch.extend(item.tail)
+            signatures.update(item.signatures)
+        else:
+            name, own, tensors = item
+            stretch.append((name, own))
+            signatures.update(tensors)
+    close()
+    return view

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, cast
@@ -29,6 +29,7 @@ from msprobe_dask.analysis.flow import (
     READ_COLUMNS,
     LightNode,
     Node,
+    QuietRun,
     RowColumns,
     Signature,
     TensorError,
@@ -193,13 +194,22 @@ def _input_error(name: str, own: float | None, forward_input: dict[str, float], 
 
 
 def _walk_rank(
-    step: str, nodes: Iterable[Node | LightNode], links: Links, tol: Tolerance
+    step: str, nodes: Iterable[Node | LightNode | QuietRun], links: Links, tol: Tolerance
 ) -> Iterator[Finding]:
     """The findings of one rank, in execution order (as the walk reaches them)."""
     known = _Known()
     forward_input: dict[str, float] = {}
     previous = 0.0
+    setdefault = known.tensors.setdefault
     for node in nodes:
+        if node.__class__ is QuietRun:
+            run = cast(QuietRun, node)
+            forward_input.update(dict.fromkeys(run.names, 0.0))
+            for name, own in run.tail:
+                previous = _input_error(name, own, forward_input, previous)
+            for signature in run.signatures:
+                setdefault(signature, _OWN)
+            continue
         if node.__class__ is tuple:
             name, own, signatures = node  # type: ignore[misc]
             previous = _input_error(name, own, forward_input, previous)
@@ -269,14 +279,15 @@ class RankNodes:
 
     count: int
     comms: Sequence[Node]
-    read: Callable[[], Iterable[Node | LightNode]]
+    # (given the indexes of the nodes that received something from a peer: ``flow.walk_nodes``' receiving)
+    read: Callable[[Collection[int]], Iterable[Node | LightNode | QuietRun]]
     # a tensor's error exceeds rtol somewhere in the rank: else no rule finds a node there (see
     # flow.walk_nodes) and the rank is not walked
     exceeds: bool = True
 
     @classmethod
     def of(cls, nodes: Sequence[Node]) -> RankNodes:
-        return cls(len(nodes), [node for node in nodes if node.comm is not None], lambda: nodes)
+        return cls(len(nodes), [node for node in nodes if node.comm is not None], lambda _: nodes)
 
 
 def analyse_firsts(groups: Mapping[str, Mapping[int, RankNodes]], tol: Tolerance) -> Divergence:
@@ -292,7 +303,8 @@ def analyse_firsts(groups: Mapping[str, Mapping[int, RankNodes]], tol: Tolerance
         )
         for rank in sorted(r for r, nodes in ranks.items() if nodes.exceeds):
             first = None
-            for finding in _walk_rank(step, ranks[rank].read(), links, tol):
+            receiving = {index for (at, index), sent in links.received.items() if at == rank and sent}
+            for finding in _walk_rank(step, ranks[rank].read(receiving), links, tol):
                 first = first or finding
                 if finding.kind == ORIGIN:
                     origins.append(finding)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from bisect import bisect_right
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import compress
@@ -429,34 +430,56 @@ LightNode = tuple[str, float | None, tuple[Signature, ...]]
 it has no inputs) and the signatures of its tensors, inputs first (``walk_nodes``)."""
 
 
-def walk_nodes(rows: RowColumns, rank: int, atol: float, rtol: float) -> Iterator[Node | LightNode]:
+def walk_nodes(
+    rows: RowColumns, rank: int, atol: float, rtol: float, receiving: Container[int] = ()
+) -> Iterator[Node | LightNode | QuietRun]:
     """``iter_column_nodes``, but each node that no rule of the divergence walk can find as its LightNode,
-    made from the rows without a Node: one that is not a communication node (so it received nothing) and
-    none of whose tensors' error exceeds ``rtol`` (an origin's input exceeds ``rtol``; an output must
-    exceed ``Tolerance.limit(...)``, never below ``rtol``; what arrived from a peer must exceed ``rtol``).
-    The walk of a diverging rank reads tens of thousands of them."""
-    return _column_nodes(rows, rank, atol, rtol)
+    made from the rows without a Node, and a run of such nodes whose tensors' errors are all 0.0 (or
+    none) as one QuietRun: a node none of whose tensors' error exceeds ``rtol`` (an origin's input
+    exceeds ``rtol``; an output must exceed ``Tolerance.limit(...)``, never below ``rtol``; what arrived
+    from a peer must exceed ``rtol``) and that received nothing: not a communication node, or one whose
+    index is not among ``receiving`` (the nodes a peer sent something, ``links.Links.received``) and
+    none of whose rows is unsettled (``_unsettled``: its tensors are then the Node's). The walk of a
+    diverging rank reads tens of thousands of them."""
+    return _column_nodes(rows, rank, atol, rtol, receiving)
 
 
 def _column_nodes(
-    rows: RowColumns, rank: int, atol: float, light_below: float | None
-) -> Iterator[Node | LightNode]:
+    rows: RowColumns,
+    rank: int,
+    atol: float,
+    light_below: float | None,
+    receiving: Container[int] = (),
+) -> Iterator[Node | LightNode | QuietRun]:
     """``iter_column_nodes``, or ``walk_nodes`` if ``light_below`` is its ``rtol``."""
     entries = row_entries(rows)
+    spans = _spans(entries)
     # one Comm of each value: pickled once with a part's nodes (each all_reduce of a rank has the same)
     seen: dict[Comm, Comm] = {}
-    # (every row is read: its statistics converted column by column at once, not row by row)
-    highs, lows = rows.numbers()[:2]
-    for index, (start, end) in enumerate(_spans(entries)):
+    # (the rows whose error is 0 or none, known without measuring them: with no rtol below 0)
+    quiet = None if light_below is None or light_below < 0 else _QuietRows.of(rows, atol)
+    # (every row's NPU max and min: converted at once where every row is read, else each row read alone)
+    extremes = None
+    if quiet is None:
+        highs, lows = rows.numbers()[:2]
+        extremes = highs, lows
+    after = 0  # (the first node not yet read)
+    for index in range(len(spans)) if quiet is None else quiet.loud(entries, spans, receiving):
+        if index > after:
+            yield quiet.run(entries, spans, after, index)  # type: ignore[union-attr]
+        after = index + 1
+        start, end = spans[index]
         entry = entries[start]
         communication = is_communication(entry)
         if light_below is not None and not communication:
-            light = _light_node(rows, entry, start, end, atol, light_below, highs, lows)
+            light = _light_node(rows, entry, start, end, atol, light_below, extremes)
             if light is not None:
                 yield light
                 continue
         comm = _comm(entry, rows, start, end, rank, seen) if communication else None
-        yield _node(rows, rank, index, entry, start, end, comm, atol, (highs, lows), True)
+        yield _node(rows, rank, index, entry, start, end, comm, atol, extremes, True)
+    if quiet is not None and len(spans) > after:
+        yield quiet.run(entries, spans, after, len(spans))
 
 
 def _node(
@@ -500,12 +523,141 @@ def _node(
     return Node(rank, index, entry, tuple(inputs), tuple(outputs), stack, comm)
 
 
-def _measured(rows: RowColumns, start: int, end: int, atol: float) -> Iterator[tuple[int, float]]:
-    """(row, its error) of each row from ``start`` to ``end`` that has one (a node's tensors)."""
+def _settled(rows: RowColumns, entry: str, start: int, end: int) -> bool:
+    """Whether no row of the communication node ``entry`` (rows ``start`` to ``end``) can be unsettled
+    (``_unsettled``), whatever its state and argument."""
+    api = api_of(entry)
+    if api in NONBLOCKING or api in OUTPUT_BUFFER_ARG:
+        return False
+    ops = rows.cells["NPU P2POp op"]
+    return not any(str(ops[i]) == "irecv" for i in range(start, end))
+
+
+@dataclass(frozen=True, slots=True)
+class QuietRun:
+    """Consecutive nodes that no rule of the divergence walk can find, none of whose tensors has an error
+    but 0.0 (``_QuietRows``), as the walk reads them at once: the ``names`` of the first ones, then
+    ``tail``: the name and own input error of each of the last ones, from the last that has an input
+    (read in turn: what they hand on as the input error of a node without inputs), and the
+    ``signatures`` of all their tensors, in any order. Each stands for its LightNode: that of a node of
+    ``names`` has an input error of 0.0 or none."""
+
+    names: Sequence[str]
+    tail: Sequence[tuple[str, float | None]]
+    signatures: Iterable[Signature]
+
+
+class _QuietRows:
+    """The rows of ``rows`` whose error is known without measuring it: every statistic a float, the same
+    on both sides, no MaxAbsErr or EucDist but zero (an error of 0.0; their NPU max and min a signature),
+    and those whose same cells give no error (no tensor, such as a process group's or a text argument's
+    rows: each distinct set of cells measured once). The walk reads a run of nodes of such rows only as
+    a ``QuietRun``, without a Node or a LightNode each: most of a rank whose divergence is far in."""
+
+    def __init__(self, rows: RowColumns, measured: list[int], tensor: bytearray | None) -> None:
+        self.rows = rows
+        self.measured = measured  # (the rows with an error to measure: their nodes are read alone)
+        self.tensor = tensor  # (whether each row is a tensor: None, every row is)
+
+    @classmethod
+    def of(cls, rows: RowColumns, atol: float) -> _QuietRows | None:
+        """The quiet rows of ``rows``; None where most rows have an error to measure (a rank whose values
+        differ a little everywhere: its nodes are read one by one)."""
+        cells = rows.cells
+        float_ = float
+        same = zip(
+            *(cells[column] for column in STAT_COLUMNS), cells["MaxAbsErr"], cells["EucDist"], rows.md5_only
+        )
+        others = [
+            i
+            for i, (n0, n1, n2, n3, b0, b1, b2, b3, max_abs, euc, md5_only) in enumerate(same)
+            if not (
+                n0 == b0 and n1 == b1 and n2 == b2 and n3 == b3 and max_abs in _ZEROS and euc in _ZEROS
+                and n0.__class__ is float_ and n1.__class__ is float_ and n2.__class__ is float_
+                and n3.__class__ is float_ and b0.__class__ is float_ and b1.__class__ is float_
+                and b2.__class__ is float_ and b3.__class__ is float_ and not md5_only
+            )
+        ]  # fmt: skip
+        if 2 * len(others) > len(rows.md5_only):
+            return None
+        measured: list[int] = []
+        tensor = None
+        errors: dict[tuple[Any, ...], float | None] = {}
+        highs, bench_highs = cells[STAT_COLUMNS[0]], cells[STAT_COLUMNS[4]]
+        columns = [
+            cells[column] for column in (*STAT_COLUMNS, "MaxAbsErr", "EucDist", "NPU MD5", "BENCH MD5")
+        ]
+        for i in others:
+            if rows.md5_only[i] or highs[i].__class__ is float_ is bench_highs[i].__class__:
+                measured.append(i)  # (an md5's error, or one of its max's: _stats_error)
+                continue
+            # (each cell with its class: False, 0 and 0.0 are equal keys, not equal cells)
+            key = tuple((cell.__class__, cell) for column in columns for cell in (column[i],))
+            try:
+                error = errors[key] if key in errors else errors.setdefault(key, rows.error(i, atol))
+            except TypeError:  # (a cell that is not hashable)
+                error = rows.error(i, atol)
+            if error is not None:
+                measured.append(i)
+            else:
+                if tensor is None:
+                    tensor = bytearray(b"\x01") * len(rows.md5_only)
+                tensor[i] = 0
+        return cls(rows, measured, tensor)
+
+    def loud(
+        self, entries: Sequence[str], spans: Sequence[tuple[int, int]], receiving: Container[int]
+    ) -> list[int]:
+        """The nodes (of ``spans``, in order) not in a QuietRun: those with a row to measure, and the
+        communication nodes that received something from a peer (``receiving``) or may have a row that is
+        not settled (``_unsettled``)."""
+        starts = [start for start, _ in spans]
+        loud = {bisect_right(starts, i) - 1 for i in self.measured}
+        for index, (start, end) in enumerate(spans):
+            entry = entries[start]
+            if entry.startswith(COMM_PREFIXES) and is_communication(entry):
+                if index in receiving or not _settled(self.rows, entry, start, end):
+                    loud.add(index)
+        return sorted(loud)
+
+    def run(self, entries: Sequence[str], spans: Sequence[tuple[int, int]], first: int, end: int) -> QuietRun:
+        """The QuietRun of nodes ``first`` to ``end`` (of ``spans``)."""
+        cells = self.rows.cells
+        names, given_states = cells["NPU Name"], cells["state"]
+        tensor = self.tensor
+        tail: list[tuple[str, float | None]] = []
+        last = end
+        while last > first:  # (from the last node, back to the last with an input)
+            last -= 1
+            start, stop = spans[last]
+            has_input = any(
+                str(given_states[i] or entry_and_state(str(names[i]))[1]) in INPUT_ROLES
+                for i in range(start, stop)
+                if tensor is None or tensor[i]
+            )
+            tail.append((entries[start], 0.0 if has_input else None))
+            if has_input:
+                break
+        tail.reverse()
+        rows_from, rows_to = spans[first][0], spans[end - 1][1]
+        pairs = zip(cells[STAT_COLUMNS[0]][rows_from:rows_to], cells[STAT_COLUMNS[1]][rows_from:rows_to])
+        return QuietRun(
+            [entries[start] for start, _ in spans[first:last]],
+            tail,
+            pairs if tensor is None else compress(pairs, tensor[rows_from:rows_to]),
+        )
+
+
+def _measured(
+    rows: RowColumns, start: int, end: int, atol: float, converted: bool
+) -> Iterator[tuple[int, float, list[float | None] | None]]:
+    """(row, its error, its ``row_numbers`` unless ``converted``) of each row from ``start`` to ``end``
+    that has an error (a node's tensors)."""
     for i in range(start, end):
-        error = rows.error(i, atol)
+        numbers = None if converted else rows.row_numbers(i)
+        error = rows.error(i, atol, numbers)
         if error is not None:
-            yield i, error
+            yield i, error, numbers
 
 
 def _light_node(
@@ -515,21 +667,22 @@ def _light_node(
     end: int,
     atol: float,
     rtol: float,
-    highs: Sequence[float | None],
-    lows: Sequence[float | None],
+    extremes: tuple[Sequence[float | None], Sequence[float | None]] | None,
 ) -> LightNode | None:
     """The LightNode of ``entry`` (rows ``start`` to ``end``, not a communication node), None where a
-    tensor's error exceeds ``rtol`` (see ``walk_nodes``): the tensors the Node would hold, in its order."""
+    tensor's error exceeds ``rtol`` (see ``walk_nodes``): the tensors the Node would hold, in its order;
+    ``extremes``: every row's NPU max and min as numbers (None: each row's converted alone)."""
     cells = rows.cells
     names, given_states, md5s = cells["NPU Name"], cells["state"], cells["NPU MD5"]
     input_errors: list[float] = []
     inputs: list[Signature] = []
     outputs: list[Signature] = []
-    for i, error in _measured(rows, start, end, atol):
+    for i, error, numbers in _measured(rows, start, end, atol, extremes is not None):
         if error > rtol:
             return None
         state = str(given_states[i] or entry_and_state(str(names[i]))[1])
-        signature = _signature(highs[i], lows[i], md5s[i])
+        high, low = (extremes[0][i], extremes[1][i]) if extremes else numbers[:2]  # type: ignore[index]
+        signature = _signature(high, low, md5s[i])
         if state in INPUT_ROLES:
             input_errors.append(error)
             if signature is not None:

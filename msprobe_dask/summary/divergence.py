@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pickle
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Protocol
@@ -29,6 +29,7 @@ from msprobe_dask.analysis.divergence import (
 from msprobe_dask.analysis.flow import (
     LightNode,
     Node,
+    QuietRun,
     RowColumns,
     column_nodes,
     communication_nodes,
@@ -93,11 +94,12 @@ class NodePart:
             for index, name, comm, tensors in zip(indexes, names, comms, inputs)
         ]
 
-    def nodes(self) -> Iterator[Node | LightNode]:
-        """The part's nodes, each made when the walk reaches it."""
+    def nodes(self, receiving: Container[int] = ()) -> Iterator[Node | LightNode | QuietRun]:
+        """The part's nodes, each made when the walk reaches it (``receiving``: the indexes of those that
+        received something from a peer, see ``flow.walk_nodes``)."""
         texts, md5_only = pickle.loads(zlib.decompress(self.packed_texts))
         rows = RowColumns({**texts, **pickle.loads(self.packed_numbers)}, md5_only)
-        return walk_nodes(rows, self.rank, self.tolerance.atol, self.tolerance.rtol)
+        return walk_nodes(rows, self.rank, self.tolerance.atol, self.tolerance.rtol, receiving)
 
 
 def node_part(label: str, table: Any, tol: Tolerance) -> NodePart:
@@ -139,7 +141,7 @@ class PartNodes(Protocol):
 
     def comms(self, start: int) -> list[Node]: ...
 
-    def nodes(self) -> Iterable[Node | LightNode]: ...
+    def nodes(self, receiving: Container[int]) -> Iterable[Node | LightNode | QuietRun]: ...
 
 
 def rank_of_parts(parts: Sequence[PartNodes]) -> RankNodes:
@@ -148,9 +150,10 @@ def rank_of_parts(parts: Sequence[PartNodes]) -> RankNodes:
     starts = list(accumulate((part.count for part in parts), initial=0))
     comms = [node for part, start in zip(parts, starts) for node in part.comms(start)]
 
-    def read() -> Iterator[Node | LightNode]:
+    def read(receiving: Collection[int]) -> Iterator[Node | LightNode | QuietRun]:
         for part, start in zip(parts, starts):
-            for node in part.nodes():
+            end = start + part.count
+            for node in part.nodes({index - start for index in receiving if start <= index < end}):
                 yield node.moved(start) if start and node.__class__ is Node else node  # type: ignore[union-attr]
 
     return RankNodes(starts[-1], comms, read, any(part.exceeds for part in parts))

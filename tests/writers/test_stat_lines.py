@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DATA
+from conftest import DATA, walk_view
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -69,7 +69,7 @@ def assert_same_part(
     assert repr(summary) == repr(their_summary)
     assert repr(kinds.most_common()) == repr(their_kinds.most_common())
     ours_nodes, theirs_nodes = rank_of_parts([nodes]), rank_of_parts([their_nodes])
-    assert repr(list(ours_nodes.read())) == repr(list(theirs_nodes.read()))
+    assert repr(walk_view(ours_nodes.read(()))) == repr(walk_view(theirs_nodes.read(())))
     assert repr(ours_nodes.comms) == repr(theirs_nodes.comms)
     return made
 
