@@ -357,7 +357,8 @@ class RowColumns:
     def row_numbers(self, i: int) -> list[float | None]:
         """Row ``i``'s statistics as ``numbers`` holds them, converted alone: a part's communication
         nodes and the rows ``exceeds`` measures are a few of its rows, and converting every row's
-        statistics for them took 40% of the time of a part's nodes (``summary.divergence.node_part``)."""
+        statistics for them would take 40% of the time of a part's nodes
+        (``summary.divergence.node_part``)."""
         cells = self.cells
         return [v if (v := cells[column][i]).__class__ is float else number(v) for column in STAT_COLUMNS]
 

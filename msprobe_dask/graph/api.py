@@ -242,7 +242,7 @@ def _light(result: tuple[RowsChunk | None, ...], linked: bool) -> tuple[RowsChun
     """A chunk task's result without its rows and stacks (what joining the chunks needs: made where
     the chunk is, so that its rows go only to their insert), and without its communication rows
     unless they are ``linked`` across ranks (Plan.linked: else nothing changes them after their
-    insert; held to the run's end, they were 0.45 GB of one rank of 1,001,000 entries a side)."""
+    insert; held to the run's end, they would be 0.45 GB of one rank of 1,001,000 entries a side)."""
     return tuple(
         None if c is None else replace(c, packed=None, stacks=[], nodes=c.nodes if linked else [])
         for c in result

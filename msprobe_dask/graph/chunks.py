@@ -48,8 +48,8 @@ MAX_CHUNKS = 32  # chunk tasks per graph at most, up to MAX_CHUNK_BYTES a chunk
 MAX_CHUNK_BYTES = 16 << 20
 """A bigger dump is cut into chunks of at most this many bytes of dump.json (about 16,000 nodes): what
 a chunk task holds at once (its nodes' items and rows) is bounded whatever the rank's size. One rank of
-1,001,000 entries a side (1.76 GB of dump.json: 105 chunks instead of 32), graph_visualize in this
-process under workflows/measure.py: peak RSS 3,148 -> 2,734 MiB."""
+1,001,000 entries a side (1.76 GB of dump.json: 105 chunks, where MAX_CHUNKS alone makes 32),
+graph_visualize in this process under workflows/measure.py: peak RSS 2,734 MiB against 3,148 MiB."""
 ORDER, DISTRIBUTED = COL["node_order"], COL["is_distributed"]
 NODE_BYTES = 400  # about the size of a node of a Prepared's graph pickled flat (model.Graph.__reduce__)
 
@@ -60,7 +60,7 @@ def chunk_count(dump_bytes: int) -> int:
 
 
 class Chunk(NamedTuple):
-    """A chunk's nodes by their positions, in arrays (a rank of 1,001,000 entries a side held 85 MB more
+    """A chunk's nodes by their positions, in arrays (a rank of 1,001,000 entries a side would hold 85 MB more
     as tuples of ints)."""
 
     lo: int  # the chunk's run [lo, hi) of the (NPU) graph's sorted_nodes()

@@ -86,8 +86,8 @@ their bytes waited in the process that schedules (2.2 GB for a rank of 1M entrie
 class RankGraph:
     """The Delayeds of one rank's compare, of one graph (computed together, ``outputs``): the rank's file
     written, and each table part, whose first-divergence nodes reach the process that runs the graph
-    from the part's task (through the chain that writes the file, they were sent to its tasks and back,
-    and all at once to its last: a rank of 50,050 entries a side, 12 MB of nodes 4 times)."""
+    from the part's task (not through the chain that writes the file, which would send them to its tasks
+    and back, and all at once to its last: a rank of 50,050 entries a side, 12 MB of nodes 4 times)."""
 
     written: Any
     parts: tuple[Any, ...]

@@ -87,8 +87,8 @@ zlib-compressed (level 1: 3.7x smaller), smaller ranks send them as they are. Ev
 table part (under dask's processes scheduler in the rank's spool files, part_file.spooled_parse): 0.56
 bytes per dump.json byte uncompressed, 0.15 compressed (a rank of 1M entries a side, 1.8 GB of
 dump.json: 1.0 GB against 0.28 GB). Below it, compression is not worth its CPU: it cost a rank of
-50,400 entries a side (67 MB) 0.9 s of its 9 s (packing 0.78 -> 0.32 s, reading back 0.93 -> 0.46 s),
-to hold 37 MB rather than 10."""
+50,400 entries a side (67 MB) 0.9 s of its 9 s (packing 0.78 s compressed against 0.32 s, reading
+back 0.93 s against 0.46 s), to hold 10 MB rather than 37."""
 
 
 def rank_bytes(npu_src: DumpSource, bench_src: DumpSource) -> int:

@@ -107,7 +107,7 @@ def node_part(label: str, table: Any, tol: Tolerance) -> NodePart:
     rows = table_columns(table)
     rank = step_and_rank(label)[1]
     comms = communication_nodes(rows, rank, tol.atol)
-    # (as columns: a Node pickled is its class and fields, and was made twice: unpickled, then moved)
+    # (as columns: a Node pickled is its class and fields, and would be made twice: unpickled, then moved)
     comm_columns = (
         [node.index for node in comms],
         [node.name for node in comms],

@@ -210,8 +210,8 @@ class VisdbWriter:
     def _add_each(self, parts: Sequence[tuple[str, bytes, str]]) -> None:
         """``add`` each of these (graph id, rows, table) in one call of the connection, which releases
         the GIL once: a task thread waits to take it back for up to the switch interval of the thread
-        holding it (T, 2026-12-05: an insert task beside the chunk tasks, with a call a part and a
-        connection of its own to check the file, took ~0.05 s of wall time; alone, 0.01 s)."""
+        holding it (on T an insert task beside the chunk tasks, with a call a part and a connection of
+        its own to check the file, took ~0.05 s of wall time; alone, 0.01 s)."""
         calls = []
         for graph_id, packed, table in parts:
             t = self._tables[table]
