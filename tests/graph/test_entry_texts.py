@@ -85,6 +85,28 @@ def test_every_entry_of_the_test_dumps() -> None:
     assert taken / total > 0.9
 
 
+def test_node_items_of_many_entries_at_once() -> None:
+    """node_items reads the entries of a call onto one tape first (without the GIL when they are many),
+    then makes their items: each node's answer is the one it gives for that node alone, laid out as
+    dump.json is (indented) or compactly (more values than the tape is first given room for)."""
+    assert NATIVE is not None
+    for path in sorted(DATA.rglob("dump.json")):
+        _, data = read_dump_doc(path)
+        found = data.span_texts(data)  # type: ignore[attr-defined]
+        assert found is not None, path
+        spans, small, text = found
+        compact, compact_spans = bytearray(), {}
+        for name, (start, end) in spans.items():
+            entry = json.dumps(loads(text[start:end]), separators=(",", ":")).encode()
+            compact_spans[name] = (len(compact), len(compact) + len(entry))
+            compact += entry
+        names = [*spans, "absent"]
+        for spans_of, small_of, text_of in ((spans, small, text), (compact_spans, {}, bytes(compact))):
+            together = NATIVE.node_items(names, spans_of, small_of, text_of)
+            alone = [NATIVE.node_items([name], spans_of, small_of, text_of)[0] for name in names]
+            assert [shape(x) for x in together] == [shape(x) for x in alone], path
+
+
 # ------------------------------------------------------------------ generated entries
 
 _KEYS = ["type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "requires_grad", "data_name", "md5", "value"]

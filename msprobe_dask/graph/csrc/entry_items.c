@@ -379,9 +379,9 @@ static int walk_value(void *w, const Val *v, int depth) {
     return walk_value_of(w, &((Walk *)w)->t, v, depth, add_null_item, add_leaf, walk_members);
 }
 
-/* the walk of an entry (items.parse_entry): DONE, UNHANDLED or -1 */
-static int walk_entry(Walk *w, const char *node_id, Py_ssize_t id_n) {
-    const Val *entry = &w->t.v[0];
+/* the walk of the entry w->t.v[root] (items.parse_entry): DONE, UNHANDLED or -1 */
+static int walk_entry(Walk *w, int root, const char *node_id, Py_ssize_t id_n) {
+    const Val *entry = &w->t.v[root];
     if (entry->kind != J_OBJ)
         return DONE; /* (no items) */
     if (last_parts_hold(node_id, id_n, &text_rules.parameters_grad)) { /* the whole entry, named node_id */
@@ -406,34 +406,38 @@ static int walk_entry(Walk *w, const char *node_id, Py_ssize_t id_n) {
     return DONE;
 }
 
-/* (input_data, output_data) of the entry text s[0:n] of node_id (ASCII), or None */
-static PyObject *items_of_entry(const char *s, Py_ssize_t n, const char *node_id, Py_ssize_t id_n) {
-    if (classes(node_id, id_n) & (BAD | ESCAPED))
-        Py_RETURN_NONE;
+/* (input_data, output_data) of the entry tape->v[root] of node_id (ASCII) */
+static PyObject *items_of_entry(const Tape *tape, int root, const char *node_id, Py_ssize_t id_n) {
     Walk w;
+    w.t.v = tape->v; /* (a view: the walk reads the tape, it does not own it) */
+    w.t.n = tape->n;
+    w.t.cap = tape->cap;
     buf_init(&w.name);
     w.in = PyDict_New();
     w.out = PyDict_New();
     PyObject *result = NULL;
-    int rc = read_entry(&w.t, s, n);
-    if (w.in == NULL || w.out == NULL)
-        rc = -1;
-    else if (rc == DONE)
-        rc = walk_entry(&w, node_id, id_n);
+    int rc = w.in == NULL || w.out == NULL ? -1 : walk_entry(&w, root, node_id, id_n);
     if (rc == DONE)
         result = PyTuple_Pack(2, w.in, w.out);
     else if (rc == UNHANDLED)
         result = Py_NewRef(Py_None);
-    tape_free(&w.t);
     buf_free(&w.name);
     Py_XDECREF(w.in);
     Py_XDECREF(w.out);
     return result;
 }
 
+/* Spans of at least this many bytes in all are read without the GIL (the tape needs no Python
+ * object), so that another task's thread runs meanwhile; fewer, their reading costs less than a
+ * release of the GIL and the wait to take it back. */
+#define NOGIL_BYTES (64 << 10)
+#define TEXT_PER_VALUE 16   /* the bytes of text a value is given room for at first */
+#define MAX_ROOM (1 << 24) /* values given room at first, at most */
+
 /* node_items(ids, spans, small, text) -> for each node id, its (input_data, output_data) made from
  * its entry's span, or None where the Python path makes them (no span, a one-line entry, an entry
- * this code does not take) */
+ * this code does not take). Each entry's text is read onto one tape first, all of them without the
+ * GIL where they are many (NOGIL_BYTES), then walked with it into items. */
 PyObject *node_items(PyObject *self, PyObject *args) {
     PyObject *ids, *spans, *small, *text;
     if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyList_Type, &ids, &PyDict_Type, &spans, &PyDict_Type, &small,
@@ -444,15 +448,24 @@ PyObject *node_items(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "_speedups.configure_items() was not called");
         return NULL;
     }
-    Py_ssize_t count = PyList_GET_SIZE(ids);
-    PyObject *out = PyList_New(count);
-    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
-        PyObject *id = PyList_GET_ITEM(ids, i), *items = NULL;
-        Py_ssize_t id_n = 0;
+    Py_ssize_t count = PyList_GET_SIZE(ids), total = 0;
+    /* each entry's span (start < 0: none, or one this code does not take), then its value on the tape */
+    Py_ssize_t *at = PyMem_Malloc((size_t)(2 * count + 1) * sizeof(Py_ssize_t));
+    int *root = PyMem_Malloc((size_t)(count + 1) * sizeof(int));
+    Tape tape;
+    tape.n = 0;
+    tape.v = NULL;
+    PyObject *out = NULL;
+    if (at == NULL || root == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *id = PyList_GET_ITEM(ids, i);
+        Py_ssize_t id_n = 0, start = -1, end = -1;
         const char *id_text = PyUnicode_CheckExact(id) ? ascii_data(id, &id_n) : NULL;
         PyObject *span = id_text != NULL ? PyDict_GetItemWithError(spans, id) : NULL;
         int in_small = span != NULL ? PyDict_Contains(small, id) : 0;
-        Py_ssize_t start = -1, end = -1;
         if (span != NULL && in_small == 0 && PyTuple_CheckExact(span) && PyTuple_GET_SIZE(span) == 2) {
             start = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 0));
             end = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 1));
@@ -460,15 +473,49 @@ PyObject *node_items(PyObject *self, PyObject *args) {
                 PyErr_Clear();
         }
         if (PyErr_Occurred() || in_small < 0)
-            items = NULL;
-        else if (start >= 0 && end >= start && end <= PyBytes_GET_SIZE(text))
-            items = items_of_entry(PyBytes_AS_STRING(text) + start, end - start, id_text, id_n);
+            goto done;
+        if (!(start >= 0 && end >= start && end <= PyBytes_GET_SIZE(text)) || classes(id_text, id_n) & (BAD | ESCAPED))
+            start = -1;
         else
-            items = Py_NewRef(Py_None);
+            total += end - start;
+        at[2 * i] = start;
+        at[2 * i + 1] = end;
+    }
+    /* room for the values of the texts as dump.json lays them out (a value every 24 bytes or so with
+     * its indentation), so that the tape is rarely made bigger (which copies it) */
+    Py_ssize_t want = total / TEXT_PER_VALUE;
+    tape.cap = want < TAPE_SMALL ? TAPE_SMALL : want > MAX_ROOM ? MAX_ROOM : (int)want;
+    tape.v = PyMem_RawMalloc((size_t)tape.cap * sizeof(Val));
+    if (tape.v == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const char *s = PyBytes_AS_STRING(text);
+    int no_memory = 0;
+    PyThreadState *released = total >= NOGIL_BYTES ? PyEval_SaveThread() : NULL;
+    for (Py_ssize_t i = 0; i < count && !no_memory; i++) {
+        root[i] = at[2 * i] < 0 ? -2 : read_more(&tape, s + at[2 * i], at[2 * i + 1] - at[2 * i]);
+        no_memory = root[i] == -1;
+    }
+    if (released != NULL)
+        PyEval_RestoreThread(released);
+    if (no_memory) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    out = PyList_New(count);
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        Py_ssize_t id_n = 0;
+        const char *id_text = ascii_data(PyList_GET_ITEM(ids, i), &id_n);
+        PyObject *items = root[i] < 0 ? Py_NewRef(Py_None) : items_of_entry(&tape, root[i], id_text, id_n);
         if (items == NULL)
             Py_CLEAR(out);
         else
             PyList_SET_ITEM(out, i, items);
     }
+done:
+    PyMem_Free(at);
+    PyMem_Free(root);
+    PyMem_RawFree(tape.v);
     return out;
 }

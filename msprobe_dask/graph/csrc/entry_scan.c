@@ -42,32 +42,52 @@ static int is_pad(const char *s, Py_ssize_t at, Py_ssize_t end, Py_ssize_t inden
     return 1;
 }
 
+/* the entries found: for each, where its name's quote is (head), where its value starts (after the
+ * name's ": ") and ends, and whether that value opens a bracket at the end of its first line */
 typedef struct {
-    PyObject *names, *starts, *ends, *opens, *heads;
+    Py_ssize_t *head, *start, *end;
+    char *opens;
+    Py_ssize_t n, cap;
 } Found;
 
-/* the entry whose name's quote is at q, matched up to end: 1 added, 0 no match there, -1 error */
-static int add_entry(Found *f, PyObject *text, Py_ssize_t q, Py_ssize_t end, Py_ssize_t *after) {
-    const char *s = PyBytes_AS_STRING(text);
+/* room for one more entry: 0, or -1 without memory (no error set: the scan runs without the GIL) */
+static int room(Found *f) {
+    if (f->n < f->cap)
+        return 0;
+    Py_ssize_t cap = f->cap ? 2 * f->cap : 1024;
+    Py_ssize_t *head = PyMem_RawRealloc(f->head, (size_t)cap * sizeof(Py_ssize_t));
+    if (head != NULL)
+        f->head = head;
+    Py_ssize_t *start = head != NULL ? PyMem_RawRealloc(f->start, (size_t)cap * sizeof(Py_ssize_t)) : NULL;
+    if (start != NULL)
+        f->start = start;
+    Py_ssize_t *end = start != NULL ? PyMem_RawRealloc(f->end, (size_t)cap * sizeof(Py_ssize_t)) : NULL;
+    if (end != NULL)
+        f->end = end;
+    char *opens = end != NULL ? PyMem_RawRealloc(f->opens, (size_t)cap) : NULL;
+    if (opens == NULL)
+        return -1;
+    f->opens = opens;
+    f->cap = cap;
+    return 0;
+}
+
+/* the entry whose name's quote is at s[q], matched up to end: 1 added, 0 no match there, -1 without
+ * memory */
+static int add_entry(Found *f, const char *s, Py_ssize_t q, Py_ssize_t end, Py_ssize_t *after) {
     Py_ssize_t e = name_end(s, q, end);
     if (e < 0)
         return 0;
+    if (room(f) < 0)
+        return -1;
     /* (?=([{\[])\n|): the bracket the value opens at the end of the line, else None */
-    int opens = e + 1 < end && (s[e] == '{' || s[e] == '[') && s[e + 1] == '\n';
-    PyObject *name = PyBytes_FromStringAndSize(s + q + 1, e - 3 - (q + 1));
-    PyObject *open = opens ? PyBytes_FromStringAndSize(s + e, 1) : Py_NewRef(Py_None);
-    PyObject *start = PyLong_FromSsize_t(e), *head = PyLong_FromSsize_t(q);
-    int rc = name != NULL && open != NULL && start != NULL && head != NULL &&
-                     PyList_Append(f->names, name) == 0 && PyList_Append(f->opens, open) == 0 &&
-                     PyList_Append(f->starts, start) == 0 && PyList_Append(f->heads, head) == 0
-                 ? 1
-                 : -1;
-    Py_XDECREF(name);
-    Py_XDECREF(open);
-    Py_XDECREF(start);
-    Py_XDECREF(head);
+    f->opens[f->n] = e + 1 < end && (s[e] == '{' || s[e] == '[') && s[e + 1] == '\n' ? s[e] : 0;
+    f->head[f->n] = q;
+    f->start[f->n] = e;
+    f->end[f->n] = -1;
+    f->n++;
     *after = e;
-    return rc;
+    return 1;
 }
 
 /* bytes.startswith(prefix, at) and bytes.count's bounds: a negative position counts from the end */
@@ -86,21 +106,17 @@ static Py_ssize_t count_of(char c, const char *s, Py_ssize_t n) {
 }
 
 /* the entries' checks (see entry_lines), ``shallow`` the lines of data's body indented indent spaces
- * or less (count("\n") - count(pad + " ") in [lo, hi)): 1 laid out so, 0 not, -1 error */
-static int checked(Found *f, const char *s, Py_ssize_t len, Py_ssize_t indent, Py_ssize_t shallow) {
-    Py_ssize_t n = PyList_GET_SIZE(f->names), multi = 0;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *open = PyList_GET_ITEM(f->opens, k);
-        if (open == Py_None)
+ * or less (count("\n") - count(pad + " ") in [lo, hi)): 1 laid out so, 0 not */
+static int checked(const Found *f, const char *s, Py_ssize_t len, Py_ssize_t indent, Py_ssize_t shallow) {
+    Py_ssize_t multi = 0;
+    for (Py_ssize_t k = 0; k < f->n; k++) {
+        if (!f->opens[k])
             continue;
         multi++;
-        Py_ssize_t start = PyLong_AsSsize_t(PyList_GET_ITEM(f->starts, k));
-        Py_ssize_t end = PyLong_AsSsize_t(PyList_GET_ITEM(f->ends, k));
-        if (PyErr_Occurred())
-            return -1;
+        Py_ssize_t start = f->start[k], end = f->end[k];
         /* its last line: pad and the bracket that closes it */
         Py_ssize_t c = slice_index(end - (indent + 2), len);
-        char closing = PyBytes_AS_STRING(open)[0] == '{' ? '}' : ']';
+        char closing = f->opens[k] == '{' ? '}' : ']';
         if (c + indent + 2 > len || !is_pad(s, c, len, indent) || s[c + 1 + indent] != closing)
             return 0;
         /* as many "{" as "}" in between */
@@ -110,10 +126,71 @@ static int checked(Found *f, const char *s, Py_ssize_t len, Py_ssize_t indent, P
     }
     /* the lines indented indent spaces or less: the entries' first lines, and the last ones of those
      * of several lines */
-    return shallow == n + multi;
+    return shallow == f->n + multi;
 }
 
-/* entry_lines(text, lo, hi, indent) -> (names, starts, ends, opens, heads) or None (see the file) */
+/* the entries of s[lo:hi] into f, checked: 1, 0 where they are not laid out so, -1 without memory (no
+ * error set: it runs without the GIL) */
+static int scan(Found *f, const char *s, Py_ssize_t len, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t indent) {
+    /* the first entry: pad + NAME at lo (matched in the whole text) */
+    Py_ssize_t at = lo;
+    int rc = is_pad(s, lo, len, indent) ? add_entry(f, s, lo + 1 + indent, len, &at) : 0;
+    if (rc <= 0)
+        return rc;
+    /* the later ones: "," + pad + NAME, searched from the end of the one before, before hi; and the
+     * lines not indented deeper than pad */
+    Py_ssize_t shallow = 0;
+    const char *p = s + lo, *stop = s + hi;
+    while (p < stop && (p = memchr(p, '\n', (size_t)(stop - p))) != NULL) {
+        Py_ssize_t nl = p - s, after = nl + 1;
+        if (!(is_pad(s, nl, hi, indent) && nl + indent + 1 < hi && s[nl + indent + 1] == ' ')) {
+            shallow++;
+            if (nl - 1 >= at && s[nl - 1] == ',' && is_pad(s, nl, hi, indent)) {
+                rc = add_entry(f, s, nl + 1 + indent, hi, &after);
+                if (rc < 0)
+                    return -1;
+                if (rc > 0) {
+                    f->end[f->n - 2] = nl - 1;
+                    at = after;
+                } else {
+                    after = nl + 1;
+                }
+            }
+        }
+        p = s + after;
+    }
+    f->end[f->n - 1] = hi;
+    return checked(f, s, len, indent, shallow);
+}
+
+/* the lists of the entries found (see entry_lines) */
+static PyObject *found_lists(const Found *f, const char *s) {
+    PyObject *lists[5];
+    for (int j = 0; j < 5; j++)
+        lists[j] = PyList_New(f->n);
+    PyObject *names = lists[0], *starts = lists[1], *ends = lists[2], *opens = lists[3], *heads = lists[4];
+    int ok = names != NULL && starts != NULL && ends != NULL && opens != NULL && heads != NULL;
+    for (Py_ssize_t k = 0; ok && k < f->n; k++) {
+        PyObject *name = PyBytes_FromStringAndSize(s + f->head[k] + 1, f->start[k] - 3 - (f->head[k] + 1));
+        PyObject *open = f->opens[k] ? PyBytes_FromStringAndSize(&f->opens[k], 1) : Py_NewRef(Py_None);
+        PyObject *start = PyLong_FromSsize_t(f->start[k]), *end = PyLong_FromSsize_t(f->end[k]);
+        PyObject *head = PyLong_FromSsize_t(f->head[k]);
+        PyObject *made[5] = {name, start, end, open, head};
+        for (int j = 0; j < 5; j++) {
+            if (made[j] == NULL)
+                ok = 0;
+            else
+                PyList_SET_ITEM(lists[j], k, made[j]);
+        }
+    }
+    PyObject *result = ok ? PyTuple_Pack(5, names, starts, ends, opens, heads) : NULL;
+    for (int j = 0; j < 5; j++)
+        Py_XDECREF(lists[j]);
+    return result;
+}
+
+/* entry_lines(text, lo, hi, indent) -> (names, starts, ends, opens, heads) or None (see the file); the
+ * scan without the GIL (the build of the other side's graph runs meanwhile) */
 PyObject *entry_lines(PyObject *self, PyObject *args) {
     PyObject *text;
     Py_ssize_t lo, hi, indent;
@@ -125,82 +202,49 @@ PyObject *entry_lines(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "entry_lines: 0 <= lo < hi <= len(text) and indent >= 0");
         return NULL;
     }
-    Found f = {PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0)};
-    PyObject *result = NULL;
-    if (f.names == NULL || f.starts == NULL || f.ends == NULL || f.opens == NULL || f.heads == NULL)
-        goto done;
-    /* the first entry: pad + NAME at lo (matched in the whole text) */
-    Py_ssize_t at = lo;
-    int rc = is_pad(s, lo, len, indent) ? add_entry(&f, text, lo + 1 + indent, len, &at) : 0;
-    if (rc <= 0) {
-        if (rc == 0)
-            result = Py_NewRef(Py_None);
-        goto done;
-    }
-    /* the later ones: "," + pad + NAME, searched from the end of the one before, before hi; and the
-     * lines not indented deeper than pad */
-    Py_ssize_t shallow = 0;
-    const char *p = s + lo, *stop = s + hi;
-    while (p < stop && (p = memchr(p, '\n', (size_t)(stop - p))) != NULL) {
-        Py_ssize_t nl = p - s, after = nl + 1;
-        if (!(is_pad(s, nl, hi, indent) && nl + indent + 1 < hi && s[nl + indent + 1] == ' ')) {
-            shallow++;
-            if (nl - 1 >= at && s[nl - 1] == ',' && is_pad(s, nl, hi, indent)) {
-                rc = add_entry(&f, text, nl + 1 + indent, hi, &after);
-                if (rc < 0)
-                    goto done;
-                if (rc > 0) {
-                    PyObject *end = PyLong_FromSsize_t(nl - 1);
-                    if (end == NULL || PyList_Append(f.ends, end) < 0) {
-                        Py_XDECREF(end);
-                        goto done;
-                    }
-                    Py_DECREF(end);
-                    at = after;
-                } else {
-                    after = nl + 1;
-                }
-            }
-        }
-        p = s + after;
-    }
-    PyObject *last = PyLong_FromSsize_t(hi);
-    if (last == NULL || PyList_Append(f.ends, last) < 0) {
-        Py_XDECREF(last);
-        goto done;
-    }
-    Py_DECREF(last);
-    rc = checked(&f, s, len, indent, shallow);
-    if (rc >= 0)
-        result = rc ? PyTuple_Pack(5, f.names, f.starts, f.ends, f.opens, f.heads) : Py_NewRef(Py_None);
-done:
-    Py_XDECREF(f.names);
-    Py_XDECREF(f.starts);
-    Py_XDECREF(f.ends);
-    Py_XDECREF(f.opens);
-    Py_XDECREF(f.heads);
+    Found f = {NULL, NULL, NULL, NULL, 0, 0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS;
+    rc = scan(&f, s, len, lo, hi, indent);
+    Py_END_ALLOW_THREADS;
+    PyObject *result = rc < 0 ? PyErr_NoMemory() : rc == 0 ? Py_NewRef(Py_None) : found_lists(&f, s);
+    PyMem_RawFree(f.head);
+    PyMem_RawFree(f.start);
+    PyMem_RawFree(f.end);
+    PyMem_RawFree(f.opens);
     return result;
 }
 
 /* mentions(text, tokens) -> a bool for each token: whether text holds it (``token in text``), by
  * glibc's memmem: as many instructions as bytes' search, but in a fifth of its time on a dump.json of
- * megabytes (fewer branches taken) */
+ * megabytes (fewer branches taken); the searches without the GIL (the build of the other side's
+ * graph runs meanwhile) */
 PyObject *mentions(PyObject *self, PyObject *args) {
     PyObject *text, *tokens;
     if (!PyArg_ParseTuple(args, "O!O!", &PyBytes_Type, &text, &PyTuple_Type, &tokens))
         return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(tokens);
-    PyObject *out = PyTuple_New(n);
-    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
-        PyObject *token = PyTuple_GET_ITEM(tokens, i);
-        if (!PyBytes_Check(token)) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(tokens, i))) {
             PyErr_SetString(PyExc_TypeError, "mentions: the tokens must be bytes");
-            Py_CLEAR(out);
-            break;
+            return NULL;
         }
-        const void *at = memmem(PyBytes_AS_STRING(text), (size_t)PyBytes_GET_SIZE(text),
-                                PyBytes_AS_STRING(token), (size_t)PyBytes_GET_SIZE(token));
-        PyTuple_SET_ITEM(out, i, Py_NewRef(at != NULL ? Py_True : Py_False));
     }
+    char *found = PyMem_Malloc((size_t)n + 1);
+    if (found == NULL)
+        return PyErr_NoMemory();
+    const char *s = PyBytes_AS_STRING(text);
+    size_t len = (size_t)PyBytes_GET_SIZE(text);
+    /* (the text and the tokens are bytes, which do not change, held by the call's arguments) */
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *token = PyTuple_GET_ITEM(tokens, i);
+        found[i] = memmem(s, len, PyBytes_AS_STRING(token), (size_t)PyBytes_GET_SIZE(token)) != NULL;
+    }
+    Py_END_ALLOW_THREADS;
+    PyObject *out = PyTuple_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++)
+        PyTuple_SET_ITEM(out, i, Py_NewRef(found[i] ? Py_True : Py_False));
+    PyMem_Free(found);
     return out;
 }

@@ -163,15 +163,13 @@ static int literal(Tape *t, const char *word, int kind, Val *v) {
     return 1;
 }
 
-/* a new value on the tape (its index), or -1 (no memory: an error is set) */
+/* a new value on the tape (its index), or -1 (no memory: no error is set, the GIL may not be held) */
 static int new_val(Tape *t) {
     if (t->n == t->cap) {
         int cap = 2 * t->cap;
-        Val *v = t->v == t->small ? PyMem_Malloc(cap * sizeof(Val)) : PyMem_Realloc(t->v, cap * sizeof(Val));
-        if (v == NULL) {
-            PyErr_NoMemory();
+        Val *v = t->v == t->small ? PyMem_RawMalloc(cap * sizeof(Val)) : PyMem_RawRealloc(t->v, cap * sizeof(Val));
+        if (v == NULL)
             return -1;
-        }
         if (t->v == t->small)
             memcpy(v, t->small, t->n * sizeof(Val));
         t->v = v;
@@ -807,18 +805,32 @@ int read_entry(Tape *t, const char *s, Py_ssize_t n) {
     t->v = t->small;
     t->n = 0;
     t->cap = TAPE_SMALL;
+    int rc = read_more(t, s, n);
+    if (rc == -1) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return rc == -2 ? UNHANDLED : DONE;
+}
+
+int read_more(Tape *t, const char *s, Py_ssize_t n) {
+    int at = t->n;
     t->p = s;
     t->end = s + n;
     int rc = read_value(t, 0);
-    if (rc < 0)
-        return rc == -2 ? UNHANDLED : -1;
-    skip_ws(t);
-    return t->p == t->end ? DONE : UNHANDLED;
+    if (rc == -1)
+        return -1;
+    if (rc >= 0)
+        skip_ws(t);
+    if (rc >= 0 && t->p == t->end)
+        return at;
+    t->n = at; /* (the values read of it let go) */
+    return -2;
 }
 
 void tape_free(Tape *t) {
     if (t->v != t->small)
-        PyMem_Free(t->v);
+        PyMem_RawFree(t->v);
 }
 
 /* the texts of the entry text s[0:n] of node_id (ASCII), or None */

@@ -313,12 +313,16 @@ static inline int entry_part(const Tape *t, const Val *entry, const char *key, P
 }
 
 /* the value at t->p onto the tape: its index, -2 if the text is not JSON (or nests deeper than
- * MAX_NEST), -1 on error */
+ * MAX_NEST), -1 without memory (no error set: it runs without the GIL too) */
 int read_value(Tape *t, int depth);
 void skip_ws(Tape *t);
 /* a whole entry's text s[0:n] onto tape t, its storage set (tape_free frees it): DONE, UNHANDLED (not one
  * JSON value, or nested deeper than MAX_NEST) or -1 on error */
 int read_entry(Tape *t, const char *s, Py_ssize_t n);
+/* the entry text s[0:n] added to tape t after the values it holds (without the GIL, which it does not
+ * need): the index of its value, -2 for a text read_entry finds UNHANDLED (nothing added), or -1
+ * without memory (no error set) */
+int read_more(Tape *t, const char *s, Py_ssize_t n);
 void tape_free(Tape *t);
 /* float() of a JSON number's text s[0:n] where integer arithmetic computes it exactly: 1, else 0 */
 int fast_double(const char *s, Py_ssize_t n, double *x);
