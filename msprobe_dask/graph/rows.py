@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
@@ -16,7 +15,14 @@ from msprobe_dask.graph.item_text import exported_cells, items_json_for, python_
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import Graph, Node
 from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops
-from msprobe_dask.summary.nodes import JUDGED_PRECISIONS, SUMMARY_KEYS, NodeGroup, group_label, items_of_texts
+from msprobe_dask.summary.nodes import (
+    JUDGED_PRECISIONS,
+    SUMMARY_KEYS,
+    NodeGroup,
+    group_label,
+    items_of_texts,
+    precision_result,
+)
 from msprobe_dask.writers.packed_rows import pack_rows, unpack_rows
 
 NODE_COLUMNS = VISDB_NODE_COLUMNS  # chunk_rows makes each row in this order
@@ -283,7 +289,8 @@ def chunk_rows(
     return out
 
 
-_SUMMARY_CELLS = itemgetter(*(COL[c] for c in ("node_name", "node_type", "precision_index")))
+_NAME_AND_TYPE = itemgetter(COL["node_name"], COL["node_type"])
+_PRECISION = itemgetter(COL["precision_index"])
 
 
 def summarise_rows(
@@ -300,7 +307,7 @@ def summarise_rows(
     from its texts (``texts``, as chunk_rows takes them); ``read``: what the C row maker has read of
     them already, by row (node_rows)."""
     group = NodeGroup(group_label(g.step, g.rank))
-    add = group.add
+    add = group.add_judged
 
     def items_of(i: int) -> list[dict[str, Any]]:
         cells = read.get(i) if read else None
@@ -317,9 +324,12 @@ def summarise_rows(
             for item in data.values()
         ]
 
-    for i, row in enumerate(rows):
-        name, node_type, precision = _SUMMARY_CELLS(row)
-        add(name, str(node_type), precision, i, partial(items_of, i))
+    precisions = list(map(_PRECISION, rows))
+    group.count(precisions)
+    for i, precision in enumerate(precisions):
+        if precision in JUDGED_PRECISIONS:
+            name, node_type = _NAME_AND_TYPE(rows[i])
+            add(name, str(node_type), precision_result(precision), i, items_of(i))
     return group.trimmed(lambda i: dumps(nodes[i].stack))
 
 

@@ -10,6 +10,7 @@ among those judged, by their items' main metric (NormRelativeErr, highest first,
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable
 from functools import lru_cache, partial
 from typing import Any
@@ -54,7 +55,7 @@ def _metric(items: list[dict[str, Any]]) -> tuple[str, float]:
             if (cell := item.get(column)) is not None and is_number(v := _cell_float(cell))
         ]
         if values:
-            return column, max(values, key=metric.badness)
+            return column, metric.worst(values)
     return "", float("nan")
 
 
@@ -117,9 +118,20 @@ class NodeGroup:
         is judged warning or error."""
         result = _RESULT_OF_PRECISION.get(precision, OTHER)  # (precision_result: None is no key)
         self.summary.count(result)
-        if result in (PASS, OTHER):
-            return
-        node_items = items()
+        if result not in (PASS, OTHER):
+            self.add_judged(name, node_type, result, stack, items())
+
+    def count(self, precisions: Iterable[Any]) -> None:
+        """Count nodes by their precision_index, as ``add`` counts each, all at once; those judged
+        warning or error (JUDGED_PRECISIONS) then go to ``add_judged``."""
+        for precision, n in Counter(precisions).items():
+            self.summary.count(_RESULT_OF_PRECISION.get(precision, OTHER), n)
+
+    def add_judged(
+        self, name: str, node_type: str, result: str, stack: Any, node_items: list[dict[str, Any]]
+    ) -> None:
+        """A node judged ``result`` (warning or error), counted already, and its items as ``add`` reads
+        them."""
         kinds, problems, diverging = _node_messages(node_items)
         if result == ERROR and problems:
             self.unreadable += problems

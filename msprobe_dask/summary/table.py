@@ -42,6 +42,10 @@ class RankMetric:
     def badness(self, value: float) -> float:
         return value if self.higher_is_worse else -value
 
+    def worst(self, values: list[float]) -> float:
+        """``max(values, key=self.badness)``: the first of the worst."""
+        return max(values) if self.higher_is_worse else min(values)
+
     def ranks(self, value: float) -> bool:
         return is_number(value) and value != self.ideal
 
