@@ -201,7 +201,8 @@ def not_replaced(final: Path) -> OutputError:
 
 def publish(tmp: Path, final: Path) -> None:
     """Give the complete file ``tmp`` its name ``final``, unless a file of that name exists (a hard link
-    fails then, where a rename would replace it); ``tmp`` stays for the caller to remove. Nothing is
+    fails then, where a rename would replace it; unless it is ``tmp`` itself, named by a task that runs
+    again after its worker was lost); ``tmp`` stays for the caller to remove. Nothing is
     published once the run was stopped (``check_running``): a stop that comes as it is named takes the
     name back; one that comes later finds it among the run's results (``withdraw_results``)."""
     check_running()
@@ -210,6 +211,8 @@ def publish(tmp: Path, final: Path) -> None:
     try:
         os.link(tmp, final)
     except FileExistsError:
+        if os.path.samefile(tmp, final):
+            return
         if first:  # (another's file: never withdrawn)
             _results.discard(str(final))
         raise not_replaced(final) from None

@@ -5,9 +5,13 @@ the chunks finish in; a run that fails midway leaves nothing."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import dask
 import pytest
@@ -16,7 +20,7 @@ from visdb_summary import summarise_visdb, unreadable_rows
 
 from msprobe_dask.errors import DumpError, OutputError
 from msprobe_dask.graph import api, chunks
-from msprobe_dask.writers.visdb import VisdbWriter
+from msprobe_dask.writers.visdb import NODES, VisdbWriter
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CASES = {
@@ -141,6 +145,111 @@ def test_an_insert_run_again_after_its_worker_was_lost_adds_nothing(tmp_path: Pa
     with sqlite3.connect(path) as con:
         assert con.execute("SELECT count(*) FROM tb_nodes").fetchone()[0] == len(g.nodes)
     con.close()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_chain_task_run_again_after_it_committed_writes_the_same_file(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each task of the chain runs twice from the same input, as when its dask worker is lost after the
+    task's work was done: a rank placed with its rows made whole (tensor mode), each insert, and the
+    last task (which had named the file) do only what is left; the file is the one a run without
+    losses writes."""
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
+    _one_write_task(case, tmp_path / "one.vis.db")
+    for name in ("_place_rank", "_insert_chunks", "_end_write"):
+        monkeypatch.setattr(api, name, _twice(getattr(api, name)))
+    _chained(case, tmp_path / "chain.vis.db", "sync")
+    assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
+    assert rowids(tmp_path / "chain.vis.db") == rowids(tmp_path / "one.vis.db")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.vis.db", "one.vis.db"]
+
+
+def _twice(task):  # type: ignore[no-untyped-def]
+    def twice(*args):  # type: ignore[no-untyped-def]
+        task(*args)
+        return task(*args)
+
+    return twice
+
+
+CONFIG = ("build", "", "", "", 1, 0, "null", "[0]", "[0]")
+Killed = Callable[[api.Written, api.Summary, Any], None]
+
+
+def _by_hand(path: Path, killed: Killed | None = None) -> None:
+    """stat_mix's build written by hand, task by task. ``killed(written, summary, chunk)`` runs before
+    each task (``chunk``: the insert's chunk result, None before the last task) in a child process,
+    which is then killed as a dask worker's process can be, in the middle of its task."""
+    from msprobe_dask.graph.chunks import chunk_task, prepare_build
+    from msprobe_dask.graph.tasks import build_task
+
+    g = build_task(str(DATA / "stat_mix" / "target"), 0, 0, False)
+    p = prepare_build(g, "NPU", n=3)
+    summary = api._summary(p)
+    written = api._place_rank(api.Written(VisdbWriter(path).suspend()), summary)
+    for chunk in [*(chunk_task(p, k) for k in range(len(p.chunks))), None]:
+        if killed is not None:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    killed(written, summary, chunk)
+                finally:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            os.waitpid(pid, 0)
+        if chunk is not None:
+            written = api._insert_chunks(written, summary, chunk)
+    written.writer.resume().complete([], CONFIG)
+
+
+def _same_file(killed: Killed, tmp_path: Path) -> None:
+    _by_hand(tmp_path / "plain.vis.db")
+    _by_hand(tmp_path / "killed.vis.db", killed)
+    assert diff_visdb(str(tmp_path / "killed.vis.db"), str(tmp_path / "plain.vis.db")) == []
+    assert rowids(tmp_path / "killed.vis.db") == rowids(tmp_path / "plain.vis.db")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["killed.vis.db", "plain.vis.db"]
+
+
+def test_an_insert_killed_in_its_transaction_leaves_the_file_as_last_committed(tmp_path: Path) -> None:
+    """Each insert task killed after SQLite wrote some of its pages (a cache too small for its rows, as
+    a big rank's are): the task run again finds the file as the task before left it (the journal is
+    rolled back) and adds all its rows (without the journal, the pages written stayed, the task found
+    its first row there and the rows of the pages not written were lost)."""
+
+    def spilled(written: api.Written, summary: api.Summary, chunk: Any) -> None:
+        if chunk is None:
+            return
+        writer = written.writer.resume()
+        size = writer.temporary.stat().st_size
+        writer._db.execute("PRAGMA cache_size=1")
+        writer.add_once(
+            [(h.graph_id, c.packed, NODES) for h, c in zip(summary.heads, chunk) if c is not None]
+        )
+        assert writer.temporary.stat().st_size > size  # (its pages were written)
+
+    _same_file(spilled, tmp_path)
+
+
+@pytest.mark.parametrize("where", ["commit", "named"])
+def test_the_last_task_killed_after_its_commit_or_naming_runs_again_to_the_same_file(
+    where: str, tmp_path: Path
+) -> None:
+    """The last task killed once it committed (before the file is named) or named the file (before its
+    temporary name is removed): run again, it completes the file without a second tb_config row or
+    index, and without refusing the name it gave the file itself."""
+
+    def ending(written: api.Written, summary: api.Summary, chunk: Any) -> None:
+        if chunk is not None:
+            return
+        import msprobe_dask.writers.visdb as visdb
+
+        def kill(*args: Any) -> None:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        setattr(visdb, "publish" if where == "commit" else "remove_temporary", kill)
+        written.writer.resume().complete([], CONFIG)
+
+    _same_file(ending, tmp_path)
 
 
 def test_a_rank_is_built_only_once_the_rank_window_before_it_is_written(
