@@ -18,7 +18,7 @@ from typing import Any
 
 from msprobe_dask import __version__
 from msprobe_dask.cli_args import examples_text
-from msprobe_dask.errors import Terminated, UserError
+from msprobe_dask.errors import Terminated, UserError, WorkerLost
 from msprobe_dask.processes import direct_children, stop_children
 from msprobe_dask.writers.atomic import begin_run, remove_temporaries, stop_writing, withdraw_results
 
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None, exiting: bool = False) -> int:
         from msprobe_dask.dump.remote import local_dumps  # after --help: it imports numpy
 
         with local_dumps(args):
-            code = int(args.run(args) or 0)
+            code = _run_again_if_a_worker_died(args, children)
         if _Received.signum is not None:  # its exception lost (see _Received) and the run went on to its end
             raise Terminated(_Received.signum)
         return code
@@ -158,6 +158,30 @@ def _raise_stopped(signum: int, frame: object) -> None:
     raise Terminated(signum)
 
 
+def _run_again_if_a_worker_died(args: Any, children: set[int]) -> int:
+    """Run the command; if a local worker process died (dask's processes scheduler does not make its
+    tasks again, as a cluster does), clear what the run left, as at a failed run's end, and run it once
+    more: a worker killed once changes nothing in the output. Not after a stopping signal, which may
+    have reached the worker first."""
+    try:
+        return int(args.run(args) or 0)
+    except WorkerLost as exc:
+        if _Received.signum is not None:
+            raise
+        _clear_run(children)
+        begin_run()
+        print(f"msprobe-dask: {exc.problem}; running the command again", file=sys.stderr, flush=True)
+        return int(args.run(args) or 0)
+
+
+def _clear_run(children: set[int]) -> None:
+    """Remove the run's temporaries, stop the child processes it started (not ``children``, there
+    before), withdraw the results it wrote."""
+    remove_temporaries()
+    stop_children(spared=children)
+    withdraw_results()  # (once the workers are gone: one may have published a result after the stop)
+
+
 def _fail(debug: bool, code: int, line: str, children: set[int]) -> int:
     """The end of a failed run: no further signal interrupts it, the temporaries, the child processes
     it started (not ``children``, there before) and the results it wrote go, then one line (after the
@@ -169,9 +193,7 @@ def _fail(debug: bool, code: int, line: str, children: set[int]) -> int:
         traceback.print_exc()
     else:  # a file object of the failed write, closed when freed, fails again: not news
         sys.unraisablehook = lambda unraisable: None
-    remove_temporaries()
-    stop_children(spared=children)
-    withdraw_results()  # (once the workers are gone: one may have published a result after the stop)
+    _clear_run(children)
     print(f"msprobe-dask: {line}", file=sys.stderr, flush=True)
     return code
 

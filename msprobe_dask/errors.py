@@ -38,6 +38,11 @@ class ClusterError(UserError):
     """The dask workers failed the run: every worker gone, a worker process killed."""
 
 
+class WorkerLost(ClusterError):
+    """A local worker process died (killed: out of memory?) and took the run with it (dask's processes
+    scheduler does not make a lost worker's tasks again): the command may be run again."""
+
+
 class OutputError(UserError):
     """An output folder that cannot be created or written."""
 

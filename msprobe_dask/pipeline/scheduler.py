@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from msprobe_dask.errors import ClusterError, ConfigError, Terminated
+from msprobe_dask.errors import ClusterError, ConfigError, Terminated, WorkerLost
 from msprobe_dask.processes import direct_children, forking_workers, starting_cluster_workers, stop_children
 
 if TYPE_CHECKING:  # (stages imports dask: only when a run shows progress)
@@ -478,6 +478,4 @@ def _in_processes(objs: Sequence[Any], processes: int) -> list[Any]:
         # a kill of the process group reaches its processes one after the other: a worker it ended
         # first is no news if this process is stopped by the same signal in a moment
         time.sleep(SIGNAL_SPREAD_SECONDS)
-        raise ClusterError(
-            None, "a local worker process died (out of memory?); nothing was written"
-        ) from None
+        raise WorkerLost(None, "a local worker process died (out of memory?); nothing was written") from None
