@@ -38,6 +38,7 @@ from msprobe_dask.pipeline.part_file import (
     append_part,
     begin_file,
     finish_file,
+    spooled_keys,
     spooled_parse,
     spooled_part,
     spooled_stacks,
@@ -45,7 +46,6 @@ from msprobe_dask.pipeline.part_file import (
 )
 from msprobe_dask.pipeline.part_forms import CSV, CsvForm
 from msprobe_dask.pipeline.part_keys import (
-    key_part,
     match_partition,
     pairs_of_part,
     partition_count,
@@ -150,6 +150,7 @@ def rank_file(
         renumber = not npu_src.is_debug
         head, plans, wanted, after = _hashed_match(
             graph,
+            path,
             scans,
             windows,
             renumber,
@@ -204,6 +205,7 @@ def rank_file(
 
 def _hashed_match(
     graph: TaskGraph,
+    path: Path,
     scans: tuple[Any, Any],
     windows: tuple[range, ...],
     renumber: bool,
@@ -212,13 +214,24 @@ def _hashed_match(
     keys: tuple[Any, ...],
 ) -> tuple[Any, list[Any], list[Any], Any]:
     """The match of ``part_keys.py``: the plan head, each table part's runs, each bench part's wanted rows
-    and the rank's facts (ready once every part is parsed, when the key tasks start; references to
-    ``graph``'s tasks), from each part's rows and keys (the npu parts', then the bench's)."""
+    and the rank's facts (ready once every part is parsed; references to ``graph``'s tasks), from each
+    part's rows and keys (the npu parts', then the bench's). A part's key task runs once the parts before
+    it on its side are parsed (beside the other parses, not after the last); where the graph is not
+    ``shared``, its keys reach the match through a file of the rank of ``path``'s spool folder."""
     npu_n, parts = len(windows), len(rows)
-    facts, *starts = graph.call_many(side_facts, 1 + parts, *scans, npu_n, *keys)
+    facts = graph.call(side_facts, *scans, npu_n, *keys)
     buckets = [
         graph.call_many(
-            key_part, partitions, rows[i], starts[i], renumber, partitions, apart=range(partitions)
+            spooled_keys,
+            partitions,
+            path,
+            None if graph.shared else f"keys-{i}",
+            rows[i],
+            renumber,
+            partitions,
+            keys[i],
+            *keys[0 if i < npu_n else npu_n : i],  # (the parts before it on its side)
+            apart=range(partitions),
         )
         for i in range(parts)
     ]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from msprobe_dask.dump.entry_index import EntryIndex
 from msprobe_dask.errors import OutputError
 from msprobe_dask.pipeline.part_forms import CsvForm, packed
+from msprobe_dask.pipeline.part_keys import key_part
 from msprobe_dask.pipeline.part_match import PlanHead
 from msprobe_dask.pipeline.part_scan import PartKeys, RowPart, SideScan, parse_part
 from msprobe_dask.pipeline.part_table import split_stacks, table_part
@@ -124,6 +125,23 @@ def spooled_parse(path: Path, name: str | None, *args: Any) -> tuple[RowPart, Pa
     with _writing(path):
         spool_folder(path).mkdir(exist_ok=True)
         return rows.spooled(spool_folder(path) / name), keys
+
+
+def spooled_keys(path: Path, name: str | None, *args: Any) -> tuple[bytes | Path, ...]:
+    """part_keys.key_part(*args): each partition's keys of the part, left in file ``name``-{partition} of
+    the rank of ``path``'s spool folder (None: kept in the value), where they would pass through the
+    process that schedules into the match's tasks (a rank of 50,050 entries a side: 13 MB, which the
+    match then waits for)."""
+    buckets = key_part(*args)
+    if name is None:
+        return buckets
+    with _writing(path):
+        folder = spool_folder(path)
+        folder.mkdir(exist_ok=True)
+        files = tuple(folder / f"{name}-{p}" for p in range(len(buckets)))
+        for file, bucket in zip(files, buckets):
+            file.write_bytes(bucket)
+    return files
 
 
 def spooled_stacks(

@@ -1,13 +1,15 @@
 """The default match (exact compare keys) of a rank cut into hash partitions, so that no task holds
 every row key of the rank (at 1M entries a side, 3.5 GB in one task).
 
-parse part (k) ──counts──> side_facts ──mode, each part's renumbering start──> key_part (k)
+parse part (k) ──counts──> side_facts ──mode──> match_partition (p = 0..P-1)
+parse parts (0..k of a side) ──backward counts──> key_part (k)
 key_part (k) ──the part's rows by partition: (row, key token, dtype)──> match_partition (p = 0..P-1)
 match_partition (p) ──each target part's pairs found in p──> pairs_of_part (k) ──> runs, far partners
 
 A row's compare key is its name with the backward renumbering (``match/exact.py:compare_keys``); a
-part's numbering starts where the parts before it end (``side_facts`` adds up their counts), so each
-part keys its rows alone. Equal keys give equal 128-bit digests and so land in one partition, where they
+part's numbering starts where the parts before it end (``key_part`` adds up their counts), so each
+part keys its rows alone, as soon as the parts before it are parsed.
+Equal keys give equal 128-bit digests and so land in one partition, where they
 are joined as ``match/exact.py:join_left`` joins them (a target row with several golden partners pairs
 with each, in golden order) and the dtype gate is applied to each pair. Where P is 1 the keys
 themselves are joined (a digest each costs a fifth of the key's task for nothing).
@@ -21,6 +23,7 @@ import sys
 from hashlib import blake2b
 from itertools import chain
 from operator import itemgetter
+from pathlib import Path
 from typing import Any
 
 from msprobe_dask.dump.source import DumpSource
@@ -41,28 +44,25 @@ def partition_count(npu_src: DumpSource, bench_src: DumpSource) -> int:
     return max(1, math.ceil(rank_bytes(npu_src, bench_src) / PARTITION_BYTES))
 
 
-def side_facts(npu_scan: SideScan, bench_scan: SideScan, npu_parts: int, *keys: PartKeys) -> tuple[Any, ...]:
-    """The rank's facts (its mode: the errors of a mismatched pair of dumps are raised here) and each
-    part's renumbering start ({op: its backward entries in the side's parts before this one})."""
-    facts = rank_facts(npu_scan, bench_scan, keys[:npu_parts], keys[npu_parts:])
-    return (facts, *_starts(keys[:npu_parts]), *_starts(keys[npu_parts:]))
+def side_facts(npu_scan: SideScan, bench_scan: SideScan, npu_parts: int, *keys: PartKeys) -> RankFacts:
+    """The rank's facts (its mode: the errors of a mismatched pair of dumps are raised here)."""
+    return rank_facts(npu_scan, bench_scan, keys[:npu_parts], keys[npu_parts:])
 
 
-def _starts(parts: tuple[PartKeys, ...]) -> list[dict[str, int]]:
-    seen: dict[str, int] = {}
-    starts = []
-    for part in parts:
-        starts.append({op: seen.get(op, 0) for op in part.backward})
-        for op, n in part.backward.items():
-            seen[op] = seen.get(op, 0) + n
-    return starts
-
-
-def key_part(part: RowPart, start: dict[str, int], renumber: bool, partitions: int) -> tuple[bytes, ...]:
+def key_part(
+    part: RowPart, renumber: bool, partitions: int, own: PartKeys, *before: PartKeys
+) -> tuple[bytes, ...]:
     """A part's rows by the partition of their compare key: for each partition, marshal bytes of
     [(row in the part, the key's token, dtype)]. The token is the key's digest, or, where there is one
-    partition (a rank under PARTITION_BYTES, whose partition holds every key anyway), the key itself."""
+    partition (a rank under PARTITION_BYTES, whose partition holds every key anyway), the key itself.
+    The part's renumbering starts where the parts ``before`` it on its side end (``own``: its keys),
+    so that it waits for their parses only, not for every part's (and the rank's facts)."""
     rare_collections_from_now()
+    seen: dict[str, int] = {}
+    for earlier in before:
+        for op, n in earlier.backward.items():
+            seen[op] = seen.get(op, 0) + n
+    start = {op: seen.get(op, 0) for op in own.backward}
     rows = part.rows
     intern = sys.intern
     keys = compare_keys(rows, renumber, start)
@@ -75,10 +75,12 @@ def key_part(part: RowPart, start: dict[str, int], renumber: bool, partitions: i
     return tuple(marshal.dumps(bucket) for bucket in buckets)
 
 
-def match_partition(facts: RankFacts, npu_parts: int, *buckets: bytes) -> tuple[Any, ...]:
-    """Join one partition's rows: for each target part, marshal bytes of its [(row in the part, partner
-    among all golden rows or -1)] in target order; last, whether a target row found no partner."""
+def match_partition(facts: RankFacts, npu_parts: int, *spooled: bytes | Path) -> tuple[Any, ...]:
+    """Join one partition's rows (each part's bucket of ``key_part``, or the file it is in): for each
+    target part, marshal bytes of its [(row in the part, partner among all golden rows or -1)] in target
+    order; last, whether a target row found no partner."""
     rare_collections_from_now()
+    buckets = [bucket if isinstance(bucket, bytes) else bucket.read_bytes() for bucket in spooled]
     partners: dict[bytes | str, list[tuple[int, str]]] = {}
     for offset, bucket in zip(facts.bench_offsets, buckets[npu_parts:]):
         for j, token, dtype in marshal.loads(bucket):

@@ -95,8 +95,13 @@ def test_partitions_pair_the_rows_the_whole_match_pairs(seed: int, tmp_path: Pat
     assert len({j for _, j in whole if j is not None}) > 50 and len(whole) > len(npu_rows)  # some twice
 
     parts = [*npu_parts, *bench_parts]
-    facts, *starts = side_facts(*scans, len(npu_parts), *(PartKeys.of(p, False, False) for p in parts))
-    buckets = [key_part(RowPart.of(p, False), start, True, partitions) for p, start in zip(parts, starts)]
+    keys = [PartKeys.of(p, False, False) for p in parts]
+    facts = side_facts(*scans, len(npu_parts), *keys)
+    side = [0 if i < len(npu_parts) else len(npu_parts) for i in range(len(parts))]  # (where its side begins)
+    buckets = [
+        key_part(RowPart.of(p, False), True, partitions, keys[i], *keys[side[i] : i])
+        for i, p in enumerate(parts)
+    ]
     found = [match_partition(facts, len(npu_parts), *(b[p] for b in buckets)) for p in range(partitions)]
     assert any(f[-1] for f in found) == any(j is None for _, j in whole)
     window = range(len(bench_parts) // 2, len(bench_parts) // 2 + 1)  # the other parts' partners: far
