@@ -75,11 +75,14 @@ _SPOOLED_ROWS = {"inline": (0, 1)}
 value is small, and its keys are taken from it too, without a task of their own (one task fewer a part:
 each task costs dask's processes scheduler a round trip through the process that schedules)."""
 
-TABLES_AHEAD = 3
+TABLES_AHEAD = 4
 """A table part runs once the append ``TABLES_AHEAD`` parts before it is done (a dependency of the graph,
 so on every scheduler): at most this many table parts' bytes (in their spool files, part_file.spooled_part)
 wait for their append. Without it dask's ordering ran nearly every table part before the appends, and
-their bytes waited in the process that schedules (2.2 GB for a rank of 1M entries, before the spools)."""
+their bytes waited in the process that schedules (2.2 GB for a rank of 1M entries, before the spools).
+Two workers' parts and the next two: with 3, a rank's last part waited for the append of the part four
+before it, which waited for a worker busy with the part before the last, and started after it, while the
+other worker had only appends left (S50k: 43 ms of the second worker idle at the end)."""
 
 
 @dataclass(frozen=True, slots=True)
