@@ -25,8 +25,6 @@ peak memory is the largest sum of the resident sets of the tool's process tree, 
 from __future__ import annotations
 
 import argparse
-import compileall
-import importlib.util
 import json
 import os
 import random
@@ -39,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "graph"))
 sys.path.insert(0, str(Path(__file__).parent))
-from measure import Measurement, measure, measure_floor, median, report  # noqa: E402
+from measure import Measurement, compile_ours, measure, measure_floor, median, report  # noqa: E402
 
 
 def _tensor(rng: random.Random, dtype: str = "torch.float32") -> dict:
@@ -133,14 +131,6 @@ def _checked(run: Measurement, cmd: list[str]) -> Measurement:
     return run
 
 
-def _compile_ours() -> None:
-    """Write the bytecode of the msprobe_dask that ``python -m msprobe_dask`` runs (see the module)."""
-    spec = importlib.util.find_spec("msprobe_dask")
-    if spec is not None and spec.submodule_search_locations:
-        for folder in spec.submodule_search_locations:
-            compileall.compile_dir(folder, quiet=1)
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reference", default=shutil.which("msprobe"), help="the reference msprobe executable")
@@ -155,7 +145,7 @@ def main() -> int:
     p.add_argument("--golden", type=Path, help="its golden dump, as -gp")
     a = p.parse_args()
     flags = shlex.split(a.flags)
-    _compile_ours()
+    compile_ours()
     work = Path(tempfile.mkdtemp(prefix="bench_graph_"))
     try:
         cases: list[tuple[str, Path, Path | None]] = []
