@@ -375,6 +375,29 @@ def test_one_replica_per_local_worker_process_and_one_on_a_cluster() -> None:
     assert api._replicas(object(), None) == 1
 
 
+def test_the_last_graphs_are_kept_to_the_end_only_by_a_local_cluster_of_several_workers(
+    tmp_path: Path,
+) -> None:
+    """With ``kept`` (_kept_to_the_end: the run's own LocalCluster, whose workers end with it, and no
+    indexes left for the last task), only the releases a later build waits for are laid out (ranks
+    ``window`` before the last), and the file is the same."""
+    from msprobe_dask.pipeline.scheduler import RunOptions
+
+    assert api._kept_to_the_end(None, RunOptions(workers=2))
+    assert not api._kept_to_the_end(None, RunOptions(workers=1))  # (its last task builds the indexes)
+    assert not api._kept_to_the_end(None, RunOptions())  # (in this process: the caller lives on)
+    assert not api._kept_to_the_end(None, RunOptions(address="tcp://127.0.0.1:8786"))
+    assert not api._kept_to_the_end(object(), None)
+    _one_write_task("multirank compare", tmp_path / "one.vis.db")
+    tp, gp, opts = _sides("multirank compare")
+    plan = api._rank_plan(tp, gp, opts)
+    chain = api._write_chain(plan, VisdbWriter(tmp_path / "chain.vis.db").suspend(), 2, kept=True)
+    releases = sorted(str(k) for k in dict(chain.__dask_graph__()) if str(k).startswith("release-"))
+    assert releases == sorted(f"release-{s.name}-0" for s in plan.sources[:-2]), releases
+    dask.compute(chain, scheduler="threads")
+    assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
+
+
 def test_indexes_are_made_early_where_chunks_are_made_in_more_than_one_process() -> None:
     from msprobe_dask.pipeline.scheduler import RunOptions
 
