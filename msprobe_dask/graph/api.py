@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from msprobe_dask.dump import graph_layouts as layout
 from msprobe_dask.dump.location import dump_path
 from msprobe_dask.errors import DumpError, OutputError
-from msprobe_dask.graph.chunks import Prepared, chunk_count, chunk_task, join
+from msprobe_dask.graph.chunks import OwnOrder, Prepared, chunk_count, chunk_task, join
 from msprobe_dask.graph.dump_files import GraphSource
 from msprobe_dask.graph.gcpause import rare_full_collections
 from msprobe_dask.graph.model import Graph
@@ -76,6 +76,12 @@ writes a run's rows, before the chunk tasks waiting on its worker (their priorit
 chain, which reaches a worker only as that worker ends a task, then inserts more chunks a step than are
 made meanwhile, and catches up with them. With an insert a chunk, chunks taken in turn, most inserts
 waited for the last chunk (one rank of 50,000 entries on two workers: 12 of 32, 0.9 s, after it)."""
+
+ROWS_ORDER = 1 << 32
+"""The chunk tasks run in the write chain's order (their priority: -(place of the (step, rank) x ROWS_ORDER
++ chunk + 1), below every other task's): left to dask's order of the graph, a worker took a rank's chunks
+out of order as soon as the graph had a task more (the order-* tasks; and the ranks after the first of
+a tree), and the chain waited for the chunks it skipped."""
 
 # ------------------------------------------------------------------------------------ tasks
 
@@ -142,15 +148,16 @@ def replica_of(k: int, replicas: int) -> int:
     return k // CHUNKS_PER_TURN % replicas
 
 
-def _rank_tasks(prepared: list[Any], n: int, name: str, workers: list[int | None]) -> RankTasks:
+def _rank_tasks(prepared: list[Any], n: int, name: str, workers: list[int | None], first: int) -> RankTasks:
     """``n`` chunk tasks, chunk k made from replica replica_of(k) of the Prepared, on the worker of
-    that replica (``workers``)."""
+    that replica (``workers``), before the chunks of later (step, rank)s and after those of earlier
+    ones (``first``: its place in the write order), as the write chain inserts them (ROWS_ORDER)."""
     import dask
 
     chunks = []
     for k in range(n):
         i = replica_of(k, len(prepared))
-        with _on_worker(workers[i]):
+        with _on_worker(workers[i]), dask.annotate(priority=-(first * ROWS_ORDER + k + 1)):
             chunks.append(dask.delayed(chunk_task)(prepared[i], k, dask_key_name=f"rows-{name}-{k}"))
     return RankTasks(
         name, prepared, dask.delayed(_summary)(prepared[0], dask_key_name=f"summary-{name}"), chunks, workers
@@ -348,6 +355,10 @@ class Plan:
                 sent.append(
                     dask.delayed(_sent)(g, dask_key_name=f"send-{s}-{r}-{side}") if replicas > 1 else g
                 )
+        if replicas > 1 and len(graphs) == 2:  # (a pair's graphs ordered where they were built: OwnOrder)
+            for j, side in enumerate((NPU, BENCH)):
+                with _on_worker(workers[j % replicas]):
+                    graphs[j] = dask.delayed(OwnOrder)(graphs[j], dask_key_name=f"order-{s}-{r}-{side}")
         prepared = []
         for i in range(replicas):
             mine = [
@@ -359,7 +370,7 @@ class Plan:
                         self.opts, folders[0], n, i == 0, *mine, dask_key_name=f"prepare-{name}-{i}"
                     )
                 )
-        return _rank_tasks(prepared, n, name, workers)
+        return _rank_tasks(prepared, n, name, workers, first)
 
     def parts(self, finished: list[Any]) -> Any:
         """The lazy list of each (step, rank)'s Part (``finished``), linked across ranks."""
@@ -389,7 +400,9 @@ def _sent(g: Graph) -> bytes:
     return cloudpickle.dumps(g, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _received(g: Graph | bytes) -> Graph:
+def _received(g: Graph | bytes | OwnOrder) -> Graph:
+    if isinstance(g, OwnOrder):
+        return g.graph
     return pickle.loads(g) if isinstance(g, bytes) else g
 
 
@@ -398,15 +411,16 @@ def _prepared(
     where: str,
     n: int,
     whole: bool,
-    npu: Graph | bytes,
-    bench: Graph | bytes | None = None,
+    npu: Graph | bytes | OwnOrder,
+    bench: Graph | bytes | OwnOrder | None = None,
 ) -> Prepared:
     """The graph (a build) or the pair (a compare) prepared for ``n`` chunk tasks (``whole``: see
-    tasks.prepare_compare_task); a graph built on another worker comes pickled (_sent)."""
-    npu = _received(npu)
+    tasks.prepare_compare_task); a graph built on another worker comes pickled (_sent), one built on
+    this worker ordered already (OwnOrder)."""
     if bench is None:
-        return prepare_build_task(npu, opts, n)
-    return prepare_compare_task(npu, _received(bench), opts, where, n, whole)
+        return prepare_build_task(_received(npu), opts, n)
+    own = npu if isinstance(npu, OwnOrder) else bench if isinstance(bench, OwnOrder) else None
+    return prepare_compare_task(_received(npu), _received(bench), opts, where, n, whole, own)
 
 
 def _rank_plan(

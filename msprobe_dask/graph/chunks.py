@@ -130,6 +130,24 @@ def _order(g: Graph) -> tuple[list[Node], StackIds, list[Node]]:
     return nodes, number_stacks(nodes), list(g.nodes.values())
 
 
+class OwnOrder:
+    """A graph and its sorted_nodes(), stack numbers and nodes (Prepared.orders), made by a task of its
+    own in the process that built the graph while the pair's other graph is on its way there
+    (graph/api.py), for the pair prepared in that process (prepare_compare's ``own``). Pickled, it is
+    its graph (the order is made again where it is loaded)."""
+
+    __slots__ = ("graph", "order")
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph, self.order = graph, _order(graph)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return OwnOrder, (self.graph,)
+
+    def of(self, g: Graph) -> tuple[list[Node], StackIds, list[Node]]:
+        return self.order if self.graph is g else _order(g)
+
+
 def _in_collection(node: Node, root: Node) -> bool:
     p = node.parent
     while p is not None and p is not root:
@@ -174,9 +192,10 @@ def prepare_compare(
     sources: tuple[str, str],
     overflow: bool = False,
     n: int = 1,
+    own: OwnOrder | None = None,
 ) -> Prepared:
     """compare_graphs' work after matching (``pairs``), then graph_rows of both sides, cut into at
-    most ``n`` chunks.
+    most ``n`` chunks (``own``: the order of one of the graphs, made already).
 
     A chunk compares a run of NPU nodes and also makes the rows of their Bench partners, whose items
     it has just parsed (another chunk would parse them again); the Bench nodes nobody is matched to
@@ -184,6 +203,8 @@ def prepare_compare(
     Not for tensor mode (tensors would be measured out of the reference's order) nor for merged
     graphs (nodes that share items must all be compared before any row is made)."""
     p = Prepared((npu, bench), sources, mode, overflow, [])
+    if own is not None:
+        p._orders = [own.of(g) for g in p.graphs]
     (npu_nodes, _, _), (bench_nodes, _, bench_all) = p.orders()
     # (nodes are keys by identity: Node is a dataclass without eq)
     position = {b: i for i, b in enumerate(bench_nodes)}

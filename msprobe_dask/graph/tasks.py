@@ -14,7 +14,7 @@ from typing import Any
 
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.graph.build import build_graph
-from msprobe_dask.graph.chunks import Prepared, prepare_build, prepare_compare, rows_here
+from msprobe_dask.graph.chunks import OwnOrder, Prepared, prepare_build, prepare_compare, rows_here
 from msprobe_dask.graph.compare import (
     CONFIG_TASK,
     compare_graphs,
@@ -67,10 +67,17 @@ def prepare_build_task(g: Graph, opts: Options, n: int = 1) -> Prepared:
 
 
 def prepare_compare_task(
-    npu: Graph, bench: Graph, opts: Options, where: str, n: int = 1, whole: bool = True
+    npu: Graph,
+    bench: Graph,
+    opts: Options,
+    where: str,
+    n: int = 1,
+    whole: bool = True,
+    own: OwnOrder | None = None,
 ) -> Prepared:
     """``whole=False``: another task makes the rows of a pair compared whole (tensor mode, merged
-    graphs): this one then has no rows to make (a replica of the Prepared, graph/api.py)."""
+    graphs): this one then has no rows to make (a replica of the Prepared, graph/api.py). ``own``: see
+    chunks.prepare_compare."""
     rare_collections_from_now()
     mode = compare_mode(npu, bench, where)
     if npu.framework != bench.framework and not opts.layer_mapping:
@@ -92,7 +99,7 @@ def prepare_compare_task(
     if measure is None and not opts.merge:
         pairs = match_pairs(npu, bench, opts.fuzzy_match, mapping)
         assign_micro_steps(npu, bench)
-        return prepare_compare(npu, bench, pairs, mode, sources, opts.overflow_check, n)
+        return prepare_compare(npu, bench, pairs, mode, sources, opts.overflow_check, n, own)
     if not whole:
         return Prepared((), sources, mode, opts.overflow_check, [], [])
     parse_all_items(npu)

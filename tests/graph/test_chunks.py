@@ -149,6 +149,31 @@ def test_chunk_tasks_of_an_unpickled_prepared_give_the_same_rows() -> None:
         assert [(c.packed, c.nodes, c.stacks) for c in here] == [(c.packed, c.nodes, c.stacks) for c in there]
 
 
+def test_a_graph_ordered_ahead_gives_the_same_chunks_and_is_its_graph_pickled() -> None:
+    """A pair prepared with one graph's order made ahead (OwnOrder, in the process that built it) is cut
+    and makes the rows of one prepared without; pickled, an OwnOrder is its graph, ordered again."""
+    import pickle
+
+    tp, gp = _sides("transformer_big")
+    pairs_of = []
+    for ahead in (False, True):
+        npu, bench = (
+            build_graph(GraphSource(str(tp)), items=False),
+            build_graph(GraphSource(str(gp)), items=False),
+        )
+        own = chunks.OwnOrder(bench) if ahead else None
+        pairs = match_pairs(npu, bench)
+        assign_micro_steps(npu, bench)
+        mode = compare_mode(npu, bench, str(tp))
+        p = chunks.prepare_compare(npu, bench, pairs, mode, ("NPU", "Bench"), n=6, own=own)
+        pairs_of.append([(c.lo, c.hi, list(c.partners), list(c.bench)) for c in p.chunks])
+    assert pairs_of[0] == pairs_of[1]
+    assert own is not None and own.of(bench) is own.order and own.of(npu) is not own.order
+    copy = pickle.loads(pickle.dumps(own))
+    assert [n.id for n in copy.order[0]] == [n.id for n in own.order[0]]
+    assert len(copy.order[1].first) == len(own.order[1].first)
+
+
 @pytest.mark.parametrize("scheduler", ["threads", "processes", "sync"])
 def test_every_dask_scheduler_gives_the_same_rows(scheduler: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The graph of a multi-rank compare in many chunk tasks, computed by dask's threaded, processes

@@ -398,6 +398,34 @@ def test_the_last_graphs_are_kept_to_the_end_only_by_a_local_cluster_of_several_
     assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
 
 
+def test_the_chunk_tasks_run_in_the_write_chains_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each chunk task's priority is below every other task's and below those of the chunks the chain
+    inserts before it (api.ROWS_ORDER): a worker makes its chunks in the chain's order, whatever dask's
+    order of the graph."""
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
+    tp, gp, opts = _sides("multirank compare")
+    plan = api._rank_plan(tp, gp, opts, replicas=2)
+    chain = api._write_chain(plan, VisdbWriter(tmp_path / "x.vis.db").suspend(), 2)
+    priority = {}
+    for layer in chain.__dask_graph__().layers.values():
+        for key in layer:
+            priority[str(key)] = (layer.annotations or {}).get("priority", 0)
+    rows = [k for k in priority if k.startswith("rows-")]
+    in_chain = sorted(
+        rows,
+        key=lambda k: (
+            [s.name for s in plan.sources].index(k[5:].rsplit("-", 1)[0]),
+            int(k.rsplit("-", 1)[1]),
+        ),
+    )
+    assert len(rows) > 2 * len(plan.sources)
+    assert [priority[k] for k in in_chain] == sorted((priority[k] for k in rows), reverse=True)
+    assert len({priority[k] for k in rows}) == len(rows)
+    assert max(priority[k] for k in rows) < min(p for k, p in priority.items() if k not in rows)
+
+
 def test_indexes_are_made_early_where_chunks_are_made_in_more_than_one_process() -> None:
     from msprobe_dask.pipeline.scheduler import RunOptions
 
