@@ -13,7 +13,10 @@ build, prepare, rows, insert, finish, write...; a fetch of a task's inputs from 
 first start to the last end, then the wall time and the peak of the summed resident sets of this
 process and its children (sampled every 20 ms); with ``--workers``, the CPU time of the worker
 processes (all of it: tasks, fetches, the event loop) and of this process (the imports, the cluster's
-start, its scheduler), and each worker's CPU time in its tasks by stage and outside them.
+start, its scheduler), and each worker's CPU time in its tasks by stage and outside them; and the run
+replayed as on an idle host (``replay``): each task taking its thread CPU time on its worker, in the
+order its worker's priorities give, once its inputs are there (HOP_SECONDS from another worker), so
+that runs on a loaded host compare by their critical path.
 """
 
 from __future__ import annotations
@@ -118,6 +121,11 @@ _STREAMS: list[Any] = []  # the task stream plugin of each run's scheduler (dask
 _WORKER_LOG: list[
     str
 ] = []  # the file each worker of the run's LocalCluster appends its CPU to (dask_teardown)
+_TASK_CPU: dict[str, float] = {}  # (in a worker) each task's thread CPU time (_timed_tasks)
+_TASKS: dict[str, tuple[Any, list[str]]] = {}  # (in the scheduler) each task's priority and inputs
+HOP_SECONDS = 0.01
+"""In the replay, what an input made on another worker adds to a task's start (a small result: the task
+stream's transfers at load 1-2)."""
 
 
 def dask_setup(server: Any) -> None:
@@ -130,6 +138,41 @@ def dask_setup(server: Any) -> None:
         plugin = TaskStreamPlugin(server, maxlen=1_000_000)
         server.add_plugin(plugin)
         _STREAMS.append(plugin)
+        server.add_plugin(_graph_record(server))
+    else:
+        _timed_tasks()
+
+
+def _graph_record(scheduler: Any) -> Any:
+    """A scheduler plugin that records each task's priority and inputs as the scheduler runs it
+    (_TASKS)."""
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    class GraphRecord(SchedulerPlugin):
+        name = "profile-graph-record"
+
+        def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+            if finish == "processing":
+                ts = scheduler.tasks[key]
+                _TASKS[str(key)] = (ts.priority, [str(d.key) for d in ts.dependencies])
+
+    return GraphRecord()
+
+
+def _timed_tasks() -> None:
+    """(In a worker.) Measure each task's thread CPU time (_TASK_CPU), around distributed's _run_task."""
+    import distributed.worker
+
+    run = distributed.worker._run_task
+
+    def timed(task: Any, data: Any, execution_state: Any, key: Any, *args: Any) -> Any:
+        t = time.thread_time()
+        try:
+            return run(task, data, execution_state, key, *args)
+        finally:
+            _TASK_CPU[str(key)] = _TASK_CPU.get(str(key), 0.0) + time.thread_time() - t
+
+    distributed.worker._run_task = timed
 
 
 def dask_teardown(server: Any) -> None:
@@ -148,7 +191,7 @@ def dask_teardown(server: Any) -> None:
             tasks[_stage(key[2])] += seconds
     me = resource.getrusage(resource.RUSAGE_SELF)
     with open(_WORKER_LOG[0], "a") as f:
-        f.write(json.dumps({"cpu": me.ru_utime + me.ru_stime, "tasks": tasks}) + "\n")
+        f.write(json.dumps({"cpu": me.ru_utime + me.ru_stime, "tasks": tasks, "each": _TASK_CPU}) + "\n")
 
 
 def _worker_cpu(log: Path) -> None:
@@ -158,7 +201,7 @@ def _worker_cpu(log: Path) -> None:
 
     lines = log.read_text().splitlines() if log.exists() else []
     for i, line in enumerate(sorted(lines)):
-        cpu, tasks = json.loads(line).values()
+        cpu, tasks, _ = json.loads(line).values()
         stages = ", ".join(
             f"{k} {v:.2f}" for k, v in sorted(tasks.items(), key=lambda kv: -kv[1]) if v >= 0.005
         )
@@ -196,7 +239,67 @@ def _cluster(args: argparse.Namespace, out: str) -> tuple[list[tuple[str, float,
         for part in task["startstops"]:
             stage = _stage(task["key"]) + ("" if part["action"] == "compute" else f":{part['action']}")
             spans.append((stage, part["start"], part["stop"], task["worker"]))
+    _print_replay(_replay(log))
     return spans, wall
+
+
+def _replay(log: Path) -> dict[str, tuple[float, float, str]]:
+    """The run's tasks as on an idle host: {key: (start, end, worker)}. Each task runs on the worker that
+    ran it, for its thread CPU time; a worker free at time t takes, of its tasks whose inputs are there
+    (+HOP_SECONDS from another worker), the one of highest priority (the scheduler's), else waits for
+    the first to be ready."""
+    import json
+
+    cpu: dict[str, float] = {}
+    for line in log.read_text().splitlines() if log.exists() else []:
+        cpu.update(json.loads(line)["each"])
+    where = {str(t["key"]): t["worker"] for t in _STREAMS[0].buffer}
+    todo: dict[str, set[str]] = defaultdict(set)
+    for key, worker in where.items():
+        todo[worker].add(key)
+    done: dict[str, tuple[float, float, str]] = {}
+    free: dict[str, float] = defaultdict(float)
+
+    def ready(key: str, worker: str) -> float | None:
+        inputs = [d for d in _TASKS.get(key, (0, []))[1] if d in where]
+        if any(d not in done for d in inputs):
+            return None
+        return max([done[d][1] + (0.0 if where[d] == worker else HOP_SECONDS) for d in inputs], default=0.0)
+
+    while any(todo.values()):
+        best: tuple[float, str, str] | None = None
+        for worker, keys in todo.items():
+            times = [(t, k) for k in keys if (t := ready(k, worker)) is not None]
+            if not times:
+                continue
+            now = [k for t, k in times if t <= free[worker]]
+            start = free[worker] if now else min(t for t, _ in times)
+            key = min(now or [k for t, k in times if t == start], key=lambda k: _TASKS.get(k, (0, []))[0])
+            if best is None or start < best[0]:
+                best = (start, worker, key)
+        if best is None:
+            raise RuntimeError("replay: no task can run")
+        start, worker, key = best
+        done[key] = (start, start + cpu.get(key, 0.0), worker)
+        free[worker] = done[key][1]
+        todo[worker].remove(key)
+    return done
+
+
+def _print_replay(done: dict[str, tuple[float, float, str]]) -> None:
+    """The replay's end and the end of each stage, and each worker's time in tasks and idle."""
+    ends: dict[str, float] = defaultdict(float)
+    for key, (_, end, _) in done.items():
+        ends[_stage(key)] = max(ends[_stage(key)], end)
+    last = max(ends.values(), default=0.0)
+    stages = ", ".join(f"{stage} {end:.3f}" for stage, end in sorted(ends.items(), key=lambda kv: kv[1]))
+    hop = f"{HOP_SECONDS * 1000:.0f} ms a hop"
+    print(f"replayed as on an idle host (thread CPU, {hop}): {last:.3f} s; ends: {stages}")
+    workers: dict[str, float] = defaultdict(float)
+    for start, end, worker in done.values():
+        workers[worker] += end - start
+    busy = ", ".join(f"{b:.3f}" for b in sorted(workers.values()))
+    print(f"replay: each worker's tasks {busy} s, the rest of the {last:.3f} s waiting")
 
 
 def main() -> None:

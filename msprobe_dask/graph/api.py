@@ -79,9 +79,9 @@ waited for the last chunk (one rank of 50,000 entries on two workers: 12 of 32, 
 
 ROWS_ORDER = 1 << 32
 """The chunk tasks run in the write chain's order (their priority: -(place of the (step, rank) x ROWS_ORDER
-+ chunk + 1), below every other task's): left to dask's order of the graph, a worker took a rank's chunks
-out of order as soon as the graph had a task more (the order-* tasks; and the ranks after the first of
-a tree), and the chain waited for the chunks it skipped."""
++ chunk + 1), below every other task's): dask's order of the graph alone would have a worker take a
+rank's chunks out of order (one rank with its order-* tasks; the ranks after the first of a tree), and
+the chain wait for the chunks it skipped."""
 
 # ------------------------------------------------------------------------------------ tasks
 
@@ -486,8 +486,8 @@ def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0, kept: bool = 
     run. ``window`` > 0: a (step, rank)'s graphs are built only once the rows of the ``window``-th
     (step, rank) before it are written and its graphs let go (_release), so that at most ``window`` of
     them are held at a time. ``kept``: only the releases that a later build waits for are made, the
-    last graphs kept to the run's end (_kept_to_the_end): their releases were the last tasks but one
-    (one rank of 50,050 entries a side on two workers: 0.03 s of each worker's CPU after the last
+    last graphs kept to the run's end (_kept_to_the_end): their releases would be the last tasks but
+    one (one rank of 50,050 entries a side on two workers: 0.03 s of each worker's CPU after the last
     insert, its writer sent to the other worker first)."""
     import dask
 
