@@ -12,6 +12,7 @@ into it and each task's inputs out of it: a rank of 50,400 entries a side, 55 MB
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -36,13 +37,21 @@ if TYPE_CHECKING:  # the first-divergence analysis: imported where a summary is 
 
 @dataclass(frozen=True, slots=True)
 class PartWritten:
-    """A part once its bytes are in the file (the bytes are not kept): what the rank's result needs."""
+    """A part once its bytes are in the file (the bytes are not kept): what the rank's result needs.
+
+    The chain's tasks may run again (a dask worker lost after or during its task, on a cluster): each
+    append writes from the ``end`` of the file that its input says, so that a part appended in part,
+    or wholly, by a first run is written once; a part's spool is removed by the next append (``spool``)
+    or at the end, and the end finds the file it named if it ran before (``inode``)."""
 
     path: Path
     columns: list[str]
     starts: tuple[int, ...]  # where each section of the file begins (an xlsx's sheets)
     rows: int = 0
     summary: tuple[GroupSummary, KindCounter] | None = None
+    end: int = 0  # the file's size once this part is in
+    spool: Path | None = None  # the spool this part was copied from
+    inode: tuple[int, int] | None = None  # the part file's (device, inode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,20 +166,28 @@ def spooled_stacks(
 def begin_file(form: CsvForm, path: Path, head: PlanHead) -> PartWritten:
     with _writing(path), open(part_file(path), "wb") as f:
         f.write(form.head(head.columns))
-    return PartWritten(path, head.columns, (0,))
+        end = f.tell()
+        st = os.fstat(f.fileno())
+    return PartWritten(path, head.columns, (0,), end=end, inode=(st.st_dev, st.st_ino))
 
 
 def append_part(form: CsvForm, previous: PartWritten, part: SpooledPart) -> PartWritten:
     starts = list(previous.starts)
-    with _writing(previous.path), open(part_file(previous.path), "ab") as f, open(part.spool, "rb") as spool:
+    with _writing(previous.path), open(part_file(previous.path), "r+b") as f, open(part.spool, "rb") as spool:
+        f.truncate(previous.end)  # (what a first run of this task wrote)
+        f.seek(previous.end)
         for section, size in part.sections:
             while len(starts) <= section:  # the part begins a section (an xlsx's next sheet)
                 f.write(form.tail)
                 starts.append(f.tell())
                 f.write(form.head(previous.columns))
             f.write(spool.read(size))
-    part.spool.unlink()
-    return PartWritten(previous.path, previous.columns, tuple(starts), part.rows, part.summary)
+        end = f.tell()
+    if previous.spool is not None:
+        previous.spool.unlink(missing_ok=True)
+    return replace(
+        previous, starts=tuple(starts), rows=part.rows, summary=part.summary, end=end, spool=part.spool
+    )
 
 
 @contextlib.contextmanager
@@ -190,19 +207,31 @@ def finish_file(form: CsvForm, label: str, head: PartWritten, *parts: PartWritte
     summary = merge_summaries(label, head.columns, [p.summary for p in parts if p.summary]) if asked else None
     nodes = () if asked else None
     tmp = part_file(head.path)
-    shutil.rmtree(spool_folder(head.path), ignore_errors=True)  # (every spool appended and removed)
     rows = sum(p.rows for p in parts)
+    if not tmp.exists() and rows and _inode(head.path) == head.inode:  # (named by a first run of this task)
+        return WrittenRank(label, head.path, summary, nodes)
+    shutil.rmtree(spool_folder(head.path), ignore_errors=True)  # (every spool appended)
     if not rows:
-        tmp.unlink()
+        tmp.unlink(missing_ok=True)
         return WrittenRank(label, None, summary, nodes)
     try:
         with _writing(head.path):
-            with open(tmp, "ab") as f:
+            with open(tmp, "r+b") as f:
+                f.truncate(parts[-1].end)
+                f.seek(parts[-1].end)
                 f.write(form.tail)
             form.package(tmp, head.path, parts[-1].starts, rows)
     finally:
         tmp.unlink(missing_ok=True)
     return WrittenRank(label, head.path, summary, nodes)
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def with_nodes(written: WrittenRank, parts: Sequence[SpooledPart]) -> WrittenRank:

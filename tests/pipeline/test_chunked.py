@@ -77,6 +77,49 @@ def test_parts_write_the_whole_tables_bytes(
     assert not list(tmp_path.glob(".*"))  # no part file left
 
 
+@pytest.mark.parametrize("case", ["stat_mix", "multirank"])
+def test_each_append_and_end_run_again_write_the_same_file(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dask worker lost while or after a rank's append wrote its part, or after the rank's end named
+    its csv (on a cluster the task then runs again from the same input): the part is written once, the
+    csv found named; the bytes are those of a run without losses."""
+    monkeypatch.setattr(part_scan, "PART_BYTES", 20_000)
+    monkeypatch.setattr(part_scan, "MIN_PARTS", 1)
+    target, golden = case_dir(case) / "target", case_dir(case) / "golden"
+
+    def run(name: str) -> list[bytes]:
+        written = compare_to_files(
+            target,
+            golden,
+            lambda label: tmp_path / f"{name}{label.replace('/', '_')}.csv",
+            run=RunOptions(address=None),
+            summary_tolerance=Tolerance(),
+        )
+        return [w.path.read_bytes() for w in written if w.path is not None]
+
+    plain = run("plain")
+    appends: list[Path] = []
+    append, finish = chunked.append_part, chunked.finish_file
+
+    def appended_twice(form: object, previous: part_file.PartWritten, part: object) -> part_file.PartWritten:
+        appends.append(previous.path)
+        with open(part_file.part_file(previous.path), "ab") as f:
+            f.write(b"half a part,")  # (a first run killed in the middle of its write)
+        append(form, previous, part)  # type: ignore[arg-type]
+        return append(form, previous, part)  # type: ignore[arg-type]
+
+    def finished_twice(*args: object) -> WrittenRank:
+        finish(*args)  # type: ignore[arg-type]
+        return finish(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(chunked, "append_part", appended_twice)
+    monkeypatch.setattr(chunked, "finish_file", finished_twice)
+    assert run("again") == plain
+    assert len(appends) > len(set(appends))  # (ranks of more than one part)
+    assert not list(tmp_path.glob(".*"))  # no part file or spool left
+
+
 def test_a_table_part_failing_after_others_were_spooled_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
