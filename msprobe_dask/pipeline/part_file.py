@@ -42,7 +42,8 @@ class PartWritten:
     The chain's tasks may run again (a dask worker lost after or during its task, on a cluster): each
     append writes from the ``end`` of the file that its input says, so that a part appended in part,
     or wholly, by a first run is written once; a part's spool is removed by the next append (``spool``)
-    or at the end, and the end finds the file it named if it ran before (``inode``)."""
+    or at the end, and the end finds the file it named if it ran before (``inode``: the form's
+    ``result_file``, made with the part file)."""
 
     path: Path
     columns: list[str]
@@ -51,7 +52,7 @@ class PartWritten:
     summary: tuple[GroupSummary, KindCounter] | None = None
     end: int = 0  # the file's size once this part is in
     spool: Path | None = None  # the spool this part was copied from
-    inode: tuple[int, int] | None = None  # the part file's (device, inode)
+    inode: tuple[int, int] | None = None  # the (device, inode) of the file that becomes the result
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,11 +165,13 @@ def spooled_stacks(
 
 
 def begin_file(form: CsvForm, path: Path, head: PlanHead) -> PartWritten:
-    with _writing(path), open(part_file(path), "wb") as f:
-        f.write(form.head(head.columns))
-        end = f.tell()
-        st = os.fstat(f.fileno())
-    return PartWritten(path, head.columns, (0,), end=end, inode=(st.st_dev, st.st_ino))
+    with _writing(path):
+        with open(part_file(path), "wb") as f:
+            f.write(form.head(head.columns))
+            end = f.tell()
+        result = form.result_file(part_file(path))
+        result.touch()
+    return PartWritten(path, head.columns, (0,), end=end, inode=_inode(result))
 
 
 def append_part(form: CsvForm, previous: PartWritten, part: SpooledPart) -> PartWritten:
@@ -213,6 +216,7 @@ def finish_file(form: CsvForm, label: str, head: PartWritten, *parts: PartWritte
     shutil.rmtree(spool_folder(head.path), ignore_errors=True)  # (every spool appended)
     if not rows:
         tmp.unlink(missing_ok=True)
+        form.result_file(tmp).unlink(missing_ok=True)
         return WrittenRank(label, None, summary, nodes)
     try:
         with _writing(head.path):

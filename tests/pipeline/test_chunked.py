@@ -77,26 +77,29 @@ def test_parts_write_the_whole_tables_bytes(
     assert not list(tmp_path.glob(".*"))  # no part file left
 
 
-@pytest.mark.parametrize("case", ["stat_mix", "multirank"])
+@pytest.mark.parametrize(
+    ("case", "suffix"), [("stat_mix", "csv"), ("multirank", "csv"), ("multirank", "xlsx")]
+)
 def test_each_append_and_end_run_again_write_the_same_file(
-    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    case: str, suffix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A dask worker lost while or after a rank's append wrote its part, or after the rank's end named
-    its csv (on a cluster the task then runs again from the same input): the part is written once, the
-    csv found named; the bytes are those of a run without losses."""
+    its file (on a cluster the task then runs again from the same input): the part is written once, the
+    file found named; the bytes are those of a run without losses."""
     monkeypatch.setattr(part_scan, "PART_BYTES", 20_000)
     monkeypatch.setattr(part_scan, "MIN_PARTS", 1)
     target, golden = case_dir(case) / "target", case_dir(case) / "golden"
 
-    def run(name: str) -> list[bytes]:
+    def run(name: str) -> list[object]:
         written = compare_to_files(
             target,
             golden,
-            lambda label: tmp_path / f"{name}{label.replace('/', '_')}.csv",
+            lambda label: tmp_path / f"{name}{label.replace('/', '_')}.{suffix}",
             run=RunOptions(address=None),
             summary_tolerance=Tolerance(),
+            xlsx=suffix == "xlsx",
         )
-        return [w.path.read_bytes() for w in written if w.path is not None]
+        return [_contents(w.path) for w in written if w.path is not None]
 
     plain = run("plain")
     appends: list[Path] = []
@@ -118,6 +121,16 @@ def test_each_append_and_end_run_again_write_the_same_file(
     assert run("again") == plain
     assert len(appends) > len(set(appends))  # (ranks of more than one part)
     assert not list(tmp_path.glob(".*"))  # no part file or spool left
+
+
+def _contents(path: Path) -> object:
+    """A csv's bytes; an xlsx's parts (its zip's entries carry the time they were written)."""
+    if path.suffix != ".xlsx":
+        return path.read_bytes()
+    import zipfile
+
+    with zipfile.ZipFile(path) as package:
+        return {name: package.read(name) for name in package.namelist()}
 
 
 def test_a_table_part_failing_after_others_were_spooled_leaves_nothing(
