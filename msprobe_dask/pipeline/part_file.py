@@ -41,9 +41,10 @@ class PartWritten:
 
     The chain's tasks may run again (a dask worker lost after or during its task, on a cluster): each
     append writes from the ``end`` of the file that its input says, so that a part appended in part,
-    or wholly, by a first run is written once; a part's spool is removed by the next append (``spool``)
-    or at the end, and the end finds the file it named if it ran before (``inode``: the form's
-    ``result_file``, made with the part file)."""
+    or wholly, by a first run is written once; the parts' spools stay until the rank's file is named
+    (a lost worker's appends run again from the first whose result went with it). Once the rank's file
+    is there under the name its run chose (free when the run began: compare never replaces a file),
+    a first run of the chain's end named it: the tasks that run again only count (``named``)."""
 
     path: Path
     columns: list[str]
@@ -51,8 +52,7 @@ class PartWritten:
     rows: int = 0
     summary: tuple[GroupSummary, KindCounter] | None = None
     end: int = 0  # the file's size once this part is in
-    spool: Path | None = None  # the spool this part was copied from
-    inode: tuple[int, int] | None = None  # the (device, inode) of the file that becomes the result
+    named: bool = False  # the rank's file is there already (see above)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,16 +165,16 @@ def spooled_stacks(
 
 
 def begin_file(form: CsvForm, path: Path, head: PlanHead) -> PartWritten:
-    with _writing(path):
-        with open(part_file(path), "wb") as f:
-            f.write(form.head(head.columns))
-            end = f.tell()
-        result = form.result_file(part_file(path))
-        result.touch()
-    return PartWritten(path, head.columns, (0,), end=end, inode=_inode(result))
+    if os.path.lexists(path):
+        return PartWritten(path, head.columns, (0,), named=True)
+    with _writing(path), open(part_file(path), "wb") as f:
+        f.write(form.head(head.columns))
+        return PartWritten(path, head.columns, (0,), end=f.tell())
 
 
 def append_part(form: CsvForm, previous: PartWritten, part: SpooledPart) -> PartWritten:
+    if previous.named or os.path.lexists(previous.path):
+        return replace(previous, rows=part.rows, summary=part.summary, named=True)
     starts = list(previous.starts)
     with _writing(previous.path), open(part_file(previous.path), "r+b") as f, open(part.spool, "rb") as spool:
         f.truncate(previous.end)  # (what a first run of this task wrote)
@@ -186,11 +186,7 @@ def append_part(form: CsvForm, previous: PartWritten, part: SpooledPart) -> Part
                 f.write(form.head(previous.columns))
             f.write(spool.read(size))
         end = f.tell()
-    if previous.spool is not None:
-        previous.spool.unlink(missing_ok=True)
-    return replace(
-        previous, starts=tuple(starts), rows=part.rows, summary=part.summary, end=end, spool=part.spool
-    )
+    return replace(previous, starts=tuple(starts), rows=part.rows, summary=part.summary, end=end)
 
 
 @contextlib.contextmanager
@@ -211,12 +207,11 @@ def finish_file(form: CsvForm, label: str, head: PartWritten, *parts: PartWritte
     nodes = () if asked else None
     tmp = part_file(head.path)
     rows = sum(p.rows for p in parts)
-    if not tmp.exists() and rows and _inode(head.path) == head.inode:  # (named by a first run of this task)
+    if head.named or os.path.lexists(head.path):  # (named by a first run of this task)
+        remove_temporaries_of(head.path)
         return WrittenRank(label, head.path, summary, nodes)
-    shutil.rmtree(spool_folder(head.path), ignore_errors=True)  # (every spool appended)
     if not rows:
-        tmp.unlink(missing_ok=True)
-        form.result_file(tmp).unlink(missing_ok=True)
+        remove_temporaries_of(head.path)
         return WrittenRank(label, None, summary, nodes)
     try:
         with _writing(head.path):
@@ -226,16 +221,8 @@ def finish_file(form: CsvForm, label: str, head: PartWritten, *parts: PartWritte
                 f.write(form.tail)
             form.package(tmp, head.path, parts[-1].starts, rows)
     finally:
-        tmp.unlink(missing_ok=True)
+        remove_temporaries_of(head.path)  # (the part file, named now or not to be, and the spools)
     return WrittenRank(label, head.path, summary, nodes)
-
-
-def _inode(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 def with_nodes(written: WrittenRank, parts: Sequence[SpooledPart]) -> WrittenRank:

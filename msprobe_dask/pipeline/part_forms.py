@@ -71,11 +71,6 @@ class CsvForm:
             judged[STACK_COLUMN] = stack_column
         return ((0, lines),), column_table(sides, mode, stacks, None, float_stats, judged=judged)
 
-    def result_file(self, spool: Path) -> Path:
-        """The file that ``package`` names the result: made with ``spool``, so that a task that runs
-        again after it was named can tell the result its own (part_file.PartWritten)."""
-        return spool
-
     def package(self, spool: Path, path: Path, starts: Sequence[int], rows: int) -> None:
         """Make the complete ``spool`` (its sections beginning at ``starts``, ``rows`` rows) the
         result ``path``; ``spool`` is left for the caller to remove."""
@@ -95,11 +90,8 @@ class XlsxForm(CsvForm):
     def render(self, table: CompareTable, first: int) -> Sections:
         return part_xml(table, first)
 
-    def result_file(self, spool: Path) -> Path:
-        return packed(spool)  # (written over by the zip, the same file)
-
     def package(self, spool: Path, path: Path, starts: Sequence[int], rows: int) -> None:
-        zipped = self.result_file(spool)
+        zipped = packed(spool)
         try:
             package_spool(zipped, sheet_names(rows), spool, starts)
             set_result_mode(zipped)

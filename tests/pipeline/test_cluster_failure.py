@@ -94,6 +94,60 @@ def test_every_worker_killed_ends_the_run_with_exit_2(tmp_path: Path) -> None:
         _stop(procs)
 
 
+@pytest.mark.parametrize("running", ["", "append_part", "finish_file"])
+def test_a_worker_killed_mid_run_changes_nothing(tmp_path: Path, running: str) -> None:
+    """One of two workers killed while it runs a task of the compare (``running``: one of these, its key's
+    name): the scheduler gives its tasks to the other, some of them run again (a part appended, the
+    rank's end), and the csv is the one a run in this process writes."""
+    from distributed import Client
+
+    target, golden = write_dump(tmp_path / "t", 30_000), write_dump(tmp_path / "g", 30_000)
+    local = tmp_path / "local"
+    flags = ["-q", "-tp", str(target), "-gp", str(golden)]
+    subprocess.run([sys.executable, "-m", "msprobe_dask", "compare", *flags, "-o", str(local)], check=True)
+    scheduler_file = tmp_path / "scheduler.json"
+    procs = [_start(scheduler_command(scheduler_file))]
+    try:
+        deadline = time.monotonic() + 60
+        while not scheduler_file.exists() or not scheduler_file.read_text().strip():
+            assert time.monotonic() < deadline, "the dask scheduler did not start"
+            time.sleep(0.2)
+        address = json.loads(scheduler_file.read_text())["address"]
+        alone = ["--nthreads", "1", "--no-nanny", "--no-dashboard", "--host", "127.0.0.1"]  # dies when killed
+        workers = [_start([*DASK, "worker", address, *alone]) for _ in range(2)]
+        procs[:0] = workers
+        with Client(address, timeout="20s") as client:
+            client.wait_for_workers(2, timeout=60)
+            pids = client.run(os.getpid)
+            out = tmp_path / "out"
+            command = [
+                sys.executable,
+                "-m",
+                "msprobe_dask",
+                "compare",
+                *flags,
+                "-o",
+                str(out),
+                "--scheduler",
+                address,
+            ]
+            run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            procs.insert(0, run)
+            busy: list[str] = []
+            while not busy:
+                assert run.poll() is None and time.monotonic() < deadline + 60, run.communicate()
+                busy = [w for w, keys in client.processing().items() if any(running in str(k) for k in keys)]
+                time.sleep(0.005)
+            os.kill(pids[busy[0]], signal.SIGKILL)
+            _, stderr = run.communicate(timeout=120)
+        assert run.returncode == 0, stderr
+        (ours,), (theirs,) = out.glob("*.csv"), local.glob("*.csv")
+        assert ours.read_bytes() == theirs.read_bytes()
+        assert sorted(p.name for p in out.iterdir()) == [ours.name]  # no temporary left
+    finally:
+        _stop(procs)
+
+
 class _Client:
     def __init__(self, services: dict) -> None:
         self.services = services
