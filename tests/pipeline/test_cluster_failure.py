@@ -57,20 +57,35 @@ def _stop(procs: list[subprocess.Popen]) -> None:
         proc.wait()
 
 
+ALONE = [
+    "--nthreads",
+    "1",
+    "--no-nanny",
+    "--no-dashboard",
+    "--host",
+    "127.0.0.1",
+]  # a worker that dies when killed
+
+
+def _scheduler(tmp_path: Path, procs: list[subprocess.Popen]) -> tuple[str, float]:
+    """Start a ``dask scheduler`` (into ``procs``); (its address, a deadline a minute from its start)."""
+    scheduler_file = tmp_path / "scheduler.json"
+    procs.append(_start(scheduler_command(scheduler_file)))
+    deadline = time.monotonic() + 60
+    while not scheduler_file.exists() or not scheduler_file.read_text().strip():
+        assert time.monotonic() < deadline, "the dask scheduler did not start"
+        time.sleep(0.2)
+    return json.loads(scheduler_file.read_text())["address"], deadline
+
+
 def test_every_worker_killed_ends_the_run_with_exit_2(tmp_path: Path) -> None:
     from distributed import Client
 
     target, golden = write_dump(tmp_path / "t", 30_000), write_dump(tmp_path / "g", 30_000)
-    scheduler_file = tmp_path / "scheduler.json"
-    procs = [_start(scheduler_command(scheduler_file))]
+    procs: list[subprocess.Popen] = []
     try:
-        deadline = time.monotonic() + 60
-        while not scheduler_file.exists() or not scheduler_file.read_text().strip():
-            assert time.monotonic() < deadline, "the dask scheduler did not start"
-            time.sleep(0.2)
-        address = json.loads(scheduler_file.read_text())["address"]
-        alone = ["--nthreads", "1", "--no-nanny", "--no-dashboard", "--host", "127.0.0.1"]  # dies when killed
-        worker = _start([*DASK, "worker", address, *alone])
+        address, deadline = _scheduler(tmp_path, procs)
+        worker = _start([*DASK, "worker", address, *ALONE])
         procs.insert(0, worker)
         with Client(address, timeout="20s") as client:
             client.wait_for_workers(1, timeout=60)
@@ -105,16 +120,10 @@ def test_a_worker_killed_mid_run_changes_nothing(tmp_path: Path, running: str) -
     local = tmp_path / "local"
     flags = ["-q", "-tp", str(target), "-gp", str(golden)]
     subprocess.run([sys.executable, "-m", "msprobe_dask", "compare", *flags, "-o", str(local)], check=True)
-    scheduler_file = tmp_path / "scheduler.json"
-    procs = [_start(scheduler_command(scheduler_file))]
+    procs: list[subprocess.Popen] = []
     try:
-        deadline = time.monotonic() + 60
-        while not scheduler_file.exists() or not scheduler_file.read_text().strip():
-            assert time.monotonic() < deadline, "the dask scheduler did not start"
-            time.sleep(0.2)
-        address = json.loads(scheduler_file.read_text())["address"]
-        alone = ["--nthreads", "1", "--no-nanny", "--no-dashboard", "--host", "127.0.0.1"]  # dies when killed
-        workers = [_start([*DASK, "worker", address, *alone]) for _ in range(2)]
+        address, deadline = _scheduler(tmp_path, procs)
+        workers = [_start([*DASK, "worker", address, *ALONE]) for _ in range(2)]
         procs[:0] = workers
         with Client(address, timeout="20s") as client:
             client.wait_for_workers(2, timeout=60)
