@@ -44,7 +44,7 @@ class PartWritten:
     or wholly, by a first run is written once; the parts' spools stay until the rank's file is named
     (a lost worker's appends run again from the first whose result went with it). Once the rank's file
     is there under the name its run chose (free when the run began: compare never replaces a file),
-    a first run of the chain's end named it: the tasks that run again only count (``named``)."""
+    a first run of the chain's end named it: the tasks that run again only count (``_named``)."""
 
     path: Path
     columns: list[str]
@@ -52,7 +52,6 @@ class PartWritten:
     rows: int = 0
     summary: tuple[GroupSummary, KindCounter] | None = None
     end: int = 0  # the file's size once this part is in
-    named: bool = False  # the rank's file is there already (see above)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,17 +163,22 @@ def spooled_stacks(
         return split_stacks(scan, None if shared else spool_folder(path), *parts)
 
 
+def _named(path: Path) -> bool:
+    """Whether the rank's file was named by a first run of the chain's end (see PartWritten)."""
+    return os.path.lexists(path)
+
+
 def begin_file(form: CsvForm, path: Path, head: PlanHead) -> PartWritten:
-    if os.path.lexists(path):
-        return PartWritten(path, head.columns, (0,), named=True)
+    if _named(path):
+        return PartWritten(path, head.columns, (0,))
     with _writing(path), open(part_file(path), "wb") as f:
         f.write(form.head(head.columns))
         return PartWritten(path, head.columns, (0,), end=f.tell())
 
 
 def append_part(form: CsvForm, previous: PartWritten, part: SpooledPart) -> PartWritten:
-    if previous.named or os.path.lexists(previous.path):
-        return replace(previous, rows=part.rows, summary=part.summary, named=True)
+    if _named(previous.path):
+        return replace(previous, rows=part.rows, summary=part.summary)
     starts = list(previous.starts)
     with _writing(previous.path), open(part_file(previous.path), "r+b") as f, open(part.spool, "rb") as spool:
         f.truncate(previous.end)  # (what a first run of this task wrote)
@@ -207,7 +211,7 @@ def finish_file(form: CsvForm, label: str, head: PartWritten, *parts: PartWritte
     nodes = () if asked else None
     tmp = part_file(head.path)
     rows = sum(p.rows for p in parts)
-    if head.named or os.path.lexists(head.path):  # (named by a first run of this task)
+    if _named(head.path):
         remove_temporaries_of(head.path)
         return WrittenRank(label, head.path, summary, nodes)
     if not rows:
