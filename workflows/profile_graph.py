@@ -2,9 +2,10 @@
 
     python workflows/profile_graph.py -tp TARGET [-gp GOLDEN] [--workers N] [--repeat 1]
 
-Runs ``graph_visualize`` through the Python API in this process: without ``--workers`` on the
-scheduler ``computing()`` chooses for the input (no flag; ``--one-thread``: one thread, and the
-times are this process's CPU times); with ``--workers N`` as the command line's ``--workers N`` runs
+Runs ``graph_visualize`` through the Python API in this process: without ``--workers`` on dask's
+threaded scheduler in this process (what no flag chooses for an input below
+``scheduler.LOCAL_CLUSTER_FROM_BYTES``; ``--one-thread``: one thread, and the times are this process's
+CPU times); with ``--workers N`` as the command line's ``--workers N`` runs
 it (a LocalCluster of N forked single-threaded worker processes, one replica of each rank's prepared
 graphs on each: graph/api.py), its scheduler's task stream giving each task's worker and times (this
 module is the cluster's scheduler preload, see dask_setup). Prints, per stage (the tasks' key prefix:
@@ -90,6 +91,7 @@ def _local(args: argparse.Namespace, out: str) -> tuple[list[tuple[str, float, f
     from dask.callbacks import Callback
 
     from msprobe_dask.graph.api import graph_visualize
+    from msprobe_dask.pipeline.scheduler import RunOptions
 
     starts: dict[object, float] = {}
     spans: list[tuple[str, float, float, str]] = []
@@ -109,7 +111,8 @@ def _local(args: argparse.Namespace, out: str) -> tuple[list[tuple[str, float, f
         Callback(pretask=pretask, posttask=posttask),
         dask.config.set(num_workers=1 if args.one_thread else None),
     ):
-        graph_visualize(args.target, args.golden, output_path=out)
+        # (input_bytes 1: a size that runs in this process, where the callbacks see the tasks)
+        graph_visualize(args.target, args.golden, output_path=out, run=RunOptions(input_bytes=1))
     return spans, time.perf_counter() - t
 
 

@@ -5,8 +5,9 @@
 ``--workers N``            dask's local processes scheduler with N worker processes (a LocalCluster of N
                            workers for a graph whose big results many tasks read: ``big_shared_results``)
 no flag, big input         the same, one worker process per CPU (``LOCAL_PROCESSES_FROM_BYTES``; for a
-                           LocalCluster ``LOCAL_CLUSTER_FROM_BYTES`` and ``LOCAL_CLUSTER_MIN_CPUS``)
-no flag, small input       dask's threaded scheduler, in this process
+                           LocalCluster from ``LOCAL_CLUSTER_FROM_BYTES`` to ``LOCAL_CLUSTER_TO_BYTES``)
+no flag, small input       dask's threaded scheduler, in this process (for a LocalCluster's graph: also
+                           one too big for its memory)
 =========================  ===============================================================================
 
 Local worker processes are dask's processes scheduler rather than a ``LocalCluster``: its results
@@ -40,14 +41,15 @@ rank) run on local worker processes, smaller ones in this process: below it, sta
 and sending the results back costs more than the second CPU gives."""
 
 LOCAL_CLUSTER_FROM_BYTES = 64 << 20
-LOCAL_CLUSTER_MIN_CPUS = 4
+LOCAL_CLUSTER_TO_BYTES = 256 << 20
 """The same for a graph whose big results many tasks read (``big_shared_results``: graph_visualize),
-which runs on a LocalCluster, and only with at least LOCAL_CLUSTER_MIN_CPUS CPUs: its worker
-processes cost 1.7 to 2.2 times the CPU of a run in this process (starting them; a prepared graph
-pickled to each worker that makes its chunks, a chunk's rows to the one writing them), so two CPUs
-gain at most 1.2x for 1.6x the memory. Measured on 2 CPUs: one rank of 50,000 entries (90 MB) 10.7 s
-of CPU against 4.9 s; 200,000 entries (353 MB) 33.6 s against 18.8 s; 4 ranks of 50,000 39.7 s
-against 23.8 s; 4 ranks of 200,000 167 s against 98 s and 6.4 GB against 4.1 GB."""
+which runs on a LocalCluster: from LOCAL_CLUSTER_FROM_BYTES up to LOCAL_CLUSTER_TO_BYTES. Its worker
+processes take about 1.5 times the CPU of a run in this process (their start; each worker's replica of
+the rank's graphs), and twice its memory: on 2 CPUs at rest one rank of 50,000 entries (88 MB) ran in
+3.2 s against 3.7 s in this process, and held 530 MiB against 280 MiB. Above LOCAL_CLUSTER_TO_BYTES the
+run stays in this process, so that a big rank stays in its memory (one of 1,000,000 entries: 1.4 GB;
+twice that on the LocalCluster); below LOCAL_CLUSTER_FROM_BYTES, starting the workers costs more than
+the second CPU gives."""
 
 LOCAL_CLUSTER_SCHEDULER = {
     "distributed.scheduler.work-stealing": False,
@@ -116,7 +118,7 @@ class RunOptions:
             return 0 if self.address else self.workers
         cpus = _cpus()
         if self.big_shared_results:
-            big = cpus >= LOCAL_CLUSTER_MIN_CPUS and self.input_bytes >= LOCAL_CLUSTER_FROM_BYTES
+            big = cpus > 1 and LOCAL_CLUSTER_FROM_BYTES <= self.input_bytes < LOCAL_CLUSTER_TO_BYTES
         else:
             big = cpus > 1 and self.input_bytes >= LOCAL_PROCESSES_FROM_BYTES
         return cpus if big else 0

@@ -1,6 +1,6 @@
 """Where graph_visualize runs without flags: chosen by ``computing()`` for the input's size (its
-dump.json files) and the CPUs; a big input on a LocalCluster of one worker per CPU where there are
-enough CPUs to pay for its workers, else in this process."""
+dump.json files) and the CPUs; a big input on a LocalCluster of one worker per CPU where there is more
+than one CPU, unless it is too big for the workers' memory; else in this process."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pytest
 
 from msprobe_dask.graph import api
 from msprobe_dask.pipeline import scheduler
-from msprobe_dask.pipeline.scheduler import LOCAL_CLUSTER_FROM_BYTES, LOCAL_CLUSTER_MIN_CPUS, RunOptions
+from msprobe_dask.pipeline.scheduler import LOCAL_CLUSTER_FROM_BYTES, LOCAL_CLUSTER_TO_BYTES, RunOptions
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 @pytest.fixture
 def cpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scheduler, "_cpus", lambda: LOCAL_CLUSTER_MIN_CPUS)
+    monkeypatch.setattr(scheduler, "_cpus", lambda: 2)
 
 
 def _graph_options(size: int, **flags: object) -> RunOptions:
@@ -26,10 +26,19 @@ def _graph_options(size: int, **flags: object) -> RunOptions:
 
 @pytest.mark.usefixtures("cpus")
 def test_a_big_graph_input_runs_on_a_local_cluster_of_every_cpu() -> None:
-    big = _graph_options(LOCAL_CLUSTER_FROM_BYTES)
-    assert big.big_shared_results and big.local_processes == LOCAL_CLUSTER_MIN_CPUS and big.shares_results
+    for size in (LOCAL_CLUSTER_FROM_BYTES, LOCAL_CLUSTER_TO_BYTES - 1):
+        big = _graph_options(size)
+        assert big.big_shared_results and big.local_processes == 2 and big.shares_results
     small = _graph_options(LOCAL_CLUSTER_FROM_BYTES - 1)
     assert small.in_this_process and small.local_processes == 0
+
+
+@pytest.mark.usefixtures("cpus")
+def test_a_graph_input_too_big_for_the_workers_memory_runs_in_this_process() -> None:
+    """(Each worker holds a replica of the rank's graphs: see LOCAL_CLUSTER_TO_BYTES.) A compare's
+    input of the same size still goes to worker processes."""
+    assert _graph_options(LOCAL_CLUSTER_TO_BYTES).in_this_process
+    assert RunOptions(input_bytes=LOCAL_CLUSTER_TO_BYTES).local_processes == 2
 
 
 @pytest.mark.usefixtures("cpus")
@@ -39,14 +48,9 @@ def test_flags_override_the_size() -> None:
     assert _graph_options(LOCAL_CLUSTER_FROM_BYTES, address="tcp://127.0.0.1:1").local_processes == 0
 
 
-@pytest.mark.parametrize("n", [1, LOCAL_CLUSTER_MIN_CPUS - 1])
-def test_too_few_cpus_run_a_big_graph_in_this_process(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """(The workers' extra CPU is more than the second CPU gives: see LOCAL_CLUSTER_MIN_CPUS.) A
-    compare's input of the same size still goes to worker processes on 2 CPUs."""
-    monkeypatch.setattr(scheduler, "_cpus", lambda: n)
-    assert _graph_options(10 * LOCAL_CLUSTER_FROM_BYTES).in_this_process
-    if n > 1:
-        assert RunOptions(input_bytes=10 * LOCAL_CLUSTER_FROM_BYTES).local_processes == n
+def test_one_cpu_runs_a_big_graph_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scheduler, "_cpus", lambda: 1)
+    assert _graph_options(LOCAL_CLUSTER_FROM_BYTES).in_this_process
 
 
 @pytest.mark.parametrize("golden", [None, "multirank/golden"])
