@@ -125,8 +125,8 @@ def rank_file(
     npu_scan, *npu_spans = graph.call_many(scan_side, 1 + npu_n, npu_src, npu_n)
     bench_scan, *bench_spans = graph.call_many(scan_side, 1 + bench_n, bench_src, bench_n)
     scans = npu_scan, bench_scan
-    zlib_packed = rows_zlib(npu_src, bench_src)
     spooled = not graph.shared  # (the rows go through files, not the process that schedules: spooled_parse)
+    zlib_packed = not spooled and rows_zlib(npu_src, bench_src)  # (a file is held by no process)
     rows_items = (_SPOOLED_ROWS if spooled else _ROWS) if hashed else _ROWS_BESIDE_KEYS
     (npu_rows, npu_keys), (bench_rows, bench_keys) = (
         zip(

@@ -126,8 +126,8 @@ def spooled_parse(path: Path, name: str | None, *args: Any) -> tuple[RowPart, Pa
     (None: kept in the value), where they would pass through the process that schedules on their way
     to their readers (the item of its keys, the match's key part, the export of far partners, the table
     part) and wait there from their parse to their table part: a rank of 50,050 entries a side sent
-    43 MB of rows there and about 150 MB back out (a rank of 1M entries a side held 0.28 GB there,
-    zlib-compressed)."""
+    43 MB of rows there and about 150 MB back out; a rank of 1M entries a side leaves 1.0 GB of rows in
+    its spool files, uncompressed: part_scan.ROWS_ZLIB_FROM_BYTES)."""
     rows, keys = parse_part(*args)
     if name is None:
         return rows, keys

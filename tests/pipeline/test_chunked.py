@@ -186,13 +186,12 @@ def test_bench_window_covers_the_parts_at_the_same_place() -> None:
 # the -fm case under dask's sync, threaded and processes schedulers, the default match's under one each:
 # its one-entry parts (3 to 9 hash partitions) make graphs of ~10k tasks (a real rank has 8 MB parts,
 # ~1,000 tasks), laid out as one layer (pipeline/task_graph.py: with dask.delayed, 15-45 s a case)
-# (under processes, one case's parts send their rows zlib-compressed, as a big rank's do)
 ORDER_RUNS = [
-    ("md5_mix", MatchOptions(), "sync", False),
-    ("fuzzy", MatchOptions(fuzzy=True), "sync", False),
-    ("fuzzy", MatchOptions(fuzzy=True), "threads", False),
-    ("fuzzy", MatchOptions(fuzzy=True), "processes", False),
-    ("multirank", MatchOptions(), "processes", True),
+    ("md5_mix", MatchOptions(), "sync"),
+    ("fuzzy", MatchOptions(fuzzy=True), "sync"),
+    ("fuzzy", MatchOptions(fuzzy=True), "threads"),
+    ("fuzzy", MatchOptions(fuzzy=True), "processes"),
+    ("multirank", MatchOptions(), "processes"),
 ]
 
 
@@ -203,15 +202,14 @@ def _entries(dump_json: Path) -> int:
 
 
 @pytest.mark.parametrize(
-    ("case", "match", "scheduler", "zlib_packed"),
+    ("case", "match", "scheduler"),
     ORDER_RUNS,
-    ids=[f"{c}-fm{int(m.fuzzy)}-{s}{'-zlib' * z}" for c, m, s, z in ORDER_RUNS],
+    ids=[f"{c}-fm{int(m.fuzzy)}-{s}" for c, m, s in ORDER_RUNS],
 )
 def test_parts_of_one_entry_in_any_order_write_the_whole_tables_bytes(
     case: str,
     match: MatchOptions,
     scheduler: str,
-    zlib_packed: bool,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -232,7 +230,6 @@ def test_parts_of_one_entry_in_any_order_write_the_whole_tables_bytes(
     monkeypatch.setattr(part_scan, "PART_BYTES", max(1, smallest))
     monkeypatch.setattr(part_scan, "MIN_PARTS", 1)
     monkeypatch.setattr(part_keys, "PARTITION_BYTES", 50_000)  # the default match: 3 to 9 hash partitions
-    monkeypatch.setattr(part_scan, "ROWS_ZLIB_FROM_BYTES", 0 if zlib_packed else 1 << 62)
     shuffled = random.Random(f"{case}{scheduler}")
     monkeypatch.setattr(dask.local, "order", lambda dsk: {key: shuffled.random() for key in dsk})
     shared = scheduler != "processes"  # (as compare_to_files lays it out: RunOptions.shares_results)
