@@ -223,6 +223,10 @@ def _hashed_match(
     ``shared``, its keys reach the match through a file of the rank of ``path``'s spool folder."""
     npu_n, parts = len(windows), len(rows)
     facts = graph.call(side_facts, *scans, npu_n, *keys)
+    # (a part's keys by partition: bytes, each read apart by its partition's task; or the names of their
+    # files, read from the whole by every partition's task: a task an item would cost more than the
+    # names, a rank of 1M entries a side 3,780 tasks, each a round trip through the process that schedules)
+    items = {"apart": range(partitions)} if graph.shared else {"inline": range(partitions)}
     buckets = [
         graph.call_many(
             spooled_keys,
@@ -234,7 +238,7 @@ def _hashed_match(
             partitions,
             keys[i],
             *keys[0 if i < npu_n else npu_n : i],  # (the parts before it on its side)
-            apart=range(partitions),
+            **items,
         )
         for i in range(parts)
     ]
