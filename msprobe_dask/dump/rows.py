@@ -51,6 +51,12 @@ class RowKey(NamedTuple):
     dtype: str
 
 
+NAME, ENTRY, DTYPE = (RowKey._fields.index(field) for field in ("name", "entry", "dtype"))
+"""Where a row's name, entry and dtype are in a RowKey, in a LeafRow (whose first fields are a RowKey's)
+and in a plain tuple of either's fields: read by index where rows are many (faster than a NamedTuple's
+attribute, and the rows need not be made into NamedTuples)."""
+
+
 def row_key(row: LeafRow) -> RowKey:
     return RowKey(row.name, row.entry, row.state, row.dtype)
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from msprobe_dask.dump.markers import PARAMETERS_GRAD
-from msprobe_dask.dump.rows import LeafRow, RowKey
+from msprobe_dask.dump.rows import ENTRY, NAME, LeafRow, RowKey
 
 _DIRECTIONS = ("forward", "backward")
 
@@ -70,20 +71,26 @@ def backward_counts(rows: Sequence[RowKey] | Sequence[LeafRow]) -> dict[str, int
 
 
 def compare_keys(
-    rows: Sequence[RowKey] | Sequence[LeafRow], renumber: bool = True, first: Mapping[str, int] | None = None
+    rows: Sequence[RowKey] | Sequence[LeafRow] | Sequence[tuple[Any, ...]],
+    renumber: bool = True,
+    first: Mapping[str, int] | None = None,
 ) -> list[str]:
     """The key each row is joined on: its name with the entry part renumbered (each op's backward entries
-    counted from ``first[op]``, as ``backward_counts`` of the rows before these gives it)."""
+    counted from ``first[op]``, as ``backward_counts`` of the rows before these gives it). ``rows``:
+    RowKeys, LeafRows or plain tuples of their fields."""
     if not renumber:
-        return [row.name for row in rows]
-    entries = dict.fromkeys(row.entry for row in rows)
+        return [row[NAME] for row in rows]
+    entries = dict.fromkeys(row[ENTRY] for row in rows)
     changed = {e: r for e, r in renumbered_entries(list(entries), first).items() if r != e}
-    return [
-        changed[row.entry] + row.name[len(row.entry) :]
-        if row.entry in changed and row.name.startswith(row.entry)
-        else row.name
-        for row in rows
-    ]
+    if not changed:  # (a part of forward entries only)
+        return [row[NAME] for row in rows]
+    keys = []
+    for row in rows:
+        name, entry = row[NAME], row[ENTRY]
+        keys.append(
+            changed[entry] + name[len(entry) :] if entry in changed and name.startswith(entry) else name
+        )
+    return keys
 
 
 def join_left(npu_keys: Sequence[str], bench_keys: Sequence[str]) -> list[tuple[int, int | None]]:

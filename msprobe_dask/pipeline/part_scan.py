@@ -9,6 +9,7 @@ import os
 import re
 import sys
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,16 @@ class RowPart:
             packed = marshal.dumps(list(map(tuple, self._rows)))
             self._packed = zlib.compress(packed, 1) if self._zlib else packed
         return self._packed
+
+    @property
+    def fields(self) -> Sequence[tuple[Any, ...]]:
+        """The rows, or where they are decoded here plain tuples of their fields (not kept, nor made into
+        LeafRows: for a reader of a few fields of each, the key task; ``dump.rows.NAME``...)."""
+        if self._rows is not None:
+            return self._rows
+        packed = zlib.decompress(self.packed) if self._zlib else self.packed
+        fields: list[tuple[Any, ...]] = marshal.loads(packed)
+        return fields
 
     @property
     def rows(self) -> tuple[LeafRow, ...]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from msprobe_dask.dump.rows import LeafRow, row_key
+from msprobe_dask.dump.rows import DTYPE, ENTRY, NAME, LeafRow, row_key
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.match.exact import backward_counts, compare_keys
 from msprobe_dask.pipeline.pairing import MatchOptions, pair_indices
@@ -64,6 +64,12 @@ def _scan(tmp_path: Path, name: str) -> SideScan:
     return SideScan(DumpSource(tmp_path / name / "dump.json"), "statistics", "pytorch", False, whole=False)
 
 
+def test_a_rows_key_fields_are_at_one_place_in_a_leaf_row_a_row_key_and_their_tuples() -> None:
+    row = _entries(random.Random(0), 1)[0][0]
+    for form in (row, row_key(row), tuple(row), tuple(row_key(row))):
+        assert (form[NAME], form[ENTRY], form[DTYPE]) == (row.name, row.entry, row.dtype)
+
+
 def test_keys_of_parts_renumbered_from_their_starts_are_the_whole_sides_keys() -> None:
     rng = random.Random(1)
     entries = _entries(rng, 300)
@@ -98,9 +104,10 @@ def test_partitions_pair_the_rows_the_whole_match_pairs(seed: int, tmp_path: Pat
     keys = [PartKeys.of(p, False, False) for p in parts]
     facts = side_facts(*scans, len(npu_parts), *keys)
     side = [0 if i < len(npu_parts) else len(npu_parts) for i in range(len(parts))]  # (where its side begins)
+    held = [RowPart.of(p, False) for p in parts]  # (every other one as it comes from a file: plain tuples)
+    received = [RowPart(part.packed) if i % 2 else part for i, part in enumerate(held)]
     buckets = [
-        key_part(RowPart.of(p, False), True, partitions, keys[i], *keys[side[i] : i])
-        for i, p in enumerate(parts)
+        key_part(part, True, partitions, keys[i], *keys[side[i] : i]) for i, part in enumerate(received)
     ]
     found = [match_partition(facts, len(npu_parts), *(b[p] for b in buckets)) for p in range(partitions)]
     assert any(f[-1] for f in found) == any(j is None for _, j in whole)
