@@ -148,6 +148,14 @@ def replica_of(k: int, replicas: int) -> int:
     return k // CHUNKS_PER_TURN % replicas
 
 
+def turns(n: int) -> list[tuple[int, int]]:
+    """The [start, end) of the chunks each insert task writes, of ``n``: runs of CHUNKS_PER_TURN, but the
+    last chunk alone, so that what follows the last chunk task is the insert of its rows only (one rank
+    of 7,716 entries a side in this process: that insert took 11 ms with the chunk before it)."""
+    starts = [*range(0, n - 1, CHUNKS_PER_TURN), n - 1] if n > 1 else [0]
+    return list(zip(starts, starts[1:] + [n]))
+
+
 def _rank_tasks(prepared: list[Any], n: int, name: str, workers: list[int | None], first: int) -> RankTasks:
     """``n`` chunk tasks, chunk k made from replica replica_of(k) of the Prepared, on the worker of
     that replica (``workers``), before the chunks of later (step, rank)s and after those of earlier
@@ -502,8 +510,8 @@ def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0, kept: bool = 
     for i, source in enumerate(plan.sources):
         r = plan.rank_tasks(source, released[i - window] if 0 < window <= i else None)
         written = dask.delayed(_place_rank)(written, r.summary, dask_key_name=f"place-{r.name}")
-        for k in range(0, len(r.chunks), CHUNKS_PER_TURN):  # (a turn's chunks: made by one replica)
-            turn = r.chunks[k : k + CHUNKS_PER_TURN]
+        for k, end in turns(len(r.chunks)):  # (a turn's chunks: made by one replica)
+            turn = r.chunks[k:end]
             with r.on_replica(replica_of(k, len(r.prepared))), dask.annotate(priority=INSERT_PRIORITY):
                 written = dask.delayed(_insert_chunks)(
                     written, r.summary, *turn, dask_key_name=f"insert-{r.name}-{k}"

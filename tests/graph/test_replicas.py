@@ -56,6 +56,6 @@ def test_each_worker_makes_the_chunks_of_its_own_replica(
     assert not {k for k in fetched if k.startswith("rows-")}, fetched
     # each turn's rows are inserted where they were made (the insert fetches only the writer before it)
     inserts = {int(k.rsplit("-", 1)[1]): w for k, w in where.items() if k.startswith("insert-")}
-    assert inserts == {k: w for k, w in rows.items() if k % api.CHUNKS_PER_TURN == 0}, where
+    assert inserts == {k: w for k, w in rows.items() if k in dict(api.turns(len(rows)))}, where
     assert diff_visdb(str(remote), str(local)) == []
     assert rowids(remote) == rowids(local)
