@@ -77,6 +77,13 @@ chain, which reaches a worker only as that worker ends a task, then inserts more
 made meanwhile, and catches up with them. With an insert a chunk, chunks taken in turn, most inserts
 waited for the last chunk (one rank of 50,000 entries on two workers: 12 of 32, 0.9 s, after it)."""
 
+IN_TURN_FROM_BYTES = 64 << 20
+"""A (step, rank)'s two graphs are built in turn (Plan.in_turn) in this process from this many bytes of
+dump.json in the run; below, at once: each side's reading of its dump.json without the GIL then runs
+beside the other's build. The 96-block transformer (2 x 6.3 MB), in this process under chrt -r 1, 10
+interleaved runs each: compute's start to the prepare's end 94.4 -> 86.0 ms (median), peak RSS the
+same (101-106 MiB)."""
+
 ROWS_ORDER = 1 << 32
 """The chunk tasks run in the write chain's order (their priority: -(place of the (step, rank) x ROWS_ORDER
 + chunk + 1), below every other task's): dask's order of the graph alone would have a worker take a
@@ -335,9 +342,9 @@ class Plan:
     # are placed on a worker of their own (RankTasks.workers): left to dask, an insert went to the less
     # busy worker, which fetched the chunk's rows first (18 of 32 on one rank of 50,000 entries)
     replicas: int = 1
-    # in this process (threads that share one GIL), a (step, rank)'s Bench graph is built once its NPU
-    # graph is, not beside it: one after the other they take as long, and their peaks do not add up
-    # (both sides of one rank of 200,200 entries: 312 MiB of peak RSS, against 428-474 MiB at once)
+    # in this process (threads that share one GIL), for a big input (IN_TURN_FROM_BYTES), a (step,
+    # rank)'s Bench graph is built once its NPU graph is, not beside it: their peaks do not add up (both
+    # sides of one rank of 200,200 entries: 312 MiB of peak RSS, against 428-474 MiB at once)
     in_turn: bool = False
 
     def rank_tasks(self, source: RankSource, after: Any = None) -> RankTasks:
@@ -699,7 +706,9 @@ def visualize(
     run = run if client is not None else _graph_run(run, target, golden)
     split, replicas = _splits(client, run), _replicas(client, run)
     merged = _merged(target, golden, opts, parallel, json_output)
-    in_turn = client is None and run is not None and run.in_this_process  # (Plan.in_turn)
+    in_turn = (  # (Plan.in_turn)
+        client is None and run is not None and run.in_this_process and run.input_bytes >= IN_TURN_FROM_BYTES
+    )
     plan = (
         _rank_plan(target, golden, opts, split, replicas, in_turn)
         if merged is None and not json_files
