@@ -122,8 +122,10 @@ def rank_file(
     hashed = match == MatchOptions()  # the default match, cut into hash partitions (part_keys.py)
     # each side scanned in its own task (a SideScan, then each part's spans), so that on a cluster the
     # two sides' parts start on two workers
-    npu_scan, *npu_spans = graph.call_many(scan_side, 1 + npu_n, npu_src, npu_n)
-    bench_scan, *bench_spans = graph.call_many(scan_side, 1 + bench_n, bench_src, bench_n)
+    # (the SideScan an item apart: every part's parse reads it, and where the spans are taken from groups
+    # of them (TaskGraph._groups), each parse was sent the first group with it, a tenth of the side's spans)
+    npu_scan, *npu_spans = graph.call_many(scan_side, 1 + npu_n, npu_src, npu_n, apart=(0,))
+    bench_scan, *bench_spans = graph.call_many(scan_side, 1 + bench_n, bench_src, bench_n, apart=(0,))
     scans = npu_scan, bench_scan
     spooled = not graph.shared  # (the rows go through files, not the process that schedules: spooled_parse)
     zlib_packed = not spooled and rows_zlib(npu_src, bench_src)  # (a file is held by no process)
