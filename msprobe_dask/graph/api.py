@@ -284,7 +284,12 @@ def _end_write(
     opts: Options,
     ranks: list[int],
     steps: list[int],
+    *released: None,
 ) -> Visualized:
+    """``released``: with a big input (_write_chain's ``released_beside`` False), every (step, rank)'s
+    graphs let go (_release) before this task's own work, whose index builds' peak would add to theirs
+    (one rank of 1,001,000 entries a side in this process: 1,535 MiB with them let go beside it, 1,441
+    MiB before it)."""
     result = vis_result(parts, compare, opts, ranks, steps)
     path = prev.writer.resume().complete([_tables(g) for g in result.graphs], result.config)
     return _visualized(path, result)
@@ -293,9 +298,9 @@ def _end_write(
 def _released_too(done: Visualized, *released: None) -> Visualized:
     """``done`` once every (step, rank)'s graphs are let go too (``released``: _release): else dask
     would not run the releases that no later build waits for, and those graphs, frozen and linked
-    both ways (graph/gcpause.py), would stay until the run ends. Not before the vis.db's last task
-    (_end_write), whose index builds leave the GIL to them (one rank of 7,716 entries a side in this
-    process: its release, 4 ms, ran alone between the last insert and that task)."""
+    both ways (graph/gcpause.py), would stay until the run ends. With a small input in this process,
+    beside the vis.db's last task (_end_write), whose index builds leave the GIL to them (one rank of
+    7,716 entries a side: its release, 4 ms, ran alone between the last insert and that task)."""
     return done
 
 
@@ -496,7 +501,9 @@ def _plan(
     return dask.delayed(vis_result)(parts, *args, dask_key_name="vis-result"), plan.compare
 
 
-def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0, kept: bool = False) -> Any:
+def _write_chain(
+    plan: Plan, writer: VisdbWriter, window: int = 0, kept: bool = False, released_beside: bool = False
+) -> Any:
     """The lazy vis.db written by a chain of tasks: each (step, rank)'s graphs placed in write order,
     then each chunk's rows inserted as soon as the chunk is made and the one before it is in (the rows
     and their rowids are those of one write task: VisdbWriter); the last task sets the linked
@@ -508,7 +515,8 @@ def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0, kept: bool = 
     them are held at a time. ``kept``: only the releases that a later build waits for are made, the
     last graphs kept to the run's end (_kept_to_the_end): their releases would be the last tasks but
     one (one rank of 50,050 entries a side on two workers: 0.03 s of each worker's CPU after the last
-    insert, its writer sent to the other worker first)."""
+    insert, its writer sent to the other worker first). ``released_beside``: the releases run beside
+    the last task (_released_too), not before it (_end_write)."""
     import dask
 
     written: Any = Written(writer)
@@ -531,10 +539,12 @@ def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0, kept: bool = 
         released.append(releases)
         finished.append(_finish_early(r, plan.linked))
     args = (plan.compare, plan.opts, plan.rank_list, plan.step_list)
+    every = [] if kept else [release for releases in released for release in releases]
+    if kept or not released_beside:
+        return dask.delayed(_end_write)(
+            written, plan.parts(finished), *args, *every, dask_key_name="write-visdb"
+        )
     end = dask.delayed(_end_write)(written, plan.parts(finished), *args, dask_key_name="write-visdb")
-    if kept:
-        return end
-    every = [release for releases in released for release in releases]
     return dask.delayed(_released_too)(end, *every, dask_key_name="released-too")
 
 
@@ -706,9 +716,8 @@ def visualize(
     run = run if client is not None else _graph_run(run, target, golden)
     split, replicas = _splits(client, run), _replicas(client, run)
     merged = _merged(target, golden, opts, parallel, json_output)
-    in_turn = (  # (Plan.in_turn)
-        client is None and run is not None and run.in_this_process and run.input_bytes >= IN_TURN_FROM_BYTES
-    )
+    here = client is None and run is not None and run.in_this_process
+    in_turn = here and run is not None and run.input_bytes >= IN_TURN_FROM_BYTES  # (Plan.in_turn)
     plan = (
         _rank_plan(target, golden, opts, split, replicas, in_turn)
         if merged is None and not json_files
@@ -730,7 +739,8 @@ def visualize(
             return _compute(written, client, run)
         writer = VisdbWriter(path, _index_early(client, run)).suspend()
         try:
-            chain = _write_chain(plan, writer, _rank_window(client, run), _kept_to_the_end(client, run))
+            window, kept = _rank_window(client, run), _kept_to_the_end(client, run)
+            chain = _write_chain(plan, writer, window, kept, released_beside=here and not in_turn)
             return _compute(chain, client, run)
         finally:  # (named when complete; a failed run leaves nothing)
             remove_temporary(writer.temporary)

@@ -326,6 +326,20 @@ def test_a_ranks_bench_graph_is_built_after_its_npu_graph_in_this_process(in_tur
     assert (npu in graph[bench].dependencies) is in_turn and bench not in graph[npu].dependencies
 
 
+@pytest.mark.parametrize("beside", [False, True])
+def test_a_big_inputs_graphs_are_let_go_before_the_last_task(tmp_path: Path, beside: bool) -> None:
+    """``released_beside`` (a small input in this process): the releases run beside the vis.db's last
+    task; else (a big input: the index builds' peak would add to the graphs') before it."""
+    tp, gp, opts = _sides("multirank compare")
+    plan = api._rank_plan(tp, gp, opts)
+    chain = api._write_chain(plan, VisdbWriter(tmp_path / "x.vis.db").suspend(), released_beside=beside)
+    graph = dict(chain.__dask_graph__())
+    releases = {k for k in graph if str(k).startswith("release-")}
+    assert len(releases) == len(plan.sources)
+    assert releases.isdisjoint(graph["write-visdb"].dependencies) is beside
+    assert ("released-too" in graph) is beside
+
+
 def test_the_chain_holds_each_task_once(tmp_path: Path) -> None:
     """Its graph is laid out in time linear in the (step, rank)s: no layer holds copies of another's
     tasks (dask.delayed given a list of Delayeds optimizes the graph laid out so far into a layer of
