@@ -142,6 +142,26 @@ def test_same_visdb_as_reference_in_pure_python(
     _check_same_as_reference(case, name, argv, tmp_path)
 
 
+@pytest.mark.parametrize(("case", "name", "argv"), RUNS, ids=[f"{c}-{n}" for c, n, _ in RUNS])
+def test_same_visdb_as_reference_laid_out_as_a_big_input_in_this_process(
+    case: str, name: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In this process as a big input is (IN_TURN_FROM_BYTES): a rank's Bench graph built after its
+    NPU graph, every graph let go before the vis.db's last task (not beside it, as a small input's):
+    the reference's vis.db."""
+    monkeypatch.setattr(api, "IN_TURN_FROM_BYTES", 0)
+    beside: list[bool] = []
+    chain = api._write_chain
+
+    def recorded(*args, released_beside: bool = False):  # type: ignore[no-untyped-def]
+        beside.append(released_beside)
+        return chain(*args, released_beside=released_beside)
+
+    monkeypatch.setattr(api, "_write_chain", recorded)
+    _check_same_as_reference(case, name, argv, tmp_path)
+    assert not any(beside), beside
+
+
 ON_WORKERS = [r for r in RUNS if f"{r[0]}/{r[1]}" in WORKER_CASES]
 
 

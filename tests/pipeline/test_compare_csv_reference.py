@@ -67,3 +67,31 @@ def test_csv_on_local_worker_processes_with_many_parts_equals_reference(
     ours = read_csv(run_compare(case, tmp_path, "--workers", "2"))
     assert grouped and max(grouped) >= 13  # (a side's scan: its header and 12 parts or more)
     assert_same_cells(ours, read_csv(reference_file(case, "compare_csv")))
+
+
+@pytest.mark.parametrize("flags", [["--workers", "2"], []], ids=["spooled", "in_this_process_zlib"])
+@pytest.mark.parametrize("case", ["stat_mix", "fuzzy", "transformer_big"])
+def test_csv_with_the_match_in_hash_partitions_equals_reference(
+    case: str, flags: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big rank's layout on a small dump: the default match cut into hash partitions (a key's
+    partition by its CRC-32, the keys joined, their items read inline from the parts' key files on local
+    worker processes), the parts' rows left uncompressed in the spool files (``--workers 2``) or
+    zlib-compressed where a process holds them (in this process, ``ROWS_ZLIB_FROM_BYTES`` at 0): the
+    reference's cells."""
+    from msprobe_dask.pipeline import chunked, part_keys, part_scan
+
+    sizes = [(case_dir(case) / side / "dump.json").stat().st_size for side in ("target", "golden")]
+    monkeypatch.setattr(part_scan, "PART_BYTES", min(sizes) // 6)
+    monkeypatch.setattr(part_scan, "MIN_PARTS", 1)
+    monkeypatch.setattr(part_scan, "ROWS_ZLIB_FROM_BYTES", 0)
+    monkeypatch.setattr(part_keys, "PARTITION_BYTES", sum(sizes) // 4)
+    partitions: list[int] = []
+    zlib_packed: list[bool] = []
+    count, zlib_of = chunked.partition_count, chunked.rows_zlib
+    monkeypatch.setattr(chunked, "partition_count", lambda *a: partitions.append(count(*a)) or partitions[-1])
+    monkeypatch.setattr(chunked, "rows_zlib", lambda *a: zlib_packed.append(zlib_of(*a)) or zlib_packed[-1])
+    ours = read_csv(run_compare(case, tmp_path, *flags))
+    assert partitions and min(partitions) >= 4, partitions
+    assert zlib_packed == ([] if flags else [True])  # (spooled rows: never compressed, not even asked)
+    assert_same_cells(ours, read_csv(reference_file(case, "compare_csv")))
