@@ -135,6 +135,13 @@ class ProgressLog:
 
 
 def run(args: argparse.Namespace) -> int:
+    from msprobe_dask.graph.gcpause import rare_full_collections
+
+    with rare_full_collections():  # from the start: the modules imported and the plan all live on
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from msprobe_dask.errors import ConfigError, UserError
     from msprobe_dask.graph.api import visualize
     from msprobe_dask.pipeline.scheduler import RunOptions
