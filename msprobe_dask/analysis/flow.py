@@ -386,11 +386,6 @@ def row_entries(rows: RowColumns) -> list[str]:
     ]
 
 
-def entry_count(rows: RowColumns) -> int:
-    """How many nodes ``column_nodes`` makes of ``rows``."""
-    return len(_spans(row_entries(rows)))
-
-
 def column_nodes(rows: RowColumns, rank: int, atol: float) -> list[Node]:
     """``rank_nodes`` of rows given column by column."""
     return list(iter_column_nodes(rows, rank, atol))
@@ -406,24 +401,42 @@ def communication_nodes(rows: RowColumns, rank: int, atol: float) -> list[Node]:
     """The communication nodes of ``column_nodes`` (each with its index among all) as the links across
     ranks read them (``links.link``: a node's rank, index, name, Comm and inputs): without outputs or
     stack, whose rows are not read."""
+    return part_nodes(rows, rank, atol).comms
+
+
+@dataclass(frozen=True, slots=True)
+class PartNodes:
+    """What a table part tells the divergence walk of its rows (``part_nodes``)."""
+
+    count: int  # how many nodes ``column_nodes`` makes of them
+    comms: list[Node]  # ``communication_nodes``
+    # the one QuietRun that ``walk_nodes`` (with an rtol of 0 or more) makes of all of them when none
+    # received something from a peer: where every row is quiet (``_QuietRows``: an error of 0.0, or none)
+    # and no communication node may have an unsettled row (``_settled``); None where it makes others
+    quiet: QuietRun | None
+    extremes: tuple[Iterable[float], Iterable[float]]  # the QuietRun's signatures: NPU max, NPU min
+
+
+def part_nodes(rows: RowColumns, rank: int, atol: float) -> PartNodes:
+    """What a table part tells the divergence walk of ``rows`` (``summary.divergence.NodePart``: the walk
+    reads a part that is one QuietRun without its rows, as most parts of a rank whose divergence is far
+    in)."""
     entries = row_entries(rows)
+    spans = _spans(entries)
     seen: dict[Comm, Comm] = {}  # (one Comm of each value: see _column_nodes)
-    return [
-        _node(
-            rows,
-            rank,
-            index,
-            entry,
-            start,
-            end,
-            _comm(entry, rows, start, end, rank, seen),
-            atol,
-            None,
-            False,
-        )
-        for index, (start, end) in enumerate(_spans(entries))
-        if (entry := entries[start]).startswith(COMM_PREFIXES) and is_communication(entry)  # (most are not)
-    ]
+    comms: list[Node] = []
+    settled = True
+    for index, (start, end) in enumerate(spans):
+        entry = entries[start]
+        if entry.startswith(COMM_PREFIXES) and is_communication(entry):  # (most are not)
+            comm = _comm(entry, rows, start, end, rank, seen)
+            comms.append(_node(rows, rank, index, entry, start, end, comm, atol, None, False))
+            settled = settled and _settled(rows, entry, start, end)
+    quiet = _QuietRows.of(rows, atol, whole=True) if spans and settled else None
+    if quiet is None:
+        return PartNodes(len(spans), comms, None, ((), ()))
+    run = quiet.run(entries, spans, 0, len(spans))
+    return PartNodes(len(spans), comms, run, quiet.extremes(0, len(rows.md5_only)))
 
 
 LightNode = tuple[str, float | None, tuple[Signature, ...]]
@@ -561,35 +574,28 @@ class _QuietRows:
         self.tensor = tensor  # (whether each row is a tensor: None, every row is)
 
     @classmethod
-    def of(cls, rows: RowColumns, atol: float) -> _QuietRows | None:
+    def of(cls, rows: RowColumns, atol: float, whole: bool = False) -> _QuietRows | None:
         """The quiet rows of ``rows``; None where most rows have an error to measure (a rank whose values
-        differ a little everywhere: its nodes are read one by one)."""
+        differ a little everywhere: its nodes are read one by one), or (``whole``) where a row has one
+        (found at the first)."""
         cells = rows.cells
-        float_ = float
-        same = zip(
-            *(cells[column] for column in STAT_COLUMNS), cells["MaxAbsErr"], cells["EucDist"], rows.md5_only
-        )
-        others = [
-            i
-            for i, (n0, n1, n2, n3, b0, b1, b2, b3, max_abs, euc, md5_only) in enumerate(same)
-            if not (
-                n0 == b0 and n1 == b1 and n2 == b2 and n3 == b3 and max_abs in _ZEROS and euc in _ZEROS
-                and n0.__class__ is float_ and n1.__class__ is float_ and n2.__class__ is float_
-                and n3.__class__ is float_ and b0.__class__ is float_ and b1.__class__ is float_
-                and b2.__class__ is float_ and b3.__class__ is float_ and not md5_only
-            )
-        ]  # fmt: skip
-        if 2 * len(others) > len(rows.md5_only):
-            return None
+        others: Iterable[int] = _loud_rows(rows)
+        if not whole:
+            others = list(others)
+            if 2 * len(others) > len(rows.md5_only):
+                return None
         measured: list[int] = []
         tensor = None
         errors: dict[tuple[Any, ...], float | None] = {}
+        float_ = float
         highs, bench_highs = cells[STAT_COLUMNS[0]], cells[STAT_COLUMNS[4]]
         columns = [
             cells[column] for column in (*STAT_COLUMNS, "MaxAbsErr", "EucDist", "NPU MD5", "BENCH MD5")
         ]
         for i in others:
             if rows.md5_only[i] or highs[i].__class__ is float_ is bench_highs[i].__class__:
+                if whole:
+                    return None
                 measured.append(i)  # (an md5's error, or one of its max's: _stats_error)
                 continue
             # (each cell with its class: False, 0 and 0.0 are equal keys, not equal cells)
@@ -599,11 +605,15 @@ class _QuietRows:
             except TypeError:  # (a cell that is not hashable)
                 error = rows.error(i, atol)
             if error is not None:
+                if whole:
+                    return None
                 measured.append(i)
             else:
                 if tensor is None:
                     tensor = bytearray(b"\x01") * len(rows.md5_only)
                 tensor[i] = 0
+        if whole and tensor is not None and 2 * tensor.count(0) > len(rows.md5_only):
+            return None  # (as without ``whole``: most rows not quiet at sight)
         return cls(rows, measured, tensor)
 
     def loud(
@@ -640,13 +650,39 @@ class _QuietRows:
             if has_input:
                 break
         tail.reverse()
-        rows_from, rows_to = spans[first][0], spans[end - 1][1]
-        pairs = zip(cells[STAT_COLUMNS[0]][rows_from:rows_to], cells[STAT_COLUMNS[1]][rows_from:rows_to])
         return QuietRun(
             [entries[start] for start, _ in spans[first:last]],
             tail,
-            pairs if tensor is None else compress(pairs, tensor[rows_from:rows_to]),
+            zip(*self.extremes(spans[first][0], spans[end - 1][1])),
         )
+
+    def extremes(self, start: int, end: int) -> tuple[Iterable[Any], Iterable[Any]]:
+        """The NPU max and the NPU min of the tensors of rows ``start`` to ``end``."""
+        cells, tensor = self.rows.cells, self.tensor
+        highs, lows = cells[STAT_COLUMNS[0]][start:end], cells[STAT_COLUMNS[1]][start:end]
+        if tensor is None:
+            return highs, lows
+        return compress(highs, tensor[start:end]), compress(lows, tensor[start:end])
+
+
+def _loud_rows(rows: RowColumns) -> Iterator[int]:
+    """The rows of ``rows`` that are not quiet at sight (``_QuietRows``): each statistic a float, the same
+    on both sides, no MaxAbsErr or EucDist but zero, not an md5 row."""
+    cells = rows.cells
+    float_ = float
+    same = zip(
+        *(cells[column] for column in STAT_COLUMNS), cells["MaxAbsErr"], cells["EucDist"], rows.md5_only
+    )
+    return (
+        i
+        for i, (n0, n1, n2, n3, b0, b1, b2, b3, max_abs, euc, md5_only) in enumerate(same)
+        if not (
+            n0 == b0 and n1 == b1 and n2 == b2 and n3 == b3 and max_abs in _ZEROS and euc in _ZEROS
+            and n0.__class__ is float_ and n1.__class__ is float_ and n2.__class__ is float_
+            and n3.__class__ is float_ and b0.__class__ is float_ and b1.__class__ is float_
+            and b2.__class__ is float_ and b3.__class__ is float_ and not md5_only
+        )
+    )  # fmt: skip
 
 
 def _measured(

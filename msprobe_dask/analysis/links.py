@@ -87,6 +87,8 @@ def _message(rank: int, node: Node, tensors: tuple[TensorError, ...], point_to_p
 
 def _groups(ranks: Mapping[int, Sequence[Node]]) -> tuple[list[tuple[Key, Key]], list[list[Key]]]:
     """(point-to-point pairs (sender, receiver), groups of nodes that take part in one exchange)."""
+    if len(ranks) < 2:  # (a node's peers never hold its own rank: one rank exchanges nothing)
+        return [], []
     world = frozenset(ranks)
     slots: dict[tuple[object, ...], list[Key]] = defaultdict(list)
     sends: dict[tuple[str, int, int, int], Key] = {}
@@ -189,6 +191,8 @@ def _clock(
     each rank's number of nodes): run every rank forward, a receive waiting for its send and a group for
     all its members; when every rank waits (a link the dumps do not complete), the least advanced one goes
     on. Every other node is ready when reached and ticks its rank's clock once (``Links.time``)."""
+    if not pairs and not groups:  # (every node ready when reached: the n-th node of a rank at n + 1)
+        return {(rank, index): index + 1 for rank, own in comms.items() for index in own}
     send_of = {receiver: sender for sender, receiver in pairs}
     group_of = _components(groups)
     position = dict.fromkeys(sizes, 0)

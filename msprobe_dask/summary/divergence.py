@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pickle
 import zlib
+from array import array
 from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -32,8 +33,7 @@ from msprobe_dask.analysis.flow import (
     QuietRun,
     RowColumns,
     column_nodes,
-    communication_nodes,
-    entry_count,
+    part_nodes,
     walk_nodes,
 )
 from msprobe_dask.columns import STAT_COLUMNS
@@ -75,7 +75,9 @@ class NodePart:
     reads them (``RowColumns``), pickled: made into nodes only when the walk reaches the part (it stops
     at a rank's first origin), each node that cannot diverge as its ``LightNode``. Index counted from
     the part's start. The rows' texts are compressed (zlib level 1, about 10x), their statistics not
-    (random digits: zlib takes longer than the rest of the packing and keeps about 70%)."""
+    (random digits: zlib takes longer than the rest of the packing and keeps about 70%). A part whose
+    nodes the walk reads as one QuietRun when none received something from a peer (``flow.part_nodes``)
+    also holds that run: the walk then reads it without its rows."""
 
     count: int
     rank: int
@@ -84,6 +86,8 @@ class NodePart:
     packed_comms: bytes  # (packed too: the parts wait in this process and go to the rank's last task)
     packed_texts: bytes
     packed_numbers: bytes
+    # the QuietRun's names and tail (packed) and its signatures' NPU max and min (arrays); b"": none
+    quiet_run: bytes
 
     def comms(self, start: int = 0) -> list[Node]:
         """The part's communication nodes (``communication_nodes``), their indexes counted from ``start``."""
@@ -97,16 +101,22 @@ class NodePart:
     def nodes(self, receiving: Container[int] = ()) -> Iterator[Node | LightNode | QuietRun]:
         """The part's nodes, each made when the walk reaches it (``receiving``: the indexes of those that
         received something from a peer, see ``flow.walk_nodes``)."""
+        if self.quiet_run and not receiving:
+            packed, highs, lows = pickle.loads(self.quiet_run)
+            names, tail = pickle.loads(zlib.decompress(packed))
+            yield QuietRun(names, tail, zip(highs, lows))
+            return
         texts, md5_only = pickle.loads(zlib.decompress(self.packed_texts))
         rows = RowColumns({**texts, **pickle.loads(self.packed_numbers)}, md5_only)
-        return walk_nodes(rows, self.rank, self.tolerance.atol, self.tolerance.rtol, receiving)
+        yield from walk_nodes(rows, self.rank, self.tolerance.atol, self.tolerance.rtol, receiving)
 
 
 def node_part(label: str, table: Any, tol: Tolerance) -> NodePart:
     """A table part's NodePart (of a ``CompareTable``, or a part of one)."""
     rows = table_columns(table)
     rank = step_and_rank(label)[1]
-    comms = communication_nodes(rows, rank, tol.atol)
+    part = part_nodes(rows, rank, tol.atol)
+    comms, quiet = part.comms, part.quiet
     # (as columns: a Node pickled is its class and fields, and would be made twice: unpickled, then moved)
     comm_columns = (
         [node.index for node in comms],
@@ -115,14 +125,19 @@ def node_part(label: str, table: Any, tol: Tolerance) -> NodePart:
     )
     texts = {column: cells for column, cells in rows.cells.items() if column not in STAT_COLUMNS}
     numbers = {column: rows.cells[column] for column in STAT_COLUMNS}
+    quiet_run = b""
+    if quiet is not None and tol.rtol >= 0:  # (walk_nodes makes no QuietRun with an rtol below 0)
+        highs, lows = (array("d", column) for column in part.extremes)  # (floats: PartNodes.quiet)
+        quiet_run = pickle.dumps((_packed((quiet.names, quiet.tail)), highs, lows), pickle.HIGHEST_PROTOCOL)
     return NodePart(
-        entry_count(rows),
+        part.count,
         rank,
         tol,
-        rows.exceeds(tol.atol, tol.rtol),
+        quiet is None and rows.exceeds(tol.atol, tol.rtol),  # (no row of a QuietRun has an error)
         _packed((*comm_columns, [node.inputs for node in comms])),
         _packed((texts, rows.md5_only)),
         pickle.dumps(numbers, pickle.HIGHEST_PROTOCOL),
+        quiet_run,
     )
 
 

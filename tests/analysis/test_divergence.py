@@ -22,7 +22,7 @@ from msprobe_dask.analysis.divergence import (
     from_tables,
     step_and_rank,
 )
-from msprobe_dask.analysis.flow import Comm, LightNode, Node, TensorError, tensor_error
+from msprobe_dask.analysis.flow import Comm, LightNode, Node, QuietRun, TensorError, tensor_error
 from msprobe_dask.pipeline.compare import compare
 from msprobe_dask.table import CompareTable
 
@@ -411,6 +411,64 @@ def test_walk_nodes_make_light_nodes_as_the_walk_reads_nodes(
     nodes = list(iter_column_nodes(RowColumns(cells, md5_only), 3, atol))
     made = walk_nodes(RowColumns(cells, md5_only), 3, atol, rtol, range(len(nodes)))
     assert repr(walk_view(made)) == repr(walk_view([light_node(node, rtol) or node for node in nodes]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        # (most parts all quiet: a node with an error to measure makes the part one of others)
+        st.one_of(
+            *[_QUIET_ROW] * 8, st.tuples(_NAMES, *[_CELL] * 8, *[_DIFF] * 2, st.booleans(), st.booleans())
+        ),
+        max_size=12,
+    ),
+    st.sampled_from([0.0, 1e-6, 0.5]),
+    st.sampled_from([-1.0, 0.0, 0.1, 2.0]),
+)
+def test_a_part_that_is_one_quiet_run_is_walked_without_its_rows(
+    rows: list[tuple], atol: float, rtol: float
+) -> None:  # type: ignore[type-arg]
+    """A table part whose nodes flow.walk_nodes makes into one QuietRun when none received something from
+    a peer (flow.part_nodes) is read by the walk as that run without its rows (NodePart): the walk reads
+    the same as walk_nodes makes of the rows, when no node received something and when every one did
+    (then made from the rows); the part counts the same nodes and exceeds rtol where its rows do."""
+    from types import SimpleNamespace
+
+    from msprobe_dask.analysis.flow import READ_COLUMNS, RowColumns, entry_and_state, walk_nodes
+    from msprobe_dask.columns import STAT_COLUMNS
+    from msprobe_dask.summary.divergence import node_part
+
+    rows = sorted(rows, key=lambda row: row[0])  # (a node's rows together)
+    rows = [(*row[:5], *row[1:5], *row[9:]) if row[12] else row for row in rows]  # both sides the same
+    stats = ("NPU Name", *STAT_COLUMNS, "MaxAbsErr", "EucDist")
+    cells = {c: [row[stats.index(c)] for row in rows] for c in READ_COLUMNS if c in stats}
+    entries = [entry_and_state(row[0])[0] for row in rows]
+    tol = Tolerance(atol, rtol)
+    part = node_part("rank3", SimpleNamespace(cells=cells, columns=list(cells), entries=entries), tol)
+    columns = RowColumns.of_columns(len(rows), {**cells, "api_origin_name": entries})
+    columns = pickle.loads(pickle.dumps(columns))  # (as the part's: a NaN cell of each side an object)
+    nodes = list(walk_nodes(columns, 3, atol, rtol))
+    assert part.count == len({*entries}) and part.exceeds == columns.exceeds(atol, rtol)
+    assert bool(part.quiet_run) == (rtol >= 0 and len(nodes) == 1 and nodes[0].__class__ is QuietRun)
+    assert repr(walk_view(part.nodes(set()))) == repr(walk_view(nodes))
+    every = set(range(part.count))
+    assert repr(walk_view(part.nodes(every))) == repr(walk_view(walk_nodes(columns, 3, atol, rtol, every)))
+
+
+def test_one_ranks_clock_ticks_once_a_node() -> None:
+    """On one rank (and on ranks that exchange nothing) each node ticks its rank's clock once: the n-th
+    node's time is n + 1, its communication nodes' too."""
+    from msprobe_dask.analysis.links import link
+
+    def nodes(rank: int) -> list[Node]:
+        names = ["Functional.f.0.forward", "Distributed.all_reduce.1.forward", "Distributed.isend.2.forward"]
+        comms = [None, Comm("all_reduce", frozenset({5})), Comm("isend", frozenset({7}))]
+        return [Node(rank, i, names[i % 3], (), (), None, comms[i % 3]) for i in range(10)]
+
+    for ranks in ({0: nodes(0)}, {1: nodes(1), 2: nodes(2)}):
+        links = link(ranks)
+        assert not links.received
+        assert all(links.time(rank, i) == i + 1 for rank in ranks for i in range(10))
 
 
 _COMM_ROWS = st.sampled_from(
