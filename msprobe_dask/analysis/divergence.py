@@ -278,7 +278,9 @@ class RankNodes:
     part, a rank of 1M entries is never whole in memory)."""
 
     count: int
-    comms: Sequence[Node]
+    # the communication nodes among them, read when the links across ranks are made (never for a job
+    # of one rank: it exchanges nothing)
+    comms: Callable[[], Sequence[Node]]
     # (given the indexes of the nodes that received something from a peer: ``flow.walk_nodes``' receiving)
     read: Callable[[Collection[int]], Iterable[Node | LightNode | QuietRun]]
     # a tensor's error exceeds rtol somewhere in the rank: else no rule finds a node there (see
@@ -287,7 +289,7 @@ class RankNodes:
 
     @classmethod
     def of(cls, nodes: Sequence[Node]) -> RankNodes:
-        return cls(len(nodes), [node for node in nodes if node.comm is not None], lambda _: nodes)
+        return cls(len(nodes), lambda: [node for node in nodes if node.comm is not None], lambda _: nodes)
 
 
 def analyse_firsts(groups: Mapping[str, Mapping[int, RankNodes]], tol: Tolerance) -> Divergence:
@@ -298,9 +300,11 @@ def analyse_firsts(groups: Mapping[str, Mapping[int, RankNodes]], tol: Tolerance
     firsts: list[Finding] = []
     for step in _steps(groups):
         ranks = groups[step]
-        links = link(
-            {rank: nodes.comms for rank, nodes in ranks.items()}, {r: n.count for r, n in ranks.items()}
-        )
+        links = Links()  # (one rank: no link, each node at its own time, ``Links.time``)
+        if len(ranks) > 1:
+            links = link(
+                {rank: nodes.comms() for rank, nodes in ranks.items()}, {r: n.count for r, n in ranks.items()}
+            )
         for rank in sorted(r for r, nodes in ranks.items() if nodes.exceeds):
             first = None
             receiving = {index for (at, index), sent in links.received.items() if at == rank and sent}

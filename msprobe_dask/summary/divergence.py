@@ -163,7 +163,9 @@ def rank_of_parts(parts: Sequence[PartNodes]) -> RankNodes:
     """A rank's nodes from its parts' (in order), for ``analyse_rank_nodes``: each part decoded when the
     walk reaches it (a LightNode has no index to shift)."""
     starts = list(accumulate((part.count for part in parts), initial=0))
-    comms = [node for part, start in zip(parts, starts) for node in part.comms(start)]
+
+    def comms() -> list[Node]:
+        return [node for part, start in zip(parts, starts) for node in part.comms(start)]
 
     def read(receiving: Collection[int]) -> Iterator[Node | LightNode | QuietRun]:
         for part, start in zip(parts, starts):

@@ -457,8 +457,9 @@ def test_a_part_that_is_one_quiet_run_is_walked_without_its_rows(
 
 def test_one_ranks_clock_ticks_once_a_node() -> None:
     """On one rank (and on ranks that exchange nothing) each node ticks its rank's clock once: the n-th
-    node's time is n + 1, its communication nodes' too."""
-    from msprobe_dask.analysis.links import link
+    node's time is n + 1, its communication nodes' too, as without links (what the analysis of a job of
+    one rank's parts uses: analyse_firsts)."""
+    from msprobe_dask.analysis.links import Links, link
 
     def nodes(rank: int) -> list[Node]:
         names = ["Functional.f.0.forward", "Distributed.all_reduce.1.forward", "Distributed.isend.2.forward"]
@@ -468,7 +469,7 @@ def test_one_ranks_clock_ticks_once_a_node() -> None:
     for ranks in ({0: nodes(0)}, {1: nodes(1), 2: nodes(2)}):
         links = link(ranks)
         assert not links.received
-        assert all(links.time(rank, i) == i + 1 for rank in ranks for i in range(10))
+        assert all(links.time(rank, i) == i + 1 == Links().time(rank, i) for rank in ranks for i in range(10))
 
 
 _COMM_ROWS = st.sampled_from(

@@ -70,7 +70,7 @@ def assert_same_part(
     assert repr(kinds.most_common()) == repr(their_kinds.most_common())
     ours_nodes, theirs_nodes = rank_of_parts([nodes]), rank_of_parts([their_nodes])
     assert repr(walk_view(ours_nodes.read(()))) == repr(walk_view(theirs_nodes.read(())))
-    assert repr(ours_nodes.comms) == repr(theirs_nodes.comms)
+    assert repr(ours_nodes.comms()) == repr(theirs_nodes.comms())
     return made
 
 
