@@ -70,8 +70,10 @@ def _stat(value: Any) -> Stat:
 
 
 def _tensor_stat(value: Any) -> Stat:
-    """Tensor summaries keep numbers; bools (a bool tensor's Max) become the strings True/False."""
-    return str(value) if isinstance(value, bool) else _stat(value)
+    """Tensor summaries keep numbers; bools (a bool tensor's Max) become the strings True/False, and a
+    list or object (no dumper writes one) its text, the cell it is written as: nested hundreds of
+    levels, it would not pickle (a table part's result)."""
+    return str(value) if isinstance(value, (bool, list, dict)) else _stat(value)
 
 
 def _numpy_shape(value: Any) -> str:

@@ -167,10 +167,10 @@ def _attach_all(b: _Builder, construct: Mapping[str, str | None]) -> None:
         node.attach(parent)
 
 
-def _stack_shows_recompute(lines: list[str]) -> bool:
+def _stack_shows_recompute(lines: list[Any]) -> bool:
     frames = []
     for line in lines:
-        m = FRAME.match(line)
+        m = FRAME.match(line) if isinstance(line, str) else None  # (a hostile stack.json's numbers)
         if m:
             frames.append((m.group(1), m.group(2).strip()))
     for i, (path, func) in enumerate(frames):

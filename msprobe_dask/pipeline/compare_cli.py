@@ -217,6 +217,8 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
         path_lines.insert(0, report_path_line(report))
     print_run_end(summary, path_lines, args.quiet)
     if unreadable:
+        if run_options.stage_log is not None:  # the stage lines held (pipeline/stages.py) come before
+            run_options.stage_log.close()
         print(unreadable_line(unreadable), file=sys.stderr)
         return 1
     return 0

@@ -266,7 +266,7 @@ def _on_cluster(options: RunOptions) -> Iterator[Compute]:
         raise ConfigError(address, f"cannot reach the dask scheduler: {exc}") from None
     try:
         if options.progress:
-            announce_dashboard(client)
+            announce_dashboard(client, options.stage_log)
 
         def compute_distributed(objs: Sequence[Any]) -> list[Any]:
             futures = client.compute(list(objs))
@@ -297,13 +297,19 @@ def _on_cluster(options: RunOptions) -> Iterator[Compute]:
             client.close(timeout=5)
 
 
-def announce_dashboard(client: Any) -> None:
-    """Print the cluster's dashboard link on stderr, if its scheduler serves one (bokeh installed)."""
+def announce_dashboard(client: Any, log: StageLog | None = None) -> None:
+    """Print the cluster's dashboard link on stderr, if its scheduler serves one (bokeh installed): as
+    a line of the command's stage ``log``, if given (held while the command is young, so that a bad
+    input still ends with its one error line alone)."""
     try:
         link = "dashboard" in client.scheduler_info().get("services", {}) and client.dashboard_link
     except Exception:  # a scheduler too old or gone: nothing to show
         link = None
-    if link:
+    if not link:
+        return
+    if log is not None:
+        log.line(f"dask dashboard: {link}")
+    else:
         print(f"dask dashboard: {link}", file=sys.stderr)
 
 

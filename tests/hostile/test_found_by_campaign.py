@@ -1,0 +1,66 @@
+"""Defects found by workflows/hostile_campaign.py, each pinned: runs without ``-q`` (the stage lines and
+the dashboard link held back, so that a failed run's one line is alone and a run's count of unreadable
+rows is its last line), and values of the wrong shape where a dumper writes numbers or strings."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from hostile_dumps import APIS, edited, entries, nested, write_dump
+from hostile_run import check, new_case, result_files
+
+VICTIM = f"{APIS[1]}.output.0.npy"
+
+
+def test_unreadable_count_is_the_last_line_with_the_stage_lines(tmp_path: Path) -> None:
+    """compare without -q: the stage lines held while the run was young come before the count."""
+    case = new_case(tmp_path)
+    target = write_dump(case.dumps / "target", task="tensor")
+    golden = write_dump(case.dumps / "golden", task="tensor")
+    (target / "dump_tensor_data" / VICTIM).write_bytes(b"")
+    outcome = case.run("compare", "-tp", str(target), "-gp", str(golden), "-o", str(case.out))
+    check(outcome, 1, "1 row(s) could not be read", VICTIM, lines=None)
+    assert any(line.startswith("write csv") for line in outcome.lines), outcome.stderr
+
+
+def test_bad_input_with_workers_is_one_line(tmp_path: Path) -> None:
+    """graph_visualize --workers 2 without -q: the dashboard link is held like a stage line, so a bad
+    stack.json ends with its one error line alone."""
+    case = new_case(tmp_path)
+    target = write_dump(case.dumps / "target")
+    (target / "stack.json").write_text("[1, 2, 3]")
+    golden = write_dump(case.dumps / "golden")
+    argv = ("-tp", str(target), "-gp", str(golden), "-o", str(case.out), "--workers", "2")
+    check(case.run("graph_visualize", *argv), 2, "stack.json", "must be a JSON object")
+
+
+@pytest.mark.parametrize("command", ["compare", "graph_visualize"])
+def test_stack_lines_that_are_numbers(tmp_path: Path, command: str) -> None:
+    """A stack.json group whose stack lines are numbers (graph_visualize: a TypeError, internal error)
+    is kept as the stack it says, as the reference's graph_visualize keeps it (exit 0)."""
+    case = new_case(tmp_path)
+    target = write_dump(case.dumps / "target")
+    (target / "stack.json").write_text(json.dumps({"0": [list(entries()), [1, 2]]}))
+    golden = write_dump(case.dumps / "golden")
+    outcome = case.run(command, "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q")
+    check(outcome, 0, lines=None)
+    assert len(result_files(case.out)) == 1
+
+
+def test_tensor_statistic_nested_500_levels(tmp_path: Path) -> None:
+    """A tensor's Max that is a list 500 levels deep (within the JSON parser's bound): compare wrote it
+    as its text but a table part's result could not be pickled (RecursionError, internal error)."""
+    case = new_case(tmp_path)
+    data = edited({})
+    data[APIS[0]]["output"][0]["Max"] = json.loads(nested(500))
+    target = write_dump(case.dumps / "target", data)
+    golden = write_dump(case.dumps / "golden")
+    # (without -q: the first-divergence analysis's nodes of a table part are pickled)
+    outcome = case.run("compare", "-tp", str(target), "-gp", str(golden), "-o", str(case.out))
+    check(outcome, 0, lines=None)
+    (result,) = result_files(case.out)
+    rows = {row["NPU Name"]: row for row in csv.DictReader(result.open(encoding="utf-8"))}
+    assert rows[f"{APIS[0]}.output.0"]["NPU max"] == nested(500)
