@@ -1,0 +1,837 @@
+"""A bad-input campaign against every command: each case damages a copy of a real dump (tests/data) in a
+scratch folder, runs the command line with a 60 s timeout and prints case -> verdict.
+
+A case holds when the command ends with the expected kind of exit (2: one stderr line naming the file,
+no traceback; 0 or 1 where the input is readable), leaves no temporary or partial file in the output
+folder, does not touch a file that was there before, and writes no row or node that says ``pass`` for
+an entry whose tensor could not be read.
+
+    python workflows/hostile_campaign.py [--scratch DIR] [--only WORD] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+
+
+@dataclass
+class Run:
+    code: int | str
+    stderr: str
+    out: Path
+    before: dict[str, float]
+
+    @property
+    def lines(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.strip()]
+
+
+def run(
+    argv: list[str],
+    out: Path,
+    cwd: Path,
+    timeout: float = 60,
+    stop_after: float | None = None,
+    fsize: int = 0,
+) -> Run:
+    before = {str(p): p.stat().st_mtime for p in out.rglob("*")} if out.is_dir() else {}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "msprobe_dask", *argv],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+        preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))) if fsize else None,
+    )
+    if stop_after is not None:
+        time.sleep(stop_after)
+        proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+        code: int | str = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+        code = "hang"
+    try:
+        os.killpg(proc.pid, 0)
+        err += "\nPROCESSES LEFT"
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return Run(code, err, out, before)
+
+
+def faults(result: Run, codes: tuple[int, ...], word: str | None) -> list[str]:
+    """What is wrong with a run that should end with one of ``codes``."""
+    found = []
+    if result.code not in codes:
+        found.append(f"exit {result.code}")
+    if "PROCESSES LEFT" in result.stderr:
+        found.append("processes left")
+    if "Traceback" in result.stderr:
+        found.append("traceback")
+    if result.code == 2 and len(result.lines) != 1:
+        found.append(f"{len(result.lines)} stderr lines")
+    if word and result.code == 2 and word not in result.stderr:
+        found.append(f"no {word!r} in the line")
+    if result.out.is_dir():
+        for path in result.out.rglob("*"):
+            name = path.name
+            if name.startswith(".") or name.endswith((".part", ".tmp")):
+                found.append(f"left {path.name}")
+            elif str(path) in result.before and path.stat().st_mtime != result.before[str(path)]:
+                found.append(f"overwrote {path.name}")
+            elif result.code not in (0, 1) and str(path) not in result.before and path.is_file():
+                found.append(f"wrote {path.name} on failure")
+    return found
+
+
+def pass_rows_of_unreadable(out: Path, damaged: str) -> list[str]:
+    """csv rows of the ``damaged`` tensor (its file name without the suffix) that still say pass."""
+    bad = []
+    for path in out.rglob("*.csv"):
+        with open(path, newline="", errors="replace") as f:
+            rows = list(csv.reader(f))
+        result = rows[0].index("Result") if rows else 0
+        bad += [row[0] for row in rows[1:] if row[0] == damaged and row[result] == "pass"]
+    return bad
+
+
+class Campaign:
+    def __init__(self, scratch: Path) -> None:
+        self.scratch = scratch
+        self.rows: list[tuple[str, str]] = []
+
+    def case_dir(self, name: str) -> Path:
+        folder = self.scratch / name
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        (folder / "out").mkdir()
+        return folder
+
+    def copy(self, folder: Path, data: str, side: str = "target", into: str = "target") -> Path:
+        dst = folder / into
+        shutil.copytree(DATA / data / side, dst, symlinks=True)
+        return dst
+
+    def record(
+        self,
+        name: str,
+        result: Run,
+        codes: tuple[int, ...] = (2,),
+        word: str | None = None,
+        extra: list[str] | None = None,
+    ) -> None:
+        found = faults(result, codes, word) + (extra or [])
+        last = result.lines[-1][:110] if result.lines else ""
+        verdict = "ok" if not found else "DEFECT: " + "; ".join(found)
+        self.rows.append((name, f"{verdict}  [exit {result.code}] {last}"))
+        print(f"{name:48s} {verdict}  [exit {result.code}] {last}", flush=True)
+
+    def compare(
+        self,
+        name: str,
+        edit: Callable[[Path, Path], list[str] | None],
+        data: str = "stat_mix",
+        codes: tuple[int, ...] = (2,),
+        word: str | None = None,
+        damaged: str = "",
+    ) -> None:
+        folder = self.case_dir(name)
+        target, golden = self.copy(folder, data), self.copy(folder, data, "golden", "golden")
+        for side in (target, golden):
+            if (side / "dump_tensor_data").is_dir():  # tensors are read where dump_data_dir names them
+                save_doc(side, {**dump_doc(side), "dump_data_dir": str(side / "dump_tensor_data")})
+        extra_args = edit(target, golden) or []
+        if damaged:
+            damaged = tensor_file(golden).name.rsplit(".", 1)[0]
+        result = run(
+            ["compare", "-tp", str(target), "-gp", str(golden), "-o", str(folder / "out"), *extra_args],
+            folder / "out",
+            folder,
+        )
+        extra = (
+            [f"pass row: {r}" for r in pass_rows_of_unreadable(folder / "out", damaged)] if damaged else []
+        )
+        self.record(name, result, codes, word, extra)
+
+    def graph(
+        self,
+        name: str,
+        edit: Callable[[Path, Path], list[str] | None],
+        data: str = "stat_mix",
+        codes: tuple[int, ...] = (2,),
+        word: str | None = None,
+    ) -> None:
+        folder = self.case_dir(name)
+        target, golden = self.copy(folder, data), self.copy(folder, data, "golden", "golden")
+        for side in (target, golden):
+            if (side / "dump_tensor_data").is_dir():
+                save_doc(side, {**dump_doc(side), "dump_data_dir": str(side / "dump_tensor_data")})
+        extra_args = edit(target, golden) or []
+        result = run(
+            [
+                "graph_visualize",
+                "-tp",
+                str(target),
+                "-gp",
+                str(golden),
+                "-o",
+                str(folder / "out"),
+                *extra_args,
+            ],
+            folder / "out",
+            folder,
+        )
+        self.record(name, result, codes, word)
+
+    def command(
+        self,
+        name: str,
+        make: Callable[[Path], list[str]],
+        codes: tuple[int, ...] = (2,),
+        word: str | None = None,
+        **options: float,
+    ) -> None:
+        """A case of any command line: ``make`` lays out its inputs in the case's folder and returns
+        its argv (the output folder is ``out``)."""
+        folder = self.case_dir(name)
+        argv = make(folder)
+        result = run(argv, folder / "out", folder, **options)  # type: ignore[arg-type]
+        self.record(name, result, codes, word)
+
+
+def write(path: Path, data: bytes | str) -> None:
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+
+
+def dump_doc(folder: Path) -> dict:
+    return json.loads((folder / "dump.json").read_text())
+
+
+def save_doc(folder: Path, doc: dict) -> None:
+    (folder / "dump.json").write_text(json.dumps(doc, indent=1))
+
+
+def first_entry(doc: dict) -> str:
+    return next(iter(doc["data"]))
+
+
+def tensor_file(folder: Path) -> Path:
+    """The tensor the cases damage: a forward linear's input (compared by both commands)."""
+    names = sorted((folder / "dump_tensor_data").iterdir())
+    return next((p for p in names if ".linear.0.forward.input.0." in p.name), names[0])
+
+
+def campaign_cases(c: Campaign) -> None:
+    # dump.json damage, on both commands
+    damages: dict[str, Callable[[Path, Path], None]] = {
+        "dump-empty": lambda t, g: write(t / "dump.json", b""),
+        "dump-truncated-half": lambda t, g: write(
+            t / "dump.json", (t / "dump.json").read_bytes()[: (t / "dump.json").stat().st_size // 2]
+        ),
+        "dump-bom": lambda t, g: write(t / "dump.json", b"\xef\xbb\xbf" + (t / "dump.json").read_bytes()),
+        "dump-non-utf8": lambda t, g: write(
+            t / "dump.json", (t / "dump.json").read_bytes().replace(b"Functional", b"Func\xff\xfeional", 1)
+        ),
+        "dump-list-top": lambda t, g: write(t / "dump.json", "[1, 2]"),
+        "dump-data-list": lambda t, g: save_doc(t, {**dump_doc(t), "data": [1]}),
+        "dump-data-null": lambda t, g: save_doc(t, {**dump_doc(t), "data": None}),
+        "dump-task-number": lambda t, g: save_doc(t, {**dump_doc(t), "task": 7}),
+        "dump-framework-list": lambda t, g: save_doc(t, {**dump_doc(t), "framework": ["pytorch"]}),
+        "dump-shape-string": lambda t, g: _edit_leaf(t, "shape", "2,3"),
+        "dump-shape-huge": lambda t, g: _edit_leaf(t, "shape", [2**40, 2**40]),
+        "dump-dtype-list": lambda t, g: _edit_leaf(t, "dtype", ["x"]),
+        "dump-max-string": lambda t, g: _edit_leaf(t, "Max", "big"),
+        "dump-max-dict": lambda t, g: _edit_leaf(t, "Max", {"a": 1}),
+        "dump-max-1e400": lambda t, g: write(
+            t / "dump.json", (t / "dump.json").read_text().replace('"Max": ', '"Max": 1e400 , "x": ', 1)
+        ),
+        "dump-dup-keys": lambda t, g: write(
+            t / "dump.json",
+            (t / "dump.json")
+            .read_text()
+            .replace(
+                '"data": {',
+                '"data": {"A.b.0.forward": {"input_args": []}, "A.b.0.forward": {"input_args": []},',
+                1,
+            ),
+        ),
+        "dump-deep-10000": lambda t, g: write(
+            t / "dump.json",
+            (t / "dump.json")
+            .read_text()
+            .replace('"data": {', '"deep": ' + "[" * 10000 + "]" * 10000 + ', "data": {', 1),
+        ),
+        "dump-deep-in-entry": lambda t, g: _edit_leaf(t, "Max", json.loads("[" * 500 + "]" * 500)),
+        "dump-output-string": lambda t, g: _edit_entry(t, "output", "oops"),
+        "dump-output-dict": lambda t, g: _edit_entry(t, "output", {"a": 1}),
+        "dump-leaf-number": lambda t, g: _edit_entry(t, "output", [7]),
+        "dump-leaf-nested-list-str": lambda t, g: _edit_entry(t, "output", [["x", None, 1.5]]),
+        "dump-name-newline": lambda t, g: _rename_first(t, "Functional.li\nnear.0.forward"),
+        "dump-name-empty": lambda t, g: _rename_first(t, ""),
+        "dump-name-no-dots": lambda t, g: _rename_first(t, "nodots"),
+        "dump-zero-entries": lambda t, g: save_doc(t, {**dump_doc(t), "data": {}}),
+        "stack-empty": lambda t, g: write(t / "stack.json", b""),
+        "stack-truncated": lambda t, g: write(t / "stack.json", (t / "stack.json").read_bytes()[:50]),
+        "stack-list": lambda t, g: write(t / "stack.json", "[1,2,3]"),
+        "stack-group-number": lambda t, g: write(t / "stack.json", '{"0": 5}'),
+        "stack-group-dict": lambda t, g: write(t / "stack.json", '{"0": {"a": 1}}'),
+        "stack-lines-numbers": lambda t, g: write(
+            t / "stack.json", json.dumps({"0": [list(dump_doc(t)["data"]), [1, 2]]})
+        ),
+        "stack-names-number": lambda t, g: write(t / "stack.json", json.dumps({"0": [5, ["x"]]})),
+        "stack-non-utf8": lambda t, g: write(t / "stack.json", b'{"0": [["a"], ["\xff\xfe"]]}'),
+        "construct-empty": lambda t, g: write(t / "construct.json", b""),
+        "construct-truncated": lambda t, g: write(
+            t / "construct.json", (t / "construct.json").read_bytes()[:30]
+        ),
+        "construct-list": lambda t, g: write(t / "construct.json", "[1]"),
+        "construct-cycle": lambda t, g: _construct_cycle(t),
+        "construct-self-parent": lambda t, g: _construct_self(t),
+        "construct-deep-chain": lambda t, g: _construct_chain(t, 5000),
+    }
+    for name, damage in damages.items():
+        c.compare(f"compare/{name}", lambda t, g, d=damage: d(t, g), codes=(0, 2))
+        c.graph(f"graph/{name}", lambda t, g, d=damage: d(t, g), codes=(0, 2))
+    for name in ("dump-truncated-half", "dump-output-string", "dump-shape-string", "stack-list"):
+        c.compare(
+            f"compare-w2/{name}", lambda t, g, d=damages[name]: (d(t, g), ["--workers", "2"])[1], codes=(0, 2)
+        )
+        c.compare(
+            f"compare-xlsx/{name}", lambda t, g, d=damages[name]: (d(t, g), ["--xlsx"])[1], codes=(0, 2)
+        )
+        c.compare(f"compare-da/{name}", lambda t, g, d=damages[name]: (d(t, g), ["-da"])[1], codes=(0, 2))
+        c.compare(f"compare-fm/{name}", lambda t, g, d=damages[name]: (d(t, g), ["-fm"])[1], codes=(0, 2))
+        c.graph(
+            f"graph-w2/{name}", lambda t, g, d=damages[name]: (d(t, g), ["--workers", "2"])[1], codes=(0, 2)
+        )
+
+    # tensors
+    tdamages: dict[str, Callable[[Path], None]] = {
+        "pt-missing": lambda p: p.unlink(),
+        "pt-empty": lambda p: write(p, b""),
+        "pt-truncated": lambda p: write(p, p.read_bytes()[: p.stat().st_size // 2]),
+        "pt-zip-bomb": lambda p: _zip_bomb(p),
+        "pt-pickle-os-system": lambda p: _evil_pt(p),
+        "pt-is-npy-object": lambda p: _npy_object(p),
+        "pt-storage-short": lambda p: _short_storage(p),
+        "pt-is-folder": lambda p: _file_to_folder(p),
+    }
+    for name, damage in tdamages.items():
+
+        def edit(t: Path, g: Path, d=damage) -> None:
+            d(tensor_file(t))
+
+        c.compare(f"compare-tensor/{name}", edit, data="tensor_mix", codes=(1, 2), damaged="x")
+        c.graph(f"graph-tensor/{name}", edit, data="tensor_mix", codes=(1, 2))
+
+    # paths, outputs
+    c.compare("compare/out-is-file", lambda t, g: _out_is_file(t.parent / "out"), codes=(2,))
+    c.compare("compare/out-read-only", lambda t, g: os.chmod(t.parent / "out", 0o500), codes=(2,))
+    c.graph("graph/out-read-only", lambda t, g: os.chmod(t.parent / "out", 0o500), codes=(2,))
+    c.compare("compare/target-missing", lambda t, g: shutil.rmtree(t), codes=(2,))
+    c.compare("compare/golden-is-fifo", lambda t, g: _fifo(g / "dump.json"), codes=(2,))
+
+    more_cases(c)
+
+
+def _multirank(folder: Path, data: str = "multirank") -> tuple[Path, Path]:
+    target, golden = folder / "target", folder / "golden"
+    shutil.copytree(DATA / data / "target", target)
+    shutil.copytree(DATA / data / "golden", golden)
+    return target, golden
+
+
+def _io(target: Path, golden: Path, folder: Path, *more: str, command: str = "compare") -> list[str]:
+    return [command, "-tp", str(target), "-gp", str(golden), "-o", str(folder / "out"), *more]
+
+
+def _ranks_case(
+    damage: Callable[[Path, Path], None], *more: str, command: str = "compare"
+) -> Callable[[Path], list[str]]:
+    def make(folder: Path) -> list[str]:
+        target, golden = _multirank(folder)
+        damage(target / "step0", golden / "step0")
+        return _io(target / "step0", golden / "step0", folder, *more, command=command)
+
+    return make
+
+
+def _yaml_case(flag: str, text: str, data: str = "stat_mix") -> Callable[[Path], list[str]]:
+    def make(folder: Path) -> list[str]:
+        target, golden = folder / "target", folder / "golden"
+        shutil.copytree(DATA / data / "target", target)
+        shutil.copytree(DATA / data / "golden", golden)
+        write(folder / "map.yaml", text.replace("MARKER", str(folder / "PWNED")))
+        return _io(target, golden, folder, flag, str(folder / "map.yaml"))
+
+    return make
+
+
+def _named_case(name: str, command: str = "compare") -> Callable[[Path], list[str]]:
+    def make(folder: Path) -> list[str]:
+        base = folder / name
+        shutil.copytree(DATA / "stat_mix" / "target", base / "t")
+        shutil.copytree(DATA / "stat_mix" / "golden", base / "g")
+        return _io(base / "t", base / "g", folder, command=command)
+
+    return make
+
+
+def _merge_case(damage: Callable[[Path], None], *more: str) -> Callable[[Path], list[str]]:
+    def make(folder: Path) -> list[str]:
+        target = folder / "target"
+        shutil.copytree(DATA / "tp_merge" / "target", target)
+        damage(target)
+        return ["graph_visualize", "-tp", str(target), "-o", str(folder / "out"), *more]
+
+    return make
+
+
+def _convert_case(damage: Callable[[Path], None]) -> Callable[[Path], list[str]]:
+    def make(folder: Path) -> list[str]:
+        target = folder / "target"
+        shutil.copytree(DATA / "tensor_mix" / "target", target)
+        save_doc(target, {**dump_doc(target), "dump_data_dir": str(target / "dump_tensor_data")})
+        damage(target)
+        return ["convert", str(target), "-o", str(folder / "out" / "run.zarr")]
+
+    return make
+
+
+def _store_case(damage: Callable[[Path], None]) -> Callable[[Path], list[str]]:
+    """compare of a converted (zarr) dump damaged after its conversion."""
+
+    def make(folder: Path) -> list[str]:
+        target, golden = folder / "target", folder / "golden"
+        for side, into in (("target", target), ("golden", golden)):
+            shutil.copytree(DATA / "tensor_mix" / side, into)
+            save_doc(into, {**dump_doc(into), "dump_data_dir": str(into / "dump_tensor_data")})
+        store = folder / "run.zarr"
+        subprocess.run(
+            [sys.executable, "-m", "msprobe_dask", "convert", str(target), "-o", str(store), "-q"],
+            check=True,
+            capture_output=True,
+        )
+        damage(store)
+        return _io(store, golden, folder)
+
+    return make
+
+
+def _report_case(damage: Callable[[Path], None]) -> Callable[[Path], list[str]]:
+    def make(folder: Path) -> list[str]:
+        out = folder / "out"
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "msprobe_dask",
+                *_io(DATA / "stat_mix" / "target", DATA / "stat_mix" / "golden", folder),
+                "-q",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        damage(next(out.glob("compare_result_*.csv")))
+        return ["report", str(out)]
+
+    return make
+
+
+def _truncate(path: Path, keep: float = 0.5) -> None:
+    write(path, path.read_bytes()[: int(path.stat().st_size * keep)])
+
+
+def _rename_rank(step: Path, old: str, new: str) -> None:
+    (step / old).rename(step / new)
+
+
+def more_cases(c: Campaign) -> None:
+    # rank and step trees that disagree
+    c.command("ranks/rank3-target-only", _ranks_case(lambda t, g: shutil.rmtree(g / "rank3")), codes=(2,))
+    c.command(
+        "ranks/rank3-target-only-skip",
+        _ranks_case(lambda t, g: shutil.rmtree(g / "rank3"), "--skip-missing-ranks"),
+        codes=(0,),
+    )
+    c.command(
+        "ranks/rank-name-not-number",
+        _ranks_case(
+            lambda t, g: (_rename_rank(t, "rank3", "rankX"), _rename_rank(g, "rank3", "rankX")) and None
+        ),
+        codes=(0, 2),
+    )
+    c.command(
+        "ranks/rank-without-dump", _ranks_case(lambda t, g: os.unlink(t / "rank2" / "dump.json")), codes=(2,)
+    )
+    c.command(
+        "ranks/rank2-truncated-w2",
+        _ranks_case(lambda t, g: _truncate(t / "rank2" / "dump.json"), "--workers", "2"),
+        codes=(2,),
+    )
+    c.command(
+        "ranks/rank2-truncated-xlsx",
+        _ranks_case(lambda t, g: _truncate(t / "rank2" / "dump.json"), "--xlsx"),
+        codes=(2,),
+    )
+    c.command(
+        "ranks/rank2-truncated-da",
+        _ranks_case(lambda t, g: _truncate(t / "rank2" / "dump.json"), "-da"),
+        codes=(2,),
+    )
+    c.command(
+        "ranks/graph-rank2-truncated",
+        _ranks_case(lambda t, g: _truncate(t / "rank2" / "dump.json"), command="graph_visualize"),
+        codes=(2,),
+    )
+    c.command(
+        "ranks/graph-rank1-construct-list-w2",
+        _ranks_case(
+            lambda t, g: write(t / "rank1" / "construct.json", "[]"),
+            "--workers",
+            "2",
+            command="graph_visualize",
+        ),
+        codes=(2,),
+    )
+    c.command(
+        "ranks/graph-rank3-target-only",
+        _ranks_case(lambda t, g: shutil.rmtree(g / "rank3"), command="graph_visualize"),
+        codes=(0, 2),
+    )
+
+    def step_missing(folder: Path) -> list[str]:
+        target, golden = _multirank(folder)
+        shutil.rmtree(golden / "step1")
+        return _io(target, golden, folder)
+
+    c.command("steps/step1-golden-missing", step_missing, codes=(0, 2))
+
+    # yaml mapping files
+    tag = "!!python/object/apply:os.system ['touch MARKER']\n"
+    for flag in ("-dm", "-lm", "-am", "-cm"):
+        c.command(f"yaml{flag}/python-tag", _yaml_case(flag, tag), codes=(2,))
+        c.command(
+            f"yaml{flag}/python-tag-in-value",
+            _yaml_case(flag, "a: !!python/object/apply:os.system ['touch MARKER']\n"),
+            codes=(2,),
+        )
+        c.command(f"yaml{flag}/malformed", _yaml_case(flag, "a: [1, 2\n  b: {"), codes=(2,))
+        c.command(f"yaml{flag}/a-list", _yaml_case(flag, "- 1\n- 2\n"), codes=(0, 2))
+        c.command(f"yaml{flag}/empty", _yaml_case(flag, ""), codes=(0, 2))
+    # paths
+    for label, name in (
+        ("spaces", "a dir with spaces"),
+        ("newline", "new\nline"),
+        ("non-ascii", "données_ü_日本"),
+    ):
+        c.command(f"paths/compare-{label}", _named_case(name), codes=(0,))
+        c.command(f"paths/graph-{label}", _named_case(name, "graph_visualize"), codes=(0,))
+    # a file size limit while writing
+    c.command("outputs/compare-fsize", _named_case("f"), codes=(2,), fsize=200_000)
+    c.command(
+        "outputs/compare-xlsx-fsize", lambda f: [*_named_case("f")(f), "--xlsx"], codes=(2,), fsize=200_000
+    )
+    c.command("outputs/graph-fsize", _named_case("f", "graph_visualize"), codes=(2,), fsize=200_000)
+    c.command(
+        "outputs/compare-w2-fsize",
+        lambda f: [*_named_case("f")(f), "--workers", "2"],
+        codes=(2,),
+        fsize=200_000,
+    )
+    c.command(
+        "outputs/graph-w2-fsize",
+        lambda f: [*_named_case("f", "graph_visualize")(f), "--workers", "2"],
+        codes=(2,),
+        fsize=200_000,
+    )
+    # SIGTERM at a few moments, on a multi-rank compare with workers and a graph_visualize
+    for at in (0.3, 0.9, 1.6, 2.4):
+        c.command(
+            f"signals/compare-w2-term-{at}",
+            _ranks_case(lambda t, g: None, "--workers", "2"),
+            codes=(0, 143),
+            stop_after=at,
+        )
+        c.command(
+            f"signals/graph-term-{at}",
+            _ranks_case(lambda t, g: None, command="graph_visualize"),
+            codes=(0, 143),
+            stop_after=at,
+        )
+    # parallel merges
+    c.command(
+        "merge/rank1-truncated",
+        _merge_case(
+            lambda t: _truncate(t / "rank1" / "dump.json"), "--rank_size", "2", "--tp", "2", "--pp", "1"
+        ),
+        codes=(2,),
+    )
+    c.command(
+        "merge/rank1-missing",
+        _merge_case(lambda t: shutil.rmtree(t / "rank1"), "--rank_size", "2", "--tp", "2", "--pp", "1"),
+        codes=(2,),
+    )
+    c.command(
+        "merge/rank-size-3",
+        _merge_case(lambda t: None, "--rank_size", "3", "--tp", "2", "--pp", "1"),
+        codes=(2,),
+    )
+    c.command(
+        "merge/tp-0", _merge_case(lambda t: None, "--rank_size", "2", "--tp", "0", "--pp", "1"), codes=(2,)
+    )
+    c.command(
+        "merge/vpp-huge",
+        _merge_case(lambda t: None, "--rank_size", "2", "--tp", "2", "--pp", "1", "--vpp", "100000000"),
+        codes=(0, 2),
+    )
+    c.command(
+        "merge/order-bad",
+        _merge_case(lambda t: None, "--rank_size", "2", "--tp", "2", "--pp", "1", "--order", "tp-xx"),
+        codes=(2,),
+    )
+    c.command(
+        "merge/construct-list",
+        _merge_case(
+            lambda t: write(t / "rank1" / "construct.json", "[]"),
+            "--rank_size",
+            "2",
+            "--tp",
+            "2",
+            "--pp",
+            "1",
+        ),
+        codes=(2,),
+    )
+    c.command(
+        "merge/stack-truncated-json",
+        _merge_case(
+            lambda t: _truncate(t / "rank0" / "stack.json"),
+            "--rank_size",
+            "2",
+            "--tp",
+            "2",
+            "--pp",
+            "1",
+            "--file_type",
+            "json",
+        ),
+        codes=(2,),
+    )
+    c.command(
+        "merge/shape-string-json",
+        _merge_case(
+            lambda t: _edit_leaf(t / "rank1", "shape", "x"),
+            "--rank_size",
+            "2",
+            "--tp",
+            "2",
+            "--pp",
+            "1",
+            "--file_type",
+            "json",
+        ),
+        codes=(0, 2),
+    )
+    c.command(
+        "merge/max-string",
+        _merge_case(
+            lambda t: _edit_leaf(t / "rank1", "Max", "big"), "--rank_size", "2", "--tp", "2", "--pp", "1"
+        ),
+        codes=(0, 2),
+    )
+    # convert, and compare of a damaged store
+    c.command("convert/pt-truncated", _convert_case(lambda t: _truncate(tensor_file(t))), codes=(1, 2))
+    c.command("convert/pt-evil", _convert_case(lambda t: _evil_pt(tensor_file(t))), codes=(1, 2))
+    c.command(
+        "convert/out-exists",
+        lambda f: (_convert_case(lambda t: None)(f), (f / "out" / "run.zarr").mkdir(parents=True))[0],
+        codes=(2,),
+    )
+    c.command("convert/dump-truncated", _convert_case(lambda t: _truncate(t / "dump.json")), codes=(2,))
+    c.command("store/chunk-deleted", _store_case(lambda s: _remove_a_chunk(s)), codes=(1, 2))
+    c.command("store/chunk-truncated", _store_case(lambda s: _truncate(_a_chunk(s))), codes=(1, 2))
+    c.command("store/zarr-json-garbage", _store_case(lambda s: write(_a_meta(s), "{{{")), codes=(1, 2))
+    c.command(
+        "store/dump-json-removed", _store_case(lambda s: os.unlink(next(s.rglob("dump.json")))), codes=(2,)
+    )
+    # report
+    c.command("report/csv-truncated", _report_case(lambda p: _truncate(p, 0.3)), codes=(0, 2))
+    c.command(
+        "report/csv-garbage", _report_case(lambda p: write(p, b"\xff\xfe garbage\n1,2,3\n")), codes=(0, 2)
+    )
+    c.command(
+        "report/csv-header-only",
+        _report_case(lambda p: write(p, p.read_text().splitlines()[0] + "\n")),
+        codes=(0, 2),
+    )
+    c.command("report/csv-fifo", _report_case(lambda p: _fifo(p)), codes=(0, 2))
+
+
+def _a_chunk(store: Path) -> Path:
+    """The first chunk of the tensor the cases damage (``tensor_file``'s, converted)."""
+    array = store / "dump_tensor_data" / tensor_file(store).name
+    return sorted((array / "c").rglob("*"))[-1]
+
+
+def _remove_a_chunk(store: Path) -> None:
+    _a_chunk(store).unlink()
+
+
+def _a_meta(store: Path) -> Path:
+    return sorted(p for p in store.rglob("zarr.json") if p.parent != store)[0]
+
+
+def _leaves(doc: dict) -> list[dict]:
+    out = []
+    for body in doc["data"].values():
+        for key in ("input_args", "output"):
+            for item in body.get(key) or []:
+                if isinstance(item, dict) and "dtype" in item:
+                    out.append(item)
+    return out
+
+
+def _edit_leaf(folder: Path, key: str, value: object) -> None:
+    doc = dump_doc(folder)
+    _leaves(doc)[0][key] = value
+    save_doc(folder, doc)
+
+
+def _edit_entry(folder: Path, key: str, value: object) -> None:
+    doc = dump_doc(folder)
+    name = [n for n in doc["data"] if not n.startswith("Module")][0]
+    doc["data"][name][key] = value
+    save_doc(folder, doc)
+
+
+def _rename_first(folder: Path, new: str) -> None:
+    doc = dump_doc(folder)
+    name = [n for n in doc["data"] if not n.startswith("Module")][0]
+    doc["data"] = {(new if n == name else n): v for n, v in doc["data"].items()}
+    save_doc(folder, doc)
+
+
+def _construct_cycle(folder: Path) -> None:
+    construct = json.loads((folder / "construct.json").read_text())
+    names = [n for n in construct if n.startswith("Module")][:2]
+    if len(names) == 2:
+        construct[names[0]], construct[names[1]] = names[1], names[0]
+    (folder / "construct.json").write_text(json.dumps(construct))
+
+
+def _construct_self(folder: Path) -> None:
+    construct = json.loads((folder / "construct.json").read_text())
+    name = next(iter(construct))
+    construct[name] = name
+    (folder / "construct.json").write_text(json.dumps(construct))
+
+
+def _construct_chain(folder: Path, depth: int) -> None:
+    construct = json.loads((folder / "construct.json").read_text())
+    chain = {
+        f"Module.c{i}.Linear.forward.0": (f"Module.c{i - 1}.Linear.forward.0" if i else None)
+        for i in range(depth)
+    }
+    construct.update(chain)
+    doc = dump_doc(folder)
+    for name in chain:
+        doc["data"][name] = {"input_args": [], "output": []}
+    save_doc(folder, doc)
+    (folder / "construct.json").write_text(json.dumps(construct))
+
+
+def _out_is_file(path: Path) -> None:
+    shutil.rmtree(path)
+    write(path, "x")
+
+
+def _file_to_folder(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _zip_bomb(path: Path) -> None:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("archive/data.pkl", b"\x00" * (200 << 20))
+        zf.writestr("archive/data/0", b"\x00" * (200 << 20))
+
+
+def _evil_pt(path: Path) -> None:
+    marker = path.parent.parent.parent / "PWNED"
+    text = f"touch {marker}".encode()
+    pickle = b"\x80\x02cos\nsystem\n(X" + len(text).to_bytes(4, "little") + text + b"tR."
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("archive/data.pkl", pickle)
+        zf.writestr("archive/version", "3\n")
+
+
+def _npy_object(path: Path) -> None:
+    np.save(path.with_suffix(".tmp.npy"), np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
+    os.replace(path.with_suffix(".tmp.npy"), path)
+
+
+def _short_storage(path: Path) -> None:
+    with zipfile.ZipFile(path) as zf:
+        items = {info.filename: zf.read(info) for info in zf.infolist()}
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in items.items():
+            zf.writestr(name, data[:4] if "/data/" in name else data)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--scratch", type=Path, default=Path("/tmp/hostile_campaign"))
+    parser.add_argument("--only", default="", help="a regular expression: the cases whose name it finds")
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    campaign = Campaign(args.scratch)
+    if args.only:
+        original = campaign.compare, campaign.graph, campaign.command
+
+        def only(method: Callable[..., None]) -> Callable[..., None]:
+            return lambda name, *a, **k: method(name, *a, **k) if re.search(args.only, name) else None
+
+        campaign.compare, campaign.graph, campaign.command = map(only, original)  # type: ignore[method-assign]
+    campaign_cases(campaign)
+    defects = [name for name, verdict in campaign.rows if not verdict.startswith("ok")]
+    print(f"\n{len(campaign.rows)} cases, {len(defects)} defects")
+    if not args.keep:
+        for name, _ in campaign.rows:
+            shutil.rmtree(args.scratch / name, ignore_errors=True)
+    return 1 if defects else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
