@@ -37,6 +37,10 @@ METADATA = "zarr.json"
 ATTRIBUTE = "msprobe_dask"
 URL = "url"
 """The attribute of a mirrored array's metadata naming where its chunks are (``with_url``)."""
+EVERY_CHUNK = "every_chunk"
+"""The attribute of an array ``write_array`` wrote: it has a file for every chunk, even one of zeros (zarr
+leaves those unwritten), so a chunk file missing is a damaged store (a copy that stopped half-way), not
+zeros."""
 CHUNK_BYTES = 8 << 20
 """Bytes per zarr chunk (uncompressed)."""
 
@@ -129,7 +133,9 @@ def read_bytes(path: Path, itemsize: int, start: int, stop: int, out: np.ndarray
         if chunk is None:
             out[:] = _zarr_elements(path, meta, itemsize, start, stop)
         else:
-            _read_chunks(path, itemsize, chunk, start, stop, out)
+            _read_chunks(
+                path, itemsize, chunk, start, stop, out, bool(meta["attributes"][ATTRIBUTE].get(EVERY_CHUNK))
+            )
     except StoreError:
         raise
     except Exception as exc:  # noqa: BLE001 - a corrupt chunk makes the codecs raise almost anything
@@ -204,9 +210,12 @@ def _blosc() -> Any:
     return blosc
 
 
-def _read_chunks(path: Path, itemsize: int, chunk: int, start: int, stop: int, out: np.ndarray) -> None:
+def _read_chunks(
+    path: Path, itemsize: int, chunk: int, start: int, stop: int, out: np.ndarray, every_chunk: bool
+) -> None:
     """Elements ``start:stop`` into ``out`` from the chunk files of an array of ``chunk``-element chunks. A
-    missing chunk file is a chunk of zeros, the fill value: zarr writes none for a chunk all zeros.
+    missing chunk file is a chunk of zeros, the fill value: zarr writes none for a chunk all zeros; unless
+    the array has ``every_chunk`` file (``EVERY_CHUNK``): then it is a StoreError.
 
     A chunk file is memory-mapped, its pages populated, and decompressed from the file's cached pages: a
     read would copy it into fresh memory first (4 GB of tensors: 2-3 s more CPU)."""
@@ -218,6 +227,8 @@ def _read_chunks(path: Path, itemsize: int, chunk: int, start: int, stop: int, o
         try:
             file = open(path / "c" / str(index), "rb")  # noqa: SIM115 - closed by the with below
         except FileNotFoundError:
+            if every_chunk:
+                raise StoreError(path, f"chunk c/{index} is missing (a store copied in part?)") from None
             into[:] = 0
             continue
         with file, mmap.mmap(file.fileno(), 0, flags=_MAP_FLAGS, prot=mmap.PROT_READ) as data:
@@ -248,7 +259,12 @@ def write_array(
     size = int(np.prod(shape, dtype=np.int64))
     itemsize = element_size(element)
     chunk = max(1, min(size, CHUNK_BYTES // itemsize))
-    attrs: dict[str, Any] = {"dtype": element_name(element), "shape": list(shape), "complete": False}
+    attrs: dict[str, Any] = {
+        "dtype": element_name(element),
+        "shape": list(shape),
+        "complete": False,
+        EVERY_CHUNK: True,
+    }
     config = {"typesize": itemsize, **BLOSC}
 
     def metadata(complete: bool) -> None:

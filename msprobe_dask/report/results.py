@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import csv
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from msprobe_dask.analysis.divergence import step_key
 from msprobe_dask.analysis.flow import entry_and_state
-from msprobe_dask.errors import UserError
+from msprobe_dask.errors import DumpError, UserError
 from msprobe_dask.writers.workbook_rows import first_sheet_rows
 
 RESULT = re.compile(r"^compare_result_(?:(?P<label>.+)_)?(?P<stamp>\d{14})\.(?P<kind>csv|xlsx)$")
@@ -36,8 +37,12 @@ class ReadTable:
 
 def _cells(path: Path) -> list[list[Any]]:
     if path.suffix == ".csv":
-        with open(path, encoding="utf-8", newline="") as f:
-            return [list(row) for row in csv.reader(f)]
+        csv.field_size_limit(sys.maxsize)  # a cell as long as compare writes it (a deep stack's text)
+        try:
+            with open(path, encoding="utf-8", newline="") as f:
+                return [list(row) for row in csv.reader(f)]
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise DumpError(path, f"cannot be read as a compare result: {exc}") from None
     return [["" if c is None else c for c in row] for row in first_sheet_rows(path)]
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from hostile_dumps import APIS, edited, entries, nested, write_dump
-from hostile_run import check, new_case, result_files
+from hostile_run import Case, check, new_case, result_files
 
 VICTIM = f"{APIS[1]}.output.0.npy"
 
@@ -64,3 +64,46 @@ def test_tensor_statistic_nested_500_levels(tmp_path: Path) -> None:
     (result,) = result_files(case.out)
     rows = {row["NPU Name"]: row for row in csv.DictReader(result.open(encoding="utf-8"))}
     assert rows[f"{APIS[0]}.output.0"]["NPU max"] == nested(500)
+
+
+def test_converted_store_missing_a_chunk(tmp_path: Path) -> None:
+    """A store copied in part (a chunk file missing) was read as zeros, the row judged on them; the
+    arrays convert writes have every chunk, so a missing one is a damaged store: one line, exit 2."""
+    case = new_case(tmp_path)
+    target = write_dump(case.dumps / "target", task="tensor")
+    golden = write_dump(case.dumps / "golden", task="tensor")
+    store = case.dumps / "run.zarr"
+    check(case.run("convert", str(target), "-o", str(store), "-q"), 0, lines=None)
+    (store / "dump_tensor_data" / VICTIM / "c" / "0").unlink()
+    outcome = case.run("compare", "-tp", str(store), "-gp", str(golden), "-o", str(case.out), "-q")
+    check(outcome, 2, VICTIM, "chunk c/0 is missing")
+    assert not result_files(case.out)
+
+
+def _compared(case: Case) -> Path:
+    target = write_dump(case.dumps / "target")
+    golden = write_dump(case.dumps / "golden")
+    outcome = case.run("compare", "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q")
+    check(outcome, 0, lines=None)
+    (result,) = result_files(case.out)
+    return result
+
+
+def test_report_of_a_result_that_is_not_utf8(tmp_path: Path) -> None:
+    case = new_case(tmp_path)
+    _compared(case).write_bytes(b"\xff\xfe garbage\n1,2,3\n")
+    check(case.run("report", str(case.out), "-q"), 2, "compare_result_", "cannot be read as a compare result")
+
+
+def test_report_of_a_result_with_a_long_cell(tmp_path: Path) -> None:
+    """A cell of more than csv's 128 KiB field limit (a stack of thousands of lines, as compare writes
+    it) was an internal error of the report."""
+    case = new_case(tmp_path)
+    target = write_dump(case.dumps / "target")
+    frames = [f"File /a/long/path/module_{i}.py, line {i}, in function_{i}, \n x = y" for i in range(3000)]
+    (target / "stack.json").write_text(json.dumps({"0": [list(entries()), frames]}))
+    golden = write_dump(case.dumps / "golden")
+    outcome = case.run("compare", "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q")
+    check(outcome, 0, lines=None)
+    outcome = check(case.run("report", str(case.out), "-q"), 0, lines=None)
+    assert "report_" in outcome.stdout
