@@ -52,6 +52,7 @@ def run(
     cwd: Path,
     timeout: float = 60,
     stop_after: float | None = None,
+    ctrl_c_after: float | None = None,
     fsize: int = 0,
 ) -> Run:
     before = {str(p): p.stat().st_mtime for p in out.rglob("*")} if out.is_dir() else {}
@@ -65,9 +66,13 @@ def run(
         start_new_session=True,
         preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))) if fsize else None,
     )
-    if stop_after is not None:
+    if stop_after is not None:  # SIGTERM to the run's process (kill PID)
         time.sleep(stop_after)
         proc.send_signal(signal.SIGTERM)
+    if ctrl_c_after is not None:  # SIGINT to its whole process group, as Ctrl-C at a terminal
+        time.sleep(ctrl_c_after)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)
     try:
         _, err = proc.communicate(timeout=timeout)
         code: int | str = proc.returncode
@@ -358,6 +363,7 @@ def campaign_cases(c: Campaign) -> None:
     c.compare("compare/golden-is-fifo", lambda t, g: _fifo(g / "dump.json"), codes=(2,))
 
     more_cases(c)
+    link_and_npy_cases(c)
 
 
 def _multirank(folder: Path, data: str = "multirank") -> tuple[Path, Path]:
@@ -585,6 +591,19 @@ def more_cases(c: Campaign) -> None:
             codes=(0, 143),
             stop_after=at,
         )
+    for at in (0.2, 0.6, 1.0, 1.4, 2.0):
+        c.command(
+            f"signals/compare-w2-ctrl-c-{at}",
+            _ranks_case(lambda t, g: None, "--workers", "2"),
+            codes=(0, 130),
+            ctrl_c_after=at,
+        )
+        c.command(
+            f"signals/graph-w2-ctrl-c-{at}",
+            _ranks_case(lambda t, g: None, "--workers", "2", command="graph_visualize"),
+            codes=(0, 130),
+            ctrl_c_after=at,
+        )
     # parallel merges
     c.command(
         "merge/rank1-truncated",
@@ -692,6 +711,96 @@ def more_cases(c: Campaign) -> None:
         codes=(0, 2),
     )
     c.command("report/csv-fifo", _report_case(lambda p: _fifo(p)), codes=(0, 2))
+
+
+def _outside(side: Path) -> Path:
+    """A file outside the dumps, in the case's folder."""
+    secret = side.parent / "outside" / "secret.json"
+    secret.parent.mkdir(exist_ok=True)
+    secret.write_text('{"0": [["x"], ["File secret.py, line 1, in f"]]}')
+    return secret
+
+
+def _symlink(path: Path, to: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+    path.symlink_to(to)
+
+
+def _npy(path: Path, array: np.ndarray) -> None:
+    with open(path, "wb") as f:  # (np.save would add .npy to a .pt name)
+        np.save(f, array)
+
+
+def _npy_claiming(path: Path, shape: tuple[int, ...]) -> None:
+    """A .npy whose header claims ``shape`` over a few bytes of data."""
+    header = f"{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}".encode()
+    header += b" " * (63 - (len(header) + 10) % 64) + b"\n"
+    write(path, b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + b"\x00" * 16)
+
+
+def link_and_npy_cases(c: Campaign) -> None:
+    links: dict[str, Callable[[Path, Path], None]] = {
+        "stack-symlink-out": lambda t, g: _symlink(t / "stack.json", _outside(t)),
+        "construct-symlink-out": lambda t, g: _symlink(t / "construct.json", _outside(t)),
+        "dump-symlink-etc": lambda t, g: _symlink(t / "dump.json", Path("/etc/hostname")),
+        "stack-hardlink-out": lambda t, g: (
+            (os.unlink(t / "stack.json"), os.link(_outside(t), t / "stack.json")) and None
+        ),
+    }
+    for name, damage in links.items():
+        c.compare(f"links/compare-{name}", lambda t, g, d=damage: d(t, g), codes=(0, 2))
+        c.graph(f"links/graph-{name}", lambda t, g, d=damage: d(t, g), codes=(0, 2))
+    tensors: dict[str, Callable[[Path], None]] = {
+        "npy-claims-2g": lambda p: _npy_claiming(p, (1 << 29,)),
+        "npy-claims-huge": lambda p: _npy_claiming(p, (1 << 40, 1 << 40)),
+        "npy-float64": lambda p: _npy(p, np.ones((2, 8, 32), np.float64)),
+        "npy-other-shape": lambda p: _npy(p, np.ones((7,), np.float32)),
+        "npy-object": lambda p: _npy_object(p),
+        "npy-zero-size": lambda p: _npy(p, np.ones((0,), np.float32)),
+        "npy-fortran": lambda p: _npy(p, np.asfortranarray(np.ones((2, 8, 32), np.float32))),
+        "symlink-to-sibling": lambda p: _symlink(p, sorted(p.parent.iterdir())[0]),
+        "rank-symlink-out": lambda p: _symlink(
+            p.parent, p.parent.parent.parent / "golden" / "dump_tensor_data"
+        ),
+    }
+    for name, damage in tensors.items():
+
+        def edit(t: Path, g: Path, d: Callable[[Path], None] = damage) -> None:
+            d(tensor_file(t))
+
+        c.compare(f"tensors/compare-{name}", edit, data="tensor_mix", codes=(0, 1, 2), damaged="x")
+        c.graph(f"tensors/graph-{name}", edit, data="tensor_mix", codes=(0, 1, 2))
+
+
+def cluster_cases(c: Campaign, address: str) -> None:
+    """The same damage on a running cluster (``dask scheduler`` and ``dask worker``)."""
+    on = ("--scheduler", address)
+
+    def tensor_damage(t: Path, g: Path) -> list[str]:
+        write(tensor_file(t), b"")
+        return list(on)
+
+    c.compare("cluster/compare-truncated", lambda t, g: (_truncate(t / "dump.json"), [*on])[1], codes=(2,))
+    c.compare(
+        "cluster/compare-deep-stat",
+        lambda t, g: (_edit_leaf(t, "Max", json.loads("[" * 500 + "]" * 500)), [*on])[1],
+        codes=(0,),
+    )
+    c.compare("cluster/compare-tensor-empty", tensor_damage, data="tensor_mix", codes=(1,), damaged="x")
+    c.graph("cluster/graph-tensor-empty", tensor_damage, data="tensor_mix", codes=(1,))
+    c.graph("cluster/graph-stack-list", lambda t, g: (write(t / "stack.json", "[1]"), [*on])[1], codes=(2,))
+    c.graph(
+        "cluster/graph-stack-numbers",
+        lambda t, g: (write(t / "stack.json", json.dumps({"0": [list(dump_doc(t)["data"]), [1, 2]]})), [*on])[
+            1
+        ],
+        codes=(0,),
+    )
+    c.compare("cluster/no-scheduler-there", lambda t, g: ["--scheduler", "tcp://127.0.0.1:1"], codes=(2,))
+    c.compare("cluster/scheduler-not-an-address", lambda t, g: ["--scheduler", "nonsense"], codes=(2,))
 
 
 def _a_chunk(store: Path) -> Path:
@@ -817,6 +926,9 @@ def main() -> int:
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/hostile_campaign"))
     parser.add_argument("--only", default="", help="a regular expression: the cases whose name it finds")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument(
+        "--scheduler", default="", help="also the cases on this running dask scheduler (tcp://HOST:PORT)"
+    )
     args = parser.parse_args()
     campaign = Campaign(args.scratch)
     if args.only:
@@ -827,6 +939,8 @@ def main() -> int:
 
         campaign.compare, campaign.graph, campaign.command = map(only, original)  # type: ignore[method-assign]
     campaign_cases(campaign)
+    if args.scheduler:
+        cluster_cases(campaign, args.scheduler)
     defects = [name for name, verdict in campaign.rows if not verdict.startswith("ok")]
     print(f"\n{len(campaign.rows)} cases, {len(defects)} defects")
     if not args.keep:
