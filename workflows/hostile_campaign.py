@@ -470,6 +470,31 @@ def _report_case(damage: Callable[[Path], None]) -> Callable[[Path], list[str]]:
     return make
 
 
+def _merge_result_case(config: str, truncate: bool = False) -> Callable[[Path], list[str]]:
+    """merge_result of a multi-rank compare's workbooks."""
+
+    def make(folder: Path) -> list[str]:
+        xlsx = folder / "xlsx"
+        target, golden = _multirank(folder)
+        compare = _io(target / "step0", golden / "step0", folder, "--xlsx", "-q")
+        compare[compare.index("-o") + 1] = str(xlsx)
+        subprocess.run([sys.executable, "-m", "msprobe_dask", *compare], check=True, capture_output=True)
+        if truncate:
+            _truncate(sorted(xlsx.glob("*.xlsx"))[1])
+        write(folder / "config.yaml", config.replace("MARKER", str(folder / "PWNED")))
+        return [
+            "merge_result",
+            "-i",
+            str(xlsx),
+            "-o",
+            str(folder / "out"),
+            "-config",
+            str(folder / "config.yaml"),
+        ]
+
+    return make
+
+
 def _truncate(path: Path, keep: float = 0.5) -> None:
     write(path, path.read_bytes()[: int(path.stat().st_size * keep)])
 
@@ -700,6 +725,15 @@ def more_cases(c: Campaign) -> None:
     c.command(
         "store/dump-json-removed", _store_case(lambda s: os.unlink(next(s.rglob("dump.json")))), codes=(2,)
     )
+    # merge_result, view
+    c.command(
+        "merge_result/config-python-tag",
+        _merge_result_case("api: !!python/object/apply:os.system ['touch MARKER']\n"),
+    )
+    c.command("merge_result/config-list", _merge_result_case("- api\n"))
+    c.command("merge_result/xlsx-truncated", _merge_result_case("api:\n- Functional\n", truncate=True))
+    c.command("view/missing-folder", lambda f: ["view", str(f / "nothing")], codes=(2,))
+    c.command("view/a-file", lambda f: (write(f / "file", "x"), ["view", str(f / "file")])[1], codes=(2,))
     # report
     c.command("report/csv-truncated", _report_case(lambda p: _truncate(p, 0.3)), codes=(0, 2))
     c.command(
