@@ -80,14 +80,21 @@ def run(
         os.killpg(proc.pid, signal.SIGKILL)
         _, err = proc.communicate()
         code = "hang"
-    left = subprocess.run(
-        ["ps", "-o", "pid=,stat=", "-s", str(proc.pid)], capture_output=True, text=True
-    ).stdout.split("\n")
-    if any(line.split()[1:2] not in ([], ["Z"]) for line in left):  # (a zombie has exited: not left)
+    for _ in range(100):  # what leaves by itself once the run is gone (multiprocessing's tracker): 2 s
+        if not _alive_in_session(proc.pid):
+            break
+        time.sleep(0.02)
+    else:
         err += "\nPROCESSES LEFT"
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
     return Run(code, err, out, before)
+
+
+def _alive_in_session(session: int) -> bool:
+    """Whether a process of the ``session`` still runs (a zombie has exited)."""
+    lines = subprocess.run(["ps", "-o", "stat=", "-s", str(session)], capture_output=True, text=True).stdout
+    return any(not stat.startswith("Z") for stat in lines.split())
 
 
 def faults(result: Run, codes: tuple[int, ...], word: str | None) -> list[str]:
@@ -809,6 +816,67 @@ def link_and_npy_cases(c: Campaign) -> None:
         c.graph(f"tensors/graph-{name}", edit, data="tensor_mix", codes=(0, 1, 2))
 
 
+def _big_case(
+    big: Path, damage: Callable[[Path], None], *more: str, command: str = "compare"
+) -> Callable[[Path], list[str]]:
+    """A big rank's target copied and damaged, its golden linked."""
+
+    def make(folder: Path) -> list[str]:
+        target, golden = folder / "target", folder / "golden"
+        shutil.copytree(big / "target", target)
+        shutil.copytree(big / "golden", golden, copy_function=os.link)
+        damage(target)
+        return _io(target, golden, folder, *more, command=command)
+
+    return make
+
+
+def _garble_middle(path: Path, old: bytes, new: bytes) -> None:
+    data = path.read_bytes()
+    at = data.index(old, len(data) // 2)
+    write(path, data[:at] + new + data[at + len(old) :])
+
+
+def big_cases(c: Campaign, big: Path) -> None:
+    damages: dict[str, Callable[[Path], None]] = {
+        "truncated": lambda t: _truncate(t / "dump.json", 0.6),
+        "garbled-middle": lambda t: _garble_middle(t / "dump.json", b'"input_args": [', b'"input_args": [}'),
+        "args-mapping-middle": lambda t: _garble_middle(
+            t / "dump.json", b'"input_args": [', b'"input_args": {"a": 1}, "x": ['
+        ),
+        "deep-stat-middle": lambda t: _garble_middle(
+            t / "dump.json", b'"Max": ', b'"Max": ' + b"[" * 500 + b"]" * 500 + b', "y": '
+        ),
+        "stack-truncated": lambda t: _truncate(t / "stack.json", 0.6),
+        "construct-number-middle": lambda t: _garble_middle(t / "construct.json", b'": "', b'": 5, "zz": "'),
+        "no-damage": lambda t: None,
+    }
+    for name, damage in damages.items():
+        codes = (0,) if name == "no-damage" else (0, 2)
+        c.command(f"big/compare-{name}", _big_case(big, damage), codes=codes)
+        c.command(f"big/graph-{name}", _big_case(big, damage, command="graph_visualize"), codes=codes)
+    c.command("big/compare-w2-truncated", _big_case(big, damages["truncated"], "--workers", "2"))
+    c.command("big/compare-xlsx-garbled", _big_case(big, damages["garbled-middle"], "--xlsx"))
+    for at in (1.0, 2.5, 4.0):
+        c.command(f"big/compare-term-{at}", _big_case(big, lambda t: None), codes=(0, 143), stop_after=at)
+        c.command(
+            f"big/graph-ctrl-c-{at}",
+            _big_case(big, lambda t: None, command="graph_visualize"),
+            codes=(0, 130),
+            ctrl_c_after=at,
+        )
+    for limit in (2 << 20, 20 << 20):
+        c.command(
+            f"big/compare-fsize-{limit >> 20}M", _big_case(big, lambda t: None), codes=(2,), fsize=limit
+        )
+        c.command(
+            f"big/graph-fsize-{limit >> 20}M",
+            _big_case(big, lambda t: None, command="graph_visualize"),
+            codes=(2,),
+            fsize=limit,
+        )
+
+
 def cluster_cases(c: Campaign, address: str) -> None:
     """The same damage on a running cluster (``dask scheduler`` and ``dask worker``)."""
     on = ("--scheduler", address)
@@ -961,6 +1029,12 @@ def main() -> int:
     parser.add_argument("--only", default="", help="a regular expression: the cases whose name it finds")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument(
+        "--big",
+        type=Path,
+        help="also the cases of a big rank (its target/ and golden/ folders, e.g. 50,050 entries a side: the"
+        " worker processes, spool files and hash partitions of compare, graph_visualize's LocalCluster)",
+    )
+    parser.add_argument(
         "--scheduler", default="", help="also the cases on this running dask scheduler (tcp://HOST:PORT)"
     )
     args = parser.parse_args()
@@ -975,6 +1049,8 @@ def main() -> int:
     campaign_cases(campaign)
     if args.scheduler:
         cluster_cases(campaign, args.scheduler)
+    if args.big:
+        big_cases(campaign, args.big)
     defects = [name for name, verdict in campaign.rows if not verdict.startswith("ok")]
     print(f"\n{len(campaign.rows)} cases, {len(defects)} defects")
     if not args.keep:
