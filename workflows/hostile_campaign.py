@@ -27,6 +27,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -164,8 +165,9 @@ class Campaign:
         self.rows.append((name, f"{verdict}  [exit {result.code}] {last}"))
         print(f"{name:48s} {verdict}  [exit {result.code}] {last}", flush=True)
 
-    def compare(
+    def dumps(
         self,
+        command: str,
         name: str,
         edit: Callable[[Path, Path], list[str] | None],
         data: str = "stat_mix",
@@ -173,6 +175,8 @@ class Campaign:
         word: str | None = None,
         damaged: str = "",
     ) -> None:
+        """``command`` on copies of a tests/data case's two dumps, ``edit`` damaging them (it returns more
+        arguments, or None); ``damaged``: the name of the tensor damaged, whose csv row must not pass."""
         folder = self.case_dir(name)
         target, golden = self.copy(folder, data), self.copy(folder, data, "golden", "golden")
         for side in (target, golden):
@@ -181,45 +185,17 @@ class Campaign:
         extra_args = edit(target, golden) or []
         if damaged:
             damaged = tensor_file(golden).name.rsplit(".", 1)[0]
-        result = run(
-            ["compare", "-tp", str(target), "-gp", str(golden), "-o", str(folder / "out"), *extra_args],
-            folder / "out",
-            folder,
-        )
+        result = run(_io(target, golden, folder, *extra_args, command=command), folder / "out", folder)
         extra = (
             [f"pass row: {r}" for r in pass_rows_of_unreadable(folder / "out", damaged)] if damaged else []
         )
         self.record(name, result, codes, word, extra)
 
-    def graph(
-        self,
-        name: str,
-        edit: Callable[[Path, Path], list[str] | None],
-        data: str = "stat_mix",
-        codes: tuple[int, ...] = (2,),
-        word: str | None = None,
-    ) -> None:
-        folder = self.case_dir(name)
-        target, golden = self.copy(folder, data), self.copy(folder, data, "golden", "golden")
-        for side in (target, golden):
-            if (side / "dump_tensor_data").is_dir():
-                save_doc(side, {**dump_doc(side), "dump_data_dir": str(side / "dump_tensor_data")})
-        extra_args = edit(target, golden) or []
-        result = run(
-            [
-                "graph_visualize",
-                "-tp",
-                str(target),
-                "-gp",
-                str(golden),
-                "-o",
-                str(folder / "out"),
-                *extra_args,
-            ],
-            folder / "out",
-            folder,
-        )
-        self.record(name, result, codes, word)
+    def compare(self, name: str, edit: Callable[[Path, Path], list[str] | None], **options: Any) -> None:
+        self.dumps("compare", name, edit, **options)
+
+    def graph(self, name: str, edit: Callable[[Path, Path], list[str] | None], **options: Any) -> None:
+        self.dumps("graph_visualize", name, edit, **options)
 
     def command(
         self,
@@ -416,7 +392,7 @@ def _named_case(name: str, command: str = "compare") -> Callable[[Path], list[st
     return make
 
 
-def _merge_case(damage: Callable[[Path], None], *more: str) -> Callable[[Path], list[str]]:
+def _merge_case(damage: Callable[[Path], object], *more: str) -> Callable[[Path], list[str]]:
     def make(folder: Path) -> list[str]:
         target = folder / "target"
         shutil.copytree(DATA / "tp_merge" / "target", target)
@@ -609,114 +585,41 @@ def more_cases(c: Campaign) -> None:
         codes=(2,),
         fsize=200_000,
     )
-    # SIGTERM at a few moments, on a multi-rank compare with workers and a graph_visualize
-    for at in (0.3, 0.9, 1.6, 2.4):
-        c.command(
-            f"signals/compare-w2-term-{at}",
-            _ranks_case(lambda t, g: None, "--workers", "2"),
-            codes=(0, 143),
-            stop_after=at,
-        )
-        c.command(
-            f"signals/graph-term-{at}",
-            _ranks_case(lambda t, g: None, command="graph_visualize"),
-            codes=(0, 143),
-            stop_after=at,
-        )
-    for at in (0.2, 0.6, 1.0, 1.4, 2.0):
-        c.command(
-            f"signals/compare-w2-ctrl-c-{at}",
-            _ranks_case(lambda t, g: None, "--workers", "2"),
-            codes=(0, 130),
-            ctrl_c_after=at,
-        )
-        c.command(
-            f"signals/graph-w2-ctrl-c-{at}",
-            _ranks_case(lambda t, g: None, "--workers", "2", command="graph_visualize"),
-            codes=(0, 130),
-            ctrl_c_after=at,
-        )
-    # parallel merges
-    c.command(
-        "merge/rank1-truncated",
-        _merge_case(
-            lambda t: _truncate(t / "rank1" / "dump.json"), "--rank_size", "2", "--tp", "2", "--pp", "1"
-        ),
-        codes=(2,),
-    )
-    c.command(
-        "merge/rank1-missing",
-        _merge_case(lambda t: shutil.rmtree(t / "rank1"), "--rank_size", "2", "--tp", "2", "--pp", "1"),
-        codes=(2,),
-    )
-    c.command(
-        "merge/rank-size-3",
-        _merge_case(lambda t: None, "--rank_size", "3", "--tp", "2", "--pp", "1"),
-        codes=(2,),
-    )
-    c.command(
-        "merge/tp-0", _merge_case(lambda t: None, "--rank_size", "2", "--tp", "0", "--pp", "1"), codes=(2,)
-    )
-    c.command(
-        "merge/vpp-huge",
-        _merge_case(lambda t: None, "--rank_size", "2", "--tp", "2", "--pp", "1", "--vpp", "100000000"),
-        codes=(0, 2),
-    )
-    c.command(
-        "merge/order-bad",
-        _merge_case(lambda t: None, "--rank_size", "2", "--tp", "2", "--pp", "1", "--order", "tp-xx"),
-        codes=(0, 1, 2),
-    )
-    c.command(
-        "merge/construct-list",
-        _merge_case(
-            lambda t: write(t / "rank1" / "construct.json", "[]"),
-            "--rank_size",
-            "2",
-            "--tp",
-            "2",
-            "--pp",
-            "1",
-        ),
-        codes=(2,),
-    )
-    c.command(
-        "merge/stack-truncated-json",
-        _merge_case(
+    # SIGTERM to the run's process, Ctrl-C to its group, at a few moments (multi-rank, with workers)
+    stops = [("term", "stop_after", 143, at, ()) for at in (0.3, 0.9, 1.6, 2.4)]
+    stops += [("ctrl-c", "ctrl_c_after", 130, at, ("--workers", "2")) for at in (0.2, 0.6, 1.0, 1.4, 2.0)]
+    for how, option, code, at, graph_flags in stops:
+        for command, flags in (("compare", ("--workers", "2")), ("graph_visualize", graph_flags)):
+            name = f"signals/{command.split('_')[0]}{'-w2' if flags else ''}-{how}-{at}"
+            c.command(
+                name, _ranks_case(lambda t, g: None, *flags, command=command), codes=(0, code), **{option: at}
+            )
+    # parallel merges (the target's two ranks are one tp group)
+    tp2 = ("--rank_size", "2", "--tp", "2", "--pp", "1")
+    merges: list[tuple[str, Callable[[Path], object], tuple[str, ...], tuple[int, ...]]] = [
+        ("rank1-truncated", lambda t: _truncate(t / "rank1" / "dump.json"), tp2, (2,)),
+        ("rank1-missing", lambda t: shutil.rmtree(t / "rank1"), tp2, (2,)),
+        ("rank-size-3", lambda t: None, ("--rank_size", "3", "--tp", "2", "--pp", "1"), (2,)),
+        ("tp-0", lambda t: None, ("--rank_size", "2", "--tp", "0", "--pp", "1"), (2,)),
+        ("vpp-huge", lambda t: None, (*tp2, "--vpp", "100000000"), (0, 2)),
+        ("order-bad", lambda t: None, (*tp2, "--order", "tp-xx"), (0, 1, 2)),
+        ("construct-list", lambda t: write(t / "rank1" / "construct.json", "[]"), tp2, (2,)),
+        (
+            "stack-truncated-json",
             lambda t: _truncate(t / "rank0" / "stack.json"),
-            "--rank_size",
-            "2",
-            "--tp",
-            "2",
-            "--pp",
-            "1",
-            "--file_type",
-            "json",
+            (*tp2, "--file_type", "json"),
+            (2,),
         ),
-        codes=(2,),
-    )
-    c.command(
-        "merge/shape-string-json",
-        _merge_case(
+        (
+            "shape-string-json",
             lambda t: _edit_leaf(t / "rank1", "shape", "x"),
-            "--rank_size",
-            "2",
-            "--tp",
-            "2",
-            "--pp",
-            "1",
-            "--file_type",
-            "json",
+            (*tp2, "--file_type", "json"),
+            (0, 2),
         ),
-        codes=(0, 2),
-    )
-    c.command(
-        "merge/max-string",
-        _merge_case(
-            lambda t: _edit_leaf(t / "rank1", "Max", "big"), "--rank_size", "2", "--tp", "2", "--pp", "1"
-        ),
-        codes=(0, 2),
-    )
+        ("max-string", lambda t: _edit_leaf(t / "rank1", "Max", "big"), tp2, (0, 2)),
+    ]
+    for name, damage, flags, codes in merges:
+        c.command(f"merge/{name}", _merge_case(damage, *flags), codes=codes)
     # convert, and compare of a damaged store
     c.command("convert/pt-truncated", _convert_case(lambda t: _truncate(tensor_file(t))), codes=(0, 1, 2))
     c.command("convert/pt-evil", _convert_case(lambda t: _evil_pt(tensor_file(t))), codes=(0, 1, 2))
