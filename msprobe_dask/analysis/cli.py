@@ -90,8 +90,6 @@ def diff_report(per_rank: Mapping[int, Records]) -> tuple[str, dict[str, list[di
 
 
 def _write_json(path: Path, content: Any, indent: int) -> Path:
-    if path.exists():
-        print(f"warning: {path} exists and is replaced", file=sys.stderr)
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         json.dump(content, f, indent=indent)
     return path

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,23 @@ def test_report_of_a_result_with_a_long_cell(tmp_path: Path) -> None:
     check(outcome, 0, lines=None)
     outcome = check(case.run("report", str(case.out), "-q"), 0, lines=None)
     assert "report_" in outcome.stdout
+
+
+def test_da_json_of_the_same_second_is_kept_in_one_line(tmp_path: Path) -> None:
+    """-da's compare_result_{ts}.json of the same name as an existing file: a warning said it was
+    replaced, then the error that it is not (two lines that disagree); now the error alone."""
+    case = new_case(tmp_path)
+    target = write_dump(case.dumps / "target")
+    golden = write_dump(case.dumps / "golden")
+    case.out.mkdir()
+    now = time.time()
+    kept = [
+        case.out / f"compare_result_{time.strftime('%Y%m%d%H%M%S', time.localtime(now + k))}.json"
+        for k in range(30)
+    ]
+    for path in kept:
+        path.write_text("kept")
+    outcome = case.run("compare", "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q", "-da")
+    check(outcome, 2, "compare_result_", "already exists and is not replaced")
+    assert all(path.read_text() == "kept" for path in kept)
+    assert sorted(case.out.iterdir()) == sorted(kept)
