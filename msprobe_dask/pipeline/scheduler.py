@@ -159,6 +159,18 @@ class RunOptions:
                 "--workers",
                 f"must be 0 (the size of the input decides) or a number of processes, got {self.workers}",
             )
+        most = max_workers()
+        if self.workers > most:  # (a typo's 100000 processes took a shared 2-CPU host down)
+            raise ConfigError("--workers", f"{self.workers} processes for {_cpus()} CPUs: at most {most}")
+
+
+WORKERS_PER_CPU = 4
+"""The most local worker processes a run starts per CPU (at least 8 in all): more only wait for the CPUs,
+each holding its own Python (about 100 MB)."""
+
+
+def max_workers() -> int:
+    return max(8, WORKERS_PER_CPU * _cpus())
 
 
 def _cpus() -> int:

@@ -128,3 +128,16 @@ def test_da_json_of_the_same_second_is_kept_in_one_line(tmp_path: Path) -> None:
     check(outcome, 2, "compare_result_", "already exists and is not replaced")
     assert all(path.read_text() == "kept" for path in kept)
     assert sorted(case.out.iterdir()) == sorted(kept)
+
+
+def test_workers_beyond_the_machine_are_refused() -> None:
+    """--workers 100000 started processes until the host stopped (a typo's fork bomb): refused now, in
+    one line (checked without the command line: were the check gone, a test of it would start them all)."""
+    from msprobe_dask.errors import ConfigError
+    from msprobe_dask.pipeline.scheduler import RunOptions, max_workers
+
+    assert RunOptions(workers=max_workers()).workers == max_workers()
+    with pytest.raises(ConfigError, match="at most"):
+        RunOptions(workers=max_workers() + 1)
+    with pytest.raises(ConfigError, match="at most"):
+        RunOptions(workers=100_000)
