@@ -57,6 +57,7 @@ _KEYS = st.sampled_from(
         "Max diff",
         "NormRelativeErr",
         "Result",
+        "a key longer than the C code's cache of key texts holds",
     ]
 ) | st.text(max_size=6)
 _TEXT = st.text(alphabet="0123456789.%'Nonea-\"\\\n\t\u00e9\u4e2d\u0663", max_size=12)
