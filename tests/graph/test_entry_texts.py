@@ -264,6 +264,29 @@ def test_floats_near_halfway_between_two_doubles() -> None:
         _taken("Functional.a.0.forward", _float_entry(text))
 
 
+def test_the_md5_of_a_scalar_is_the_one_of_the_rules_configured_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C items remember the md5 (crc32_text) of the scalar values met (by object): other rules
+    configured, each value's md5 is theirs, not one remembered from the rules before."""
+    assert NATIVE is not None
+    entry = {"input_args": [{"type": "bool", "value": False}, {"type": "int", "value": 3}]}
+    text = json.dumps(entry).encode()
+    node = "Functional.a.0.forward"
+
+    def md5s() -> list[str]:
+        made = NATIVE.node_items([node], {node: (0, len(text))}, {}, text)
+        assert made[0] is not None
+        return [item["md5"] for item in made[0][0].values()]
+
+    assert md5s() == [items.crc32_text(False), items.crc32_text(3)]
+    trial = dataclasses.replace(items.ITEM_RULES, crc32_text=lambda value: f"crc of {value}")
+    NATIVE.configure_items(trial)
+    try:
+        assert md5s() == ["crc of False", "crc of 3"]
+    finally:
+        NATIVE.configure_items(items.ITEM_RULES)
+    assert md5s() == [items.crc32_text(False), items.crc32_text(3)]
+
+
 def test_the_items_take_their_rules_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
     """Other texts of bools, another md5 of a leaf without a value and other states handed to node_items
     (items.ITEM_RULES): its items are those the Python path makes with them, so none is written in C."""
