@@ -134,7 +134,7 @@ static int add_rounded(Buf *b, const char *s, Py_ssize_t n) {
  * shared by many items (T: 273,000 str values written), each tested once. A str is written as it
  * stands when it is printable ASCII without escapes, quotes or None and does not start with a digit
  * (whatever the text rules), an ExportedText when it is printable ASCII without escapes. */
-#define PLAIN_TEXTS 512
+#define PLAIN_TEXTS 4096
 static PyObject *plain_texts[PLAIN_TEXTS];
 
 static inline PyObject **plain_slot(PyObject *v) {
@@ -349,7 +349,7 @@ static int skipped(Skip *sk, PyObject *k) {
  * key left out), or ``"key": "`` (the key printable ASCII without escapes); both held, so that an
  * address is not reused while here. An item's keys are a few objects shared by all items (T: 742,755
  * keys written of 30,880 nodes' items): each is tested once, not at each item. */
-#define KEY_PARTS 256
+#define KEY_PARTS 2048
 #define KEY_PART_TEXT 40 /* longer keys: asked each time (skipped, add_key) */
 static struct {
     PyObject *key, *skip;
