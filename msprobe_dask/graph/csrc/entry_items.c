@@ -227,6 +227,11 @@ typedef struct {
     PyObject *in, *out; /* input_data and output_data */
 } Walk;
 
+/* whether an item of full_op_name s[0:n] goes into output_data (items.split_items) */
+static int is_output(const char *s, Py_ssize_t n) {
+    return has_part(s, n, I.output_part, I.output_n) && !has_part(s, n, I.input_part, I.input_n);
+}
+
 /* the item into input_data or output_data (items.split_items): 1, or -1 */
 static int place(Walk *w, PyObject *item) {
     PyObject *full = PyDict_GetItemWithError(item, I.str_full_op_name);
@@ -234,7 +239,7 @@ static int place(Walk *w, PyObject *item) {
     const char *s = full != NULL && PyUnicode_CheckExact(full) ? ascii_data(full, &n) : NULL;
     if (s == NULL)
         return PyErr_Occurred() ? -1 : UNHANDLED;
-    if (has_part(s, n, I.output_part, I.output_n) && !has_part(s, n, I.input_part, I.input_n))
+    if (is_output(s, n))
         return PyDict_SetItem(w->out, full, item) < 0 ? -1 : DONE;
     PyObject *dn = PyDict_GetItemWithError(item, I.str_data_name);
     if (dn == NULL || !PyUnicode_CheckExact(dn))
@@ -249,6 +254,16 @@ static int place(Walk *w, PyObject *item) {
     int rc = key == NULL || PyDict_SetItem(w->in, key, item) < 0 ? -1 : DONE;
     Py_XDECREF(key);
     return rc;
+}
+
+/* place() of an item make_leaf made, whose full_op_name is ``full``: an input's key, its data_name cut
+ * at the last dot, is the text make_leaf made full_op_name of */
+static int place_made(Walk *w, PyObject *item, PyObject *full) {
+    Py_ssize_t n;
+    const char *s = full != NULL ? ascii_data(full, &n) : NULL;
+    if (s == NULL)
+        return place(w, item);
+    return PyDict_SetItem(is_output(s, n) ? w->out : w->in, full, item) < 0 ? -1 : DONE;
 }
 
 /* items._default_item of a null, placed */
@@ -271,8 +286,9 @@ static int set_new(PyObject *item, PyObject *key, PyObject *value) {
     return rc < 0 ? -1 : DONE;
 }
 
-/* the item of a leaf (an object whose "type" is a string): items._leaf */
-static int make_leaf(Walk *w, const Val *leaf, PyObject *item) {
+/* the item of a leaf (an object whose "type" is a string): items._leaf; *full its full_op_name
+ * (borrowed: the item holds it) */
+static int make_leaf(Walk *w, const Val *leaf, PyObject *item, PyObject **full_out) {
     const Tape *t = &w->t;
     const Val *kind = NULL, *data_name = NULL, *value = NULL;
     int rc;
@@ -332,12 +348,12 @@ static int make_leaf(Walk *w, const Val *leaf, PyObject *item) {
         } else {
             if (set_new(item, I.str_data_name, PyUnicode_FromStringAndSize(s, n)) < 0)
                 return -1;
-            if (set_new(item, I.str_full_op_name, PyUnicode_FromStringAndSize(s, cut)) < 0)
+            if (set_new(item, I.str_full_op_name, *full_out = PyUnicode_FromStringAndSize(s, cut)) < 0)
                 return -1;
         }
     }
     if (dn != NULL) {
-        full = PyUnicode_FromStringAndSize(w->name.p, w->name.len);
+        full = *full_out = PyUnicode_FromStringAndSize(w->name.p, w->name.len);
         if (PyDict_SetItem(item, I.str_data_name, dn) < 0 || set_new(item, I.str_full_op_name, full) < 0)
             return -1;
     }
@@ -400,9 +416,10 @@ static int add_leaf(void *walker, const Val *leaf) {
     PyObject *item = _PyDict_NewPresized(leaf->count + PyTuple_GET_SIZE(I.item_keys) + 3 + N_WRITTEN);
     if (item == NULL)
         return -1;
-    int rc = make_leaf(w, leaf, item);
+    PyObject *full = NULL;
+    int rc = make_leaf(w, leaf, item, &full);
     if (rc == DONE)
-        rc = place(w, item);
+        rc = place_made(w, item, full);
     Py_DECREF(item);
     return rc;
 }
