@@ -17,7 +17,7 @@ from typing import Any
 
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 from msprobe_dask.judge.rules import ERROR, PASS, UNREADABLE, WARNING
-from msprobe_dask.summary.cells import as_float, is_number
+from msprobe_dask.summary.cells import NAN, as_float
 from msprobe_dask.summary.kinds import KindCounter, messages
 from msprobe_dask.summary.model import OTHER, GroupSummary, NodeRef, RunSummary
 from msprobe_dask.summary.table import KINDS_SHOWN, METRIC_OF_COLUMN, RANK_METRICS, WORST_SHOWN, diverges
@@ -48,20 +48,25 @@ def items_of_texts(*texts: str | None) -> list[dict[str, Any]]:
 def _metric(items: list[dict[str, Any]]) -> tuple[str, float]:
     for metric in RANK_METRICS:
         column = metric.column
-        # (as_float(None) is NaN: an item without the cell is passed over at once)
-        values = [
-            v
-            for item in items
-            if (cell := item.get(column)) is not None and is_number(v := _cell_float(cell))
-        ]
+        values = []
+        for item in items:
+            cell = item.get(column)
+            if cell is None:  # (as_float(None) is NaN: an item without the cell is passed over at once)
+                continue
+            # as_float(cell), a text's (a relative error's percentage: a dump's repeat) remembered; the
+            # calls inline (T: 3,496 judged API nodes, 12,736 cells)
+            value = (
+                cell
+                if cell.__class__ is float
+                else _text_float(cell)
+                if cell.__class__ is str
+                else as_float(cell)
+            )
+            if value == value:  # (is_number: not NaN)
+                values.append(value)
         if values:
             return column, metric.worst(values)
-    return "", float("nan")
-
-
-def _cell_float(cell: Any) -> float:
-    """as_float(cell); a text's (a relative error's percentage: a dump's repeat) remembered."""
-    return _text_float(cell) if cell.__class__ is str else as_float(cell)
+    return "", NAN
 
 
 @lru_cache(maxsize=4096)
