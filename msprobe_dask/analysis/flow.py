@@ -401,7 +401,7 @@ def communication_nodes(rows: RowColumns, rank: int, atol: float) -> list[Node]:
     """The communication nodes of ``column_nodes`` (each with its index among all) as the links across
     ranks read them (``links.link``: a node's rank, index, name, Comm and inputs): without outputs or
     stack, whose rows are not read."""
-    return part_nodes(rows, rank, atol).comms
+    return part_nodes(rows, rank, atol, True).comms
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,18 +409,20 @@ class PartNodes:
     """What a table part tells the divergence walk of its rows (``part_nodes``)."""
 
     count: int  # how many nodes ``column_nodes`` makes of them
-    comms: list[Node]  # ``communication_nodes``
+    comms: list[Node]  # ``communication_nodes`` (none unless linked)
     # the one QuietRun that ``walk_nodes`` (with an rtol of 0 or more) makes of all of them when none
     # received something from a peer: where every row is quiet (``_QuietRows``: an error of 0.0, or none)
-    # and no communication node may have an unsettled row (``_settled``); None where it makes others
+    # and no communication node may have an unsettled row (``_settled``); None where it makes others, or
+    # where they are linked (their nodes may receive: the walk then reads them from their rows)
     quiet: QuietRun | None
     extremes: tuple[Iterable[float], Iterable[float]]  # the QuietRun's signatures: NPU max, NPU min
 
 
-def part_nodes(rows: RowColumns, rank: int, atol: float) -> PartNodes:
+def part_nodes(rows: RowColumns, rank: int, atol: float, linked: bool) -> PartNodes:
     """What a table part tells the divergence walk of ``rows`` (``summary.divergence.NodePart``: the walk
     reads a part that is one QuietRun without its rows, as most parts of a rank whose divergence is far
-    in)."""
+    in): its communication nodes where the rank's are ``linked`` to others', else its QuietRun (a rank
+    of a job of one rank: its nodes receive nothing, its walk reads no communication node)."""
     entries = row_entries(rows)
     spans = _spans(entries)
     seen: dict[Comm, Comm] = {}  # (one Comm of each value: see _column_nodes)
@@ -429,10 +431,12 @@ def part_nodes(rows: RowColumns, rank: int, atol: float) -> PartNodes:
     for index, (start, end) in enumerate(spans):
         entry = entries[start]
         if entry.startswith(COMM_PREFIXES) and is_communication(entry):  # (most are not)
-            comm = _comm(entry, rows, start, end, rank, seen)
-            comms.append(_node(rows, rank, index, entry, start, end, comm, atol, None, False))
-            settled = settled and _settled(rows, entry, start, end)
-    quiet = _QuietRows.of(rows, atol, whole=True) if spans and settled else None
+            if linked:
+                comm = _comm(entry, rows, start, end, rank, seen)
+                comms.append(_node(rows, rank, index, entry, start, end, comm, atol, None, False))
+            elif settled:
+                settled = _settled(rows, entry, start, end)
+    quiet = None if linked or not (spans and settled) else _QuietRows.of(rows, atol, whole=True)
     if quiet is None:
         return PartNodes(len(spans), comms, None, ((), ()))
     run = quiet.run(entries, spans, 0, len(spans))

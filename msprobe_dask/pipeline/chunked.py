@@ -113,10 +113,12 @@ def rank_file(
     tolerance: Tolerance | None,
     form: CsvForm = CSV,
     shared: bool = True,
+    linked: bool = True,
 ) -> RankGraph:
     """The graph that compares one rank into ``path``, a csv or xlsx by ``form``; ``shared``: where it
     runs, tasks' values reach their readers without passing through the process that schedules (see
-    TaskGraph.call_many)."""
+    TaskGraph.call_many); ``linked``: the rank's communication nodes are linked to other ranks' by the
+    first-divergence analysis (not in a job of one rank: its table parts then make none)."""
     graph = TaskGraph(shared)
     npu_n, bench_n = part_count(npu_src), part_count(bench_src)
     hashed = match == MatchOptions()  # the default match, cut into hash partitions (part_keys.py)
@@ -187,6 +189,7 @@ def rank_file(
             k,
             label,
             tolerance,
+            linked,
             form,
             firsts[k],
             head,

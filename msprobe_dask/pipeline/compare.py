@@ -219,6 +219,7 @@ def compare_to_files(
                     summary_tolerance,
                     XLSX if xlsx else CSV,
                     run.shares_results,
+                    len(sources) > 1,  # (a job of one rank: no communication node linked)
                 )
                 for i in streamed
             ]

@@ -116,6 +116,7 @@ class TablePart:
 def table_part(
     label: str,
     tolerance: Tolerance | None,
+    linked: bool,
     form: CsvForm,
     first: int,
     head: PlanHead,
@@ -155,7 +156,7 @@ def table_part(
         made = form.render_cells(sides, head.mode, stack_map, head.float_stats, read_columns())
         if made is not None:
             sections, columns = made
-            return TablePart(sections, len(npus), *_summary_and_nodes(label, columns, tolerance))
+            return TablePart(sections, len(npus), *_summary_and_nodes(label, columns, tolerance, linked))
     judged = statistics_cells(sides, head.float_stats) if head.mode == "statistics" else None
     table = build_table(
         sides, head.mode, stack_map, None, head.float_stats, highlight=form.highlight, judged=judged
@@ -163,13 +164,14 @@ def table_part(
     sections = form.render(table, first)
     if tolerance is None:
         return TablePart(sections, len(table.rows), None, None)
-    return TablePart(sections, len(table.rows), *_summary_and_nodes(label, table, tolerance))
+    return TablePart(sections, len(table.rows), *_summary_and_nodes(label, table, tolerance, linked))
 
 
 def _summary_and_nodes(
-    label: str, table: CompareTable | ColumnTable, tolerance: Tolerance
+    label: str, table: CompareTable | ColumnTable, tolerance: Tolerance, linked: bool = True
 ) -> tuple[tuple[GroupSummary, KindCounter], NodePart]:
-    """A table part's summary (with its kinds' counter) and the divergence analysis's nodes."""
+    """A table part's summary (with its kinds' counter) and the divergence analysis's nodes (its
+    communication nodes where ``linked``: summary.divergence.node_part)."""
     from msprobe_dask.summary.divergence import node_part
 
     kinds = KindCounter()
@@ -179,4 +181,4 @@ def _summary_and_nodes(
             summary = summarise_columns(label, table.columns, table.cells, count, table.entries, kinds)
         else:
             summary = summarise_table(label, table.columns, table.rows, table.entries, kinds)
-    return (summary, kinds), node_part(label, table, tolerance)
+    return (summary, kinds), node_part(label, table, tolerance, linked)

@@ -111,11 +111,12 @@ class NodePart:
         yield from walk_nodes(rows, self.rank, self.tolerance.atol, self.tolerance.rtol, receiving)
 
 
-def node_part(label: str, table: Any, tol: Tolerance) -> NodePart:
-    """A table part's NodePart (of a ``CompareTable``, or a part of one)."""
+def node_part(label: str, table: Any, tol: Tolerance, linked: bool = True) -> NodePart:
+    """A table part's NodePart (of a ``CompareTable``, or a part of one); without its communication nodes
+    unless the rank's are ``linked`` to other ranks' (``flow.part_nodes``)."""
     rows = table_columns(table)
     rank = step_and_rank(label)[1]
-    part = part_nodes(rows, rank, tol.atol)
+    part = part_nodes(rows, rank, tol.atol, linked)
     comms, quiet = part.comms, part.quiet
     # (as columns: a Node pickled is its class and fields, and would be made twice: unpickled, then moved)
     comm_columns = (

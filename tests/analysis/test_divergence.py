@@ -428,10 +428,12 @@ def test_walk_nodes_make_light_nodes_as_the_walk_reads_nodes(
 def test_a_part_that_is_one_quiet_run_is_walked_without_its_rows(
     rows: list[tuple], atol: float, rtol: float
 ) -> None:  # type: ignore[type-arg]
-    """A table part whose nodes flow.walk_nodes makes into one QuietRun when none received something from
-    a peer (flow.part_nodes) is read by the walk as that run without its rows (NodePart): the walk reads
-    the same as walk_nodes makes of the rows, when no node received something and when every one did
-    (then made from the rows); the part counts the same nodes and exceeds rtol where its rows do."""
+    """A table part of a job of one rank (not linked) whose nodes flow.walk_nodes makes into one QuietRun
+    when none received something from a peer (flow.part_nodes) is read by the walk as that run without
+    its rows (NodePart), and makes no communication node; a linked part makes no QuietRun. The walk
+    reads the same of both as walk_nodes makes of the rows, when no node received something and when
+    every one did (then made from the rows); both count the same nodes and exceed rtol where the rows
+    do."""
     from types import SimpleNamespace
 
     from msprobe_dask.analysis.flow import READ_COLUMNS, RowColumns, entry_and_state, walk_nodes
@@ -443,16 +445,21 @@ def test_a_part_that_is_one_quiet_run_is_walked_without_its_rows(
     stats = ("NPU Name", *STAT_COLUMNS, "MaxAbsErr", "EucDist")
     cells = {c: [row[stats.index(c)] for row in rows] for c in READ_COLUMNS if c in stats}
     entries = [entry_and_state(row[0])[0] for row in rows]
+    table = SimpleNamespace(cells=cells, columns=list(cells), entries=entries)
     tol = Tolerance(atol, rtol)
-    part = node_part("rank3", SimpleNamespace(cells=cells, columns=list(cells), entries=entries), tol)
+    part, linked = node_part("rank3", table, tol, False), node_part("rank3", table, tol, True)
     columns = RowColumns.of_columns(len(rows), {**cells, "api_origin_name": entries})
     columns = pickle.loads(pickle.dumps(columns))  # (as the part's: a NaN cell of each side an object)
     nodes = list(walk_nodes(columns, 3, atol, rtol))
-    assert part.count == len({*entries}) and part.exceeds == columns.exceeds(atol, rtol)
+    assert part.count == linked.count == len({*entries})
+    assert part.exceeds == linked.exceeds == columns.exceeds(atol, rtol)
     assert bool(part.quiet_run) == (rtol >= 0 and len(nodes) == 1 and nodes[0].__class__ is QuietRun)
-    assert repr(walk_view(part.nodes(set()))) == repr(walk_view(nodes))
+    assert part.comms() == [] and not linked.quiet_run
+    walked = repr(walk_view(nodes))  # (a QuietRun's signatures are read once)
+    assert repr(walk_view(part.nodes(set()))) == repr(walk_view(linked.nodes(set()))) == walked
     every = set(range(part.count))
-    assert repr(walk_view(part.nodes(every))) == repr(walk_view(walk_nodes(columns, 3, atol, rtol, every)))
+    expected = repr(walk_view(walk_nodes(columns, 3, atol, rtol, every)))
+    assert repr(walk_view(part.nodes(every))) == repr(walk_view(linked.nodes(every))) == expected
 
 
 def test_one_ranks_clock_ticks_once_a_node() -> None:
