@@ -277,6 +277,7 @@ def _on_cluster(options: RunOptions) -> Iterator[Compute]:
     except (OSError, ValueError) as exc:  # ValueError: not an address (no port...)
         raise ConfigError(address, f"cannot reach the dask scheduler: {exc}") from None
     try:
+        _check_workers_code(client, address)
         if options.progress:
             announce_dashboard(client, options.stage_log)
 
@@ -307,6 +308,29 @@ def _on_cluster(options: RunOptions) -> Iterator[Compute]:
     finally:
         with contextlib.suppress(Exception):
             client.close(timeout=5)
+
+
+RESTART = "start the workers from this install (or run the command from theirs)"
+
+
+def _check_workers_code(client: Any, address: str) -> None:
+    """Refuse a cluster whose workers run other msprobe_dask sources than this command's (started from
+    another checkout or release, or before it was updated): their answers could differ. Workers that
+    join after the start are not checked."""
+    from msprobe_dask.pipeline.code_digest import code_digest
+
+    try:
+        digests = client.run(code_digest)
+    except Exception as exc:  # a worker without this module or function: older sources
+        problem = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise ClusterError(
+            address, f"a dask worker cannot run this msprobe_dask's code ({problem}): {RESTART}"
+        ) from None
+    other = sorted(worker for worker, digest in digests.items() if digest != code_digest())
+    if other:
+        raise ClusterError(
+            address, f"dask worker {other[0]} runs other msprobe_dask sources than this command: {RESTART}"
+        )
 
 
 def announce_dashboard(client: Any, log: StageLog | None = None) -> None:

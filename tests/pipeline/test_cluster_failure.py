@@ -196,3 +196,60 @@ def test_dashboard_link_shown_when_the_scheduler_serves_one(capsys: pytest.Captu
     assert capsys.readouterr().err == "dask dashboard: http://127.0.0.1:8787/status\n"
     announce_dashboard(_Client({}))  # dask scheduler --no-dashboard, or no bokeh installed
     assert capsys.readouterr().err == ""
+
+
+# a worker's preload (run twice by dask) that stands for other sources: its digest differs, or it has
+# no code_digest at all
+OTHER_SOURCES = {
+    "other": "import msprobe_dask.pipeline.code_digest as m\nm.code_digest = lambda: 'other sources'\n",
+    "older": "import msprobe_dask.pipeline.code_digest as m\nvars(m).pop('code_digest', None)\n",
+}
+
+
+@pytest.mark.parametrize("sources", list(OTHER_SOURCES))
+def test_workers_of_other_sources_are_refused(tmp_path: Path, sources: str) -> None:
+    """A cluster whose worker runs other msprobe_dask sources than the command's (started from another
+    checkout, or before an update) is refused before any task: one line naming the scheduler, exit 2,
+    no output."""
+    from distributed import Client
+
+    target, golden = write_dump(tmp_path / "t", 20), write_dump(tmp_path / "g", 20)
+    preload = tmp_path / "preload.py"
+    preload.write_text(OTHER_SOURCES[sources])
+    procs: list[subprocess.Popen] = []
+    try:
+        address, _ = _scheduler(tmp_path, procs)
+        procs.insert(0, _start([*DASK, "worker", address, *ALONE, "--preload", str(preload)]))
+        with Client(address, timeout="20s") as client:
+            client.wait_for_workers(1, timeout=60)
+        out = tmp_path / "out"
+        flags = ["-q", "-tp", str(target), "-gp", str(golden), "-o", str(out), "--scheduler", address]
+        run = subprocess.run(
+            [sys.executable, "-m", "msprobe_dask", "compare", *flags],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert run.returncode == 2, run.stderr
+        lines = run.stderr.strip().splitlines()
+        words = (
+            "runs other msprobe_dask sources" if sources == "other" else "cannot run this msprobe_dask's code"
+        )
+        assert len(lines) == 1 and words in lines[0] and address in lines[0], lines
+        assert not out.exists() or not any(out.iterdir())
+    finally:
+        _stop(procs)
+
+
+def test_sources_digest_follows_every_python_file(tmp_path: Path) -> None:
+    from msprobe_dask.pipeline.code_digest import PACKAGE, code_digest, sources_digest
+
+    assert code_digest() == sources_digest(PACKAGE)
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    module = tmp_path / "pkg" / "sub" / "m.py"
+    module.write_text("x = 1\n")
+    before = sources_digest(tmp_path / "pkg")
+    module.write_text("x = 2\n")
+    assert sources_digest(tmp_path / "pkg") != before
+    module.rename(tmp_path / "pkg" / "m.py")  # the same bytes at another path
+    assert sources_digest(tmp_path / "pkg") not in (before, sources_digest(tmp_path / "pkg" / "sub"))
