@@ -545,3 +545,38 @@ def test_a_nan_tensor_is_not_known_from_another_nan_tensor() -> None:
     ]
     origin = analyse({"": {0: rows}}).origin
     assert origin is not None and (origin.node, origin.kind) == ("Functional.add.0.forward", "origin")
+
+
+@pytest.mark.parametrize("case", ["md5_mix", "tensor_mix", "stat_mix", "fuzzy", "transformer_big"])
+def test_real_dumps_walked_in_quiet_parts_give_the_whole_ranks_answer(case: str) -> None:
+    """A job of one rank on a real dump (tests/data; md5_mix and tensor_mix are those whose -da answer
+    test_diff_analyze pins to the reference's): its table cut into parts of a few entries, each part
+    made as the compare's part tasks make it for one rank (no links, a part without a diverging row
+    carried as one QuietRun), walked part by part, gives the whole table's analysis (what -da reports).
+    (On these dumps no answer depends on what a quiet part holds: its extremes and names are pinned by
+    test_a_part_that_is_one_quiet_run_is_walked_without_its_rows.)"""
+    from msprobe_dask.analysis.divergence import analyse_nodes
+    from msprobe_dask.summary.divergence import analyse_rank_nodes, node_part, rank_of_parts, rank_table_nodes
+
+    [result] = compare(case_dir(case) / "target", case_dir(case) / "golden")
+    table, tol = result.table, Tolerance()
+    ends = [
+        i for i in range(1, len(table.rows) + 1) if table.entries[i - 1 : i + 1] != [table.entries[i - 1]] * 2
+    ]
+    quiet = 0
+    for size in (1, 3, 8):
+        cuts = [0, *ends[size - 1 :: size]]
+        cuts += [len(table.rows)] if cuts[-1] != len(table.rows) else []
+        parts = [
+            node_part(result.label, _rows(table, lo, hi), tol, linked=False) for lo, hi in zip(cuts, cuts[1:])
+        ]
+        quiet += sum(bool(part.quiet_run) for part in parts)
+        found = analyse_rank_nodes([(result.label, rank_of_parts(parts))], tol)
+        step, rank = step_and_rank(result.label)
+        expected = analyse_nodes({step: {rank: rank_table_nodes(result.label, table, tol)}}, tol)
+        assert repr(
+            None if found is None else (found.origin, found.firsts, found.path, found.nodes, found.lines())
+        ) == repr((expected.origin, expected.firsts, expected.path, expected.nodes, expected.lines())), size
+    assert quiet or case == "md5_mix", (
+        "no part was carried as a QuietRun"
+    )  # (md5: every row a node of its own)
