@@ -153,6 +153,11 @@ class RunOptions:
         """Tasks run in threads of this process (no cluster, no worker processes)."""
         return not self.address and not self.local_processes
 
+    @property
+    def threads(self) -> int:
+        """How many threads of this process run the tasks (in_this_process): one a CPU."""
+        return _cpus()
+
     def __post_init__(self) -> None:
         if self.workers < 0:
             raise ConfigError(

@@ -440,14 +440,26 @@ def test_the_chunk_tasks_run_in_the_write_chains_order(
     assert max(priority[k] for k in rows) < min(p for k, p in priority.items() if k not in rows)
 
 
-def test_indexes_are_made_early_where_chunks_are_made_in_more_than_one_process() -> None:
+def test_indexes_are_made_early_where_the_inserts_run_beside_the_chunk_tasks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In more than one process, and in this process's threads for an input below IN_TURN_FROM_BYTES
+    on 2 CPUs or more; at the end by the last task on one worker process, on one CPU, and for a big
+    input in this process."""
+    from msprobe_dask.pipeline import scheduler
     from msprobe_dask.pipeline.scheduler import RunOptions
 
-    assert not api._index_early(None, RunOptions())
+    monkeypatch.setattr(scheduler, "_cpus", lambda: 2)
+    assert api._index_early(None, RunOptions())
+    assert api._index_early(None, RunOptions(input_bytes=api.IN_TURN_FROM_BYTES - 1))
+    big = RunOptions(input_bytes=scheduler.LOCAL_CLUSTER_TO_BYTES, big_shared_results=True)
+    assert big.in_this_process and not api._index_early(None, big)
     assert not api._index_early(None, RunOptions(workers=1))
     assert api._index_early(None, RunOptions(workers=2))
     assert api._index_early(None, RunOptions(address="tcp://127.0.0.1:8786"))
     assert api._index_early(object(), None)
+    monkeypatch.setattr(scheduler, "_cpus", lambda: 1)
+    assert not api._index_early(None, RunOptions())
 
 
 def test_a_resumed_writer_leaves_the_result_it_came_from_sendable(tmp_path: Path) -> None:
