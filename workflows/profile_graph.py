@@ -14,7 +14,10 @@ build, prepare, rows, insert, finish, write...; a fetch of a task's inputs from 
 first start to the last end, then the wall time and the peak of the summed resident sets of this
 process and its children (sampled every 20 ms); with ``--workers``, the CPU time of the worker
 processes (all of it: tasks, fetches, the event loop) and of this process (the imports, the cluster's
-start, its scheduler), and each worker's CPU time in its tasks by stage and outside them; and the run
+start, its scheduler), and each worker's CPU time in its tasks by stage and outside them (``outside``:
+its event loop, the worker process's main thread, from its first task to its last and in all; its
+other threads; its garbage collections, their number and thread CPU time, in tasks or not; the page
+faults of its task thread and their system time by stage); and the run
 replayed as on an idle host (``replay``): each task taking its thread CPU time on its worker, in the
 order its worker's priorities give, once its inputs are there (HOP_SECONDS from another worker), so
 that runs on a loaded host compare by their critical path.
@@ -125,6 +128,10 @@ _WORKER_LOG: list[
     str
 ] = []  # the file each worker of the run's LocalCluster appends its CPU to (dask_teardown)
 _TASK_CPU: dict[str, float] = {}  # (in a worker) each task's thread CPU time (_timed_tasks)
+_FAULTS: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # (in a worker) per stage: the task
+# thread's minor page faults and system time (_timed_tasks)
+_GC = {"collections": 0, "seconds": 0.0, "in_tasks": 0.0}  # (in a worker) its garbage collections
+_LOOP: dict[str, float] = {}  # (in a worker) its main thread's CPU at its first task and its last
 _TASKS: dict[str, tuple[Any, list[str]]] = {}  # (in the scheduler) each task's priority and inputs
 HOP_SECONDS = 0.01
 """In the replay, what an input made on another worker adds to a task's start (a small result: the task
@@ -163,19 +170,54 @@ def _graph_record(scheduler: Any) -> Any:
 
 
 def _timed_tasks() -> None:
-    """(In a worker.) Measure each task's thread CPU time (_TASK_CPU), around distributed's _run_task."""
+    """(In a worker.) Measure each task's thread CPU time (_TASK_CPU), page faults and system time
+    (_FAULTS), around distributed's _run_task; the main thread's CPU at the first and the last task
+    (_LOOP); the process's garbage collections (_GC)."""
+    import gc
+    import resource
+
     import distributed.worker
 
     run = distributed.worker._run_task
+    tasks = threading.local()  # (set in the task thread while a task runs)
 
     def timed(task: Any, data: Any, execution_state: Any, key: Any, *args: Any) -> Any:
-        t = time.thread_time()
+        _LOOP.setdefault("first", _main_thread_cpu())
+        t, use = time.thread_time(), resource.getrusage(resource.RUSAGE_THREAD)
+        tasks.running = True
         try:
             return run(task, data, execution_state, key, *args)
         finally:
+            tasks.running = False
             _TASK_CPU[str(key)] = _TASK_CPU.get(str(key), 0.0) + time.thread_time() - t
+            now = resource.getrusage(resource.RUSAGE_THREAD)
+            faults = _FAULTS[_stage(key)]
+            faults[0] += now.ru_minflt - use.ru_minflt
+            faults[1] += now.ru_stime - use.ru_stime
+            _LOOP["last"] = _main_thread_cpu()
+
+    started = [0.0]
+
+    def collected(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = time.thread_time()
+            return
+        seconds = time.thread_time() - started[0]
+        _GC["collections"] += 1
+        _GC["seconds"] += seconds
+        if getattr(tasks, "running", False):
+            _GC["in_tasks"] += seconds
 
     distributed.worker._run_task = timed
+    gc.callbacks.append(collected)
+
+
+def _main_thread_cpu() -> float:
+    """(In a worker.) The CPU time of the process's main thread (a forked worker's event loop)."""
+    for thread in psutil.Process().threads():
+        if thread.id == threading.main_thread().native_id:
+            return thread.user_time + thread.system_time
+    return 0.0
 
 
 def dask_teardown(server: Any) -> None:
@@ -193,8 +235,12 @@ def dask_teardown(server: Any) -> None:
         if isinstance(key, tuple) and len(key) == 5 and key[0] == "execute" and key[3] == "thread-cpu":
             tasks[_stage(key[2])] += seconds
     me = resource.getrusage(resource.RUSAGE_SELF)
+    loop = {**_LOOP, "all": _main_thread_cpu()}
+    threads = sum(t.user_time + t.system_time for t in psutil.Process().threads())
+    record = {"cpu": me.ru_utime + me.ru_stime, "tasks": tasks, "each": _TASK_CPU, "loop": loop}
+    record.update(threads=threads, gc=_GC, faults=_FAULTS, system=me.ru_stime)
     with open(_WORKER_LOG[0], "a") as f:
-        f.write(json.dumps({"cpu": me.ru_utime + me.ru_stime, "tasks": tasks, "each": _TASK_CPU}) + "\n")
+        f.write(json.dumps(record) + "\n")
 
 
 def _worker_cpu(log: Path) -> None:
@@ -204,7 +250,8 @@ def _worker_cpu(log: Path) -> None:
 
     lines = log.read_text().splitlines() if log.exists() else []
     for i, line in enumerate(sorted(lines)):
-        cpu, tasks, _ = json.loads(line).values()
+        record = json.loads(line)
+        cpu, tasks = record["cpu"], record["tasks"]
         stages = ", ".join(
             f"{k} {v:.2f}" for k, v in sorted(tasks.items(), key=lambda kv: -kv[1]) if v >= 0.005
         )
@@ -213,6 +260,25 @@ def _worker_cpu(log: Path) -> None:
             end="",
         )
         print(f"{cpu - sum(tasks.values()):.2f} s")
+        _print_outside(record)
+
+
+def _print_outside(record: dict[str, Any]) -> None:
+    """A worker's CPU outside its tasks, and what the collector and the page faults took (_timed_tasks)."""
+    loop, gc, faults = record["loop"], record["gc"], record["faults"]
+    during = loop.get("last", 0.0) - loop.get("first", 0.0)
+    others = record["threads"] - loop["all"] - sum(record["tasks"].values())
+    print(
+        f"    event loop (main thread) {loop['all']:.2f} s, {during:.2f} s of it from the first task's start "
+        f"to the last's; other threads {max(others, 0.0):.2f} s; {gc['collections']} garbage "
+        f"collections {gc['seconds']:.3f} s ({gc['in_tasks']:.3f} s in tasks)"
+    )
+    by = ", ".join(
+        f"{k} {n:.0f} ({s:.2f} s)"
+        for k, (n, s) in sorted(faults.items(), key=lambda kv: -kv[1][0])
+        if n >= 100
+    )
+    print(f"    system time {record['system']:.2f} s; the task thread's page faults: {by}")
 
 
 def _cluster(args: argparse.Namespace, out: str) -> tuple[list[tuple[str, float, float, str]], float]:
