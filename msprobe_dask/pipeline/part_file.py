@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from msprobe_dask.dump.entry_index import EntryIndex
 from msprobe_dask.errors import OutputError
@@ -171,18 +171,25 @@ def _named(path: Path) -> bool:
 def begin_file(form: CsvForm, path: Path, head: PlanHead) -> PartWritten:
     if _named(path):
         return PartWritten(path, head.columns, (0,))
-    with _writing(path), open(part_file(path), "wb") as f:
+    with _writing(path), _part_file_open(path) as f:
         f.write(form.head(head.columns))
         return PartWritten(path, head.columns, (0,), end=f.tell())
+
+
+def _part_file_open(path: Path) -> BinaryIO:
+    """The rank's part file open to write from its start, created if need be but never truncated: a task of
+    the chain run again (its dask worker lost) writes the same bytes where a first run wrote them, and the
+    parts after them, whose tasks need not run again, stay (truncated, the rank's end made the file of
+    their ``end``s, with zeros where they were)."""
+    return open(os.open(part_file(path), os.O_RDWR | os.O_CREAT, 0o666), "r+b")
 
 
 def append_part(form: CsvForm, previous: PartWritten, part: SpooledPart) -> PartWritten:
     if _named(previous.path):
         return replace(previous, rows=part.rows, summary=part.summary)
     starts = list(previous.starts)
-    with _writing(previous.path), open(part_file(previous.path), "r+b") as f, open(part.spool, "rb") as spool:
-        f.truncate(previous.end)  # (what a first run of this task wrote)
-        f.seek(previous.end)
+    with _writing(previous.path), _part_file_open(previous.path) as f, open(part.spool, "rb") as spool:
+        f.seek(previous.end)  # (over what a first run of this task wrote; the rank's end truncates)
         for section, size in part.sections:
             while len(starts) <= section:  # the part begins a section (an xlsx's next sheet)
                 f.write(form.tail)

@@ -4,6 +4,7 @@ writes, and its summary is the whole table's, however the dumps are cut into par
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import dask
 import pytest
@@ -88,18 +89,9 @@ def test_each_append_and_end_run_again_write_the_same_file(
     file found named; the bytes are those of a run without losses."""
     monkeypatch.setattr(part_scan, "PART_BYTES", 20_000)
     monkeypatch.setattr(part_scan, "MIN_PARTS", 1)
-    target, golden = case_dir(case) / "target", case_dir(case) / "golden"
 
     def run(name: str) -> list[object]:
-        written = compare_to_files(
-            target,
-            golden,
-            lambda label: tmp_path / f"{name}{label.replace('/', '_')}.{suffix}",
-            run=RunOptions(address=None),
-            summary_tolerance=Tolerance(),
-            xlsx=suffix == "xlsx",
-        )
-        return [_contents(w.path) for w in written if w.path is not None]
+        return _files_written(case, suffix, tmp_path, name)
 
     plain = run("plain")
     appends: list[Path] = []
@@ -121,6 +113,59 @@ def test_each_append_and_end_run_again_write_the_same_file(
     assert run("again") == plain
     assert len(appends) > len(set(appends))  # (ranks of more than one part)
     assert not list(tmp_path.glob(".*"))  # no part file or spool left
+
+
+@pytest.mark.parametrize(("case", "suffix"), [("multirank", "csv"), ("multirank", "xlsx")])
+def test_a_begin_and_an_append_run_again_after_later_appends_write_the_same_file(
+    case: str, suffix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dask worker lost during the rank's end, which held the results of the rank's begin and first
+    append (its other appends' results on a worker still there): those two run again before the end, after
+    the later parts were written; the bytes are those of a run without losses (test_cluster_failure's
+    worker killed during finish_file: a part file begun again from empty left zeros where parts were)."""
+    monkeypatch.setattr(part_scan, "PART_BYTES", 20_000)
+    monkeypatch.setattr(part_scan, "MIN_PARTS", 1)
+
+    def run(name: str) -> list[object]:
+        return _files_written(case, suffix, tmp_path, name)
+
+    plain = run("plain")
+    begin, append, finish = chunked.begin_file, chunked.append_part, chunked.finish_file
+    calls: dict[Path, list[tuple[Any, ...]]] = {}  # each rank's begin and appends, in order
+
+    def begun(form: Any, path: Path, head: Any) -> part_file.PartWritten:
+        calls[path] = [(begin, form, path, head)]
+        return begin(form, path, head)
+
+    def appended(form: Any, previous: part_file.PartWritten, part: Any) -> part_file.PartWritten:
+        calls[previous.path].append((append, form, previous, part))
+        return append(form, previous, part)
+
+    def finished(form: Any, label: str, head: part_file.PartWritten, *parts: Any) -> WrittenRank:
+        for task, *args in calls[head.path][:2]:
+            task(*args)
+        return finish(form, label, head, *parts)
+
+    monkeypatch.setattr(chunked, "begin_file", begun)
+    monkeypatch.setattr(chunked, "append_part", appended)
+    monkeypatch.setattr(chunked, "finish_file", finished)
+    assert run("again") == plain
+    assert max(len(c) for c in calls.values()) > 2  # (a rank with appends after the first)
+    assert not list(tmp_path.glob(".*"))
+
+
+def _files_written(case: str, suffix: str, tmp_path: Path, name: str) -> list[object]:
+    """The contents of the files a compare of ``case`` to ``suffix`` files named ``name...`` writes."""
+    target, golden = case_dir(case) / "target", case_dir(case) / "golden"
+    written = compare_to_files(
+        target,
+        golden,
+        lambda label: tmp_path / f"{name}{label.replace('/', '_')}.{suffix}",
+        run=RunOptions(address=None),
+        summary_tolerance=Tolerance(),
+        xlsx=suffix == "xlsx",
+    )
+    return [_contents(w.path) for w in written if w.path is not None]
 
 
 def _contents(path: Path) -> object:
