@@ -58,7 +58,7 @@ from msprobe_dask.graph.tasks import (
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.writers.atomic import output_dir, withdrawn_if_failed
-from msprobe_dask.writers.visdb import NODES, STACKS, GraphTables, VisdbWriter, remove_temporary, write_visdb
+from msprobe_dask.writers.visdb import NODES, STACKS, GraphTables, VisdbWriter, write_visdb
 
 if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
     from msprobe_dask.graph.merge.strategy import ParallelParams
@@ -746,13 +746,13 @@ def visualize(
     with output_dir(out), withdrawn_if_failed(path):
         if plan is None:
             return _compute(written, client, run)
-        writer = VisdbWriter(path, _index_early(client, run)).suspend()
+        writer = VisdbWriter(path, _index_early(client, run), shared=here and not in_turn).suspend()
         try:
             window, kept = _rank_window(client, run), _kept_to_the_end(client, run)
             chain = _write_chain(plan, writer, window, kept, released_beside=here and not in_turn)
             return _compute(chain, client, run)
-        finally:  # (named when complete; a failed run leaves nothing)
-            remove_temporary(writer.temporary)
+        finally:  # (named when complete, and closed; a failed run leaves nothing, its file closed)
+            writer.abort()
 
 
 def graph_visualize(

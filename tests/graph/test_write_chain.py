@@ -462,6 +462,59 @@ def test_indexes_are_made_early_where_the_inserts_run_beside_the_chunk_tasks(
     assert not api._index_early(None, RunOptions())
 
 
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+@pytest.mark.parametrize("case", ["multirank compare", "tensor mode (rows made whole)"])
+def test_a_shared_writer_stays_open_through_the_chain_in_one_transaction(
+    case: str, scheduler: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chain's tasks in threads of this process (api.visualize's writer for a small input there:
+    ``shared``): the one writer, open from task to task (it does not pickle meanwhile), and nothing
+    committed before the last task; the file is that of one write task."""
+    import pickle
+
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
+    _one_write_task(case, tmp_path / "one.vis.db")
+    tp, gp, opts = _sides(case)
+    plan = api._rank_plan(tp, gp, opts)
+    writer = VisdbWriter(tmp_path / "chain.vis.db", indexed_early=True, shared=True).suspend()
+    assert writer.resume() is writer
+    with pytest.raises(RuntimeError, match="suspended"):
+        pickle.dumps(writer)
+    commits = []
+    insert = api._insert_chunks
+
+    def committed_rows(*args: Any) -> Any:
+        with sqlite3.connect(writer.temporary) as db:  # (what another connection sees: the last commit)
+            commits.append(db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
+        return insert(*args)
+
+    monkeypatch.setattr(api, "_insert_chunks", committed_rows)
+    dask.compute(api._write_chain(plan, writer, window=2), scheduler=scheduler)
+    assert commits and set(commits) == {0}
+    assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
+    assert rowids(tmp_path / "chain.vis.db") == rowids(tmp_path / "one.vis.db")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.vis.db", "one.vis.db"]
+
+
+def test_graph_visualize_shares_its_writer_in_this_process_for_a_small_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared: list[bool] = []
+    writer_class = api.VisdbWriter
+
+    def seen(*args: Any, **kwargs: Any) -> VisdbWriter:
+        shared.append(kwargs.get("shared", False))
+        return writer_class(*args, **kwargs)
+
+    monkeypatch.setattr(api, "VisdbWriter", seen)
+    api.graph_visualize(DATA / "multirank" / "target", DATA / "multirank" / "golden", output_path=tmp_path)
+    monkeypatch.setattr(api, "IN_TURN_FROM_BYTES", 1)  # (a big input: its graphs built in turn)
+    api.graph_visualize(
+        DATA / "multirank" / "target", DATA / "multirank" / "golden", output_path=tmp_path / "big"
+    )
+    assert shared == [True, False]
+
+
 def test_a_resumed_writer_leaves_the_result_it_came_from_sendable(tmp_path: Path) -> None:
     """An insert task resumes the writer of the task before, whose result dask may still send to
     another worker while this task writes (a step's finish runs where it likes): that result stays
