@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, eq, ne
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from msprobe_dask.columns import (
     BASE_COLUMNS,
@@ -29,6 +29,9 @@ from msprobe_dask.dump.rows import NA, LeafRow
 from msprobe_dask.judge.highlight import highlight_group
 from msprobe_dask.judge.rules import judge_columns, mark_unreadable
 from msprobe_dask.metrics.stats import stat_diffs
+
+if TYPE_CHECKING:
+    from msprobe_dask.metrics.claims import Claim  # (no numpy at the import of a statistics compare)
 
 MODES = ("statistics", "tensor", "md5")
 UNMEASURED = ("unsupported",) * len(TENSOR_COLUMNS)
@@ -71,7 +74,9 @@ class RowPair:
     bench: LeafRow | None
 
 
-TensorJob = tuple[Path, Path] | None  # the two tensor files of a pair, None where nothing is measured
+TensorJob: TypeAlias = "tuple[Path, Path, tuple[Claim, Claim]] | None"
+"""The two tensor files of a pair and what dump.json says of each (dtype, shape); None where nothing is
+measured."""
 
 
 @dataclass

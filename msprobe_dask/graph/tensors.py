@@ -18,6 +18,7 @@ def make_measure(
     npu_dir: str | None, bench_dir: str | None, tensor_log: bool = False
 ) -> Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]:
     from msprobe_dask.dump.tensor_file import resolve_data_file
+    from msprobe_dask.metrics.claims import claim_of
     from msprobe_dask.metrics.tensor import measure_pair
 
     def measure(n: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
@@ -31,7 +32,9 @@ def make_measure(
         else:
             # resolve_data_file refuses a data_name that escapes dump_tensor_data (raises UnsafePathError)
             metrics = measure_pair(
-                resolve_data_file(Path(npu_dir), nd), resolve_data_file(Path(bench_dir), bd)
+                resolve_data_file(Path(npu_dir), nd),
+                resolve_data_file(Path(bench_dir), bd),
+                claims=(claim_of(n.get("dtype"), n.get("shape")), claim_of(b.get("dtype"), b.get("shape"))),
             )
             cells = metrics.as_dict()
             message = metrics.message

@@ -36,6 +36,7 @@ from msprobe_dask.metrics.chunked import (
     merge_records,
     record_metrics,
 )
+from msprobe_dask.metrics.claims import Claim, pair_disagreement
 from msprobe_dask.metrics.one_shot import Workspace, kernel_cells, kernel_kinds, measure_arrays
 from msprobe_dask.metrics.tensor_cells import UNSUPPORTED, TensorMetrics, precheck, squeezed
 
@@ -75,6 +76,13 @@ def _open_pair(npu_path: PathLike, bench_path: PathLike) -> tuple[TensorHandle, 
         return _unreadable(exc)
 
 
+def _not_as_claimed(metrics: TensorMetrics, problem: str | None) -> TensorMetrics:
+    """The row of a pair whose files are not what dump.json says (``claims.py``): its cells, an error."""
+    if problem is None or metrics.unreadable:
+        return metrics
+    return TensorMetrics(metrics.cells, problem, unreadable=True)
+
+
 def measure_pair(
     npu_path: PathLike,
     bench_path: PathLike,
@@ -82,17 +90,25 @@ def measure_pair(
     big_elems: int = BIG_TENSOR_ELEMS,
     chunk_elems: int = CHUNK_ELEMS,
     workspace: Workspace | None = None,
+    claims: tuple[Claim, Claim] | None = None,
 ) -> TensorMetrics:
     """The six cells for two tensor files (``.npy`` or ``.pt``, in any combination).
 
     A file that is missing, truncated or refused gives ``unsupported`` cells and a one-line ``message``
     naming it; nothing is raised, so a run goes on. Tensors bigger than ``big_elems`` are measured chunk by
-    chunk (see ``chunked.py`` for the precision of that path).
+    chunk (see ``chunked.py`` for the precision of that path). ``claims``: what dump.json says of the two
+    (dtype, shape); a file holding something else makes the row unreadable (``claims.py``).
     """
     pair = _open_pair(npu_path, bench_path)
     if isinstance(pair, TensorMetrics):
         return pair
-    npu, bench = pair
+    problem = pair_disagreement(*pair, claims)
+    return _not_as_claimed(_measure_open(*pair, big_elems, chunk_elems, workspace), problem)
+
+
+def _measure_open(
+    npu: TensorHandle, bench: TensorHandle, big_elems: int, chunk_elems: int, workspace: Workspace | None
+) -> TensorMetrics:
     early = precheck(squeezed(npu.shape), squeezed(bench.shape))
     if early is not None:
         return early
@@ -129,18 +145,23 @@ def _measure_one_shot(
 
 
 def measure_pairs(
-    pairs: Sequence[tuple[PathLike, PathLike]],
+    pairs: Sequence[tuple[PathLike, PathLike] | tuple[PathLike, PathLike, tuple[Claim, Claim] | None]],
     *,
     big_elems: int = BIG_TENSOR_ELEMS,
     chunk_elems: int = CHUNK_ELEMS,
 ) -> list[TensorMetrics]:
     """``measure_pair`` over a batch, in order, with one workspace: the body of one Dask task for many
-    small tensors."""
+    small tensors. A pair may carry the claims of its two files (``measure_pair``'s ``claims``)."""
     workspace = Workspace()
-    return [
-        measure_pair(n, b, big_elems=big_elems, chunk_elems=chunk_elems, workspace=workspace)
-        for n, b in pairs
-    ]
+    results = []
+    for n, b, *claims in pairs:
+        claimed = claims[0] if claims else None
+        results.append(
+            measure_pair(
+                n, b, big_elems=big_elems, chunk_elems=chunk_elems, workspace=workspace, claims=claimed
+            )
+        )
+    return results
 
 
 SPLIT_EVERY = 32
@@ -148,7 +169,12 @@ SPLIT_EVERY = 32
 
 
 def measure_pair_delayed(
-    npu_path: PathLike, bench_path: PathLike, *, big_elems: int | None = None, chunk_elems: int | None = None
+    npu_path: PathLike,
+    bench_path: PathLike,
+    claims: tuple[Claim, Claim] | None = None,
+    *,
+    big_elems: int | None = None,
+    chunk_elems: int | None = None,
 ) -> Delayed:
     """A lazy ``TensorMetrics`` for a pair: for more than ``big_elems`` (``BIG_TENSOR_ELEMS``) elements, a
     ``dask.array`` reduction over the two flat tensors, else one task measuring it in one shot.
@@ -158,6 +184,7 @@ def measure_pair_delayed(
     ``dask.array.reduction`` (chunk / combine / aggregate: :func:`merge_records`), and one task turns the
     merged record into the row. The blocks are independent tasks, so a big tensor is read and reduced on
     every worker at once. Headers are read now (to know the chunking); the data only when the graph runs.
+    ``claims``: as ``measure_pair``'s.
     """
     from dask import delayed
 
@@ -165,17 +192,20 @@ def measure_pair_delayed(
     if isinstance(pair, TensorMetrics):
         return delayed(pair)
     npu, bench = pair
+    problem = pair_disagreement(npu, bench, claims)
     early = precheck(squeezed(npu.shape), squeezed(bench.shape))
     if early is not None:
-        return delayed(early)
+        return delayed(_not_as_claimed(early, problem))
     big = BIG_TENSOR_ELEMS if big_elems is None else big_elems
     if npu.size <= max(big, 1):  # small after all (or 0-d): one shot, the reference's bits
-        return delayed(_measure_one_shot)(npu, bench)
-    # the reduction handed on as a Delayed of its own (to_delayed): a dask array given to a delayed call
-    # is wrapped task by task against reuse (dask's ProhibitReuse), which imports distributed to do so
-    # (0.5 s of CPU, before any task runs)
-    reduced = _reduced_record(npu, bench, chunk_elems or CHUNK_ELEMS).to_delayed().item()
-    return delayed(record_metrics)(reduced)
+        measured = delayed(_measure_one_shot)(npu, bench)
+    else:
+        # the reduction handed on as a Delayed of its own (to_delayed): a dask array given to a delayed
+        # call is wrapped task by task against reuse (dask's ProhibitReuse), which imports distributed to
+        # do so (0.5 s of CPU, before any task runs)
+        reduced = _reduced_record(npu, bench, chunk_elems or CHUNK_ELEMS).to_delayed().item()
+        measured = delayed(record_metrics)(reduced)
+    return measured if problem is None else delayed(_not_as_claimed)(measured, problem)
 
 
 def _reduced_record(npu: TensorHandle, bench: TensorHandle, chunk_elems: int) -> Any:

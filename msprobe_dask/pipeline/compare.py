@@ -73,7 +73,7 @@ def _batches(jobs: Sequence[TensorJob]) -> tuple[list[list[int]], list[int]]:
     for i, job in enumerate(jobs):
         if job is None:
             continue
-        sizes = [stored_nbytes(p) for p in job]
+        sizes = [stored_nbytes(p) for p in job[:2]]
         if max(sizes) > BIG_TENSOR_ELEMS:  # may hold more than BIG_TENSOR_ELEMS elements
             big.append(i)
             continue
@@ -87,7 +87,7 @@ def _batches(jobs: Sequence[TensorJob]) -> tuple[list[list[int]], list[int]]:
     return batches, big
 
 
-def _measure_batch(jobs: list[tuple[Path, Path]]) -> list[Any]:
+def _measure_batch(jobs: list[tuple[Path, Path, Any]]) -> list[Any]:
     from msprobe_dask.metrics.tensor import measure_pairs
 
     return list(measure_pairs(jobs))
@@ -97,7 +97,7 @@ def _as_batch(metrics: Any) -> list[Any]:
     return [metrics]
 
 
-def _measure_big(job: tuple[Path, Path]) -> Any:
+def _measure_big(job: tuple[Path, Path, Any]) -> Any:
     """One pair as a dask.array reduction whose blocks of chunks are tasks of their own (a batch of one
     result)."""
     import dask

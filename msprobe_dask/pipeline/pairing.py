@@ -136,7 +136,8 @@ def pair_rows(npu: Side, bench: Side, cross_framework: bool, options: MatchOptio
 
 
 def tensor_jobs(pairs: list[RowPair], npu: Side, bench: Side) -> list[TensorJob]:
-    """The two files to measure for each pair, or None where the reference reports 'unsupported'.
+    """The two files to measure for each pair and what dump.json says of them (``metrics/claims.py``), or
+    None where the reference reports 'unsupported'.
 
     Every path was checked to stay inside its dump_tensor_data folder as its side was parsed
     (``Side.tensor_files``), before anything is read.
@@ -147,5 +148,7 @@ def tensor_jobs(pairs: list[RowPair], npu: Side, bench: Side) -> list[TensorJob]
         if pair.bench is None or NO_DATA_NAME in (pair.npu.data_name, pair.bench.data_name):
             jobs.append(None)
             continue
-        jobs.append((npu_files[pair.npu.data_name], bench_files[pair.bench.data_name]))
+        npu_row, bench_row = pair.npu, pair.bench
+        claims = ((npu_row.dtype, npu_row.shape), (bench_row.dtype, bench_row.shape))
+        jobs.append((npu_files[npu_row.data_name], bench_files[bench_row.data_name], claims))
     return jobs

@@ -50,6 +50,11 @@ def _wrong_shape(path: Path, case: Case) -> None:
     np.save(path, np.zeros((7,), np.float32))
 
 
+def _other_dtype(path: Path, case: Case) -> None:
+    """The same values as float64: the reference says pass (D35)."""
+    np.save(path, np.load(path).astype(np.float64))
+
+
 def _folder(path: Path, case: Case) -> None:
     path.unlink()
     path.mkdir()
@@ -74,6 +79,8 @@ DAMAGES = {
     "symlink-loop": (_loop, "symbolic links"),
     "folder": (_folder, VICTIM),
     "missing": (_missing, VICTIM),
+    "other-shape": (_wrong_shape, "dump.json says torch.float32 [2, 3]"),  # readable, not what it says (D35)
+    "other-dtype": (_other_dtype, "dump.json says torch.float32 [2, 3]"),
 }
 
 

@@ -1,0 +1,136 @@
+"""D35: a readable tensor file that is not what dump.json says of it (another dtype, another shape or
+element count, 0-d, empty; a .pt holding no tensor, D27) is an ``error`` row naming the file, what it holds
+and what dump.json says, where the reference compares the file as it is and may say ``pass``.
+
+tests/data/tensor_claims (make_claims.py): PyTorch ``.pt`` and MindSpore ``.npy`` pairs whose target files
+were replaced; ``ref/*.csv`` is the reference's csv of each pair. Every cell but the Result and Err_message
+of the replaced files' rows equals the reference's; the ``ok_*`` rows equal it whole.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from msprobe_dask.cli import main
+from msprobe_dask.dump.tensor_handle import TensorHandle
+from msprobe_dask.metrics.claims import disagreement
+
+CLAIMS = Path(__file__).resolve().parents[1] / "data" / "tensor_claims"
+NOT_TENSORS = ("list", "dict")  # a .pt holding no tensor (D27)
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _compare(kind: str, out: Path, *more: str, convert: Path | None = None) -> tuple[int, Path]:
+    sides = {side: CLAIMS / kind / side for side in ("target", "golden")}
+    if convert is not None:  # as zarr stores
+        for side, folder in sides.items():
+            assert main(["convert", "-q", str(folder), "-o", str(convert / side)]) == 0
+            sides[side] = convert / side
+    argv = [
+        "compare",
+        "-q",
+        "-tp",
+        str(sides["target"] / "dump.json"),
+        "-gp",
+        str(sides["golden"] / "dump.json"),
+    ]
+    code = main([*argv, "-o", str(out), *more])
+    (written,) = out.glob("*.csv")
+    return code, written
+
+
+RUNS = {
+    "pt": ("pt", ()),
+    "ms": ("ms", ()),
+    "pt-workers-2": ("pt", ("--workers", "2")),  # a LocalCluster: the files are read by its workers
+    "ms-zarr": ("ms", ("zarr",)),
+    "pt-zarr": ("pt", ("zarr",)),
+}
+
+
+@pytest.mark.parametrize("run", list(RUNS))
+def test_files_not_as_dumped_are_errors_where_the_reference_says_pass(
+    run: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kind, more = RUNS[run]
+    zarr = tmp_path / "stores" if more == ("zarr",) else None
+    code, written = _compare(kind, tmp_path / "out", *(() if zarr else more), convert=zarr)
+    ours, ref = _rows(written), _rows(CLAIMS / "ref" / f"{kind}.csv")
+    assert [r["NPU Name"] for r in ours] == [r["NPU Name"] for r in ref]
+    replaced = 0
+    for mine, theirs in zip(ours, ref):
+        case = mine["NPU Name"].split(".")[1]
+        if case.startswith("ok_") or case == "unsqueeze":  # the same values, sizes of 1 aside
+            assert mine == theirs, case
+            continue
+        replaced += 1
+        # the reference: the file compared as it is, and never an error of its own here
+        assert theirs["Result"] == "pass" and theirs["Err_message"] == "[]", case
+        assert {k: v for k, v in mine.items() if k not in ("Result", "Err_message")} == {
+            k: v for k, v in theirs.items() if k not in ("Result", "Err_message")
+        }, case
+        assert mine["Result"] == "error", case
+        (message,) = json.loads(mine["Err_message"])
+        data_name = f"{mine['NPU Name']}.{'pt' if kind == 'pt' else 'npy'}"
+        assert data_name in message, message
+        if case not in NOT_TENSORS:
+            claimed = "torch.float32" if kind == "pt" else "Float32"
+            if case == "f32_for_bf16":
+                claimed = "torch.bfloat16"
+            assert f"dump.json says {claimed} [2, 3, 4]" in message, message
+    assert replaced == (13 if kind == "pt" else 6)
+    assert code == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"msprobe-dask: {replaced} row(s) could not be read"), last
+
+
+def _handle(element: np.dtype | str, shape: tuple[int, ...], kind: str = "npy") -> TensorHandle:
+    return TensorHandle(Path("x." + kind), kind, element, shape, 0, (1,) * len(shape))  # type: ignore[arg-type]
+
+
+F32 = np.dtype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "element, shape, claim, wrong",
+    [
+        (F32, (2, 3), ("torch.float32", "[2, 3]"), False),
+        (F32, (2, 3), ("Float32", "[2, 3]"), False),
+        (F32, (1, 2, 3), ("torch.float32", "[2, 3, 1]"), False),  # sizes of 1 are squeezed away
+        (F32, (), ("torch.float32", "[1]"), False),
+        (F32, (2, 3), ("BFloat16", "[2, 3]"), False),  # MindSpore writes bfloat16 as a float32 .npy
+        ("bfloat16", (2, 3), ("torch.bfloat16", "[2, 3]"), False),
+        (np.dtype(">f4"), (2, 3), ("Float32", "[2, 3]"), False),  # a big-endian .npy of the dtype
+        (F32, (2, 3), ("torch.hifloat8", "[2, 3]"), False),  # a dtype no tensor file holds: not checked
+        (F32, (2, 3), ("float", "(2, 3)"), False),  # cells of another form: not checked
+        (F32, (2, 3), ("torch.bfloat16", "[2, 3]"), True),
+        (np.dtype(np.float64), (2, 3), ("torch.float32", "[2, 3]"), True),
+        (np.dtype(np.int64), (2, 3), ("Int32", "[2, 3]"), True),
+        (F32, (3, 2), ("torch.float32", "[2, 3]"), True),
+        (F32, (0, 3), ("torch.float32", "[2, 3]"), True),
+        (F32, (), ("torch.float32", "[2, 3]"), True),
+    ],
+)
+def test_disagreement(
+    element: np.dtype | str, shape: tuple[int, ...], claim: tuple[str, str], wrong: bool
+) -> None:
+    problem = disagreement(_handle(element, shape), claim)
+    assert (problem is not None) == wrong, problem
+    if wrong:
+        assert (
+            problem
+            == f"x.npy: the file holds {_name(element)} {list(shape)}, dump.json says {claim[0]} {claim[1]}"
+        )
+
+
+def _name(element: np.dtype | str) -> str:
+    return element if isinstance(element, str) else element.name
