@@ -30,6 +30,7 @@ from msprobe_dask.metrics.tensor_cells import (
     UNSUPPORTED,
     Partials,
     TensorMetrics,
+    as_real,
     compute_dtype,
     cosine_cell,
     guarded,
@@ -52,8 +53,8 @@ def chunk_partials(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> Partials:
     fast = _kernel_partials(npu_chunk, bench_chunk)
     if fast is not None:
         return fast
-    n = compute_dtype(npu_chunk).reshape(-1)
-    b = compute_dtype(bench_chunk).reshape(-1)
+    n = as_real(compute_dtype(npu_chunk)).reshape(-1)
+    b = as_real(compute_dtype(bench_chunk)).reshape(-1)
     with np.errstate(all="ignore"):
         n_sq = np.einsum("i,i->", n, n, dtype=np.float64)
         b_sq = np.einsum("i,i->", b, b, dtype=np.float64)

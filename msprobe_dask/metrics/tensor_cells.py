@@ -111,6 +111,12 @@ def compute_dtype(array: np.ndarray, out: np.ndarray | None = None) -> np.ndarra
     return widened
 
 
+def as_real(array: np.ndarray) -> np.ndarray:
+    """A complex array as the one-shot path measures it: its real part in float64 (what its casts to
+    float keep, as the reference's do); any other array as it is."""
+    return array.real.astype(np.float64) if array.dtype.kind == "c" else array
+
+
 def without_shared_invalid(n: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """The two arrays with NaN/Inf zeroed where both sides have them at the same places (copies, only when
     there is something to zero); None if the places differ."""

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import math
 import tempfile
+import warnings
 from pathlib import Path
 
 import ml_dtypes
@@ -262,6 +263,21 @@ def test_chunked_nan_mismatch_in_one_chunk(tmp_path: Path) -> None:
     np.save(tmp_path / "b.npy", bench)
     chunked = _assert_chunked_matches(tmp_path / "n.npy", tmp_path / "b.npy", big_elems=100, chunk_elems=1000)
     assert chunked.cells == every("N/A")
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_chunked_complex_like_one_shot(tmp_path: Path, dtype: str) -> None:
+    """A complex pair is measured on its real parts in float64 on both paths (as the reference casts it);
+    the chunked path raised a TypeError (einsum of a complex chunk into float64) and ended the run."""
+    rng = np.random.default_rng(7)
+    values = (rng.standard_normal(5_000) + 1j * rng.standard_normal(5_000)).astype(dtype)
+    values[::97] = 0
+    np.save(tmp_path / "n.npy", values)
+    np.save(tmp_path / "b.npy", values * (1.001 + 0.5j))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)  # the one-shot path's casts
+        chunked = _assert_chunked_matches(tmp_path / "n.npy", tmp_path / "b.npy", 100, 999)
+    assert all(type(cell) is float for cell in chunked.cells), chunked
 
 
 @pytest.mark.parametrize("key", sorted(EDGE_EXPECTED))
