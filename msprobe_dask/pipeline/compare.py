@@ -87,10 +87,22 @@ def _batches(jobs: Sequence[TensorJob]) -> tuple[list[list[int]], list[int]]:
     return batches, big
 
 
-def _measure_batch(jobs: list[tuple[Path, Path, Any]]) -> list[Any]:
+class JobBatch:
+    """The jobs of one batch task, handed to it as one argument that dask carries as it is: a list of job
+    tuples (or a dataclass holding them) is walked element by element as the graph is made and run (on
+    tensor_mix's 631 jobs, 4.5 ms of CPU for (file, file) tuples and 12.4 ms with their claims; 1.4 ms as
+    batches)."""
+
+    __slots__ = ("jobs",)
+
+    def __init__(self, jobs: tuple[tuple[Path, Path, Any], ...]) -> None:
+        self.jobs = jobs  # (no None: a batch holds jobs to measure)
+
+
+def _measure_batch(batch: JobBatch) -> list[Any]:
     from msprobe_dask.metrics.tensor import measure_pairs
 
-    return list(measure_pairs(jobs))
+    return list(measure_pairs(batch.jobs))
 
 
 def _as_batch(metrics: Any) -> list[Any]:
@@ -295,7 +307,11 @@ def _measure_and_assemble(
     plans = []
     for matched in matched_list:
         batches, big = _batches(matched.jobs)
-        tasks += [dask.delayed(_measure_batch)([matched.jobs[i] for i in batch]) for batch in batches]
+        jobs = matched.jobs
+        tasks += [
+            dask.delayed(_measure_batch)(JobBatch(tuple(jobs[i] for i in batch)))  # type: ignore[misc]
+            for batch in batches  # (_batches leaves the None jobs out)
+        ]
         tasks += [_measure_big(matched.jobs[i]) for i in big]  # type: ignore[arg-type]
         plans.append(batches + [[i] for i in big])
     results = iter(compute(tasks) if tasks else [])
