@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +21,10 @@ import pytest
 from msprobe_dask.cli import main
 from msprobe_dask.dump.tensor_handle import TensorHandle
 from msprobe_dask.metrics.claims import disagreement
+from msprobe_dask.metrics.tensor import measure_pair, measure_pair_delayed
 
-CLAIMS = Path(__file__).resolve().parents[1] / "data" / "tensor_claims"
+DATA = Path(__file__).resolve().parents[1] / "data"
+CLAIMS = DATA / "tensor_claims"
 NOT_TENSORS = ("list", "dict")  # a .pt holding no tensor (D27)
 
 
@@ -91,6 +95,55 @@ def test_files_not_as_dumped_are_errors_where_the_reference_says_pass(
     assert code == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith(f"msprobe-dask: {replaced} row(s) could not be read"), last
+
+
+def test_graph_node_of_a_file_not_as_dumped_is_an_error(tmp_path: Path) -> None:
+    """graph_visualize on tensor_mix whose Tensor.__add__.0 output is float64 of the same values: the
+    reference's node says pass (precision_index 0, recorded in ref/graph_tensor_mix_f64.json), ours an
+    error (precision_index 1) with the reference's cells."""
+    ref = json.loads((CLAIMS / "ref" / "graph_tensor_mix_f64.json").read_text())
+    target = tmp_path / "target"
+    shutil.copytree(DATA / "tensor_mix" / "target", target)
+    (replacement,) = (CLAIMS / "graph").iterdir()
+    shutil.copyfile(replacement, target / "dump_tensor_data" / replacement.name)
+    golden = DATA / "tensor_mix" / "golden"
+    assert (
+        main(["graph_visualize", "-q", "-tp", str(target), "-gp", str(golden), "-o", str(tmp_path / "out")])
+        == 1
+    )
+    (db,) = (tmp_path / "out").glob("*.vis.db")
+    with sqlite3.connect(db) as connection:
+        ((precision, outputs),) = connection.execute(
+            "SELECT precision_index, output_data FROM tb_nodes WHERE node_name = ? AND data_source = 'NPU'",
+            (ref["node"],),
+        ).fetchall()
+    assert ref["precision_index"] == 0 and precision == 1
+    ((name, theirs),) = ref["output_data"].items()
+    mine = json.loads(outputs)[name]
+    assert theirs["Result"] == "pass" and theirs["Cosine"] == "1.0"
+    assert {k: v for k, v in mine.items() if k not in ("Result", "Err_message")} == {
+        k: v for k, v in theirs.items() if k not in ("Result", "Err_message")
+    }
+    assert mine["Result"] == "error"
+    assert "the file holds float64 [2, 8, 32], dump.json says torch.float32 [2, 8, 32]" in mine["Err_message"]
+
+
+@pytest.mark.parametrize("case", ["f64", "reshape", "ok_same"])
+def test_every_path_marks_a_file_not_as_dumped(case: str) -> None:
+    """One shot, chunked and lazy (dask.array reduction) give the same row for a pair and its claims."""
+    n, b = (
+        CLAIMS / "pt" / side / "dump_tensor_data" / f"Torch.{case}.0.forward.input.0.pt"
+        for side in ("target", "golden")
+    )
+    claims = (("torch.float32", "[2, 3, 4]"),) * 2
+    one_shot = measure_pair(n, b, claims=claims)
+    assert one_shot.unreadable == (case != "ok_same")
+    assert measure_pair(n, b, claims=claims, big_elems=1, chunk_elems=5) == one_shot
+    for big in (1, None):
+        assert (
+            measure_pair_delayed(n, b, claims, big_elems=big, chunk_elems=5).compute(scheduler="sync")
+            == one_shot
+        )
 
 
 def _handle(element: np.dtype | str, shape: tuple[int, ...], kind: str = "npy") -> TensorHandle:

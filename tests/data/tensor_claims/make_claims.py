@@ -10,6 +10,9 @@ Needs torch and the reference tool, so run it with the oracle interpreter, never
   ``claimed`` tensor); the target's file is the case's replacement. ``ok_*`` cases hold what they say.
 - ``ms/{target,golden}``: the same for MindSpore ``.npy`` dumps (``Mint.<case>.0.forward``); ``ok_bf16``
   says ``BFloat16`` of a float32 ``.npy``, as MindSpore's dumper writes a bfloat16 tensor.
+- ``graph/Tensor.__add__.0.forward.output.0.pt``: tests/data/tensor_mix's target tensor of that name as
+  float64; ``ref/graph_tensor_mix_f64.json``: the NPU row (precision_index, output_data) of that node in
+  the reference's graph_visualize vis.db of tensor_mix with this file in its target.
 - ``ref/pt.csv``, ``ref/ms.csv``: the reference's ``msprobe compare`` csv of each pair. MindSpore is not
   installed next to the reference, so its ms compare runs with a stand-in ``mindspore`` module whose
   every attribute is a dummy (the compare itself only loads ``.npy`` files with numpy; checked on the
@@ -22,8 +25,10 @@ import importlib.abc
 import importlib.machinery
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import types
 from pathlib import Path
 
@@ -196,11 +201,45 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
+GRAPH_NODE = "Tensor.__add__.0.forward"
+
+
+def _reference_graph_node() -> None:
+    """The float64 file and the reference's graph_visualize node row of tensor_mix holding it."""
+    mix = HERE.parent / "tensor_mix"
+    name = f"{GRAPH_NODE}.output.0.pt"
+    (HERE / "graph").mkdir(exist_ok=True)
+    torch.save(torch.load(mix / "target" / "dump_tensor_data" / name).double(), HERE / "graph" / name)
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / "target"
+        shutil.copytree(mix / "target", target)
+        shutil.copyfile(HERE / "graph" / name, target / "dump_tensor_data" / name)
+        out = Path(tmp) / "out"
+        msprobe = str(Path(sys.executable).parent / "msprobe")
+        argv = [msprobe, "graph_visualize", "-tp", str(target), "-gp", str(mix / "golden"), "-o", str(out)]
+        subprocess.run(argv, check=True, capture_output=True)
+        (db,) = out.glob("*.vis.db")
+        with sqlite3.connect(db) as connection:
+            query = (
+                "SELECT precision_index, output_data FROM tb_nodes WHERE node_name = ? AND data_source = ?"
+            )
+            ((precision, outputs),) = connection.execute(query, (GRAPH_NODE, "NPU")).fetchall()
+    record = {
+        "command": f"msprobe graph_visualize -tp tensor_mix/target (its {name} replaced by graph/{name}, "
+        "float64 of its values) -gp tensor_mix/golden",
+        "node": GRAPH_NODE,
+        "precision_index": precision,
+        "output_data": json.loads(outputs),
+    }
+    (HERE / "ref" / "graph_tensor_mix_f64.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
 def main() -> None:
     for kind, build in (("pt", _build_pt), ("ms", _build_ms)):
         shutil.rmtree(HERE / kind, ignore_errors=True)
         build(HERE / kind)
         _reference_csv(HERE / kind, HERE / "ref" / f"{kind}.csv", stand_in=kind == "ms")
+    _reference_graph_node()
 
 
 if __name__ == "__main__":
