@@ -195,9 +195,27 @@ def append_part(form: CsvForm, previous: PartWritten, part: SpooledPart) -> Part
                 f.write(form.tail)
                 starts.append(f.tell())
                 f.write(form.head(previous.columns))
-            f.write(spool.read(size))
+            _copy(spool, f, size)
         end = f.tell()
     return replace(previous, starts=tuple(starts), rows=part.rows, summary=part.summary, end=end)
+
+
+def _copy(source: BinaryIO, target: BinaryIO, size: int) -> None:
+    """The next ``size`` bytes of ``source`` written where ``target`` is, copied by the kernel
+    (``os.copy_file_range``: the bytes never pass through this process; a rank of 1M entries a side
+    appends 1.3 GB) where it can, else read and written here (another system, or a file system that
+    does not copy)."""
+    target.flush()
+    at, to, done = source.tell(), target.tell(), 0
+    with contextlib.suppress(AttributeError, OSError):  # (what is left is copied below)
+        while done < size:
+            copied = os.copy_file_range(source.fileno(), target.fileno(), size - done, at + done, to + done)
+            if not copied:
+                break
+            done += copied
+    source.seek(at + done)
+    target.seek(to + done)
+    target.write(source.read(size - done))
 
 
 @contextlib.contextmanager

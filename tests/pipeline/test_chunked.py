@@ -3,6 +3,8 @@ writes, and its summary is the whole table's, however the dumps are cut into par
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +168,43 @@ def _files_written(case: str, suffix: str, tmp_path: Path, name: str) -> list[ob
         xlsx=suffix == "xlsx",
     )
     return [_contents(w.path) for w in written if w.path is not None]
+
+
+@pytest.mark.parametrize("kernel", ["none", "refused", "partly"])
+def test_an_append_without_the_kernels_copy_writes_the_same_file(
+    kernel: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append copies its part's bytes from the spool into the rank's file by os.copy_file_range; where
+    the system has none, refuses it (a file system that does not copy), or copies some of the bytes and
+    then fails, the rest is read and written: the same file."""
+    monkeypatch.setattr(part_scan, "PART_BYTES", 20_000)
+    monkeypatch.setattr(part_scan, "MIN_PARTS", 1)
+
+    def run(name: str) -> bytes:
+        (written,) = compare_to_files(
+            case_dir("stat_mix") / "target",
+            case_dir("stat_mix") / "golden",
+            lambda label: tmp_path / f"{name}.csv",
+            run=RunOptions(address=None),
+        )
+        assert isinstance(written, WrittenRank) and written.path is not None
+        return written.path.read_bytes()
+
+    plain = run("plain")
+    copy, calls = os.copy_file_range, []
+
+    def copies_a_little(src: int, dst: int, count: int, *offsets: int) -> int:
+        calls.append(count)
+        if kernel == "partly" and len(calls) % 2:
+            return copy(src, dst, min(count, 100), *offsets)
+        raise OSError(errno.EXDEV, "no copy here")
+
+    if kernel == "none":
+        monkeypatch.delattr(os, "copy_file_range")
+    else:
+        monkeypatch.setattr(os, "copy_file_range", copies_a_little)
+    assert run(kernel) == plain
+    assert kernel == "none" or len(calls) > 1
 
 
 def _contents(path: Path) -> object:
