@@ -38,19 +38,17 @@ from msprobe_dask.pipeline.part_file import (
     append_part,
     begin_file,
     finish_file,
+    spooled_found,
     spooled_keys,
+    spooled_pairs,
     spooled_parse,
     spooled_part,
+    spooled_scan,
     spooled_stacks,
     with_nodes,
 )
 from msprobe_dask.pipeline.part_forms import CSV, CsvForm
-from msprobe_dask.pipeline.part_keys import (
-    match_partition,
-    pairs_of_part,
-    partition_count,
-    side_facts,
-)
+from msprobe_dask.pipeline.part_keys import partition_count, side_facts
 from msprobe_dask.pipeline.part_match import (
     bench_window,
     export_rows,
@@ -60,7 +58,7 @@ from msprobe_dask.pipeline.part_match import (
     row_starts,
     wanted_rows,
 )
-from msprobe_dask.pipeline.part_scan import part_count, rows_zlib, scan_side
+from msprobe_dask.pipeline.part_scan import part_count, rows_zlib
 from msprobe_dask.pipeline.task_graph import TaskGraph
 
 _ROWS = {"inline": (0,), "apart": (1,)}
@@ -122,14 +120,10 @@ def rank_file(
     graph = TaskGraph(shared)
     npu_n, bench_n = part_count(npu_src), part_count(bench_src)
     hashed = match == MatchOptions()  # the default match, cut into hash partitions (part_keys.py)
-    # each side scanned in its own task (a SideScan, then each part's spans), so that on a cluster the
-    # two sides' parts start on two workers
-    # (the SideScan an item apart: every part's parse reads it, and where the spans are taken from groups
-    # of them (TaskGraph._groups), each parse was sent the first group with it, a tenth of the side's spans)
-    npu_scan, *npu_spans = graph.call_many(scan_side, 1 + npu_n, npu_src, npu_n, apart=(0,))
-    bench_scan, *bench_spans = graph.call_many(scan_side, 1 + bench_n, bench_src, bench_n, apart=(0,))
-    scans = npu_scan, bench_scan
     spooled = not graph.shared  # (the rows go through files, not the process that schedules: spooled_parse)
+    npu_scan, *npu_spans = _scan(graph, path, spooled, "npu", npu_src, npu_n)
+    bench_scan, *bench_spans = _scan(graph, path, spooled, "bench", bench_src, bench_n)
+    scans = npu_scan, bench_scan
     zlib_packed = not spooled and rows_zlib(npu_src, bench_src)  # (a file is held by no process)
     rows_items = (_SPOOLED_ROWS if spooled else _ROWS) if hashed else _ROWS_BESIDE_KEYS
     (npu_rows, npu_keys), (bench_rows, bench_keys) = (
@@ -211,6 +205,26 @@ def rank_file(
     return RankGraph(finished, tuple(parts))
 
 
+def _scan(
+    graph: TaskGraph, path: Path, spooled: bool, side: str, source: DumpSource, parts: int
+) -> list[Any]:
+    """A side's scan in a task of its own (so that on a cluster the two sides' parts start on two workers):
+    its SideScan, an item apart (every part's parse reads it: where the spans are taken from groups of
+    them (TaskGraph._groups), each parse was sent the first group with it, a tenth of the side's spans),
+    then each part's spans; where they are ``spooled`` (through a file, not the process that schedules:
+    part_file.spooled_scan), each parse takes where its spans are from the whole value (a few bytes each)."""
+    return graph.call_many(
+        spooled_scan,
+        1 + parts,
+        path,
+        f"spans-{side}" if spooled else None,
+        source,
+        parts,
+        apart=(0,),
+        inline=range(1, 1 + parts) if spooled else (),
+    )
+
+
 def _hashed_match(
     graph: TaskGraph,
     path: Path,
@@ -247,13 +261,24 @@ def _hashed_match(
         )
         for i in range(parts)
     ]
+    # (each partition's pairs found: where the graph is not ``shared``, left in a file and each part's
+    # taken from the whole value, where they are there; see spooled_found)
     found = [
-        graph.call_many(match_partition, npu_n + 1, facts, npu_n, *(b[p] for b in buckets))
+        graph.call_many(
+            spooled_found,
+            npu_n + 1,
+            path,
+            None if graph.shared else f"found-{p}",
+            facts,
+            npu_n,
+            *(b[p] for b in buckets),
+            inline=() if graph.shared else range(npu_n + 1),
+        )
         for p in range(partitions)
     ]
     head = graph.call(plan_head, facts, *(f[npu_n] for f in found))
     cuts = [  # (a part's runs are most of its cut: its table part takes them from the whole)
-        graph.call_many(pairs_of_part, 2, facts, window, *(f[k] for f in found), inline=(0,))
+        graph.call_many(spooled_pairs, 2, facts, window, *(f[k] for f in found), inline=(0,))
         for k, window in enumerate(windows)
     ]
     wanted = graph.call_many(

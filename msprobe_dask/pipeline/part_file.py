@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -20,11 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from msprobe_dask.dump.entry_index import EntryIndex
+from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.errors import OutputError
 from msprobe_dask.pipeline.part_forms import CsvForm, packed
-from msprobe_dask.pipeline.part_keys import key_part
-from msprobe_dask.pipeline.part_match import PlanHead
-from msprobe_dask.pipeline.part_scan import PartKeys, RowPart, SideScan, parse_part
+from msprobe_dask.pipeline.part_keys import key_part, match_partition, pairs_of_part
+from msprobe_dask.pipeline.part_match import PlanCut, PlanHead, RankFacts
+from msprobe_dask.pipeline.part_scan import PartKeys, RowPart, SideScan, parse_part, scan_side
 from msprobe_dask.pipeline.part_table import split_stacks, table_part
 from msprobe_dask.summary.kinds import KindCounter
 from msprobe_dask.summary.model import GroupSummary
@@ -121,14 +123,80 @@ def spooled_part(path: Path, k: int, *args: Any) -> SpooledPart:
     return SpooledPart(spool, sections, part.rows, part.summary, part.nodes)
 
 
-def spooled_parse(path: Path, name: str | None, *args: Any) -> tuple[RowPart, PartKeys]:
+@dataclass(frozen=True, slots=True)
+class Spooled:
+    """Bytes that wait in a file of their rank's spool folder: ``size`` bytes at ``at`` in ``file``."""
+
+    file: Path
+    at: int
+    size: int
+
+    def read(self) -> bytes:
+        with open(self.file, "rb") as f:
+            f.seek(self.at)
+            return f.read(self.size)
+
+
+def _spooled(path: Path, name: str, values: Sequence[bytes]) -> list[Spooled]:
+    """``values`` left one after the other in file ``name`` of the rank of ``path``'s spool folder."""
+    with _writing(path):
+        spool_folder(path).mkdir(exist_ok=True)
+        file = spool_folder(path) / name
+        spooled = []
+        with open(file, "wb") as f:
+            for value in values:
+                spooled.append(Spooled(file, f.tell(), len(value)))
+                f.write(value)
+    return spooled
+
+
+def spooled_scan(path: Path, name: str | None, source: DumpSource, parts: int) -> tuple[Any, ...]:
+    """part_scan.scan_side(source, parts), its parts' spans left in file ``name`` of the rank of
+    ``path``'s spool folder (None: kept in the value), each sent as where it is there (Spooled): dask's
+    processes scheduler would pickle the side's spans (1M entries a side: 33 MB) through the process
+    that schedules into each task that takes a part's spans from them (TaskGraph._groups: 11 a side),
+    while the workers wait (0.7 s at 1M entries a side), and each group back out."""
+    scan, *spans = scan_side(source, parts)
+    if name is None:
+        return (scan, *spans)
+    return (scan, *_spooled(path, name, [pickle.dumps(index, pickle.HIGHEST_PROTOCOL) for index in spans]))
+
+
+def _index(spans: EntryIndex | Spooled) -> EntryIndex:
+    if isinstance(spans, Spooled):
+        index: EntryIndex = pickle.loads(spans.read())
+        return index
+    return spans
+
+
+def spooled_found(path: Path, name: str | None, *args: Any) -> tuple[Any, ...]:
+    """part_keys.match_partition(*args): each target part's pairs found in the partition left in file
+    ``name`` of the rank of ``path``'s spool folder (None: kept in the value), each sent as where it is
+    there (Spooled): dask's processes scheduler would pickle them (1M entries a side: 14 partitions of
+    4.7 MB) through the process that schedules into each task that takes a part's pairs from them
+    (TaskGraph._groups: 11 a partition), and each group back out into the parts' tasks (105 of
+    6.6 MB), while the table parts wait."""
+    *found, unpaired = match_partition(*args)
+    if name is None:
+        return (*found, unpaired)
+    return (*_spooled(path, name, found), unpaired)
+
+
+def spooled_pairs(facts: RankFacts, window: range, *found: bytes | Spooled) -> PlanCut:
+    """part_keys.pairs_of_part, of the pairs found in each partition (``spooled_found``)."""
+    return pairs_of_part(facts, window, *(f.read() if isinstance(f, Spooled) else f for f in found))
+
+
+def spooled_parse(
+    path: Path, name: str | None, scan: SideScan, spans: EntryIndex | Spooled, *args: Any
+) -> tuple[RowPart, PartKeys]:
     """part_scan.parse_part(*args), its rows left in file ``name`` of the rank of ``path``'s spool folder
     (None: kept in the value), where they would pass through the process that schedules on their way
     to their readers (the item of its keys, the match's key part, the export of far partners, the table
     part) and wait there from their parse to their table part: a rank of 50,050 entries a side sent
     43 MB of rows there and about 150 MB back out; a rank of 1M entries a side leaves 1.0 GB of rows in
     its spool files, uncompressed: part_scan.ROWS_ZLIB_FROM_BYTES)."""
-    rows, keys = parse_part(*args)
+    rows, keys = parse_part(scan, _index(spans), *args)
     if name is None:
         return rows, keys
     with _writing(path):
@@ -154,13 +222,13 @@ def spooled_keys(path: Path, name: str | None, *args: Any) -> tuple[bytes | Path
 
 
 def spooled_stacks(
-    path: Path, shared: bool, after: object, scan: SideScan, *parts: EntryIndex
+    path: Path, shared: bool, after: object, scan: SideScan, *parts: EntryIndex | Spooled
 ) -> tuple[Path | bytes | None, ...]:
     """part_table.split_stacks: each npu part's stacks, left in a file of the rank of ``path``'s spool
     folder unless the tasks' values are ``shared`` (chunked.rank_file). ``after`` is what the task waits
     for and does not read (the rank's match facts, or None)."""
     with _writing(path):
-        return split_stacks(scan, None if shared else spool_folder(path), *parts)
+        return split_stacks(scan, None if shared else spool_folder(path), *map(_index, parts))
 
 
 def _named(path: Path) -> bool:

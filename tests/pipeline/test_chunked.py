@@ -21,6 +21,7 @@ from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.part_file import WrittenRank
 from msprobe_dask.pipeline.part_match import bench_window
 from msprobe_dask.pipeline.scheduler import RunOptions
+from msprobe_dask.pipeline.task_graph import GROUPED_FROM_ITEMS
 from msprobe_dask.summary.divergence import analyse_rank_nodes, rank_table_nodes
 from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.writers.csv_writer import write_csv
@@ -402,6 +403,33 @@ def test_a_table_part_waits_for_the_append_tables_ahead_before_it(monkeypatch: p
     for k, table in enumerate(tables):
         waits = {d for d in deps[table] if str(d).startswith("append_part-")}
         assert waits == ({chain[k - ahead]} if k >= ahead else set()), k
+
+
+def test_where_values_pass_through_this_process_the_spans_and_the_pairs_found_wait_in_files(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the tasks' values pass through the process that schedules (dask's processes scheduler), a
+    side's spans and a partition's pairs found wait in the rank's spool files: each part's task takes
+    where its own are from the whole value, and no task takes a group of them from it (each would be sent
+    the whole: part_file.spooled_scan, spooled_found)."""
+    monkeypatch.setattr(part_scan, "PART_BYTES", 3_000)
+    monkeypatch.setattr(part_scan, "MIN_PARTS", 1)
+    monkeypatch.setattr(part_keys, "PARTITION_BYTES", 50_000)
+    target, golden = (case_dir("stat_mix") / side / "dump.json" for side in ("target", "golden"))
+    graph = chunked.rank_file(
+        "", DumpSource(target), DumpSource(golden), MatchOptions(), Path("unused.csv"), None, shared=False
+    )
+    tasks = dict(graph.written.dask)
+    spooled = {key for key in tasks if str(key).startswith(("spooled_scan-", "spooled_found-"))}
+    readers = [task for key, task in tasks.items() if task.dependencies & spooled]
+    assert len(spooled) > 3 and part_scan.part_count(DumpSource(target)) >= GROUPED_FROM_ITEMS
+    assert {str(task.key).split("-")[0] for task in readers} == {
+        "getitem",  # (a side's SideScan, read by every part's parse)
+        "spooled_parse",
+        "spooled_stacks",
+        "plan_head",
+        "spooled_pairs",
+    }
 
 
 @pytest.mark.parametrize(
