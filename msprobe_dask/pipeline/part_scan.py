@@ -11,6 +11,7 @@ import sys
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +162,9 @@ class RowPart:
     def rows(self) -> tuple[LeafRow, ...]:
         if self._rows is None:
             packed = zlib.decompress(self.packed) if self._zlib else self.packed
-            self._rows = tuple(map(LeafRow._make, marshal.loads(packed)))
+            # (tuple.__new__ as LeafRow._make does it, without its Python frame and length check: the rows
+            # are the parse's own; a part of 32,400 rows 12.6 -> 10.7 ms)
+            self._rows = tuple(map(tuple.__new__, repeat(LeafRow), marshal.loads(packed)))
         return self._rows
 
     def __reduce__(self) -> tuple[Any, ...]:
