@@ -39,6 +39,18 @@ def graph_dump_folder(path: str | os.PathLike[str]) -> str:
     return path
 
 
+def name_long_forms(p: argparse.ArgumentParser, *dests: str) -> None:
+    """The usage line of ``p``: these arguments with their short and long forms, as msprobe's help
+    names them (``-tp/--target_path TARGET``), then ``[options]``."""
+    actions = {action.dest: action for action in p._actions}
+    parts = []
+    for dest in dests:
+        action = actions[dest]
+        part = f"{'/'.join(action.option_strings)} {action.metavar}"
+        parts.append(part if action.required else f"[{part}]")
+    p.usage = " ".join(["%(prog)s", *parts, "[options]"])
+
+
 def add_output(
     p: argparse.ArgumentParser, required: bool, flags: tuple[str, ...] = ("-o", "--output_path")
 ) -> None:

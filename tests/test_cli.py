@@ -1,5 +1,6 @@
 """The command line's polish: --version, examples in every --help, the same names and metavars on every
-command, graph_visualize taking a dump.json, a hint when --tp is given a path."""
+command, graph_visualize taking a dump.json, a hint when --tp is given a path, every flag of msprobe compare
+read (tests/pipeline/test_compare_modes.py: what is done with them), the long forms in the usage line."""
 
 from __future__ import annotations
 
@@ -24,6 +25,36 @@ SHARED = {  # option -> metavar, on every command that has it
     "--workers": "N",
     "--layer_mapping": "YAML",
 }
+
+# msprobe compare -h (26.2.0): every flag, in its order
+MSPROBE_COMPARE_FLAGS = [
+    ("-tp", "--target_path"),
+    ("-gp", "--golden_path"),
+    ("-h", "--help"),
+    ("-m", "--mode"),
+    ("-o", "--output_path"),
+    ("--xlsx",),
+    ("-fm", "--fuzzy_match"),
+    ("-cm", "--cell_mapping"),
+    ("-am", "--api_mapping"),
+    ("-dm", "--data_mapping"),
+    ("-lm", "--layer_mapping"),
+    ("-da", "--diff_analyze"),
+    ("-tensor_log", "--is_print_compare_log"),
+    ("-fr", "--fusion_rule_file"),
+    ("-qfr", "--quant_fusion_rule_file"),
+    ("-cfr", "--close_fusion_rule_file"),
+    ("--rank",),
+    ("--step",),
+    ("--input_data",),
+    ("--input_shape",),
+    ("--output_size",),
+    ("--dym_shape_range",),
+    ("-ofs", "--onnx_fusion_switch"),
+    ("--consistent_check",),
+    ("--backend",),
+    ("--config",),
+]
 
 
 def _help(*args: str) -> str:
@@ -118,3 +149,24 @@ def test_the_command_line_runs_openblas_on_one_thread_unless_told_otherwise(
     with pytest.raises(SystemExit):
         cli.console_main()
     assert values == [seen]
+
+
+def test_every_flag_of_msprobe_compare_is_read() -> None:
+    parser = build_parser(["compare"])
+    (subparsers,) = [a for a in parser._actions if a.choices and isinstance(a.choices, dict)]
+    ours = {tuple(action.option_strings) for action in subparsers.choices["compare"]._actions}
+    assert set(MSPROBE_COMPARE_FLAGS) <= ours
+
+
+@pytest.mark.parametrize(
+    ("command", "usage"),
+    [
+        ("compare", "-tp/--target_path TARGET -gp/--golden_path GOLDEN [-o/--output_path OUT] [options]"),
+        (
+            "graph_visualize",
+            "-tp/--target_path TARGET [-gp/--golden_path GOLDEN] -o/--output_path OUT [options]",
+        ),
+    ],
+)
+def test_usage_names_the_long_forms(command: str, usage: str) -> None:
+    assert _help(command).startswith(f"usage: msprobe-dask {command} {usage}\n")

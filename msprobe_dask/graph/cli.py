@@ -12,6 +12,7 @@ from msprobe_dask.cli_args import (
     add_run_options,
     add_sides,
     graph_dump_folder,
+    name_long_forms,
     parallel_size,
 )
 
@@ -33,6 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     add_sides(p, golden_required=False, golden_help="golden side (Bench), as TARGET: compare mode")
     add_output(p, required=True)
+    name_long_forms(p, "target_path", "golden_path", "output_path")
     p.add_argument(
         "-lm",
         "--layer_mapping",

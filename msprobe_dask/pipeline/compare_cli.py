@@ -8,10 +8,11 @@ import time
 from pathlib import Path
 
 from msprobe_dask.analysis.tolerance import Tolerance, add_tolerance_options
-from msprobe_dask.cli_args import add_command, add_output, add_run_options, add_sides
+from msprobe_dask.cli_args import add_command, add_output, add_run_options, add_sides, name_long_forms
 from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
 from msprobe_dask.dump.layouts import open_dump
 from msprobe_dask.pipeline.compare import RankResult, compare, compare_to_files
+from msprobe_dask.pipeline.compare_modes import add_mode_options
 from msprobe_dask.pipeline.pairing import MatchOptions
 from msprobe_dask.pipeline.part_file import WrittenRank, temporaries
 from msprobe_dask.pipeline.scheduler import RunOptions
@@ -36,6 +37,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     add_sides(p, golden_required=True)
     add_output(p, required=False)
+    name_long_forms(p, "target_path", "golden_path", "output_path")
+    add_mode_options(p)
     p.add_argument("--xlsx", action="store_true", help="write .xlsx instead of .csv")
     p.add_argument("-fm", "--fuzzy_match", action="store_true", help="pair entries that differ in call count")
     p.add_argument(
