@@ -25,6 +25,7 @@ from msprobe_dask.metrics.tensor_cells import (
     Cell,
     Partials,
     TensorMetrics,
+    as_real,
     compute_dtype,
     cosine_cell,
     guarded,
@@ -82,6 +83,7 @@ def measure_arrays(npu: np.ndarray, bench: np.ndarray, workspace: Workspace | No
     b = np.squeeze(_widened(bench, "bench32", workspace))
     if n.ndim == 0:
         return _measure_0d(n, b)
+    n, b = as_real(n), as_real(b)  # (0-d: the difference's magnitude, as the reference's)
     try:
         zeroed = without_shared_invalid(n, b)
     except (ValueError, TypeError):

@@ -112,8 +112,9 @@ def compute_dtype(array: np.ndarray, out: np.ndarray | None = None) -> np.ndarra
 
 
 def as_real(array: np.ndarray) -> np.ndarray:
-    """A complex array as the one-shot path measures it: its real part in float64 (what its casts to
-    float keep, as the reference's do); any other array as it is."""
+    """A complex array of more than one element as both paths measure it: its real part in float64 (what
+    the reference's casts to float keep: the same cells, without numpy's ComplexWarning on every cast);
+    any other array as it is."""
     return array.real.astype(np.float64) if array.dtype.kind == "c" else array
 
 
