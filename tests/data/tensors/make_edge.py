@@ -2,7 +2,7 @@
 
 Needs torch and the reference tool, so run it with the oracle interpreter, never from the tests:
 
-    /work/oracle/bin/python tests/data/tensors/make_edge.py
+    /work/ref/v/bin/python tests/data/tensors/make_edge.py
 
 - ``edge/pt``: a PyTorch tensor dump pair (one ``Torch.<case>.0.forward`` entry per case, input.0 only),
   compared by running ``msprobe compare`` itself; the cells are read back from its csv.
@@ -21,6 +21,7 @@ import glob
 import json
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -100,6 +101,16 @@ PT_CASES = {
     "big_values": (T([3e38, -3e38, 1.0]), T([-3e38, 3e38, 1.0])),
     "neg_cos": (T([1.0, -2.0, 3.0]), T([-1.0, 2.0, -3.0])),
     "random": (torch.randn(3, 5, 7, generator=_seeded(0)), torch.randn(3, 5, 7, generator=_seeded(1))),
+    "complex": (
+        torch.complex(torch.randn(6, generator=_seeded(2)), torch.randn(6, generator=_seeded(3))),
+        torch.complex(torch.randn(6, generator=_seeded(4)), torch.randn(6, generator=_seeded(5))),
+    ),
+    "complex_vs_f32": (torch.complex(T([1.0, 2.0, 0.5]), T([3.0, -1.0, 2.0])), T([1.5, 2.0, 0.0])),
+    "complex_imag_nan": (
+        torch.complex(T([1.0, 2.0, 3.0]), T([NAN, 1.0, 2.0])),
+        torch.complex(T([1.5, 2.0, 3.0]), T([0.0, 1.0, 2.0])),
+    ),
+    "complex_zerod": (torch.complex(T(1.0), T(2.0)), torch.complex(T(1.5), T(-2.0))),
 }
 
 _F4 = np.linspace(-2, 3, 12, dtype=np.float32)
@@ -158,7 +169,7 @@ def _run_reference(root: Path) -> dict:
     out = Path("/tmp/msprobe_dask_edge_ref")
     shutil.rmtree(out, ignore_errors=True)
     subprocess.run(
-        ["/work/oracle/bin/msprobe", "compare", "-tp", str(root / "target/dump.json"),
+        [str(Path(sys.executable).parent / "msprobe"), "compare", "-tp", str(root / "target/dump.json"),
          "-gp", str(root / "golden/dump.json"), "-o", str(out)],
         check=True, capture_output=True,
     )  # fmt: skip
