@@ -280,6 +280,18 @@ def test_chunked_complex_like_one_shot(tmp_path: Path, dtype: str) -> None:
     assert all(type(cell) is float for cell in chunked.cells), chunked
 
 
+@pytest.mark.parametrize("shape", [(), (1,), (6,)])
+def test_complex_pair_without_numpy_warnings(shape: tuple[int, ...]) -> None:
+    """A complex pair, 0-d too, is measured without numpy's ComplexWarning (a line on the user's stderr
+    for each cast): the relative error takes the real parts in float64, the values the cast kept."""
+    npu = np.full(shape, 1 + 2j, dtype=np.complex64)
+    bench = np.full(shape, 2 + 1j, dtype=np.complex64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", np.exceptions.ComplexWarning)
+        cells = measure_arrays(npu, bench).as_dict()
+    assert cells["MaxRelativeErr"] == 0.5  # |(1 - 2) / 2|, the real parts
+
+
 @pytest.mark.parametrize("key", sorted(EDGE_EXPECTED))
 def test_chunked_path_on_edge_cases(key: str) -> None:
     """Every edge case through tiny chunks (non-contiguous and offset .pt storages included)."""
