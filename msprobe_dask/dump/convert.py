@@ -2,8 +2,8 @@
 
 The store mirrors the dump (see ``zarr_store``): each tensor file of a ``dump_tensor_data/`` folder becomes
 a chunked, compressed zarr array of the same name; every other file (and a tensor file that cannot be
-read, so that the store reports it as the dump does) is copied as it is. Every folder gets zarr group
-metadata, so zarr's own tools open the store.
+read or holds no numbers, so that the store reports it as the dump does) is copied as it is. Every folder
+gets zarr group metadata, so zarr's own tools open the store.
 
 The store is built under ``STORE.partial`` and renamed when complete: an existing ``STORE`` is never
 overwritten, and a conversion that stopped half-way is resumed by running the same command again
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from msprobe_dask.dump.tensor_dtypes import Element, element_size
+from msprobe_dask.dump.tensor_dtypes import Element, element_size, holds_numbers
 from msprobe_dask.dump.tensor_handle import TensorHandle
 from msprobe_dask.errors import StoreError, TensorFileError
 
@@ -112,8 +112,8 @@ def _convert_one(source: Path, target: Path) -> Converted:
         try:
             handle = open_tensor(source)
         except TensorFileError:
-            pass  # copied as it is: the store reports it as the dump does
-        else:
+            handle = None  # copied as it is: the store reports it as the dump does
+        if handle is not None and holds_numbers(handle.element):  # (strings, records...: copied too)
             element, raw = _stored_element(handle), _as_unsigned(handle)
             zarr_store.write_array(
                 target, element, handle.shape, lambda start, stop: read_flat(raw, start, stop)

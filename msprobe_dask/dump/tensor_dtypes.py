@@ -56,6 +56,16 @@ def is_ml_dtype(dtype: np.dtype) -> bool:
     return dtype.name in ML_DTYPES
 
 
+NUMBER_KINDS = "biufc"
+"""numpy's kinds of numbers: bool, signed and unsigned integers, floats, complex numbers (strings, bytes,
+void or structured records, datetimes and timedeltas are not numbers)."""
+
+
+def holds_numbers(element: Element) -> bool:
+    """``element`` is a type of numbers (an ml_dtypes one, named, always is)."""
+    return isinstance(element, str) or element.kind in NUMBER_KINDS
+
+
 def native_name(element: Element) -> str | None:
     """The name of an element type in this machine's byte order; None for one in the other order."""
     if isinstance(element, str):

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from msprobe_dask.dump.tensor_dtypes import native_name
+from msprobe_dask.dump.tensor_dtypes import holds_numbers, native_name
 from msprobe_dask.dump.tensor_file import (
     TensorHandle,
     as_dask_array,
@@ -70,10 +70,18 @@ def _unreadable(exc: UserError | OSError) -> TensorMetrics:
 
 
 def _open_pair(npu_path: PathLike, bench_path: PathLike) -> tuple[TensorHandle, TensorHandle] | TensorMetrics:
+    """The two files' handles; the row of a pair that cannot be measured: a file that cannot be read, or
+    that holds no numbers (strings, bytes, records, datetimes...: D27, whatever dump.json says)."""
     try:
-        return open_tensor(Path(npu_path)), open_tensor(Path(bench_path))
+        pair = open_tensor(Path(npu_path)), open_tensor(Path(bench_path))
     except (UserError, OSError) as exc:
         return _unreadable(exc)
+    problems = [
+        f"{h.path}: the file holds {h.dtype.name} {list(h.shape)}, not numbers"
+        for h in pair
+        if not holds_numbers(h.element)
+    ]
+    return TensorMetrics.filled(UNSUPPORTED, "; ".join(problems), unreadable=True) if problems else pair
 
 
 def _not_as_claimed(metrics: TensorMetrics, problem: str | None) -> TensorMetrics:

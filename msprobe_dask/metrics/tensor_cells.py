@@ -99,7 +99,7 @@ def compute_dtype(array: np.ndarray, out: np.ndarray | None = None) -> np.ndarra
 
     bfloat16 is the upper half of a float32's bits, so it widens exactly by a shift (the same bits as the
     cast, NaN payloads included, in one vectorised pass). (A ``.npy`` written from a bfloat16 array says
-    only ``|V2``; like ``np.load`` we keep it raw, and the NaN/Inf check then finds it unreadable.)
+    only ``|V2``; like ``np.load`` we keep it raw: a file of no numbers, which ``tensor.py`` refuses.)
     """
     if not is_ml_dtype(array.dtype):
         return array

@@ -1,10 +1,12 @@
 """D35: a readable tensor file that is not what dump.json says of it (another dtype, another shape or
-element count, 0-d, empty; a .pt holding no tensor, D27) is an ``error`` row naming the file, what it holds
-and what dump.json says, where the reference compares the file as it is and may say ``pass``.
+element count, 0-d, empty; a .pt holding no tensor, D27; a file of no numbers, D27, whatever dump.json
+says) is an ``error`` row naming the file, what it holds and what dump.json says, where the reference
+compares the file as it is and may say ``pass``.
 
 tests/data/tensor_claims (make_claims.py): PyTorch ``.pt`` and MindSpore ``.npy`` pairs whose target files
 were replaced; ``ref/*.csv`` is the reference's csv of each pair. Every cell but the Result and Err_message
-of the replaced files' rows equals the reference's; the ``ok_*`` rows equal it whole.
+of the replaced files' rows equals the reference's (and the metrics of a file of no numbers, ``unsupported``
+here: D27); the ``ok_*`` rows equal it whole.
 """
 
 from __future__ import annotations
@@ -19,13 +21,24 @@ import numpy as np
 import pytest
 
 from msprobe_dask.cli import main
+from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
 from msprobe_dask.dump.tensor_handle import TensorHandle
 from msprobe_dask.metrics.claims import disagreement
 from msprobe_dask.metrics.tensor import measure_pair, measure_pair_delayed
+from msprobe_dask.metrics.tensor_cells import TensorMetrics
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CLAIMS = DATA / "tensor_claims"
 NOT_TENSORS = ("list", "dict")  # a .pt holding no tensor (D27)
+NOT_NUMBERS = {  # an .npy of no numbers (D27): case -> the dtype the message names
+    "str_int4": "str1024",
+    "bytes_int4": "bytes64",
+    "void_int4": "void32",
+    "record_int4": "void32",
+    "datetime_int4": "datetime64[s]",
+    "timedelta_int4": "timedelta64[s]",
+    "str_f32": "str1024",
+}
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -77,8 +90,10 @@ def test_files_not_as_dumped_are_errors_where_the_reference_says_pass(
             assert mine == theirs, case
             continue
         replaced += 1
-        # the reference: the file compared as it is, and never an error of its own here
+        # the reference: the file compared as it is (cast to float where numpy can), never an error here
         assert theirs["Result"] == "pass" and theirs["Err_message"] == "[]", case
+        if case in NOT_NUMBERS:  # not measured (D27)
+            theirs = {**theirs, **dict.fromkeys(TENSOR_METRIC_COLUMNS, "unsupported")}
         assert {k: v for k, v in mine.items() if k not in ("Result", "Err_message")} == {
             k: v for k, v in theirs.items() if k not in ("Result", "Err_message")
         }, case
@@ -86,12 +101,14 @@ def test_files_not_as_dumped_are_errors_where_the_reference_says_pass(
         (message,) = json.loads(mine["Err_message"])
         data_name = f"{mine['NPU Name']}.{'pt' if kind == 'pt' else 'npy'}"
         assert data_name in message, message
-        if case not in NOT_TENSORS:
+        if case in NOT_NUMBERS:
+            assert f"the file holds {NOT_NUMBERS[case]} [2, 3, 4], not numbers" in message, message
+        elif case not in NOT_TENSORS:
             claimed = "torch.float32" if kind == "pt" else "Float32"
             if case == "f32_for_bf16":
                 claimed = "torch.bfloat16"
             assert f"dump.json says {claimed} [2, 3, 4]" in message, message
-    assert replaced == (13 if kind == "pt" else 6)
+    assert replaced == 13
     assert code == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith(f"msprobe-dask: {replaced} row(s) could not be read"), last
@@ -187,3 +204,24 @@ def test_disagreement(
 
 def _name(element: np.dtype | str) -> str:
     return element if isinstance(element, str) else element.name
+
+
+@pytest.mark.parametrize("case", sorted(NOT_NUMBERS))
+def test_every_path_marks_a_file_of_no_numbers(case: str) -> None:
+    """A file of no numbers is an error whatever dump.json says of it (``Int4``, not checked; or nothing
+    known), on the one-shot, chunked and lazy paths alike."""
+    n, b = (
+        CLAIMS / "ms" / side / "dump_tensor_data" / f"Mint.{case}.0.forward.input.0.npy"
+        for side in ("target", "golden")
+    )
+    one_shot = measure_pair(n, b, claims=(("Int4", "[2, 3, 4]"),) * 2)
+    assert one_shot == TensorMetrics.filled(
+        "unsupported", f"{n}: the file holds {NOT_NUMBERS[case]} [2, 3, 4], not numbers", unreadable=True
+    )
+    assert measure_pair(n, b) == one_shot
+    assert measure_pair(n, b, big_elems=1, chunk_elems=5) == one_shot
+    for big in (1, None):
+        lazy = measure_pair_delayed(n, b, None, big_elems=big, chunk_elems=5).compute(scheduler="sync")
+        assert lazy == one_shot
+    both = measure_pair(n, n).message.split("; ")
+    assert both == [one_shot.message] * 2

@@ -237,12 +237,14 @@ def test_chunked_equals_one_shot_on_big_random_arrays(tmp_path: Path, dtype: str
 
 
 def test_bfloat16_npy_is_raw_void_and_unsupported(tmp_path: Path) -> None:
-    """np.save of a bfloat16 array writes '|V2': np.load (the reference) gets raw bytes, not numbers."""
+    """np.save of a bfloat16 array writes '|V2': np.load (the reference) gets raw bytes, not numbers, and
+    the row is an error naming the file (D27)."""
     values = np.linspace(-1, 1, 10).astype(ml_dtypes.bfloat16)
     np.save(tmp_path / "x.npy", values)
     assert np.load(tmp_path / "x.npy").dtype == np.dtype("V2")
     metrics = measure_pair(tmp_path / "x.npy", tmp_path / "x.npy")
-    assert metrics.cells == every("unsupported") and "unreadable" in metrics.message
+    assert metrics.cells == every("unsupported") and metrics.unreadable
+    assert metrics.message.startswith(f"{tmp_path / 'x.npy'}: the file holds void16 [10], not numbers")
 
 
 def test_chunked_overflow_like_one_shot(tmp_path: Path) -> None:

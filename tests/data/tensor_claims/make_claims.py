@@ -9,7 +9,9 @@ Needs torch and the reference tool, so run it with the oracle interpreter, never
   (input.0 only). Both dump.json files say what the golden file holds (float32 [2, 3, 4], or the case's
   ``claimed`` tensor); the target's file is the case's replacement. ``ok_*`` cases hold what they say.
 - ``ms/{target,golden}``: the same for MindSpore ``.npy`` dumps (``Mint.<case>.0.forward``); ``ok_bf16``
-  says ``BFloat16`` of a float32 ``.npy``, as MindSpore's dumper writes a bfloat16 tensor.
+  says ``BFloat16`` of a float32 ``.npy``, as MindSpore's dumper writes a bfloat16 tensor; the ``*_int4``
+  cases say ``Int4`` (a dtype not checked) of a file of numbers (``ok_int4``) or of none (strings, bytes,
+  void, records, datetimes, timedeltas), which the reference casts to float where numpy can.
 - ``graph/Tensor.__add__.0.forward.output.0.pt``: tests/data/tensor_mix's target tensor of that name as
   float64; ``ref/graph_tensor_mix_f64.json``: the NPU row (precision_index, output_data) of that node in
   the reference's graph_visualize vis.db of tensor_mix with this file in its target.
@@ -72,6 +74,14 @@ MS_CASES = {
     "unsqueeze": (_B, _B[None], "Float32"),
     "zerod": (_B, np.array(1.0, np.float32), "Float32"),
     "empty": (_B, np.ones((0, 4), np.float32), "Float32"),
+    "ok_int4": (_B.astype(np.int8), _B.astype(np.int8), "Int4"),  # a dtype not checked, numbers held
+    "str_int4": (_B, _B.astype(str), "Int4"),  # no numbers (D27), whatever dump.json says
+    "bytes_int4": (_B, _B.astype("S8"), "Int4"),
+    "void_int4": (_B, _B.view("V4"), "Int4"),
+    "record_int4": (_B, _B.view([("x", "<f4")]), "Int4"),
+    "datetime_int4": (_B, _B.astype(np.int64).astype("M8[s]"), "Int4"),
+    "timedelta_int4": (_B, _B.astype(np.int64).astype("m8[s]"), "Int4"),
+    "str_f32": (_B, _B.astype(str), "Float32"),
 }
 
 
