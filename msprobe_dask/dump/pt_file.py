@@ -4,7 +4,7 @@ A ``.pt`` is a zip holding ``<name>/data.pkl`` (a pickle that rebuilds the tenso
 (the raw storage bytes, stored uncompressed and 64-byte aligned). The pickle is read by an unpickler that
 knows only the few globals a tensor rebuild names; any other global (``os.system``, ``builtins.eval``...)
 is refused before anything runs. torch is never imported. :func:`open_pt` gives the tensor's handle; the
-zip's records are read by ``pt_zip.py``.
+zip's records are read by ``pt_zip.py``; the format before the zip (torch < 1.6) by ``pt_legacy.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from msprobe_dask.dump.tensor_dtypes import Element, as_dtype, element_of, eleme
 from msprobe_dask.dump.tensor_handle import TensorHandle, one_line
 from msprobe_dask.errors import TensorFileError
 
-_MAX_PICKLE_BYTES = 16 << 20  # a tensor's data.pkl is ~150 bytes; refuse pickle bombs
+MAX_PICKLE_BYTES = 16 << 20  # a tensor's data.pkl is ~150 bytes; refuse pickle bombs
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +48,7 @@ class _Storage:
 
 
 @dataclass(frozen=True, slots=True)
-class _PtTensor:
+class PtTensor:
     storage: _Storage
     storage_offset: int
     shape: tuple[int, ...]
@@ -82,7 +82,7 @@ _TORCH_DTYPES: dict[str, str] = {
 }  # fmt: skip
 
 
-def _rebuild_tensor(storage: Any, storage_offset: Any, size: Any, stride: Any, *_rest: Any) -> _PtTensor:
+def _rebuild_tensor(storage: Any, storage_offset: Any, size: Any, stride: Any, *_rest: Any) -> PtTensor:
     """Stands in for ``torch._utils._rebuild_tensor`` / ``_rebuild_tensor_v2``."""
     if not isinstance(storage, _Storage) or storage.dtype is None:
         raise ValueError("tensor rebuilt from something that is not a typed storage")
@@ -98,7 +98,7 @@ def _rebuild_tensor_v3(
     hooks: Any,
     dtype: Any,
     *_rest: Any,
-) -> _PtTensor:
+) -> PtTensor:
     """Stands in for ``torch._utils._rebuild_tensor_v3``: an ``UntypedStorage`` plus an explicit dtype."""
     if not isinstance(storage, _Storage) or not isinstance(dtype, _TorchDtype):
         raise ValueError("tensor rebuilt from something that is not a storage and a dtype")
@@ -110,12 +110,12 @@ def _rebuild_parameter(data: Any, *_rest: Any) -> Any:
     return data
 
 
-def _make_tensor(storage: _Storage, offset: Any, size: Any, stride: Any, dtype: Element) -> _PtTensor:
+def _make_tensor(storage: _Storage, offset: Any, size: Any, stride: Any, dtype: Element) -> PtTensor:
     shape, strides = tuple(size), tuple(stride)
     numbers = (offset, *shape, *strides)
     if len(shape) != len(strides) or not all(type(n) is int and n >= 0 for n in numbers):
         raise ValueError(f"bad tensor geometry offset={offset!r} size={size!r} stride={stride!r}")
-    return _PtTensor(storage, offset, shape, strides, dtype)
+    return PtTensor(storage, offset, shape, strides, dtype)
 
 
 _REBUILDERS = {
@@ -143,7 +143,7 @@ def _allowed_global(module: str, name: str) -> Any:
     return None
 
 
-class _TensorUnpickler(pickle.Unpickler):
+class TensorUnpickler(pickle.Unpickler):
     """Knows the globals a ``torch.save``d tensor names, and nothing else."""
 
     def __init__(self, data: bytes, path: Path) -> None:
@@ -158,9 +158,13 @@ class _TensorUnpickler(pickle.Unpickler):
         return found
 
     def persistent_load(self, pid: Any) -> _Storage:
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
+        """A storage: ``('storage', type, key, location, numel)``, with a sixth item in a legacy ``.pt``
+        (a view of another storage, never written since torch 0.4: refused unless None)."""
+        if not (isinstance(pid, tuple) and len(pid) in (5, 6) and pid[0] == "storage"):
             raise TensorFileError(self._path, f"pickle has an unknown persistent id {pid!r:.80}")
-        _, storage_type, key, _location, numel = pid
+        if len(pid) == 6 and pid[5] is not None:
+            raise TensorFileError(self._path, f"a view of a storage is not supported ({pid[5]!r:.80})")
+        _, storage_type, key, _location, numel = pid[:5]
         if not isinstance(storage_type, _StorageType) or not isinstance(key, str) or type(numel) is not int:
             raise TensorFileError(self._path, f"pickle has a malformed storage reference {pid!r:.80}")
         return _Storage(key, storage_type.dtype, numel)
@@ -190,24 +194,24 @@ def _member_bytes(path: Path, archive: PtZip, member: Member) -> bytes:
         return zf.read(member.name)
 
 
-def _read_pt_pickle(path: Path, archive: PtZip) -> tuple[_PtTensor, Member, str]:
+def _read_pt_pickle(path: Path, archive: PtZip) -> tuple[PtTensor, Member, str]:
     names = archive.members
     pickles = [n for n in names if n.endswith("/data.pkl") and n.count("/") == 1]
     if len(pickles) != 1:
         raise TensorFileError(path, "zip has no single <name>/data.pkl: not a torch.save file")
     prefix = pickles[0][: -len("data.pkl")]
     info = names[pickles[0]]
-    if info.size > _MAX_PICKLE_BYTES:
+    if info.size > MAX_PICKLE_BYTES:
         raise TensorFileError(path, f"data.pkl is {info.size} bytes, too big for a tensor")
     try:
-        obj = _TensorUnpickler(_member_bytes(path, archive, info), path).load()
+        obj = TensorUnpickler(_member_bytes(path, archive, info), path).load()
     except TensorFileError:
         raise
     except (BadZip, zipfile.BadZipFile, EOFError, OSError) as exc:
         raise TensorFileError(path, f"truncated or corrupt .pt (data.pkl): {one_line(exc)}") from exc
     except Exception as exc:  # anything a hostile or broken pickle can make the unpickler raise
         raise TensorFileError(path, f"data.pkl is not a tensor pickle: {one_line(exc)}") from exc
-    if not isinstance(obj, _PtTensor):
+    if not isinstance(obj, PtTensor):
         raise TensorFileError(path, f"the .pt holds a {type(obj).__name__}, not a single tensor")
     byteorder = "little"
     if prefix + "byteorder" in names:
@@ -219,7 +223,7 @@ def _read_pt_pickle(path: Path, archive: PtZip) -> tuple[_PtTensor, Member, str]
     return obj, member, byteorder
 
 
-def _pt_handle(path: Path, archive: PtZip, t: _PtTensor, member: Member, byteorder: str) -> TensorHandle:
+def _pt_handle(path: Path, archive: PtZip, t: PtTensor, member: Member, byteorder: str) -> TensorHandle:
     dtype = t.dtype
     if byteorder == "big":
         dtype = as_dtype(dtype)
@@ -228,19 +232,38 @@ def _pt_handle(path: Path, archive: PtZip, t: _PtTensor, member: Member, byteord
         dtype = dtype.newbyteorder(">")
     elif byteorder != "little":
         raise TensorFileError(path, f"unknown byteorder {byteorder!r}")
-    storage_bytes = t.storage.numel * (element_size(t.storage.dtype) if t.storage.dtype is not None else 1)
-    size = element_size(dtype)
-    handle = TensorHandle(path, "pt", dtype, t.shape, t.storage_offset * size, t.strides)
-    needed = (t.storage_offset + handle.extent) * size if handle.size else 0
-    if needed > min(storage_bytes, member.size):
-        raise TensorFileError(
-            path,
-            f"truncated .pt: tensor needs {needed} storage bytes, data/{t.storage.key} has "
-            f"{min(storage_bytes, member.size)}",
-        )
+    storage_bytes = min(storage_nbytes(t.storage), member.size)
     if member.method != STORED:  # offset counts inside the decompressed member
-        return TensorHandle(path, "pt", dtype, t.shape, handle.offset, t.strides, member.name)
+        return storage_handle(path, t, dtype, f"data/{t.storage.key}", storage_bytes, 0, member.name)
     start = archive.data_start(member)
+    handle = storage_handle(path, t, dtype, f"data/{t.storage.key}", storage_bytes, start)
     if start + member.size > archive.file_size:
         raise TensorFileError(path, f"truncated .pt: storage {member.name} runs past the end of the file")
-    return TensorHandle(path, "pt", dtype, t.shape, start + handle.offset, t.strides)
+    return handle
+
+
+def storage_nbytes(storage: _Storage) -> int:
+    """The bytes a storage holds, as its pickle says."""
+    return storage.numel * (element_size(storage.dtype) if storage.dtype is not None else 1)
+
+
+def storage_handle(
+    path: Path,
+    t: PtTensor,
+    dtype: Element,
+    storage_name: str,
+    storage_bytes: int,
+    start: int,
+    zip_member: str | None = None,
+) -> TensorHandle:
+    """The handle of ``t`` (of ``dtype``), whose storage ``storage_name`` holds ``storage_bytes`` bytes from
+    byte ``start`` (of the file, or of the compressed ``zip_member``); TensorFileError for a tensor that
+    reaches past them."""
+    size = element_size(dtype)
+    handle = TensorHandle(path, "pt", dtype, t.shape, start + t.storage_offset * size, t.strides, zip_member)
+    needed = (t.storage_offset + handle.extent) * size if handle.size else 0
+    if needed > storage_bytes:
+        raise TensorFileError(
+            path, f"truncated .pt: tensor needs {needed} storage bytes, {storage_name} has {storage_bytes}"
+        )
+    return handle

@@ -4,8 +4,8 @@ A handle says where the elements are (file, byte offset, dtype, shape, element s
 separate step that memory-maps the file, so the coordinator never holds a tensor and a worker reads only
 the chunk it needs.
 
-``.pt`` headers are read by ``pt_file.py`` (a restricted unpickler, without torch); the handle itself is
-``tensor_handle.py``'s.
+``.pt`` headers are read by ``pt_file.py`` (a restricted unpickler, without torch; ``pt_legacy.py`` for
+the format before the zip); the handle itself is ``tensor_handle.py``'s.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 from msprobe_dask.dump import zarr_store
 from msprobe_dask.dump.confine import check_regular
 from msprobe_dask.dump.pt_file import open_pt
+from msprobe_dask.dump.pt_legacy import open_legacy_pt
 from msprobe_dask.dump.pt_zip import HEAD_BYTES, ZIP_MAGIC
 from msprobe_dask.dump.tensor_handle import TensorHandle, c_strides, one_line
 from msprobe_dask.errors import StoreError, TensorFileError, UnsafePathError
@@ -38,6 +39,7 @@ DEFAULT_CHUNK_ELEMS = 1 << 20
 """Elements per dask chunk: 4-8 MB for the usual 4-8 byte dtypes."""
 
 _NPY_MAGIC = b"\x93NUMPY"
+_PICKLE_PROTOCOL = b"\x80"  # the opcode a pickle of protocol 2 or later starts with: a legacy .pt
 _MAX_NPY_HEADER = 1 << 20
 _SMALL_READ_BYTES = 1 << 20  # below this a read beats setting up a memory map
 
@@ -130,6 +132,8 @@ def open_tensor(path: Path) -> TensorHandle:
                 return _open_npy(path, fd, head)
             if head[:4] == ZIP_MAGIC:
                 return open_pt(path, fd, head)
+            if head[:1] == _PICKLE_PROTOCOL:
+                return open_legacy_pt(path, fd, head)
         finally:
             os.close(fd)
     except OSError as exc:
@@ -138,8 +142,6 @@ def open_tensor(path: Path) -> TensorHandle:
         raise TensorFileError(path, f"cannot read tensor file: {exc.strerror or exc}") from exc
     if not head:
         raise TensorFileError(path, "empty file, not a .npy or .pt tensor")
-    if head[:2] == b"\x80\x02" or head[:1] == b"\x80":
-        raise TensorFileError(path, "legacy (pre-zip) torch.save format is not supported")
     raise TensorFileError(path, "neither a .npy file nor a torch.save .pt zip")
 
 

@@ -388,6 +388,7 @@ def test_truncated_pt(tmp_path: Path) -> None:
     [
         edge_pt("random"),
         DATA / "ms_vs_pt_tensor" / "target" / "dump_tensor_data" / "Cell.head.Dense.forward.0.input.0.npy",
+        DATA / "tensor_legacy" / "pt" / "target" / "dump_tensor_data" / "Torch.view.0.forward.input.0.pt",
     ],
 )
 def test_damaged_files_only_ever_raise_tensor_file_error(tmp_path: Path, source: Path) -> None:
