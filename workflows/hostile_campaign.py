@@ -706,11 +706,24 @@ def link_and_npy_cases(c: Campaign) -> None:
         "npy-object": lambda p: _npy_object(p),
         "npy-zero-size": lambda p: _npy(p, np.ones((0,), np.float32)),
         "npy-fortran": lambda p: _npy(p, np.asfortranarray(np.ones((2, 8, 32), np.float32))),
+        "npy-strings": lambda p: _npy(p, np.full((2, 8, 32), "1.5")),
+        "npy-records": lambda p: _npy(p, np.zeros((2, 8, 32), [("x", "<f4")])),
+        "tensor-fifo": _fifo,
+        "pt-expanded-huge": _expanded_pt,
+        "pt-zip-sizes-lie": _lying_zip_sizes,
+        "pt-legacy": lambda p: shutil.copyfile(_LEGACY, p),
+        "pt-legacy-truncated": lambda p: write(p, _LEGACY.read_bytes()[:300]),
+        "pt-legacy-count-lies": lambda p: write(
+            p, (raw := _LEGACY.read_bytes())[:-104] + (1 << 62).to_bytes(8, "little") + raw[-96:]
+        ),
+        "pt-legacy-evil": lambda p: write(p, _LEGACY.read_bytes()[:21] + _os_system_pickle(p)),
         "symlink-to-sibling": lambda p: _symlink(p, sorted(p.parent.iterdir())[0]),
         "rank-symlink-out": lambda p: _symlink(
             p.parent, p.parent.parent.parent / "golden" / "dump_tensor_data"
         ),
     }
+    if os.geteuid() != 0:  # (root reads it all the same)
+        tensors["tensor-unreadable"] = lambda p: os.chmod(p, 0)
     for name, damage in tensors.items():
 
         def edit(t: Path, g: Path, d: Callable[[Path], None] = damage) -> None:
@@ -903,13 +916,42 @@ def _zip_bomb(path: Path) -> None:
         zf.writestr("archive/data/0", b"\x00" * (200 << 20))
 
 
+def _os_system_pickle(path: Path) -> bytes:
+    """A pickle that would run ``touch PWNED`` beside the dumps of ``path``'s tensor."""
+    text = f"touch {path.parent.parent.parent / 'PWNED'}".encode()
+    return b"\x80\x02cos\nsystem\n(X" + len(text).to_bytes(4, "little") + text + b"tR."
+
+
 def _evil_pt(path: Path) -> None:
-    marker = path.parent.parent.parent / "PWNED"
-    text = f"touch {marker}".encode()
-    pickle = b"\x80\x02cos\nsystem\n(X" + len(text).to_bytes(4, "little") + text + b"tR."
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("archive/data.pkl", _os_system_pickle(path))
+        zf.writestr("archive/version", "3\n")
+
+
+_LEGACY = DATA / "tensor_legacy" / "pt" / "target" / "dump_tensor_data" / "Torch.f32.0.forward.input.0.pt"
+"""A legacy .pt (torch.save's format before the zip) of a float32 [2, 3, 4]: its last 96 bytes are the
+storage's, the 8 before them its element count; its first 21 the magic number's and the version's pickles."""
+
+
+def _expanded_pt(path: Path) -> None:
+    """A .pt of one float seen as 2**40 elements (strides of 0, as torch.save keeps an expanded view)."""
+    storage = b"(X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x01tQ"
+    geometry = b"K\x00(J\x00\x00\x10\x00J\x00\x00\x10\x00t(K\x00K\x00t\x89ccollections\nOrderedDict\n)R"
+    pickle = b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n(" + storage + geometry + b"tR."
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("archive/data.pkl", pickle)
-        zf.writestr("archive/version", "3\n")
+        zf.writestr("archive/byteorder", "little")
+        zf.writestr("archive/data/0", b"\x00\x00\x80\x3f")
+
+
+def _lying_zip_sizes(path: Path) -> None:
+    """The .pt with its central directory saying each member is 1 GiB (compressed and not)."""
+    raw = bytearray(path.read_bytes())
+    at = raw.find(b"PK\x01\x02")
+    while at >= 0:
+        raw[at + 20 : at + 28] = (1 << 30).to_bytes(4, "little") * 2
+        at = raw.find(b"PK\x01\x02", at + 4)
+    write(path, bytes(raw))
 
 
 def _npy_object(path: Path) -> None:

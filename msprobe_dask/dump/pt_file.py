@@ -24,6 +24,9 @@ from msprobe_dask.dump.tensor_handle import TensorHandle, one_line
 from msprobe_dask.errors import TensorFileError
 
 MAX_PICKLE_BYTES = 16 << 20  # a tensor's data.pkl is ~150 bytes; refuse pickle bombs
+MAX_OVERLAPPING_ELEMS = 1 << 24
+"""Elements a tensor may have beyond its storage's (strides of 0, as torch.save keeps an expanded view's):
+16M of them are measured in seconds, a tensor of 2**40 elements over one float would take days."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,5 +268,11 @@ def storage_handle(
     if needed > storage_bytes:
         raise TensorFileError(
             path, f"truncated .pt: tensor needs {needed} storage bytes, {storage_name} has {storage_bytes}"
+        )
+    if handle.size > max(storage_bytes // size, MAX_OVERLAPPING_ELEMS):
+        raise TensorFileError(
+            path,
+            f"the tensor's {handle.size} elements lie in {storage_bytes // size} of {storage_name} "
+            f"(strides of 0: an expanded view?); more than {MAX_OVERLAPPING_ELEMS} are not read",
         )
     return handle

@@ -418,6 +418,28 @@ def test_pt_storage_shorter_than_tensor(tmp_path: Path) -> None:
         open_tensor(write_pt(tmp_path / "short.pt", pkl, b"\x00" * 40))
 
 
+def test_pt_expanded_view_is_read_up_to_a_bound(tmp_path: Path) -> None:
+    """Strides of 0 (torch.save keeps an expanded view's): a few elements over one float are read as torch
+    reads them; 2**40 of them (days of reading) are refused."""
+    small = write_pt(tmp_path / "small.pt", tensor_pickle("FloatStorage", 1, 0, (3, 4), (0, 0)), b"\0\0\x80?")
+    np.testing.assert_array_equal(read_array(open_tensor(small)), np.ones((3, 4), np.float32))
+    huge = tensor_pickle("FloatStorage", 1, 0, (1 << 20, 1 << 20), (0, 0))
+    with pytest.raises(TensorFileError, match=r"1099511627776 elements lie in 1 of data/0 \(strides of 0"):
+        open_tensor(write_pt(tmp_path / "huge.pt", huge, b"\0\0\x80?"))
+
+
+def test_pt_whose_zip_lies_about_sizes(tmp_path: Path) -> None:
+    """The central directory says every member is 1 GiB: an error naming the file, nothing that big read."""
+    raw = bytearray(edge_pt("random").read_bytes())
+    at = raw.find(b"PK\x01\x02")
+    while at >= 0:
+        raw[at + 20 : at + 28] = (1 << 30).to_bytes(4, "little") * 2
+        at = raw.find(b"PK\x01\x02", at + 4)
+    (tmp_path / "x.pt").write_bytes(bytes(raw))
+    with pytest.raises(TensorFileError, match="x.pt: "):
+        open_tensor(tmp_path / "x.pt")
+
+
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
@@ -435,6 +457,18 @@ def test_not_a_tensor_file(tmp_path: Path, content: bytes, problem: str) -> None
 def test_pt_holding_something_else(tmp_path: Path) -> None:
     path = write_pt(tmp_path / "d.pt", b"\x80\x02}q\x00.", b"")
     with pytest.raises(TensorFileError, match="not a single tensor"):
+        open_tensor(path)
+
+
+def test_permission_denied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file this user may not read (chmod 0 does not stop root, so os.open refuses here)."""
+    path = edge_pt("random")
+
+    def refuse(*args: object, **kwargs: object) -> int:
+        raise PermissionError(13, "Permission denied", str(args[0]))
+
+    monkeypatch.setattr(os, "open", refuse)
+    with pytest.raises(TensorFileError, match=f"^{path}: cannot read tensor file: Permission denied$"):
         open_tensor(path)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import os
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import numpy as np
 import pytest
 from hostile_dumps import APIS, evil_pickle, mkfifo, write_dump, zipped_pickle
 from hostile_run import Case, check, new_case, result_files, visdb_npu_nodes
+
+from msprobe_dask.dump.pt_legacy import MAGIC_NUMBER, PROTOCOL_VERSION
 
 VICTIM = f"{APIS[1]}.output.0.npy"
 
@@ -68,6 +71,19 @@ def _missing(path: Path, case: Case) -> None:
     path.unlink()
 
 
+def _strings(path: Path, case: Case) -> None:
+    """Strings that the reference casts to float (D27: no numbers)."""
+    with open(path, "wb") as f:
+        np.save(f, np.full((2, 3), "1.5"))
+
+
+def _legacy_calling_os_system(path: Path, case: Case) -> None:
+    """A legacy .pt whose system information pickle calls os.system (then no tensor, no storage keys)."""
+    head = pickle.dumps(MAGIC_NUMBER, 2) + pickle.dumps(PROTOCOL_VERSION, 2)
+    evil = evil_pickle("os", "system", case.root / "pwned")
+    path.write_bytes(head + evil + pickle.dumps(None, 2) + pickle.dumps([], 2))
+
+
 DAMAGES = {
     "truncated": (_truncate, "npy header"),
     "empty": (_empty, "empty"),
@@ -75,6 +91,11 @@ DAMAGES = {
     "os.system": (_pickle_calling("os.system"), "forbidden global os.system"),
     "eval": (_pickle_calling("builtins.eval"), "forbidden global builtins.eval"),
     "legacy-eval": (_legacy_pickle, "legacy"),
+    "legacy-os.system": (
+        _legacy_calling_os_system,
+        "legacy (pre-zip) .pt: pickle names forbidden global os.system",
+    ),
+    "strings": (_strings, "the file holds str96 [2, 3], not numbers"),
     "fifo": (_fifo, "FIFO"),
     "symlink-loop": (_loop, "symbolic links"),
     "folder": (_folder, VICTIM),
