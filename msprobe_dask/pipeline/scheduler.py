@@ -84,6 +84,10 @@ SIGNAL_SPREAD_SECONDS = 0.5
 """How long a run whose worker process died waits for a signal to the process group that may have
 killed it, before it reports the lost worker."""
 
+SCHEDULER_ANSWER_SECONDS = 10
+"""A ``--scheduler`` address is refused when its connection is not made in this many seconds, or its
+handshake not read in 1.5 times as many."""
+
 WORKERLESS_SECONDS = 20.0
 """On a cluster, a run that has had no worker for this long ends (the scheduler would wait forever)."""
 _POLL_SECONDS = 1.0
@@ -277,8 +281,9 @@ def _on_cluster(options: RunOptions) -> Iterator[Compute]:
     from distributed import Client, KilledWorker
 
     address = str(options.address)
+    _answers_as_a_scheduler(address)
     try:
-        client = Client(address, timeout="10s")
+        client = Client(address, timeout=f"{SCHEDULER_ANSWER_SECONDS}s")
     except (OSError, ValueError) as exc:  # ValueError: not an address (no port...)
         raise ConfigError(address, f"cannot reach the dask scheduler: {exc}") from None
     try:
@@ -313,6 +318,44 @@ def _on_cluster(options: RunOptions) -> Iterator[Compute]:
     finally:
         with contextlib.suppress(Exception):
             client.close(timeout=5)
+
+
+def _answers_as_a_scheduler(address: str) -> None:
+    """Refuse in one line an ``address`` where no dask scheduler answers within SCHEDULER_ANSWER_SECONDS.
+    distributed's Client waits without end for the handshake of a server that takes the connection and
+    says nothing, and reads another server's answer as the lengths of dask's frames (an HTTP server's:
+    an allocation of exabytes, a MemoryError); so the handshake is tried first, under a deadline."""
+    from distributed.comm import connect
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.security import Security
+    from distributed.utils import LoopRunner, sync
+
+    try:
+        scheme, location = parse_address(address)
+        if scheme in ("tcp", "tls"):
+            parse_host_port(location)
+    except ValueError as exc:  # no port...
+        raise ConfigError(address, f"cannot reach the dask scheduler: {exc}") from None
+
+    async def handshake() -> None:
+        options = Security().get_connection_args("client")
+        comm = await connect(address, timeout=SCHEDULER_ANSWER_SECONDS, **options)
+        await comm.close()
+
+    runner = LoopRunner()
+    runner.start()
+    try:
+        sync(runner.loop, handshake, callback_timeout=1.5 * SCHEDULER_ANSWER_SECONDS)
+    except TimeoutError:  # the deadline, over the handshake
+        problem = f"no dask scheduler answered in {1.5 * SCHEDULER_ANSWER_SECONDS:g} s"
+        raise ConfigError(address, problem) from None
+    except (OSError, TypeError) as exc:  # refused, closed, TLS without its configuration...
+        raise ConfigError(address, f"cannot reach the dask scheduler: {exc}") from None
+    except Exception as exc:  # an answer that is not dask's protocol
+        problem = f"the server there does not answer as a dask scheduler ({type(exc).__name__})"
+        raise ConfigError(address, problem) from None
+    finally:
+        runner.stop()
 
 
 RESTART = "start the workers from this install (or run the command from theirs)"
