@@ -37,6 +37,14 @@ def check_regular(path: Path, error: type[UserError] = DumpError) -> None:
         raise error(path, f"is {file_kind(mode)}, not a regular file")
 
 
+def listed(folder: Path) -> list[str]:
+    """The names in ``folder``; one that cannot be listed (no permission, not a folder) is refused."""
+    try:
+        return os.listdir(folder)
+    except OSError as exc:
+        raise DumpError(folder, f"cannot be listed: {exc.strerror or exc}") from None
+
+
 def check_dump_file(path: Path, root: Path | None = None) -> None:
     """``path`` is a regular file whose real path is inside ``root`` (its own folder by default)."""
     check_regular(path)

@@ -10,9 +10,9 @@ is not a number. The folder names themselves are defined once, in ``dump/layouts
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from msprobe_dask.dump.confine import listed
 from msprobe_dask.dump.layouts import PROC_DIR, RANK_DIR, RANK_NAME, STEP_DIR, STEP_NAME
 from msprobe_dask.errors import DumpError
 
@@ -23,7 +23,7 @@ def classify(path: Path) -> str:
         raise DumpError(path, "does not exist")
     if not path.is_dir():
         raise DumpError(path, "is not a folder (graph_visualize takes the folder that holds dump.json)")
-    entries = os.listdir(path)
+    entries = listed(path)
     if not entries:
         raise DumpError(path, "is empty")
     if (path / "dump_tensor_data").exists() or not any((path / e).is_dir() for e in entries):
@@ -60,10 +60,10 @@ def _sort_key(name: str) -> int:
 
 def rank_dirs(path: Path) -> list[tuple[int, str]]:
     """(rank number, folder name) in rank order; falls back to exactly one ``proc<pid>`` folder."""
-    names = [e for e in os.listdir(path) if RANK_DIR.match(e) and (path / e).is_dir()]
+    names = [e for e in listed(path) if RANK_DIR.match(e) and (path / e).is_dir()]
     if names:
         return [(_number(n, "rank"), n) for n in sorted(names, key=_sort_key)]
-    procs = [e for e in os.listdir(path) if PROC_DIR.match(e) and (path / e).is_dir()]
+    procs = [e for e in listed(path) if PROC_DIR.match(e) and (path / e).is_dir()]
     if len(procs) != 1:
         raise DumpError(
             path, f"expected rank<N> folders or exactly one proc<pid> folder, found {len(procs)} proc folders"
@@ -73,7 +73,7 @@ def rank_dirs(path: Path) -> list[tuple[int, str]]:
 
 def step_dirs(path: Path, strict: bool) -> list[str]:
     names = []
-    for e in os.listdir(path):
+    for e in listed(path):
         if STEP_DIR.match(e) and (path / e).is_dir():
             names.append(e)
         elif strict:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from msprobe_dask.dump.confine import listed
 from msprobe_dask.dump.source import DumpSource, DumpTree
 from msprobe_dask.dump.tensor_file import resolve_data_file
 from msprobe_dask.errors import DumpError
@@ -65,11 +66,7 @@ def _is_kernel_npy(name: str) -> bool:
 
 def leaf_mode(folder: Path) -> str:
     """``npy`` when the folder holds kernel .npy files, else ``statistic``."""
-    try:
-        names = os.listdir(folder)
-    except OSError as exc:
-        raise DumpError(folder, f"cannot be listed: {exc.strerror or exc}") from None
-    return NPY_MODE if any(_is_kernel_npy(n) for n in names) else STATISTIC_MODE
+    return NPY_MODE if any(_is_kernel_npy(n) for n in listed(folder)) else STATISTIC_MODE
 
 
 def npy_tensors(leaves: Iterable[Path]) -> list[KernelTensor]:

@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from msprobe_dask.dump.confine import listed
 from msprobe_dask.dump.location import dump_path
 from msprobe_dask.dump.source import (
     DUMP_FILE_NAMES,
@@ -50,16 +51,20 @@ MIXED_GROUPS = ("graph", "pynative")
 
 
 def _subdirs(path: Path) -> list[Path]:
-    try:
-        return sorted(p for p in path.iterdir() if p.is_dir())
-    except OSError as exc:
-        raise DumpError(path, f"cannot be listed: {exc.strerror or exc}") from None
+    return sorted(p for p in map(path.joinpath, listed(path)) if p.is_dir())
 
 
 def _dump_file(folder: Path) -> Path | None:
     for name in DUMP_FILE_NAMES:
-        if os.path.lexists(folder / name) and not (folder / name).is_dir():  # load_dump refuses a FIFO
-            return folder / name
+        path = folder / name
+        try:
+            os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:  # a rank folder that cannot be searched: not a rank without its dump
+            raise DumpError(path, f"cannot be read: {exc.strerror or exc}") from None
+        if not path.is_dir():  # load_dump refuses a FIFO
+            return path
     return None
 
 
@@ -201,6 +206,8 @@ def open_dump(path: str | Path) -> DumpTree:
     path = dump_path(path)
     if not path.exists():
         raise DumpError(path, "does not exist")
+    if path.is_dir():
+        listed(path)  # (a folder that cannot be listed: refused before a reader looks into it)
     for reader in READERS:
         tree = reader(path)
         if tree is not None:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from msprobe_dask.dump.confine import check_dump_file
 from msprobe_dask.errors import DumpError
 
 DUMP_FILE_NAMES = ("dump.json", "debug.json")
@@ -35,6 +36,12 @@ class DumpSource:
     @property
     def stack_json(self) -> Path:
         return self.folder / "stack.json"
+
+    def has_stack(self) -> bool:
+        """Whether the rank has a stack.json (compare's NPU_Stack_Info column); one that is there but is
+        not a regular file inside the dump (a FIFO, a folder, a link out of it) is refused (DumpError)."""
+        check_dump_file(self.stack_json)
+        return self.stack_json.is_file()
 
     @property
     def construct_json(self) -> Path:

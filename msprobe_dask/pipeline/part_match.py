@@ -70,7 +70,7 @@ def rank_facts(
     return RankFacts(
         mode,
         cross_framework,
-        columns_for(mode, npu_scan.source.stack_json.is_file()),
+        columns_for(mode, npu_scan.source.has_stack()),
         [part.stat_kinds for part in npu_keys],
         [part.stat_kinds for part in bench_keys],
         tuple(offsets),

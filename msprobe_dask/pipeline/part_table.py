@@ -56,7 +56,7 @@ def split_stacks(scan: SideScan, folder: Path | None, *parts: EntryIndex) -> tup
     Where the value would wait in the process that schedules until the last table part has read it
     (dask's processes scheduler), it is the files' names, not the stacks (90 MB)."""
     path = scan.source.stack_json
-    if not path.is_file():
+    if not scan.source.has_stack():
         return (None,) * len(parts)
     if scan.whole:
         return _split_pieces(folder, len(parts), [load_stack(path)], None)

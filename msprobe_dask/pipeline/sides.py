@@ -108,7 +108,7 @@ def parse_side(source: DumpSource, with_stack: bool) -> Side:
     rows = rows_of(dump.entries.items(), source.is_debug, source.dump_json)
     files = _tensor_files(source, rows) if dump.task == "tensor" else {}
     stacks = None
-    if with_stack and source.stack_json.is_file():
+    if with_stack and source.has_stack():
         stacks = load_stack(source.stack_json)
     return Side(
         source=source,
