@@ -19,14 +19,17 @@ WITHOUT_DAC = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] if
 COMMANDS = ["compare", "graph_visualize"]
 
 
-def run_denied(*argv: str) -> subprocess.CompletedProcess[str]:
-    """``python -m msprobe_dask ARGV -q`` for which a file's permissions hold (as root: without DAC
-    override); -q: a run slowed past the time the stage lines are held (a loaded host) prints only its
-    error line."""
+def python_denied(*argv: str) -> subprocess.CompletedProcess[str]:
+    """``python ARGV`` for which a file's permissions hold (as root: without DAC override)."""
     if WITHOUT_DAC and shutil.which("setpriv") is None:
         pytest.skip("runs as root, and without setpriv a file's permissions do not hold")
-    command = [*WITHOUT_DAC, sys.executable, "-m", "msprobe_dask", *argv, "-q"]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+    return subprocess.run([*WITHOUT_DAC, sys.executable, *argv], capture_output=True, text=True, timeout=120)
+
+
+def run_denied(*argv: str) -> subprocess.CompletedProcess[str]:
+    """``python -m msprobe_dask ARGV -q`` so; -q: a run slowed past the time the stage lines are held (a
+    loaded host) prints only its error line."""
+    return python_denied("-m", "msprobe_dask", *argv, "-q")
 
 
 def ranks(tmp_path: Path) -> tuple[Path, Path]:
@@ -52,6 +55,27 @@ def test_a_rank_whose_dump_json_cannot_be_read(tmp_path: Path, command: str, wor
     dump.chmod(0)
     proc = run_denied(command, "-tp", str(target), "-gp", str(golden), "-o", str(tmp_path / "out"), *workers)
     assert_refused(proc, tmp_path / "out", str(dump), "Permission denied")
+
+
+SCAN = """import sys
+from pathlib import Path
+from msprobe_dask.dump.source import DumpSource
+from msprobe_dask.errors import DumpError
+from msprobe_dask.pipeline.part_scan import is_statistics_dump
+try:
+    is_statistics_dump(DumpSource(Path(sys.argv[1])))
+except DumpError as exc:
+    print(exc)
+"""
+
+
+def test_an_unreadable_dump_json_is_refused_before_the_other_ranks_run(tmp_path: Path) -> None:
+    """compare took a rank whose dump.json's head could not be read for one not laid out for parts,
+    compared after the other ranks' parts (after minutes, its stage lines printed: three lines)."""
+    target, _ = ranks(tmp_path)
+    dump = target / "rank1" / "dump.json"
+    dump.chmod(0)
+    assert python_denied("-c", SCAN, str(dump)).stdout.strip() == f"{dump}: cannot be read: Permission denied"
 
 
 @pytest.mark.parametrize("command", COMMANDS)
