@@ -20,11 +20,13 @@ import re
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,10 +57,11 @@ def run(
     stop_after: float | None = None,
     ctrl_c_after: float | None = None,
     fsize: int = 0,
+    prefix: Sequence[str] = (),
 ) -> Run:
     before = {str(p): p.stat().st_mtime for p in out.rglob("*")} if out.is_dir() else {}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "msprobe_dask", *argv],
+        [*prefix, sys.executable, "-m", "msprobe_dask", *argv],
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -203,13 +206,14 @@ class Campaign:
         make: Callable[[Path], list[str]],
         codes: tuple[int, ...] = (2,),
         word: str | None = None,
+        prefix: Sequence[str] = (),
         **options: float,
     ) -> None:
         """A case of any command line: ``make`` lays out its inputs in the case's folder and returns
-        its argv (the output folder is ``out``)."""
+        its argv (the output folder is ``out``); ``prefix``: what runs the command (``WITHOUT_DAC``)."""
         folder = self.case_dir(name)
         argv = make(folder)
-        result = run(argv, folder / "out", folder, **options)  # type: ignore[arg-type]
+        result = run(argv, folder / "out", folder, prefix=prefix, **options)  # type: ignore[arg-type]
         self.record(name, result, codes, word)
 
 
@@ -348,6 +352,7 @@ def campaign_cases(c: Campaign) -> None:
 
     more_cases(c)
     link_and_npy_cases(c)
+    output_and_access_cases(c)
 
 
 def _multirank(folder: Path, data: str = "multirank") -> tuple[Path, Path]:
@@ -686,6 +691,11 @@ def _npy_claiming(path: Path, shape: tuple[int, ...]) -> None:
     write(path, b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + b"\x00" * 16)
 
 
+VALID_TENSORS = ("npy-fortran",)
+"""Damages that leave a readable tensor of the dtype and shape dump.json says (a Fortran-ordered .npy of
+ones): compared as it is, its row may pass (the reference checks only the outputs' cosines)."""
+
+
 def link_and_npy_cases(c: Campaign) -> None:
     links: dict[str, Callable[[Path, Path], None]] = {
         "stack-symlink-out": lambda t, g: _symlink(t / "stack.json", _outside(t)),
@@ -729,7 +739,8 @@ def link_and_npy_cases(c: Campaign) -> None:
         def edit(t: Path, g: Path, d: Callable[[Path], None] = damage) -> None:
             d(tensor_file(t))
 
-        c.compare(f"tensors/compare-{name}", edit, data="tensor_mix", codes=(0, 1, 2), damaged="x")
+        damaged = "" if name in VALID_TENSORS else "x"
+        c.compare(f"tensors/compare-{name}", edit, data="tensor_mix", codes=(0, 1, 2), damaged=damaged)
         c.graph(f"tensors/graph-{name}", edit, data="tensor_mix", codes=(0, 1, 2))
 
 
@@ -774,6 +785,7 @@ def big_cases(c: Campaign, big: Path) -> None:
         c.command(f"big/graph-{name}", _big_case(big, damage, command="graph_visualize"), codes=codes)
     c.command("big/compare-w2-truncated", _big_case(big, damages["truncated"], "--workers", "2"))
     c.command("big/compare-xlsx-garbled", _big_case(big, damages["garbled-middle"], "--xlsx"))
+    big_access_cases(c, big, damages["truncated"])
     for at in (1.0, 2.5, 4.0):
         c.command(f"big/compare-term-{at}", _big_case(big, lambda t: None), codes=(0, 143), stop_after=at)
         c.command(
@@ -792,6 +804,231 @@ def big_cases(c: Campaign, big: Path) -> None:
             codes=(2,),
             fsize=limit,
         )
+
+
+WITHOUT_DAC = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+"""Runs a command whose files' permissions hold (root reads and writes anything, but not without these
+capabilities: a mode 000 file it owns is then refused it)."""
+
+
+def _unreadable(path: Path) -> None:
+    path.chmod(0)
+
+
+def _cut_mid_entry(path: Path) -> None:
+    """dump.json cut after an entry's opening in its second half."""
+    data = path.read_bytes()
+    at = data.index(b'"input_args": [', len(data) // 2)
+    write(path, data[: at + 15])
+
+
+def _result_as_out(command: str) -> Callable[[Path], list[str]]:
+    """-o naming an existing result file of the command (made by a first run)."""
+
+    def make(folder: Path) -> list[str]:
+        target, golden = (folder / side for side in ("target", "golden"))
+        for side in (target, golden):
+            shutil.copytree(DATA / "stat_mix" / side.name, side)
+        subprocess.run(
+            [sys.executable, "-m", "msprobe_dask", *_io(target, golden, folder, "-q", command=command)],
+            check=True,
+            capture_output=True,
+        )
+        (result,) = [p for p in (folder / "out").iterdir() if p.is_file()]
+        return _io(target, golden, folder, command=command)[:-1] + [str(result)]
+
+    return make
+
+
+def _out_in_dump(command: str, twice: bool, ranks: bool = True) -> Callable[[Path], list[str]]:
+    """-o inside the target's rank folder of a rank tree (``ranks`` False: inside the target's dump
+    folder; ``twice``: a first run's results already there)."""
+
+    def make(folder: Path) -> list[str]:
+        if ranks:
+            target, golden = (side / "step0" for side in _multirank(folder))
+            out = target / "rank0" / "out"
+        else:
+            target, golden = (
+                shutil.copytree(DATA / "stat_mix" / s, folder / s) for s in ("target", "golden")
+            )
+            out = target / "out"
+        argv = [command, "-tp", str(target), "-gp", str(golden), "-o", str(out)]
+        if twice:
+            subprocess.run(
+                [sys.executable, "-m", "msprobe_dask", *argv, "-q"], check=True, capture_output=True
+            )
+            time.sleep(1.1)  # (a result of the same second is refused, D30/D32)
+        return argv
+
+    return make
+
+
+def _reads(command: str, name: str) -> tuple[int, ...]:
+    """The exit codes of ``command`` whose dump's file ``name`` cannot be read: compare reads no
+    construct.json."""
+    return (0,) if (command, name) == ("compare", "construct.json") else (2,)
+
+
+def output_and_access_cases(c: Campaign) -> None:
+    """Output folders that are a file, not writable, inside the dump or an existing result; inputs that
+    are FIFOs or cannot be read (permission denied); --workers and --scheduler that cannot be used."""
+    for command, short in (("compare", "compare"), ("graph_visualize", "graph")):
+        if command == "graph_visualize":
+            c.graph("graph/out-is-file", lambda t, g: _out_is_file(t.parent / "out"), codes=(2,))
+        c.command(
+            f"out/{short}-read-only-no-dac",
+            _access_case(lambda f: (f / "out").chmod(0o500), command),
+            codes=(2,),
+            prefix=WITHOUT_DAC,
+        )
+        c.command(f"out/{short}-existing-result", _result_as_out(command), codes=(2,))
+        c.command(f"out/{short}-in-dump", _out_in_dump(command, twice=False), codes=(0,))
+        c.command(f"out/{short}-in-dump-twice", _out_in_dump(command, twice=True), codes=(0,))
+        # (graph_visualize, as the reference: a dump folder holding a folder mixes folders and files)
+        c.command(
+            f"out/{short}-in-one-dump-twice",
+            _out_in_dump(command, twice=True, ranks=False),
+            codes=(0,) if command == "compare" else (2,),
+        )
+        c.command(
+            f"fifo/{short}-target-is-fifo",
+            _access_case(lambda f: _fifo_folder(f / "target"), command),
+            codes=(2,),
+        )
+        for name in ("dump.json", "stack.json", "construct.json"):
+            c.command(
+                f"fifo/{short}-{name}",
+                _access_case(lambda f, n=name: _fifo(f / "target" / n), command),
+                codes=_reads(command, name),
+            )
+        c.command(
+            f"fifo/{short}-rank1-dump.json",
+            _ranks_case(lambda t, g: _fifo(t / "rank1" / "dump.json"), command=command),
+            codes=(2,),
+        )
+        for name in ("dump.json", "stack.json", "construct.json"):
+            c.command(
+                f"unreadable/{short}-rank1-{name}",
+                _ranks_case(lambda t, g, n=name: _unreadable(t / "rank1" / n), command=command),
+                codes=_reads(command, name),
+                word=name,
+                prefix=WITHOUT_DAC,
+            )
+        c.command(
+            f"unreadable/{short}-golden-folder",
+            _access_case(lambda f: (f / "golden").chmod(0), command),
+            codes=(2,),
+            prefix=WITHOUT_DAC,
+        )
+        for workers, codes in (("0", (0,)), ("-1", (2,)), ("999", (2,))):
+            c.command(
+                f"workers/{short}-{workers}",
+                _access_case(lambda f: None, command, "--workers", workers),
+                codes=codes,
+            )
+        for label, address in no_scheduler_addresses().items():
+            c.command(
+                f"scheduler/{short}-{label}",
+                _access_case(lambda f: None, command, "--scheduler", address),
+                codes=(2,),
+            )
+
+
+def _access_case(damage: Callable[[Path], object], command: str, *more: str) -> Callable[[Path], list[str]]:
+    """``command`` on stat_mix's two dumps in the case's folder, ``damage`` done to that folder."""
+
+    def make(folder: Path) -> list[str]:
+        target, golden = folder / "target", folder / "golden"
+        shutil.copytree(DATA / "stat_mix" / "target", target)
+        shutil.copytree(DATA / "stat_mix" / "golden", golden)
+        damage(folder)
+        return _io(target, golden, folder, *more, command=command)
+
+    return make
+
+
+def _fifo_folder(path: Path) -> None:
+    shutil.rmtree(path)
+    os.mkfifo(path)
+
+
+_SERVERS: dict[str, str] = {}
+
+
+def no_scheduler_addresses() -> dict[str, str]:
+    """Addresses where no dask scheduler answers: nothing listening, a server that takes the connection
+    and says nothing, one that answers as an HTTP server (threads of this process, kept to its end)."""
+    if not _SERVERS:
+        _SERVERS["nothing-there"] = "tcp://127.0.0.1:1"
+        for label, answer in (("silent", b""), ("http", b"HTTP/1.1 400 Bad Request\r\n\r\n")):
+            listener = socket.create_server(("127.0.0.1", 0))
+            threading.Thread(target=_serve, args=(listener, answer), daemon=True).start()
+            _SERVERS[label] = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+        _SERVERS["tls-unconfigured"] = "tls://127.0.0.1:1"
+    return _SERVERS
+
+
+def _serve(listener: socket.socket, answer: bytes) -> None:
+    taken = []
+    while True:
+        connection, _ = listener.accept()
+        taken.append(connection)
+        connection.sendall(answer)
+
+
+def _rank_tree_of(big: Path, folder: Path, damage: Callable[[Path], None]) -> tuple[Path, Path]:
+    """Two ranks of the big rank's copies (files linked), rank1's target damaged through ``damage`` of
+    its folder (a file it changes is copied first, so that the big rank's own stays whole)."""
+    sides = []
+    for side in ("target", "golden"):
+        source = next((big / side).rglob("dump.json")).parent
+        for rank in ("rank0", "rank1"):
+            shutil.copytree(source, folder / side / "step0" / rank, copy_function=os.link)
+        sides.append(folder / side / "step0")
+    rank1 = sides[0] / "rank1"
+    for path in rank1.iterdir():
+        shutil.copyfile(path, path.with_suffix(".copy"))
+        path.with_suffix(".copy").replace(path)
+    damage(rank1)
+    return sides[0], sides[1]
+
+
+def big_access_cases(c: Campaign, big: Path, truncate: Callable[[Path], None]) -> None:
+    """The big rank's chunked parse on worker processes (default flags and --workers 2), both commands:
+    dump.json cut mid-entry, stack.json and construct.json wrong; a tree of two such ranks whose rank1's
+    dump.json is a FIFO or cannot be read."""
+    damages: dict[str, Callable[[Path], None]] = {
+        "cut-mid-entry": lambda t: _cut_mid_entry(t / "dump.json"),
+        "stack-list": lambda t: write(t / "stack.json", "[1]"),
+        "construct-list": lambda t: write(t / "construct.json", "[1]"),
+        "construct-truncated": lambda t: _truncate(t / "construct.json", 0.6),
+    }
+    rank_damages: dict[str, Callable[[Path], None]] = {
+        "rank1-fifo": lambda r: _fifo(r / "dump.json"),
+        "rank1-unreadable": lambda r: _unreadable(r / "dump.json"),
+    }
+    c.command("big/graph-w2-truncated", _big_case(big, truncate, "--workers", "2", command="graph_visualize"))
+    for command, short in (("compare", "compare"), ("graph_visualize", "graph")):
+        for flags in ((), ("--workers", "2")):
+            label = f"{short}{'-w2' if flags else ''}"
+            for name, damage in damages.items():
+                c.command(
+                    f"big/{label}-{name}",
+                    _big_case(
+                        big, lambda t, d=damage: d(next(t.rglob("dump.json")).parent), *flags, command=command
+                    ),
+                    codes=(0, 2) if "construct" in name and short == "compare" else (2,),
+                )
+            for name, damage in rank_damages.items():
+
+                def make(
+                    folder: Path, d: Callable[[Path], None] = damage, f: tuple = flags, cmd: str = command
+                ) -> list[str]:
+                    target, golden = _rank_tree_of(big, folder, d)
+                    return _io(target, golden, folder, *f, command=cmd)
+
+                c.command(f"big/{label}-{name}", make, codes=(2,), word="rank1", prefix=WITHOUT_DAC)
 
 
 def cluster_cases(c: Campaign, address: str) -> None:
@@ -818,7 +1055,6 @@ def cluster_cases(c: Campaign, address: str) -> None:
         ],
         codes=(0,),
     )
-    c.compare("cluster/no-scheduler-there", lambda t, g: ["--scheduler", "tcp://127.0.0.1:1"], codes=(2,))
     c.compare("cluster/scheduler-not-an-address", lambda t, g: ["--scheduler", "nonsense"], codes=(2,))
 
 
