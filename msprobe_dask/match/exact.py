@@ -78,19 +78,25 @@ def compare_keys(
     """The key each row is joined on: its name with the entry part renumbered (each op's backward entries
     counted from ``first[op]``, as ``backward_counts`` of the rows before these gives it). ``rows``:
     RowKeys, LeafRows or plain tuples of their fields."""
+    return column_keys([row[NAME] for row in rows], [row[ENTRY] for row in rows], renumber, first)
+
+
+def column_keys(
+    names: Sequence[str],
+    entries: Sequence[str],
+    renumber: bool = True,
+    first: Mapping[str, int] | None = None,
+) -> list[str]:
+    """``compare_keys`` of the rows whose names and entries these are (each a column of them)."""
     if not renumber:
-        return [row[NAME] for row in rows]
-    entries = dict.fromkeys(row[ENTRY] for row in rows)
-    changed = {e: r for e, r in renumbered_entries(list(entries), first).items() if r != e}
+        return list(names)
+    changed = {e: r for e, r in renumbered_entries(list(dict.fromkeys(entries)), first).items() if r != e}
     if not changed:  # (a part of forward entries only)
-        return [row[NAME] for row in rows]
-    keys = []
-    for row in rows:
-        name, entry = row[NAME], row[ENTRY]
-        keys.append(
-            changed[entry] + name[len(entry) :] if entry in changed and name.startswith(entry) else name
-        )
-    return keys
+        return list(names)
+    return [
+        changed[entry] + name[len(entry) :] if entry in changed and name.startswith(entry) else name
+        for name, entry in zip(names, entries)
+    ]
 
 
 def join_left(npu_keys: Sequence[str], bench_keys: Sequence[str]) -> list[tuple[int, int | None]]:

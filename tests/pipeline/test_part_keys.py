@@ -104,8 +104,12 @@ def test_partitions_pair_the_rows_the_whole_match_pairs(seed: int, tmp_path: Pat
     keys = [PartKeys.of(p, False, False) for p in parts]
     facts = side_facts(*scans, len(npu_parts), *keys)
     side = [0 if i < len(npu_parts) else len(npu_parts) for i in range(len(parts))]  # (where its side begins)
-    held = [RowPart.of(p, False) for p in parts]  # (every other one as it comes from a file: plain tuples)
-    received = [RowPart(part.packed) if i % 2 else part for i, part in enumerate(held)]
+    held = [RowPart.of(p, False) for p in parts]
+    # (held, packed as it travels between processes, or left in a spool file with its key fields beside)
+    received = [
+        (part, RowPart(part.packed), part.spooled(tmp_path / f"rows-{i}"))[i % 3]
+        for i, part in enumerate(held)
+    ]
     buckets = [
         key_part(part, True, partitions, keys[i], *keys[side[i] : i]) for i, part in enumerate(received)
     ]
