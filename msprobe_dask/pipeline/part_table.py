@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from msprobe_dask.dump.dumpjson import load_stack
-from msprobe_dask.dump.entry_index import EntryIndex, read_names, read_stack
+from msprobe_dask.dump.entry_index import EntryIndex, read_in_pieces, read_names, read_stack, read_stack_whole
 from msprobe_dask.dump.rows import LeafRow
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.gcpause import rare_collections_from_now
@@ -50,9 +50,11 @@ def read_columns() -> frozenset[str]:
 def split_stacks(scan: SideScan, folder: Path | None, *parts: EntryIndex) -> tuple[Path | bytes | None, ...]:
     """Each npu part's entries' stacks from stack.json for its table part (``part_stacks``): marshal
     dicts, left in file ``stacks-{k}`` of ``folder``, or (``folder`` None) as bytes; None: no stack.json,
-    no NPU_Stack_Info column. A dump parsed whole has all its entries in part 0. stack.json is read a
-    chunk of entries at a time, each chunk's stacks added to their parts' outputs: the task holds one
-    chunk's stacks and every entry's part, not the rank's stacks (a rank of 1M entries a side: 0.55 GB).
+    no NPU_Stack_Info column. A dump parsed whole has all its entries in part 0. A big stack.json
+    (``read_in_pieces``) is read a chunk of entries at a time, each chunk's stacks added to their parts'
+    outputs: the task holds one chunk's stacks and every entry's part, not the rank's stacks (a rank of
+    1M entries a side: 0.55 GB); a smaller one is parsed whole. Either way each distinct stack is one
+    object, written once in a part's file (its table part prints it once: ``table.stack_cells``).
     Where the value would wait in the process that schedules until the last table part has read it
     (dask's processes scheduler), it is the files' names, not the stacks (90 MB)."""
     path = scan.source.stack_json
@@ -64,7 +66,8 @@ def split_stacks(scan: SideScan, folder: Path | None, *parts: EntryIndex) -> tup
     for k, part in enumerate(parts):
         owner.update(dict.fromkeys(read_names(scan.source.dump_json, part), k))
     try:
-        return _split_pieces(folder, len(parts), read_stack(path, owner) or [load_stack(path)], owner)
+        pieces = read_stack(path, owner) if read_in_pieces(path) else [read_stack_whole(path)]
+        return _split_pieces(folder, len(parts), pieces or [load_stack(path)], owner)
     except DumpError:  # (not valid JSON: parsed whole, for its error)
         return _split_pieces(folder, len(parts), [load_stack(path)], owner)
 
