@@ -721,6 +721,7 @@ def link_and_npy_cases(c: Campaign) -> None:
         "tensor-fifo": _fifo,
         "pt-expanded-huge": _expanded_pt,
         "pt-zip-sizes-lie": _lying_zip_sizes,
+        "pt-compressed-storage-lies": _lying_compressed_storage,
         "pt-legacy": lambda p: shutil.copyfile(_LEGACY, p),
         "pt-legacy-truncated": lambda p: write(p, _LEGACY.read_bytes()[:300]),
         "pt-legacy-count-lies": lambda p: write(
@@ -1178,6 +1179,25 @@ def _expanded_pt(path: Path) -> None:
         zf.writestr("archive/data.pkl", pickle)
         zf.writestr("archive/byteorder", "little")
         zf.writestr("archive/data/0", b"\x00\x00\x80\x3f")
+
+
+def _lying_compressed_storage(path: Path) -> None:
+    """The .pt with its storage deflated, its central directory saying 1 GiB once decompressed, and 10 MB
+    of padding (so that compare takes it for a big tensor)."""
+    with zipfile.ZipFile(path) as zf:
+        items = {info.filename: zf.read(info) for info in zf.infolist()}
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in items.items():
+            zf.writestr(name, data, zipfile.ZIP_DEFLATED if "/data/" in name else zipfile.ZIP_STORED)
+        zf.writestr("archive/pad", os.urandom(10 << 20))
+    raw = bytearray(path.read_bytes())
+    at = raw.find(b"PK\x01\x02")
+    while at >= 0:
+        name = raw[at + 46 : at + 46 + int.from_bytes(raw[at + 28 : at + 30], "little")]
+        if b"/data/" in name:
+            raw[at + 24 : at + 28] = (1 << 30).to_bytes(4, "little")
+        at = raw.find(b"PK\x01\x02", at + 4)
+    write(path, bytes(raw))
 
 
 def _lying_zip_sizes(path: Path) -> None:

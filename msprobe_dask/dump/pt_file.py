@@ -24,6 +24,10 @@ from msprobe_dask.dump.tensor_handle import TensorHandle, one_line
 from msprobe_dask.errors import TensorFileError
 
 MAX_PICKLE_BYTES = 16 << 20  # a tensor's data.pkl is ~150 bytes; refuse pickle bombs
+MAX_COMPRESSED_STORAGE_BYTES = 8 << 20
+"""A storage stored compressed (never by torch.save) is read up to this size: at most 8M elements, which a
+compare measures in one shot, where a member that decompresses to less than it says is an error row (read
+chunk by chunk, each chunk would decompress the member again up to it, and a short one stop the run)."""
 MAX_OVERLAPPING_ELEMS = 1 << 24
 """Elements a tensor may have beyond its storage's (strides of 0, as torch.save keeps an expanded view's):
 16M of them are measured in seconds, a tensor of 2**40 elements over one float would take days."""
@@ -237,6 +241,12 @@ def _pt_handle(path: Path, archive: PtZip, t: PtTensor, member: Member, byteorde
         raise TensorFileError(path, f"unknown byteorder {byteorder!r}")
     storage_bytes = min(storage_nbytes(t.storage), member.size)
     if member.method != STORED:  # offset counts inside the decompressed member
+        if member.size > MAX_COMPRESSED_STORAGE_BYTES:
+            raise TensorFileError(
+                path,
+                f"storage {member.name} is compressed ({member.size} bytes once decompressed, it says): "
+                f"torch.save stores them as they are; more than {MAX_COMPRESSED_STORAGE_BYTES} are not read",
+            )
         return storage_handle(path, t, dtype, f"data/{t.storage.key}", storage_bytes, 0, member.name)
     start = archive.data_start(member)
     handle = storage_handle(path, t, dtype, f"data/{t.storage.key}", storage_bytes, start)

@@ -428,6 +428,19 @@ def test_pt_expanded_view_is_read_up_to_a_bound(tmp_path: Path) -> None:
         open_tensor(write_pt(tmp_path / "huge.pt", huge, b"\0\0\x80?"))
 
 
+def test_pt_big_compressed_storage_is_refused(tmp_path: Path) -> None:
+    """torch.save never compresses a storage; one of more than 8 MB (whose chunks would each decompress it
+    again, and whose short data would stop the run's reduction) is refused, a smaller one read."""
+    n = (8 << 20) // 4
+    small = tensor_pickle("FloatStorage", n, 0, (n,), (1,))
+    path = write_pt(tmp_path / "small.pt", small, b"\0" * (4 * n), zipfile.ZIP_DEFLATED)
+    assert read_array(open_tensor(path)).shape == (n,)
+    big = tensor_pickle("FloatStorage", n + 1, 0, (n + 1,), (1,))
+    path = write_pt(tmp_path / "big.pt", big, b"\0" * (4 * n + 4), zipfile.ZIP_DEFLATED)
+    with pytest.raises(TensorFileError, match="storage t/data/0 is compressed"):
+        open_tensor(path)
+
+
 def test_pt_whose_zip_lies_about_sizes(tmp_path: Path) -> None:
     """The central directory says every member is 1 GiB: an error naming the file, nothing that big read."""
     raw = bytearray(edge_pt("random").read_bytes())
