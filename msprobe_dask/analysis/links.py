@@ -163,7 +163,19 @@ def link(ranks: Mapping[int, Sequence[Node]], counts: Mapping[int, int] | None =
 
 def _components(groups: Sequence[Sequence[Key]]) -> dict[Key, tuple[Key, ...]]:
     """Groups that share a node are one exchange (a ring of batches): each node's whole component, in
-    order."""
+    order. Where no node is in two groups (collectives alone), each group is its component."""
+    group_of: dict[Key, int] = {}
+    for at, group in enumerate(groups):
+        for key in group:
+            if key in group_of:
+                return _joined(groups)
+            group_of[key] = at
+    ordered = [tuple(sorted(group)) for group in groups]
+    return {key: ordered[at] for key, at in group_of.items()}
+
+
+def _joined(groups: Sequence[Sequence[Key]]) -> dict[Key, tuple[Key, ...]]:
+    """``_components`` of groups that share nodes: joined by union-find."""
     parent: dict[Key, Key] = {}
 
     def root(key: Key) -> Key:
