@@ -89,7 +89,7 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
     requires_grad = leaf.get("requires_grad")
     grad = NA if requires_grad is None else str(requires_grad)
     data_name = leaf.get("data_name") or NO_DATA_NAME
-    if "dtype" in leaf:
+    if leaf.get("dtype") is not None:  # a null dtype: the reference reads the leaf as a value (None)
         get = leaf.get
         stats = high, low, mean, norm = get("Max"), get("Min"), get("Mean"), get("Norm")
         if not high.__class__ is low.__class__ is mean.__class__ is norm.__class__ is float:
