@@ -33,7 +33,6 @@ from msprobe_dask.metrics.stats import stat_diffs
 if TYPE_CHECKING:
     from msprobe_dask.metrics.claims import Claim  # (no numpy at the import of a statistics compare)
 
-MODES = ("statistics", "tensor", "md5")
 UNMEASURED = ("unsupported",) * len(TENSOR_COLUMNS)
 """The metric cells of a tensor-mode row whose tensors are not measured (no file on a side)."""
 

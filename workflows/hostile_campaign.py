@@ -229,10 +229,6 @@ def save_doc(folder: Path, doc: dict) -> None:
     (folder / "dump.json").write_text(json.dumps(doc, indent=1))
 
 
-def first_entry(doc: dict) -> str:
-    return next(iter(doc["data"]))
-
-
 def tensor_file(folder: Path) -> Path:
     """The tensor the cases damage: a forward linear's input (compared by both commands)."""
     names = sorted((folder / "dump_tensor_data").iterdir())

@@ -34,7 +34,6 @@ from msprobe_dask.analysis.flow import (
     Signature,
     TensorError,
     column_nodes,
-    rank_nodes,
 )
 from msprobe_dask.analysis.links import Links, Sent, link
 from msprobe_dask.analysis.tolerance import Tolerance
@@ -65,10 +64,6 @@ class Finding:
     @property
     def where(self) -> str:
         return "/".join(p for p in (self.step, f"rank{self.rank}") if p)
-
-    def describe(self) -> str:
-        text = f"{self.where} {self.node}: {self.reason}"
-        return f"{text} (received from rank {self.received_from})" if self.kind == RECEIVED else text
 
 
 @dataclass(frozen=True)
@@ -336,20 +331,6 @@ def _answer(
         firsts=tuple(firsts),
         path=_path(origin, firsts) if origin else (),
         nodes=counts,
-    )
-
-
-def analyse(
-    groups: Mapping[str, Mapping[int, Iterable[Mapping[str, Any]]]], tol: Tolerance | None = None
-) -> Divergence:
-    """The divergence of a job from its compare rows: ``{step: {rank: rows}}`` (see ``flow``)."""
-    tol = tol or Tolerance()
-    return analyse_nodes(
-        {
-            step: {rank: rank_nodes(rows, rank, tol.atol) for rank, rows in ranks.items()}
-            for step, ranks in groups.items()
-        },
-        tol,
     )
 
 

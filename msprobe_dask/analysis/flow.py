@@ -1,10 +1,11 @@
 """The divergence analysis's view of one rank: its dump entries in execution order, each with the error
 of every input and output tensor, made from compare rows.
 
-A compare row is a mapping keyed by the compare table's column names: a ``CompareTable`` record, a
-row read back from a written csv, or a ``-da`` record item. Values may be numbers or the texts the csv
-holds. Optional keys: ``api_origin_name`` (the dump entry), ``state``, ``NPU P2POp op`` and
-``NPU P2POp peer``; without them the entry and state are read from the row's name.
+Compare rows come column by column (``RowColumns``), keyed by the compare table's column names: a
+``CompareTable``'s cells, or a table read back from a written csv (``divergence.table_columns``). Values
+may be numbers or the texts the csv holds. Optional columns: ``api_origin_name`` (the dump entry),
+``state``, ``NPU P2POp op`` and ``NPU P2POp peer``; without them the entry and state are read from the
+row's name.
 
 A tensor's *error* is dimensionless: the largest difference of its summaries (Max, Min, Mean; Norm;
 with tensor dumps also MaxAbsErr and EucDist) beyond an absolute floor ``atol``, relative to the
@@ -174,16 +175,11 @@ _INF = math.inf
 _ZEROS = (None, 0, 0.0, "0", "0.0")
 
 
-def tensor_error(row: Mapping[str, Any], atol: float) -> float | None:
-    """The row's error (see the module's doc); None for a row without two comparable summaries."""
-    return RowColumns.of_rows([row]).error(0, atol)
-
-
 def _stats_error(
     npu: tuple[float | None, ...], bench: tuple[float | None, ...], max_abs: Any, euc: Any, atol: float
 ) -> float | None:
-    """``tensor_error`` of a row whose summaries are these (as numbers: None where a cell is none) and
-    whose MaxAbsErr and EucDist cells are these."""
+    """The error (see the module's doc) of a row whose summaries are these (as numbers: None where a
+    cell is none) and whose MaxAbsErr and EucDist cells are these."""
     if npu == bench and None not in npu and max_abs in _ZEROS:
         return 0.0  # the same summaries (NaN aside, which is never equal): no error
     high, low, norm_value = bench[0], bench[1], bench[3]
@@ -299,16 +295,6 @@ class RowColumns:
     converted: list[list[float | None]] = field(default_factory=list)  # (``numbers``)
 
     @classmethod
-    def of_rows(cls, rows: Sequence[Mapping[str, Any]]) -> RowColumns:
-        cells = {
-            column: [row.get(column, default) for row in rows]
-            for column in READ_COLUMNS
-            for default in [_DEFAULTS.get(column)]
-        }
-        md5_only = ["NPU MD5" in row and "BENCH MD5" in row and "NPU max" not in row for row in rows]
-        return cls(cells, md5_only)
-
-    @classmethod
     def of_columns(cls, count: int, columns: Mapping[str, Sequence[Any]]) -> RowColumns:
         """``count`` rows that hold ``columns`` (each one's cells), and no others."""
         cells = {column: columns.get(column) or [_DEFAULTS.get(column)] * count for column in READ_COLUMNS}
@@ -316,7 +302,8 @@ class RowColumns:
         return cls(cells, [md5_only] * count)
 
     def error(self, i: int, atol: float, numbers: list[float | None] | None = None) -> float | None:
-        """``tensor_error`` of row ``i`` (``numbers``: its ``row_numbers``, where the caller has them)."""
+        """The error of row ``i`` (see the module's doc; None for a row without two comparable summaries;
+        ``numbers``: its ``row_numbers``, where the caller has them)."""
         cells = self.cells
         if self.md5_only[i]:
             return 0.0 if cells["NPU MD5"][i] == cells["BENCH MD5"][i] else 1.0
@@ -370,11 +357,6 @@ def _spans(entries: Sequence[str]) -> list[tuple[int, int]]:
     return list(zip(starts, [*starts[1:], count]))
 
 
-def rank_nodes(rows: Iterable[Mapping[str, Any]], rank: int, atol: float) -> list[Node]:
-    """The nodes of one rank, in execution (dump) order, from its compare rows."""
-    return column_nodes(RowColumns.of_rows(list(rows)), rank, atol)
-
-
 def row_entries(rows: RowColumns) -> list[str]:
     """The dump entry of each row."""
     origins = rows.cells["api_origin_name"]
@@ -387,7 +369,7 @@ def row_entries(rows: RowColumns) -> list[str]:
 
 
 def column_nodes(rows: RowColumns, rank: int, atol: float) -> list[Node]:
-    """``rank_nodes`` of rows given column by column."""
+    """The nodes of one rank, in execution (dump) order, from its compare rows."""
     return list(iter_column_nodes(rows, rank, atol))
 
 
@@ -397,19 +379,15 @@ def iter_column_nodes(rows: RowColumns, rank: int, atol: float) -> Iterator[Node
     return cast(Iterator[Node], _column_nodes(rows, rank, atol, None))
 
 
-def communication_nodes(rows: RowColumns, rank: int, atol: float) -> list[Node]:
-    """The communication nodes of ``column_nodes`` (each with its index among all) as the links across
-    ranks read them (``links.link``: a node's rank, index, name, Comm and inputs): without outputs or
-    stack, whose rows are not read."""
-    return part_nodes(rows, rank, atol, True).comms
-
-
 @dataclass(frozen=True, slots=True)
 class PartNodes:
     """What a table part tells the divergence walk of its rows (``part_nodes``)."""
 
     count: int  # how many nodes ``column_nodes`` makes of them
-    comms: list[Node]  # ``communication_nodes`` (none unless linked)
+    # the communication nodes of ``column_nodes`` (each with its index among all) as the links across
+    # ranks read them (``links.link``: a node's rank, index, name, Comm and inputs): without outputs or
+    # stack, whose rows are not read; none unless linked
+    comms: list[Node]
     # the one QuietRun that ``walk_nodes`` (with an rtol of 0 or more) makes of all of them when none
     # received something from a peer: where every row is quiet (``_QuietRows``: an error of 0.0, or none)
     # and no communication node may have an unsettled row (``_settled``); None where it makes others, or

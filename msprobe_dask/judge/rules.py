@@ -9,7 +9,7 @@ messages keep the reference's order); only the rows a check flags get a list of 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -289,33 +289,6 @@ def judge_columns(cells: Columns, ends: Sequence[int], mode: str) -> tuple[list[
     for i, flagged in flags.messages.items():
         results[i], messages[i] = verdict(tuple(flagged))
     return results, messages
-
-
-class _RowColumns(Mapping[str, Sequence[Any]]):
-    """Rows given as dicts of their cells, seen as columns (a column made when first read)."""
-
-    def __init__(self, rows: Sequence[Row]) -> None:
-        self._rows = rows
-        self._columns: dict[str, list[Any]] = {}
-
-    def __getitem__(self, name: str) -> list[Any]:
-        column = self._columns.get(name)
-        if column is None:
-            column = self._columns[name] = [row[name] for row in self._rows]
-        return column
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._rows[0] if self._rows else ())
-
-    def __len__(self) -> int:
-        return len(self._rows[0]) if self._rows else 0
-
-
-def judge_group(rows: Sequence[Row], mode: str) -> None:
-    """Fill ``Result`` and ``Err_message`` of the rows (dicts of their cells) of one dump entry, in place."""
-    results, messages = judge_columns(_RowColumns(rows), [len(rows)], mode)
-    for row, result, message in zip(rows, results, messages):
-        row["Result"], row["Err_message"] = result, message
 
 
 _VERDICTS: dict[tuple[str, ...], tuple[str, str]] = {}

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pickle
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import case_dir, light_node, walk_view
@@ -18,11 +20,20 @@ from msprobe_dask.analysis.divergence import (
     ORIGIN,
     RECEIVED,
     Tolerance,
-    analyse,
+    analyse_nodes,
     from_tables,
     step_and_rank,
 )
-from msprobe_dask.analysis.flow import Comm, LightNode, Node, QuietRun, TensorError, tensor_error
+from msprobe_dask.analysis.flow import (
+    Comm,
+    LightNode,
+    Node,
+    QuietRun,
+    RowColumns,
+    TensorError,
+    column_nodes,
+    part_nodes,
+)
 from msprobe_dask.pipeline.compare import compare
 from msprobe_dask.table import CompareTable
 
@@ -32,6 +43,16 @@ from gen_divergence_dumps import CASES, write_case  # noqa: E402
 
 def _divergence(target: Path, golden: Path, tol: Tolerance | None = None):  # type: ignore[no-untyped-def]
     return from_tables(((r.label, r.table) for r in compare(target, golden)), tol)
+
+
+def _columns(rows: Sequence[Mapping[str, Any]]) -> RowColumns:
+    """Rows given as dicts of their cells (each with the same columns), column by column."""
+    names = {name for row in rows for name in row}
+    return RowColumns.of_columns(len(rows), {name: [row.get(name) for row in rows] for name in names})
+
+
+def _error(row: Mapping[str, Any], atol: float) -> float | None:
+    return _columns([row]).error(0, atol)
 
 
 def _sides(root: Path) -> tuple[Path, Path]:
@@ -60,7 +81,7 @@ def test_send_recv_names_the_sender(tmp_path: Path) -> None:
     found = _divergence(*_sides(tmp_path))
     first = found.first("", 3)
     assert first is not None and first.node == "Distributed.recv.0.forward" and first.received_from == 2
-    assert "(received from rank 2)" in first.describe()
+    assert "    spread: rank3 Distributed.recv.0.forward (received from rank 2)" in found.lines()
     assert [hop.rank for hop in found.path] == [2, 3, 0, 1]  # rank 3 by recv first, then the all_reduce
 
 
@@ -111,11 +132,11 @@ def test_near_zero_mean_is_no_error() -> None:
         "NPU max": 2.5, "NPU min": -1.9, "NPU mean": 0.0, "NPU l2norm": 11.0,
         "Bench max": 2.5, "Bench min": -1.9, "Bench mean": 3.7e-9, "Bench l2norm": 11.0,
     }  # fmt: skip
-    assert tensor_error(row, 1e-6) == 0.0
-    assert tensor_error(row, 0.0) == pytest.approx(3.7e-9 / 2.5)
-    assert tensor_error({**row, "NPU max": 3.75}, 1e-6) == pytest.approx((1.25 - 1e-6) / 2.5)
-    assert tensor_error({**row, "NPU max": "inf"}, 1e-6) == float("inf")
-    assert tensor_error({"NPU max": "N/A", "Bench max": 1.0}, 1e-6) is None
+    assert _error(row, 1e-6) == 0.0
+    assert _error(row, 0.0) == pytest.approx(3.7e-9 / 2.5)
+    assert _error({**row, "NPU max": 3.75}, 1e-6) == pytest.approx((1.25 - 1e-6) / 2.5)
+    assert _error({**row, "NPU max": "inf"}, 1e-6) == float("inf")
+    assert _error({"NPU max": "N/A", "Bench max": 1.0}, 1e-6) is None
 
 
 def test_tolerance_is_settable(tmp_path: Path) -> None:
@@ -158,7 +179,6 @@ def test_typed_api_and_summary_use_the_analysis() -> None:
 def test_batch_links_name_the_peers_when_the_table_knows_them(tmp_path: Path) -> None:
     """In memory a CompareTable holds each P2POp's op and peer: rank 3's batch received rank 2's isend
     tensors only. A csv read back does not: any two batches are linked, every tensor may be sent."""
-    from msprobe_dask.analysis.flow import rank_nodes
     from msprobe_dask.analysis.links import link
     from msprobe_dask.summary.divergence import rank_table_nodes
 
@@ -174,7 +194,7 @@ def test_batch_links_name_the_peers_when_the_table_knows_them(tmp_path: Path) ->
         for r in results
         for rank in [step_and_rank(r.label)[1]]
     }
-    read_back = {rank: rank_nodes(rows, rank, 1e-6) for rank, rows in bare.items()}
+    read_back = {rank: column_nodes(_columns(rows), rank, 1e-6) for rank, rows in bare.items()}
     batch = next(n for n in read_back[3] if n.name == "Distributed.batch_isend_irecv.0.forward")
     assert {s.rank for s in link(read_back).received[(3, batch.index)] if s.tensors} == {0, 1, 2}
 
@@ -504,11 +524,11 @@ _GROUP = st.sampled_from(["[0, 1, 2, 3]", "[3]", "[]", "N/A", 2.0, None])
     st.lists(st.tuples(_COMM_ROWS, *[_CELL] * 8, *[_DIFF] * 2, _GROUP, st.booleans()), max_size=10),
     st.sampled_from([0.0, 1e-6, 0.5]),
 )
-def test_communication_nodes_are_the_column_nodes_links_read(rows: list[tuple], atol: float) -> None:  # type: ignore[type-arg]
-    """flow.communication_nodes (what a table part sends for the links across ranks) are the
+def test_a_parts_communication_nodes_are_the_column_nodes_links_read(rows: list[tuple], atol: float) -> None:  # type: ignore[type-arg]
+    """A table part's communication nodes (what it sends for the links across ranks) are the
     communication nodes of column_nodes, with the same index, name, Comm and inputs, and no outputs or
     stack (which the links do not read)."""
-    from msprobe_dask.analysis.flow import READ_COLUMNS, RowColumns, column_nodes, communication_nodes
+    from msprobe_dask.analysis.flow import READ_COLUMNS
     from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
 
     rows = sorted(rows, key=lambda row: row[0][0])  # (a node's rows together)
@@ -522,7 +542,7 @@ def test_communication_nodes_are_the_column_nodes_links_read(rows: list[tuple], 
     md5_only = [row[12] and row[1] is None for row in rows]
     cells["NPU MD5"], cells["BENCH MD5"] = ["a"] * len(rows), ["a" if row[12] else "b" for row in rows]
     columns = RowColumns(cells, md5_only)
-    made = communication_nodes(columns, 2, atol)
+    made = part_nodes(columns, 2, atol, True).comms
     expected = [node for node in column_nodes(RowColumns(cells, md5_only), 2, atol) if node.comm is not None]
     assert repr(made) == repr([replace(n, outputs=(), stack=None) for n in expected])
     assert len({id(n.comm) for n in made}) == len({n.comm for n in made})
@@ -543,7 +563,7 @@ def test_a_nan_tensor_is_not_known_from_another_nan_tensor() -> None:
         row("Functional.add.0.forward.input.0", "nan", "nan", "5.0", "1.0", "nan", "nan", "1.0", "1.0"),
         row("Functional.add.0.forward.output.0", "2.0", "1.0", "1.5", "1.0", "2.0", "1.0", "1.5", "1.0"),
     ]
-    origin = analyse({"": {0: rows}}).origin
+    origin = analyse_nodes({"": {0: column_nodes(_columns(rows), 0, 1e-6)}}, Tolerance()).origin
     assert origin is not None and (origin.node, origin.kind) == ("Functional.add.0.forward", "origin")
 
 

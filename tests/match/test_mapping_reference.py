@@ -17,7 +17,7 @@ import pytest
 from conftest import case_dir, read_csv, reference_file
 
 from msprobe_dask.cli import main
-from msprobe_dask.judge.rules import MSG_DTYPE, MSG_REQUIRES_GRAD, judge_group
+from msprobe_dask.judge.rules import MSG_DTYPE, MSG_REQUIRES_GRAD, judge_columns
 from msprobe_dask.match.dtypes import same_dtype
 
 
@@ -37,8 +37,8 @@ def test_d4_judge_compares_normalised_dtypes() -> None:
         "Bench min": 1.0,
         "NormRelativeErr": "0",
     }
-    judge_group([row], "statistics")
-    assert MSG_DTYPE not in json.loads(row["Err_message"])
+    _, messages = judge_columns({column: [cell] for column, cell in row.items()}, [1], "statistics")
+    assert MSG_DTYPE not in json.loads(messages[0])
 
 
 def run(case: str, out: Path, *extra: str, target: str = "target", golden: str = "golden") -> Path:
