@@ -17,7 +17,7 @@ from types import FrameType
 from typing import Any
 
 from msprobe_dask import __version__
-from msprobe_dask.cli_args import examples_text
+from msprobe_dask.cli_args import add_debug, examples_text
 from msprobe_dask.errors import Terminated, UserError, WorkerLost
 from msprobe_dask.processes import direct_children, stop_children
 from msprobe_dask.writers.atomic import begin_run, remove_temporaries, stop_writing, withdraw_results
@@ -45,7 +45,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
+    add_debug(parser)
     subparsers = parser.add_subparsers(dest="command", required=True)
     named = next((a for a in argv or () if not a.startswith("-")), None)
     modules = [COMMAND_MODULES[named]] if named in COMMAND_MODULES else COMMAND_MODULES.values()

@@ -73,6 +73,10 @@ def add_run_options(p: argparse.ArgumentParser, quiet: bool = True) -> None:
             action="store_true",
             help="no progress and no summary: only errors and the result path",
         )
+    add_debug(p)
+
+
+def add_debug(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
 
 

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from msprobe_dask.cli_args import add_command
+from msprobe_dask.cli_args import add_command, add_debug
 from msprobe_dask.errors import ConfigError
 
 PLUGIN = "graph_ascend"
@@ -35,7 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--port", type=int, default=6006, metavar="PORT", help="port (default 6006; 0: a free one)"
     )
-    p.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
+    add_debug(p)
     p.set_defaults(run=run)
 
 

@@ -24,7 +24,7 @@ from msprobe_dask.dump.layouts import pair_dumps
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 from msprobe_dask.writers.atomic import atomic_path, prepare_output_dir
-from msprobe_dask.writers.result_files import result_name, result_path_line
+from msprobe_dask.writers.result_files import name_stamp, result_name, result_path_line
 
 DATA_INFO_COLUMNS = ("NPU max", "NPU min", "NPU mean", "NPU l2norm", "NPU MD5", "NPU P2POp peer")
 STACK_COLUMN = "NPU_Stack_Info"
@@ -108,7 +108,7 @@ def write_diff_analyze(args: argparse.Namespace, out: Path, run_options: RunOpti
         run=run_options,
         skip_missing_ranks=args.skip_missing_ranks,
     )
-    stamp = time.strftime("%Y%m%d%H%M%S")
+    stamp = name_stamp()
     by_step: dict[str, dict[int, Records]] = {}
     for label, source, records in results:
         sub, _, name = label.rpartition("/")

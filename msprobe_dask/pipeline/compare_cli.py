@@ -20,7 +20,7 @@ from msprobe_dask.summary.model import GroupSummary, RunSummary
 from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.summary.text import print_run_end, unreadable_line
 from msprobe_dask.writers.atomic import output_dir, track
-from msprobe_dask.writers.result_files import result_path, result_path_line, write_table
+from msprobe_dask.writers.result_files import name_stamp, result_path, result_path_line, write_table
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -147,7 +147,7 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
         data_mapping=args.data_mapping,
         layer_mapping=args.layer_mapping,
     )
-    stamp = time.strftime("%Y%m%d%H%M%S")
+    stamp = name_stamp()
     debug = Path(args.target_path).name == "debug.json" or (Path(args.target_path) / "debug.json").is_file()
     dumps = (args.target_path, args.golden_path)
     skip = args.skip_missing_ranks

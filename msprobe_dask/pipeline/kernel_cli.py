@@ -19,7 +19,7 @@ from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.summary.text import print_run_end
-from msprobe_dask.writers.result_files import result_path, result_path_line, write_table
+from msprobe_dask.writers.result_files import name_stamp, result_path, result_path_line, write_table
 
 
 def parse_ids(flag: str, text: str | None) -> list[int] | None:
@@ -41,7 +41,7 @@ def run_kernel_compare(args: argparse.Namespace, out: Path, run_options: RunOpti
     results = compare_kernels(
         args.target_path, args.golden_path, ranks=ranks, steps=steps, run=run_options, warn=_warn
     )
-    stamp = time.strftime("%Y%m%d%H%M%S")
+    stamp = name_stamp()
     summary, path_lines = RunSummary("compare"), []
     started = time.perf_counter()
     for result in results:

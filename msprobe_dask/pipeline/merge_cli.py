@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from msprobe_dask.cli_args import add_command, add_output, add_run_options
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
@@ -20,6 +19,7 @@ from msprobe_dask.writers.merge_result import (
     result_files,
     write_merge,
 )
+from msprobe_dask.writers.result_files import name_stamp
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         with computing(RunOptions(address=args.scheduler, workers=args.workers)) as compute:
             sheets = compute([dask.delayed(read_rank_sheet)(rank, path, config.apis) for rank, path in files])
         ranks, workbook = merge_sheets(sheets, config, warn=_warn)
-        name = f"multi_ranks_compare_merge_{time.strftime('%Y%m%d%H%M%S')}.xlsx"
+        name = f"multi_ranks_compare_merge_{name_stamp()}.xlsx"
         path = write_merge(out / name, ranks, workbook)
     print(f"The compare results of the multi-ranks are merged and saved in: {path}.")
     return 0

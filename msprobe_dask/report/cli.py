@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from msprobe_dask.analysis.divergence import Divergence
 from msprobe_dask.analysis.tolerance import Tolerance, add_tolerance_options
-from msprobe_dask.cli_args import add_command
+from msprobe_dask.cli_args import add_command, add_debug
 from msprobe_dask.errors import UserError
 from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.summary.divergence import analyse_tables, apply_divergence
 from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.writers.atomic import unused_name
+from msprobe_dask.writers.result_files import name_stamp
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -32,7 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("output_path", metavar="OUT", help="a compare's output folder")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the report's path")
-    p.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
+    add_debug(p)
     add_tolerance_options(p)
     p.set_defaults(run=run)
 
@@ -60,7 +60,7 @@ def write_run_report(
         apply_divergence(summary, found)
     title = title or f"msprobe-dask compare report: {target} against {golden}"
     data = report_data(labelled, summary, found, title=title, target=target, golden=golden)
-    return write_report(unused_name(out / f"report_{time.strftime('%Y%m%d%H%M%S')}.html"), data)
+    return write_report(unused_name(out / f"report_{name_stamp()}.html"), data)
 
 
 def report_of_dumps(args: argparse.Namespace, out: Path, run: RunOptions) -> Path | None:

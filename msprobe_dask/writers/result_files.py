@@ -3,11 +3,21 @@ line scripts parse, csv or xlsx. Used by compare, its kernel-dump and -da driver
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from msprobe_dask.errors import OutputError
-from msprobe_dask.table import CompareTable
 from msprobe_dask.writers.atomic import prepare_output_dir
+
+if TYPE_CHECKING:
+    from msprobe_dask.table import CompareTable
+
+
+def name_stamp() -> str:
+    """The time in a result's file name, as msProbe writes it (``compare_result_{stamp}.csv``,
+    ``report_{stamp}.html``, ``multi_ranks_compare_merge_{stamp}.xlsx``): local time to the second."""
+    return time.strftime("%Y%m%d%H%M%S")
 
 
 def result_name(label: str, suffix: str, stamp: str, debug: bool = False) -> str:
