@@ -42,7 +42,9 @@ COMM_KEYWORDS = (
 )
 P2P_SEND = ("send", "isend")
 P2P_RECV = ("recv", "irecv")
-_PEER_NAME = re.compile(r"\.(?:src|dst|group_src|group_dst)$")
+POINT_TO_POINT = (*P2P_SEND, *P2P_RECV, BATCH_P2P)  # the APIs whose peers are their arguments' ranks
+PEER_ARGUMENTS = ("src", "dst", "group_src", "group_dst")  # a communication op's arguments that name a rank
+_PEER_NAME = re.compile(rf"\.(?:{'|'.join(PEER_ARGUMENTS)})$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,7 @@ def peers_of(name: str, items: Sequence[Mapping[str, Any]], rank: int) -> frozen
     peers. Collectives: the ranks of their process group, None (the whole world) without one; their
     src/dst argument is a root, not a peer.
     """
-    point_to_point = api_of(name) in P2P_SEND + P2P_RECV + (BATCH_P2P,)
+    point_to_point = api_of(name) in POINT_TO_POINT
     peers: set[int] = set()
     group: set[int] | None = None
     for item in items:

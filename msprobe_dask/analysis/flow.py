@@ -25,7 +25,13 @@ from itertools import compress
 from operator import attrgetter, ne
 from typing import Any, TypeVar, cast
 
-from msprobe_dask.analysis.first_diff import COMM_PREFIXES, api_of, is_communication
+from msprobe_dask.analysis.first_diff import (
+    COMM_PREFIXES,
+    PEER_ARGUMENTS,
+    POINT_TO_POINT,
+    api_of,
+    is_communication,
+)
 from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
 from msprobe_dask.dump.markers import BATCH_P2P, PARAMETERS_GRAD, PROCESS_GROUP
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
@@ -235,7 +241,7 @@ def _comm_of(entry: str, rows: RowColumns, start: int, end: int, rank: int) -> C
         peer = _peer(p2p_peers[i])
         if peer is not None:
             peers.add(peer)
-        if str(names[i]).rsplit(".", 1)[-1] in ("src", "dst", "group_src", "group_dst"):
+        if str(names[i]).rsplit(".", 1)[-1] in PEER_ARGUMENTS:
             root = _peer(highs[i])
             if root is not None:
                 peers.add(root)
@@ -243,7 +249,7 @@ def _comm_of(entry: str, rows: RowColumns, start: int, end: int, rank: int) -> C
             group = _group_ranks(str(highs[i]))
     if api == BATCH_P2P and not peers:  # a csv read back does not hold the P2POp peers
         return Comm(api, None)
-    if api in ("send", "recv", "isend", "irecv", BATCH_P2P):
+    if api in POINT_TO_POINT:
         return Comm(api, frozenset(peers - {rank}))
     return Comm(api, None if group is None else frozenset(group - {rank}), root)
 

@@ -22,11 +22,10 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from msprobe_dask.analysis.first_diff import P2P_RECV, P2P_SEND
 from msprobe_dask.analysis.flow import Node, TensorError
 from msprobe_dask.dump.markers import BATCH_P2P
 
-SEND = ("send", "isend")
-RECEIVE = ("recv", "irecv")
 ROOT_SENDS = ("broadcast", "scatter")
 
 Key = tuple[int, int]  # (rank, node index)
@@ -116,11 +115,11 @@ def _groups(ranks: Mapping[int, Sequence[Node]]) -> tuple[list[tuple[Key, Key]],
                 for peer in peers:
                     base = ("batch", direction, frozenset((rank, peer)))
                     slots[(base, number(base, rank))].append(key)
-            elif comm.api in SEND + RECEIVE:
+            elif comm.api in P2P_SEND + P2P_RECV:
                 for peer in peers:
-                    sender, receiver = (rank, peer) if comm.api in SEND else (peer, rank)
-                    table = sends if comm.api in SEND else receives
-                    base = ("p2p", direction, sender, receiver, comm.api in SEND)
+                    sender, receiver = (rank, peer) if comm.api in P2P_SEND else (peer, rank)
+                    table = sends if comm.api in P2P_SEND else receives
+                    base = ("p2p", direction, sender, receiver, comm.api in P2P_SEND)
                     table[(direction, sender, receiver, number(base, rank))] = key
             else:
                 base = ("collective", comm.api, direction, frozenset(peers) | {rank})
