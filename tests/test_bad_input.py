@@ -1,4 +1,5 @@
-"""Bad input: one line naming the file and the problem, exit code 2, no traceback, nothing left behind."""
+"""Bad input (D8): one line naming the file and the problem, exit code 2, no traceback, nothing left
+behind."""
 
 from __future__ import annotations
 

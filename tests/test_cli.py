@@ -109,6 +109,7 @@ def test_tp_given_a_path_says_that_the_path_is_dash_tp(capsys: pytest.CaptureFix
 
 
 def test_graph_visualize_takes_a_dump_json_as_its_folder(tmp_path: Path) -> None:
+    """D31: a dump.json given to graph_visualize stands for the folder holding it."""
     data = case_dir("stat_mix")
 
     def rows(out: Path, target: Path, golden: Path) -> list[tuple]:

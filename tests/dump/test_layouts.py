@@ -133,6 +133,7 @@ def test_wrongly_named_file(tmp_path: Path) -> None:
 
 
 def test_mixed_rank_and_non_rank_folders(tmp_path: Path) -> None:
+    """D12: a step folder mixing rank folders with other dump folders is an error."""
     _rank(tmp_path / "rank0")
     _rank(tmp_path / "backup")
     with pytest.raises(DumpError, match="mixes rank folders with other dump folders: backup"):
@@ -161,6 +162,7 @@ def test_step_folder_without_ranks(tmp_path: Path) -> None:
 
 
 def test_rank_folder_without_dump_json(tmp_path: Path) -> None:
+    """D11: a rank folder without dump.json is named in an error (skipped with skip_missing)."""
     for side in ("t", "g"):
         _rank(tmp_path / side / "rank0")
         (tmp_path / side / "rank1").mkdir()

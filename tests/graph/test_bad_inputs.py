@@ -161,6 +161,7 @@ def test_a_bad_entry_that_no_node_holds(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_target_is_a_file_other_than_dump_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """D31: any file but a dump.json (or debug.json) is refused in one line."""
     out = tmp_path / "out"  # a dump.json stands for its folder (tests/test_cli.py), other files do not
     rc, err = _run(["-tp", str(DATA / "stat_mix" / "target" / "stack.json"), "-o", str(out)], capsys)
     _assert_refused(rc, err, out, "not a folder")

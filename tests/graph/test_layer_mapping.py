@@ -7,6 +7,8 @@ these tests pin the mapping itself, so a failure says which pair went wrong.
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,24 @@ def test_without_yaml_only_same_named_layers_pair(graphs: tuple[Graph, Graph]) -
     assert m["Cell.layers.0.act.GELU.forward.0"] == "Module.layers.0.act.GELU.forward.0"
     assert m["Functional.gelu.1.backward"] == "Functional.gelu.1.backward"
     assert m["MintFunctional.softmax.0.forward"] == "Functional.softmax.0.forward"
+
+
+def test_d19_stack_frames_play_no_part(graphs: tuple[Graph, Graph], tmp_path: Path) -> None:
+    """D19: with old-format (per-entry) stack.json files whose frames differ on the two sides (each
+    entry called from another framework function), the pairs are those of the grouped stack.json."""
+    sides = []
+    for side, caller in (("target", "_run_forward_pre_hook"), ("golden", "_call_impl")):
+        folder = shutil.copytree(CASE / side, tmp_path / side)
+        entries = json.loads((folder / "dump.json").read_text(encoding="utf-8"))["data"]
+        frames = {
+            name: [f"File /site-packages/framework.py, line {i}, in {caller}, \n x = f()"]
+            for i, name in enumerate(entries)
+        }
+        (folder / "stack.json").write_text(json.dumps(frames), encoding="utf-8")
+        sides.append(build_graph(GraphSource(str(folder))))
+        assert any(caller in "".join(node.stack) for node in sides[-1].nodes.values())  # (the frames read)
+    yaml = str(CASE / "layer_mapping.yaml")
+    assert layer_mapping(*sides, yaml) == layer_mapping(*graphs, yaml)
 
 
 @pytest.mark.parametrize(

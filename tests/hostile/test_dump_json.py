@@ -25,6 +25,7 @@ def bad_target(case: Case, text: str) -> Path:
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_nested_5000_levels(tmp_path: Path, command: str) -> None:
+    """D25: one line naming dump.json and the entry, exit 2."""
     case = new_case(tmp_path)
     target = bad_target(case, dump_text_with(f'{{"input_args": {nested(5000)}, "output": []}}'))
     outcome = run(case, command, target)
@@ -34,6 +35,7 @@ def test_nested_5000_levels(tmp_path: Path, command: str) -> None:
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_integer_of_5000_digits(tmp_path: Path, command: str) -> None:
+    """D25: one line naming dump.json and the entry, exit 2."""
     case = new_case(tmp_path)
     big = "7" * 5000
     body = f'{{"input_args": [{{"type": "int", "value": {big}}}], "input_kwargs": {{}}, "output": []}}'
@@ -43,6 +45,7 @@ def test_integer_of_5000_digits(tmp_path: Path, command: str) -> None:
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_entry_that_is_a_string(tmp_path: Path, command: str) -> None:
+    """D25: one line naming dump.json and the entry, exit 2."""
     case = new_case(tmp_path)
     target = write_dump(case.dumps / "target", edited({APIS[1]: "not an entry"}))
     check(run(case, command, target), 2, "dump.json", APIS[1])
@@ -50,6 +53,7 @@ def test_entry_that_is_a_string(tmp_path: Path, command: str) -> None:
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_input_args_that_is_a_mapping(tmp_path: Path, command: str) -> None:
+    """D26: refused, not compared as the arguments."""
     case = new_case(tmp_path)
     bad = {"input_args": {"0": {"type": "int", "value": 1}}, "input_kwargs": {}, "output": []}
     target = write_dump(case.dumps / "target", edited({APIS[1]: bad}))

@@ -52,7 +52,7 @@ def test_stack_lines_that_are_numbers(tmp_path: Path, command: str) -> None:
 
 
 def test_tensor_statistic_nested_500_levels(tmp_path: Path) -> None:
-    """A tensor's Max that is a list 500 levels deep (within the JSON parser's bound): compare wrote it
+    """D34: a tensor's Max that is a list 500 levels deep (within the JSON parser's bound): compare wrote it
     as its text but a table part's result could not be pickled (RecursionError, internal error)."""
     case = new_case(tmp_path)
     data = edited({})

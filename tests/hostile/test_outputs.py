@@ -57,7 +57,8 @@ RESULT_NAMES = {
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_existing_result_of_the_same_second_is_kept(tmp_path: Path, kind: str) -> None:
-    """Neither replaced nor changed (the reference replaces a csv or xlsx, and adds its rows to a vis.db)."""
+    """D30, D32: neither replaced nor changed (the reference replaces a csv or xlsx, and adds its rows
+    to a vis.db)."""
     case = new_case(tmp_path)
     case.out.mkdir()
     now = time.time()
@@ -76,6 +77,7 @@ def test_existing_result_of_the_same_second_is_kept(tmp_path: Path, kind: str) -
 @pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("umask, file_mode, folder_mode", [(0o022, 0o640, 0o750), (0o077, 0o600, 0o700)])
 def test_permissions(tmp_path: Path, kind: str, umask: int, file_mode: int, folder_mode: int) -> None:
+    """D30: results 0640, folders 0750, less under a stricter umask."""
     case = new_case(tmp_path)
     out = case.out / "deeper"
     outcome = _run(case, kind, out=out, umask=umask)
@@ -110,6 +112,7 @@ FORMULAS = [
 
 @pytest.mark.parametrize("kind", ["csv", "xlsx"])
 def test_formula_injection(tmp_path: Path, kind: str) -> None:
+    """D9, D29: a cell that a spreadsheet would run as a formula gets a leading ', a CR is written as \\r."""
     case = new_case(tmp_path)
     names = [f"{start}Functional.relu.{i}.forward" for i, start in enumerate(FORMULAS)]
     data = edited({})

@@ -156,6 +156,7 @@ def test_unreadable_tensor_is_an_error_node(tmp_path: Path, damage: str, workers
 
 @pytest.mark.parametrize("command", ["compare", "graph_visualize"])
 def test_tensor_folder_that_is_a_symlink_out_of_the_dump(tmp_path: Path, command: str) -> None:
+    """D28: refused, exit 2."""
     case = new_case(tmp_path)
     target = write_dump(case.dumps / "target", task="tensor")
     golden = write_dump(case.dumps / "golden", task="tensor")

@@ -124,7 +124,7 @@ def test_one_step_in_two_formats(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_statistic_csv_without_its_header_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Read as a header, a data line leaves every statistic empty: refused rather than all-NaN rows."""
+    """D21: read as a header, a data line leaves every statistic empty: refused rather than all-NaN rows."""
     target, golden = two_steps(tmp_path, LINE * 2)
     assert run(tmp_path / "out", target, golden) == 2
     assert_refused(capsys, tmp_path / "out", "statistic.csv", "line 1 is not a header")
@@ -134,6 +134,7 @@ def test_statistic_csv_without_its_header_line(tmp_path: Path, capsys: pytest.Ca
 def test_file_symlinked_out_of_the_dump_is_refused(
     kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """D20: a kernel dump's file that is a symlink out of the dump is refused."""
     if kind == "npy":
         target, golden, bad = _npy_trees(tmp_path / "dumps")
     else:
