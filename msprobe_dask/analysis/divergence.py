@@ -25,17 +25,9 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, cast
 
-from msprobe_dask.analysis.flow import (
-    READ_COLUMNS,
-    LightNode,
-    Node,
-    QuietRun,
-    RowColumns,
-    Signature,
-    TensorError,
-    column_nodes,
-)
+from msprobe_dask.analysis.flow import LightNode, Node, QuietRun, Signature, TensorError, column_nodes
 from msprobe_dask.analysis.links import Links, Sent, link
+from msprobe_dask.analysis.row_errors import READ_COLUMNS, RowColumns
 from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.dump.markers import PARAMETERS_GRAD
 

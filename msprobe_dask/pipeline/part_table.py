@@ -42,7 +42,7 @@ in threads side by side)."""
 @cache
 def read_columns() -> frozenset[str]:
     """The columns the summary and the divergence analysis's nodes read."""
-    from msprobe_dask.analysis.flow import READ_COLUMNS  # (imported where a summary is asked for)
+    from msprobe_dask.analysis.row_errors import READ_COLUMNS  # (imported where a summary is asked for)
 
     return frozenset((*READ_COLUMNS, *SUMMARY_COLUMNS))
 

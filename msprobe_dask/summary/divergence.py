@@ -31,11 +31,11 @@ from msprobe_dask.analysis.flow import (
     LightNode,
     Node,
     QuietRun,
-    RowColumns,
     column_nodes,
     part_nodes,
     walk_nodes,
 )
+from msprobe_dask.analysis.row_errors import RowColumns
 from msprobe_dask.columns import STAT_COLUMNS
 from msprobe_dask.summary.model import NodeRef, RunSummary
 

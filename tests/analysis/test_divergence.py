@@ -24,16 +24,8 @@ from msprobe_dask.analysis.divergence import (
     from_tables,
     step_and_rank,
 )
-from msprobe_dask.analysis.flow import (
-    Comm,
-    LightNode,
-    Node,
-    QuietRun,
-    RowColumns,
-    TensorError,
-    column_nodes,
-    part_nodes,
-)
+from msprobe_dask.analysis.flow import Comm, LightNode, Node, QuietRun, TensorError, column_nodes, part_nodes
+from msprobe_dask.analysis.row_errors import READ_COLUMNS, RowColumns
 from msprobe_dask.pipeline.compare import compare
 from msprobe_dask.table import CompareTable
 
@@ -362,7 +354,6 @@ _DIFF = st.sampled_from([None, 0.0, "0", 0.5, float("nan")])  # MaxAbsErr, EucDi
 def test_rows_exceed_rtol_where_a_rows_error_does(rows: list[tuple], atol: float, rtol: float) -> None:  # type: ignore[type-arg]
     """RowColumns.exceeds (which passes over rows whose two sides' statistics are the same cells) is
     whether any row's error exceeds rtol."""
-    from msprobe_dask.analysis.flow import READ_COLUMNS, RowColumns
     from msprobe_dask.columns import STAT_COLUMNS
 
     stats = (*STAT_COLUMNS, "MaxAbsErr", "EucDist")
@@ -419,7 +410,7 @@ def test_walk_nodes_make_light_nodes_as_the_walk_reads_nodes(
     node iter_column_nodes makes, read as the walk reads it: conftest.light_node), or a run of them whose
     errors are all 0.0 or none as a QuietRun: the walk reads the same (conftest.walk_view); any other
     node is that node (a communication node too, which here received something from a peer)."""
-    from msprobe_dask.analysis.flow import READ_COLUMNS, RowColumns, iter_column_nodes, walk_nodes
+    from msprobe_dask.analysis.flow import iter_column_nodes, walk_nodes
     from msprobe_dask.columns import STAT_COLUMNS
 
     rows = sorted(rows, key=lambda row: row[0])  # (a node's rows together)
@@ -456,7 +447,7 @@ def test_a_part_that_is_one_quiet_run_is_walked_without_its_rows(
     do."""
     from types import SimpleNamespace
 
-    from msprobe_dask.analysis.flow import READ_COLUMNS, RowColumns, entry_and_state, walk_nodes
+    from msprobe_dask.analysis.flow import entry_and_state, walk_nodes
     from msprobe_dask.columns import STAT_COLUMNS
     from msprobe_dask.summary.divergence import node_part
 
@@ -528,7 +519,6 @@ def test_a_parts_communication_nodes_are_the_column_nodes_links_read(rows: list[
     """A table part's communication nodes (what it sends for the links across ranks) are the
     communication nodes of column_nodes, with the same index, name, Comm and inputs, and no outputs or
     stack (which the links do not read)."""
-    from msprobe_dask.analysis.flow import READ_COLUMNS
     from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
 
     rows = sorted(rows, key=lambda row: row[0][0])  # (a node's rows together)
