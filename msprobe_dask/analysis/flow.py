@@ -76,7 +76,6 @@ class TensorError:
     """One input or output of a node: its row name, error and (for matching producers) NPU max/min."""
 
     name: str
-    role: str  # input | parameters | output | parameters_grad
     error: float
     signature: Signature | None  # an earlier node's tensor with the same one is this tensor
     sent_to: int | None = None  # a P2POp isend's peer
@@ -359,7 +358,7 @@ def _node(
             continue
         sent_to = _peer(peers[i]) if op == "isend" else None
         high, low = (extremes[0][i], extremes[1][i]) if extremes else numbers[:2]  # type: ignore[index]
-        tensor = TensorError(name, state, error, _signature(high, low, md5s[i]), sent_to)
+        tensor = TensorError(name, error, _signature(high, low, md5s[i]), sent_to)
         (inputs if is_input else outputs).append(tensor)
     stacks = cells[STACK_COLUMN]
     stack = next((stacks[i] for i in range(start, end) if stacks[i]), None) if whole else None

@@ -259,10 +259,8 @@ def test_random_nodes_walked_part_by_part_give_the_whole_walks_answer() -> None:
     pool = [(float(i), -float(i)) for i in range(25)]
     errors = (0.0,) * 12 + (0.05, 0.09) * 3 + (0.2, 1.0)  # few over rtol: the walks go far
 
-    def tensors(role: str, n: int) -> tuple[TensorError, ...]:
-        return tuple(
-            TensorError(f"t{rng.random()}", role, rng.choice(errors), rng.choice(pool)) for _ in range(n)
-        )
+    def tensors(n: int) -> tuple[TensorError, ...]:
+        return tuple(TensorError(f"t{rng.random()}", rng.choice(errors), rng.choice(pool)) for _ in range(n))
 
     def rank_nodes(rank: int, count: int, reduces: set[int]) -> list[Node]:
         nodes: list[Node] = []
@@ -276,8 +274,8 @@ def test_random_nodes_walked_part_by_part_give_the_whole_walks_answer() -> None:
                 name, comm = rng.choice([n.name for n in nodes]).replace(".forward", ".backward"), None
             else:
                 name, comm = f"Module.m.{i}.parameters_grad", None
-            inputs = () if "parameters_grad" in name else tensors("input", rng.randint(0, 3))
-            nodes.append(Node(rank, i, name, inputs, tensors("output", rng.randint(0, 2)), [f"s{i}"], comm))
+            inputs = () if "parameters_grad" in name else tensors(rng.randint(0, 3))
+            nodes.append(Node(rank, i, name, inputs, tensors(rng.randint(0, 2)), [f"s{i}"], comm))
         return nodes
 
     for trial in range(80):
@@ -329,12 +327,12 @@ class _Nodes:
 
 def test_nodes_pickle_flat_and_come_back_equal() -> None:
     """Nodes travel pickled (summary.divergence.NodePart) as their class and fields' values."""
-    sent = TensorError("Distributed.isend.0.forward.input.0", "input", 0.5, (1.0, -1.0), sent_to=3)
+    sent = TensorError("Distributed.isend.0.forward.input.0", 0.5, (1.0, -1.0), sent_to=3)
     node = Node(
         1, 7, "Distributed.isend.0.forward", (sent,), (), ["File a.py, line 3"], Comm("isend", frozenset({3}))
     )
     assert pickle.loads(pickle.dumps(node, pickle.HIGHEST_PROTOCOL)) == node
-    assert TensorError.__reduce__(sent) == (TensorError, (sent.name, "input", 0.5, (1.0, -1.0), 3))
+    assert TensorError.__reduce__(sent) == (TensorError, (sent.name, 0.5, (1.0, -1.0), 3))
 
 
 _CELL = st.sampled_from(
