@@ -19,7 +19,7 @@ RED, YELLOW = "red", "yellow"
 
 @dataclass(frozen=True)
 class HighlightLimits:
-    """The numbers of the highlight rules (compare.md §5, the reasons below say them)."""
+    """The numbers of the highlight rules (compare.md §5; the reasons below are written from them)."""
 
     huge_error: float = 1e10  # red: a max error above this
     magnitude: float = 1.0  # yellow: output max error >= 10x an input's, both above this (10x: log10 >= 1)
@@ -34,16 +34,34 @@ class HighlightLimits:
 
 LIMITS = HighlightLimits()
 
+
+def _said(limit: float) -> str:
+    """A limit as the reasons write it: 1e10, 1, 0.9."""
+    return f"{limit:g}".replace("e+", "e")
+
+
 REASON_NAN_INF = "highlight red: NPU max or min is nan/inf/-inf."
-REASON_HUGE = "highlight red: the absolute error is above 1e10."
+REASON_HUGE = f"highlight red: the absolute error is above {_said(LIMITS.huge_error)}."
 REASON_GRAD = "highlight yellow: requires_grad of NPU and Bench differ."
-REASON_MAGNITUDE = "highlight yellow: the output's max error is 10 times or more that of an input above 1."
-REASON_RATIO_DROP = "highlight red: an input's One Thousandth Err Ratio > 0.9 while the output's < 0.6."
-REASON_RATIO_FALL = "highlight yellow: One Thousandth Err Ratio falls by more than 0.1 from input to output."
-REASON_COSINE_FALL = "highlight yellow: Cosine falls by more than 0.1 from input to output."
-REASON_REL_RED = "highlight red: the output's MaxRelativeErr is above 0.5."
+REASON_MAGNITUDE = (
+    "highlight yellow: the output's max error is 10 times or more that of an input above "
+    f"{_said(LIMITS.magnitude)}."
+)
+REASON_RATIO_DROP = (
+    f"highlight red: an input's One Thousandth Err Ratio > {_said(LIMITS.ratio_input)} while the output's "
+    f"< {_said(LIMITS.ratio_output)}."
+)
+REASON_RATIO_FALL = (
+    f"highlight yellow: One Thousandth Err Ratio falls by more than {_said(LIMITS.ratio_fall)} from input "
+    "to output."
+)
+REASON_COSINE_FALL = (
+    f"highlight yellow: Cosine falls by more than {_said(LIMITS.cosine_fall)} from input to output."
+)
+REASON_REL_RED = f"highlight red: the output's MaxRelativeErr is above {_said(LIMITS.rel_red)}."
 REASON_REL_YELLOW = (
-    "highlight yellow: the output's MaxRelativeErr is above 0.1 while an input's is below 0.01."
+    f"highlight yellow: the output's MaxRelativeErr is above {_said(LIMITS.rel_yellow_output)} while an "
+    f"input's is below {_said(LIMITS.rel_yellow_input)}."
 )
 
 
