@@ -16,7 +16,7 @@ from dataclasses import asdict
 from typing import Any
 
 from msprobe_dask.analysis.divergence import Divergence, Finding, step_and_rank, step_key
-from msprobe_dask.columns import STAT_COLUMNS
+from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 from msprobe_dask.summary.cells import as_float
 from msprobe_dask.summary.model import RunSummary
@@ -85,7 +85,7 @@ def _top(labelled: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
         if metric is None:
             continue
         at, name_at = columns.index(metric), columns.index("NPU Name")
-        stack_at = columns.index("NPU_Stack_Info") if "NPU_Stack_Info" in columns else None
+        stack_at = columns.index(STACK_COLUMN) if STACK_COLUMN in columns else None
         stacks: dict[str, str] = {}
         for row, entry in zip(table.rows, table.entries):
             if stack_at is not None and entry not in stacks:

@@ -19,6 +19,7 @@ from itertools import compress, repeat
 from operator import ne
 from typing import Any
 
+from msprobe_dask.columns import STACK_COLUMN
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 from msprobe_dask.judge.rules import ERROR, PASS
 from msprobe_dask.summary.cells import as_floats, is_number
@@ -74,7 +75,7 @@ def _rank_metric(columns: Sequence[str]) -> RankMetric | None:
     return next((m for m in RANK_METRICS if m.column in columns), None)
 
 
-SUMMARY_COLUMNS = {"NPU Name", "Err_message", "NPU_Stack_Info", "Result", KERNEL_VERDICT, *METRIC_OF_COLUMN}
+SUMMARY_COLUMNS = {"NPU Name", "Err_message", STACK_COLUMN, "Result", KERNEL_VERDICT, *METRIC_OF_COLUMN}
 """The columns the summary reads."""
 
 
@@ -104,7 +105,7 @@ def summarise_columns(
     group = GroupSummary(label=label, unit="rows")
     kinds = kinds if kinds is not None else KindCounter()
     names = cells["NPU Name"]
-    stacks = cells["NPU_Stack_Info"] if "NPU_Stack_Info" in columns else None
+    stacks = cells[STACK_COLUMN] if STACK_COLUMN in columns else None
     metric = _rank_metric(columns)
     row_entries = [*entries[:count], *map(str, range(len(entries), count))]
     results = _results(columns, cells, count)

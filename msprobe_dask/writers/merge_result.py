@@ -24,6 +24,7 @@ from msprobe_dask.columns import (
     BASE_COLUMNS,
     DIFF_COLUMNS,
     MD5_COLUMNS,
+    STACK_COLUMN,
     STAT_COLUMNS,
     TAIL_COLUMNS,
     TENSOR_COLUMNS,
@@ -141,7 +142,7 @@ def read_rank_sheet(rank: int, path: Path, apis: Sequence[str]) -> RankSheet:
     if not rows:
         raise DumpError(path, "is empty")
     header = [str(h) for h in rows[0]]
-    stacked = header[-1] == "NPU_Stack_Info"
+    stacked = header[-1] == STACK_COLUMN
     core = header[:-1] if stacked else header
     mode = next((m for m, columns in MODE_HEADERS.items() if core == columns), "")
     body = [r + [None] * (len(header) - len(r)) for r in rows[1:]]
