@@ -1,4 +1,4 @@
-"""Stopping what a run started: every child process (dask workers, their nannies, forked helpers)
+"""Stopping what a run started: every child process (dask workers, forked helpers)
 this process started during the run, when the run ends early (a signal, an error), so that nothing is
 left running. Children it had before the run (a caller's own cluster) are spared."""
 
@@ -64,37 +64,6 @@ def forking_workers() -> Iterator[None]:
         yield
     finally:
         _Forks.workers = False
-
-
-def _start_resource_tracker() -> None:
-    """multiprocessing's resource tracker, started now (started later by a thread of starting_cluster_workers'
-    block, it would unblock the signals in that thread) and without stderr: it removes the semaphores
-    of the workers' queues when this process is gone, and after a run stopped by a signal (which leaves
-    without cleaning up) it would report each as leaked after the run's one line."""
-    from multiprocessing import resource_tracker
-
-    stderr, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)  # it inherits this process's file descriptor 2 as its stderr
-        resource_tracker.ensure_running()
-    finally:
-        os.dup2(stderr, 2)
-        os.close(stderr)
-        os.close(devnull)
-
-
-@contextlib.contextmanager
-def starting_cluster_workers() -> Iterator[None]:
-    """Processes started in this block (spawned or forked), or later by threads started in it (a
-    LocalCluster's nannies), never receive SIGINT or SIGTERM: they are blocked in this thread meanwhile,
-    and threads and their child processes inherit that (this process closes them, or stop_children kills
-    them). A signal that comes meanwhile is taken at the end of the block."""
-    _start_resource_tracker()
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def direct_children() -> set[int]:

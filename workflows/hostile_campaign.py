@@ -1230,7 +1230,7 @@ def main() -> int:
         "--big",
         type=Path,
         help="also the cases of a big rank (its target/ and golden/ folders, e.g. 50,050 entries a side: the"
-        " worker processes, spool files and hash partitions of compare, graph_visualize's LocalCluster)",
+        " worker processes, spool files and hash partitions of compare, graph_visualize's held graphs)",
     )
     parser.add_argument(
         "--scheduler", default="", help="also the cases on this running dask scheduler (tcp://HOST:PORT)"

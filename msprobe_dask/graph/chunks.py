@@ -102,13 +102,9 @@ class Prepared:
         return [GraphHead(s, g.step, g.rank, g.micro_steps) for g, s in zip(self.graphs, self.sources)]
 
     def release(self) -> None:
-        """Let the graphs go once every chunk task is done: their nodes refer to each other (parent and
-        children), and the collector seldom runs or has frozen them (graph/gcpause.py), so the links
-        are cut here and the nodes freed as soon as nothing else refers to them."""
+        """Let the graphs go once every chunk task is done (let_go)."""
         with self._lock:
-            for g in self.graphs:
-                for node in g.nodes.values():
-                    node.parent, node.children = None, []
+            let_go(self.graphs)
             self.graphs, self._orders = (), None
 
     def row_counts(self) -> list[tuple[int, int]]:
@@ -125,27 +121,17 @@ class Prepared:
         return self._orders
 
 
+def let_go(graphs: Sequence[Graph]) -> None:
+    """The graphs' nodes freed as soon as nothing else refers to them: the links between them (parent
+    and children) cut, for the collector seldom runs or has frozen them (graph/gcpause.py)."""
+    for g in graphs:
+        for node in g.nodes.values():
+            node.parent, node.children = None, []
+
+
 def _order(g: Graph) -> tuple[list[Node], StackIds, list[Node]]:
     nodes = g.sorted_nodes()
     return nodes, number_stacks(nodes), list(g.nodes.values())
-
-
-class OwnOrder:
-    """A graph and its sorted_nodes(), stack numbers and nodes (Prepared.orders), made by a task of its
-    own in the process that built the graph while the pair's other graph is on its way there
-    (graph/api.py), for the pair prepared in that process (prepare_compare's ``own``). Pickled, it is
-    its graph (the order is made again where it is loaded)."""
-
-    __slots__ = ("graph", "order")
-
-    def __init__(self, graph: Graph) -> None:
-        self.graph, self.order = graph, _order(graph)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return OwnOrder, (self.graph,)
-
-    def of(self, g: Graph) -> tuple[list[Node], StackIds, list[Node]]:
-        return self.order if self.graph is g else _order(g)
 
 
 def _in_collection(node: Node, root: Node) -> bool:
@@ -192,10 +178,9 @@ def prepare_compare(
     sources: tuple[str, str],
     overflow: bool = False,
     n: int = 1,
-    own: OwnOrder | None = None,
 ) -> Prepared:
     """compare_graphs' work after matching (``pairs``), then graph_rows of both sides, cut into at
-    most ``n`` chunks (``own``: the order of one of the graphs, made already).
+    most ``n`` chunks.
 
     A chunk compares a run of NPU nodes and also makes the rows of their Bench partners, whose items
     it has just parsed (another chunk would parse them again); the Bench nodes nobody is matched to
@@ -203,8 +188,6 @@ def prepare_compare(
     Not for tensor mode (tensors would be measured out of the reference's order) nor for merged
     graphs (nodes that share items must all be compared before any row is made)."""
     p = Prepared((npu, bench), sources, mode, overflow, [])
-    if own is not None:
-        p._orders = [own.of(g) for g in p.graphs]
     (npu_nodes, _, _), (bench_nodes, _, bench_all) = p.orders()
     # (nodes are keys by identity: Node is a dataclass without eq)
     position = {b: i for i, b in enumerate(bench_nodes)}

@@ -10,11 +10,11 @@ merge task per side before the finish); both import them from here, below both.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.graph.build import build_graph
-from msprobe_dask.graph.chunks import OwnOrder, Prepared, prepare_build, prepare_compare, rows_here
+from msprobe_dask.graph.chunks import Prepared, join, prepare_build, prepare_compare, rows_here
 from msprobe_dask.graph.compare import (
     CONFIG_TASK,
     compare_graphs,
@@ -29,7 +29,7 @@ from msprobe_dask.graph.micro_steps import assign_micro_steps
 from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.node_items import parse_all_items
 from msprobe_dask.graph.overflow import check_overflow
-from msprobe_dask.graph.rows import GraphRows, config_row, graph_rows
+from msprobe_dask.graph.rows import GraphHead, GraphRows, config_row, graph_rows
 from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.summary.nodes import stack_line
 
@@ -73,11 +73,10 @@ def prepare_compare_task(
     where: str,
     n: int = 1,
     whole: bool = True,
-    own: OwnOrder | None = None,
 ) -> Prepared:
     """``whole=False``: another task makes the rows of a pair compared whole (tensor mode, merged
-    graphs): this one then has no rows to make (a replica of the Prepared, graph/api.py). ``own``: see
-    chunks.prepare_compare."""
+    graphs): this one then has no rows to make (the pair prepared again in another worker process for
+    its chunk tasks, graph/held.py)."""
     rare_collections_from_now()
     mode = compare_mode(npu, bench, where)
     if npu.framework != bench.framework and not opts.layer_mapping:
@@ -99,7 +98,7 @@ def prepare_compare_task(
     if measure is None and not opts.merge:
         pairs = match_pairs(npu, bench, opts.fuzzy_match, mapping)
         assign_micro_steps(npu, bench)
-        return prepare_compare(npu, bench, pairs, mode, sources, opts.overflow_check, n, own)
+        return prepare_compare(npu, bench, pairs, mode, sources, opts.overflow_check, n)
     if not whole:
         return Prepared((), sources, mode, opts.overflow_check, [], [])
     parse_all_items(npu)
@@ -116,7 +115,37 @@ def prepare_compare_task(
     return Prepared((npu, bench), sources, mode, opts.overflow_check, [], done)
 
 
+def prepare_task(
+    opts: Options, where: str, n: int, whole: bool, npu: Graph, bench: Graph | None = None
+) -> Prepared:
+    """The graph (a build) or the pair (a compare) prepared for ``n`` chunk tasks (``whole``: see
+    prepare_compare_task)."""
+    if bench is None:
+        return prepare_build_task(npu, opts, n)
+    return prepare_compare_task(npu, bench, opts, where, n, whole)
+
+
+class Summary(NamedTuple):
+    """What joining a (step, rank)'s chunks and placing its rows in the vis.db need of its Prepared
+    (small: made where the Prepared is)."""
+
+    heads: list[GraphHead]
+    done: list[GraphRows] | None
+    mode: str
+    counts: list[tuple[int, int]]  # each graph's tb_nodes and tb_stack rows
+
+
+def summary_of(p: Prepared) -> Summary:
+    return Summary(p.heads(), p.done, p.mode, p.row_counts())
+
+
 Part = tuple[list[GraphRows], str, int]  # a (step, rank)'s rows of each graph, compare mode, micro steps
+
+
+def joined(summary: Summary, *results: Any) -> Part:
+    """The (step, rank)'s Part from its chunk tasks' results (in chunk order)."""
+    heads, done, mode, _ = summary
+    return (done if done is not None else join(heads, list(results))), mode, heads[0].micro_steps
 
 
 def _finish(p: Prepared) -> Part:

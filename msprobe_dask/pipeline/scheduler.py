@@ -2,18 +2,18 @@
 
 =========================  ===============================================================================
 ``--scheduler ADDRESS``    that running dask cluster (a distributed ``Client``; its dashboard link is shown)
-``--workers N``            dask's local processes scheduler with N worker processes (a LocalCluster of N
-                           workers for a graph whose big results many tasks read: ``big_shared_results``)
+``--workers N``            dask's local processes scheduler with N worker processes
 no flag, big input         the same, one worker process per CPU (``LOCAL_PROCESSES_FROM_BYTES``; for a
-                           LocalCluster from ``LOCAL_CLUSTER_FROM_BYTES`` to ``LOCAL_CLUSTER_TO_BYTES``)
-no flag, small input       dask's threaded scheduler, in this process (for a LocalCluster's graph: also
-                           one too big for its memory)
+                           graph that holds big graphs in each worker process, ``holds_graphs``: from
+                           ``GRAPH_PROCESSES_FROM_BYTES`` to ``GRAPH_PROCESSES_TO_BYTES``)
+no flag, small input       dask's threaded scheduler, in this process (for a graph that holds big graphs:
+                           also one too big for the workers' memory)
 =========================  ===============================================================================
 
-Local worker processes are dask's processes scheduler rather than a ``LocalCluster``: its results
-come back to this process as the cluster's do, with no scheduler between. On Linux the processes of
-both are forked (they start with this process's modules imported): a LocalCluster of two workers then
-starts in 0.3-0.8 s of wall time, not the 3.0-3.5 s of spawned ones (``LOCAL_CLUSTER_START``).
+Local worker processes are dask's processes scheduler: no distributed import, no event loop in the
+workers; each task's inputs are pickled from this process into a worker and its result back, so the
+graphs that send big results to many tasks leave them in spool files instead (``shares_results``). On
+Linux the workers are forked (they start with this process's modules imported).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from msprobe_dask.errors import ClusterError, ConfigError, Terminated, WorkerLost
-from msprobe_dask.processes import direct_children, forking_workers, starting_cluster_workers, stop_children
+from msprobe_dask.processes import direct_children, forking_workers, stop_children
 
 if TYPE_CHECKING:  # (stages imports dask: only when a run shows progress)
     from msprobe_dask.pipeline.stages import StageLog
@@ -40,45 +40,14 @@ LOCAL_PROCESSES_FROM_BYTES = 24 << 20
 rank) run on local worker processes, smaller ones in this process: below it, starting the processes
 and sending the results back costs more than the second CPU gives."""
 
-LOCAL_CLUSTER_FROM_BYTES = 64 << 20
-LOCAL_CLUSTER_TO_BYTES = 256 << 20
-"""The same for a graph whose big results many tasks read (``big_shared_results``: graph_visualize),
-which runs on a LocalCluster: from LOCAL_CLUSTER_FROM_BYTES up to LOCAL_CLUSTER_TO_BYTES. Its worker
-processes take about 1.5 times the CPU of a run in this process (their start; each worker's replica of
-the rank's graphs), and twice its memory: on 2 CPUs at rest one rank of 50,000 entries (88 MB) ran in
-3.2 s against 3.7 s in this process, and held 530 MiB against 280 MiB. Above LOCAL_CLUSTER_TO_BYTES the
-run stays in this process, so that a big rank stays in its memory (one of 1,000,000 entries: 1.4 GB;
-twice that on the LocalCluster); below LOCAL_CLUSTER_FROM_BYTES, starting the workers costs more than
-the second CPU gives."""
-
-LOCAL_CLUSTER_SCHEDULER = {
-    "distributed.scheduler.work-stealing": False,
-    "distributed.scheduler.rootish-taskgroup": 0,
-}
-"""The LocalCluster's scheduler runs each task where its inputs are: a task waiting for its worker is
-not moved to an idle one (work stealing), nor is a task of a large group with few inputs (root-ish:
-placed on any free worker, as if it had none), for the worker would first fetch them: a chunk task of
-graph_visualize reads its rank's prepared graphs, about twice the size of dump.json, and each worker
-makes its share of the chunks from its own replica of them (graph/api.py: Plan.replicas)."""
-
-LOCAL_CLUSTER_START = "fork" if sys.platform == "linux" else "spawn"
-"""How a LocalCluster's worker processes start (distributed.worker.multiprocessing-method): forked on
-Linux, with this process's modules already imported, rather than spawned (a fresh interpreter that
-imports distributed and the project again). Measured for two workers on 2 CPUs under load (7-8):
-started in 0.3-0.8 s of wall time and 0.2 s of the workers' CPU, against 3.9-5.4 s and 2.4-2.5 s
-spawned. Elsewhere fork is unsafe with threads (macOS) or absent (Windows)."""
-
-LOCAL_CLUSTER_QUIET = {
-    "distributed.worker.profile.enabled": False,
-    "distributed.admin.tick.interval": "1s",
-    "distributed.admin.system-monitor.interval": "2s",
-}
-"""What the LocalCluster's processes do besides running tasks, cut to what a run without a dashboard
-needs: no statistical profile of the tasks (a sample of the running thread's stack every 10 ms, for
-the dashboard), and the event loops' health checks and the system monitor's samples (every 20 ms and
-500 ms, for logs and the dashboard) once a second or two. Measured with two idle workers on 2 CPUs
-(load 3.5-4.5): 0.20 s of CPU a second of wall time for the three processes, against 0.10 s (a run of
-one rank of 50,000 entries, about 10 s, spent the difference)."""
+GRAPH_PROCESSES_FROM_BYTES = 64 << 20
+GRAPH_PROCESSES_TO_BYTES = 256 << 20
+"""The same for a graph whose worker processes each hold big graphs (``holds_graphs``: graph_visualize,
+each worker with the rank's two graphs), which runs on local worker processes from
+GRAPH_PROCESSES_FROM_BYTES up to GRAPH_PROCESSES_TO_BYTES. Above, the run stays in this process, so that
+a big rank stays in its memory (one of 1,000,000 entries: 1.4 GB in this process, about as much again in
+each worker); below, starting the workers and sharing the graphs costs more than the second CPU
+gives (docs/performance.md, section 5)."""
 
 SIGNAL_SPREAD_SECONDS = 0.5
 """How long a run whose worker process died waits for a signal to the process group that may have
@@ -103,11 +72,9 @@ class RunOptions:
     on_progress: Callable[[float], None] | None = None
     stage_log: StageLog | None = None  # the command's stage lines (pipeline/stages.py)
     input_bytes: int = 0  # size of the input (0: unknown, run in this process unless told otherwise)
-    # the graph's results are big and read by many tasks (graph_visualize's prepared graphs): local
-    # worker processes then form a LocalCluster, which keeps each result on the worker that made it
-    # (dask's processes scheduler would pickle it through this process into every task that reads it:
-    # 3x the time and 4 GB for a 100,000-node compare)
-    big_shared_results: bool = False
+    # each worker process holds big graphs (graph_visualize: a rank's two graphs, about twice its
+    # dump.json): local worker processes only for GRAPH_PROCESSES_FROM_BYTES to GRAPH_PROCESSES_TO_BYTES
+    holds_graphs: bool = False
 
     @property
     def sized_by_input(self) -> bool:
@@ -121,8 +88,8 @@ class RunOptions:
         if not self.sized_by_input:
             return 0 if self.address else self.workers
         cpus = _cpus()
-        if self.big_shared_results:
-            big = cpus > 1 and LOCAL_CLUSTER_FROM_BYTES <= self.input_bytes < LOCAL_CLUSTER_TO_BYTES
+        if self.holds_graphs:
+            big = cpus > 1 and GRAPH_PROCESSES_FROM_BYTES <= self.input_bytes < GRAPH_PROCESSES_TO_BYTES
         else:
             big = cpus > 1 and self.input_bytes >= LOCAL_PROCESSES_FROM_BYTES
         return cpus if big else 0
@@ -132,10 +99,10 @@ class RunOptions:
         """Whether the tasks that read a task's result get it without its being pickled again for each
         of them: true of threads of this process and of a cluster's workers, which keep a result where
         it was made and send it once to each worker that needs it; false of the local worker
-        processes (dask's processes scheduler pickles each task's inputs into it). graph_visualize
-        cuts a graph's rows into many tasks that all read the graph only where it is shared
-        (graph/api.py)."""
-        return not self.local_processes or self.big_shared_results
+        processes (dask's processes scheduler pickles each task's inputs into it): there the big
+        results wait in spool files, and the tasks get their paths (compare's part_file.py,
+        graph_visualize's graph/held.py)."""
+        return not self.local_processes
 
     def log_written(self, files: int, kind: str, started: float) -> None:
         """The write stage's progress line (after the dask stages' lines): ``files`` written since
@@ -200,63 +167,7 @@ def computing(options: RunOptions) -> Iterator[Compute]:
         with _client_quiet(), _on_cluster(options) as compute:
             yield compute
         return
-    processes = options.local_processes
-    if processes and options.big_shared_results:
-        with (
-            _local_cluster(processes) as address,
-            _on_cluster(dataclasses.replace(options, address=address)) as compute,
-        ):
-            yield compute
-        return
     yield _local(options)
-
-
-@contextlib.contextmanager
-def _local_cluster(processes: int) -> Iterator[str]:
-    """A LocalCluster of ``processes`` single-thread workers (its scheduler's address). It and its
-    workers say nothing: a lost worker it replaces by itself, and a run that fails or is stopped (its
-    tasks cancelled, its workers lost for good) says so in its one line. Its workers never see a SIGINT
-    or SIGTERM sent to the process group (a Ctrl-C): this process closes them."""
-    import logging
-
-    import dask
-    from distributed import LocalCluster
-
-    cluster = None
-    distributed_log = logging.getLogger("distributed")
-    level = distributed_log.level
-    # silence_logs quiets distributed's handlers only until the cluster's close begins: a worker the
-    # nanny restarts meanwhile is still greeted in this process's log ("Starting established connection")
-    distributed_log.setLevel(logging.CRITICAL + 1)
-    # for the cluster's whole life: a nanny starts a lost worker's successor the same way
-    lifelong = {"distributed.worker.multiprocessing-method": LOCAL_CLUSTER_START, **LOCAL_CLUSTER_QUIET}
-    try:
-        with dask.config.set(lifelong):
-            with starting_cluster_workers(), dask.config.set(LOCAL_CLUSTER_SCHEDULER):
-                try:
-                    cluster = LocalCluster(
-                        n_workers=processes,
-                        threads_per_worker=1,
-                        processes=True,
-                        silence_logs=logging.CRITICAL + 1,  # (distributed's handlers, here and in workers)
-                        dashboard_address=None,  # no dashboard; its http server on any free port, not 8787
-                        scheduler_kwargs={"dashboard_address": ":0"},
-                    )
-                except Exception as exc:  # a worker process killed while it started
-                    raise ClusterError(None, f"the local worker processes did not start: {exc}") from None
-            yield cluster.scheduler_address
-    except BaseException:
-        # a close that fails does not hide why the run ended (distributed asserts that no worker is still
-        # starting: one its nanny started again, in a run whose workers are killed as they come up);
-        # what the close left running, the failed run's end stops (cli.main)
-        if cluster is not None:
-            with contextlib.suppress(Exception):
-                cluster.close()
-        raise
-    else:
-        cluster.close()
-    finally:
-        distributed_log.setLevel(level)
 
 
 @contextlib.contextmanager
@@ -264,7 +175,7 @@ def _client_quiet() -> Iterator[None]:
     """distributed says nothing in the log while a run on a running cluster lasts: its client's
     connection to the scheduler lost or refused when the run's last worker was killed (an ERROR with
     its reconnect's traceback, or "Batched Comm Closed" with one, seen under load) ends the run, which
-    says why in its one line. (A LocalCluster quiets distributed the same way.)"""
+    says why in its one line."""
     import logging
 
     distributed_log = logging.getLogger("distributed")

@@ -178,7 +178,7 @@ def unused_name(path: Path) -> Path:
 @contextlib.contextmanager
 def withdrawn_if_failed(*finals: Path) -> Iterator[None]:
     """``finals`` are the block's results, written by tasks that may run in worker processes (a
-    LocalCluster's, dask's processes scheduler's), which do not see that the run was stopped: they may
+    a cluster's, dask's processes scheduler's), which do not see that the run was stopped: they may
     still publish a result, or be killed while writing it. If the block fails or is stopped, each
     ``final`` that was not there when it began is removed, and so are the temporaries of its name
     (``.{name}.*``) that remain. Call it where the workers are gone by the end of the block. A worker

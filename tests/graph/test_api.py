@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from msprobe_dask.graph.api import build_graphs, graph_visualize
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -26,6 +28,27 @@ def test_same_rows_on_a_distributed_cluster() -> None:
     local = build_graphs(DATA / "multirank" / "target" / "step0")
     assert [g.nodes for g in remote.graphs] == [g.nodes for g in local.graphs]
     assert remote.config == local.config
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_same_rows_on_local_worker_processes(
+    workers: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``workers``: the big results held in the worker processes and a spool folder of the run's own
+    (graph/held.py), in the temporary folder, gone at the end; the rows read back whole; every rank's
+    graphs held to the end (no rank window: one worker alone spools nothing)."""
+    import tempfile
+
+    from msprobe_dask.pipeline.scheduler import RunOptions
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for case in ("multirank", "tensor_mix"):
+        sides = (DATA / case / "target", DATA / case / "golden")
+        remote = build_graphs(*sides, run=RunOptions(workers=workers))
+        local = build_graphs(*sides)
+        assert [(g.nodes, g.stacks) for g in remote.graphs] == [(g.nodes, g.stacks) for g in local.graphs]
+        assert remote.config == local.config
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_writer_leaves_only_the_finished_file(tmp_path: Path) -> None:

@@ -149,66 +149,48 @@ def test_chunk_tasks_of_an_unpickled_prepared_give_the_same_rows() -> None:
         assert [(c.packed, c.nodes, c.stacks) for c in here] == [(c.packed, c.nodes, c.stacks) for c in there]
 
 
-def test_a_graph_ordered_ahead_gives_the_same_chunks_and_is_its_graph_pickled() -> None:
-    """A pair prepared with one graph's order made ahead (OwnOrder, in the process that built it) is cut
-    and makes the rows of one prepared without; pickled, an OwnOrder is its graph, ordered again."""
-    import pickle
-
-    tp, gp = _sides("transformer_big")
-    pairs_of = []
-    for ahead in (False, True):
-        npu, bench = (
-            build_graph(GraphSource(str(tp)), items=False),
-            build_graph(GraphSource(str(gp)), items=False),
-        )
-        own = chunks.OwnOrder(bench) if ahead else None
-        pairs = match_pairs(npu, bench)
-        assign_micro_steps(npu, bench)
-        mode = compare_mode(npu, bench, str(tp))
-        p = chunks.prepare_compare(npu, bench, pairs, mode, ("NPU", "Bench"), n=6, own=own)
-        pairs_of.append([(c.lo, c.hi, list(c.partners), list(c.bench)) for c in p.chunks])
-    assert pairs_of[0] == pairs_of[1]
-    assert own is not None and own.of(bench) is own.order and own.of(npu) is not own.order
-    copy = pickle.loads(pickle.dumps(own))
-    assert [n.id for n in copy.order[0]] == [n.id for n in own.order[0]]
-    assert len(copy.order[1].first) == len(own.order[1].first)
-
-
+@pytest.mark.parametrize("held", [False, True])
 @pytest.mark.parametrize("scheduler", ["threads", "processes", "sync"])
-def test_every_dask_scheduler_gives_the_same_rows(scheduler: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_dask_scheduler_gives_the_same_rows(
+    scheduler: str, held: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The graph of a multi-rank compare in many chunk tasks, computed by dask's threaded, processes
-    (each task's inputs pickled to a worker process) and synchronous schedulers: the same rows."""
+    (each task's inputs pickled to a worker process) and synchronous schedulers, with its big results
+    traveling or ``held`` in the processes and a spool folder (graph/held.py): the same rows."""
     import dask
 
     from msprobe_dask.graph.api import Options, _plan
+    from msprobe_dask.graph.held import Spool
 
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
+    (tmp_path / "spool").mkdir()
     results = []
-    for how in ("sync", scheduler):
+    for how, spool in (
+        ("sync", None),
+        (scheduler, Spool(str(tmp_path / "spool"), True, 2) if held else None),
+    ):
         lazy, _ = _plan(
-            DATA / "multirank" / "target", DATA / "multirank" / "golden", Options(overflow_check=True)
+            DATA / "multirank" / "target", DATA / "multirank" / "golden", Options(overflow_check=True), spool
         )
         (result,) = dask.compute(lazy, scheduler=how)
         results.append([(g.graph_id, g.n_rows, g.nodes, g.stacks, g.packed) for g in result.graphs])
     assert results[0] == results[1]
 
 
-@pytest.mark.parametrize("shared", [True, False])
-def test_rows_are_cut_into_chunk_tasks_only_where_results_are_shared(
-    shared: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("held", [False, True])
+def test_rows_are_cut_into_chunk_tasks_wherever_the_graph_runs(
+    held: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where each task that reads a result would get it pickled (dask's local processes scheduler:
-    RunOptions.shares_results), a graph's rows are one task; elsewhere many."""
-    from msprobe_dask.graph import api, tasks
-    from msprobe_dask.pipeline.scheduler import RunOptions
+    """In this process and on a cluster (the values travel) and on local worker processes (held there:
+    graph/held.py), a graph's rows are made by many chunk tasks."""
+    from msprobe_dask.graph import api
+    from msprobe_dask.graph.held import Spool
 
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
-    monkeypatch.setattr(RunOptions, "shares_results", property(lambda self: shared))
-    cut: list[int] = []
-    prepare = tasks.prepare_build
-    monkeypatch.setattr(tasks, "prepare_build", lambda *a, **k: cut.append(a[-1]) or prepare(*a, **k))
-    api.graph_visualize(DATA / "transformer_big" / "target", output_path=tmp_path, run=RunOptions())
-    assert (cut[0] > 1) == shared and len(cut) == 1
+    spool = Spool(str(tmp_path), True, 2) if held else None
+    plan = api._rank_plan(DATA / "transformer_big" / "target", None, api.Options(), spool)
+    r = plan.rank_tasks(plan.sources[0])
+    assert r.pair.n > 1 and (r.prepared is None) is held
 
 
 def test_only_local_worker_processes_do_not_share_results() -> None:
@@ -216,12 +198,13 @@ def test_only_local_worker_processes_do_not_share_results() -> None:
 
     assert RunOptions().shares_results and RunOptions(address="tcp://127.0.0.1:8786").shares_results
     assert not RunOptions(workers=2).shares_results
-    assert RunOptions(workers=2, big_shared_results=True).shares_results
+    assert not RunOptions(workers=2, holds_graphs=True).shares_results
 
 
 def test_graph_visualize_on_local_workers_writes_the_vis_db_of_a_run_here(tmp_path: Path) -> None:
-    """``--workers 2``: graph_visualize's graph on a LocalCluster (RunOptions.big_shared_results), its
-    rows in chunk tasks: the vis.db of the run in this process."""
+    """``--workers 2``: graph_visualize's graph on dask's processes scheduler, its big results held in the
+    worker processes and the run's spool folder (graph/held.py), its rows in chunk tasks: the vis.db of
+    the run in this process, and the spool folder gone."""
     from visdb_diff import diff_visdb
 
     from msprobe_dask.cli import main
@@ -232,3 +215,4 @@ def test_graph_visualize_on_local_workers_writes_the_vis_db_of_a_run_here(tmp_pa
     assert main([*args, "-o", str(tmp_path / "workers"), "--workers", "2"]) == 0
     (here,), (there,) = (tmp_path / "here").glob("*.vis.db"), (tmp_path / "workers").glob("*.vis.db")
     assert diff_visdb(str(there), str(here)) == []
+    assert [p.name for p in (tmp_path / "workers").iterdir()] == [there.name]

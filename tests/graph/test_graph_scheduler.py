@@ -1,5 +1,5 @@
 """Where graph_visualize runs without flags: chosen by ``computing()`` for the input's size (its
-dump.json files) and the CPUs; a big input on a LocalCluster of one worker per CPU where there is more
+dump.json files) and the CPUs; a big input on local worker processes, one per CPU, where there is more
 than one CPU, unless it is too big for the workers' memory; else in this process."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from msprobe_dask.graph import api
 from msprobe_dask.pipeline import scheduler
-from msprobe_dask.pipeline.scheduler import LOCAL_CLUSTER_FROM_BYTES, LOCAL_CLUSTER_TO_BYTES, RunOptions
+from msprobe_dask.pipeline.scheduler import GRAPH_PROCESSES_FROM_BYTES, GRAPH_PROCESSES_TO_BYTES, RunOptions
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -25,32 +25,32 @@ def _graph_options(size: int, **flags: object) -> RunOptions:
 
 
 @pytest.mark.usefixtures("cpus")
-def test_a_big_graph_input_runs_on_a_local_cluster_of_every_cpu() -> None:
-    for size in (LOCAL_CLUSTER_FROM_BYTES, LOCAL_CLUSTER_TO_BYTES - 1):
+def test_a_big_graph_input_runs_on_a_worker_process_of_every_cpu() -> None:
+    for size in (GRAPH_PROCESSES_FROM_BYTES, GRAPH_PROCESSES_TO_BYTES - 1):
         big = _graph_options(size)
-        assert big.big_shared_results and big.local_processes == 2 and big.shares_results
-    small = _graph_options(LOCAL_CLUSTER_FROM_BYTES - 1)
+        assert big.holds_graphs and big.local_processes == 2 and not big.shares_results
+    small = _graph_options(GRAPH_PROCESSES_FROM_BYTES - 1)
     assert small.in_this_process and small.local_processes == 0
 
 
 @pytest.mark.usefixtures("cpus")
 def test_a_graph_input_too_big_for_the_workers_memory_runs_in_this_process() -> None:
-    """(Each worker holds a replica of the rank's graphs: see LOCAL_CLUSTER_TO_BYTES.) A compare's
+    """(Each worker holds the rank's graphs: see GRAPH_PROCESSES_TO_BYTES.) A compare's
     input of the same size still goes to worker processes."""
-    assert _graph_options(LOCAL_CLUSTER_TO_BYTES).in_this_process
-    assert RunOptions(input_bytes=LOCAL_CLUSTER_TO_BYTES).local_processes == 2
+    assert _graph_options(GRAPH_PROCESSES_TO_BYTES).in_this_process
+    assert RunOptions(input_bytes=GRAPH_PROCESSES_TO_BYTES).local_processes == 2
 
 
 @pytest.mark.usefixtures("cpus")
 def test_flags_override_the_size() -> None:
     assert _graph_options(1, workers=2).local_processes == 2
-    assert _graph_options(LOCAL_CLUSTER_FROM_BYTES, workers=1).local_processes == 1
-    assert _graph_options(LOCAL_CLUSTER_FROM_BYTES, address="tcp://127.0.0.1:1").local_processes == 0
+    assert _graph_options(GRAPH_PROCESSES_FROM_BYTES, workers=1).local_processes == 1
+    assert _graph_options(GRAPH_PROCESSES_FROM_BYTES, address="tcp://127.0.0.1:1").local_processes == 0
 
 
 def test_one_cpu_runs_a_big_graph_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(scheduler, "_cpus", lambda: 1)
-    assert _graph_options(LOCAL_CLUSTER_FROM_BYTES).in_this_process
+    assert _graph_options(GRAPH_PROCESSES_FROM_BYTES).in_this_process
 
 
 @pytest.mark.parametrize("golden", [None, "multirank/golden"])
@@ -67,4 +67,4 @@ def test_graph_visualize_sizes_its_input_by_its_dump_json_files(
     sides = [target] + ([DATA / golden] if golden else [])
     size = sum(p.stat().st_size for side in sides for p in side.rglob("dump.json"))
     (run,) = seen
-    assert run.input_bytes == size > 0 and run.big_shared_results and run.in_this_process
+    assert run.input_bytes == size > 0 and run.holds_graphs and run.in_this_process

@@ -170,7 +170,8 @@ def test_same_visdb_as_reference_on_two_worker_processes(
     case: str, name: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``--workers 2``, each graph cut into many chunks: the two worker processes build a side each and
-    send it to the other without dump.json's bytes (read there: dump/entries.py), the vis.db's
+    leave it for the other in the run's spool without dump.json's bytes (read there: dump/entries.py;
+    graph/held.py), the vis.db's
     indexes are kept up to date by the inserts (api._index_early): still the reference's vis.db."""
     import os
 

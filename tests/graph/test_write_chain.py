@@ -6,6 +6,7 @@ the chunks finish in; a run that fails midway leaves nothing."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import time
@@ -19,7 +20,8 @@ from visdb_diff import diff_visdb, rowids
 from visdb_summary import summarise_visdb, unreadable_rows
 
 from msprobe_dask.errors import DumpError, OutputError
-from msprobe_dask.graph import api, chunks
+from msprobe_dask.graph import api, chunks, held
+from msprobe_dask.graph.held import Spool
 from msprobe_dask.writers.visdb import NODES, VisdbWriter
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -42,23 +44,38 @@ def _one_write_task(case: str, path: Path) -> None:
     dask.compute(dask.delayed(api._write_task)(result, str(path)), scheduler="sync")
 
 
-def _chained(case: str, path: Path, scheduler: str) -> api.Visualized:
+def _chained(case: str, path: Path, scheduler: str, spool: Spool | None = None) -> api.Visualized:
     tp, gp, opts = _sides(case)
-    plan = api._rank_plan(tp, gp, opts)
+    plan = api._rank_plan(tp, gp, opts, spool)
     writer = VisdbWriter(path).suspend()
-    (written,) = dask.compute(api._write_chain(plan, writer), scheduler=scheduler)
+    (written,) = dask.compute(
+        api._write_chain(plan, writer, spool.window if spool else 0), scheduler=scheduler
+    )
     assert written.path == str(path)
     return written
 
 
-@pytest.mark.parametrize("scheduler", ["sync", "threads", "processes"])
+def _spool(tmp_path: Path, shared: bool = True) -> Spool:
+    (tmp_path / "spool").mkdir()
+    return Spool(str(tmp_path / "spool"), shared, 2)
+
+
+@pytest.mark.parametrize(
+    "scheduler, held",
+    [("sync", False), ("threads", False), ("processes", False), ("sync", True), ("processes", True)],
+)
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_chain_writes_the_file_of_one_write_task(
-    case: str, scheduler: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    case: str, scheduler: str, held: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """(``held``: the big results held in the processes and a spool folder, graph/held.py, as on local
+    worker processes; one process alone does not write the spool: ``shared`` False with sync.)"""
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)  # as many chunks as the graphs allow
     _one_write_task(case, tmp_path / "one.vis.db")
-    written = _chained(case, tmp_path / "chain.vis.db", scheduler)
+    spool = _spool(tmp_path, scheduler != "sync") if held else None
+    written = _chained(case, tmp_path / "chain.vis.db", scheduler, spool)
+    if spool is not None:  # (the run's spool folder is removed by api.visualize)
+        shutil.rmtree(spool.folder)
     assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
     assert rowids(tmp_path / "chain.vis.db") == rowids(tmp_path / "one.vis.db")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.vis.db", "one.vis.db"]
@@ -134,7 +151,7 @@ def test_an_insert_run_again_after_its_worker_was_lost_adds_nothing(tmp_path: Pa
 
     g = build_task(str(DATA / "stat_mix" / "target"), 0, 0, False)
     p = prepare_build(g, "NPU", n=3)
-    summary = api._summary(p)
+    summary = api.summary_of(p)
     writer = VisdbWriter(tmp_path / "build_1.vis.db").suspend()
     written = api._place_rank(api.Written(writer), summary)
     for k in range(len(p.chunks)):
@@ -186,7 +203,7 @@ def _by_hand(path: Path, killed: Killed | None = None) -> None:
 
     g = build_task(str(DATA / "stat_mix" / "target"), 0, 0, False)
     p = prepare_build(g, "NPU", n=3)
-    summary = api._summary(p)
+    summary = api.summary_of(p)
     written = api._place_rank(api.Written(VisdbWriter(path).suspend()), summary)
     for chunk in [*(chunk_task(p, k) for k in range(len(p.chunks))), None]:
         if killed is not None:
@@ -252,11 +269,13 @@ def test_the_last_task_killed_after_its_commit_or_naming_runs_again_to_the_same_
     _same_file(ending, tmp_path)
 
 
+@pytest.mark.parametrize("held_here", [False, True])
 def test_a_rank_is_built_only_once_the_rank_window_before_it_is_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    held_here: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The memory of a run holds a window of (step, rank)s, not all of them: rank i's graphs are built
-    after the rows of rank i - window are in the vis.db."""
+    after the rows of rank i - window are in the vis.db (``held_here``: as on local worker processes,
+    graph/held.py, where each process lets go of the graphs of rank i - window as it holds rank i's)."""
     events: list[tuple[str, int, int]] = []
     build, insert = api.build_task, api._insert_chunks
 
@@ -270,11 +289,12 @@ def test_a_rank_is_built_only_once_the_rank_window_before_it_is_written(
         return written
 
     monkeypatch.setattr(api, "build_task", building)
+    monkeypatch.setattr(held, "build_task", building)
     monkeypatch.setattr(api, "_insert_chunks", inserting)
     _one_write_task("multirank compare", tmp_path / "one.vis.db")
     events.clear()
     tp, gp, opts = _sides("multirank compare")
-    plan = api._rank_plan(tp, gp, opts)
+    plan = api._rank_plan(tp, gp, opts, _spool(tmp_path) if held_here else None)
     writer = VisdbWriter(tmp_path / "chain.vis.db").suspend()
     with dask.config.set(num_workers=4):
         dask.compute(api._write_chain(plan, writer, window=2), scheduler="threads")
@@ -321,7 +341,7 @@ def test_a_ranks_bench_graph_is_built_after_its_npu_graph_in_this_process(in_tur
     tp, gp, opts = _sides("multirank compare")
     plan = api._rank_plan(tp, gp, opts, in_turn=in_turn)
     source = plan.sources[0]
-    graph = dict(plan.rank_tasks(source).prepared[0].__dask_graph__())
+    graph = dict(plan.rank_tasks(source).prepared.__dask_graph__())
     npu, bench = (f"build-{source.step}-{source.rank}-{side}" for side in ("NPU", "Bench"))
     assert (npu in graph[bench].dependencies) is in_turn and bench not in graph[npu].dependencies
 
@@ -359,57 +379,43 @@ def test_the_rank_window_is_one_more_than_the_local_processes_and_open_on_a_clus
     assert api._rank_window(object(), None) == 0
 
 
-@pytest.mark.parametrize("scheduler", ["threads", "processes"])
-@pytest.mark.parametrize("case", ["multirank compare", "multirank build", "tensor mode (rows made whole)"])
-def test_replicas_of_the_prepared_graphs_write_the_file_of_one_write_task(
-    case: str, scheduler: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each (step, rank) built and prepared by 3 tasks, chunk k made from replica k mod 3 (Plan.replicas):
-    the same file (in tensor mode the first replica compares the pair whole, the others make nothing),
-    its indexes made early and kept up to date by the inserts (as where there are replicas:
-    api._index_early) rather than built by the last task."""
-    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
-    monkeypatch.setattr(api, "REPLICA_CHUNKS", 1)
-    _one_write_task(case, tmp_path / "one.vis.db")
-    tp, gp, opts = _sides(case)
-    plan = api._rank_plan(tp, gp, opts, replicas=3)
-    assert len(plan.rank_tasks(plan.sources[0]).prepared) == 3
-    writer = VisdbWriter(tmp_path / "chain.vis.db", indexed_early=True).suspend()
-    dask.compute(api._write_chain(plan, writer, window=2), scheduler=scheduler)
-    assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
-    assert rowids(tmp_path / "chain.vis.db") == rowids(tmp_path / "one.vis.db")
-
-
-def test_one_replica_per_local_worker_process_and_one_on_a_cluster() -> None:
+def test_a_spool_only_on_local_worker_processes_written_where_there_are_several(tmp_path: Path) -> None:
+    """Where the tasks' results do not share (local worker processes) the run holds its big results in
+    them and a spool folder of its own, written for the others where there are several; its rank
+    window is the run's."""
     from msprobe_dask.pipeline.scheduler import RunOptions
 
-    assert api._replicas(None, RunOptions()) == 1
-    assert api._replicas(None, RunOptions(workers=3)) == 3
-    assert api._replicas(None, RunOptions(address="tcp://127.0.0.1:8786")) == 1
-    assert api._replicas(object(), None) == 1
+    assert api._spool_for(tmp_path, None, RunOptions()) is None
+    assert api._spool_for(tmp_path, None, RunOptions(address="tcp://127.0.0.1:8786")) is None
+    assert api._spool_for(tmp_path, object(), None) is None
+    one, three = (api._spool_for(tmp_path / "spool", None, RunOptions(workers=n)) for n in (1, 3))
+    assert one is not None and three is not None and one.folder == str(tmp_path / "spool")
+    assert not one.shared and three.shared
+    assert three.window == api._rank_window(None, RunOptions(workers=3))
 
 
-def test_the_last_graphs_are_kept_to_the_end_only_by_a_local_cluster_of_several_workers(
-    tmp_path: Path,
-) -> None:
-    """With ``kept`` (_kept_to_the_end: the run's own LocalCluster, whose workers end with it, and no
-    indexes left for the last task), only the releases a later build waits for are laid out (ranks
-    ``window`` before the last), and the file is the same."""
-    from msprobe_dask.pipeline.scheduler import RunOptions
-
-    assert api._kept_to_the_end(None, RunOptions(workers=2))
-    assert not api._kept_to_the_end(None, RunOptions(workers=1))  # (its last task builds the indexes)
-    assert not api._kept_to_the_end(None, RunOptions())  # (in this process: the caller lives on)
-    assert not api._kept_to_the_end(None, RunOptions(address="tcp://127.0.0.1:8786"))
-    assert not api._kept_to_the_end(object(), None)
-    _one_write_task("multirank compare", tmp_path / "one.vis.db")
+def test_held_chunks_wait_for_the_write_chain_some_turns_back(tmp_path: Path) -> None:
+    """On local worker processes (whose scheduler ignores priorities) a chunk task waits for the insert
+    api.CHAIN_LAG turns before its own; elsewhere for nothing but its graphs."""
     tp, gp, opts = _sides("multirank compare")
-    plan = api._rank_plan(tp, gp, opts)
-    chain = api._write_chain(plan, VisdbWriter(tmp_path / "chain.vis.db").suspend(), 2, kept=True)
-    releases = sorted(str(k) for k in dict(chain.__dask_graph__()) if str(k).startswith("release-"))
-    assert releases == sorted(f"release-{s.name}-0" for s in plan.sources[:-2]), releases
-    dask.compute(chain, scheduler="threads")
-    assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
+    for i, spool in enumerate((None, _spool(tmp_path))):
+        chain = api._write_chain(
+            api._rank_plan(tp, gp, opts, spool), VisdbWriter(tmp_path / f"{i}.vis.db").suspend(), 2
+        )
+        graph = dict(chain.__dask_graph__())
+        inserts = [k for k in graph if str(k).startswith("insert-")]
+        waits = {
+            k: {d for d in graph[k].dependencies if str(d).startswith("insert-")}
+            for k in graph
+            if str(k).startswith("rows-")
+        }
+        if spool is None:
+            assert not any(waits.values())
+            continue
+        gated = {k: d for k, d in waits.items() if d}
+        assert gated and all(len(d) == 1 for d in gated.values())
+        assert api.CHAIN_LAG <= len(waits) - len(gated) <= api.CHAIN_LAG * api.CHUNKS_PER_TURN
+        assert {next(iter(d)) for d in gated.values()} <= set(inserts)
 
 
 def test_the_chunk_tasks_run_in_the_write_chains_order(
@@ -420,7 +426,7 @@ def test_the_chunk_tasks_run_in_the_write_chains_order(
     order of the graph."""
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     tp, gp, opts = _sides("multirank compare")
-    plan = api._rank_plan(tp, gp, opts, replicas=2)
+    plan = api._rank_plan(tp, gp, opts)
     chain = api._write_chain(plan, VisdbWriter(tmp_path / "x.vis.db").suspend(), 2)
     priority = {}
     for layer in chain.__dask_graph__().layers.values():
@@ -452,7 +458,7 @@ def test_indexes_are_made_early_where_the_inserts_run_beside_the_chunk_tasks(
     monkeypatch.setattr(scheduler, "_cpus", lambda: 2)
     assert api._index_early(None, RunOptions())
     assert api._index_early(None, RunOptions(input_bytes=api.IN_TURN_FROM_BYTES - 1))
-    big = RunOptions(input_bytes=scheduler.LOCAL_CLUSTER_TO_BYTES, big_shared_results=True)
+    big = RunOptions(input_bytes=scheduler.GRAPH_PROCESSES_TO_BYTES, holds_graphs=True)
     assert big.in_this_process and not api._index_early(None, big)
     assert not api._index_early(None, RunOptions(workers=1))
     assert api._index_early(None, RunOptions(workers=2))

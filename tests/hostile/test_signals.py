@@ -50,24 +50,18 @@ _KILL_GROUP = (
 
 
 def _worker_write(action: str) -> str:
-    """The moment a LocalCluster worker is writing the vis.db (its temporary file is there): a preload
-    module of the workers, written to cfg/, runs ``action`` there (``SIG``: the case's signal)."""
-    module = (
+    """The moment a worker process is completing the vis.db (its last task: indexes, then the file
+    named), where it runs ``action`` (``SIG``: the case's signal): the workers are forked from the run's
+    process, which patches VisdbWriter.complete first."""
+    return (
         "import os, signal, time\n"
         "from msprobe_dask.writers.visdb import VisdbWriter\n"
-        "if not hasattr(VisdbWriter, '_complete'):  # (imported twice)\n"
-        "    VisdbWriter._complete = VisdbWriter.complete\n"  # (the last write: indexes, then named)
-        "    def _completing(self, *args):\n"
-        f"        {action}\n"
-        "        return self._complete(*args)\n"
-        "    VisdbWriter.complete = _completing\n"
-    )
-    return (
-        "import dask, os\n"
-        "_preload = os.path.join(os.path.dirname(os.getcwd()), 'cfg', 'at_write.py')\n"
-        "with open(_preload, 'w') as _f:\n"
-        f"    _f.write(f'SIG = {{globals().get(\"_SIG\")!r}}\\n' + {module!r})\n"
-        "dask.config.set({'distributed.worker.preload': [_preload]})\n"
+        "SIG = _SIG if '_SIG' in globals() else None\n"
+        "_complete = VisdbWriter.complete\n"
+        "def _completing(self, *args):\n"
+        f"    {action}\n"
+        "    return _complete(self, *args)\n"
+        "VisdbWriter.complete = _completing\n"
     )
 
 
@@ -131,16 +125,6 @@ MOMENTS = {
         "    return future\n"
         "pool.ProcessPoolExecutor.submit = _submitting\n"
     ),
-    # graph_visualize's LocalCluster workers are running the graph's tasks
-    "cluster": (
-        "import distributed\n"
-        "_compute = distributed.Client.compute\n"
-        "def _computing(self, *args, **kwargs):\n"
-        "    futures = _compute(self, *args, **kwargs)\n"
-        "    _kill()\n"
-        "    return futures\n"
-        "distributed.Client.compute = _computing\n"
-    ),
     # a worker process has just been forked (dask's processes scheduler): its first instants (this
     # process a moment later: a handler run inside an at-fork hook could not stop the run)
     "fork": (
@@ -153,29 +137,12 @@ MOMENTS = {
         "        threading.Timer(0.01, _kill_me).start()\n"
         "os.register_at_fork(after_in_parent=_after_fork)\n"
     ),
-    # a LocalCluster's worker process has just been started (forked on Linux, else spawned): its first
-    # instants
-    "spawn": (
-        "import multiprocessing.popen_fork as fork, multiprocessing.popen_spawn_posix as spawn\n"
-        "_spawned = []\n"
-        "def _killing(launch):\n"
-        "    def _launching(self, process_obj):\n"
-        "        launch(self, process_obj)\n"
-        "        if not _spawned:\n"
-        "            _spawned.append(1)\n"
-        "            _kill()\n"
-        "    return _launching\n"
-        "spawn.Popen._launch = _killing(spawn.Popen._launch)\n"
-        "fork.Popen._launch = _killing(fork.Popen._launch)\n"
-    ),
-    # a LocalCluster worker process has begun writing the vis.db: it goes on and publishes it, or
-    # (slow) is still writing it when the cluster is closed
+    # a worker process has begun completing the vis.db: it goes on and publishes it, or (slow) is still
+    # writing it when the run's process stops it
     "worker-write": _worker_write(SIGNAL_GROUP),
     "worker-write-slow": _worker_write(f"{SIGNAL_GROUP}; time.sleep(30)"),
-    # ... and dies there, each time the cluster gives the task to a worker (the OOM killer's way)
+    # ... and dies there (the OOM killer's way)
     "worker-crash": _worker_write("os._exit(1)"),
-    # ... or fails with an error whose traceback is too deep to send back (the client would wait for ever)
-    "worker-recursion": _worker_write("(lambda f: f(f))(lambda f: f(f))"),
     # the worker processes are starting
     "pool": (
         "import concurrent.futures.process as pool\n"
@@ -217,7 +184,7 @@ WITH_WORKERS = [
     ("main", "SIGTERM", "csv", "pool"),
     ("main", "SIGINT", "csv", "workers"),
     ("group", "SIGTERM", "xlsx", "write"),  # (written by the workers, as the csv)
-    ("main", "SIGTERM", "vis.db", "cluster"),
+    ("main", "SIGTERM", "vis.db", "workers"),
     *(
         ("group", name, kind, moment)
         for name in SIGNALS
@@ -229,8 +196,10 @@ WITH_WORKERS = [
             ("csv", "published"),
             ("xlsx", "published"),
             ("xlsx", "workers"),
-            ("vis.db", "spawn"),
-            ("vis.db", "cluster"),
+            ("vis.db", "fork"),
+            ("vis.db", "pool"),
+            ("vis.db", "workers"),
+            ("vis.db", "published"),
             ("vis.db", "worker-write"),
             ("vis.db", "worker-write-slow"),
         )
@@ -282,8 +251,7 @@ def test_stopped_run_does_not_wait_for_its_workers(tmp_path: Path, name: str) ->
 
 
 # SIGKILL to the run's worker processes (not multiprocessing's resource tracker), as the OOM killer
-# sends it: once, or every 0.02 s until the run ends (the cluster's nannies start new ones, forked: a
-# worker forked 0.2 s before the next kill could register and run the tasks of these small dumps)
+# sends it: once, or every 0.02 s until the run ends
 _KILL_WORKERS = (
     "import contextlib, threading, time, psutil\n"
     "def _kill_workers():\n"
@@ -301,25 +269,14 @@ _KILL_WORKERS = (
 ONCE, FOREVER = "_kill_workers()", "threading.Thread(target=_kill_forever, daemon=True).start()"
 ATTEMPTS = 5  # runs in which to catch the workers with the kills (a small run may end between two)
 LOST = [
-    # (compare's processes scheduler does not make a lost worker's tasks again: the command is run again
-    # once, after a line that says so; killed again, it ends)
+    # (the processes scheduler does not make a lost worker's tasks again: the command is run again once,
+    # after a line that says so; killed again, it ends)
     ("csv", "workers", ONCE, 0, "a local worker process died", False),
     ("csv", "workers", FOREVER, 2, "a local worker process died", False),
-    ("vis.db", "spawn", FOREVER, 2, "the local worker processes did not start", False),
-    # (a nanny's forked successor may start in time to take the task again, until distributed gives up on
-    # it; or none is left for 20 s; or one started between two kills runs the last tasks of these small
-    # dumps: the run then ends well, 1 time in about 30 runs on a loaded host)
-    (
-        "vis.db",
-        "cluster",
-        FOREVER,
-        2,
-        ("no dask worker left", "worker processes died running one task"),
-        True,
-    ),
-    ("vis.db", "cluster", ONCE, 0, "wrote", False),
-    ("vis.db", "worker-crash", ONCE, 2, "worker processes died running one task", False),
-    ("vis.db", "worker-recursion", ONCE, 1, "could not be sent back", False),
+    # (graph_visualize's the same way; its worker that completes the vis.db dies there each time)
+    ("vis.db", "workers", ONCE, 0, "a local worker process died", False),
+    ("vis.db", "workers", FOREVER, 2, "a local worker process died", False),
+    ("vis.db", "worker-crash", ONCE, 2, "a local worker process died", False),
 ]
 
 
@@ -334,10 +291,11 @@ def test_workers_killed(
     may_end_well: bool,
 ) -> None:
     """(``words``: the last line's, or one of the alternatives given; ``may_end_well``: a run the kills
-    did not stop ends well, its result the one a run without kills writes. compare says once that it
-    runs the command again. A case that must end in an error whose run the kills missed -- its workers
-    done between two kills on a loaded host -- ends well, as without kills, and is run again, up to
-    ATTEMPTS times, until they are caught.)"""
+    did not stop ends well, its result the one a run without kills writes. A lost worker's run says
+    once that it runs the command again (graph_visualize's last line then says what it wrote). A case
+    that must end in an error whose run the kills missed -- its workers done between two kills on a
+    loaded host -- ends well, as without kills, and is run again, up to ATTEMPTS times, until they are
+    caught.)"""
     command, *flags = COMMANDS[kind]
     prelude = _KILL_WORKERS.format(how=how) + MOMENTS[moment]
     alternatives = (words,) if isinstance(words, str) else words
@@ -348,16 +306,15 @@ def test_workers_killed(
         target, golden = _dumps(case)
         args = ("-tp", str(target), "-gp", str(golden), "-q", "--workers", "2", *flags)
         outcome = case.run(command, *args, "-o", str(case.out), prelude=prelude)
-        if kind != "vis.db":  # (the first line, then the last attempt's)
-            assert again in outcome.lines[0], outcome.stderr
+        assert again in outcome.lines[0], outcome.stderr  # (the first line, then the last attempt's)
         if outcome.code != 0:
             break
-        check(outcome, 0, "wrote" if kind == "vis.db" else again)
+        check(outcome, 0, "wrote" if kind == "vis.db" else again, lines=2 if kind == "vis.db" else 1)
         _assert_as_without_kills(case, command, args, kind)
         if code == 0 or may_end_well:
             return
     outcome = check(outcome, code, lines=None)
-    assert len(outcome.lines) == (1 if kind == "vis.db" else 2), outcome.stderr
+    assert len(outcome.lines) == 2, outcome.stderr
     assert any(w in outcome.lines[-1] for w in alternatives), outcome.stderr
     assert not result_files(case.out)
 

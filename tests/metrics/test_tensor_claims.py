@@ -68,7 +68,7 @@ def _compare(kind: str, out: Path, *more: str, convert: Path | None = None) -> t
 RUNS = {
     "pt": ("pt", ()),
     "ms": ("ms", ()),
-    "pt-workers-2": ("pt", ("--workers", "2")),  # a LocalCluster: the files are read by its workers
+    "pt-workers-2": ("pt", ("--workers", "2")),  # the files are read by the worker processes
     "ms-zarr": ("ms", ("zarr",)),
     "pt-zarr": ("pt", ("zarr",)),
 }

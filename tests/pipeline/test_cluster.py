@@ -145,7 +145,7 @@ def test_cluster_visdb_equals_the_local_one(cluster: str, case: str, extra: tupl
 @pytest.mark.parametrize(
     ("flags", "words"),
     [
-        (("--workers", "-1"), ("--workers", "got -1")),  # a LocalCluster of -1 processes never starts
+        (("--workers", "-1"), ("--workers", "got -1")),  # -1 processes never start
         (("--scheduler", "localhost"), ("localhost", "cannot reach the dask scheduler", "port")),
     ],
     ids=["negative-workers", "address-without-port"],

@@ -7,6 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import case_dir, run_cli
 
 from msprobe_dask.pipeline.stages import Stage, StageLog, StageProgress
@@ -47,10 +48,19 @@ def test_tensor_compare_logs_metrics_and_judge(tmp_path: Path) -> None:
     assert done == total >= 1 and unit == "batches"
 
 
-def test_graph_visualize_logs_its_stages(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [(), ("--workers", "2")], ids=["here", "workers"])
+def test_graph_visualize_logs_its_stages(workers: tuple[str, ...], tmp_path: Path) -> None:
+    """The same stages in this process and on worker processes (where the graphs are held: graph/held.py)."""
     data = case_dir("multirank")
     proc = run_ok(
-        "graph_visualize", "-tp", str(data / "target"), "-gp", str(data / "golden"), "-o", str(tmp_path)
+        "graph_visualize",
+        "-tp",
+        str(data / "target"),
+        "-gp",
+        str(data / "golden"),
+        "-o",
+        str(tmp_path),
+        *workers,
     )
     assert stage_lines(proc.stderr) == {
         "build graphs": (16, 16, "graphs"),

@@ -1,0 +1,206 @@
+"""graph_visualize's big results on dask's local processes scheduler, which pickles each task's result
+into the run's own process and each task's inputs out of it: they are held in the worker process that
+made them and left in the run's spool folder for the other workers, and only their names travel on the
+graph's edges (graph/api.py lays the tasks out; on a cluster and in this process's threads, which share
+results, the values themselves travel).
+
+    build(NPU) --> Held --+--> summary (the pair prepared here, or found held)
+    build(Bench) -> Held -+--> rows k (the pair prepared here once, or found held) --> ChunkFiles
+                              finish (the ChunkFiles' lights joined) --> Held Part --> link --> Held
+
+Each worker process prepares the pair (match, orders, cut) once, from the graphs it built or loads from
+the spool, and keeps it for its share of the chunk tasks: no prepared pair (about twice dump.json's
+size) goes from process to process, and no graph passes through the run's own process. A (step,
+rank)'s held graphs are let go in a process as the rank window moves on (``Spool.window``: a result of
+the rank ``window`` places later is held there; by then its rows are written).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
+
+from msprobe_dask.graph.chunks import Prepared, chunk_task, let_go
+from msprobe_dask.graph.model import Graph
+from msprobe_dask.graph.rows import RowsChunk
+from msprobe_dask.graph.tasks import Options, Part, Summary, build_task, joined, prepare_task, summary_of
+
+_HELD: dict[tuple[str, int | None], dict[str, Any]] = {}
+"""This process's held results, by (spool folder, place of their (step, rank) in write order, None: the
+run's) and name."""
+
+_HOLDING = threading.RLock()  # (the threads of a process that share its held results: tests, build_graphs)
+PREPARED = "prepared"
+RUN = None  # the place of a result that no rank window lets go (each rank's Part, the linked Parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Spool:
+    """The run's spool folder: ``shared`` when more than one worker process may read what another held
+    (then written to a file of the folder; with one, only held)."""
+
+    folder: str
+    shared: bool
+    window: int  # (step, rank)s held at a time (graph/api.py's rank window; 0: all of them)
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A task's result, held in the process that made it (and, shared, in its spool file)."""
+
+    spool: Spool
+    place: int | None
+    name: str
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.spool.folder, f"{'run' if self.place is None else self.place}-{self.name}")
+
+    def value(self) -> Any:
+        """The result: held in this process, or loaded from its spool file and held."""
+        found = _HELD.get((self.spool.folder, self.place), {}).get(self.name)
+        if found is None:
+            with open(self.path, "rb") as f:
+                found = pickle.load(f)
+            _hold(self, found)
+        return found
+
+
+def hold(spool: Spool, place: int | None, name: str, value: Any) -> Held:
+    """``value`` held in this process (and written to its spool file when the spool is shared)."""
+    held = Held(spool, place, name)
+    if spool.shared:  # (pickled as dask pickles a task's result: cloudpickle, by value what pickle
+        # takes by name only where it must)
+        import cloudpickle
+
+        with open(held.path, "wb") as f:
+            cloudpickle.dump(value, f, pickle.HIGHEST_PROTOCOL)
+    _hold(held, value)
+    return held
+
+
+def _hold(held: Held, value: Any) -> None:
+    with _HOLDING:
+        if held.place is not None and held.spool.window:
+            _let_go_before(held.spool, held.place - held.spool.window + 1)
+        _HELD.setdefault((held.spool.folder, held.place), {})[held.name] = value
+
+
+def _let_go_before(spool: Spool, place: int) -> None:
+    """The results of the ranks before ``place`` (and of other runs) let go in this process."""
+    for key in [k for k in _HELD if k[0] != spool.folder or (k[1] is not None and k[1] < place)]:
+        for value in _HELD.pop(key).values():
+            if isinstance(value, Prepared):
+                value.release()
+            elif isinstance(value, Graph):
+                let_go([value])
+
+
+def value_of(result: Any) -> Any:
+    """A task's result as the task that reads it needs it: the value of a Held, else itself."""
+    return result.value() if isinstance(result, Held) else result
+
+
+def held_build(spool: Spool, place: int, side: str, folder: str, step: int, rank: int, *after: Any) -> Held:
+    """A (step, rank)'s graph of ``side`` built without its items (the chunk tasks parse them), held;
+    once ``after`` is done (graph/api.py: the rank window)."""
+    return hold(spool, place, side, build_task(folder, step, rank, False))
+
+
+class PairOf(NamedTuple):
+    """What a worker process needs to prepare a (step, rank)'s pair for its chunk tasks."""
+
+    opts: Options
+    where: str  # the NPU dump folder (its errors name it)
+    n: int  # chunk tasks
+
+
+def _prepared(pair: PairOf, spool: Spool, place: int, graphs: tuple[Held, ...], whole: bool) -> Prepared:
+    """The pair held in this process, or prepared here from its graphs (``whole``: rows of a pair
+    compared whole made too, tasks.prepare_compare_task; a pair prepared without them has done == [])."""
+    with _HOLDING:  # (one pair for the chunk tasks of the process's threads: they take turns on it)
+        found = _HELD.get((spool.folder, place), {}).get(PREPARED)
+        if found is not None and (not whole or found.done is None or found.done):
+            return found
+        p = prepare_task(pair.opts, pair.where, pair.n, whole, *(g.value() for g in graphs))
+        _hold(Held(spool, place, PREPARED), p)
+        return p
+
+
+def held_summary(pair: PairOf, spool: Spool, place: int, *graphs: Held) -> Summary:
+    """The (step, rank)'s Summary, the pair prepared whole where it is not held yet (tensor mode: its
+    rows made here)."""
+    return summary_of(_prepared(pair, spool, place, graphs, True))
+
+
+class ChunkFiles(NamedTuple):
+    """A chunk task's result in two spool files: the rows and stacks its insert writes, and the rest
+    (light_of) that joining the rank's chunks needs."""
+
+    rows: str
+    light: str
+
+
+def held_chunk(
+    pair: PairOf, spool: Spool, place: int, k: int, graphs: tuple[Held, ...], linked: bool, *after: Any
+) -> ChunkFiles:
+    """chunks.chunk_task of the pair prepared in this process, its result left in two spool files.
+    ``after``: what the task waits for and does not read (graph/api.py: the write chain's turn
+    CHAIN_LAG turns before)."""
+    result = chunk_task(_prepared(pair, spool, place, graphs, False), k)
+    files = ChunkFiles(*(os.path.join(spool.folder, f"{place}-{kind}-{k}") for kind in ChunkFiles._fields))
+    rows = tuple(None if c is None else replace(c, nodes=[], summary=None) for c in result)
+    for path, value in zip(files, (rows, light_of(result, linked))):
+        with open(path, "wb") as f:
+            pickle.dump(value, f, pickle.HIGHEST_PROTOCOL)
+    return files
+
+
+def rows_of(result: tuple[RowsChunk | None, ...] | ChunkFiles) -> tuple[RowsChunk | None, ...]:
+    """A chunk task's rows and stacks, for its insert."""
+    if isinstance(result, ChunkFiles):
+        with open(result.rows, "rb") as f:
+            rows: tuple[RowsChunk | None, ...] = pickle.load(f)
+        return rows
+    return result
+
+
+def light_of(result: tuple[RowsChunk | None, ...] | ChunkFiles, linked: bool) -> tuple[RowsChunk | None, ...]:
+    """A chunk task's result without its rows and stacks (what joining the chunks needs: made where
+    the chunk is, so that its rows go only to their insert), and without its communication rows
+    unless they are ``linked`` across ranks (Plan.linked: else nothing changes them after their
+    insert; held to the run's end, they would be 0.45 GB of one rank of 1,001,000 entries a side)."""
+    if isinstance(result, ChunkFiles):
+        with open(result.light, "rb") as f:
+            light: tuple[RowsChunk | None, ...] = pickle.load(f)
+        return light
+    return tuple(
+        None if c is None else replace(c, packed=None, stacks=[], nodes=c.nodes if linked else [])
+        for c in result
+    )
+
+
+def whole_of(result: tuple[RowsChunk | None, ...] | ChunkFiles) -> tuple[RowsChunk | None, ...]:
+    """A chunk task's whole result (of ChunkFiles: from its two spool files, made with ``linked``, its
+    communication rows kept), for a Part read back in the run's own process (graph/api.py:
+    build_graphs)."""
+    if not isinstance(result, ChunkFiles):
+        return result
+    return tuple(
+        None if c is None or light is None else replace(c, nodes=light.nodes, summary=light.summary)
+        for c, light in zip(rows_of(result), light_of(result, True))
+    )
+
+
+def held_finish(spool: Spool, place: int, summary: Summary, *chunks: ChunkFiles) -> Held:
+    """The (step, rank)'s Part joined from its chunks' lights (made as ``linked`` said), held to the
+    run's end."""
+    return hold(spool, RUN, f"part-{place}", joined(summary, *(light_of(c, True) for c in chunks)))
+
+
+def held_parts(spool: Spool, parts: list[Part]) -> Held:
+    """The run's Parts, linked across ranks, held for the vis.db's last task."""
+    return hold(spool, RUN, "parts", parts)

@@ -1,0 +1,59 @@
+"""graph_visualize of ONE rank on two local worker processes (``--workers 2``, dask's processes
+scheduler): both processes make chunks of the rank, each from the pair it prepared itself from the
+graphs built by either (graph/held.py), and only names and small values pass through the run's own
+process (no graph, no prepared pair, no chunk's rows); the vis.db is the one of a run in this process,
+rowids included, and the run's spool folder is gone."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dask.callbacks import Callback
+from visdb_diff import diff_visdb, rowids
+
+from msprobe_dask.graph import api, chunks, held
+from msprobe_dask.pipeline.scheduler import RunOptions
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+SMALL = 16 << 10  # bytes: the most a task's result other than the last takes pickled
+
+
+def test_both_worker_processes_make_chunks_of_one_rank_and_only_names_travel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)  # (the plan, made here, cuts the graphs: 32 chunks)
+    case = DATA / "transformer_big"
+    sides = (case / "target", case / "golden")
+    local = Path(api.graph_visualize(*sides, output_path=tmp_path / "local", run=RunOptions(workers=0)))
+    made = tmp_path / "made"
+    chunk_task = held.chunk_task
+
+    def logged(p: chunks.Prepared, k: int) -> Any:  # (run in the worker processes, forked with it)
+        with open(made, "a") as f:
+            f.write(f"{os.getpid()} {k}\n")
+        return chunk_task(p, k)
+
+    monkeypatch.setattr(held, "chunk_task", logged)
+    sizes: dict[str, int] = {}
+
+    class Sizes(Callback):  # (in this process, as each result comes back)
+        def _posttask(self, key: Any, result: Any, dsk: Any, state: Any, worker: Any) -> None:
+            sizes[str(key)] = len(pickle.dumps(result))
+
+    with Sizes():
+        remote = Path(
+            api.graph_visualize(*sides, output_path=tmp_path / "workers", run=RunOptions(workers=2))
+        )
+    lines = [line.split() for line in made.read_text().splitlines()]
+    assert sorted(int(k) for _, k in lines) == list(range(32))
+    assert len({pid for pid, _ in lines}) == 2 and str(os.getpid()) not in {pid for pid, _ in lines}
+    assert {k for k in sizes if k.startswith("rows-")} and "write-visdb" in sizes
+    big = {k: n for k, n in sizes.items() if n > SMALL and k != "write-visdb"}
+    assert not big, big
+    assert diff_visdb(str(remote), str(local)) == []
+    assert rowids(remote) == rowids(local)
+    assert [p.name for p in remote.parent.iterdir()] == [remote.name]
