@@ -1,4 +1,5 @@
-"""One exception type per kind of user mistake; the CLI prints each as one line and exits 2."""
+"""One exception type per kind of user mistake; the CLI prints each as one line and exits 2. The words of a
+problem that an OSError (or any exception) caused: ``cannot`` and ``one_line``."""
 
 from __future__ import annotations
 
@@ -16,6 +17,17 @@ class UserError(Exception):
     def __reduce__(self) -> tuple[type, tuple[str | None, str]]:
         # raised inside a worker process, it crosses back to the CLI by pickle
         return (type(self), (self.path, self.problem))
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's text on one line (its type's name if it has none)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def cannot(action: str, exc: BaseException) -> str:
+    """The problem of a file that ``exc`` (an OSError, mostly) kept from ``action``: ``cannot be read:
+    Permission denied``. An OSError says only its reason (the message names the file already)."""
+    return f"cannot {action}: {getattr(exc, 'strerror', None) or one_line(exc)}"
 
 
 class DumpError(UserError):

@@ -20,14 +20,13 @@ from typing import Any
 
 from msprobe_dask.dump.pt_zip import STORED, BadZip, Member, PtZip
 from msprobe_dask.dump.tensor_dtypes import Element, as_dtype, element_of, element_size
-from msprobe_dask.dump.tensor_handle import TensorHandle, one_line
-from msprobe_dask.errors import TensorFileError
+from msprobe_dask.dump.tensor_handle import TensorHandle
+from msprobe_dask.errors import TensorFileError, cannot, one_line
 
 MAX_PICKLE_BYTES = 16 << 20  # a tensor's data.pkl is ~150 bytes; refuse pickle bombs
 MAX_COMPRESSED_STORAGE_BYTES = 8 << 20
 """A storage stored compressed (never by torch.save) is read up to this size: at most 8M elements, which a
-compare measures in one shot, where a member that decompresses to less than it says is an error row (read
-chunk by chunk, each chunk would decompress the member again up to it, and a short one stop the run)."""
+compare measures in one shot (read chunk by chunk, each chunk would decompress the member again up to it)."""
 MAX_OVERLAPPING_ELEMS = 1 << 24
 """Elements a tensor may have beyond its storage's (strides of 0, as torch.save keeps an expanded view's):
 16M of them are measured in seconds, a tensor of 2**40 elements over one float would take days."""
@@ -187,7 +186,7 @@ def open_pt(path: Path, fd: int, head: bytes) -> TensorHandle:
     except TensorFileError:
         raise
     except OSError as exc:
-        raise TensorFileError(path, f"cannot read tensor file: {exc.strerror or exc}") from exc
+        raise TensorFileError(path, cannot("read tensor file", exc)) from exc
     except Exception as exc:  # noqa: BLE001 - BadZip, or what a damaged zip makes zipfile raise
         problem = f"not a readable zip (truncated or corrupt .pt): {one_line(exc)}"
         raise TensorFileError(path, problem) from exc

@@ -31,8 +31,8 @@ from msprobe_dask.dump.pt_file import (
     storage_handle,
     storage_nbytes,
 )
-from msprobe_dask.dump.tensor_handle import TensorHandle, one_line
-from msprobe_dask.errors import TensorFileError
+from msprobe_dask.dump.tensor_handle import TensorHandle
+from msprobe_dask.errors import TensorFileError, cannot, one_line
 
 MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
 PROTOCOL_VERSION = 1001
@@ -55,7 +55,7 @@ def open_legacy_pt(path: Path, fd: int, head: bytes) -> TensorHandle:
     except TensorFileError as exc:
         raise TensorFileError(path, f"{_WHAT}: {exc.problem}") from exc
     except OSError as exc:
-        raise TensorFileError(path, f"cannot read tensor file: {exc.strerror or exc}") from exc
+        raise TensorFileError(path, cannot("read tensor file", exc)) from exc
 
 
 def _pickles(fd: int, head: bytes, file_size: int) -> tuple[list[bytes], int]:

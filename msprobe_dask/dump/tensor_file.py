@@ -18,9 +18,8 @@ import stat
 import struct
 import warnings
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -29,14 +28,8 @@ from msprobe_dask.dump.confine import check_regular
 from msprobe_dask.dump.pt_file import open_pt
 from msprobe_dask.dump.pt_legacy import open_legacy_pt
 from msprobe_dask.dump.pt_zip import HEAD_BYTES, ZIP_MAGIC
-from msprobe_dask.dump.tensor_handle import TensorHandle, c_strides, one_line
-from msprobe_dask.errors import StoreError, TensorFileError, UnsafePathError
-
-if TYPE_CHECKING:
-    import dask.array as da
-
-DEFAULT_CHUNK_ELEMS = 1 << 20
-"""Elements per dask chunk: 4-8 MB for the usual 4-8 byte dtypes."""
+from msprobe_dask.dump.tensor_handle import TensorHandle, c_strides
+from msprobe_dask.errors import StoreError, TensorFileError, UnsafePathError, cannot, one_line
 
 _NPY_MAGIC = b"\x93NUMPY"
 _PICKLE_PROTOCOL = b"\x80"  # the opcode a pickle of protocol 2 or later starts with: a legacy .pt
@@ -139,7 +132,7 @@ def open_tensor(path: Path) -> TensorHandle:
     except OSError as exc:
         if zarr_store.in_store(path):
             raise StoreError(path, "the zarr store has no such array (an incomplete store?)") from None
-        raise TensorFileError(path, f"cannot read tensor file: {exc.strerror or exc}") from exc
+        raise TensorFileError(path, cannot("read tensor file", exc)) from exc
     if not head:
         raise TensorFileError(path, "empty file, not a .npy or .pt tensor")
     raise TensorFileError(path, "neither a .npy file nor a torch.save .pt zip")
@@ -277,14 +270,29 @@ def _read_run(handle: TensorHandle, first: int, count: int) -> np.ndarray:
         elif nbytes < _SMALL_READ_BYTES:
             run = np.fromfile(handle.path, handle.dtype, count=count, offset=offset)
         else:
-            run = np.memmap(handle.path, handle.dtype, mode="r", offset=offset, shape=(count,))
+            with open(handle.path, "rb") as f:
+                _check_holds(handle.path, f, offset, nbytes)
+                run = np.memmap(f, handle.dtype, mode="r", offset=offset, shape=(count,))
+    except TensorFileError:
+        raise
     except Exception as exc:  # noqa: BLE001 - I/O errors, or a zip member damaged since its header was read
-        raise TensorFileError(handle.path, f"cannot read tensor data: {one_line(exc)}") from exc
+        raise TensorFileError(handle.path, cannot("read tensor data", exc)) from exc
     if run.size != count:
-        problem = f"truncated: expected {count} items at byte {offset}, got {run.size}"
-        raise TensorFileError(handle.path, problem)
+        raise _truncated(handle.path, nbytes, offset, run.size * handle.itemsize)
     run.flags.writeable = False
     return run
+
+
+def _check_holds(path: Path, file: Any, offset: int, nbytes: int) -> None:
+    """The open ``file`` holds ``nbytes`` bytes from ``offset`` (it may have been cut since its header was
+    read: a memory map of it would raise, or fault, where the data is missing)."""
+    found = os.fstat(file.fileno()).st_size - offset
+    if found < nbytes:
+        raise _truncated(path, nbytes, offset, max(found, 0))
+
+
+def _truncated(path: Path, nbytes: int, offset: int, found: int) -> TensorFileError:
+    return TensorFileError(path, f"truncated: expected {nbytes} bytes at byte {offset}, found {found}")
 
 
 def read_bytes(handle: TensorHandle, buffer: np.ndarray) -> np.ndarray | None:
@@ -310,19 +318,13 @@ def _mapped(handle: TensorHandle) -> np.ndarray:
     """The bytes of a tensor that is one run in its file, memory-mapped (read-only), pages populated: a
     view of the file in the task that reads it, as numpy's ``np.load(mmap_mode="r")`` gives (the mapping
     never leaves the task: only the metrics do; no memory shared between processes)."""
-    end = handle.offset + handle.nbytes
     try:
         with open(handle.path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < end:
-                problem = (
-                    f"truncated: expected {handle.nbytes} bytes at byte {handle.offset}, the file has {size}"
-                )
-                raise TensorFileError(handle.path, problem)
+            _check_holds(handle.path, f, handle.offset, handle.nbytes)
             flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-            mapped = mmap.mmap(f.fileno(), end, flags=flags, prot=mmap.PROT_READ)
+            mapped = mmap.mmap(f.fileno(), handle.offset + handle.nbytes, flags=flags, prot=mmap.PROT_READ)
     except OSError as exc:
-        raise TensorFileError(handle.path, f"cannot read tensor data: {exc.strerror or exc}") from exc
+        raise TensorFileError(handle.path, cannot("read tensor data", exc)) from exc
     return np.frombuffer(mapped, np.uint8, count=handle.nbytes, offset=handle.offset)
 
 
@@ -338,10 +340,9 @@ def _read_into(handle: TensorHandle, buffer: np.ndarray) -> np.ndarray:
             f.seek(handle.offset)
             got = f.readinto(buffer.data)
     except OSError as exc:
-        raise TensorFileError(handle.path, f"cannot read tensor data: {exc.strerror or exc}") from exc
+        raise TensorFileError(handle.path, cannot("read tensor data", exc)) from exc
     if got != buffer.size:
-        problem = f"truncated: expected {buffer.size} bytes at byte {handle.offset}, got {got or 0}"
-        raise TensorFileError(handle.path, problem)
+        raise _truncated(handle.path, buffer.size, handle.offset, got or 0)
     return buffer
 
 
@@ -349,50 +350,6 @@ def _native(handle: TensorHandle, array: np.ndarray) -> np.ndarray:
     if handle.kind == "pt" and not array.dtype.isnative:
         return array.astype(array.dtype.newbyteorder("="))
     return array
-
-
-@dataclass(frozen=True, slots=True)
-class _FlatReader:
-    """The tensor seen as a 1-D array, for ``dask.array.from_array``: only flat slices are ever asked for."""
-
-    handle: TensorHandle
-
-    @property
-    def shape(self) -> tuple[int]:
-        return (self.handle.size,)
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.handle.dtype.newbyteorder("=") if self.handle.kind == "pt" else self.handle.dtype
-
-    @property
-    def ndim(self) -> int:
-        return 1
-
-    def __getitem__(self, key: Any) -> np.ndarray:
-        key = key[0] if isinstance(key, tuple) else key
-        if not isinstance(key, slice) or key.step not in (None, 1):
-            raise TypeError(f"only contiguous flat slices are supported, got {key!r}")
-        start, stop, _ = key.indices(self.handle.size)
-        return read_flat(self.handle, start, stop)
-
-
-def as_dask_array(handle: TensorHandle, chunk_elems: int = DEFAULT_CHUNK_ELEMS) -> da.Array:
-    """The tensor flattened (C order) as a 1-D dask array of ``chunk_elems``-element chunks.
-
-    Each chunk is one task reading only its bytes, so a worker holds one chunk, never the whole tensor;
-    the reader is inlined in every chunk's task (no shared key that would draw the chunks to one worker).
-    """
-    import dask.array as da
-    from dask.base import tokenize
-
-    reader = _FlatReader(handle)
-    stat = handle.path.stat()
-    name = "tensor-" + tokenize(str(handle.path), stat.st_mtime_ns, stat.st_size, handle.offset, chunk_elems)
-    return da.from_array(
-        reader, chunks=(max(int(chunk_elems), 1),), name=name, meta=np.empty((0,), reader.dtype),
-        asarray=True, lock=False, inline_array=True,
-    )  # fmt: skip
 
 
 def stored_nbytes(path: Path) -> int:

@@ -31,7 +31,7 @@ import numpy as np
 
 from msprobe_dask.dump.fastjson import loads
 from msprobe_dask.dump.tensor_dtypes import ML_DTYPES, Element, element_of, element_size
-from msprobe_dask.errors import StoreError
+from msprobe_dask.errors import StoreError, cannot, one_line
 
 METADATA = "zarr.json"
 ATTRIBUTE = "msprobe_dask"
@@ -76,7 +76,7 @@ def array_header(path: Path) -> tuple[Element, tuple[int, ...], bool]:
         complete = bool(attrs.get("complete"))
         size = meta["shape"][0]
     except OSError as exc:
-        raise StoreError(path, f"cannot read the array's metadata: {exc.strerror or exc}") from None
+        raise StoreError(path, cannot("read the array's metadata", exc)) from None
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise StoreError(
             path, f"not a tensor array of a converted dump ({type(exc).__name__}: {exc})"
@@ -139,8 +139,7 @@ def read_bytes(path: Path, itemsize: int, start: int, stop: int, out: np.ndarray
     except StoreError:
         raise
     except Exception as exc:  # noqa: BLE001 - a corrupt chunk makes the codecs raise almost anything
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        raise StoreError(path, f"corrupt zarr array (elements {start}:{stop}): {text}") from None
+        raise StoreError(path, f"corrupt zarr array (elements {start}:{stop}): {one_line(exc)}") from None
     return out
 
 

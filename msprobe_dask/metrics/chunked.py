@@ -22,6 +22,7 @@ import numpy as np
 
 from msprobe_dask.dump.tensor_dtypes import native_name
 from msprobe_dask.dump.tensor_file import TensorHandle, read_flat
+from msprobe_dask.errors import UserError
 from msprobe_dask.metrics.one_shot import finite_pass, kernel_reads
 from msprobe_dask.metrics.tensor_cells import (
     FIVE_THOUSANDTHS,
@@ -37,6 +38,7 @@ from msprobe_dask.metrics.tensor_cells import (
     max_cell,
     ratio_cell,
     relative_error,
+    unreadable,
     without_shared_invalid,
 )
 
@@ -99,17 +101,25 @@ PARTIALS_RECORD = np.dtype(
     [("size", "i8"), ("mismatch", "?")]
     + [(name, "f8") for field in _SUMS for name in (field, field + "_lo")]
     + [("max_abs", "f8"), ("max_rel", "f8"), ("under_thousandth", "i8"), ("under_five_thousandths", "i8")]
+    + [("unreadable", "O")]
 )
 """Partials as one numpy record, the element type of the dask.array reduction. Each float sum is kept as a
 double-double (``x`` + ``x_lo``, the exact sum to ~106 bits), so that merging records in any tree shape gives
-the same sums; the maxima are float64 (the same values as the float16/32 maxima they hold)."""
+the same sums; the maxima are float64 (the same values as the float16/32 maxima they hold). ``unreadable``:
+the message of a block whose files could not be read (``block_record``), else None."""
 
 
 def _record(part: Partials) -> np.ndarray:
-    record = np.zeros(1, PARTIALS_RECORD)
+    record = _empty_records(1)
     for name in Partials.__slots__:
         record[name] = getattr(part, name)
     return record
+
+
+def _empty_records(count: int) -> np.ndarray:
+    records = np.zeros(count, PARTIALS_RECORD)
+    records["unreadable"] = None
+    return records
 
 
 def _exact_sum(values: list[float]) -> tuple[float, float]:
@@ -126,8 +136,9 @@ def _exact_sum(values: list[float]) -> tuple[float, float]:
 def merge_records(records: np.ndarray, axis: Any = None, keepdims: bool = False) -> np.ndarray:
     """Chunk, combine and aggregate step of the reduction: many partials records into one."""
     flat = np.asarray(records, PARTIALS_RECORD).reshape(-1)
-    merged = np.zeros(1, PARTIALS_RECORD)
+    merged = _empty_records(1)
     if flat.size:
+        merged["unreadable"] = next((m for m in flat["unreadable"] if m is not None), None)  # the first
         merged["size"] = flat["size"].sum()
         merged["mismatch"] = flat["mismatch"].any()
         for name in _SUMS:
@@ -145,6 +156,8 @@ def merge_records(records: np.ndarray, axis: Any = None, keepdims: bool = False)
 def record_metrics(record: np.ndarray) -> TensorMetrics:
     """The row from the merged record of all chunks."""
     total = record.reshape(-1)[0]
+    if total["unreadable"] is not None:
+        return TensorMetrics.filled(UNSUPPORTED, total["unreadable"], unreadable=True)
     if total["size"] == 0:
         return TensorMetrics.filled(UNSUPPORTED, "no data")
     if total["mismatch"]:
@@ -170,27 +183,28 @@ def record_metrics(record: np.ndarray) -> TensorMetrics:
 def aggregate_partials(parts: Iterable[Partials]) -> TensorMetrics:
     """The row from all chunks' partials, in any order."""
     records = [_record(p) for p in parts]
-    return record_metrics(merge_records(np.concatenate(records) if records else np.zeros(0, PARTIALS_RECORD)))
+    return record_metrics(merge_records(np.concatenate(records) if records else _empty_records(0)))
 
 
-def block_record(npu_block: np.ndarray, bench_block: np.ndarray, chunk_elems: int) -> np.ndarray:
-    """The merged partials of two aligned blocks (a task's), each chunk of ``chunk_elems`` elements (a block
-    starts at a multiple of it) measured apart: the same record, merged on, as one block a chunk gives."""
-    records = [
-        _record(chunk_partials(npu_block[start:stop], bench_block[start:stop]))
-        for start, stop in _chunk_bounds(npu_block.size, chunk_elems) or [(0, 0)]
-    ]
-    return merge_records(np.concatenate(records), keepdims=True)
-
-
-def _chunk_bounds(size: int, chunk_elems: int) -> list[tuple[int, int]]:
+def block_record(
+    npu: TensorHandle, bench: TensorHandle, start: int, stop: int, chunk_elems: int
+) -> np.ndarray:
+    """The merged partials of elements ``start:stop`` of the pair (a task's block), each chunk of
+    ``chunk_elems`` elements (``start`` a multiple of it) read and measured apart: the same record, merged
+    on, as one block a chunk gives. A block whose files cannot be read (changed since their headers were
+    read, an I/O error) gives a record saying so (``unreadable``), as the row of a small pair would."""
     step = max(int(chunk_elems), 1)
-    return [(start, min(start + step, size)) for start in range(0, size, step)]
+    bounds = [(first, min(first + step, stop)) for first in range(start, stop, step)]
+    records = _empty_records(len(bounds))
+    try:
+        for i, (first, last) in enumerate(bounds):
+            records[i] = _record(chunk_partials(read_flat(npu, first, last), read_flat(bench, first, last)))
+    except (UserError, OSError) as exc:
+        records = _empty_records(1)
+        records["unreadable"] = unreadable(exc).message
+    return merge_records(records, keepdims=True)
 
 
 def measure_chunked(npu: TensorHandle, bench: TensorHandle, chunk_elems: int) -> TensorMetrics:
-    parts = (
-        chunk_partials(read_flat(npu, start, stop), read_flat(bench, start, stop))
-        for start, stop in _chunk_bounds(npu.size, chunk_elems)
-    )
-    return aggregate_partials(parts)
+    """The row of a pair read chunk by chunk in this task."""
+    return record_metrics(block_record(npu, bench, 0, npu.size, chunk_elems))

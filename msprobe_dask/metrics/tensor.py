@@ -22,13 +22,12 @@ import numpy as np
 from msprobe_dask.dump.tensor_dtypes import holds_numbers, native_name
 from msprobe_dask.dump.tensor_file import (
     TensorHandle,
-    as_dask_array,
     open_tensor,
     read_array,
     read_bytes,
     typed,
 )
-from msprobe_dask.errors import StoreError, UserError
+from msprobe_dask.errors import UserError
 from msprobe_dask.metrics.chunked import (
     PARTIALS_RECORD,
     block_record,
@@ -38,7 +37,7 @@ from msprobe_dask.metrics.chunked import (
 )
 from msprobe_dask.metrics.claims import Claim, pair_disagreement
 from msprobe_dask.metrics.one_shot import Workspace, kernel_cells, kernel_kinds, measure_arrays
-from msprobe_dask.metrics.tensor_cells import UNSUPPORTED, TensorMetrics, precheck, squeezed
+from msprobe_dask.metrics.tensor_cells import UNSUPPORTED, TensorMetrics, precheck, squeezed, unreadable
 
 if TYPE_CHECKING:
     from dask.delayed import Delayed
@@ -62,20 +61,13 @@ tasks of one chunk took 2.47 s of CPU (--workers 1) and 2.41 s (--workers 2), 60
 2.19 s (medians of 3, load 3.9-5.7); peak RSS 223 MiB and 380 MiB, against 160 MiB and 266 MiB."""
 
 
-def _unreadable(exc: UserError | OSError) -> TensorMetrics:
-    """A row for a tensor that cannot be read; a damaged zarr store stops the run instead (StoreError)."""
-    if isinstance(exc, StoreError):
-        raise exc
-    return TensorMetrics.filled(UNSUPPORTED, str(exc), unreadable=True)
-
-
 def _open_pair(npu_path: PathLike, bench_path: PathLike) -> tuple[TensorHandle, TensorHandle] | TensorMetrics:
     """The two files' handles; the row of a pair that cannot be measured: a file that cannot be read, or
     that holds no numbers (strings, bytes, records, datetimes...: D27, whatever dump.json says)."""
     try:
         pair = open_tensor(Path(npu_path)), open_tensor(Path(bench_path))
     except (UserError, OSError) as exc:
-        return _unreadable(exc)
+        return unreadable(exc)
     problems = [
         f"{h.path}: the file holds {h.dtype.name} {list(h.shape)}, not numbers"
         for h in pair
@@ -121,10 +113,7 @@ def _measure_open(
     if early is not None:
         return early
     if npu.size > big_elems and npu.size > 1:
-        try:
-            return measure_chunked(npu, bench, chunk_elems)
-        except (UserError, OSError) as exc:
-            return _unreadable(exc)
+        return measure_chunked(npu, bench, chunk_elems)
     return _measure_one_shot(npu, bench, workspace)
 
 
@@ -148,7 +137,7 @@ def _measure_one_shot(
         else:
             npu_array, bench_array = read_array(npu, npu_buffer), read_array(bench, bench_buffer)
     except (UserError, OSError) as exc:
-        return _unreadable(exc)
+        return unreadable(exc)
     return measure_arrays(npu_array, bench_array, workspace)
 
 
@@ -187,8 +176,9 @@ def measure_pair_delayed(
     """A lazy ``TensorMetrics`` for a pair: for more than ``big_elems`` (``BIG_TENSOR_ELEMS``) elements, a
     ``dask.array`` reduction over the two flat tensors, else one task measuring it in one shot.
 
-    Each task of aligned blocks (``CHUNKS_PER_TASK`` chunks of each side) gives one partials record
-    (``blockwise``; the chunk stays the unit the partials are summed in), the records are merged by
+    Each task of aligned blocks (``CHUNKS_PER_TASK`` chunks of each side) reads them and gives one partials
+    record (``map_blocks``; the chunk stays the unit the partials are summed in; a block whose files cannot
+    be read, changed since their headers were read, makes the row unreadable), the records are merged by
     ``dask.array.reduction`` (chunk / combine / aggregate: :func:`merge_records`), and one task turns the
     merged record into the row. The blocks are independent tasks, so a big tensor is read and reduced on
     every worker at once. Headers are read now (to know the chunking); the data only when the graph runs.
@@ -217,17 +207,37 @@ def measure_pair_delayed(
 
 
 def _reduced_record(npu: TensorHandle, bench: TensorHandle, chunk_elems: int) -> Any:
+    """The merged partials record of a pair, a ``dask.array`` reduction over tasks that each read and
+    measure ``CHUNKS_PER_TASK`` chunks of both files (``block_record``: a block that cannot be read gives a
+    record saying so, which the row then says)."""
     import dask.array as da
+    from dask.base import tokenize
 
     task_elems = chunk_elems * CHUNKS_PER_TASK
-    records = da.blockwise(
-        block_record, "i",
-        as_dask_array(npu, task_elems), "i",
-        as_dask_array(bench, task_elems), "i",
-        adjust_chunks={"i": 1}, dtype=PARTIALS_RECORD, meta=np.empty((0,), PARTIALS_RECORD),
-        chunk_elems=chunk_elems,
+    tasks = -(-npu.size // task_elems)
+    name = "partials-" + tokenize(_file_token(npu), _file_token(bench), npu, bench, chunk_elems, task_elems)
+    records = da.map_blocks(
+        _task_record, npu, bench, task_elems, chunk_elems,
+        chunks=((1,) * tasks,), dtype=PARTIALS_RECORD, meta=np.empty((0,), PARTIALS_RECORD), name=name,
     )  # fmt: skip
     return da.reduction(
         records, merge_records, merge_records, combine=merge_records, dtype=PARTIALS_RECORD,
         split_every=SPLIT_EVERY, concatenate=True, meta=np.empty((), PARTIALS_RECORD),
     )  # fmt: skip
+
+
+def _task_record(
+    npu: TensorHandle, bench: TensorHandle, task_elems: int, chunk_elems: int, block_id: tuple[int]
+) -> np.ndarray:
+    start = block_id[0] * task_elems
+    return block_record(npu, bench, start, min(start + task_elems, npu.size), chunk_elems)
+
+
+def _file_token(handle: TensorHandle) -> tuple[int, int] | None:
+    """What tells the file's versions apart in the tasks' names (a file changed since: other tasks);
+    None when it cannot be told (reading it will say why)."""
+    try:
+        status = handle.path.stat()
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size

@@ -15,6 +15,7 @@ import numpy as np
 
 from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
 from msprobe_dask.dump.tensor_dtypes import is_ml_dtype
+from msprobe_dask.errors import StoreError, UserError
 
 UNSUPPORTED = "unsupported"
 SHAPE_UNMATCHED = "shape unmatched"
@@ -50,6 +51,14 @@ class TensorMetrics:
 
     def as_dict(self) -> dict[str, Cell]:
         return dict(zip(TENSOR_METRIC_COLUMNS, self.cells))
+
+
+def unreadable(exc: UserError | OSError) -> TensorMetrics:
+    """The row of a pair whose tensor file cannot be read (``exc`` names it and the problem), whichever path
+    reads it; a damaged zarr store stops the run instead (its StoreError is raised again)."""
+    if isinstance(exc, StoreError):
+        raise exc
+    return TensorMetrics.filled(UNSUPPORTED, str(exc), unreadable=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hostile_dumps import APIS, evil_pickle, mkfifo, write_dump, zipped_pickle
+from hostile_dumps import APIS, entries, evil_pickle, mkfifo, write_dump, zipped_pickle
 from hostile_run import Case, check, new_case, result_files, visdb_npu_nodes
 
+from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
 from msprobe_dask.dump.pt_legacy import MAGIC_NUMBER, PROTOCOL_VERSION
 
 VICTIM = f"{APIS[1]}.output.0.npy"
@@ -122,6 +123,86 @@ def test_unreadable_tensor_is_an_error_row(tmp_path: Path, damage: str) -> None:
     assert VICTIM in bad["Err_message"] and problem.split()[0] in bad["Err_message"]
     others = [r for name, r in rows.items() if r is not bad and r["Data_name"] != "['-1', '-1']"]
     assert others and all(r["Result"] == "pass" for r in others)
+
+
+BIG_SHAPE = (3, 2_800_000)
+"""More elements than a compare measures in one shot (8M): the pair is read chunk by chunk, in tasks of their
+own, once the graph is made from the files' headers."""
+
+
+def _with_big_victim(folder: Path) -> Path:
+    """A tensor dump whose victim is a sparse .npy of ``BIG_SHAPE`` zeros (no disk blocks), as its entry
+    says."""
+    data = entries(True)
+    data[APIS[1]]["output"][0]["shape"] = list(BIG_SHAPE)
+    write_dump(folder, data, task="tensor")
+    path = folder / "dump_tensor_data" / VICTIM
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": BIG_SHAPE})
+        f.truncate(f.tell() + 4 * BIG_SHAPE[0] * BIG_SHAPE[1])
+    return folder
+
+
+_WHILE_COMPARED = """import os
+from dask.callbacks import Callback
+
+def _damage(dsk, state):
+    if any(isinstance(key, tuple) and str(key[0]).startswith("merge_records-") for key in dsk):
+        {damage}
+
+Callback(start_state=_damage).register()
+"""
+"""A prelude that damages a file as the graph that reads a big pair's chunks starts (its headers read)."""
+WHILE_COMPARED = {
+    "truncated": ("os.truncate({path!r}, 4096)", "truncated: expected"),
+    "folder": ("os.unlink({path!r}); os.mkdir({path!r})", "Is a directory"),
+    "missing": ("os.unlink({path!r})", "No such file"),
+}
+BEFORE = {"truncated": _truncate, "folder": _folder, "missing": _missing}
+
+
+def _victim_row(case: Case, words: tuple[str, ...], *flags: str, prelude: str = "") -> dict[str, str]:
+    """The victim's row of a compare of ``case``'s dumps, which ends as a run with an unreadable row does,
+    every other row measured and passed."""
+    target, golden = case.dumps / "target", case.dumps / "golden"
+    argv = ("compare", "-tp", str(target), "-gp", str(golden), "-o", str(case.out), "-q", *flags)
+    check(case.run(*argv, prelude=prelude), 1, "1 row(s) could not be read", *words)
+    (result,) = result_files(case.out)
+    rows = {row["NPU Name"]: row for row in csv.DictReader(result.open(encoding="utf-8"))}
+    bad = rows.pop(VICTIM.removesuffix(".npy"))
+    others = [r for r in rows.values() if r["Data_name"] != "['-1', '-1']"]
+    assert others and all(r["Result"] == "pass" and r["Cosine"] != "unsupported" for r in others)
+    return bad
+
+
+@pytest.mark.parametrize("workers", [(), ("--workers", "1"), ("--workers", "2")], ids=["auto", "w1", "w2"])
+@pytest.mark.parametrize("damage", list(WHILE_COMPARED))
+def test_big_tensor_damaged_while_compared_is_an_error_row(
+    tmp_path: Path, damage: str, workers: tuple[str, ...]
+) -> None:
+    """A file of more than 8M elements damaged after its header was read, as its chunks are read (on local
+    worker processes: the input is 67 MB): its row is an error naming the file and the problem, as a small
+    file damaged before the run gives (it stopped the run: exit 2, one line)."""
+    (tmp_path / "small").mkdir()
+    (tmp_path / "big").mkdir()
+    small = new_case(tmp_path / "small")
+    for side in ("target", "golden"):
+        write_dump(small.dumps / side, task="tensor")
+    small_path = small.dumps / "target" / "dump_tensor_data" / VICTIM
+    BEFORE[damage](small_path, small)
+    expected = _victim_row(small, (VICTIM,))
+    case = new_case(tmp_path / "big")
+    for side in ("target", "golden"):
+        _with_big_victim(case.dumps / side)
+    path = case.dumps / "target" / "dump_tensor_data" / VICTIM
+    action, problem = WHILE_COMPARED[damage]
+    prelude = _WHILE_COMPARED.format(damage=action.format(path=str(path)))
+    row = _victim_row(case, (str(path), problem), *workers, prelude=prelude)
+    columns = ["Result", *TENSOR_METRIC_COLUMNS]
+    assert [row[c] for c in columns] == [expected[c] for c in columns] == ["error", *["unsupported"] * 6]
+    said = '["error: the tensor could not be read: {}: '
+    assert row["Err_message"].startswith(said.format(path)) and problem in row["Err_message"], row
+    assert expected["Err_message"].startswith(said.format(small_path)), expected
 
 
 WORKERS = ("--workers", "2")  # a LocalCluster: the tensors are read by its worker processes

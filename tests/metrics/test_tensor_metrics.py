@@ -8,6 +8,8 @@ import csv
 import dataclasses
 import json
 import math
+import os
+import shutil
 import tempfile
 import warnings
 from pathlib import Path
@@ -20,6 +22,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
+from msprobe_dask.dump.zarr_store import write_array
+from msprobe_dask.errors import StoreError
 from msprobe_dask.metrics.chunked import aggregate_partials, chunk_partials
 from msprobe_dask.metrics.one_shot import measure_arrays
 from msprobe_dask.metrics.tensor import measure_pair, measure_pair_delayed, measure_pairs
@@ -27,6 +31,7 @@ from msprobe_dask.metrics.tensor_cells import TensorMetrics
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EDGE = DATA / "tensors" / "edge"
+EDGE_PT = EDGE / "pt" / "target" / "dump_tensor_data"
 
 
 def _reference_metrics() -> tuple[str, ...]:
@@ -209,6 +214,56 @@ def _assert_chunked_matches(npu: Path, bench: Path, big_elems: int, chunk_elems:
     exact = [c for c in TENSOR_METRIC_COLUMNS if c not in APPROXIMATE]  # maxima and ratios
     assert [cells[c] for c in exact] == [whole[c] for c in exact], (chunked, one_shot)
     return chunked
+
+
+def _pair(tmp_path: Path, kind: str) -> tuple[Path, Path]:
+    """Two files of one tensor: .npy of 1,000 floats, an edge case's .pt, or a converted dump's arrays."""
+    n, b = tmp_path / f"n.{kind}", tmp_path / f"b.{kind}"
+    values = np.random.default_rng(5).standard_normal(1000).astype(np.float32)
+    for path in (n, b):
+        if kind == "npy":
+            np.save(path, values)
+        elif kind == "pt":
+            shutil.copy(EDGE_PT / "Torch.random.0.forward.input.0.pt", path)
+        else:
+            write_array(path, values.dtype, values.shape, lambda start, stop: values[start:stop])
+    return n, b
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+@pytest.mark.parametrize("damage", ["truncated", "missing", "folder"])
+@pytest.mark.parametrize("kind", ["npy", "pt"])
+def test_a_file_damaged_after_the_graph_is_made_gives_its_row(
+    tmp_path: Path, kind: str, damage: str, scheduler: str
+) -> None:
+    """A big pair's headers are read as its graph is made, its chunks as the graph runs: a file damaged in
+    between gives its row an error naming it (as the file damaged before gives), not one that stops the
+    run."""
+    n, b = _pair(tmp_path, kind)
+    lazy = measure_pair_delayed(n, b, big_elems=1, chunk_elems=5)
+    if damage == "truncated":
+        os.truncate(n, 1000)
+    else:
+        n.unlink()
+        if damage == "folder":
+            n.mkdir()
+    got = lazy.compute(scheduler=scheduler)
+    before = measure_pair(n, b, big_elems=1, chunk_elems=5)
+    assert got.unreadable and before.unreadable and got.cells == before.cells == every("unsupported")
+    word = {"truncated": "truncated", "missing": "No such file", "folder": "folder"}[damage]
+    assert got.message.startswith(f"{n}: ") and before.message.startswith(f"{n}: ")
+    assert word in before.message and (word if damage != "folder" else "Is a directory") in got.message
+
+
+def test_a_store_array_damaged_after_the_graph_is_made_stops_the_run(tmp_path: Path) -> None:
+    """A converted dump's array missing a chunk file is a damaged store, which stops the run (README, Safety),
+    whether the pair is measured in one shot or chunk by chunk, its chunk removed before or during the run."""
+    n, b = _pair(tmp_path, "zarr")
+    lazy = measure_pair_delayed(n, b, big_elems=1, chunk_elems=5)
+    (n / "c" / "0").unlink()
+    for measure in (lambda: lazy.compute(scheduler="threads"), lambda: measure_pair(n, b)):
+        with pytest.raises(StoreError, match="chunk c/0 is missing"):
+            measure()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int64", "bool"])
