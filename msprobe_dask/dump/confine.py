@@ -10,7 +10,7 @@ import os
 import stat
 from pathlib import Path
 
-from msprobe_dask.errors import DumpError, UserError
+from msprobe_dask.errors import DumpError, UserError, cannot
 
 _KINDS = {
     stat.S_IFIFO: "a FIFO",
@@ -32,7 +32,7 @@ def check_regular(path: Path, error: type[UserError] = DumpError) -> None:
     except FileNotFoundError:
         return
     except OSError as exc:  # ELOOP: a symlink loop
-        raise error(path, f"cannot be read: {exc.strerror or exc}") from None
+        raise error(path, cannot("be read", exc)) from None
     if not stat.S_ISREG(mode):
         raise error(path, f"is {file_kind(mode)}, not a regular file")
 
@@ -42,7 +42,7 @@ def listed(folder: Path) -> list[str]:
     try:
         return os.listdir(folder)
     except OSError as exc:
-        raise DumpError(folder, f"cannot be listed: {exc.strerror or exc}") from None
+        raise DumpError(folder, cannot("be listed", exc)) from None
 
 
 def check_dump_file(path: Path, root: Path | None = None) -> None:

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from msprobe_dask.dump.dumpjson import read_json
 from msprobe_dask.dump.fastjson import loads
-from msprobe_dask.errors import DumpError
+from msprobe_dask.errors import DumpError, cannot
 
 FIRST_KEY = re.compile(rb'\{\n( +)"')
 
@@ -166,7 +166,7 @@ class DumpEntries(Mapping[str, Any]):
                     raise DumpError(self._path, CHANGED)
                 return [os.pread(fd, end - start, start) for start, end in runs]
         except OSError as exc:
-            raise DumpError(self._path, f"cannot be read again: {exc.strerror or exc}") from None
+            raise DumpError(self._path, cannot("be read again", exc)) from None
 
     def _holds(self, token: bytes) -> bool:
         """Whether the file (as it was scanned) holds ``token``."""
@@ -232,7 +232,7 @@ def _unpickled(
     try:
         now = file_stamp(os.stat(path))
     except OSError as exc:
-        raise DumpError(path, f"cannot be read again: {exc.strerror or exc}") from None
+        raise DumpError(path, cannot("be read again", exc)) from None
     if now != stamp:
         raise DumpError(path, CHANGED)
     return DumpEntries(path, stamp, spans, small, mentioned)

@@ -28,7 +28,7 @@ import numpy as np
 from msprobe_dask.dump.confine import listed
 from msprobe_dask.dump.source import DumpSource, DumpTree
 from msprobe_dask.dump.tensor_file import resolve_data_file
-from msprobe_dask.errors import DumpError
+from msprobe_dask.errors import DumpError, cannot
 
 STATISTIC_CSV = "statistic.csv"
 NPY_MODE, STATISTIC_MODE = "npy", "statistic"
@@ -114,7 +114,7 @@ def read_statistic_csv(path: Path, warn: Callable[[str], None] | None = None) ->
         with open(path, encoding="utf-8", newline="") as f:
             rows = list(csv.reader(f))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise DumpError(path, f"cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+        raise DumpError(path, cannot("be read", exc)) from None
     if not rows:
         raise DumpError(path, "is empty (a statistic.csv starts with a header line)")
     header = rows[0]

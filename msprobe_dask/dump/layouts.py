@@ -32,7 +32,7 @@ from msprobe_dask.dump.source import (
     rank_number,
     step_number,
 )
-from msprobe_dask.errors import DumpError
+from msprobe_dask.errors import DumpError, cannot
 
 LayoutReader = Callable[[Path], "DumpTree | None"]
 
@@ -62,7 +62,7 @@ def _dump_file(folder: Path) -> Path | None:
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError as exc:  # a rank folder that cannot be searched: not a rank without its dump
-            raise DumpError(path, f"cannot be read: {exc.strerror or exc}") from None
+            raise DumpError(path, cannot("be read", exc)) from None
         if not path.is_dir():  # load_dump refuses a FIFO
             return path
     return None

@@ -29,7 +29,7 @@ from msprobe_dask.dump.kernel import (
 )
 from msprobe_dask.dump.layouts import open_dump
 from msprobe_dask.dump.source import DumpTree
-from msprobe_dask.errors import DumpError, UserError
+from msprobe_dask.errors import DumpError, UserError, cannot
 from msprobe_dask.pipeline.kernel_rows import npy_row, statistic_row
 from msprobe_dask.pipeline.kernel_table import KernelTable
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
@@ -163,7 +163,7 @@ def compare_job(job: KernelJob) -> KernelResult:
     except UserError as exc:
         result.problem = (exc.path, exc.problem)
     except OSError as exc:
-        result.problem = (getattr(exc, "filename", None), f"cannot be read: {exc.strerror or exc}")
+        result.problem = (getattr(exc, "filename", None), cannot("be read", exc))
     return result
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from msprobe_dask.dump.entry_index import EntryIndex
 from msprobe_dask.dump.source import DumpSource
-from msprobe_dask.errors import OutputError
+from msprobe_dask.errors import OutputError, cannot
 from msprobe_dask.pipeline.part_forms import CsvForm, packed
 from msprobe_dask.pipeline.part_keys import key_part, match_partition, pairs_of_part
 from msprobe_dask.pipeline.part_match import PlanCut, PlanHead, RankFacts
@@ -293,7 +293,7 @@ def _writing(path: Path) -> Iterator[None]:
         yield
     except OSError as exc:
         remove_temporaries_of(path)
-        raise OutputError(path, f"cannot be written: {exc.strerror or exc}") from None
+        raise OutputError(path, cannot("be written", exc)) from None
 
 
 def finish_file(form: CsvForm, label: str, head: PartWritten, *parts: PartWritten) -> WrittenRank:

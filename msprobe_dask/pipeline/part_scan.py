@@ -20,7 +20,7 @@ from msprobe_dask.dump.dumpjson import dump_facts, has_key, load_dump
 from msprobe_dask.dump.entry_index import EntryIndex, empty_index, index_dump, read_entries
 from msprobe_dask.dump.rows import DTYPE, ENTRY, NAME, LeafRow, RowKey
 from msprobe_dask.dump.source import DumpSource
-from msprobe_dask.errors import DumpError
+from msprobe_dask.errors import DumpError, cannot
 from msprobe_dask.graph.dump_files import find_entries
 from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.match.exact import backward_counts
@@ -47,7 +47,7 @@ def is_statistics_dump(source: DumpSource) -> bool:
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):  # a kernel dump's folder...
         return False
     except OSError as exc:  # permission denied...: refused now, not after the other ranks' parts
-        raise DumpError(source.dump_json, f"cannot be read: {exc.strerror or exc}") from None
+        raise DumpError(source.dump_json, cannot("be read", exc)) from None
     return _STATISTICS_HEAD.match(head) is not None
 
 

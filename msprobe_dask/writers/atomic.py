@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from msprobe_dask.errors import OutputError, RunStopped
+from msprobe_dask.errors import OutputError, RunStopped, cannot
 
 FILE_MODE = 0o640
 FOLDER_MODE = 0o750
@@ -108,7 +108,7 @@ def prepare_output_dir(path: str | Path) -> Path:
         for folder in reversed(missing_folders(path)):
             folder.mkdir(mode=FOLDER_MODE)
     except OSError as exc:
-        raise OutputError(path, f"cannot create the output folder: {exc.strerror or exc}") from None
+        raise OutputError(path, cannot("create the output folder", exc)) from None
     if not path.is_dir():
         raise OutputError(path, "is not a folder")
     if not os.access(path, os.W_OK | os.X_OK):
@@ -150,7 +150,7 @@ def atomic_path(final: Path) -> Iterator[Path]:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
     except OSError as exc:
-        raise OutputError(final, f"cannot be written: {exc.strerror or exc}") from None
+        raise OutputError(final, cannot("be written", exc)) from None
     os.close(fd)
     track(tmp)
     try:
@@ -158,7 +158,7 @@ def atomic_path(final: Path) -> Iterator[Path]:
         set_result_mode(tmp)
         publish(Path(tmp), final)
     except OSError as exc:
-        raise OutputError(final, f"cannot be written: {exc.strerror or exc}") from None
+        raise OutputError(final, cannot("be written", exc)) from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from msprobe_dask.columns import VISDB_NODE_COLUMNS, VISDB_NODE_TABLE
-from msprobe_dask.errors import OutputError
+from msprobe_dask.errors import OutputError, cannot
 from msprobe_dask.writers.atomic import check_running, not_replaced, publish, set_result_mode, track, untrack
 from msprobe_dask.writers.packed_rows import ERRORS, first_value, open_db, pack_rows
 
@@ -157,7 +157,7 @@ class VisdbWriter:
         except OSError as exc:  # the folder unwritable
             self._remove()
             where = exc.filename or self.path.parent
-            raise OutputError(where, f"cannot write the vis.db: {_reason(exc)}") from None
+            raise OutputError(where, cannot("write the vis.db", exc)) from None
         except ERRORS as exc:
             self._remove()
             raise OutputError(self.path, f"cannot write the vis.db: {exc}") from None
@@ -308,7 +308,7 @@ class VisdbWriter:
             set_result_mode(self._tmp)
             publish(self._tmp, self.path)
         except OSError as exc:
-            raise OutputError(self.path, f"cannot write the vis.db: {_reason(exc)}") from None
+            raise OutputError(self.path, cannot("write the vis.db", exc)) from None
         finally:
             self._remove()  # named now (a hard link), or not to be
         return str(self.path)
@@ -397,7 +397,3 @@ def _inode(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
-
-
-def _reason(exc: OSError) -> str:
-    return exc.strerror or str(exc)
