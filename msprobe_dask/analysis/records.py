@@ -12,15 +12,15 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
+from msprobe_dask.columns import DIFF_COLUMNS, STACK_COLUMN, STAT_COLUMNS
 from msprobe_dask.dump.rows import NA
 from msprobe_dask.metrics.stats import relative_fraction
 from msprobe_dask.table import Matched, build_table, pair_sides
 
-RELATIVE_COLUMNS = ("MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
+RELATIVE_COLUMNS = tuple(DIFF_COLUMNS[4:])  # MaxRelativeErr .. NormRelativeErr
 THRESHOLD = 0.5  # diff_analyze_threshold.yaml: each relative error, as a fraction
 IGNORED_OUTPUTS = {"npu_fusion_attention": (4, 5)}  # ignore_op_list.yaml: entry's api -> output indices
-DIFF_COLUMNS_AS_TEXT = ("Max diff", "Min diff", "Mean diff", "L2norm diff") + RELATIVE_COLUMNS
+DIFF_COLUMNS_AS_TEXT = tuple(DIFF_COLUMNS)  # Max diff .. L2norm diff, then RELATIVE_COLUMNS
 
 Records = dict[str, dict[str, Any]]
 

@@ -39,7 +39,7 @@ from msprobe_dask.writers.xlsx_package import write_workbook
 
 RESULT_NAME = re.compile(r"^compare_result_rank(\d+)(?:-rank\1)?_\d{14}\.xlsx$")
 SKIPPED_NAME = re.compile(r"^compare_result_rank(?:_|-rank)")
-GRAD_INDEX = "Requires_grad Consistent"
+GRAD_INDEX = TAIL_COLUMNS[0]  # Requires_grad Consistent
 MODE_INDICES = {"statistics": [*DIFF_COLUMNS, GRAD_INDEX], "tensor": [*TENSOR_COLUMNS, GRAD_INDEX]}
 MODE_HEADERS = {
     "statistics": BASE_COLUMNS + DIFF_COLUMNS + STAT_COLUMNS + TAIL_COLUMNS,
