@@ -1,15 +1,15 @@
 """Benchmark: tensor-mode compare of big dumps, ours against the reference and against the floor.
 
     python workflows/bench_tensor.py [--gb 2] [--big-gb 4] [--repeat 3] [--reference-repeat 1]
-        [--reference /work/oracle/bin/msprobe] [--torch-python /work/oracle/bin/python]
-        [--scratch /work/scratch/bench_tensor] [--only many-pt,many-npy,big] [--keep]
+        [--reference $(which msprobe)] [--torch-python PYTHON] [--scratch DIR]
+        [--only many-pt,many-npy,big] [--keep]
 
 Generates (``gen_tensor_dump.py``) a dump of many tensors per format (``.pt`` through the torch of
-``--torch-python``, ``.npy``) and one pair of a single big float32 tensor, then runs, interleaved and
-``--repeat`` times: the floor (one process reads every tensor byte once and reduces it with numpy), the
-floor on 2 processes (the files shared out by bytes: what this host gives two processes, the ceiling of
-ours' "2 workers vs 1"), ours (the default threaded scheduler, then ``--workers 1`` and ``--workers 2``)
-and the reference. It prints
+``--torch-python``, by default the Python beside ``--reference``; ``.npy``) and one pair of a single big
+float32 tensor, then runs, interleaved and ``--repeat`` times: the floor (one process reads every tensor
+byte once and reduces it with numpy), the floor on 2 processes (the files shared out by bytes: what this
+host gives two processes, the ceiling of ours' "2 workers vs 1"), ours (the default threaded scheduler,
+then ``--workers 1`` and ``--workers 2``) and the reference. It prints
 medians of wall time, CPU time (user + system of the whole process tree), GB/s of tensor bytes read (both
 sides) and peak RSS summed over the process tree (sampled every 20 ms). For the big pair it also checks
 our csv's metrics against a float64 numpy computation over the whole arrays (1e-6 relative).
@@ -307,27 +307,28 @@ def main() -> int:
     parser.add_argument("--big-gb", type=float, default=4.0, help="size of the one big tensor per side")
     parser.add_argument("--repeat", type=int, default=3, help="runs of ours and of the floor")
     parser.add_argument("--reference-repeat", type=int, default=1, help="runs of the reference (slow)")
-    parser.add_argument("--reference", default=shutil.which("msprobe") or "/work/oracle/bin/msprobe")
-    parser.add_argument("--torch-python", default="/work/oracle/bin/python", help="a Python with torch")
-    parser.add_argument("--scratch", type=Path, default=Path("/work/scratch/bench_tensor"))
+    parser.add_argument("--reference", default=shutil.which("msprobe"), help="the reference's msprobe")
+    parser.add_argument("--torch-python", help="a Python with torch (default: the one beside --reference)")
+    parser.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "bench_tensor")
     parser.add_argument("--only", default="many-pt,many-npy,big")
     parser.add_argument("--keep", action="store_true", help="keep the generated dumps")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds before a run is killed")
     args = parser.parse_args()
     reference = args.reference if args.reference and Path(args.reference).exists() else None
+    torch_python = args.torch_python or str(Path(reference or sys.executable).with_name("python"))
     wanted = args.only.split(",")
     try:
         for fmt in ("pt", "npy"):
             if f"many-{fmt}" in wanted:
                 dump = args.scratch / f"many_{fmt}"
-                generate(args.torch_python, dump, "--format", fmt, "--gb", str(args.gb))
+                generate(torch_python, dump, "--format", fmt, "--gb", str(args.gb))
                 bench(
                     f"many tensors, .{fmt}", dump, reference, args.repeat, args.reference_repeat, args.timeout
                 )
                 bench_store(dump)
         if "big" in wanted:
             dump = args.scratch / "big"
-            generate(args.torch_python, dump, "--format", "pt", "--big-gb", str(args.big_gb))
+            generate(torch_python, dump, "--format", "pt", "--big-gb", str(args.big_gb))
             bench("one big tensor, .pt", dump, reference, args.repeat, args.reference_repeat, args.timeout)
             check_big_metrics(dump)
     finally:

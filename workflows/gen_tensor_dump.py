@@ -5,7 +5,8 @@
     python workflows/gen_tensor_dump.py OUT --format pt --big-gb 4  # one tensor of 4 GB per side
 
 The ``.pt`` files are what the PyTorch dumper writes (``torch.save`` of one tensor), so this runs under a
-Python that has torch (the reference's venv: ``/work/oracle/bin/python``); ``.npy`` needs numpy only.
+Python that has torch (the reference's venv: the ``python`` beside its ``msprobe``); ``.npy`` needs numpy
+only.
 Many tensors: sizes log-uniform from 4 KiB to 8 MiB, dtypes float32 / float16 / bfloat16 in turn (the
 ``.npy`` variant: float32 / float16, as ``np.save`` of bfloat16 writes raw ``|V2`` bytes that neither tool
 reads as numbers). The golden side is the target times (1 + a relative noise of 1e-3), in the same dtype.
