@@ -1,6 +1,6 @@
 """The README's claims that code can check: its Python blocks run, in order and in one namespace, from a
-folder holding tests/data; every flag of its command lines is one the command takes; every row of its
-table of deliberate differences names tests that exist and name the row."""
+folder holding tests/data; every flag of its command lines is one the command takes; every file it names
+exists; every row of its table of deliberate differences names tests that exist and name the row."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ README = ROOT / "README.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 COMMAND_LINE = re.compile(r"(?:msprobe-dask|python -m msprobe_dask) (\w+)([^#\n]*)")
 FLAG = re.compile(r"(?<![\w/])(-{1,2}[A-Za-z][\w-]*)")
+NAMED_FILE = re.compile(r"`((?:msprobe_dask|workflows|tests|docs)/[\w/.-]+)`")
 DIFFERENCE = re.compile(r"^\| (D\d+) \|.*\| ([^|]+) \|$", re.MULTILINE)
 
 
@@ -46,6 +47,11 @@ def test_readme_command_lines_use_the_commands_flags() -> None:
         unknown += [f"{command} {flag}" for flag in FLAG.findall(rest) if flag not in flags]
         seen += 1
     assert seen > 15 and not unknown, unknown
+
+
+def test_readme_names_files_that_exist() -> None:
+    named = NAMED_FILE.findall(README.read_text(encoding="utf-8"))
+    assert len(named) > 20 and not [path for path in named if not (ROOT / path).exists()]
 
 
 def test_each_deliberate_difference_names_tests_that_pin_it() -> None:
