@@ -16,6 +16,7 @@ from msprobe_dask.results.compare import CompareResult, ResultTable
 from msprobe_dask.results.graph import GraphResult, graph_views
 
 PathLike = str | Path
+MERGE_OPTIONS = ("rank_size", "tp", "pp", "vpp", "order")  # graph()'s keywords for a parallel merge
 
 
 def compare(
@@ -86,14 +87,18 @@ def graph(
     **merge: Any,
 ) -> GraphResult:
     """Build (one dump) or compare (two) the model graphs, as ``msprobe-dask graph_visualize`` does,
-    node by node. ``merge``: ``rank_size``, ``tp``, ``pp``, ``vpp``, ``order`` as on the command line
-    (one value, or one per side), to merge tensor / pipeline parallel ranks first."""
+    node by node. ``merge``: ``MERGE_OPTIONS`` (``rank_size``, ``tp``, ``pp``, ``vpp``, ``order``) as on
+    the command line (one value, or one per side), to merge tensor / pipeline parallel ranks first; any
+    other keyword is a TypeError."""
     from msprobe_dask.graph.api import build_graphs
     from msprobe_dask.graph.rows import NODE_COLUMNS
 
     parallel = None
+    unknown = sorted(set(merge) - set(MERGE_OPTIONS))
+    if unknown:
+        raise TypeError(f"graph() got an unexpected keyword argument {unknown[0]!r}")
     if merge:
-        from msprobe_dask.graph.merge.strategy import parse_params
+        from msprobe_dask.graph.merge.strategy import DEFAULT_ORDER, parse_params
 
         def listed(name: str, default: Any) -> Any:
             value = merge.get(name, default)
@@ -104,7 +109,7 @@ def graph(
             listed("tp", None),
             listed("pp", None),
             listed("vpp", 1),
-            listed("order", "tp-cp-ep-dp-pp"),
+            listed("order", DEFAULT_ORDER),
             golden is not None,
         )
     result = build_graphs(

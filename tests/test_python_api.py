@@ -95,6 +95,13 @@ def test_graph_nodes_and_summary_equal_the_visdb(tmp_path: Path) -> None:
     assert "<table>" in g._repr_html_()
 
 
+def test_graph_refuses_a_keyword_it_does_not_know() -> None:
+    """A misspelt merge option (``tp_size``) is an error, not a graph built without the merge."""
+    target = case_dir("multirank") / "target"
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tp_size'"):
+        mp.graph(target, tp_size=2)
+
+
 def test_the_graph_subpackage_is_still_importable() -> None:
     import msprobe_dask.graph.api as graph_api
 
