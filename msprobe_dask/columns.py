@@ -43,6 +43,7 @@ TENSOR_COLUMNS = list(TENSOR_METRIC_COLUMNS)
 MD5_COLUMNS = ["NPU MD5", "BENCH MD5"]
 TAIL_COLUMNS = ["Requires_grad Consistent", "Result", "Err_message"]
 STACK_COLUMN = "NPU_Stack_Info"
+KERNEL_VERDICT = "Accuracy Reached or Not"  # a kernel table's Result: Yes or No
 DATA_NAME_COLUMN = "Data_name"
 
 # tb_nodes of a vis.db (graph_visualize.md §7.3): each column's name and SQL declaration, in the

@@ -17,12 +17,18 @@ from typing import Any
 
 import numpy as np
 
-from msprobe_dask.columns import DIFF_COLUMNS, STAT_COLUMNS, TENSOR_METRIC_COLUMNS
+from msprobe_dask.columns import (
+    BASE_COLUMNS,
+    DIFF_COLUMNS,
+    KERNEL_VERDICT,
+    STAT_COLUMNS,
+    TENSOR_METRIC_COLUMNS,
+)
 from msprobe_dask.dump.kernel import NPY_MODE
 from msprobe_dask.table import CompareTable
 
-HEAD = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape"]
-VERDICT = ["Accuracy Reached or Not", "Err_message"]
+HEAD = BASE_COLUMNS[:6]  # names, dtypes, shapes: no Requires_grad
+VERDICT = [KERNEL_VERDICT, "Err_message"]
 NPY_COLUMNS = HEAD + STAT_COLUMNS + VERDICT + list(TENSOR_METRIC_COLUMNS)
 STATISTIC_COLUMNS = HEAD + STAT_COLUMNS + VERDICT + DIFF_COLUMNS + ["NPU CSV File", "Bench CSV File"]
 _INT64_MAX = 2**63 - 1

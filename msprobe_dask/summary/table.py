@@ -19,7 +19,7 @@ from itertools import compress, repeat
 from operator import ne
 from typing import Any
 
-from msprobe_dask.columns import STACK_COLUMN
+from msprobe_dask.columns import KERNEL_VERDICT, STACK_COLUMN
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 from msprobe_dask.judge.rules import ERROR, PASS
 from msprobe_dask.summary.cells import as_floats, is_number
@@ -28,7 +28,6 @@ from msprobe_dask.summary.model import OTHER, GroupSummary, NodeRef
 
 KINDS_SHOWN = 5
 WORST_SHOWN = 3
-KERNEL_VERDICT = "Accuracy Reached or Not"
 _KERNEL_RESULTS = {"Yes": PASS, "No": ERROR}
 
 
