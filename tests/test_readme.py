@@ -1,10 +1,13 @@
 """The README's claims that code can check: its Python blocks run, in order and in one namespace, from a
-folder holding tests/data; every flag of its command lines is one the command takes; every file it names
-exists; every row of its table of deliberate differences names tests that exist and name the row."""
+folder holding tests/data; every flag of its command lines is one the command (or the workflow script)
+takes; every file it names exists; every row of its table of deliberate differences names tests that
+exist and name the row."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,8 @@ README = ROOT / "README.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 COMMAND_LINE = re.compile(r"(?:msprobe-dask|python -m msprobe_dask) (\w+)([^#\n]*)")
 FLAG = re.compile(r"(?<![\w/])(-{1,2}[A-Za-z][\w-]*)")
+WORKFLOW_LINE = re.compile(r"workflows/(\w+\.py)([^\n`#]*)")
+LONG_FLAG = re.compile(r"(?<![\w/'])(--[a-z][\w-]*)")
 NAMED_FILE = re.compile(r"`((?:msprobe_dask|workflows|tests|docs)/[\w/.-]+)`")
 DIFFERENCE = re.compile(r"^\| (D\d+) \|.*\| ([^|]+) \|$", re.MULTILINE)
 
@@ -47,6 +52,19 @@ def test_readme_command_lines_use_the_commands_flags() -> None:
         unknown += [f"{command} {flag}" for flag in FLAG.findall(rest) if flag not in flags]
         seen += 1
     assert seen > 15 and not unknown, unknown
+
+
+def test_readme_workflow_lines_use_the_scripts_flags() -> None:
+    flags: dict[str, set[str]] = {}
+    for script, rest in WORKFLOW_LINE.findall(README.read_text(encoding="utf-8")):
+        flags.setdefault(script, set()).update(LONG_FLAG.findall(rest))
+    unknown = []
+    for script, named in sorted(flags.items()):
+        if named:
+            command = [sys.executable, str(ROOT / "workflows" / script), "--help"]
+            shown = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout
+            unknown += [f"{script} {flag}" for flag in sorted(named) if flag not in shown]
+    assert len(flags) > 10 and not unknown, unknown
 
 
 def test_readme_names_files_that_exist() -> None:
