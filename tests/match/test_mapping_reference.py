@@ -9,7 +9,6 @@ Every difference is one of ours and is asserted row by row:
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -152,8 +151,3 @@ def test_d4_dtype_spellings_are_one_dtype() -> None:
     assert not same_dtype("Float32", "Float16")
     assert same_dtype("<class 'int'>", "<class 'int'>")
     assert not same_dtype("<class 'int'>", "<class 'float'>")
-
-
-def _csv(path: Path) -> list[list[str]]:
-    with open(path, encoding="utf-8", newline="") as f:
-        return list(csv.reader(f))

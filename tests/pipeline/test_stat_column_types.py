@@ -37,8 +37,8 @@ INT_TENSOR = _tensor(3, "torch.int64")
 CASES = {
     "all numbers": ((INT,), (INT,), "3.0", "3.0", "0", "0", "pass"),
     "an int tensor": (
-        (_tensor(3, "torch.int64"),),
-        (_tensor(3, "torch.int64"),),
+        (INT_TENSOR,),
+        (INT_TENSOR,),
         "3.0",
         "3.0",
         "0",
