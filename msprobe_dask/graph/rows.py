@@ -89,6 +89,23 @@ class RowsChunk:
         packed rows, and a guess for the rest."""
         return len(self.packed or b"") + 200 * (len(self.nodes) + len(self.stacks) + len(self.p2p))
 
+    def add(self, later: RowsChunk) -> None:
+        """The rows of ``later``, of the nodes after its own (neither packed), after its own."""
+        self.nodes += later.nodes
+        self.stacks += later.stacks
+        self.p2p.update(later.p2p)
+        self.summary = merged_summary(self.summary, later.summary)
+
+
+def merged_summary(summary: NodeGroup | None, later: NodeGroup | None) -> NodeGroup | None:
+    """The summary of the nodes of ``summary`` and then of ``later`` (None: no nodes)."""
+    if later is None:
+        return summary
+    if summary is None:
+        summary = NodeGroup(later.summary.label)
+    summary.merge(later)
+    return summary
+
 
 @dataclass(frozen=True, slots=True)
 class StackIds:
@@ -173,10 +190,7 @@ def join_rows(head: GraphHead, chunks: list[RowsChunk], made_out_of_order: bool 
         out.n_rows += chunk.n_rows if chunk.apart else len(chunk.nodes)
         if chunk.packed is not None:
             out.packed.append(chunk.packed)
-        if chunk.summary is not None:
-            if out.summary is None:
-                out.summary = NodeGroup(chunk.summary.summary.label)
-            out.summary.merge(chunk.summary)
+        out.summary = merged_summary(out.summary, chunk.summary)
     if made_out_of_order:
         out.nodes.sort(key=_ORDER)
     stacks.sort()

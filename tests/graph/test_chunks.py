@@ -45,7 +45,7 @@ def _serial(tp: Path, gp: Path, fuzzy: bool):
     return graph_rows(npu, "NPU", md5), graph_rows(bench, "Bench", md5)
 
 
-def _chunked(tp: Path, gp: Path, fuzzy: bool) -> tuple[GraphRows, GraphRows]:
+def _chunked(tp: Path, gp: Path, fuzzy: bool, n: int = MANY) -> tuple[GraphRows, GraphRows]:
     npu, bench = (
         build_graph(GraphSource(str(tp)), items=False),
         build_graph(GraphSource(str(gp)), items=False),
@@ -55,7 +55,7 @@ def _chunked(tp: Path, gp: Path, fuzzy: bool) -> tuple[GraphRows, GraphRows]:
     pairs = match_pairs(npu, bench, fuzzy)
     assign_micro_steps(npu, bench)
     npu_rows, bench_rows = chunks.rows_here(
-        chunks.prepare_compare(npu, bench, pairs, mode, ("NPU", "Bench"), overflow=True, n=MANY)
+        chunks.prepare_compare(npu, bench, pairs, mode, ("NPU", "Bench"), overflow=True, n=n)
     )
     return npu_rows, bench_rows
 
@@ -65,14 +65,29 @@ def _read_back(g: GraphRows) -> GraphRows:
     return g
 
 
+# (chunks, nodes a chunk task works through at once): many small chunks; a few chunks worked through in
+# runs of a few nodes, which split collections' subtrees and meet a Bench partner again after its row
+CUTS = [(MANY, chunks.SUB_RUN_NODES), (2, 3)]
+
+
+@pytest.mark.parametrize(("n", "sub_run"), CUTS, ids=[f"{n}-chunks-by-{k}" for n, k in CUTS])
 @pytest.mark.parametrize(("case", "fuzzy"), CASES, ids=[c for c, _ in CASES])
-def test_chunked_compare_rows_equal_serial_rows(case: str, fuzzy: bool) -> None:
+def test_chunked_compare_rows_equal_serial_rows(
+    case: str, fuzzy: bool, n: int, sub_run: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chunks, "SUB_RUN_NODES", sub_run)
     tp, gp = _sides(case)
-    for ours, want in zip(map(_read_back, _chunked(tp, gp, fuzzy)), _serial(tp, gp, fuzzy)):
+    (npu, bench), wants = map(_read_back, _chunked(tp, gp, fuzzy, n)), _serial(tp, gp, fuzzy)
+    for ours, want in zip((npu, bench), wants):
         assert ours.nodes == want.nodes
         assert ours.stacks == want.stacks
         assert ours.p2p == want.p2p
         assert ours.micro_steps == want.micro_steps
+    assert _summary(npu) == _summary(wants[0])  # (the run's summary is the NPU graphs')
+
+
+def _summary(g: GraphRows) -> object:
+    return g.summary.finish(str) if g.summary is not None else None
 
 
 @pytest.mark.parametrize("case", ["transformer_big", "multirank/target/step0/rank1"])
@@ -90,11 +105,13 @@ def test_packed_rows_read_back_as_serial_rows(case: str) -> None:
         assert ours.micro_steps == want.micro_steps
 
 
-def test_chunked_build_rows_equal_serial_rows() -> None:
+@pytest.mark.parametrize(("n", "sub_run"), CUTS, ids=[f"{n}-chunks-by-{k}" for n, k in CUTS])
+def test_chunked_build_rows_equal_serial_rows(n: int, sub_run: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chunks, "SUB_RUN_NODES", sub_run)
     src = GraphSource(str(DATA / "transformer_big" / "target"))
     g = build_graph(src, items=False)
     assign_micro_steps(g)
-    (ours,) = chunks.rows_here(chunks.prepare_build(g, "NPU", overflow=True, n=MANY))
+    (ours,) = chunks.rows_here(chunks.prepare_build(g, "NPU", overflow=True, n=n))
     want_graph = build_graph(src)
     assign_micro_steps(want_graph)
     check_overflow(want_graph)
@@ -102,6 +119,7 @@ def test_chunked_build_rows_equal_serial_rows() -> None:
     assert ours.apart
     read_back(ours)
     assert (ours.nodes, ours.stacks) == (want.nodes, want.stacks)
+    assert _summary(ours) == _summary(want)
 
 
 def test_runs_cover_the_nodes_and_keep_collections_whole() -> None:
