@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from msprobe_dask.errors import OutputError
+from msprobe_dask.errors import OutputError, cannot
 from msprobe_dask.graph.model import ROOT_ID, Graph, Node
 from msprobe_dask.writers.atomic import atomic_path, missing_folders, prepare_output_dir
 
@@ -148,7 +148,7 @@ def _write_graph(g: Graph, out: str, made: list[Path]) -> None:
             if not existed:
                 made.append(path)
     except OSError as exc:
-        raise OutputError(folder, f"cannot write the merged dump: {exc.strerror or exc}") from None
+        raise OutputError(folder, cannot("write the merged dump", exc)) from None
 
 
 def write_merged_json(steps: list[list[Graph]], out: str) -> str:
