@@ -680,11 +680,13 @@ def _npy(path: Path, array: np.ndarray) -> None:
         np.save(f, array)
 
 
-def _npy_claiming(path: Path, shape: tuple[int, ...]) -> None:
-    """A .npy whose header claims ``shape`` over a few bytes of data."""
+def _npy_claiming(path: Path, shape: tuple[int, ...], size: int = 0) -> None:
+    """A .npy whose header claims ``shape`` over a few bytes of data (or ``size`` bytes of file, sparse)."""
     header = f"{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}".encode()
     header += b" " * (63 - (len(header) + 10) % 64) + b"\n"
     write(path, b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + b"\x00" * 16)
+    if size:
+        os.truncate(path, size)
 
 
 VALID_TENSORS = ("npy-fortran",)
@@ -707,6 +709,7 @@ def link_and_npy_cases(c: Campaign) -> None:
     tensors: dict[str, Callable[[Path], None]] = {
         "npy-claims-2g": lambda p: _npy_claiming(p, (1 << 29,)),
         "npy-claims-huge": lambda p: _npy_claiming(p, (1 << 40, 1 << 40)),
+        "npy-big-claims-more": lambda p: _npy_claiming(p, (1 << 24,), 16 << 20),  # (read in chunks: over 8M)
         "npy-float64": lambda p: _npy(p, np.ones((2, 8, 32), np.float64)),
         "npy-other-shape": lambda p: _npy(p, np.ones((7,), np.float32)),
         "npy-object": lambda p: _npy_object(p),
