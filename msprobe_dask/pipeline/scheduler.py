@@ -422,7 +422,6 @@ def _queued_get(dsk: Any, keys: Any, *, pool: Any, processes: int, **kwargs: Any
 
     import cloudpickle
     from dask.local import get_async, reraise
-    from dask.multiprocessing import pack_exception
     from dask.optimization import cull, fuse
     from dask.utils import ensure_dict
 
@@ -438,11 +437,24 @@ def _queued_get(dsk: Any, keys: Any, *, pool: Any, processes: int, **kwargs: Any
         get_id=os.getpid,
         dumps=partial(cloudpickle.dumps, protocol=pickle.HIGHEST_PROTOCOL),
         loads=pickle.loads,
-        pack_exception=pack_exception,
+        pack_exception=_packed_task_error,
         raise_exception=reraise,
         chunksize=1,  # each task sent alone (see _in_processes)
         **kwargs,
     )
+
+
+def _packed_task_error(exc: BaseException, dumps: Callable[[Any], bytes]) -> bytes:
+    """A task's error as a worker process sends it back (dask's ``pack_exception``): with its traceback,
+    or, where that cannot be pickled (a RecursionError's, thousands of frames deep), as an error that says
+    so without it; the pool's own try would fail the same way and break the pool (every worker lost)."""
+    from dask.multiprocessing import pack_exception
+
+    try:
+        return pack_exception(exc, dumps)
+    except BaseException:
+        unsent = RuntimeError(f"a task failed ({type(exc).__name__}), and its error could not be sent back")
+        return dumps((unsent, None))
 
 
 def _in_processes(objs: Sequence[Any], processes: int) -> list[Any]:

@@ -374,3 +374,16 @@ def _session_members(sid: int) -> list[int]:
             except OSError:
                 continue
     return members
+
+
+def test_worker_error_too_deep_to_send_back(tmp_path: Path) -> None:
+    """A task whose error cannot be pickled back from its worker process (a RecursionError's traceback):
+    the run ends with the one line of an internal error, exit 1, no traceback, nothing written."""
+    case = new_case(tmp_path)
+    target, golden = _dumps(case)
+    prelude = _worker_write("(lambda f: f(f))(lambda f: f(f))")
+    args = ("-tp", str(target), "-gp", str(golden), "-q", "--workers", "2")
+    outcome = case.run("graph_visualize", *args, "-o", str(case.out), prelude=prelude)
+    check(outcome, 1, "could not be sent back")
+    assert "Traceback" not in outcome.stderr, outcome.stderr
+    assert not result_files(case.out)
