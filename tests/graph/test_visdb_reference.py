@@ -187,9 +187,17 @@ def test_same_visdb_as_reference_on_two_worker_processes(
 
     monkeypatch.setattr(entries, "_unpickled", logged)
     assert api._index_early(None, RunOptions(workers=2))
-    _check_same_as_reference(case, name, [*argv, "--workers", "2"], tmp_path)
-    if "-gp" in argv:  # (a compare: each worker received the side the other built)
-        assert len(set(log.read_text().split())) == 2
+    for attempt in range(WORKER_ATTEMPTS):
+        log.unlink(missing_ok=True)
+        _check_same_as_reference(case, name, [*argv, "--workers", "2"], tmp_path / str(attempt))
+        # (a compare: each worker received the side the other built, unless one of them, slow to start on
+        # a loaded host, took no chunk: then the run is made again)
+        if "-gp" not in argv or log.exists() and len(set(log.read_text().split())) == 2:
+            return
+    pytest.fail(f"one worker process made every chunk in {WORKER_ATTEMPTS} runs")
+
+
+WORKER_ATTEMPTS = 3
 
 
 def _check_same_as_reference(case: str, name: str, argv: list[str], tmp_path: Path) -> None:
