@@ -46,14 +46,15 @@ from msprobe_dask.graph.chunks import Prepared, chunk_count, chunk_task
 from msprobe_dask.graph.dump_files import GraphSource
 from msprobe_dask.graph.gcpause import rare_full_collections
 from msprobe_dask.graph.held import (
+    RUN,
     Held,
     PairOf,
     Spool,
     held_build,
     held_chunk,
     held_finish,
-    held_parts,
     held_summary,
+    hold,
     light_of,
     rows_of,
     value_of,
@@ -78,7 +79,7 @@ from msprobe_dask.graph.tasks import (
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.writers.atomic import output_dir, withdrawn_if_failed
-from msprobe_dask.writers.visdb import NODES, STACKS, GraphTables, VisdbWriter, write_visdb
+from msprobe_dask.writers.visdb import NODES, STACKS, GraphTables, VisdbWriter, linked_cells, write_visdb
 
 if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
     from msprobe_dask.graph.merge.strategy import ParallelParams
@@ -165,16 +166,35 @@ def _size(path: Path) -> int:
         return 0  # the build task gives the error
 
 
-def _link_task(
-    distributed: bool, overflow: bool, spool: Spool | None, *ranks: Part | Held
-) -> list[Part] | Held:
-    """Each (step, rank)'s Part, linked across ranks (``spool``: held there, graph/held.py)."""
+def _link_task(distributed: bool, overflow: bool, *ranks: Part | Held) -> list[Part]:
+    """Each (step, rank)'s Part (held: graph/held.py), linked across ranks."""
     parts = [value_of(r) for r in ranks]
     if distributed:
         from msprobe_dask.graph.distributed import link_distributed
 
         link_distributed([g for rows, _, _ in parts for g in rows], overflow)
-    return parts if spool is None else held_parts(spool, parts)
+    return parts
+
+
+class Linked(NamedTuple):
+    """The (step, rank)s' Parts linked across ranks, as the vis.db's last task needs them: their graphs
+    without their communication rows and p2p ops, and those rows' (matched_distributed, id) cells, in
+    write order (linked_cells). On local worker processes they travel pickled through a spool file:
+    one rank of 50,050 entries a side has 17.7 MB of communication rows."""
+
+    parts: list[Part]
+    cells: list[tuple[Any, Any]]
+
+
+def _link_cells_task(
+    distributed: bool, overflow: bool, spool: Spool | None, *ranks: Part | Held
+) -> Linked | Held:
+    """_link_task's Parts as Linked (``spool``: held there, graph/held.py)."""
+    parts = _link_task(distributed, overflow, *ranks)
+    cells = linked_cells(row for rows, _, _ in parts for g in rows for row in g.nodes)
+    kept = [([replace(g, nodes=[], p2p={}) for g in rows], mode, micro) for rows, mode, micro in parts]
+    linked = Linked(kept, cells)
+    return linked if spool is None else hold(spool, RUN, "linked", linked)
 
 
 class Visualized(NamedTuple):
@@ -245,7 +265,7 @@ def _release(prepared: Prepared, written: Written) -> None:
 
 def _end_write(
     prev: Written,
-    parts: list[Part] | Held,
+    linked: Linked | Held,
     compare: bool,
     opts: Options,
     ranks: list[int],
@@ -256,8 +276,9 @@ def _end_write(
     graphs let go (_release) before this task's own work, whose index builds' peak would add to theirs
     (one rank of 1,001,000 entries a side in this process: 1,535 MiB with them let go beside it, 1,441
     MiB before it)."""
-    result = vis_result(value_of(parts), compare, opts, ranks, steps)
-    path = prev.writer.resume().complete([_tables(g) for g in result.graphs], result.config)
+    parts, cells = value_of(linked)
+    result = vis_result(parts, compare, opts, ranks, steps)
+    path = prev.writer.resume().complete(cells, result.config)
     return _visualized(path, result)
 
 
@@ -341,15 +362,16 @@ class Plan:
         summary = dask.delayed(summary_of)(prepared, dask_key_name=f"summary-{name}")
         return RankTasks(name, place, pair, graphs, prepared, summary, None)
 
-    def parts(self, finished: list[Any], spool: Spool | None = None) -> Any:
-        """The lazy list of each (step, rank)'s Part (``finished``), linked across ranks (``spool``:
-        held there)."""
+    def parts(self, finished: list[Any], cells: bool = False) -> Any:
+        """The lazy list of each (step, rank)'s Part (``finished``), linked across ranks; ``cells``: as
+        Linked, held in the spool if any (for the write chain's last task)."""
         import dask
 
+        link, spool = (_link_cells_task, (self.spool,)) if cells else (_link_task, ())
         # (each Part an argument of its own: a list of Delayeds would have dask optimize the whole graph
         # laid out so far, once per list: quadratic in the ranks)
-        return dask.delayed(_link_task)(
-            self.linked, self.opts.overflow_check, spool, *finished, dask_key_name="link-ranks"
+        return dask.delayed(link)(
+            self.linked, self.opts.overflow_check, *spool, *finished, dask_key_name="link-ranks"
         )
 
 
@@ -440,11 +462,11 @@ def _write_chain(plan: Plan, writer: VisdbWriter, window: int = 0, released_besi
         if r.prepared is not None:
             released.append(dask.delayed(_release)(r.prepared, written, dask_key_name=f"release-{r.name}"))
         finished.append(_finish_early(r, chunks, plan.linked))
-    parts = plan.parts(finished, plan.spool)
+    linked = plan.parts(finished, cells=True)
     args = (plan.compare, plan.opts, plan.rank_list, plan.step_list)
     if not released_beside:
-        return dask.delayed(_end_write)(written, parts, *args, *released, dask_key_name="write-visdb")
-    end = dask.delayed(_end_write)(written, parts, *args, dask_key_name="write-visdb")
+        return dask.delayed(_end_write)(written, linked, *args, *released, dask_key_name="write-visdb")
+    end = dask.delayed(_end_write)(written, linked, *args, dask_key_name="write-visdb")
     return dask.delayed(_released_too)(end, *released, dask_key_name="released-too")
 
 

@@ -6,7 +6,7 @@ results, the values themselves travel).
 
     build(NPU) --> Held --+--> summary (the pair prepared here, or found held)
     build(Bench) -> Held -+--> rows k (the pair prepared here once, or found held) --> ChunkFiles
-                              finish (the ChunkFiles' lights joined) --> Held Part --> link --> Held
+                              finish (the ChunkFiles' lights joined) --> Held Part --> link --> Held Linked
 
 Each worker process prepares the pair (match, orders, cut) once, from the graphs it built or loads from
 the spool, and keeps it for its share of the chunk tasks: no prepared pair (about twice dump.json's
@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 from msprobe_dask.graph.chunks import Prepared, chunk_task, let_go
 from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.rows import RowsChunk
-from msprobe_dask.graph.tasks import Options, Part, Summary, build_task, joined, prepare_task, summary_of
+from msprobe_dask.graph.tasks import Options, Summary, build_task, joined, prepare_task, summary_of
 
 _HELD: dict[tuple[str, int | None], dict[str, Any]] = {}
 """This process's held results, by (spool folder, place of their (step, rank) in write order, None: the
@@ -199,8 +199,3 @@ def held_finish(spool: Spool, place: int, summary: Summary, *chunks: ChunkFiles)
     """The (step, rank)'s Part joined from its chunks' lights (made as ``linked`` said), held to the
     run's end."""
     return hold(spool, RUN, f"part-{place}", joined(summary, *(light_of(c, True) for c in chunks)))
-
-
-def held_parts(spool: Spool, parts: list[Part]) -> Held:
-    """The run's Parts, linked across ranks, held for the vis.db's last task."""
-    return hold(spool, RUN, "parts", parts)

@@ -106,6 +106,12 @@ class GraphTables(NamedTuple):
     apart: bool = False
 
 
+def linked_cells(rows: Iterable[Sequence[Any]]) -> list[tuple[Any, Any]]:
+    """The (matched_distributed, id) cells of the communication rows among ``rows``: linking across
+    ranks sets them after their rows were added (VisdbWriter.complete)."""
+    return [(row[MATCHED_DISTRIBUTED], row[ID]) for row in rows if row[DISTRIBUTED] == 1]
+
+
 def write_visdb(path: str | os.PathLike[str], graphs: Iterable[GraphTables], config: Sequence[Any]) -> str:
     """Write ``graphs`` and the tb_config row into ``path``; return it."""
     return VisdbWriter(path).finish(graphs, config)
@@ -276,12 +282,13 @@ class VisdbWriter:
         """Add ``graphs`` (in write order) and complete the file. Returns the final path."""
         graphs = list(graphs)
         self.add_graphs(graphs)
-        return self.complete(graphs, config)
+        return self.complete(linked_cells(row for g in graphs for row in g.nodes), config)
 
-    def complete(self, graphs: Iterable[GraphTables], config: Sequence[Any]) -> str:
-        """Check that every placed row was added; set the ``matched_distributed`` cells of the graphs'
-        communication rows (linking across ranks updates them after their rows were made); add
-        tb_config; index (unless indexed early), commit and name the file. Returns the final path.
+    def complete(self, cells: Sequence[tuple[Any, Any]], config: Sequence[Any]) -> str:
+        """Check that every placed row was added; set the communication rows' ``matched_distributed``
+        cells to ``cells`` ((matched_distributed, id): linked_cells, as linking across ranks left them
+        after their rows were made); add tb_config; index (unless indexed early), commit and name the
+        file. Returns the final path.
         (Run again after it committed, or named the file: only what is left is done.)"""
         if self._named:
             return str(self.path)
@@ -290,14 +297,8 @@ class VisdbWriter:
                 for graph_id in t.counts:
                     self._check_count(graph_id, table)
             if not self._db.has_row("SELECT 1 FROM tb_config"):
-                updates = [
-                    (row[MATCHED_DISTRIBUTED], row[ID])
-                    for g in graphs
-                    for row in g.nodes
-                    if row[DISTRIBUTED] == 1
-                ]
-                if updates:
-                    self._db.executemany(UPDATE_DISTRIBUTED, pack_rows(updates, 2))
+                if cells:
+                    self._db.executemany(UPDATE_DISTRIBUTED, pack_rows(cells, 2))
                 self._db.executemany(INSERT_CONFIG, pack_rows([config], len(config)))
                 for sql in () if self._indexed else INDEXES:
                     self._db.execute(sql)

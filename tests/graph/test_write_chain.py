@@ -6,6 +6,7 @@ the chunks finish in; a run that fails midway leaves nothing."""
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import signal
 import sqlite3
@@ -22,7 +23,7 @@ from visdb_summary import summarise_visdb, unreadable_rows
 from msprobe_dask.errors import DumpError, OutputError
 from msprobe_dask.graph import api, chunks, held
 from msprobe_dask.graph.held import Spool
-from msprobe_dask.writers.visdb import NODES, VisdbWriter
+from msprobe_dask.writers.visdb import NODES, VisdbWriter, linked_cells
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CASES = {
@@ -82,6 +83,20 @@ def test_the_chain_writes_the_file_of_one_write_task(
     # the summary merged from the chunks' (one node each, or a collection) is the one of the file's rows
     assert repr(written.summary) == repr(summarise_visdb(written.path))
     assert list(written.unreadable) == unreadable_rows(written.path)
+
+
+def test_the_last_task_gets_the_linked_cells_not_the_communication_rows(tmp_path: Path) -> None:
+    """(What the link task holds for the vis.db's last task, which on local worker processes it reads
+    pickled from the spool: the (matched_distributed, id) cells that linking across ranks set, those
+    of the rows a single write task writes.)"""
+    spool = _spool(tmp_path)
+    _chained("multirank compare", tmp_path / "chain.vis.db", "sync", spool)
+    with open(Path(spool.folder) / "run-linked", "rb") as f:
+        linked = pickle.load(f)
+    tp, gp, opts = _sides("multirank compare")
+    (whole,) = dask.compute(api._plan(tp, gp, opts)[0], scheduler="sync")
+    assert linked.cells and linked.cells == linked_cells(row for g in whole.graphs for row in g.nodes)
+    assert not [g.graph_id for rows, _, _ in linked.parts for g in rows if g.nodes or g.p2p]
 
 
 def test_chunks_finishing_last_first_change_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
