@@ -89,7 +89,40 @@ def test_partitions_pair_the_rows_the_whole_match_pairs(seed: int, tmp_path: Pat
     rng = random.Random(seed)
     npu_parts = _cut(rng, _entries(rng, 200), rng.randrange(1, 9))
     bench_parts = _cut(rng, _entries(rng, 200), rng.randrange(1, 9))
-    partitions = rng.randrange(1, 6)
+    whole = _check_partitions(rng, npu_parts, bench_parts, rng.randrange(1, 6), tmp_path)
+    assert len(whole) > sum(map(len, npu_parts))  # (some rows paired twice)
+
+
+@pytest.mark.parametrize("changed", [0, 1, 5])
+def test_aligned_sides_pair_the_rows_the_whole_match_pairs(changed: int, tmp_path: Path) -> None:
+    """Both sides the same entries, cut alike (their rows at the same places: matched part by part), or
+    with ``changed`` rows of the golden side given another dtype (some the gate refuses), or renamed."""
+    rng = random.Random(changed)
+    entries = _entries(rng, 300)
+    entries = [list({r.name: r for r in reversed(e)}.values())[::-1] for e in entries]  # (no name twice)
+    npu_parts = _cut(random.Random(7), entries, 5)
+    bench_rows = [r for p in npu_parts for r in p]
+    for i in rng.sample(range(len(bench_rows)), changed):
+        other = "torch.int64" if bench_rows[i].dtype != "torch.int64" else "torch.float16"
+        bench_rows[i] = (
+            bench_rows[i]._replace(dtype=other) if i % 2 else bench_rows[i]._replace(name="renamed")
+        )
+    bench_parts, at = [], 0
+    for part in npu_parts:
+        bench_parts.append(tuple(bench_rows[at : at + len(part)]))
+        at += len(part)
+    _check_partitions(rng, npu_parts, bench_parts, 1, tmp_path)
+
+
+def _check_partitions(
+    rng: random.Random,
+    npu_parts: list[tuple[LeafRow, ...]],
+    bench_parts: list[tuple[LeafRow, ...]],
+    partitions: int,
+    tmp_path: Path,
+) -> list[tuple[int, int | None]]:
+    """The pairs of ``part_keys`` (in ``partitions``), part by part, are those of the whole side's match
+    (returned)."""
     npu_rows = [r for p in npu_parts for r in p]
     bench_rows = [r for p in bench_parts for r in p]
     scans = _scan(tmp_path, "npu"), _scan(tmp_path, "bench")
@@ -98,7 +131,7 @@ def test_partitions_pair_the_rows_the_whole_match_pairs(seed: int, tmp_path: Pat
         for s, rows in zip(scans, (npu_rows, bench_rows))
     ]
     whole = pair_indices(*sides, False, MatchOptions())
-    assert len({j for _, j in whole if j is not None}) > 50 and len(whole) > len(npu_rows)  # some twice
+    assert len({j for _, j in whole if j is not None}) > 50
 
     parts = [*npu_parts, *bench_parts]
     keys = [PartKeys.of(p, False, False) for p in parts]
@@ -127,6 +160,7 @@ def test_partitions_pair_the_rows_the_whole_match_pairs(seed: int, tmp_path: Pat
         paired += own
         start += len(part)
     assert paired == whole
+    return whole
 
 
 def _run_pairs(runs: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
