@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from msprobe_dask.dump import graph_layouts as layout
 from msprobe_dask.dump.location import dump_path
-from msprobe_dask.errors import DumpError, OutputError
+from msprobe_dask.errors import DumpError, OutputError, cannot
 from msprobe_dask.graph.chunks import Prepared, chunk_count, chunk_task
 from msprobe_dask.graph.dump_files import GraphSource
 from msprobe_dask.graph.gcpause import rare_full_collections
@@ -564,7 +564,7 @@ def _spooling(spool: Spool | None) -> Iterator[None]:
     try:
         os.mkdir(spool.folder)
     except OSError as exc:
-        raise OutputError(spool.folder, f"cannot be created: {exc.strerror or exc}") from None
+        raise OutputError(spool.folder, cannot("be created", exc)) from None
     try:
         yield
     finally:

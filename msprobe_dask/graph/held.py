@@ -23,6 +23,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
+from msprobe_dask.errors import OutputError, cannot
 from msprobe_dask.graph.chunks import Prepared, chunk_task, let_go
 from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.rows import RowsChunk
@@ -76,8 +77,11 @@ def hold(spool: Spool, place: int | None, name: str, value: Any) -> Held:
         # takes by name only where it must)
         import cloudpickle
 
-        with open(held.path, "wb") as f:
-            cloudpickle.dump(value, f, pickle.HIGHEST_PROTOCOL)
+        try:
+            with open(held.path, "wb") as f:
+                cloudpickle.dump(value, f, pickle.HIGHEST_PROTOCOL)
+        except OSError as exc:  # (a full disk, a file size limit: the run's output cannot be written)
+            raise OutputError(held.path, cannot("be written", exc)) from None
     _hold(held, value)
     return held
 

@@ -57,3 +57,14 @@ def test_both_worker_processes_make_chunks_of_one_rank_and_only_names_travel(
     assert diff_visdb(str(remote), str(local)) == []
     assert rowids(remote) == rowids(local)
     assert [p.name for p in remote.parent.iterdir()] == [remote.name]
+
+
+def test_a_result_that_cannot_be_spooled_names_its_file(tmp_path: Path) -> None:
+    """A shared result whose spool file cannot be written (a full disk, a file size limit; here a folder
+    in its place) is the run's output error naming the file, not an internal error."""
+    from msprobe_dask.errors import OutputError
+
+    spool = held.Spool(str(tmp_path), shared=True, window=0)
+    (tmp_path / "run-graph").mkdir()
+    with pytest.raises(OutputError, match=r"run-graph: cannot be written: Is a directory"):
+        held.hold(spool, held.RUN, "graph", [1, 2])
