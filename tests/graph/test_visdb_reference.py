@@ -190,11 +190,12 @@ def test_same_visdb_as_reference_on_two_worker_processes(
     for attempt in range(WORKER_ATTEMPTS):
         log.unlink(missing_ok=True)
         _check_same_as_reference(case, name, [*argv, "--workers", "2"], tmp_path / str(attempt))
-        # (a compare: each worker received the side the other built, unless one of them, slow to start on
-        # a loaded host, took no chunk: then the run is made again)
-        if "-gp" not in argv or log.exists() and len(set(log.read_text().split())) == 2:
+        # (a compare: a worker loaded a side the other built, unless one process, the other slow to start
+        # on a loaded host, built both and made every chunk: then the run is made again. Which of them
+        # loads depends on the host's load; test_held.py checks that both make chunks of one rank)
+        if "-gp" not in argv or log.exists():
             return
-    pytest.fail(f"one worker process made every chunk in {WORKER_ATTEMPTS} runs")
+    pytest.fail(f"no worker process loaded a graph another built in {WORKER_ATTEMPTS} runs")
 
 
 WORKER_ATTEMPTS = 3
