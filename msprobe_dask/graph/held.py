@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import pickle
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -77,13 +78,19 @@ def hold(spool: Spool, place: int | None, name: str, value: Any) -> Held:
         # takes by name only where it must)
         import cloudpickle
 
-        try:
-            with open(held.path, "wb") as f:
-                cloudpickle.dump(value, f, pickle.HIGHEST_PROTOCOL)
-        except OSError as exc:  # (a full disk, a file size limit: the run's output cannot be written)
-            raise OutputError(held.path, cannot("be written", exc)) from None
+        _spool_file(held.path, value, cloudpickle.dump)
     _hold(held, value)
     return held
+
+
+def _spool_file(path: str, value: Any, dump: Callable[..., None]) -> None:
+    """``value`` pickled by ``dump`` into spool file ``path``; a file that cannot be written (a full
+    disk, a file size limit) is the run's output error, naming it."""
+    try:
+        with open(path, "wb") as f:
+            dump(value, f, pickle.HIGHEST_PROTOCOL)
+    except OSError as exc:
+        raise OutputError(path, cannot("be written", exc)) from None
 
 
 def _hold(held: Held, value: Any) -> None:
@@ -158,8 +165,7 @@ def held_chunk(
     files = ChunkFiles(*(os.path.join(spool.folder, f"{place}-{kind}-{k}") for kind in ChunkFiles._fields))
     rows = tuple(None if c is None else replace(c, nodes=[], summary=None) for c in result)
     for path, value in zip(files, (rows, light_of(result, linked))):
-        with open(path, "wb") as f:
-            pickle.dump(value, f, pickle.HIGHEST_PROTOCOL)
+        _spool_file(path, value, pickle.dump)
     return files
 
 
