@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -79,6 +78,7 @@ from msprobe_dask.graph.tasks import (
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.writers.atomic import output_dir, withdrawn_if_failed
+from msprobe_dask.writers.result_files import name_stamp
 from msprobe_dask.writers.visdb import NODES, STACKS, GraphTables, VisdbWriter, linked_cells, write_visdb
 
 if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
@@ -622,7 +622,7 @@ def build_graphs(
 
 
 def output_name(compare: bool, ts: str | None = None) -> str:
-    ts = ts or time.strftime("%Y%m%d%H%M%S", time.localtime())
+    ts = ts or name_stamp()
     return f"{'compare' if compare else 'build'}_{ts}.vis.db"
 
 
@@ -646,7 +646,7 @@ def visualize(
     ``json_output`` a merge build writes ``step{s}/rank{r}/{construct,dump,stack}.json`` instead."""
     import dask
 
-    ts = time.strftime("%Y%m%d%H%M%S", time.localtime())
+    ts = name_stamp()
     out = Path(output_path)
     if out.exists() and not out.is_dir():
         raise OutputError(out, "is not a folder")

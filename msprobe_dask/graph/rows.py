@@ -30,17 +30,6 @@ NODE_COLUMNS = VISDB_NODE_COLUMNS  # chunk_rows makes each row in this order
 # column of VISDB_NODE_TABLE gets its cell here
 EXTRA_CELLS: dict[str, Callable[[Node], Any]] = {}
 DISTRIBUTED = "Distributed"  # the id of a communication node starts with this (is_distributed)
-CONFIG_COLUMNS = (
-    "id",
-    "graph_type",
-    "task",
-    "tool_tip",
-    "micro_steps",
-    "overflow_check",
-    "node_colors",
-    "rank_list",
-    "step_list",
-)
 COL = {name: i for i, name in enumerate(NODE_COLUMNS)}
 
 
