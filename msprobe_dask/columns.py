@@ -74,3 +74,4 @@ VISDB_NODE_TABLE = (
     ("is_distributed", "INTEGER"),
 )
 VISDB_NODE_COLUMNS = tuple(name for name, _ in VISDB_NODE_TABLE)
+UNLINKED = "{}"  # a row's matched_distributed as it is made: linking across ranks may set it later

@@ -35,31 +35,46 @@ REVERSED = {"send": "receive", "receive": "send", "send_receive": "send_receive"
 BATCH_SIDES = {"isend": ("irecv", "send"), "irecv": ("isend", "receive")}  # op -> (counterpart, type)
 
 
+GROUP_ID = "group_id"
+_INPUT_DATA = COL["input_data"]
+
+
 class _Comm:
-    __slots__ = ("row", "name", "api", "inputs", "value", "unique", "ops")
+    __slots__ = ("row", "name", "api", "_inputs", "value", "unique", "ops")
 
     def __init__(self, row: list[Any], ops: list[P2POp]):
         self.row = row
         self.name: str = row[COL["node_name"]]
         parts = self.name.split(".")
         self.api = parts[1] if len(parts) > 1 else ""
-        try:
-            self.inputs = json.loads(row[COL["input_data"]] or "{}")
-        except ValueError:
-            self.inputs = {}
+        self._inputs: dict[str, Any] | None = None
         self.value: dict[str, Any] | None = None
         self.unique: str | None = None
         self.ops = ops  # batch_isend_irecv only
+
+    @property
+    def inputs(self) -> dict[str, Any]:
+        """The row's input items, parsed from its input_data text when first asked for (most rows of a
+        dump without group ids never are: group)."""
+        if self._inputs is None:
+            try:
+                self._inputs = json.loads(self.row[_INPUT_DATA] or "{}")
+            except ValueError:
+                self._inputs = {}
+        return self._inputs
 
     def param(self, p: str) -> str | None:
         item = self.inputs.get(f"{self.name}.input.{p}")
         return item.get("value") if isinstance(item, dict) else None
 
     def group(self) -> tuple[list[int], str] | None:
+        text = self.row[_INPUT_DATA]
+        if self._inputs is None and isinstance(text, str) and GROUP_ID not in text and "\\u" not in text:
+            return None  # (no item can hold a group id: its key is in no text, even escaped; not parsed)
         item = self.inputs.get(f"{self.name}.input.group")
         if not isinstance(item, dict):
             return None
-        ranks, gid = item.get("group_ranks"), item.get("group_id")
+        ranks, gid = item.get("group_ranks"), item.get(GROUP_ID)
         if not ranks or not gid:
             return None
         try:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
-from msprobe_dask.columns import VISDB_NODE_COLUMNS
+from msprobe_dask.columns import UNLINKED, VISDB_NODE_COLUMNS
 from msprobe_dask.dump.markers import BATCH_P2P
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.item_text import exported_cells, items_json_for, python_items_json_for, skipped_keys
@@ -274,7 +274,7 @@ def chunk_rows(
             "matched_node_link": dumps(node.link),
             "stack_id": sid,
             "parallel_merge_info": dumps(node.merge_info) if node.merge_info else "",
-            "matched_distributed": "{}",
+            "matched_distributed": UNLINKED,
             "modified": 0,
             "input_data": text[0] if text is not None else items(node.input_data),
             "output_data": text[1] if text is not None else items(node.output_data),

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from msprobe_dask.columns import VISDB_NODE_COLUMNS, VISDB_NODE_TABLE
+from msprobe_dask.columns import UNLINKED, VISDB_NODE_COLUMNS, VISDB_NODE_TABLE
 from msprobe_dask.errors import OutputError, cannot
 from msprobe_dask.writers.atomic import check_running, not_replaced, publish, set_result_mode, track, untrack
 from msprobe_dask.writers.packed_rows import ERRORS, first_value, open_db, pack_rows
@@ -107,9 +107,14 @@ class GraphTables(NamedTuple):
 
 
 def linked_cells(rows: Iterable[Sequence[Any]]) -> list[tuple[Any, Any]]:
-    """The (matched_distributed, id) cells of the communication rows among ``rows``: linking across
-    ranks sets them after their rows were added (VisdbWriter.complete)."""
-    return [(row[MATCHED_DISTRIBUTED], row[ID]) for row in rows if row[DISTRIBUTED] == 1]
+    """The (matched_distributed, id) cells of the communication rows among ``rows`` that linking across
+    ranks set, after their rows were added (VisdbWriter.complete); a cell left as made (UNLINKED) is the
+    row's already (one rank of 50,050 entries a side: none of its 14,300 is set)."""
+    return [
+        (row[MATCHED_DISTRIBUTED], row[ID])
+        for row in rows
+        if row[DISTRIBUTED] == 1 and row[MATCHED_DISTRIBUTED] != UNLINKED
+    ]
 
 
 def write_visdb(path: str | os.PathLike[str], graphs: Iterable[GraphTables], config: Sequence[Any]) -> str:
