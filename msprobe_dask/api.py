@@ -98,7 +98,8 @@ def graph(
     if unknown:
         raise TypeError(f"graph() got an unexpected keyword argument {unknown[0]!r}")
     if merge:
-        from msprobe_dask.graph.merge.strategy import DEFAULT_ORDER, parse_params
+        from msprobe_dask.graph.merge import DEFAULT_ORDER
+        from msprobe_dask.graph.merge.strategy import parse_params
 
         def listed(name: str, default: Any) -> Any:
             value = merge.get(name, default)

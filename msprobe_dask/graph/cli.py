@@ -15,6 +15,7 @@ from msprobe_dask.cli_args import (
     name_long_forms,
     parallel_size,
 )
+from msprobe_dask.graph.merge import DEFAULT_ORDER
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -86,7 +87,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             metavar="N",
             help=f"parallel merge: the {what} (one value, or one per side)",
         )
-    p.add_argument("--order", nargs="+", default=["tp-cp-ep-dp-pp"], help="parallel merge: rank order")
+    p.add_argument("--order", nargs="+", default=[DEFAULT_ORDER], help="parallel merge: rank order")
     p.add_argument(
         "--file_type", choices=("db", "json"), default="db", help="output type (json: merge builds only)"
     )

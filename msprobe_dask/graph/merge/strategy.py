@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from msprobe_dask.dump.markers import BATCH_P2P, PROCESS_GROUP
 from msprobe_dask.errors import ConfigError
+from msprobe_dask.graph.merge import DEFAULT_ORDER
 from msprobe_dask.graph.model import Graph, Node
 
 NO_PARALLEL, TP, PP, VPP, TP_PP, FULL = "NoParallel", "TP", "PP", "VPP", "TPPP", "Full"
-DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 _ORDER_RE = re.compile(r"^[a-z\-]+$")
 _TP_APIS = ("reduce_scatter", "all_reduce")
 
