@@ -22,16 +22,17 @@ from msprobe_dask.graph.cells import (
     TensorMeasure,
     pair_rows,
 )
-from msprobe_dask.graph.checks import ERROR, PASS, WARNING, check_rows, npu_name
+from msprobe_dask.graph.checks import ERROR, LEVEL_NAME, PASS, check_rows, npu_name
 from msprobe_dask.graph.model import COLLECTION, Graph, Node
 from msprobe_dask.graph.node_match import match_pairs
 from msprobe_dask.judge.rules import mark_unreadable
+from msprobe_dask.summary.nodes import PRECISION_INDEX
 
 CONFIG_TASK = {SUMMARY: "summary", MD5: "md5", TENSOR: "all", STRUCTURE: "structure"}
 
 EMPTY_APIS = {"empty", "empty_like", "empty_with_format", "new_empty_strided", "new_empty", "empty_strided"}
 
-LEVEL_INDEX: dict[int, int | float] = {PASS: 0, WARNING: 0.5, ERROR: 1}
+LEVEL_INDEX = {level: PRECISION_INDEX[result] for level, result in LEVEL_NAME.items()}
 
 # tool_tip / node_colors of tb_config (§3.7)
 _SUMMARY_TIPS = {

@@ -29,7 +29,9 @@ SUMMARY_KEYS = ("Err_message", *(m.column for m in RANK_METRICS))  # what the su
 NodeFacts = tuple[int, int, str, Any, Any, str, "str | None", "str | None"]
 
 
-_RESULT_OF_PRECISION = {0: PASS, 0.5: WARNING, 1: ERROR}
+PRECISION_INDEX: dict[str, int | float] = {PASS: 0, WARNING: 0.5, ERROR: 1}
+"""A judged node's precision_index (graph_visualize.md §3.5) by its worst item's Result."""
+_RESULT_OF_PRECISION = {index: result for result, index in PRECISION_INDEX.items()}
 JUDGED_PRECISIONS = frozenset(p for p, result in _RESULT_OF_PRECISION.items() if result not in (PASS, OTHER))
 """The precision_index of the nodes whose items ``NodeGroup.add`` reads."""
 
