@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from msprobe_dask.dump.markers import BATCH_P2P, PROCESS_GROUP
+from msprobe_dask.dump.markers import BATCH_P2P, PEER_ARGUMENTS, PROCESS_GROUP
 
 IGNORED = ("Torch.empty", "Torch.fill", "Tensor.__setitem__")
 COMM_PREFIXES = ("Distributed.", "MintDistributed.", "communication.comm_func.")
@@ -43,7 +43,6 @@ COMM_KEYWORDS = (
 P2P_SEND = ("send", "isend")
 P2P_RECV = ("recv", "irecv")
 POINT_TO_POINT = (*P2P_SEND, *P2P_RECV, BATCH_P2P)  # the APIs whose peers are their arguments' ranks
-PEER_ARGUMENTS = ("src", "dst", "group_src", "group_dst")  # a communication op's arguments that name a rank
 _PEER_NAME = re.compile(rf"\.(?:{'|'.join(PEER_ARGUMENTS)})$")
 
 

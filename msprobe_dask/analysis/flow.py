@@ -20,14 +20,13 @@ from typing import Any, TypeVar, cast
 
 from msprobe_dask.analysis.first_diff import (
     COMM_PREFIXES,
-    PEER_ARGUMENTS,
     POINT_TO_POINT,
     api_of,
     is_communication,
 )
 from msprobe_dask.analysis.row_errors import ZERO_CELLS, RowColumns, number
 from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
-from msprobe_dask.dump.markers import BATCH_P2P, PARAMETERS_GRAD, PROCESS_GROUP
+from msprobe_dask.dump.markers import BATCH_P2P, PARAMETERS_GRAD, PEER_ARGUMENTS, PROCESS_GROUP
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 
 INPUT_ROLES = ("input", "parameters")

@@ -10,4 +10,10 @@ BATCH_P2P = "batch_isend_irecv"  # the API that runs a batch of P2POps
 # the part of an entry name that holds a module's parameter gradients (``Module.fc.Linear.parameters_grad``,
 # ``....parameters_grad.0``), and the state of its rows and items
 PARAMETERS_GRAD = "parameters_grad"
+# a communication op's arguments that name a rank (a peer): a scalar argument of these names keeps its
+# text as its statistics and md5
+PEER_ARGUMENTS = ("src", "dst", "group_src", "group_dst")
+# the types of the leaves that are not tensors yet have a shape (their rows' and items' rules differ)
+TORCH_SIZE, SLICE, ELLIPSIS = "torch.Size", "slice", "ellipsis"
+SHAPED_KINDS = (TORCH_SIZE, SLICE, ELLIPSIS)
 SCALAR_SHAPE = "[]"  # the shape of an argument that is not a tensor (the checkers' Scalar rule reads it)

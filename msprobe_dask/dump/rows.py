@@ -12,13 +12,21 @@ from sys import intern
 from typing import Any, NamedTuple
 
 from msprobe_dask.dump.entry_shape import ENTRY_SHAPES
-from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PARAMETERS_GRAD, PROCESS_GROUP
+from msprobe_dask.dump.markers import (
+    ELLIPSIS,
+    NO_DATA_NAME,
+    P2P_CLASS,
+    PARAMETERS_GRAD,
+    PEER_ARGUMENTS,
+    PROCESS_GROUP,
+    SHAPED_KINDS,
+    SLICE,
+    TORCH_SIZE,
+)
 
 NA = "N/A"
 NO_MD5 = "00000000"  # the md5 cell of a tensor leaf without md5 and value
-_PEER_SUFFIXES = ("src", "dst", "group_src", "group_dst")
 _GROUP_RANKS = "group_ranks"  # a process group's member whose text is its row's statistics and md5
-_TORCH_SIZE, _SLICE, _ELLIPSIS = "torch.Size", "slice", "ellipsis"
 _MAX_DEPTH = 400
 
 Stat = Any  # float | int | bool | str
@@ -109,19 +117,19 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
             data_name,
         )  # type: ignore[arg-type]
     value = leaf.get("value")
-    if name.rsplit(".", 1)[-1] in _PEER_SUFFIXES:
+    if name.rsplit(".", 1)[-1] in PEER_ARGUMENTS:
         text = str(value)
         return LeafRow(name, entry, state, kind, "[]", grad, (text,) * 4, text, data_name)  # type: ignore[arg-type]
     if kind == PROCESS_GROUP:
         text = str(leaf.get(_GROUP_RANKS))
         return LeafRow(name, entry, state, kind, "[]", grad, (text,) * 4, text, data_name)  # type: ignore[arg-type]
-    if kind == _TORCH_SIZE:
+    if kind == TORCH_SIZE:
         return LeafRow(name, entry, state, kind, str(value), grad, ("None",) * 4, _crc(value), data_name)  # type: ignore[arg-type]
-    if kind == _SLICE:
+    if kind == SLICE:
         return LeafRow(
             name, entry, state, kind, _numpy_shape(value), grad, ("None",) * 4, _crc(value), data_name
         )  # type: ignore[arg-type]
-    if kind == _ELLIPSIS:
+    if kind == ELLIPSIS:
         return LeafRow(name, entry, state, kind, "[]", grad, ("...",) * 4, _crc("..."), data_name)  # type: ignore[arg-type]
     stat = _stat(value)
     return LeafRow(
@@ -189,7 +197,7 @@ class LeafRules(NamedTuple):
     na: str
     no_data_name: str
     no_md5: str
-    peer_suffixes: tuple[str, ...]  # a scalar leaf named ``....src`` (etc.): left to _leaf_row
+    peer_arguments: tuple[str, ...]  # a scalar leaf named ``....src`` (etc.): left to _leaf_row
     own_kinds: tuple[str, ...]  # the leaf types _leaf_row renders by rules of their own: left to it
     process_group: tuple[str, str]  # the type of a process group's leaf, the member that is its text
     entry_parts: tuple[tuple[str, str], ...]
@@ -204,8 +212,8 @@ LEAF_RULES = LeafRules(
     NA,
     NO_DATA_NAME,
     NO_MD5,
-    _PEER_SUFFIXES,
-    (_TORCH_SIZE, _SLICE, _ELLIPSIS),
+    PEER_ARGUMENTS,
+    SHAPED_KINDS,
     (PROCESS_GROUP, _GROUP_RANKS),
     _ENTRY_PARTS,
     ENTRY_SHAPES,

@@ -13,9 +13,16 @@ from typing import Any
 
 import orjson
 
-from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PARAMETERS_GRAD, PROCESS_GROUP
+from msprobe_dask.dump.markers import (
+    NO_DATA_NAME,
+    P2P_CLASS,
+    PARAMETERS_GRAD,
+    PEER_ARGUMENTS,
+    PROCESS_GROUP,
+    SHAPED_KINDS,
+)
 from msprobe_dask.graph import speedups
-from msprobe_dask.graph.items import ITEM_KEYS, RANK_PARAMS, SHAPED_KINDS
+from msprobe_dask.graph.items import ITEM_KEYS
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.metrics.float_repr import float_repr
 
@@ -337,7 +344,7 @@ class TextRules:
     p2p_class: str
     parameters_grad: str  # an entry whose name, or a key of it, holds it goes back to the Python path
     shaped_kinds: tuple[str, ...]
-    rank_params: tuple[str, ...]
+    peer_arguments: tuple[str, ...]
     item_keys: tuple[str, ...]  # ITEM_KEYS: the keys a leaf without them gets, in this order
 
 
@@ -352,7 +359,7 @@ TEXT_RULES = TextRules(
     P2P_CLASS,
     PARAMETERS_GRAD,
     SHAPED_KINDS,
-    RANK_PARAMS,
+    PEER_ARGUMENTS,
     ITEM_KEYS,
 )
 if speedups.native is not None:

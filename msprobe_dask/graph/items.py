@@ -11,7 +11,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from msprobe_dask.dump.markers import NO_DATA_NAME, P2P_CLASS, PARAMETERS_GRAD, PROCESS_GROUP, SCALAR_SHAPE
+from msprobe_dask.dump.markers import (
+    NO_DATA_NAME,
+    P2P_CLASS,
+    PARAMETERS_GRAD,
+    PEER_ARGUMENTS,
+    PROCESS_GROUP,
+    SCALAR_SHAPE,
+    SHAPED_KINDS,
+    SLICE,
+    TORCH_SIZE,
+)
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import speedups
 
@@ -28,8 +38,6 @@ STATS = ("Max", "Min", "Mean", "Norm")
 # the keys every item has: a leaf without one gets it, after its own keys, in this order (the dtype and
 # shape of a leaf that is not a tensor follow, then its md5); entry_text.c follows it (TEXT_RULES)
 ITEM_KEYS = ("data_name", "full_op_name", "state", "requires_grad", *STATS)
-RANK_PARAMS = ("src", "dst", "group_src", "group_dst")  # a scalar argument of these names keeps its text
-SHAPED_KINDS = ("torch.Size", "slice", "ellipsis")  # leaves that are not tensors yet have a shape
 P2P_KEYS = ("class_type", "op", "peer", "tag", "group_id")
 OUTPUT_PART, INPUT_PART = ".output.", ".input."  # an item is an output's if its name holds the first only
 
@@ -109,15 +117,15 @@ def _fill_non_tensor(item: dict[str, Any], leaf: dict[str, Any], name: str) -> N
     value = leaf.get("value")
     if kind in SHAPED_KINDS:
         item["dtype"] = kind
-        if kind == "torch.Size":
+        if kind == TORCH_SIZE:
             item["shape"] = str(value)
-        elif kind == "slice":
+        elif kind == SLICE:
             item["shape"] = _np_shape(value)
         else:  # ellipsis
             item["shape"] = SCALAR_SHAPE
             for s in STATS:
                 item[s] = value
-    elif name.rpartition(".")[2] in RANK_PARAMS:
+    elif name.rpartition(".")[2] in PEER_ARGUMENTS:
         item["dtype"] = kind
         item["shape"] = SCALAR_SHAPE
         for s in STATS:

@@ -372,7 +372,7 @@ static int make_leaf(Walk *w, const Val *leaf, PyObject *item, PyObject **full_o
         while (dot > name && dot[-1] != '.')
             dot--;
         if (text_in(kind->s, kind->n, text_rules.shaped_kinds, text_rules.n_shaped_kinds) ||
-            text_in(dot, name + w->name.len - dot, text_rules.rank_params, text_rules.n_rank_params)) {
+            text_in(dot, name + w->name.len - dot, text_rules.peer_arguments, text_rules.n_peer_arguments)) {
             rc = UNHANDLED;
         } else {
             const char *type = type_text(value);

@@ -599,7 +599,7 @@ static int add_leaf(void *walker, const Val *leaf) {
         while (dot > name && dot[-1] != '.')
             dot--;
         Py_ssize_t last_n = name + name_n - dot;
-        if (text_in(dot, last_n, text_rules.rank_params, text_rules.n_rank_params))
+        if (text_in(dot, last_n, text_rules.peer_arguments, text_rules.n_peer_arguments))
             return UNHANDLED;
         if (value != NULL && value->kind == J_OBJ)
             return UNHANDLED;

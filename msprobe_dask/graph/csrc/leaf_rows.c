@@ -24,9 +24,9 @@ static struct {
     PyObject *rules; /* held: holds the objects below */
     PyTypeObject *row;
     PyObject *na, *no_data_name, *no_md5, *crc, *empty_shape, *none_text, *true_text, *false_text;
-    Text peer_suffixes[MAX_TEXTS], own_kinds[MAX_TEXTS], parameters_grad, group_kind, group_ranks;
+    Text peer_arguments[MAX_TEXTS], own_kinds[MAX_TEXTS], parameters_grad, group_kind, group_ranks;
     PyObject *parameters_grad_state;
-    int n_peer_suffixes, n_own_kinds;
+    int n_peer_arguments, n_own_kinds;
     struct {
         Text key;
         PyObject *state; /* also the part's name after the entry's: ``entry.state`` */
@@ -69,16 +69,16 @@ static PyObject *rule_tuple(PyObject *v, Py_ssize_t max) {
 
 static int take_leaf_rules(PyObject *rules) {
     /* rows.LeafRules, read by field name (the rules hold each field's value) */
-    static const char *const fields[12] = {"row",         "na",           "no_data_name",    "no_md5",
-                                           "peer_suffixes", "own_kinds",  "entry_parts",     "entry_shapes",
-                                           "parameters_grad", "crc",      "text",            "process_group"};
+    static const char *const fields[12] = {"row",             "na",        "no_data_name", "no_md5",
+                                           "peer_arguments",  "own_kinds", "entry_parts",  "entry_shapes",
+                                           "parameters_grad", "crc",       "text",         "process_group"};
     PyObject *f[12];
     for (int i = 0; i < 12; i++) {
         if ((f[i] = PyObject_GetAttrString(rules, fields[i])) == NULL)
             return -1;
         Py_DECREF(f[i]);
     }
-    PyObject *row = f[0], *suffixes, *kinds, *parts, *shapes, *group;
+    PyObject *row = f[0], *peers, *kinds, *parts, *shapes, *group;
     if (!PyType_Check(row) || !PyType_IsSubtype((PyTypeObject *)row, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "configure_leaf_rows: the row type must be a tuple's");
         return -1;
@@ -92,17 +92,17 @@ static int take_leaf_rules(PyObject *rules) {
     LR.na = f[1];
     LR.no_data_name = f[2];
     LR.no_md5 = f[3];
-    if ((suffixes = rule_tuple(f[4], MAX_TEXTS)) == NULL || (kinds = rule_tuple(f[5], MAX_TEXTS)) == NULL ||
+    if ((peers = rule_tuple(f[4], MAX_TEXTS)) == NULL || (kinds = rule_tuple(f[5], MAX_TEXTS)) == NULL ||
         (parts = rule_tuple(f[6], MAX_PARTS)) == NULL || (shapes = rule_tuple(f[7], MAX_PARTS)) == NULL ||
         (group = rule_tuple(f[11], 2)) == NULL)
         return -1;
     if (PyTuple_GET_SIZE(group) != 2 || rule_text(PyTuple_GET_ITEM(group, 0), &LR.group_kind) < 0 ||
         rule_text(PyTuple_GET_ITEM(group, 1), &LR.group_ranks) < 0)
         return -1;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(suffixes); i++)
-        if (rule_text(PyTuple_GET_ITEM(suffixes, i), &LR.peer_suffixes[i]) < 0)
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(peers); i++)
+        if (rule_text(PyTuple_GET_ITEM(peers, i), &LR.peer_arguments[i]) < 0)
             return -1;
-    LR.n_peer_suffixes = (int)PyTuple_GET_SIZE(suffixes);
+    LR.n_peer_arguments = (int)PyTuple_GET_SIZE(peers);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kinds); i++)
         if (rule_text(PyTuple_GET_ITEM(kinds, i), &LR.own_kinds[i]) < 0)
             return -1;
@@ -304,7 +304,7 @@ static int add_leaf(RowWalk *w, const Val *v, const Val *kind) {
         Py_ssize_t last = name_n;
         while (last > 0 && name_s[last - 1] != '.')
             last--;
-        if (text_in(name_s + last, name_n - last, LR.peer_suffixes, LR.n_peer_suffixes) ||
+        if (text_in(name_s + last, name_n - last, LR.peer_arguments, LR.n_peer_arguments) ||
             text_in(kind->s, kind->n, LR.own_kinds, LR.n_own_kinds))
             return UNHANDLED;
         group = text_is(kind->s, kind->n, &LR.group_kind);

@@ -72,7 +72,7 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
              PyArg_ParseTuple(digits, "iii", &r.int_digits, &r.min_decimals, &r.max_decimals) &&
              int_field(rules, "decimals", &r.decimals) == 0 && texts_field(rules, "left_out", r.left_out, &r.n_left_out) == 0 &&
              texts_field(rules, "shaped_kinds", r.shaped_kinds, &r.n_shaped_kinds) == 0 &&
-             texts_field(rules, "rank_params", r.rank_params, &r.n_rank_params) == 0 &&
+             texts_field(rules, "peer_arguments", r.peer_arguments, &r.n_peer_arguments) == 0 &&
              text_field(rules, "no_data_name", &r.no_data_name) == 0 &&
              text_field(rules, "process_group", &r.process_group) == 0 &&
              text_field(rules, "p2p_class", &r.p2p_class) == 0 &&

@@ -57,8 +57,8 @@ typedef struct {
 /* item_text.TEXT_RULES (module.c: configure_text) */
 typedef struct {
     int int_digits, min_decimals, max_decimals, decimals; /* a long decimal, and the decimals it keeps */
-    Text left_out[MAX_TEXTS], shaped_kinds[MAX_TEXTS], rank_params[MAX_TEXTS];
-    int n_left_out, n_shaped_kinds, n_rank_params;
+    Text left_out[MAX_TEXTS], shaped_kinds[MAX_TEXTS], peer_arguments[MAX_TEXTS];
+    int n_left_out, n_shaped_kinds, n_peer_arguments;
     Text no_data_name, process_group, p2p_class;
     Text parameters_grad; /* markers.PARAMETERS_GRAD (not empty) */
     int item_keys[MAX_TEXTS], n_item_keys; /* items.ITEM_KEYS, as leaf_key_role()s */
