@@ -14,7 +14,7 @@ from operator import itemgetter
 from typing import Any
 
 from msprobe_dask.columns import DIFF_COLUMNS, STAT_COLUMNS, TAIL_COLUMNS, TENSOR_METRIC_COLUMNS
-from msprobe_dask.dump.markers import PARAMETERS_GRAD, SCALAR_SHAPE
+from msprobe_dask.dump.markers import PARAMETERS_GRAD, SCALAR_SHAPE, STATS
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.item_text import DECIMALS, ExportedText, format_str
 from msprobe_dask.graph.jsontext import dumps
@@ -29,7 +29,6 @@ NPU_STATS = tuple(STAT_COLUMNS[:4])
 BENCH_STATS = tuple(STAT_COLUMNS[4:])
 TENSOR_INDEX = tuple(TENSOR_METRIC_COLUMNS)
 STATE_GROUPS = (("input", "kwargs"), ("parameters",), ("output",), (PARAMETERS_GRAD,))
-STATS = ("Max", "Min", "Mean", "Norm")  # an item's statistics, in the order of the columns
 REQUIRES_GRAD, RESULT, ERR_MESSAGE = TAIL_COLUMNS
 # the cells compare_pair writes back into the NPU items, by mode (§3.6)
 WRITE_BACK = {

@@ -20,6 +20,7 @@ from msprobe_dask.dump.markers import (
     SCALAR_SHAPE,
     SHAPED_KINDS,
     SLICE,
+    STATS,
     TORCH_SIZE,
 )
 from msprobe_dask.errors import DumpError
@@ -34,7 +35,6 @@ SUB_KEYS = (
     ("output", ".output", "output"),
     ("parameters", ".parameters", "parameters"),
 )
-STATS = ("Max", "Min", "Mean", "Norm")
 # the keys every item has: a leaf without one gets it, after its own keys, in this order (the dtype and
 # shape of a leaf that is not a tensor follow, then its md5); entry_text.c follows it (TEXT_RULES)
 ITEM_KEYS = ("data_name", "full_op_name", "state", "requires_grad", *STATS)

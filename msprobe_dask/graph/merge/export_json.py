@@ -14,11 +14,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from msprobe_dask.dump.markers import STATS
 from msprobe_dask.errors import OutputError, cannot
 from msprobe_dask.graph.model import ROOT_ID, Graph, Node
 from msprobe_dask.writers.atomic import atomic_path, missing_folders, prepare_output_dir
 
-STATS = ("Max", "Min", "Mean", "Norm")
 _DROPPED = ("data_name", "full_op_name", "state", "md5")
 _HEADER = ("task", "level", "framework", "dump_data_dir")
 _NAMES = ("construct.json", "dump.json", "stack.json")

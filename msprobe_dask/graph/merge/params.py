@@ -23,6 +23,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from msprobe_dask.dump.markers import STATS
 from msprobe_dask.graph.model import Node
 
 LISTED_DTYPES = frozenset(
@@ -39,7 +40,6 @@ LISTED_DTYPES = frozenset(
         "BFloat16",
     )
 )
-STATS = ("Max", "Min", "Mean", "Norm")
 REL_TOL = 1e-6
 
 

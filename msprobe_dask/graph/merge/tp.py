@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from msprobe_dask.dump.markers import STATS
 from msprobe_dask.graph.merge.params import differing_keys, is_output_key, merge_stats, tp_header
 from msprobe_dask.graph.merge.pp import subtree
 from msprobe_dask.graph.merge.rename import rank_suffixed, rename_node
@@ -22,7 +23,6 @@ _RANK_OF_COLL = re.compile(r"_Rank(\d+)")
 _RANK_SUFFIX = re.compile(r"_rank(\d+)\.")
 _NO_MERGE_PARENTS = ("optimizer", "clip_grad")
 _REDUCES = ("_reduce_scatter_base", "reduce_scatter_tensor", "all_reduce")
-_STATS = ("Max", "Min", "Mean", "Norm")
 
 
 # ------------------------------------------------------------------------------------ API collections
@@ -126,7 +126,7 @@ def _reduce_input(reduce: Node) -> dict | None:
 
 
 def _same_stats(a: dict | None, b: dict | None) -> bool:
-    return a is not None and b is not None and all(a.get(s) == b.get(s) for s in _STATS)
+    return a is not None and b is not None and all(a.get(s) == b.get(s) for s in STATS)
 
 
 class _TPMerge:
@@ -169,7 +169,7 @@ class _TPMerge:
             lines = merge_stats(mm, twins, keys) if twins else []
             src = _first(reduce.output_data, 0)
             if src is not None:
-                for s in _STATS:
+                for s in STATS:
                     out[s] = src.get(s)
             name = src.get("full_op_name", reduce.id) if src is not None else reduce.id
             mm.merge_info = [self.header(mm), *lines, f"The output of this data is merged from {name}"]
