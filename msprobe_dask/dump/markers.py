@@ -16,5 +16,8 @@ PEER_ARGUMENTS = ("src", "dst", "group_src", "group_dst")
 # the types of the leaves that are not tensors yet have a shape (their rows' and items' rules differ)
 TORCH_SIZE, SLICE, ELLIPSIS = "torch.Size", "slice", "ellipsis"
 SHAPED_KINDS = (TORCH_SIZE, SLICE, ELLIPSIS)
+# what the name of an output's row or item holds, and an input's: a name that holds the first and not
+# the second is an output's
+OUTPUT_PART, INPUT_PART = ".output.", ".input."
 STATS = ("Max", "Min", "Mean", "Norm")  # a leaf's statistics, in the order of the compare's columns
 SCALAR_SHAPE = "[]"  # the shape of an argument that is not a tensor (the checkers' Scalar rule reads it)

@@ -14,7 +14,7 @@ from operator import itemgetter
 from typing import Any
 
 from msprobe_dask.columns import DIFF_COLUMNS, STAT_COLUMNS, TAIL_COLUMNS, TENSOR_METRIC_COLUMNS
-from msprobe_dask.dump.markers import PARAMETERS_GRAD, SCALAR_SHAPE, STATS
+from msprobe_dask.dump.markers import OUTPUT_PART, PARAMETERS_GRAD, SCALAR_SHAPE, STATS
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.item_text import DECIMALS, ExportedText, format_str
 from msprobe_dask.graph.jsontext import dumps
@@ -53,7 +53,6 @@ NORM_RATIO = "norm_ratio"
 # ... and whether a per-row checker could flag the row at all (see summary_row)
 QUIET = "quiet"
 UNREADABLE = "unreadable"  # a tensor row's key: why its tensor files could not be read
-OUTPUT_PART = rules.OUTPUT_PART
 
 
 def _stat_list(item: Mapping[str, Any]) -> list[Any]:

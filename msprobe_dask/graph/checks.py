@@ -7,13 +7,12 @@ import re
 from operator import itemgetter
 from typing import Any
 
-from msprobe_dask.dump.markers import SCALAR_SHAPE
+from msprobe_dask.dump.markers import OUTPUT_PART, SCALAR_SHAPE
 from msprobe_dask.graph.cells import (
     MD5,
     NO_BENCH,
     NO_NPU,
     NORM_RATIO,
-    OUTPUT_PART,
     QUIET,
     STRUCTURE,
     SUMMARY,

@@ -14,7 +14,9 @@ from typing import Any
 import orjson
 
 from msprobe_dask.dump.markers import (
+    INPUT_PART,
     NO_DATA_NAME,
+    OUTPUT_PART,
     P2P_CLASS,
     PARAMETERS_GRAD,
     PEER_ARGUMENTS,
@@ -22,7 +24,7 @@ from msprobe_dask.dump.markers import (
     SHAPED_KINDS,
 )
 from msprobe_dask.graph import speedups
-from msprobe_dask.graph.items import ITEM_KEYS
+from msprobe_dask.graph.items import ITEM_KEYS, SUB_KEYS
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.metrics.float_repr import float_repr
 
@@ -346,6 +348,11 @@ class TextRules:
     shaped_kinds: tuple[str, ...]
     peer_arguments: tuple[str, ...]
     item_keys: tuple[str, ...]  # ITEM_KEYS: the keys a leaf without them gets, in this order
+    output_part: str  # OUTPUT_PART, INPUT_PART: an item whose key holds the first only is an output's
+    input_part: str
+    sub_keys: tuple[
+        tuple[str, str, str], ...
+    ]  # SUB_KEYS: an entry's parts, their names' suffixes (and states)
 
 
 TEXT_RULES = TextRules(
@@ -361,6 +368,9 @@ TEXT_RULES = TextRules(
     SHAPED_KINDS,
     PEER_ARGUMENTS,
     ITEM_KEYS,
+    OUTPUT_PART,
+    INPUT_PART,
+    SUB_KEYS,
 )
 if speedups.native is not None:
     speedups.native.configure_text(TEXT_RULES)

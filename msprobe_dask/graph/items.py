@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from msprobe_dask.dump.markers import (
+    INPUT_PART,
     NO_DATA_NAME,
+    OUTPUT_PART,
     P2P_CLASS,
     PARAMETERS_GRAD,
     PEER_ARGUMENTS,
@@ -39,7 +41,6 @@ SUB_KEYS = (
 # shape of a leaf that is not a tensor follow, then its md5); entry_text.c follows it (TEXT_RULES)
 ITEM_KEYS = ("data_name", "full_op_name", "state", "requires_grad", *STATS)
 P2P_KEYS = ("class_type", "op", "peer", "tag", "group_id")
-OUTPUT_PART, INPUT_PART = ".output.", ".input."  # an item is an output's if its name holds the first only
 
 
 def _default_item(name: str, state: str) -> dict[str, Any]:

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from msprobe_dask.judge.rules import OUTPUT_PART, Row
+from msprobe_dask.dump.markers import OUTPUT_PART
+from msprobe_dask.judge.rules import Row
 from msprobe_dask.metrics.stats import is_nan_or_inf, relative_fraction
 
 RED, YELLOW = "red", "yellow"

@@ -13,14 +13,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from msprobe_dask.dump.markers import BATCH_P2P, SCALAR_SHAPE
+from msprobe_dask.dump.markers import BATCH_P2P, OUTPUT_PART, SCALAR_SHAPE
 from msprobe_dask.match.dtypes import same_dtype
 from msprobe_dask.metrics.stats import INF, NA, is_nan_or_inf, relative_fraction
 
 Row = dict[str, Any]
 
 PASS, WARNING, ERROR = "pass", "warning", "error"
-OUTPUT_PART = ".output."  # what the name of an output row holds
 _LEVELS = {PASS: 0, WARNING: 1, ERROR: 2}
 
 ALL_IGNORED_APIS = frozenset(

@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from msprobe_dask.columns import BASE_COLUMNS, DIFF_COLUMNS, STACK_COLUMN, STAT_COLUMNS, TAIL_COLUMNS
+from msprobe_dask.dump.markers import OUTPUT_PART
 from msprobe_dask.judge import rules
 from msprobe_dask.match.dtypes import same_dtype
 from msprobe_dask.metrics import stats
@@ -64,7 +65,7 @@ def _rules(with_stack: bool) -> tuple[object, ...]:
             stat_diff=stats.stat_diff,
             fraction=stats.relative_fraction,
             nan_or_inf=stats.is_nan_or_inf,
-            output_part=rules.OUTPUT_PART,
+            output_part=OUTPUT_PART,
             all_ignored=rules.ALL_IGNORED_APIS,
             input_ignored=rules.INPUT_IGNORED_APIS,
             limits=rules.LIMITS,

@@ -648,6 +648,41 @@ def test_the_items_text_takes_the_parameters_grad_marker_from_python(monkeypatch
 
 
 @needs_native
+def test_the_items_text_takes_an_entrys_parts_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Other parts of an entry and another rule for an output's item (items.SUB_KEYS, OUTPUT_PART and
+    INPUT_PART, handed to entry_text.c in item_text.TEXT_RULES): the C texts follow them, as the
+    Python path's do."""
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.5, "Min": 0.5}
+    text = json.dumps({"input_args": [tensor], "output": [tensor], "result": [tensor]}, indent=4).encode()
+    node_id = "Tensor.add.0.forward"
+
+    def texts() -> Any:
+        native = speedups.native
+        if native is not None:
+            return native.entry_texts(text, 0, len(text), node_id)
+        inputs, outputs = items.entry_items(node_id, json.loads(text))
+        return item_text.items_json(inputs, False, False), item_text.items_json(outputs, False, False)
+
+    usual, usual_python = _both(monkeypatch, texts)
+    assert usual == usual_python and '.output.0"' in usual[1] and ".result" not in usual[0] + usual[1]
+    sub_keys = (*items.SUB_KEYS[:3], ("output", ".out", "output"), ("result", ".result", "output"))
+    monkeypatch.setattr(items, "SUB_KEYS", sub_keys)
+    monkeypatch.setattr(items, "OUTPUT_PART", ".result.")
+    _forget_texts()
+    rules = dataclasses.replace(item_text.TEXT_RULES, sub_keys=sub_keys, output_part=".result.")
+    NATIVE.configure_text(rules)
+    try:
+        with_c, python = _both(monkeypatch, texts)
+    finally:
+        NATIVE.configure_text(item_text.TEXT_RULES)
+        _forget_texts()
+    assert with_c == python
+    assert '.out.0"' in with_c[0] and '.result.0"' in with_c[1] and ".output" not in with_c[0] + with_c[1]
+    with pytest.raises(ValueError, match="an item part is empty"):
+        NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, input_part=""))
+
+
+@needs_native
 def test_the_rows_take_their_columns_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
     """A column added to the table (rows.NODE_COLUMNS, from columns.VISDB_NODE_TABLE) with its cell in
     rows.EXTRA_CELLS: the C rows hold it where the Python rows do, and every other cell as before."""

@@ -492,10 +492,10 @@ const char *type_text(const Val *v) {
 }
 
 /* the start of an item keyed ``key`` (ASCII without escapes): into the outputs if the key holds
- * ".output." and not ".input.", else the inputs (items.split_items); its buffer, or NULL with *rc
+ * the rules' output_part and not their input_part, else the inputs (items.split_items); its buffer, or NULL with *rc
  * UNHANDLED (a key given twice: Python keeps the first place and the last item) or -1 */
 static Buf *start_item(Walk *w, const char *key, Py_ssize_t n, int *rc) {
-    int side = HAS_LIT(key, n, ".output.") && !HAS_LIT(key, n, ".input.");
+    int side = has_text(key, n, &text_rules.output_part) && !has_text(key, n, &text_rules.input_part);
     Buf *b = side ? &w->out : &w->in;
     Keys *keys = &w->keys[side];
     *rc = UNHANDLED;
@@ -698,25 +698,21 @@ static int walk_value(void *w, const Val *v, int depth) {
     return walk_value_of(w, &((Walk *)w)->t, v, depth, add_null_item, add_leaf, walk_members);
 }
 
-static const struct {
-    const char *key, *suffix;
-} SUB_KEYS[5] = {{"input_args", ".input"}, {"input_kwargs", ".input"}, {"input", ".input"},
-                 {"output", ".output"}, {"parameters", ".parameters"}};
-
 /* the walk of an entry (items.parse_entry): DONE, UNHANDLED or -1 */
 static int walk_entry(Walk *w, const char *node_id, Py_ssize_t id_n) {
     const Val *entry = &w->t.v[0];
     if (entry->kind != J_OBJ)
         return UNHANDLED;
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < text_rules.n_sub_keys; k++) {
+        const Text *key = &text_rules.sub_key[k], *suffix = &text_rules.sub_suffix[k];
         const Val *part;
-        if (entry_part(&w->t, entry, SUB_KEYS[k].key, (Py_ssize_t)strlen(SUB_KEYS[k].key), &part) == UNHANDLED)
+        if (entry_part(&w->t, entry, key->s, key->n, &part) == UNHANDLED)
             return UNHANDLED;
         if (part == NULL)
             continue;
         w->name.len = 0;
         if (buf_add(&w->name, node_id, id_n) < 0 ||
-            buf_add(&w->name, SUB_KEYS[k].suffix, (Py_ssize_t)strlen(SUB_KEYS[k].suffix)) < 0)
+            buf_add(&w->name, suffix->s, suffix->n) < 0)
             return -1;
         int rc = part->kind == J_LIST ? walk_members(w, part, 0) : walk_value(w, part, 0);
         if (rc <= 0)

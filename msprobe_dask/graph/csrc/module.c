@@ -61,6 +61,31 @@ static int texts_field(PyObject *rules, const char *name, Text *out, int *count)
     return ok ? 0 : -1;
 }
 
+/* rules.sub_keys (items.SUB_KEYS): at most MAX_TEXTS tuples (key, suffix, ...) of ASCII str */
+static int sub_keys_field(PyObject *rules, TextRules *r) {
+    PyObject *v = PyObject_GetAttrString(rules, "sub_keys");
+    int ok = v != NULL && PyTuple_Check(v) && PyTuple_GET_SIZE(v) <= MAX_TEXTS;
+    for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(v); i++) {
+        PyObject *part = PyTuple_GET_ITEM(v, i);
+        ok = PyTuple_Check(part) && PyTuple_GET_SIZE(part) >= 2;
+        for (int j = 0; ok && j < 2; j++) {
+            PyObject *s = PyTuple_GET_ITEM(part, j);
+            Text *t = j == 0 ? &r->sub_key[i] : &r->sub_suffix[i];
+            ok = PyUnicode_CheckExact(s) && PyUnicode_IS_ASCII(s);
+            if (ok) {
+                t->s = (const char *)PyUnicode_1BYTE_DATA(s);
+                t->n = PyUnicode_GET_LENGTH(s);
+            }
+        }
+    }
+    if (ok)
+        r->n_sub_keys = (int)PyTuple_GET_SIZE(v);
+    else if (v != NULL)
+        PyErr_SetString(PyExc_TypeError, "configure_text: sub_keys must be a few tuples (key, suffix, ...) of ASCII str");
+    Py_XDECREF(v);
+    return ok ? 0 : -1;
+}
+
 /* configure_text(rules): take item_text.TEXT_RULES (see TextRules) */
 static PyObject *configure_text(PyObject *self, PyObject *rules) {
     PyObject *exported = PyObject_GetAttrString(rules, "exported_text");
@@ -77,6 +102,8 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
              text_field(rules, "process_group", &r.process_group) == 0 &&
              text_field(rules, "p2p_class", &r.p2p_class) == 0 &&
              text_field(rules, "parameters_grad", &r.parameters_grad) == 0 &&
+             text_field(rules, "output_part", &r.output_part) == 0 &&
+             text_field(rules, "input_part", &r.input_part) == 0 && sub_keys_field(rules, &r) == 0 &&
              (r.process_group_text = PyObject_GetAttrString(rules, "process_group")) != NULL &&
              texts_field(rules, "item_keys", keys, &r.n_item_keys) == 0;
     for (int i = 0; ok && i < r.n_item_keys; i++) /* (a key entry_text.c cannot add must be left out) */
@@ -86,8 +113,9 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
         }
     Py_XDECREF(r.process_group_text); /* (the frozen rules hold it) */
     /* (add_rounded holds a long decimal in 48 bytes) */
-    if (ok && r.parameters_grad.n == 0) {
-        PyErr_SetString(PyExc_ValueError, "configure_text: parameters_grad is empty");
+    if (ok && (r.parameters_grad.n == 0 || r.output_part.n == 0 || r.input_part.n == 0)) {
+        PyErr_SetString(PyExc_ValueError, r.parameters_grad.n == 0 ? "configure_text: parameters_grad is empty"
+                                                                   : "configure_text: an item part is empty");
         ok = 0;
     }
     if (ok && (r.decimals < 0 || r.decimals > 20 || r.min_decimals < 1 || r.int_digits + r.max_decimals > 44)) {

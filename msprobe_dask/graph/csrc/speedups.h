@@ -45,7 +45,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 20
+#define SPEEDUPS_API 21
 
 /* an ASCII text of the rules (held by them) */
 typedef struct {
@@ -61,6 +61,9 @@ typedef struct {
     int n_left_out, n_shaped_kinds, n_peer_arguments;
     Text no_data_name, process_group, p2p_class;
     Text parameters_grad; /* markers.PARAMETERS_GRAD (not empty) */
+    Text output_part, input_part; /* items.OUTPUT_PART, INPUT_PART (not empty): items.split_items' rule */
+    Text sub_key[MAX_TEXTS], sub_suffix[MAX_TEXTS]; /* items.SUB_KEYS: an entry's parts, in order */
+    int n_sub_keys;
     int item_keys[MAX_TEXTS], n_item_keys; /* items.ITEM_KEYS, as leaf_key_role()s */
     PyObject *process_group_text; /* the str of process_group */
 } TextRules;
