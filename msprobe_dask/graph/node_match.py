@@ -32,6 +32,13 @@ def _has_ancestors(node: Node, ids: list[str]) -> bool:
     return i == -1
 
 
+def _linked(npu: Node, bench: Node) -> tuple[Node, Node]:
+    """The pair, each node linked to the other (its ancestors' ids and its id)."""
+    npu.link = bench.ancestors() + [bench.id]
+    bench.link = npu.ancestors() + [npu.id]
+    return npu, bench
+
+
 def match_pairs(
     npu: Graph, bench: Graph, fuzzy: bool = False, mapping: Mapping[str, str] | None = None
 ) -> list[tuple[Node, Node]]:
@@ -44,9 +51,7 @@ def match_pairs(
             b = bench.nodes.get(node.id)
             if b is None:
                 continue
-            node.link = b.ancestors() + [b.id]
-            b.link = node.ancestors() + [node.id]
-            pairs.append((node, b))
+            pairs.append(_linked(node, b))
             counts: dict[str, int] = {}
             bkeys: dict[str, Node] = {}
             for c in b.children:
@@ -62,9 +67,7 @@ def match_pairs(
                 counts[k] = counts.get(k, 0) + 1
                 bc = bkeys.get(f"{k}{counts[k]}")
                 if bc is not None:
-                    c.link = bc.ancestors() + [bc.id]
-                    bc.link = c.ancestors() + [c.id]
-                    pairs.append((c, bc))
+                    pairs.append(_linked(c, bc))
         return pairs
     if mapping is not None:
         for node in _bfs(npu):
@@ -72,9 +75,7 @@ def match_pairs(
             b = bench.nodes.get(target)
             if b is None:
                 continue
-            node.link = b.ancestors() + [b.id]
-            b.link = node.ancestors() + [node.id]
-            pairs.append((node, b))
+            pairs.append(_linked(node, b))
         return pairs
     known: dict[Node, list[str]] = {}  # node -> ancestors(), filled parents first (BFS)
     for node in _bfs(npu):
