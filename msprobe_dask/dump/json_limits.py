@@ -12,6 +12,9 @@ import re
 import sys
 
 INT_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 4300)() or 4300
+# a dump entry's values nested deeper than this are refused (compare rows, graph items; the C walks hand
+# values nested deeper than their own smaller limit back to the Python path)
+MAX_DEPTH = 400
 DEEP = 512  # where a text nested too deeply is located: deeper than any dump, shallower than the parser
 
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"(\s*:)?|[\[\]{}]')

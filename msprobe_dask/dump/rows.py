@@ -12,6 +12,7 @@ from sys import intern
 from typing import Any, NamedTuple
 
 from msprobe_dask.dump.entry_shape import ENTRY_SHAPES
+from msprobe_dask.dump.json_limits import MAX_DEPTH
 from msprobe_dask.dump.markers import (
     ELLIPSIS,
     NO_DATA_NAME,
@@ -27,7 +28,6 @@ from msprobe_dask.dump.markers import (
 NA = "N/A"
 NO_MD5 = "00000000"  # the md5 cell of a tensor leaf without md5 and value
 _GROUP_RANKS = "group_ranks"  # a process group's member whose text is its row's statistics and md5
-_MAX_DEPTH = 400
 
 Stat = Any  # float | int | bool | str
 
@@ -141,8 +141,8 @@ def _walk(
     node: Any, path: str, entry: str, state: str, index_lists: bool, out: list[LeafRow], depth: int = 0
 ) -> None:
     """Append to ``out`` the rows of ``node``'s leaves, in the dump's order."""
-    if depth > _MAX_DEPTH:
-        raise RecursionError(f"{entry}: nesting deeper than {_MAX_DEPTH}")
+    if depth > MAX_DEPTH:
+        raise RecursionError(f"{entry}: nesting deeper than {MAX_DEPTH}")
     if node is None:
         out.append(_leaf_row(path, entry, state, None))
     elif isinstance(node, dict):

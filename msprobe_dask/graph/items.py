@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from msprobe_dask.dump.json_limits import MAX_DEPTH
 from msprobe_dask.dump.markers import (
     INPUT_PART,
     NO_DATA_NAME,
@@ -27,8 +28,6 @@ from msprobe_dask.dump.markers import (
 )
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import speedups
-
-MAX_DEPTH = 400
 
 SUB_KEYS = (
     ("input_args", ".input", "input"),

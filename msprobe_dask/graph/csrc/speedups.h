@@ -177,7 +177,7 @@ int add_float_value(Buf *b, double x);
 /* An entry's JSON text read once into a tape of values, its containers' members linked in order
  * (read_value; used by entry_text.c's item texts and leaf_rows.c's compare rows). */
 
-#define MAX_NEST 64 /* deeper values: the Python path (items.MAX_DEPTH and rows._MAX_DEPTH are 400) */
+#define MAX_NEST 64 /* deeper values: the Python path (json_limits.MAX_DEPTH is 400) */
 
 enum { J_STR, J_INT, J_FLOAT, J_TRUE, J_FALSE, J_NULL, J_NAN, J_INF, J_NINF, J_LIST, J_OBJ };
 
