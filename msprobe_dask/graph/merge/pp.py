@@ -34,7 +34,7 @@ from msprobe_dask.graph.model import API, MODULE, Graph, Node
 
 LAYERS = re.compile(r"(layers\.|layer\.)\d+(\.)")
 MAX_DEPTH = 1000
-NOT_MERGED_ROOT_CHILDREN = ("optimizer", "clip_grad")
+NOT_MERGED_ROOT_CHILDREN = ("optimizer", "clip_grad")  # the modules PP does not merge, nor TP their children
 COLLECTION_PREFIX = "Apis_Between_Modules"
 
 

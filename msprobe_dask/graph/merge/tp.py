@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from msprobe_dask.dump.markers import STATS
 from msprobe_dask.graph.merge.params import differing_keys, is_output_key, merge_stats, tp_header
-from msprobe_dask.graph.merge.pp import subtree
+from msprobe_dask.graph.merge.pp import NOT_MERGED_ROOT_CHILDREN, subtree
 from msprobe_dask.graph.merge.rename import rank_suffixed, rename_node
 from msprobe_dask.graph.model import COLLECTION, MODULE, Graph, Node
 
@@ -21,7 +21,6 @@ _COLL = re.compile(r"^Apis_Between_Modules\.(\d+)$")
 _ALL_RANKS = "Apis_Between_Modules_All_Ranks"
 _RANK_OF_COLL = re.compile(r"_Rank(\d+)")
 _RANK_SUFFIX = re.compile(r"_rank(\d+)\.")
-_NO_MERGE_PARENTS = ("optimizer", "clip_grad")
 _REDUCES = ("_reduce_scatter_base", "reduce_scatter_tensor", "all_reduce")
 
 
@@ -177,7 +176,7 @@ class _TPMerge:
     def first_pass(self) -> None:
         for node in list(self.main.nodes.values()):
             parent = node.parent
-            if parent is None or parent.type != MODULE or parent.id in _NO_MERGE_PARENTS:
+            if parent is None or parent.type != MODULE or parent.id in NOT_MERGED_ROOT_CHILDREN:
                 continue
             if node.id.startswith("Distributed") or node.merge_info:
                 continue
