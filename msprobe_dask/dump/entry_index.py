@@ -81,7 +81,7 @@ def index_dump(path: Path, find: FindEntries | None = None) -> tuple[dict[str, A
     try:
         with open(path, "rb") as f:
             take = partial(_add_block, index, hashes, find=find)
-            walked = _walk(f, os.fstat(f.fileno()).st_size, take, (MD5,))
+            walked = _walk(f, os.fstat(f.fileno()).st_size, take, (MD5_TOKEN,))
     except OSError:
         return None
     if walked is None:
@@ -90,7 +90,7 @@ def index_dump(path: Path, find: FindEntries | None = None) -> tuple[dict[str, A
     return header, index, md5
 
 
-MD5 = b'"md5"'
+MD5_TOKEN = b'"md5"'  # in the text of a dump.json whose entries may have an md5
 HOLD_BYTES = 16 << 20
 """A dump.json of at most this many bytes is held whole by its DumpEntries (its chunk tasks read their
 entries in place: reading a chunk's spans from the file cost 3% of a 96-block transformer's

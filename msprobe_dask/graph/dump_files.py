@@ -12,12 +12,11 @@ from typing import Any
 
 from msprobe_dask.dump.confine import check_dump_file
 from msprobe_dask.dump.entries import EntryLines, entry_lines, read_whole_dump_doc
-from msprobe_dask.dump.entry_index import read_dump_doc
+from msprobe_dask.dump.entry_index import MD5_TOKEN, read_dump_doc
 from msprobe_dask.dump.entry_shape import WRONG_SHAPE_IN_TEXT
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import speedups
 
-MD5_TOKEN = b'"md5"'  # in the text of a dump.json whose entries may have an md5
 # what a build asks of a lazily read dump.json's text (build_graph, check_entries): looked for at once
 TOKENS = (MD5_TOKEN, *WRONG_SHAPE_IN_TEXT)
 
