@@ -1,8 +1,8 @@
 """Tensor files of a dump (``dump_tensor_data/*.npy`` and ``*.pt``) as lazy, header-only handles.
 
 A handle says where the elements are (file, byte offset, dtype, shape, element strides); reading is a
-separate step that memory-maps the file, so the coordinator never holds a tensor and a worker reads only
-the chunk it needs.
+separate step (into a buffer, or memory-mapped for the C pass alone: ``mapped_run``), so the coordinator
+never holds a tensor and a worker reads only the chunk it needs.
 
 ``.pt`` headers are read by ``pt_file.py`` (a restricted unpickler, without torch; ``pt_legacy.py`` for
 the format before the zip); the handle itself is ``tensor_handle.py``'s.
@@ -222,9 +222,8 @@ def _numpy_npy_header(path: Path, f: Any) -> tuple[tuple[int, ...], bool, np.dty
 
 
 def read_array(handle: TensorHandle, buffer: np.ndarray | None = None) -> np.ndarray:
-    """The whole tensor as a read-only array, memory-mapped when it is big; read into ``buffer`` (a uint8
-    array of at least ``handle.nbytes`` bytes, whose pages are already mapped) instead when it is given
-    and the elements are one run in the file itself (the usual ``.npy`` and ``.pt``).
+    """The whole tensor as an array, read into ``buffer`` (a uint8 array, reused from one tensor to the
+    next) when it holds the bytes the tensor's elements span in the file, else into a fresh array.
 
     ``.pt`` data comes back in native byte order (as ``torch.load`` gives it); ``.npy`` as stored.
     """
@@ -232,8 +231,8 @@ def read_array(handle: TensorHandle, buffer: np.ndarray | None = None) -> np.nda
         return np.empty(handle.shape, handle.dtype)
     raw = read_bytes(handle, buffer) if buffer is not None else None
     if raw is not None:
-        return typed(handle, raw)
-    storage = _read_run(handle, 0, handle.extent)
+        return _typed(handle, raw)
+    storage = _read_run(handle, 0, handle.extent, buffer)
     if handle.is_contiguous:
         array = storage.reshape(handle.shape)
     else:
@@ -242,53 +241,72 @@ def read_array(handle: TensorHandle, buffer: np.ndarray | None = None) -> np.nda
     return _native(handle, array)
 
 
-def read_flat(handle: TensorHandle, start: int, stop: int) -> np.ndarray:
-    """Elements ``start:stop`` of the tensor in C (row-major) order, reading only what they need."""
+def read_flat(handle: TensorHandle, start: int, stop: int, buffer: np.ndarray | None = None) -> np.ndarray:
+    """Elements ``start:stop`` of the tensor in C (row-major) order, reading only what they need (into
+    ``buffer``, a uint8 array reused from one chunk to the next, where it is big enough)."""
     start, stop = max(start, 0), min(stop, handle.size)
     if stop <= start:
         return np.empty(0, handle.dtype)
     if handle.is_contiguous:
-        return _native(handle, _read_run(handle, start, stop - start))
+        return _native(handle, _read_run(handle, start, stop - start, buffer))
     index = np.unravel_index(np.arange(start, stop, dtype=np.int64), handle.shape)
     elems = sum((i * s for i, s in zip(index, handle.strides)), np.zeros(stop - start, np.int64))
     lo, hi = int(elems.min()), int(elems.max())
-    return _native(handle, _read_run(handle, lo, hi - lo + 1)[elems - lo])
+    return _native(handle, _read_run(handle, lo, hi - lo + 1, buffer)[elems - lo])
 
 
-def _read_run(handle: TensorHandle, first: int, count: int) -> np.ndarray:
-    """``count`` consecutive items starting ``first`` items after ``handle.offset``."""
-    offset = handle.offset + first * handle.itemsize
-    nbytes = count * handle.itemsize
-    if handle.kind == "zarr":
-        return zarr_store.read_bytes(handle.path, handle.itemsize, first, first + count).view(handle.dtype)
-    try:
-        if handle.zip_member is not None:
-            with zipfile.ZipFile(handle.path) as zf, zf.open(handle.zip_member) as member:
-                member.seek(offset)
-                data = member.read(nbytes)
-            run = np.frombuffer(data, handle.dtype, count=len(data) // handle.dtype.itemsize)
-        elif nbytes < _SMALL_READ_BYTES:
-            run = np.fromfile(handle.path, handle.dtype, count=count, offset=offset)
-        else:
-            with open(handle.path, "rb") as f:
-                _check_holds(handle.path, f, offset, nbytes)
-                run = np.memmap(f, handle.dtype, mode="r", offset=offset, shape=(count,))
-    except TensorFileError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - I/O errors, or a zip member damaged since its header was read
-        raise TensorFileError(handle.path, cannot("read tensor data", exc)) from exc
-    if run.size != count:
-        raise _truncated(handle.path, nbytes, offset, run.size * handle.itemsize)
+def _read_run(handle: TensorHandle, first: int, count: int, buffer: np.ndarray | None = None) -> np.ndarray:
+    """``count`` consecutive items starting ``first`` items after ``handle.offset``, read into ``buffer``
+    where it holds them, else into a fresh array."""
+    if handle.zip_member is not None:
+        return _member_run(handle, handle.zip_member, first, count)
+    run = _run_bytes(handle, first, count, buffer).view(handle.dtype)
     run.flags.writeable = False
     return run
 
 
-def _check_holds(path: Path, file: Any, offset: int, nbytes: int) -> None:
-    """The open ``file`` holds ``nbytes`` bytes from ``offset`` (it may have been cut since its header was
-    read: a memory map of it would raise, or fault, where the data is missing)."""
-    found = os.fstat(file.fileno()).st_size - offset
-    if found < nbytes:
-        raise _truncated(path, nbytes, offset, max(found, 0))
+def _run_bytes(handle: TensorHandle, first: int, count: int, buffer: np.ndarray | None) -> np.ndarray:
+    """``_read_run``'s bytes, for a tensor whose items are in its file itself or a converted dump's array
+    (as a uint8 array: no dtype made, which for bfloat16 would import ml_dtypes)."""
+    nbytes = count * handle.itemsize
+    into = buffer[:nbytes] if buffer is not None and buffer.size >= nbytes else np.empty(nbytes, np.uint8)
+    if handle.kind == "zarr":
+        return zarr_store.read_bytes(handle.path, handle.itemsize, first, first + count, into)
+    return _read_at(handle.path, handle.offset + first * handle.itemsize, into)
+
+
+def _member_run(handle: TensorHandle, name: str, first: int, count: int) -> np.ndarray:
+    """``_read_run`` of a tensor in the compressed zip member ``name``."""
+    offset = handle.offset + first * handle.itemsize
+    nbytes = count * handle.itemsize
+    try:
+        with zipfile.ZipFile(handle.path) as zf, zf.open(name) as member:
+            member.seek(offset)
+            data = member.read(nbytes)
+    except Exception as exc:  # noqa: BLE001 - I/O errors, or a zip member damaged since its header was read
+        raise TensorFileError(handle.path, cannot("read tensor data", exc)) from exc
+    if len(data) != nbytes:
+        raise _truncated(handle.path, nbytes, offset, len(data))
+    return np.frombuffer(data, handle.dtype)
+
+
+def _read_at(path: Path, offset: int, into: np.ndarray) -> np.ndarray:
+    """``into`` (a uint8 array) filled with the file's bytes from ``offset`` (``preadv``, straight into the
+    array); a file that ends before (cut since its header was read) raises ``TensorFileError``."""
+    view = into.data
+    got = 0
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            while got < into.size and (n := os.preadv(fd, [view[got:]], offset + got)):
+                got += n
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise TensorFileError(path, cannot("read tensor data", exc)) from exc
+    if got < into.size:
+        raise _truncated(path, into.size, offset, got)
+    return into
 
 
 def _truncated(path: Path, nbytes: int, offset: int, found: int) -> TensorFileError:
@@ -296,54 +314,66 @@ def _truncated(path: Path, nbytes: int, offset: int, found: int) -> TensorFileEr
 
 
 def read_bytes(handle: TensorHandle, buffer: np.ndarray) -> np.ndarray | None:
-    """The tensor's bytes (C order), when its elements are one run in the file itself (the usual ``.npy``
-    and ``.pt``) or a converted dump's array; None for any other tensor. Its dtype is not made (``typed``
-    makes the array).
-
-    A converted dump's array is decompressed into ``buffer`` (a uint8 array of at least ``handle.nbytes``
-    bytes, whose pages are already mapped), and so are files up to ``_SMALL_READ_BYTES``; more are
-    mapped read-only, every page at once
-    (``MAP_POPULATE``): the file's cached pages become the array's, where a read copies them (4 GB of
-    tensors: 0.6-0.9 s of system time instead of 1.0-1.5 s)."""
-    if handle.kind == "zarr":
-        return zarr_store.read_bytes(handle.path, handle.itemsize, 0, handle.size, buffer[: handle.nbytes])
-    if not handle.is_contiguous or handle.zip_member is not None:
+    """The tensor's bytes (C order) read into ``buffer`` (a uint8 array of at least ``handle.nbytes``
+    bytes, reused from one tensor to the next: its pages are mapped once), when its elements are one run in
+    the file itself (the usual ``.npy`` and ``.pt``) or a converted dump's array (decompressed); None for
+    any other tensor. Its dtype is not made."""
+    if handle.kind != "zarr" and (not handle.is_contiguous or handle.zip_member is not None):
         return None
-    if handle.nbytes < _SMALL_READ_BYTES:
-        return _read_into(handle, buffer[: handle.nbytes])
-    return _mapped(handle)
+    return _run_bytes(handle, 0, handle.size, buffer)
 
 
-def _mapped(handle: TensorHandle) -> np.ndarray:
-    """The bytes of a tensor that is one run in its file, memory-mapped (read-only), pages populated: a
-    view of the file in the task that reads it, as numpy's ``np.load(mmap_mode="r")`` gives (the mapping
-    never leaves the task: only the metrics do; no memory shared between processes)."""
+def pass_bytes(handle: TensorHandle, buffer: np.ndarray) -> np.ndarray | None:
+    """``read_bytes`` for the C pass (``metrics/one_shot.kernel_pass``) alone: a file's run of
+    ``_SMALL_READ_BYTES`` or more is memory-mapped instead (``mapped_run``)."""
+    mapped = mapped_run(handle, 0, handle.size)
+    return mapped if mapped is not None else read_bytes(handle, buffer)
+
+
+def mapped_run(handle: TensorHandle, first: int, count: int) -> np.ndarray | None:
+    """The bytes of elements ``first:first + count`` of a tensor that is one run in its file (the usual
+    ``.npy`` and ``.pt``), memory-mapped read-only, every page at once (``MAP_POPULATE``): the file's cached
+    pages become the array's, where a read copies them (1.5 GB of page-cached tensors: 0.01-0.05 s of
+    system time against 0.19-0.29 s, more than the C pass's own CPU). None for another tensor or a run
+    under ``_SMALL_READ_BYTES`` (read it).
+
+    Only the C pass may read these bytes: a file cut meanwhile makes its missing pages fault (SIGBUS), which
+    the pass survives (``BufferError``: ``cut_error`` says which file) and anything else would die of."""
+    nbytes = count * handle.itemsize
+    one_run = handle.kind != "zarr" and handle.is_contiguous and handle.zip_member is None
+    if nbytes < _SMALL_READ_BYTES or not one_run:
+        return None
+    offset = handle.offset + first * handle.itemsize
+    start = offset - offset % mmap.ALLOCATIONGRANULARITY
     try:
         with open(handle.path, "rb") as f:
-            _check_holds(handle.path, f, handle.offset, handle.nbytes)
+            found = os.fstat(f.fileno()).st_size - offset
+            if found < nbytes:
+                raise _truncated(handle.path, nbytes, offset, max(found, 0))
             flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-            mapped = mmap.mmap(f.fileno(), handle.offset + handle.nbytes, flags=flags, prot=mmap.PROT_READ)
+            length = offset + nbytes - start
+            mapped = mmap.mmap(f.fileno(), length, flags=flags, prot=mmap.PROT_READ, offset=start)
     except OSError as exc:
         raise TensorFileError(handle.path, cannot("read tensor data", exc)) from exc
-    return np.frombuffer(mapped, np.uint8, count=handle.nbytes, offset=handle.offset)
+    return np.frombuffer(mapped, np.uint8, count=nbytes, offset=offset - start)
 
 
-def typed(handle: TensorHandle, raw: np.ndarray) -> np.ndarray:
-    """``read_bytes``' bytes as the tensor (read-only in spirit; native byte order, as ``read_array``)."""
+def cut_error(*handles: TensorHandle) -> TensorFileError:
+    """The error of tensors whose memory-mapped pages the C pass could not read (its ``BufferError``): the
+    first file now shorter than its data, else the first file (cut and written again meanwhile)."""
+    for handle in handles:
+        try:
+            found = os.stat(handle.path).st_size - handle.offset
+        except OSError as exc:
+            return TensorFileError(handle.path, cannot("read tensor data", exc))
+        if found < handle.nbytes:
+            return _truncated(handle.path, handle.nbytes, handle.offset, max(found, 0))
+    return TensorFileError(handles[0].path, "its data changed while it was read (the file cut meanwhile)")
+
+
+def _typed(handle: TensorHandle, raw: np.ndarray) -> np.ndarray:
+    """``read_bytes``' bytes as the tensor (native byte order, as ``read_array``)."""
     return _native(handle, raw.view(handle.dtype).reshape(handle.shape))
-
-
-def _read_into(handle: TensorHandle, buffer: np.ndarray) -> np.ndarray:
-    """The tensor's bytes read into ``buffer`` (exactly its size)."""
-    try:
-        with open(handle.path, "rb", buffering=0) as f:
-            f.seek(handle.offset)
-            got = f.readinto(buffer.data)
-    except OSError as exc:
-        raise TensorFileError(handle.path, cannot("read tensor data", exc)) from exc
-    if got != buffer.size:
-        raise _truncated(handle.path, buffer.size, handle.offset, got or 0)
-    return buffer
 
 
 def _native(handle: TensorHandle, array: np.ndarray) -> np.ndarray:

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from msprobe_dask.dump.tensor_dtypes import native_name
-from msprobe_dask.dump.tensor_file import TensorHandle, read_flat
+from msprobe_dask.dump.tensor_file import TensorHandle, cut_error, mapped_run, read_flat
 from msprobe_dask.errors import UserError
-from msprobe_dask.metrics.one_shot import finite_pass, kernel_reads
+from msprobe_dask.metrics.one_shot import Workspace, finite_pass, kernel_reads
 from msprobe_dask.metrics.tensor_cells import (
     FIVE_THOUSANDTHS,
     NOT_AVAILABLE,
@@ -53,8 +53,11 @@ def chunk_partials(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> Partials:
     NaN/Inf: the sums of squares being finite proves it, and only other chunks take the masks' path.
     """
     fast = _kernel_partials(npu_chunk, bench_chunk)
-    if fast is not None:
-        return fast
+    return fast if fast is not None else _numpy_partials(npu_chunk, bench_chunk)
+
+
+def _numpy_partials(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> Partials:
+    """``chunk_partials`` by numpy."""
     n = as_real(compute_dtype(npu_chunk)).reshape(-1)
     b = as_real(compute_dtype(bench_chunk)).reshape(-1)
     with np.errstate(all="ignore"):
@@ -94,6 +97,34 @@ def _kernel_partials(npu_chunk: np.ndarray, bench_chunk: np.ndarray) -> Partials
     if npu_chunk.size < 2 or n_name is None or b_name is None or not kernel_reads(n_name, b_name):
         return None
     return finite_pass(npu_chunk, n_name, bench_chunk, b_name, CHUNK_DOT_ORDER)
+
+
+def _file_partials(
+    npu: TensorHandle, bench: TensorHandle, first: int, last: int, buffers: Workspace
+) -> Partials:
+    """``chunk_partials`` of elements ``first:last`` of the pair: the C pass over the files' memory-mapped
+    pages where it reads the pair (``mapped_run``; a file cut meanwhile is a ``TensorFileError``), else
+    numpy over the elements read into ``buffers``."""
+    n_name, b_name = native_name(npu.element), native_name(bench.element)
+    if last - first > 1 and n_name is not None and b_name is not None and kernel_reads(n_name, b_name):
+        mapped = mapped_run(npu, first, last - first), mapped_run(bench, first, last - first)
+        if mapped[0] is not None and mapped[1] is not None:
+            try:
+                fast = finite_pass(mapped[0], n_name, mapped[1], b_name, CHUNK_DOT_ORDER)
+            except BufferError:
+                raise cut_error(npu, bench) from None
+            if fast is not None:
+                return fast
+            return _numpy_partials(*_read_pair(npu, bench, first, last, buffers))
+    return chunk_partials(*_read_pair(npu, bench, first, last, buffers))
+
+
+def _read_pair(
+    npu: TensorHandle, bench: TensorHandle, first: int, last: int, buffers: Workspace
+) -> tuple[np.ndarray, np.ndarray]:
+    npu_buffer = buffers.array("npu_chunk", (last - first) * npu.itemsize, np.uint8)
+    bench_buffer = buffers.array("bench_chunk", (last - first) * bench.itemsize, np.uint8)
+    return read_flat(npu, first, last, npu_buffer), read_flat(bench, first, last, bench_buffer)
 
 
 _SUMS = ("dot", "n_sq", "b_sq", "diff_sq")
@@ -196,9 +227,10 @@ def block_record(
     step = max(int(chunk_elems), 1)
     bounds = [(first, min(first + step, stop)) for first in range(start, stop, step)]
     records = _empty_records(len(bounds))
+    buffers = Workspace()
     try:
         for i, (first, last) in enumerate(bounds):
-            records[i] = _record(chunk_partials(read_flat(npu, first, last), read_flat(bench, first, last)))
+            records[i] = _record(_file_partials(npu, bench, first, last, buffers))
     except (UserError, OSError) as exc:
         records = _empty_records(1)
         records["unreadable"] = unreadable(exc).message

@@ -38,7 +38,7 @@ from msprobe_dask.metrics.tensor_cells import (
 )
 from msprobe_dask.native import load
 
-PAIR_PASS_API = 3  # PAIR_PASS_API in csrc/pair_pass.c
+PAIR_PASS_API = 4  # PAIR_PASS_API in csrc/pair_pass.c
 pair_pass_kernel = load("msprobe_dask.metrics._pair_pass", PAIR_PASS_API)
 
 FAST_FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))

@@ -20,13 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from msprobe_dask.dump.tensor_dtypes import holds_numbers, native_name
-from msprobe_dask.dump.tensor_file import (
-    TensorHandle,
-    open_tensor,
-    read_array,
-    read_bytes,
-    typed,
-)
+from msprobe_dask.dump.tensor_file import TensorHandle, cut_error, open_tensor, pass_bytes, read_array
 from msprobe_dask.errors import UserError
 from msprobe_dask.metrics.chunked import (
     PARTIALS_RECORD,
@@ -121,21 +115,22 @@ def _measure_one_shot(
     npu: TensorHandle, bench: TensorHandle, workspace: Workspace | None = None
 ) -> TensorMetrics:
     """A pair whose squeezed shapes agree (``precheck``), measured in one shot: a finite float pair the C
-    pass takes straight from the files' bytes (its dtypes by name: no ml_dtypes for a bfloat16 pair), any
-    other as arrays (``measure_arrays``)."""
+    pass takes straight from the files' bytes (its dtypes by name: no ml_dtypes for a bfloat16 pair;
+    memory-mapped from 1 MB), any other as arrays read into the workspace (``measure_arrays``)."""
     workspace = workspace or Workspace()
     npu_buffer = workspace.array("npu_bytes", npu.nbytes, np.uint8)
     bench_buffer = workspace.array("bench_bytes", bench.nbytes, np.uint8)
     try:
         kinds = kernel_kinds(native_name(npu.element), native_name(bench.element)) if npu.size > 1 else None
-        raw = (read_bytes(npu, npu_buffer), read_bytes(bench, bench_buffer)) if kinds else (None, None)
+        raw = (pass_bytes(npu, npu_buffer), pass_bytes(bench, bench_buffer)) if kinds else (None, None)
         if raw[0] is not None and raw[1] is not None:
-            fast = kernel_cells(raw[0], raw[1], *kinds)  # type: ignore[misc]
+            try:
+                fast = kernel_cells(raw[0], raw[1], *kinds)  # type: ignore[misc]
+            except BufferError:  # a memory-mapped file cut meanwhile
+                raise cut_error(npu, bench) from None
             if fast is not None:
                 return fast
-            npu_array, bench_array = typed(npu, raw[0]), typed(bench, raw[1])
-        else:
-            npu_array, bench_array = read_array(npu, npu_buffer), read_array(bench, bench_buffer)
+        npu_array, bench_array = read_array(npu, npu_buffer), read_array(bench, bench_buffer)
     except (UserError, OSError) as exc:
         return unreadable(exc)
     return measure_arrays(npu_array, bench_array, workspace)

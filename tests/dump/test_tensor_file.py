@@ -22,6 +22,8 @@ import pytest
 from msprobe_dask.dump.pt_zip import BadZip, zip64_sizes
 from msprobe_dask.dump.tensor_file import (
     TensorHandle,
+    cut_error,
+    mapped_run,
     open_tensor,
     read_array,
     read_flat,
@@ -239,12 +241,23 @@ def test_npy_headers_read_as_numpy_reads_them(tmp_path: Path, header: str, versi
     assert handle.is_contiguous == (not fortran or len([n for n in shape if n > 1]) <= 1)
 
 
-def test_npy_big_is_memory_mapped(tmp_path: Path) -> None:
-    values = np.arange(1 << 19, dtype=np.float64)
+def test_mapped_runs_of_1_mb_or_more(tmp_path: Path) -> None:
+    """A run of 1 MB or more of a one-run file is memory-mapped (at any element, the map starting on a
+    page); less, or a file cut before it is mapped, is not (None, or a TensorFileError)."""
+    values = np.arange(3 << 18, dtype=np.float64)
     np.save(tmp_path / "big.npy", values)
-    array = read_array(open_tensor(tmp_path / "big.npy"))
-    assert isinstance(array, np.memmap) or isinstance(array.base, np.memmap)
-    np.testing.assert_array_equal(array, values)
+    handle = open_tensor(tmp_path / "big.npy")
+    for first, count in ((0, handle.size), (12345, 1 << 17), (handle.size - (1 << 17), 1 << 17)):
+        run = mapped_run(handle, first, count)
+        assert run is not None and run.base is not None
+        np.testing.assert_array_equal(run.view(np.float64), values[first : first + count])
+    assert mapped_run(handle, 0, (1 << 17) - 1) is None
+    os.truncate(tmp_path / "big.npy", 1 << 20)
+    with pytest.raises(TensorFileError, match="truncated: expected"):
+        mapped_run(handle, 0, handle.size)
+    assert str(cut_error(handle)).endswith(
+        f"truncated: expected {handle.nbytes} bytes at byte 128, found {(1 << 20) - 128}"
+    )
 
 
 def test_npy_empty_and_0d(tmp_path: Path) -> None:
@@ -524,8 +537,8 @@ def test_files_are_not_left_open_or_modified(tmp_path: Path) -> None:
 
 
 def test_read_into_a_buffer_gives_the_same_array(tmp_path: Path) -> None:
-    """Every edge .pt and a .npy read into a reused buffer (or, from 1 MB, memory-mapped) equal their plain
-    read; a file cut short after its header was read is a TensorFileError."""
+    """Every edge .pt and a .npy read into a reused buffer equal their plain read; a file cut short after
+    its header was read is a TensorFileError."""
     np.save(tmp_path / "a.npy", np.arange(1000, dtype=np.float32).reshape(10, 100))
     np.save(tmp_path / "big.npy", np.arange(1 << 19, dtype=np.float64))
     paths = [*sorted(EDGE_PT.iterdir()), tmp_path / "a.npy", tmp_path / "big.npy"]

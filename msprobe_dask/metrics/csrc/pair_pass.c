@@ -29,12 +29,21 @@ x86-64 ddot kernels (kernel/x86_64/ddot.c and its microkernels) sum:
 fused (fp-contract off). A NaN or Inf in the input makes meaningless numbers, which Python never uses
 (it falls back when a sum of squares or the largest relative error is not finite). The GIL is released
 during the loop.
+
+The inputs may be memory-mapped files (tensor_file.mapped_run): a file cut while the loop reads it makes
+the missing pages fault with SIGBUS, which would kill the process. While any loop runs, SIGBUS goes to a
+handler of this module that jumps out of the faulting thread's loop, and pair_pass raises BufferError
+(Python names the file); the handler is set when the first loop starts and the one before put back when
+the last ends (both with the GIL held). A SIGBUS outside a loop puts the default action back and returns:
+the fault repeats and ends the process, as it would have.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <math.h>
 #include <string.h>
+#include <signal.h>
+#include <setjmp.h>
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("fp-contract=off")
@@ -42,7 +51,7 @@ during the loop.
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-#define PAIR_PASS_API 3 /* one_shot.PAIR_PASS_API: change both with the function's arguments */
+#define PAIR_PASS_API 4 /* one_shot.PAIR_PASS_API: change both with the function's arguments */
 #define MAX_RUNS 64
 
 enum { F16 = 0, BF16 = 1, F32 = 2, F64 = 3 };
@@ -146,6 +155,50 @@ static int read_ends(PyObject *seq, Py_ssize_t size, Py_ssize_t *ends, int *runs
     return 0;
 }
 
+static _Thread_local sigjmp_buf *guard_jump; /* the running loop's way out, NULL outside a loop */
+static struct sigaction before_guard;          /* SIGBUS's handler before the first loop started */
+static int loops_running;                      /* changed with the GIL held */
+
+static void on_sigbus(int sig, siginfo_t *info, void *context) {
+    (void)info;
+    (void)context;
+    sigjmp_buf *jump = guard_jump;
+    if (jump != NULL) {
+        guard_jump = NULL;
+        siglongjmp(*jump, 1);
+    }
+    signal(sig, SIG_DFL);
+}
+
+/* The handler set while a loop runs; -1 with an exception if it cannot be. */
+static int guard_begin(void) {
+    if (loops_running++ > 0) return 0;
+    struct sigaction ours;
+    memset(&ours, 0, sizeof ours);
+    ours.sa_sigaction = on_sigbus;
+    ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK; /* NODEFER: jumping out leaves the mask as it was */
+    sigemptyset(&ours.sa_mask);
+    if (sigaction(SIGBUS, &ours, &before_guard) == 0) return 0;
+    loops_running--;
+    PyErr_SetFromErrno(PyExc_OSError);
+    return -1;
+}
+
+static void guard_end(void) {
+    if (--loops_running == 0) sigaction(SIGBUS, &before_guard, NULL);
+}
+
+/* fn over the tensors; 0, or 1 when a page of them could not be read (SIGBUS). */
+static int guarded_pass(PassFn fn, const void *n, const void *b, const Py_ssize_t *ends, int runs, int order,
+                        double eps, double t1, double t5, Result *res) {
+    sigjmp_buf jump;
+    if (sigsetjmp(jump, 0) != 0) return 1;
+    guard_jump = &jump;
+    *res = fn(n, b, ends, runs, order, eps, t1, t5);
+    guard_jump = NULL;
+    return 0;
+}
+
 static PyObject *pair_pass(PyObject *self, PyObject *args) {
     Py_buffer n, b;
     int nk, bk, rdouble, order, loops = BEST_LOOPS, runs = 0;
@@ -172,10 +225,17 @@ static PyObject *pair_pass(PyObject *self, PyObject *args) {
     }
     if (read_ends(run_ends, size, ends, &runs) < 0) goto done;
     Result res;
+    int faulted;
     PassFn fn = pass_for(rdouble, nk, bk, loops);
+    if (guard_begin() < 0) goto done;
     Py_BEGIN_ALLOW_THREADS
-    res = fn(n.buf, b.buf, ends, runs, order, eps, t1, t5);
+    faulted = guarded_pass(fn, n.buf, b.buf, ends, runs, order, eps, t1, t5, &res);
     Py_END_ALLOW_THREADS
+    guard_end();
+    if (faulted) {
+        PyErr_SetString(PyExc_BufferError, "a page of the tensors could not be read (SIGBUS: a file cut?)");
+        goto done;
+    }
     out = Py_BuildValue("ddnndddd", res.max_abs, res.max_rel, res.under1, res.under5, res.dots[0],
                         res.dots[1], res.dots[2], res.dots[3]);
 done:
