@@ -220,6 +220,8 @@ def compare_to_files(
     paths = {i: result_path(sources[i][0]) for i in streamed}
     results: list[WrittenRank | RankResult] = []
     run = _sized(run, sources)
+    if summary_tolerance is not None and streamed and run.local_processes:
+        _import_analysis_for_workers()
     with withdrawn_if_failed(*paths.values()), computing(run) as compute, rare_full_collections():
         try:
             graphs = [
@@ -282,6 +284,14 @@ def _import_for_workers(sources: Sequence[tuple[str, DumpSource, DumpSource]]) -
     import them again, 0.1-0.15 s of CPU each."""
     if any(src.tensor_dir.is_dir() for _, *sides in sources for src in sides):
         import msprobe_dask.metrics.tensor  # noqa: F401
+
+
+def _import_analysis_for_workers() -> None:
+    """Import the first-divergence analysis before the worker processes are forked, so that they start
+    with it: each worker imported it again with its first table part, and this process with the first
+    part's nodes it took in, while both workers ran (67e6 instructions each; the same work on one
+    worker or two, but this process's beside them took a share of their two CPUs)."""
+    import msprobe_dask.summary.divergence  # noqa: F401
 
 
 def _match_and_finish(
