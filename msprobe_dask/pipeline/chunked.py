@@ -181,6 +181,7 @@ def rank_file(
             spooled_part,
             path,
             k,
+            not graph.shared,  # (its nodes through a file: part_file.spooled_part)
             label,
             tolerance,
             linked,

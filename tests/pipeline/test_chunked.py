@@ -336,6 +336,7 @@ def test_parts_of_one_entry_in_any_order_write_the_whole_tables_bytes(
         t = whole.table
         assert repr(rank.summary) == repr(summarise_table(whole.label, t.columns, t.rows, t.entries))
         _same_analysis(rank, whole.label, t)
+    assert not list(tmp_path.glob(".*"))  # (nor the nodes left in files on worker processes, once read)
 
 
 @pytest.mark.parametrize(
