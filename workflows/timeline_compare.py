@@ -2,7 +2,7 @@
 to its exit.
 
     python workflows/timeline_compare.py -tp TARGET -gp GOLDEN [--workers 1 2] [--repeat 1] [--tasks]
-        [--flags=-q]
+        [--flags=-q] [--save FILE]
 
 Runs ``python -m msprobe_dask compare -tp TARGET -gp GOLDEN -o OUT --workers N FLAGS`` (the settings of
 ``--workers``, interleaved, ``--repeat`` rounds) through this module, which wraps dask's
@@ -12,7 +12,8 @@ log. Prints, per run, in seconds from the command's start: the start (to the fir
 task (count, CPU, first start, last end), each worker's time outside tasks between the first task and
 the last (its waits of more than 5 ms, with the task that ended each) and the end (the last task's end
 to the exit); ``--tasks``: every task. Then, per setting, the medians of the start, the tasks and the
-end. The ratio of the wall times of two settings is what issue 16's one-rank target asks; the waits
+end. ``--save``: each run's tasks appended to FILE as a line of JSON (what workflows/replay_compare.py
+replays). The ratio of the wall times of two settings is what issue 16's one-rank target asks; the waits
 are what the second worker cannot share.
 """
 
@@ -44,6 +45,7 @@ def _run_traced() -> None:
     execute = dask.local.execute_task
 
     def traced(key: Any, *args: Any) -> Any:
+        label = task_label(args[2](args[0])[0])  # (execute_task's task_info, loads)
         faults, cpu, start = (
             resource.getrusage(resource.RUSAGE_SELF).ru_minflt,
             time.thread_time(),
@@ -54,6 +56,7 @@ def _run_traced() -> None:
         finally:
             event = {
                 "kind": key_split(key),
+                "label": label,
                 "key": str(key),
                 "pid": os.getpid(),
                 "start": start,
@@ -69,6 +72,17 @@ def _run_traced() -> None:
 
     sys.argv = ["msprobe-dask", *sys.argv[2:]]
     console_main()
+
+
+def task_label(task: Any) -> str:
+    """What tells a task from the others of its kind, the same in every run of a graph (its key's token is
+    not): its first literal arguments, a part's number or its spool file's name (not a path)."""
+    literals = [
+        a
+        for a in getattr(task, "args", ())
+        if isinstance(a, int | str) and not isinstance(a, bool) and not (isinstance(a, str) and "/" in a)
+    ]
+    return " ".join(map(str, literals[:3]))
 
 
 def _one_run(command: list[str], out: Path) -> dict[str, Any]:
@@ -138,6 +152,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--flags", default="", help="more flags of the command, e.g. --flags=-q")
     parser.add_argument("--tasks", action="store_true", help="print every task")
+    parser.add_argument("--save", type=Path, help="append each run's tasks to this file (JSON lines)")
     args = parser.parse_args()
     sums: dict[int, list[tuple[float, float, float]]] = defaultdict(list)
     with tempfile.TemporaryDirectory() as tmp:
@@ -145,6 +160,9 @@ def main() -> None:
             for workers in args.workers:
                 command = ["compare", "-tp", args.target_path, "-gp", args.golden_path, *args.flags.split()]
                 run = _one_run([*command, "--workers", str(workers)], Path(tmp) / f"out{i}-{workers}")
+                if args.save:
+                    with open(args.save, "a") as f:
+                        f.write(json.dumps({"workers": workers, **run}) + "\n")
                 sums[workers].append(_report(f"--workers {workers}, run {i + 1}", run, args.tasks))
     for workers, found in sums.items():
         start, tasks, end = (statistics.median(column) for column in zip(*found))
