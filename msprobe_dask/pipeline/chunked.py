@@ -73,14 +73,16 @@ _SPOOLED_ROWS = {"inline": (0, 1)}
 value is small, and its keys are taken from it too, without a task of their own (one task fewer a part:
 each task costs dask's processes scheduler a round trip through the process that schedules)."""
 
-TABLES_AHEAD = 4
+TABLES_AHEAD = 5
 """A table part runs once the append ``TABLES_AHEAD`` parts before it is done (a dependency of the graph,
 so on every scheduler): at most this many table parts' bytes (in their spool files, part_file.spooled_part)
 wait for their append. Without it dask's ordering ran nearly every table part before the appends, and
 their bytes waited in the process that schedules (2.2 GB for a rank of 1M entries, before the spools).
-Two workers' parts and the next two: with 3, a rank's last part waited for the append of the part four
+Two workers' parts and the next three: with 3, a rank's last part waited for the append of the part four
 before it, which waited for a worker busy with the part before the last, and started after it, while the
-other worker had only appends left (S50k: 43 ms of the second worker idle at the end)."""
+other worker had only appends left (S50k: 43 ms of the second worker idle at the end); with 4 the same
+less often (workflows/replay_compare.py, S50k on 2 workers, 200 runs: the idle before the last appends
+0.044 -> 0.031 s a run, the tasks' end 6 ms sooner; 6 or 8 no sooner than 5; on 1 worker the same)."""
 
 
 @dataclass(frozen=True, slots=True)
