@@ -131,6 +131,9 @@ _STATS = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from([0.0, -0.0, 1.0, 1e-320, 1.7e308, -1.7e308, 5e-324]),
     st.integers(min_value=-(2**70), max_value=2**70),
+    # (small ints and bools, which repeat in a part: 1, 1.0 and True are equal keys of the kernel's memos)
+    st.integers(min_value=-2, max_value=2),
+    st.booleans(),
     st.sampled_from(["None", "Nan", "inf", "-inf", "True", "False", "npu:0", "cpu", "1.5", " 2", "...", NA]),
 )
 _DTYPES = ["torch.float32", "Float32", "torch.float16", "<class 'int'>", "<class 'float'>", "torch.bool", NA]
@@ -189,7 +192,7 @@ def _float_stats(sides: Sides) -> tuple[bool, ...]:
 @given(_part())
 def test_drawn_rows(part: tuple[Sides, dict[str, list[str]] | None]) -> None:
     """Rows of every kind of statistic (floats of every magnitude, NaN, infinities, signed zeros, ints
-    too large for a float, texts), every dtype, shape and Requires_grad the checkers compare, names of
+    too large for a float, bools, texts), every dtype, shape and Requires_grad the checkers compare, names of
     ignored APIs, outputs, partners missing: the Python path's bytes, or its error."""
     sides, stacks = part
     float_stats = _float_stats(sides)

@@ -24,6 +24,7 @@ static struct {
     PyObject *rules; /* held: holds the objects below */
     PyTypeObject *row;
     PyObject *na, *no_data_name, *no_md5, *crc, *empty_shape, *none_text, *true_text, *false_text;
+    PyObject *scalar_md5s, *type_texts; /* the answers of scalar_md5 and scalar_type_text (dicts, made when met) */
     Text peer_arguments[MAX_TEXTS], own_kinds[MAX_TEXTS], parameters_grad, group_kind, group_ranks;
     PyObject *parameters_grad_state;
     int n_peer_arguments, n_own_kinds;
@@ -45,6 +46,8 @@ static void release_leaf_rules(void) {
     Py_XDECREF(LR.none_text);
     Py_XDECREF(LR.true_text);
     Py_XDECREF(LR.false_text);
+    Py_XDECREF(LR.scalar_md5s);
+    Py_XDECREF(LR.type_texts);
     memset(&LR, 0, sizeof(LR));
 }
 
@@ -219,6 +222,46 @@ static PyObject *scalar_value(const Val *v) {
     return number_of(v);
 }
 
+#define SCALAR_MD5S 65536 /* scalars whose md5 cell scalar_md5 keeps, at most */
+
+/* the rules' crc of scalar argument x (a new reference), asked once a value (a dump's scalar arguments
+ * repeat: 0, 1, True, a dim, an eps) for up to SCALAR_MD5S values, keyed with their type (1, 1.0 and True
+ * are equal keys whose texts differ); not a float zero (0.0 and -0.0 are too) or NaN (no key finds it) */
+static PyObject *scalar_md5(PyObject *x) {
+    double f = PyFloat_CheckExact(x) ? PyFloat_AS_DOUBLE(x) : 0.0;
+    if (!PyLong_CheckExact(x) && !PyBool_Check(x) && x != Py_None && !PyUnicode_CheckExact(x) && (f == 0.0 || isnan(f)))
+        return PyObject_CallOneArg(LR.crc, x);
+    if (LR.scalar_md5s == NULL && (LR.scalar_md5s = PyDict_New()) == NULL)
+        return NULL;
+    PyObject *key = PyTuple_Pack(2, (PyObject *)Py_TYPE(x), x);
+    if (key == NULL)
+        return NULL;
+    PyObject *md5 = PyDict_GetItemWithError(LR.scalar_md5s, key);
+    if (md5 != NULL)
+        Py_INCREF(md5);
+    else if (!PyErr_Occurred()) {
+        md5 = PyObject_CallOneArg(LR.crc, x);
+        if (md5 != NULL && PyDict_GET_SIZE(LR.scalar_md5s) < SCALAR_MD5S && PyDict_SetItem(LR.scalar_md5s, key, md5) < 0)
+            Py_CLEAR(md5);
+    }
+    Py_DECREF(key);
+    return md5;
+}
+
+/* str(type(x)) of a scalar argument (a new reference), asked once a type */
+static PyObject *scalar_type_text(PyObject *x) {
+    PyObject *type = (PyObject *)Py_TYPE(x);
+    if (LR.type_texts == NULL && (LR.type_texts = PyDict_New()) == NULL)
+        return NULL;
+    PyObject *text = PyDict_GetItemWithError(LR.type_texts, type);
+    if (text != NULL || PyErr_Occurred())
+        return Py_XNewRef(text);
+    text = PyObject_Str(type);
+    if (text != NULL && PyDict_SetItem(LR.type_texts, type, text) < 0)
+        Py_CLEAR(text);
+    return text;
+}
+
 /* str() of a list of ints (a tensor's shape, a process group's ranks): "[2, 3]" (interned); NULL without
  * an error: not taken */
 static PyObject *int_list_text(const Tape *t, const Val *v) {
@@ -344,9 +387,9 @@ static int add_leaf(RowWalk *w, const Val *v, const Val *kind) {
         if ((x = scalar_value(value)) == NULL)
             return PyErr_Occurred() ? -1 : UNHANDLED;
         stat_cells = stats_of(x == Py_None ? Py_NewRef(LR.none_text) : Py_NewRef(x));
-        dtype_text = PyObject_Str((PyObject *)Py_TYPE(x));
+        dtype_text = scalar_type_text(x);
         shape_cell = Py_NewRef(LR.empty_shape);
-        md5_cell = md5 != NULL ? ascii_text(md5->s, md5->n) : PyObject_CallOneArg(LR.crc, x);
+        md5_cell = md5 != NULL ? ascii_text(md5->s, md5->n) : scalar_md5(x);
         Py_DECREF(x);
     }
     PyObject *grad_cell = grad == NULL || grad->kind == J_NULL ? LR.na : grad->kind == J_TRUE ? LR.true_text : LR.false_text;

@@ -25,6 +25,7 @@ static int holds(PyObject *chars, Py_UCS4 c) {
 typedef struct {
     PyObject *start, *inside, *quote; /* str: the rules' characters */
     PyObject *dumps;                  /* orjson.dumps */
+    PyObject *fields;                 /* field's text of each int and infinity met (a dict made when met) */
     Deferred floats;                  /* the finite floats, their texts made at the end */
     unsigned char ascii[128];         /* of each ASCII character: START | INSIDE | QUOTE */
 } Rules;
@@ -80,6 +81,25 @@ static int put_text(Buffer *b, PyObject *s, const Rules *r) {
     return put(b, "\"", 1) < 0 ? -1 : 1;
 }
 
+/* field(v) (a new reference), asked once a value for the cells that repeat in a table: ints (a part's
+ * statistics of integer tensors) and infinities (exact types: 1, 1.0 and True are equal keys that print
+ * differently; not NaN, which no key finds) */
+static PyObject *field_text(PyObject *v, Rules *r, PyObject *field) {
+    if (!PyLong_CheckExact(v) && !(PyFloat_CheckExact(v) && !isnan(PyFloat_AS_DOUBLE(v))))
+        return PyObject_CallOneArg(field, v);
+    if (r->fields == NULL && (r->fields = PyDict_New()) == NULL)
+        return NULL;
+    PyObject *known = PyDict_GetItemWithError(r->fields, v);
+    if (known != NULL)
+        return Py_NewRef(known);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *text = PyObject_CallOneArg(field, v);
+    if (text != NULL && PyDict_SetItem(r->fields, v, text) < 0)
+        Py_CLEAR(text);
+    return text;
+}
+
 /* one cell: printed here or by ``field`` */
 static int put_cell(Buffer *b, PyObject *v, Rules *r, PyObject *field) {
     if (PyFloat_CheckExact(v)) {
@@ -95,7 +115,7 @@ static int put_cell(Buffer *b, PyObject *v, Rules *r, PyObject *field) {
         if (done != 0)
             return done < 0 ? -1 : 0;
     }
-    PyObject *text = PyObject_CallOneArg(field, v);
+    PyObject *text = field_text(v, r, field);
     if (text == NULL)
         return -1;
     int ok = -1;

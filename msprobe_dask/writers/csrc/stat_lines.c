@@ -31,9 +31,11 @@ typedef struct {
     int slots[N_SLOTS], n_columns; /* the slot of each column */
     int plain_rel; /* the text of a relative error made here (a float's repr, the percent) needs no change */
     PyObject *verdicts[1 << N_MESSAGES]; /* (Result, Err_message) of each set of messages, made when met */
-    /* the rules' answers for texts, asked once a text (a part's rows repeat a few: 'None', a list's text):
-     * stat_diff's cells of a pair of texts, keyed (x, y); is_nan_or_inf of a text (dicts, made when met) */
-    PyObject *text_diffs, *text_nan_inf;
+    /* the rules' answers for values a part's rows repeat ('None', a list's text, the statistics of integer
+     * tensors, a pair of dtypes), asked once a value (dicts, made when met): stat_diff's cells of a
+     * memo_pair, keyed (x, y); is_nan_or_inf of a text; same_dtype's and same_value's truths of a
+     * memo_pair */
+    PyObject *pair_diffs, *text_nan_inf, *dtypes_same, *values_same;
 } Rules_;
 
 typedef struct {
@@ -90,11 +92,38 @@ static PyObject *memo_of(PyObject **memo) {
     return *memo != NULL ? *memo : (*memo = PyDict_New());
 }
 
-/* the rules' stat_diff(x, y)'s two cells (new references) into cells; of two texts asked once a pair */
-static int text_diff(PyObject *x, PyObject *y, PyObject **cells, Rules_ *R) {
-    if (!PyUnicode_CheckExact(x) || !PyUnicode_CheckExact(y))
+/* whether the rules' answers for x and y may be kept by their values: two texts or two ints (of exact
+ * types: 1, 1.0 and True are equal keys that the rules may answer for differently) */
+static int memo_pair(PyObject *x, PyObject *y) {
+    return (PyUnicode_CheckExact(x) && PyUnicode_CheckExact(y)) || (PyLong_CheckExact(x) && PyLong_CheckExact(y));
+}
+
+/* the truth of f(x, y): 1, 0, or -1 on error; of a memo_pair asked once a pair (*memo) */
+static int pair_truth(PyObject *f, PyObject *x, PyObject *y, PyObject **memo) {
+    PyObject *key = NULL;
+    if (memo_pair(x, y)) {
+        if (memo_of(memo) == NULL || (key = PyTuple_Pack(2, x, y)) == NULL)
+            return -1;
+        PyObject *known = PyDict_GetItemWithError(*memo, key);
+        if (known != NULL || PyErr_Occurred()) {
+            Py_DECREF(key);
+            return known == NULL ? -1 : known == Py_True;
+        }
+    }
+    PyObject *v = PyObject_CallFunctionObjArgs(f, x, y, NULL);
+    int truth = v == NULL ? -1 : PyObject_IsTrue(v);
+    Py_XDECREF(v);
+    if (truth >= 0 && key != NULL && PyDict_SetItem(*memo, key, truth ? Py_True : Py_False) < 0)
+        truth = -1;
+    Py_XDECREF(key);
+    return truth;
+}
+
+/* the rules' stat_diff(x, y)'s two cells (new references) into cells; of a memo_pair asked once a pair */
+static int pair_diff(PyObject *x, PyObject *y, PyObject **cells, Rules_ *R) {
+    if (!memo_pair(x, y))
         return call_tuple(R->stat_diff, x, y, 2, cells, "stat_lines: stat_diff");
-    PyObject *memo = memo_of(&R->text_diffs), *key = memo == NULL ? NULL : PyTuple_Pack(2, x, y);
+    PyObject *memo = memo_of(&R->pair_diffs), *key = memo == NULL ? NULL : PyTuple_Pack(2, x, y);
     if (key == NULL)
         return -1;
     PyObject *known = PyDict_GetItemWithError(memo, key);
@@ -149,7 +178,7 @@ static int diff_cells(Row *w, int i, Rules_ *R) {
         }
     }
     PyObject *cells[2];
-    if (text_diff(x, y, cells, R) < 0)
+    if (pair_diff(x, y, cells, R) < 0)
         return -1;
     *d = cells[0];
     *t = cells[1];
@@ -225,9 +254,8 @@ static int pair_checks(Row *w, Rules_ *R) {
             double a = PyFloat_AS_DOUBLE(x), b = PyFloat_AS_DOUBLE(y);
             t = !(a == b || (isnan(a) && isnan(b)));
         } else {
-            PyObject *same = PyObject_CallFunctionObjArgs(R->same_value, x, y, NULL);
-            t = same == NULL ? -1 : PyObject_Not(same);
-            Py_XDECREF(same);
+            t = pair_truth(R->same_value, x, y, &R->values_same);
+            t = t < 0 ? -1 : !t;
         }
         if (t > 0)
             w->mask |= SCALAR;
@@ -235,9 +263,8 @@ static int pair_checks(Row *w, Rules_ *R) {
     if (t < 0)
         return -1;
     if ((t = compared(dtype, bdtype, Py_NE)) > 0) {
-        PyObject *same = PyObject_CallFunctionObjArgs(R->same_dtype, dtype, bdtype, NULL);
-        t = same == NULL ? -1 : PyObject_Not(same);
-        Py_XDECREF(same);
+        t = pair_truth(R->same_dtype, dtype, bdtype, &R->dtypes_same);
+        t = t < 0 ? -1 : !t;
         for (Py_ssize_t i = 0; t > 0 && i < PyTuple_GET_SIZE(R->fused); i++) {
             t = PySequence_Contains(field_of(b, NAME), PyTuple_GET_ITEM(R->fused, i));
             t = t < 0 ? -1 : !t;
@@ -473,8 +500,11 @@ static void free_rows(Row *rows, Py_ssize_t made, Rules_ *R) {
             Py_XDECREF(rows[i].cells[j]);
     for (int i = 0; i < 1 << N_MESSAGES; i++)
         Py_XDECREF(R->verdicts[i]);
-    Py_CLEAR(R->text_diffs);
+    Py_CLEAR(R->pair_diffs);
     Py_CLEAR(R->text_nan_inf);
+    Py_CLEAR(R->dtypes_same);
+    Py_CLEAR(R->values_same);
+    Py_CLEAR(R->csv.fields);
     PyMem_Free(rows);
     deferred_free(&R->csv.floats);
 }
