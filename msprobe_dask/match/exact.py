@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from msprobe_dask.dump.markers import PARAMETERS_GRAD
@@ -14,13 +15,19 @@ _DIRECTIONS = ("forward", "backward")
 
 def entry_key(entry: str) -> tuple[str, str, str] | None:
     """Split an entry name into (op without number, number, direction layout); None if it has neither."""
-    parts = entry.split(".")
-    if PARAMETERS_GRAD in parts[-2:]:
+    return _key_of(entry.rsplit(".", 2))
+
+
+def _key_of(parts: list[str]) -> tuple[str, str, str] | None:
+    """``entry_key`` of an entry name's ``rsplit(".", 2)``: (what comes before its last two parts, then
+    those two)."""
+    if len(parts) < 3 or PARAMETERS_GRAD in parts[1:]:
         return None
-    if len(parts) >= 3 and parts[-1] in _DIRECTIONS:  # Functional.linear.4.backward
-        return ".".join(parts[:-2]), parts[-2], "api"
-    if len(parts) >= 3 and parts[-2] in _DIRECTIONS:  # Module.fc.Linear.backward.0
-        return ".".join(parts[:-2]), parts[-1], "module"
+    op, second, last = parts
+    if last in _DIRECTIONS:  # Functional.linear.4.backward
+        return op, second, "api"
+    if second in _DIRECTIONS:  # Module.fc.Linear.backward.0
+        return op, last, "module"
     return None
 
 
@@ -37,8 +44,9 @@ def _backward_op(entry: str) -> tuple[str, str] | None:
     """(op without number, layout) of an entry the renumbering renames (a backward one); else None."""
     if "backward" not in entry:  # (a forward entry, half of them, told without splitting its name)
         return None
-    split = entry_key(entry)
-    if split is None or not entry.split(".")[-2:].count("backward"):
+    parts = entry.rsplit(".", 2)
+    split = _key_of(parts)
+    if split is None or "backward" not in parts[1:]:
         return None
     return split[0], split[2]
 
@@ -63,7 +71,7 @@ def renumbered_entries(entries: Sequence[str], first: Mapping[str, int] | None =
 def backward_counts(rows: Sequence[RowKey] | Sequence[LeafRow]) -> dict[str, int]:
     """The rows' backward entries per op: where the renumbering of the rows after these starts."""
     counts: dict[str, int] = defaultdict(int)
-    for entry in dict.fromkeys(row.entry for row in rows):
+    for entry in dict.fromkeys(map(itemgetter(ENTRY), rows)):
         split = _backward_op(entry)
         if split is not None:
             counts[split[0]] += 1
