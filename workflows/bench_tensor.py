@@ -22,23 +22,21 @@ import argparse
 import csv
 import json
 import math
-import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import psutil
 
 from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from measure import Measurement, compile_ours, measure  # noqa: E402
+
 EPS32 = float(np.finfo(np.float32).eps)
 
 FLOOR = """
@@ -71,64 +69,6 @@ sys.exit(max(p.wait() for p in procs))
 """
 
 
-def run_env() -> dict[str, str]:
-    """The runs' environment: this process's as it is now (a caller that sets PYTHONPATH between runs
-    runs the tree it names; a copy made at import ran the installed tree on both sides of an A/B), and
-    Python may write its bytecode caches (as an install does), so that each run does not compile the
-    package's sources again (where PYTHONDONTWRITEBYTECODE is set, a --workers 1 compare of the 2 GB/side
-    .pt dump took 3.42 s of CPU against 3.04 s with the caches, medians of 3)."""
-    return {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
-
-
-@dataclass(frozen=True)
-class Run:
-    wall: float
-    cpu: float
-    peak_mib: float
-    returncode: int
-
-
-def run_tree(command: list[str], timeout: float = 1800) -> Run:
-    """Wall, CPU of the whole tree, peak of the summed RSS of the process tree; a run past ``timeout``
-    seconds has its tree killed (returncode -9).
-
-    The CPU is the larger of two counts: the reaped children's (getrusage), and the sum of every process
-    of the tree as last sampled (every 20 ms). The first misses a worker process that is never waited
-    for (ours: dask's pool workers, whose CPU then goes to init: a --workers 1 run showed 5.6 s where
-    its processes counted 12.5 s themselves); the second misses a process's last 20 ms."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = psutil.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=run_env())
-    peak = 0
-    cpu_of: dict[int, float] = {}
-    while proc.poll() is None:
-        total = 0
-        try:
-            tree = [proc, *proc.children(recursive=True)]
-        except psutil.Error:
-            tree = []
-        for p in tree:
-            try:
-                total += p.memory_info().rss
-                times = p.cpu_times()
-                cpu_of[p.pid] = times.user + times.system
-            except psutil.Error:  # (gone, or a zombie)
-                pass
-        peak = max(peak, total)
-        if time.perf_counter() - start > timeout:
-            for p in [*proc.children(recursive=True), proc]:
-                try:
-                    p.kill()
-                except psutil.Error:
-                    pass
-        time.sleep(0.02)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    reaped = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    cpu = max(reaped, sum(cpu_of.values()))
-    return Run(wall, cpu, peak / 2**20, proc.returncode)
-
-
 def tensor_bytes(dump: Path) -> int:
     return sum(
         p.stat().st_size
@@ -156,18 +96,15 @@ def commands(dump: Path, out: Path, reference: str | None) -> dict[str, list[str
 
 def bench(
     name: str, dump: Path, reference: str | None, repeat: int, ref_repeat: int, timeout: float
-) -> dict[str, list[Run]]:
+) -> dict[str, list[Measurement]]:
     nbytes = tensor_bytes(dump)
-    results: dict[str, list[Run]] = {}
+    results: dict[str, list[Measurement]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeat):
             runs = commands(dump, Path(tmp), reference if i < ref_repeat else None)
             for label, command in runs.items():
-                run = run_tree(command, timeout)
-                print(
-                    f"  {label}: {run.wall:.2f} s wall, {run.cpu:.2f} s CPU, peak {run.peak_mib:.0f} MiB",
-                    flush=True,
-                )
+                run = measure(command, timeout)
+                print(f"  {label}: {run.summary}", flush=True)
                 if run.returncode != 0:
                     print(f"{name}: {label} failed or timed out (rc={run.returncode}): {' '.join(command)}")
                     continue
@@ -180,7 +117,7 @@ def bench(
     for label, runs in results.items():
         wall = statistics.median(r.wall for r in runs)
         cpu = statistics.median(r.cpu for r in runs)
-        peak = statistics.median(r.peak_mib for r in runs)
+        peak = statistics.median(r.tree_peak_mib for r in runs)
         print(f"{label:18} {wall:8.2f} {cpu:8.2f} {nbytes / 1e9 / wall:7.2f} {peak:9.0f}")
     med = {label: statistics.median(r.wall for r in runs) for label, runs in results.items()}
     if {"ours", "floor", "ours --workers 1", "ours --workers 2"} - med.keys():
@@ -232,7 +169,7 @@ def bench_store(dump: Path) -> None:
         stores = Path(tmp)
         for side in ("target", "golden"):
             convert = [sys.executable, "-m", "msprobe_dask", "convert", "-q", str(dump / side)]
-            run = run_tree([*convert, "-o", str(stores / side)])
+            run = measure([*convert, "-o", str(stores / side)])
             before = sum(p.stat().st_size for p in (dump / side).rglob("*") if p.is_file())
             after = sum(p.stat().st_size for p in (stores / side).rglob("*") if p.is_file())
             print(
@@ -240,8 +177,8 @@ def bench_store(dump: Path) -> None:
                 f"{after / 1e9:.3f} GB ({after / before:.2f}), rc={run.returncode}"
             )
         compare = [sys.executable, "-m", "msprobe_dask", "compare", "-q", "-tp", str(stores / "target")]
-        run = run_tree([*compare, "-gp", str(stores / "golden"), "-o", str(stores / "out")])
-        print(f"ours on the stores: {run.wall:.2f} s wall, {run.cpu:.2f} s CPU, peak {run.peak_mib:.0f} MiB")
+        run = measure([*compare, "-gp", str(stores / "golden"), "-o", str(stores / "out")])
+        print(f"ours on the stores: {run.summary}")
 
 
 def float64_metrics(dump: Path) -> dict[str, float]:
@@ -282,7 +219,7 @@ def float64_metrics(dump: Path) -> dict[str, float]:
 
 def check_big_metrics(dump: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        run = run_tree(commands(dump, Path(tmp), None)["ours"])
+        run = measure(commands(dump, Path(tmp), None)["ours"])
         assert run.returncode == 0
         header, row = _csv(Path(tmp) / "ours")[:2]
     expected = float64_metrics(dump)
@@ -314,6 +251,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the generated dumps")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds before a run is killed")
     args = parser.parse_args()
+    compile_ours()
     reference = args.reference if args.reference and Path(args.reference).exists() else None
     torch_python = args.torch_python or str(Path(reference or sys.executable).with_name("python"))
     wanted = args.only.split(",")

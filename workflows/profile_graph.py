@@ -18,6 +18,7 @@ scheduler), and each worker's CPU time in its tasks by stage (thread CPU) and ou
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -27,10 +28,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "workflows"))
+from measure import tree_sample  # noqa: E402
 
 
 class TreePeak:
@@ -50,15 +51,9 @@ class TreePeak:
         self._thread.join()
 
     def _sample(self) -> None:
-        me = psutil.Process()
+        me = os.getpid()
         while not self._stop.is_set():
-            rss = 0
-            for p in [me, *me.children(recursive=True)]:
-                try:
-                    rss += p.memory_info().rss
-                except psutil.Error:
-                    pass
-            self.peak = max(self.peak, rss)
+            self.peak = max(self.peak, tree_sample(me)[0])
             time.sleep(0.02)
 
 
@@ -185,7 +180,7 @@ def main() -> None:
             spans, wall = (_workers if args.workers else _local)(args, out)
         _report(spans, wall, peak.peak)
         walls.append(wall)
-    print(f"median wall {statistics.median(walls):.2f} s; load {psutil.getloadavg()[0]:.1f}")
+    print(f"median wall {statistics.median(walls):.2f} s; load {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
