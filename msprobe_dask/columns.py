@@ -1,5 +1,9 @@
 """Names of the compare result columns, shared by the compare table, the kernel table and the graph's
-node rows. No dependencies, so that importing them does not import numpy (graph_visualize start-up)."""
+node rows, and the texts of their cells that hold no number. No dependencies, so that importing them does
+not import numpy (graph_visualize start-up)."""
+
+NA = "N/A"  # a cell with nothing to show: no Bench side, a metric that cannot be made, no mapping
+NAN = "Nan"  # a cell whose value is NaN, or a side that is missing, as the reference writes it
 
 TENSOR_METRIC_COLUMNS = (
     "Cosine",

@@ -20,12 +20,13 @@ from msprobe_dask.columns import (
     DATA_NAME_COLUMN,
     DIFF_COLUMNS,
     MD5_COLUMNS,
+    NA,
     STACK_COLUMN,
     STAT_COLUMNS,
     TAIL_COLUMNS,
     TENSOR_COLUMNS,
 )
-from msprobe_dask.dump.rows import NA, LeafRow
+from msprobe_dask.dump.rows import LeafRow
 from msprobe_dask.judge.highlight import highlight_group
 from msprobe_dask.judge.rules import judge_columns, mark_unreadable
 from msprobe_dask.metrics.stats import stat_diffs

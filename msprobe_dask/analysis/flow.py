@@ -25,7 +25,7 @@ from msprobe_dask.analysis.first_diff import (
     is_communication,
 )
 from msprobe_dask.analysis.row_errors import ZERO_CELLS, RowColumns, number
-from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
+from msprobe_dask.columns import NA, STACK_COLUMN, STAT_COLUMNS
 from msprobe_dask.dump.markers import BATCH_P2P, PARAMETERS_GRAD, PEER_ARGUMENTS, PROCESS_GROUP
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 
@@ -132,7 +132,7 @@ def _signature(high: float | None, low: float | None, md5: Any) -> Signature | N
     tensor is no earlier tensor (as a key, one NaN object would equal itself: ``number`` hands out one)."""
     if high is not None and low is not None:
         return (high, low) if high == high and low == low else None
-    return ("md5", str(md5)) if md5 not in (None, "N/A") else None
+    return ("md5", str(md5)) if md5 not in (None, NA) else None
 
 
 def _argument_index(name: str, entry: str, state: str) -> int | None:

@@ -12,8 +12,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from msprobe_dask.columns import DIFF_COLUMNS, STACK_COLUMN, STAT_COLUMNS
-from msprobe_dask.dump.rows import NA
+from msprobe_dask.columns import DIFF_COLUMNS, NA, NAN, STACK_COLUMN, STAT_COLUMNS
 from msprobe_dask.metrics.stats import relative_fraction
 from msprobe_dask.table import Matched, build_table, pair_sides
 
@@ -64,7 +63,7 @@ def rank_records(matched: Matched) -> Records:
         for column in STAT_COLUMNS:
             value = item.get(column)
             if isinstance(value, float) and math.isnan(value):
-                item[column] = "Nan"  # as the reference's table holds it (its json shows the text)
+                item[column] = NAN  # as the reference's table holds it (its json shows the text)
         if mode == "md5":  # indicator analysis is skipped: a bare md5 verdict, no message (NaN)
             item["Result"] = "pass" if item["NPU MD5"] == item["BENCH MD5"] else "Different"
             item["Err_message"] = math.nan

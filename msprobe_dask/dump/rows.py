@@ -11,6 +11,7 @@ from collections.abc import Callable
 from sys import intern
 from typing import Any, NamedTuple
 
+from msprobe_dask.columns import NA
 from msprobe_dask.dump.entry_shape import ENTRY_SHAPES
 from msprobe_dask.dump.json_limits import MAX_DEPTH
 from msprobe_dask.dump.markers import (
@@ -25,7 +26,6 @@ from msprobe_dask.dump.markers import (
     TORCH_SIZE,
 )
 
-NA = "N/A"
 NO_MD5 = "00000000"  # the md5 cell of a tensor leaf without md5 and value
 _GROUP_RANKS = "group_ranks"  # a process group's member whose text is its row's statistics and md5
 

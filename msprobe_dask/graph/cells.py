@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from msprobe_dask.columns import DIFF_COLUMNS, STAT_COLUMNS, TAIL_COLUMNS, TENSOR_METRIC_COLUMNS
+from msprobe_dask.columns import DIFF_COLUMNS, NA, NAN, STAT_COLUMNS, TAIL_COLUMNS, TENSOR_METRIC_COLUMNS
 from msprobe_dask.dump.markers import OUTPUT_PART, PARAMETERS_GRAD, SCALAR_SHAPE, STATS
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.item_text import DECIMALS, ExportedText, format_str
@@ -44,9 +44,9 @@ SPECIAL_TEXTS = ("inf", "-inf", "nan")
 _INFS = (math.inf, -math.inf)
 _PLAIN_NUMBERS = frozenset((int, float))
 # a Bench name that stands for no partner, an NPU name for no item (the checkers skip such rows)
-NO_BENCH = ("", "N/A", None)
-NO_NPU = "N/A"
-NO_VALUE = "N/A"  # the diff and relative-error cells stat_diff cannot make
+NO_BENCH = ("", NA, None)
+NO_NPU = NA
+NO_VALUE = NA  # the diff and relative-error cells stat_diff cannot make
 # summary rows also hold the exact NormRelativeErr as a ratio (None where it is not a number): the
 # checkers use it, while the NormRelativeErr cell holds the exported text (see rel_text)
 NORM_RATIO = "norm_ratio"
@@ -60,7 +60,7 @@ def _stat_list(item: Mapping[str, Any]) -> list[Any]:
 
 
 def _stored_stat(v: Any) -> Any:
-    return "Nan" if isinstance(v, float) and math.isnan(v) else v
+    return NAN if isinstance(v, float) and math.isnan(v) else v
 
 
 def _is_number(v: Any) -> bool:
@@ -73,7 +73,7 @@ def _summary_cell(v: Any) -> Any:
     t = v.__class__
     if t is float:
         if v != v:
-            return "Nan"
+            return NAN
         return repr(v) + "\t" if v in _INFS else v
     if t is int or (t is str and len(v) > 4):
         return v
@@ -122,7 +122,7 @@ def stat_diff(x: Any, y: Any) -> tuple[Any, str, float | None]:
         return NO_VALUE, NO_VALUE, None
     d = x - y
     if d != d:
-        return "Nan", "Nan", None
+        return NAN, NAN, None
     if y == 0:
         return _summary_cell(d), NO_VALUE, None
     try:
@@ -197,13 +197,13 @@ def _basic(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]:
     if b is None:
         return {
             "NPU Name": n["full_op_name"],
-            "Bench Name": "Nan",
+            "Bench Name": NAN,
             "NPU Dtype": n.get("dtype"),
-            "Bench Dtype": "Nan",
+            "Bench Dtype": NAN,
             "NPU Tensor Shape": n.get("shape"),
-            "Bench Tensor Shape": "Nan",
+            "Bench Tensor Shape": NAN,
             "NPU Requires_grad": n.get("requires_grad"),
-            "Bench Requires_grad": "Nan",
+            "Bench Requires_grad": NAN,
         }
     return {
         "NPU Name": n["full_op_name"],
@@ -230,7 +230,7 @@ def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, 
         row.update(zip(STAT_DIFFS, (" ",) * 4))
         row.update(zip(STAT_RELS, (" ",) * 4))
         row.update(zip(NPU_STATS, nc))
-        row.update(zip(BENCH_STATS, ("Nan",) * 4))
+        row.update(zip(BENCH_STATS, (NAN,) * 4))
         row["Requires_grad Consistent"] = False
         row["Result"] = "pass"
         row["Err_message"] = ""
@@ -282,9 +282,9 @@ def md5_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]
     row = _basic(n, b)
     row["NPU MD5"] = n.get("md5")
     if b is None:
-        row["BENCH MD5"] = "Nan"
+        row["BENCH MD5"] = NAN
         row["Requires_grad Consistent"] = False
-        row["Result"] = "Nan"
+        row["Result"] = NAN
     else:
         row["BENCH MD5"] = b.get("md5")
         row["Requires_grad Consistent"] = n.get("requires_grad") == b.get("requires_grad")
@@ -307,7 +307,7 @@ def tensor_row(
         row[k] = _stored_stat(v)
     if b is None:
         for k in BENCH_STATS:
-            row[k] = "Nan"
+            row[k] = NAN
         row["Requires_grad Consistent"] = False
     else:
         for k, v in zip(BENCH_STATS, _stat_list(b)):

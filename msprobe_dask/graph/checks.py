@@ -7,6 +7,7 @@ import re
 from operator import itemgetter
 from typing import Any
 
+from msprobe_dask.columns import NA, NAN
 from msprobe_dask.dump.markers import OUTPUT_PART, SCALAR_SHAPE
 from msprobe_dask.graph.cells import (
     MD5,
@@ -72,7 +73,7 @@ def _min_over(rows: list[dict[str, Any]], key: str) -> float:
     return m
 
 
-_NO_MD5 = ("N/A", "Nan", "")
+_NO_MD5 = (NA, NAN, "")
 
 
 def _ignore_class(rows: list[dict[str, Any]], is_out: list[bool], merge: bool) -> str:

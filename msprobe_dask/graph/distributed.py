@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from msprobe_dask.columns import NAN
 from msprobe_dask.dump.markers import BATCH_P2P
 from msprobe_dask.graph.p2p import P2POp
 from msprobe_dask.graph.rows import COL, GraphRows
@@ -86,7 +87,7 @@ class _Comm:
 
 def _index(c: _Comm, overflow: bool) -> str:
     v = c.row[COL["overflow_level"]] if overflow else c.row[COL["precision_index"]]
-    return "Nan" if v is None else str(v)
+    return NAN if v is None else str(v)
 
 
 def _link_batches(ranks: dict[str, list[_Comm]], overflow: bool) -> None:

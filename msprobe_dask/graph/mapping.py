@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from msprobe_dask.columns import NA
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.graph.model import Graph
-from msprobe_dask.match.layer_mapping import NA, construct_parents, entry_pairs, load_layer_yaml
+from msprobe_dask.match.layer_mapping import construct_parents, entry_pairs, load_layer_yaml
 from msprobe_dask.match.mapfile import warn
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from msprobe_dask.columns import NA
 from msprobe_dask.dump.markers import OUTPUT_PART
 from msprobe_dask.judge.rules import Row
 from msprobe_dask.metrics.stats import is_nan_or_inf, relative_fraction
@@ -105,7 +106,7 @@ def _row_marks(row: Row, mode: str, marks: _Marks) -> None:
     error = _max_error(row, mode)
     if error is not None and abs(error) > LIMITS.huge_error:
         marks.mark(REASON_HUGE)
-    if row["Bench Name"] != "N/A" and row["NPU Requires_grad"] != row["Bench Requires_grad"]:
+    if row["Bench Name"] != NA and row["NPU Requires_grad"] != row["Bench Requires_grad"]:
         marks.mark(REASON_GRAD)
 
 

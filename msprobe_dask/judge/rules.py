@@ -13,9 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from msprobe_dask.columns import NA, NAN
 from msprobe_dask.dump.markers import BATCH_P2P, OUTPUT_PART, SCALAR_SHAPE
 from msprobe_dask.match.dtypes import same_dtype
-from msprobe_dask.metrics.stats import INF, NA, is_nan_or_inf, relative_fraction
+from msprobe_dask.metrics.stats import INF, is_nan_or_inf, relative_fraction
 
 Row = dict[str, Any]
 
@@ -231,7 +232,7 @@ def _md5_checks(cells: Columns, rows: Sequence[int], flags: _Flags) -> None:
     for i in rows:
         npu, bench = str(cells["NPU MD5"][i]), str(cells["BENCH MD5"][i])
         if npu != bench:
-            missing = {npu, bench} & {NA, "Nan", ""}
+            missing = {npu, bench} & {NA, NAN, ""}
             flags.flag(i, MSG_MD5_MISSING if missing else MSG_MD5_DIFFERS)
 
 

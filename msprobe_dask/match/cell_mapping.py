@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from msprobe_dask.columns import NA
 from msprobe_dask.dump.markers import PARAMETERS_GRAD
 
-NA = "N/A"
 _MARKERS = (".forward.", ".backward.", f".{PARAMETERS_GRAD}.")
 
 

@@ -28,11 +28,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from msprobe_dask.columns import NA
 from msprobe_dask.dump.markers import PARAMETERS_GRAD
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.match.mapfile import load_yaml, warn, warn_unused
 
-NA = "N/A"
 TOP = "TopLayer"
 PARALLEL_TRANSFORMER = "ParallelTransformer"
 _MODULE_PREFIXES = ("Cell", "Module")

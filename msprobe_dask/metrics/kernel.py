@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
+from msprobe_dask.columns import NA, NAN, TENSOR_METRIC_COLUMNS
 from msprobe_dask.metrics.chunked import aggregate_partials, chunk_partials
 from msprobe_dask.metrics.one_shot import measure_arrays
 from msprobe_dask.metrics.tensor import BIG_TENSOR_ELEMS, measure_pair
-from msprobe_dask.metrics.tensor_cells import NAN, NOT_AVAILABLE, UNSUPPORTED, TensorMetrics
+from msprobe_dask.metrics.tensor_cells import NOT_AVAILABLE, UNSUPPORTED, TensorMetrics
 
 SCALAR = "This is type of scalar data, can not compare.\n"
 SHAPE = "Shape of NPU and bench Tensor do not match.\n"
@@ -120,9 +120,9 @@ def compare_statistics(npu: Stats, bench: Stats) -> tuple[str, list[Any], list[s
         relative = []
         for diff, base in zip(diffs, bench):
             if base == 0:
-                relative.append("N/A")
+                relative.append(NA)
                 continue
             value = abs(diff / base * 100)
-            relative.append("Nan" if math.isnan(value) else str(value) + "%")
+            relative.append(NAN if math.isnan(value) else str(value) + "%")
         ratio = diffs[0] / (max(npu[0], bench[0]) + 1e-10)
     return ("Yes" if ratio <= 0.5 else "No"), diffs, relative

@@ -6,9 +6,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from msprobe_dask.columns import NA, NAN
 from msprobe_dask.metrics.float_repr import float_reprs
 
-NA = "N/A"
 SAME = "0"  # the diff and relative error of two statistics printed alike
 INF = "inf"  # the relative error where the Bench statistic is 0 (and the marker of infinite diffs)
 PERCENT = "%"  # what follows a relative error's number
@@ -100,7 +100,7 @@ def stat_diff_by_kind(npu: Any, bench: Any) -> tuple[Any, str]:
         return NA, NA
     infinite = (_INF, _NEG_INF)
     if _NAN in (a, b) and {a, b} <= {_NAN, _NUM, _INF, _NEG_INF}:
-        return "Nan", "Nan"
+        return NAN, NAN
     if a == _NUM and b == _NUM:
         diff = _number(npu) - _number(bench)
         base = _number(bench)

@@ -13,14 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
+from msprobe_dask.columns import NA, NAN, TENSOR_METRIC_COLUMNS
 from msprobe_dask.dump.tensor_dtypes import is_ml_dtype
 from msprobe_dask.errors import StoreError, UserError
 
 UNSUPPORTED = "unsupported"
 SHAPE_UNMATCHED = "shape unmatched"
-NOT_AVAILABLE = "N/A"  # NaN/Inf at different positions
-NAN = "Nan"
+NOT_AVAILABLE = NA  # NaN/Inf at different positions
 
 COSINE_ROUND_ABOVE = 0.9999  # a cosine above this is shown with 6 decimals
 THOUSANDTH, FIVE_THOUSANDTHS = 0.001, 0.005

@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from msprobe_dask.columns import NAN
 from msprobe_dask.metrics.float_repr import float_reprs
 
 FORMULA_START = "＋－＝％＠+-=%@"
@@ -21,7 +22,7 @@ _INSIDE = re.compile(f"[{re.escape(NEUTRALISED_INSIDE)}]")
 
 def float_text(value: float) -> str:
     if value != value:
-        return "Nan"
+        return NAN
     if value in _INFS:
         return " inf" if value > 0 else " -inf"
     return repr(value)

@@ -24,6 +24,8 @@ from msprobe_dask.columns import (
     BASE_COLUMNS,
     DIFF_COLUMNS,
     MD5_COLUMNS,
+    NA,
+    NAN,
     STACK_COLUMN,
     STAT_COLUMNS,
     TAIL_COLUMNS,
@@ -46,7 +48,7 @@ MODE_HEADERS = {
     "tensor": BASE_COLUMNS + TENSOR_COLUMNS + STAT_COLUMNS + TAIL_COLUMNS,
     "md5": BASE_COLUMNS + MD5_COLUMNS + TAIL_COLUMNS,
 }
-REPLACED = ("N/A", "unsupported", "Nan")
+REPLACED = (NA, "unsupported", NAN)
 _NOT_NUMBERS = ("nan", "+nan", "-nan")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from msprobe_dask.columns import BASE_COLUMNS, DIFF_COLUMNS, STACK_COLUMN, STAT_COLUMNS, TAIL_COLUMNS
+from msprobe_dask.columns import BASE_COLUMNS, DIFF_COLUMNS, NA, STACK_COLUMN, STAT_COLUMNS, TAIL_COLUMNS
 from msprobe_dask.dump.markers import OUTPUT_PART
 from msprobe_dask.judge import rules
 from msprobe_dask.match.dtypes import same_dtype
@@ -58,7 +58,7 @@ def _rules(with_stack: bool) -> tuple[object, ...]:
             csv=csv_writer.NATIVE_RULES,
             field=csv_writer.field,
             order=tuple(SLOTS.index(c) for c in columns_for("statistics", with_stack)),
-            na=stats.NA,
+            na=NA,
             same=stats.SAME,
             inf=stats.INF,
             percent=stats.PERCENT,

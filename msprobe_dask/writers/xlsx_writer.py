@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from msprobe_dask.columns import DIFF_COLUMNS
+from msprobe_dask.columns import DIFF_COLUMNS, NAN
 from msprobe_dask.table import CompareTable
 from msprobe_dask.writers.atomic import atomic_path
 from msprobe_dask.writers.cells import neutralise
@@ -24,7 +24,7 @@ MAX_ROWS_PER_SHEET = 1_048_500
 
 def _float_cell(value: float) -> float | str:
     if math.isnan(value):
-        return "Nan"
+        return NAN
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
     return value

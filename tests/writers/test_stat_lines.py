@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from msprobe_dask.analysis.divergence import Tolerance
 from msprobe_dask.cli import main
-from msprobe_dask.dump.rows import NA, LeafRow
+from msprobe_dask.columns import NA
+from msprobe_dask.dump.rows import LeafRow
 from msprobe_dask.judge import rules
 from msprobe_dask.pipeline import part_forms, part_table
 from msprobe_dask.summary.divergence import rank_of_parts
