@@ -50,6 +50,10 @@ LAYERS: list[tuple[str, int]] = [
     # the commands and their drivers
     ("msprobe_dask.pipeline", 8),
     ("msprobe_dask.graph.api", 8),
+    # graph.api's rank plan, vis.db write chain and run setup (they use the writers and the scheduler)
+    ("msprobe_dask.graph.rank_plan", 8),
+    ("msprobe_dask.graph.write_chain", 8),
+    ("msprobe_dask.graph.run_setup", 8),
     ("msprobe_dask.graph.cli", 8),
     ("msprobe_dask.analysis.cli", 8),
     ("msprobe_dask.cli", 8),

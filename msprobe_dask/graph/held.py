@@ -1,7 +1,7 @@
 """graph_visualize's big results on dask's local processes scheduler, which pickles each task's result
 into the run's own process and each task's inputs out of it: they are held in the worker process that
 made them and left in the run's spool folder for the other workers, and only their names travel on the
-graph's edges (graph/api.py lays the tasks out; on a cluster and in this process's threads, which share
+graph's edges (graph/rank_plan.py lays the tasks out; on a cluster and in this process's threads, which share
 results, the values themselves travel).
 
     build(NPU) --> Held --+--> summary (the pair prepared here, or found held)
@@ -46,7 +46,7 @@ class Spool:
 
     folder: str
     shared: bool
-    window: int  # (step, rank)s held at a time (graph/api.py's rank window; 0: all of them)
+    window: int  # (step, rank)s held at a time (graph/run_setup.py: rank_window; 0: all of them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +117,7 @@ def value_of(result: Any) -> Any:
 
 def held_build(spool: Spool, place: int, side: str, folder: str, step: int, rank: int, *after: Any) -> Held:
     """A (step, rank)'s graph of ``side`` built without its items (the chunk tasks parse them), held;
-    once ``after`` is done (graph/api.py: the rank window)."""
+    once ``after`` is done (graph/write_chain.py: the rank window)."""
     return hold(spool, place, side, build_task(folder, step, rank, False))
 
 
@@ -159,7 +159,7 @@ def held_chunk(
     pair: PairOf, spool: Spool, place: int, k: int, graphs: tuple[Held, ...], linked: bool, *after: Any
 ) -> ChunkFiles:
     """chunks.chunk_task of the pair prepared in this process, its result left in two spool files.
-    ``after``: what the task waits for and does not read (graph/api.py: the write chain's turn
+    ``after``: what the task waits for and does not read (graph/write_chain.py: the write chain's turn
     CHAIN_LAG turns before)."""
     result = chunk_task(_prepared(pair, spool, place, graphs, False), k)
     files = ChunkFiles(*(os.path.join(spool.folder, f"{place}-{kind}-{k}") for kind in ChunkFiles._fields))

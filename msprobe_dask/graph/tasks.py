@@ -3,7 +3,7 @@
     build_task(step, rank, side) --> prepare_*_task (match, micro steps, cut into chunks)
         --> [chunk tasks: graph/chunks.py] --> joined Part --> vis_result (rows + tb_config)
 
-graph/api.py lays these tasks out for plain folders, graph/merge/plan.py for a parallel merge (with a
+graph/rank_plan.py lays these tasks out for plain folders, graph/merge/plan.py for a parallel merge (with a
 merge task per side before the finish); both import them from here, below both.
 """
 

@@ -44,7 +44,9 @@ STAGES = {
     "rows": Stage("graph rows", "chunks"),
     "finish": Stage("compare graphs", "ranks"),
     "link-ranks": Stage("link ranks", ""),
-    "insert": Stage("insert rows", "batches"),  # graph/api.py: a turn's chunks (CHUNKS_PER_TURN) a task
+    "insert": Stage(
+        "insert rows", "batches"
+    ),  # graph/write_chain.py: a turn's chunks (CHUNKS_PER_TURN) a task
     "write-visdb": Stage("write vis.db", ""),
     "write-json": Stage("write json", ""),
 }

@@ -139,9 +139,9 @@ class VisdbWriter:
     the last task only its commit (the 16 inserts of one rank of 50,050 entries a side, one thread: built
     at the end, inserts 0.36-0.37 s of CPU and the last task 0.40-0.43 s; early, 0.77-0.87 s and
     0.08-0.09 s; a rank of 200,200 entries, a whole run in one process, +1.15 s of 19.3 s). Early where
-    the inserts run beside chunk tasks (graph/api.py:_index_early).
+    the inserts run beside chunk tasks (graph/run_setup.py: index_early).
 
-    One task may write it all (``finish``), or a chain of tasks (graph/api.py): ``suspend`` commits
+    One task may write it all (``finish``), or a chain of tasks (graph/write_chain.py): ``suspend`` commits
     what was added and closes the file, the writer (small: no rows) then goes to the next task, which
     ``resume``s it, adds its rows, and so on until ``complete``. A ``shared`` writer is for a chain whose
     tasks are threads of this process: it stays open from task to task (``suspend`` and ``resume`` give

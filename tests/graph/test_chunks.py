@@ -177,8 +177,9 @@ def test_every_dask_scheduler_gives_the_same_rows(
     traveling or ``held`` in the processes and a spool folder (graph/held.py): the same rows."""
     import dask
 
-    from msprobe_dask.graph.api import Options, _plan
     from msprobe_dask.graph.held import Spool
+    from msprobe_dask.graph.rank_plan import rows_made_whole
+    from msprobe_dask.graph.tasks import Options
 
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     (tmp_path / "spool").mkdir()
@@ -187,7 +188,7 @@ def test_every_dask_scheduler_gives_the_same_rows(
         ("sync", None),
         (scheduler, Spool(str(tmp_path / "spool"), True, 2) if held else None),
     ):
-        lazy, _ = _plan(
+        lazy, _ = rows_made_whole(
             DATA / "multirank" / "target", DATA / "multirank" / "golden", Options(overflow_check=True), spool
         )
         (result,) = dask.compute(lazy, scheduler=how)
@@ -201,12 +202,12 @@ def test_rows_are_cut_into_chunk_tasks_wherever_the_graph_runs(
 ) -> None:
     """In this process and on a cluster (the values travel) and on local worker processes (held there:
     graph/held.py), a graph's rows are made by many chunk tasks."""
-    from msprobe_dask.graph import api
+    from msprobe_dask.graph import rank_plan, tasks
     from msprobe_dask.graph.held import Spool
 
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     spool = Spool(str(tmp_path), True, 2) if held else None
-    plan = api._rank_plan(DATA / "transformer_big" / "target", None, api.Options(), spool)
+    plan = rank_plan.rank_plan(DATA / "transformer_big" / "target", None, tasks.Options(), spool)
     r = plan.rank_tasks(plan.sources[0])
     assert r.pair.n > 1 and (r.prepared is None) is held
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from msprobe_dask.graph import api
+from msprobe_dask.graph import api, run_setup
 from msprobe_dask.pipeline import scheduler
 from msprobe_dask.pipeline.scheduler import GRAPH_PROCESSES_FROM_BYTES, GRAPH_PROCESSES_TO_BYTES, RunOptions
 
@@ -21,7 +21,7 @@ def cpus(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _graph_options(size: int, **flags: object) -> RunOptions:
-    return api._graph_run(RunOptions(input_bytes=size, **flags), DATA / "multirank" / "target", None)  # type: ignore[arg-type]
+    return run_setup.graph_run(RunOptions(input_bytes=size, **flags), DATA / "multirank" / "target", None)  # type: ignore[arg-type]
 
 
 @pytest.mark.usefixtures("cpus")
@@ -58,9 +58,9 @@ def test_graph_visualize_sizes_its_input_by_its_dump_json_files(
     golden: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[RunOptions] = []
-    compute = api._compute
+    compute = api.computed
     monkeypatch.setattr(
-        api, "_compute", lambda obj, client, run: seen.append(run) or compute(obj, client, run)
+        api, "computed", lambda obj, client, run: seen.append(run) or compute(obj, client, run)
     )
     target = DATA / "multirank" / "target"
     api.graph_visualize(target, DATA / golden if golden else None, output_path=tmp_path, run=RunOptions())

@@ -12,7 +12,7 @@ from visdb_diff import diff_visdb, path_normalizer
 
 from msprobe_dask.cli import main as cli_main
 from msprobe_dask.dump import entry_index
-from msprobe_dask.graph import api, chunks, speedups, tasks
+from msprobe_dask.graph import api, chunks, run_setup, speedups, tasks, write_chain
 from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.writers import packed_rows
 
@@ -118,12 +118,12 @@ def test_same_visdb_as_reference_in_many_small_chunks_written_out_of_order(
 
     monkeypatch.setattr(tasks, "prepare_build", counted(prepare_build))
     monkeypatch.setattr(tasks, "prepare_compare", counted(prepare_compare))
-    write = api.write_visdb
+    write = write_chain.write_visdb
 
     def reversed_chunks(path, graphs, config):  # type: ignore[no-untyped-def]
         return write(path, [g._replace(packed=list(reversed(g.packed))) for g in graphs], config)
 
-    monkeypatch.setattr(api, "write_visdb", reversed_chunks)
+    monkeypatch.setattr(write_chain, "write_visdb", reversed_chunks)
     _check_same_as_reference(case, name, argv, tmp_path)
     if "--rank_size" not in argv and "tensor" not in case:
         assert cut and max(cut) > 5, cut
@@ -149,15 +149,15 @@ def test_same_visdb_as_reference_laid_out_as_a_big_input_in_this_process(
     """In this process as a big input is (IN_TURN_FROM_BYTES): a rank's Bench graph built after its
     NPU graph, every graph let go before the vis.db's last task (not beside it, as a small input's):
     the reference's vis.db."""
-    monkeypatch.setattr(api, "IN_TURN_FROM_BYTES", 0)
+    monkeypatch.setattr(run_setup, "IN_TURN_FROM_BYTES", 0)
     beside: list[bool] = []
-    chain = api._write_chain
+    chain = write_chain.chained_write
 
     def recorded(*args, released_beside: bool = False):  # type: ignore[no-untyped-def]
         beside.append(released_beside)
         return chain(*args, released_beside=released_beside)
 
-    monkeypatch.setattr(api, "_write_chain", recorded)
+    monkeypatch.setattr(api, "chained_write", recorded)
     _check_same_as_reference(case, name, argv, tmp_path)
     assert not any(beside), beside
 
@@ -172,7 +172,7 @@ def test_same_visdb_as_reference_on_two_worker_processes(
     """``--workers 2``, each graph cut into many chunks: the two worker processes build a side each and
     leave it for the other in the run's spool without dump.json's bytes (read there: dump/entries.py;
     graph/held.py), the vis.db's
-    indexes are kept up to date by the inserts (api._index_early): still the reference's vis.db."""
+    indexes are kept up to date by the inserts (run_setup.index_early): still the reference's vis.db."""
     import os
 
     from msprobe_dask.dump import entries
@@ -186,7 +186,7 @@ def test_same_visdb_as_reference_on_two_worker_processes(
         return unpickled(path, *args)
 
     monkeypatch.setattr(entries, "_unpickled", logged)
-    assert api._index_early(None, RunOptions(workers=2))
+    assert run_setup.index_early(None, RunOptions(workers=2))
     for attempt in range(WORKER_ATTEMPTS):
         log.unlink(missing_ok=True)
         _check_same_as_reference(case, name, [*argv, "--workers", "2"], tmp_path / str(attempt))

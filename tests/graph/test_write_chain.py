@@ -1,4 +1,4 @@
-"""graph_visualize's vis.db written by a chain of tasks (graph/api.py ``_write_chain``): each chunk's
+"""graph_visualize's vis.db written by a chain of tasks (graph/write_chain.py ``chained_write``): each chunk's
 rows inserted as soon as the chunk and the write before it are done. The file is the one a single
 write task makes from the whole result, rowids included, on every dask scheduler and whatever order
 the chunks finish in; a run that fails midway leaves nothing."""
@@ -21,36 +21,36 @@ from visdb_diff import diff_visdb, rowids
 from visdb_summary import summarise_visdb, unreadable_rows
 
 from msprobe_dask.errors import DumpError, OutputError
-from msprobe_dask.graph import api, chunks, held
+from msprobe_dask.graph import api, chunks, held, rank_plan, run_setup, tasks, write_chain
 from msprobe_dask.graph.held import Spool
 from msprobe_dask.writers.visdb import NODES, VisdbWriter, linked_cells
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CASES = {
-    "multirank compare": ("multirank/target", "multirank/golden", api.Options(overflow_check=True)),
-    "multirank build": ("multirank/target", None, api.Options()),
-    "tensor mode (rows made whole)": ("tensor_mix/target", "tensor_mix/golden", api.Options()),
-    "fuzzy": ("fuzzy/target", "fuzzy/golden", api.Options(fuzzy_match=True)),
+    "multirank compare": ("multirank/target", "multirank/golden", tasks.Options(overflow_check=True)),
+    "multirank build": ("multirank/target", None, tasks.Options()),
+    "tensor mode (rows made whole)": ("tensor_mix/target", "tensor_mix/golden", tasks.Options()),
+    "fuzzy": ("fuzzy/target", "fuzzy/golden", tasks.Options(fuzzy_match=True)),
 }
 
 
-def _sides(case: str) -> tuple[Path, Path | None, api.Options]:
+def _sides(case: str) -> tuple[Path, Path | None, tasks.Options]:
     tp, gp, opts = CASES[case]
     return DATA / tp, (DATA / gp if gp else None), opts
 
 
 def _one_write_task(case: str, path: Path) -> None:
     tp, gp, opts = _sides(case)
-    result, _ = api._plan(tp, gp, opts)
-    dask.compute(dask.delayed(api._write_task)(result, str(path)), scheduler="sync")
+    result, _ = rank_plan.rows_made_whole(tp, gp, opts)
+    dask.compute(dask.delayed(write_chain.write_task)(result, str(path)), scheduler="sync")
 
 
-def _chained(case: str, path: Path, scheduler: str, spool: Spool | None = None) -> api.Visualized:
+def _chained(case: str, path: Path, scheduler: str, spool: Spool | None = None) -> write_chain.Visualized:
     tp, gp, opts = _sides(case)
-    plan = api._rank_plan(tp, gp, opts, spool)
+    plan = rank_plan.rank_plan(tp, gp, opts, spool)
     writer = VisdbWriter(path).suspend()
     (written,) = dask.compute(
-        api._write_chain(plan, writer, spool.window if spool else 0), scheduler=scheduler
+        write_chain.chained_write(plan, writer, spool.window if spool else 0), scheduler=scheduler
     )
     assert written.path == str(path)
     return written
@@ -94,7 +94,7 @@ def test_the_last_task_gets_the_linked_cells_not_the_communication_rows(tmp_path
     with open(Path(spool.folder) / "run-linked", "rb") as f:
         linked = pickle.load(f)
     tp, gp, opts = _sides("multirank compare")
-    (whole,) = dask.compute(api._plan(tp, gp, opts)[0], scheduler="sync")
+    (whole,) = dask.compute(rank_plan.rows_made_whole(tp, gp, opts)[0], scheduler="sync")
     assert linked.cells and linked.cells == linked_cells(row for g in whole.graphs for row in g.nodes)
     assert not [g.graph_id for rows, _, _ in linked.parts for g in rows if g.nodes or g.p2p]
 
@@ -104,7 +104,7 @@ def test_chunks_finishing_last_first_change_nothing(tmp_path: Path, monkeypatch:
     write waits for its chunk and the write before it."""
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     made: list[int] = []
-    chunk_task = api.chunk_task
+    chunk_task = rank_plan.chunk_task
 
     def late_first(p: chunks.Prepared, k: int) -> object:
         time.sleep(0.02 * (8 - min(k, 8)))
@@ -112,7 +112,7 @@ def test_chunks_finishing_last_first_change_nothing(tmp_path: Path, monkeypatch:
         return chunk_task(p, k)
 
     _one_write_task("multirank compare", tmp_path / "one.vis.db")
-    monkeypatch.setattr(api, "chunk_task", late_first)
+    monkeypatch.setattr(rank_plan, "chunk_task", late_first)
     with dask.config.set(num_workers=8):
         _chained("multirank compare", tmp_path / "chain.vis.db", "threads")
     assert made != sorted(made)
@@ -124,9 +124,9 @@ def test_a_chunk_failing_after_others_were_written_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
-    chunk_task = api.chunk_task
+    chunk_task = rank_plan.chunk_task
     inserted: list[int] = []
-    insert = api._insert_chunks
+    insert = write_chain._insert_chunks
 
     def counting(*args: object) -> object:
         inserted.append(1)
@@ -137,8 +137,8 @@ def test_a_chunk_failing_after_others_were_written_leaves_nothing(
             raise DumpError("dump.json", "a bad entry found late")
         return chunk_task(p, k)
 
-    monkeypatch.setattr(api, "chunk_task", fails_late)
-    monkeypatch.setattr(api, "_insert_chunks", counting)
+    monkeypatch.setattr(rank_plan, "chunk_task", fails_late)
+    monkeypatch.setattr(write_chain, "_insert_chunks", counting)
     out = tmp_path / "out"
     with pytest.raises(DumpError, match="a bad entry found late"), dask.config.set(num_workers=1):
         api.graph_visualize(DATA / "multirank" / "target", DATA / "multirank" / "golden", output_path=out)
@@ -166,13 +166,13 @@ def test_an_insert_run_again_after_its_worker_was_lost_adds_nothing(tmp_path: Pa
 
     g = build_task(str(DATA / "stat_mix" / "target"), 0, 0, False)
     p = prepare_build(g, "NPU", n=3)
-    summary = api.summary_of(p)
+    summary = tasks.summary_of(p)
     writer = VisdbWriter(tmp_path / "build_1.vis.db").suspend()
-    written = api._place_rank(api.Written(writer), summary)
+    written = write_chain._place_rank(write_chain.Written(writer), summary)
     for k in range(len(p.chunks)):
         before = pickle.dumps(written)  # what a worker running the task again gets
-        api._insert_chunks(pickle.loads(before), summary, chunk_task(p, k))
-        written = api._insert_chunks(pickle.loads(before), summary, chunk_task(p, k))
+        write_chain._insert_chunks(pickle.loads(before), summary, chunk_task(p, k))
+        written = write_chain._insert_chunks(pickle.loads(before), summary, chunk_task(p, k))
     path = written.writer.resume().complete([], ("build", "", "", "", 1, 0, "null", "[0]", "[0]"))
     with sqlite3.connect(path) as con:
         assert con.execute("SELECT count(*) FROM tb_nodes").fetchone()[0] == len(g.nodes)
@@ -190,7 +190,7 @@ def test_every_chain_task_run_again_after_it_committed_writes_the_same_file(
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     _one_write_task(case, tmp_path / "one.vis.db")
     for name in ("_place_rank", "_insert_chunks", "_end_write"):
-        monkeypatch.setattr(api, name, _twice(getattr(api, name)))
+        monkeypatch.setattr(write_chain, name, _twice(getattr(write_chain, name)))
     _chained(case, tmp_path / "chain.vis.db", "sync")
     assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
     assert rowids(tmp_path / "chain.vis.db") == rowids(tmp_path / "one.vis.db")
@@ -206,7 +206,7 @@ def _twice(task):  # type: ignore[no-untyped-def]
 
 
 CONFIG = ("build", "", "", "", 1, 0, "null", "[0]", "[0]")
-Killed = Callable[[api.Written, api.Summary, Any], None]
+Killed = Callable[[write_chain.Written, tasks.Summary, Any], None]
 
 
 def _by_hand(path: Path, killed: Killed | None = None) -> None:
@@ -218,8 +218,8 @@ def _by_hand(path: Path, killed: Killed | None = None) -> None:
 
     g = build_task(str(DATA / "stat_mix" / "target"), 0, 0, False)
     p = prepare_build(g, "NPU", n=3)
-    summary = api.summary_of(p)
-    written = api._place_rank(api.Written(VisdbWriter(path).suspend()), summary)
+    summary = tasks.summary_of(p)
+    written = write_chain._place_rank(write_chain.Written(VisdbWriter(path).suspend()), summary)
     for chunk in [*(chunk_task(p, k) for k in range(len(p.chunks))), None]:
         if killed is not None:
             pid = os.fork()
@@ -230,7 +230,7 @@ def _by_hand(path: Path, killed: Killed | None = None) -> None:
                     os.kill(os.getpid(), signal.SIGKILL)
             os.waitpid(pid, 0)
         if chunk is not None:
-            written = api._insert_chunks(written, summary, chunk)
+            written = write_chain._insert_chunks(written, summary, chunk)
     written.writer.resume().complete([], CONFIG)
 
 
@@ -248,7 +248,7 @@ def test_an_insert_killed_in_its_transaction_leaves_the_file_as_last_committed(t
     rolled back) and adds all its rows (without the journal, the pages written stayed, the task found
     its first row there and the rows of the pages not written were lost)."""
 
-    def spilled(written: api.Written, summary: api.Summary, chunk: Any) -> None:
+    def spilled(written: write_chain.Written, summary: tasks.Summary, chunk: Any) -> None:
         if chunk is None:
             return
         writer = written.writer.resume()
@@ -270,7 +270,7 @@ def test_the_last_task_killed_after_its_commit_or_naming_runs_again_to_the_same_
     temporary name is removed): run again, it completes the file without a second tb_config row or
     index, and without refusing the name it gave the file itself."""
 
-    def ending(written: api.Written, summary: api.Summary, chunk: Any) -> None:
+    def ending(written: write_chain.Written, summary: tasks.Summary, chunk: Any) -> None:
         if chunk is not None:
             return
         import msprobe_dask.writers.visdb as visdb
@@ -292,27 +292,27 @@ def test_a_rank_is_built_only_once_the_rank_window_before_it_is_written(
     after the rows of rank i - window are in the vis.db (``held_here``: as on local worker processes,
     graph/held.py, where each process lets go of the graphs of rank i - window as it holds rank i's)."""
     events: list[tuple[str, int, int]] = []
-    build, insert = api.build_task, api._insert_chunks
+    build, insert = rank_plan.build_task, write_chain._insert_chunks
 
     def building(folder: str, step: int, rank: int, items: bool) -> object:
         events.append(("build", step, rank))
         return build(folder, step, rank, items)
 
-    def inserting(prev: api.Written, summary: api.Summary, *results: tuple) -> api.Written:
+    def inserting(prev: write_chain.Written, summary: tasks.Summary, *results: tuple) -> write_chain.Written:
         written = insert(prev, summary, *results)
         events.append(("inserted", summary.heads[0].step, summary.heads[0].rank))
         return written
 
-    monkeypatch.setattr(api, "build_task", building)
+    monkeypatch.setattr(rank_plan, "build_task", building)
     monkeypatch.setattr(held, "build_task", building)
-    monkeypatch.setattr(api, "_insert_chunks", inserting)
+    monkeypatch.setattr(write_chain, "_insert_chunks", inserting)
     _one_write_task("multirank compare", tmp_path / "one.vis.db")
     events.clear()
     tp, gp, opts = _sides("multirank compare")
-    plan = api._rank_plan(tp, gp, opts, _spool(tmp_path) if held_here else None)
+    plan = rank_plan.rank_plan(tp, gp, opts, _spool(tmp_path) if held_here else None)
     writer = VisdbWriter(tmp_path / "chain.vis.db").suspend()
     with dask.config.set(num_workers=4):
-        dask.compute(api._write_chain(plan, writer, window=2), scheduler="threads")
+        dask.compute(write_chain.chained_write(plan, writer, window=2), scheduler="threads")
     ranks = [(s.step, s.rank) for s in plan.sources]
     assert len(ranks) > 2
     for before, rank in zip(ranks, ranks[2:]):
@@ -330,21 +330,23 @@ def test_every_ranks_graphs_are_let_go_before_the_last_task(
     from msprobe_dask.graph.model import NO_ITEMS, NO_LINES
 
     events: list[str] = []
-    release, end = api._release, api._end_write
+    release, end = write_chain._release, write_chain._end_write
 
-    def releasing(prepared: chunks.Prepared, written: api.Written) -> None:
+    def releasing(prepared: chunks.Prepared, written: write_chain.Written) -> None:
         events.append("release")
         release(prepared, written)
 
-    def ending(*args: object) -> api.Visualized:
+    def ending(*args: object) -> write_chain.Visualized:
         events.append("end")
         return end(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(api, "_release", releasing)
-    monkeypatch.setattr(api, "_end_write", ending)
+    monkeypatch.setattr(write_chain, "_release", releasing)
+    monkeypatch.setattr(write_chain, "_end_write", ending)
     tp, gp, opts = _sides("multirank compare")
-    plan = api._rank_plan(tp, gp, opts)
-    dask.compute(api._write_chain(plan, VisdbWriter(tmp_path / "x.vis.db").suspend(), 2), scheduler="sync")
+    plan = rank_plan.rank_plan(tp, gp, opts)
+    dask.compute(
+        write_chain.chained_write(plan, VisdbWriter(tmp_path / "x.vis.db").suspend(), 2), scheduler="sync"
+    )
     assert events == ["release"] * len(plan.sources) + ["end"]
     assert NO_ITEMS == {} and NO_LINES == []
 
@@ -354,7 +356,7 @@ def test_a_ranks_bench_graph_is_built_after_its_npu_graph_in_this_process(in_tur
     """Plan.in_turn (graph_visualize in this process): the Bench build waits for the NPU build; else
     (worker processes, a cluster) the two are built at once."""
     tp, gp, opts = _sides("multirank compare")
-    plan = api._rank_plan(tp, gp, opts, in_turn=in_turn)
+    plan = rank_plan.rank_plan(tp, gp, opts, in_turn=in_turn)
     source = plan.sources[0]
     graph = dict(plan.rank_tasks(source).prepared.__dask_graph__())
     npu, bench = (f"build-{source.step}-{source.rank}-{side}" for side in ("NPU", "Bench"))
@@ -366,8 +368,10 @@ def test_a_big_inputs_graphs_are_let_go_before_the_last_task(tmp_path: Path, bes
     """``released_beside`` (a small input in this process): the releases run beside the vis.db's last
     task; else (a big input: the index builds' peak would add to the graphs') before it."""
     tp, gp, opts = _sides("multirank compare")
-    plan = api._rank_plan(tp, gp, opts)
-    chain = api._write_chain(plan, VisdbWriter(tmp_path / "x.vis.db").suspend(), released_beside=beside)
+    plan = rank_plan.rank_plan(tp, gp, opts)
+    chain = write_chain.chained_write(
+        plan, VisdbWriter(tmp_path / "x.vis.db").suspend(), released_beside=beside
+    )
     graph = dict(chain.__dask_graph__())
     releases = {k for k in graph if str(k).startswith("release-")}
     assert len(releases) == len(plan.sources)
@@ -380,7 +384,9 @@ def test_the_chain_holds_each_task_once(tmp_path: Path) -> None:
     tasks (dask.delayed given a list of Delayeds optimizes the graph laid out so far into a layer of
     its own: 446 tasks for 71 with a window of 3, 24 s for 64 ranks, minutes for 256)."""
     tp, gp, opts = _sides("multirank compare")
-    chain = api._write_chain(api._rank_plan(tp, gp, opts), VisdbWriter(tmp_path / "x.vis.db").suspend(), 2)
+    chain = write_chain.chained_write(
+        rank_plan.rank_plan(tp, gp, opts), VisdbWriter(tmp_path / "x.vis.db").suspend(), 2
+    )
     graph = chain.__dask_graph__()
     assert sum(len(layer) for layer in graph.layers.values()) == len(graph.to_dict())
 
@@ -388,10 +394,10 @@ def test_the_chain_holds_each_task_once(tmp_path: Path) -> None:
 def test_the_rank_window_is_one_more_than_the_local_processes_and_open_on_a_cluster() -> None:
     from msprobe_dask.pipeline.scheduler import RunOptions
 
-    assert api._rank_window(None, RunOptions()) == 2
-    assert api._rank_window(None, RunOptions(workers=3)) == 4
-    assert api._rank_window(None, RunOptions(address="tcp://127.0.0.1:8786")) == 0
-    assert api._rank_window(object(), None) == 0
+    assert run_setup.rank_window(None, RunOptions()) == 2
+    assert run_setup.rank_window(None, RunOptions(workers=3)) == 4
+    assert run_setup.rank_window(None, RunOptions(address="tcp://127.0.0.1:8786")) == 0
+    assert run_setup.rank_window(object(), None) == 0
 
 
 def test_a_spool_only_on_local_worker_processes_written_where_there_are_several(tmp_path: Path) -> None:
@@ -400,22 +406,22 @@ def test_a_spool_only_on_local_worker_processes_written_where_there_are_several(
     window is the run's."""
     from msprobe_dask.pipeline.scheduler import RunOptions
 
-    assert api._spool_for(tmp_path, None, RunOptions()) is None
-    assert api._spool_for(tmp_path, None, RunOptions(address="tcp://127.0.0.1:8786")) is None
-    assert api._spool_for(tmp_path, object(), None) is None
-    one, three = (api._spool_for(tmp_path / "spool", None, RunOptions(workers=n)) for n in (1, 3))
+    assert run_setup.spool_for(tmp_path, None, RunOptions()) is None
+    assert run_setup.spool_for(tmp_path, None, RunOptions(address="tcp://127.0.0.1:8786")) is None
+    assert run_setup.spool_for(tmp_path, object(), None) is None
+    one, three = (run_setup.spool_for(tmp_path / "spool", None, RunOptions(workers=n)) for n in (1, 3))
     assert one is not None and three is not None and one.folder == str(tmp_path / "spool")
     assert not one.shared and three.shared
-    assert three.window == api._rank_window(None, RunOptions(workers=3))
+    assert three.window == run_setup.rank_window(None, RunOptions(workers=3))
 
 
 def test_held_chunks_wait_for_the_write_chain_some_turns_back(tmp_path: Path) -> None:
     """On local worker processes (whose scheduler ignores priorities) a chunk task waits for the insert
-    api.CHAIN_LAG turns before its own; elsewhere for nothing but its graphs."""
+    write_chain.CHAIN_LAG turns before its own; elsewhere for nothing but its graphs."""
     tp, gp, opts = _sides("multirank compare")
     for i, spool in enumerate((None, _spool(tmp_path))):
-        chain = api._write_chain(
-            api._rank_plan(tp, gp, opts, spool), VisdbWriter(tmp_path / f"{i}.vis.db").suspend(), 2
+        chain = write_chain.chained_write(
+            rank_plan.rank_plan(tp, gp, opts, spool), VisdbWriter(tmp_path / f"{i}.vis.db").suspend(), 2
         )
         graph = dict(chain.__dask_graph__())
         inserts = [k for k in graph if str(k).startswith("insert-")]
@@ -429,7 +435,11 @@ def test_held_chunks_wait_for_the_write_chain_some_turns_back(tmp_path: Path) ->
             continue
         gated = {k: d for k, d in waits.items() if d}
         assert gated and all(len(d) == 1 for d in gated.values())
-        assert api.CHAIN_LAG <= len(waits) - len(gated) <= api.CHAIN_LAG * api.CHUNKS_PER_TURN
+        assert (
+            write_chain.CHAIN_LAG
+            <= len(waits) - len(gated)
+            <= write_chain.CHAIN_LAG * write_chain.CHUNKS_PER_TURN
+        )
         assert {next(iter(d)) for d in gated.values()} <= set(inserts)
 
 
@@ -437,12 +447,12 @@ def test_the_chunk_tasks_run_in_the_write_chains_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each chunk task's priority is below every other task's and below those of the chunks the chain
-    inserts before it (api.ROWS_ORDER): a worker makes its chunks in the chain's order, whatever dask's
+    inserts before it (rank_plan.ROWS_ORDER): a worker makes its chunks in the chain's order, whatever dask's
     order of the graph."""
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     tp, gp, opts = _sides("multirank compare")
-    plan = api._rank_plan(tp, gp, opts)
-    chain = api._write_chain(plan, VisdbWriter(tmp_path / "x.vis.db").suspend(), 2)
+    plan = rank_plan.rank_plan(tp, gp, opts)
+    chain = write_chain.chained_write(plan, VisdbWriter(tmp_path / "x.vis.db").suspend(), 2)
     priority = {}
     for layer in chain.__dask_graph__().layers.values():
         for key in layer:
@@ -471,16 +481,16 @@ def test_indexes_are_made_early_where_the_inserts_run_beside_the_chunk_tasks(
     from msprobe_dask.pipeline.scheduler import RunOptions
 
     monkeypatch.setattr(scheduler, "_cpus", lambda: 2)
-    assert api._index_early(None, RunOptions())
-    assert api._index_early(None, RunOptions(input_bytes=api.IN_TURN_FROM_BYTES - 1))
+    assert run_setup.index_early(None, RunOptions())
+    assert run_setup.index_early(None, RunOptions(input_bytes=run_setup.IN_TURN_FROM_BYTES - 1))
     big = RunOptions(input_bytes=scheduler.GRAPH_PROCESSES_TO_BYTES, holds_graphs=True)
-    assert big.in_this_process and not api._index_early(None, big)
-    assert not api._index_early(None, RunOptions(workers=1))
-    assert api._index_early(None, RunOptions(workers=2))
-    assert api._index_early(None, RunOptions(address="tcp://127.0.0.1:8786"))
-    assert api._index_early(object(), None)
+    assert big.in_this_process and not run_setup.index_early(None, big)
+    assert not run_setup.index_early(None, RunOptions(workers=1))
+    assert run_setup.index_early(None, RunOptions(workers=2))
+    assert run_setup.index_early(None, RunOptions(address="tcp://127.0.0.1:8786"))
+    assert run_setup.index_early(object(), None)
     monkeypatch.setattr(scheduler, "_cpus", lambda: 1)
-    assert not api._index_early(None, RunOptions())
+    assert not run_setup.index_early(None, RunOptions())
 
 
 @pytest.mark.parametrize("scheduler", ["sync", "threads"])
@@ -496,21 +506,21 @@ def test_a_shared_writer_stays_open_through_the_chain_in_one_transaction(
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     _one_write_task(case, tmp_path / "one.vis.db")
     tp, gp, opts = _sides(case)
-    plan = api._rank_plan(tp, gp, opts)
+    plan = rank_plan.rank_plan(tp, gp, opts)
     writer = VisdbWriter(tmp_path / "chain.vis.db", indexed_early=True, shared=True).suspend()
     assert writer.resume() is writer
     with pytest.raises(RuntimeError, match="suspended"):
         pickle.dumps(writer)
     commits = []
-    insert = api._insert_chunks
+    insert = write_chain._insert_chunks
 
     def committed_rows(*args: Any) -> Any:
         with sqlite3.connect(writer.temporary) as db:  # (what another connection sees: the last commit)
             commits.append(db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
         return insert(*args)
 
-    monkeypatch.setattr(api, "_insert_chunks", committed_rows)
-    dask.compute(api._write_chain(plan, writer, window=2), scheduler=scheduler)
+    monkeypatch.setattr(write_chain, "_insert_chunks", committed_rows)
+    dask.compute(write_chain.chained_write(plan, writer, window=2), scheduler=scheduler)
     assert commits and set(commits) == {0}
     assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
     assert rowids(tmp_path / "chain.vis.db") == rowids(tmp_path / "one.vis.db")
@@ -529,7 +539,7 @@ def test_graph_visualize_shares_its_writer_in_this_process_for_a_small_input(
 
     monkeypatch.setattr(api, "VisdbWriter", seen)
     api.graph_visualize(DATA / "multirank" / "target", DATA / "multirank" / "golden", output_path=tmp_path)
-    monkeypatch.setattr(api, "IN_TURN_FROM_BYTES", 1)  # (a big input: its graphs built in turn)
+    monkeypatch.setattr(run_setup, "IN_TURN_FROM_BYTES", 1)  # (a big input: its graphs built in turn)
     api.graph_visualize(
         DATA / "multirank" / "target", DATA / "multirank" / "golden", output_path=tmp_path / "big"
     )
@@ -544,5 +554,5 @@ def test_a_resumed_writer_leaves_the_result_it_came_from_sendable(tmp_path: Path
 
     writer = VisdbWriter(tmp_path / "build_1.vis.db").suspend()
     resumed = writer.resume()
-    assert pickle.loads(pickle.dumps(api.Written(writer))).writer.temporary == writer.temporary
+    assert pickle.loads(pickle.dumps(write_chain.Written(writer))).writer.temporary == writer.temporary
     resumed.suspend()

@@ -1,0 +1,110 @@
+"""Where a graph_visualize run computes, and what that choice sets: the size of its input that chooses
+the scheduler (pipeline/scheduler.py), its spool folder and rank window on local worker processes
+(graph/held.py), its graphs built in turn in this process for a big input, and when the vis.db's
+indexes are made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from msprobe_dask.errors import OutputError, cannot
+from msprobe_dask.graph.gcpause import rare_full_collections
+from msprobe_dask.graph.held import Spool
+from msprobe_dask.graph.rank_plan import input_bytes
+from msprobe_dask.pipeline.scheduler import RunOptions, computing
+
+IN_TURN_FROM_BYTES = 64 << 20
+"""A (step, rank)'s two graphs are built in turn (Plan.in_turn) in this process from this many bytes of
+dump.json in the run; below, at once: each side's reading of its dump.json without the GIL then runs
+beside the other's build. The 96-block transformer (2 x 6.3 MB), in this process under chrt -r 1, 10
+interleaved runs each: compute's start to the prepare's end 94.4 -> 86.0 ms (median), peak RSS the
+same (101-106 MiB)."""
+
+
+def graph_run(
+    run: RunOptions | None, target: str | os.PathLike[str], golden: str | os.PathLike[str] | None
+) -> RunOptions:
+    """``run`` for a graph of the inputs: its worker processes hold big graphs
+    (RunOptions.holds_graphs), and the size of its dump.json files (unless given) chooses where it runs
+    (pipeline.scheduler.computing)."""
+    run = run or RunOptions()
+    size = run.input_bytes or input_bytes(target, golden)
+    return replace(run, holds_graphs=True, input_bytes=size)
+
+
+def rank_window(client: Any, run: RunOptions | None) -> int:
+    """How many (step, rank)s a run in this machine holds at a time (0: no bound, on a cluster): one
+    more than there are processes working, so that one is built while the others' rows are made."""
+    if client is not None or (run and run.address):
+        return 0
+    return max(1, (run or RunOptions()).local_processes) + 1
+
+
+def spool_for(folder: Path, client: Any, run: RunOptions | None) -> Spool | None:
+    """On local worker processes, whose tasks' results do not share (RunOptions.shares_results), where
+    the run's big results wait (graph/held.py): the spool folder ``folder``, made by spooling. None
+    elsewhere: the values travel."""
+    if client is not None or run is None or run.shares_results:
+        return None
+    return Spool(str(folder), run.local_processes > 1, rank_window(client, run))
+
+
+@contextlib.contextmanager
+def spooling(spool: Spool | None) -> Iterator[None]:
+    """The spool folder made for the run, and removed at its end, whatever its end (its workers are
+    stopped by then, scheduler._in_processes)."""
+    if spool is None:
+        yield
+        return
+    try:
+        os.mkdir(spool.folder)
+    except OSError as exc:
+        raise OutputError(spool.folder, cannot("be created", exc)) from None
+    try:
+        yield
+    finally:
+        shutil.rmtree(spool.folder, ignore_errors=True)
+
+
+def in_this_process(client: Any, run: RunOptions | None) -> bool:
+    """Whether the run computes in this process's threads (no ``client``, RunOptions.in_this_process)."""
+    return client is None and run is not None and run.in_this_process
+
+
+def builds_in_turn(client: Any, run: RunOptions | None) -> bool:
+    """Whether each (step, rank)'s two graphs are built in turn (Plan.in_turn): in this process, for an
+    input of IN_TURN_FROM_BYTES or more."""
+    return in_this_process(client, run) and run is not None and run.input_bytes >= IN_TURN_FROM_BYTES
+
+
+def index_early(client: Any, run: RunOptions | None) -> bool:
+    """Whether the vis.db's indexes are made with its tables and kept up to date by the write chain's
+    inserts (VisdbWriter's ``indexed_early``), rather than built by its last task: where the chunks
+    are made in more than one process (local worker processes, a cluster), that task would build them
+    alone, the other processes idle, while each insert's share runs beside their chunk tasks. So too
+    in this process for an input below IN_TURN_FROM_BYTES on 2 CPUs or more: the chunk tasks, one after
+    the other on the GIL, leave the other thread to the inserts, which run in SQLite without the GIL
+    (T: 7,716 entries a side, the 7 index builds after the last chunk task took 55-60 ms alone; kept up
+    to date, the inserts take +85 ms of CPU beside the chunks, the time after the last chunk task
+    75 -> 39 ms). A big input in this process builds them at the end (its graphs in turn; a rank of
+    200,200 entries a side: +1.15 s of 19.3 s kept up to date)."""
+    run = run or RunOptions()
+    if client is not None or run.address is not None or run.local_processes > 1:
+        return True
+    return run.in_this_process and run.input_bytes < IN_TURN_FROM_BYTES and run.threads > 1
+
+
+def computed(obj: Any, client: Any = None, run: RunOptions | None = None) -> Any:
+    """On ``client`` if given, else where ``run`` says (see pipeline.scheduler)."""
+    if client is not None:
+        return client.compute(obj).result()
+    with rare_full_collections(), computing(run or RunOptions()) as compute:
+        (value,) = compute([obj])
+        return value
