@@ -180,13 +180,23 @@ def _input_error(name: str, own: float | None, forward_input: dict[str, float], 
     return input_error if own is not None else max(input_error, previous)
 
 
-def _walk_rank(
-    step: str, nodes: Iterable[Node | LightNode | QuietRun], links: Links, tol: Tolerance
+@dataclass
+class Walk:
+    """Where a rank's walk has got to, to go on from there: the tensors it has seen, each node's input
+    error by name, the last node's input error, and how many of the rank's nodes it has read."""
+
+    known: _Known = field(default_factory=_Known)
+    forward_input: dict[str, float] = field(default_factory=dict)
+    previous: float = 0.0
+    count: int = 0
+
+
+def walk_rank(
+    step: str, nodes: Iterable[Node | LightNode | QuietRun], links: Links, tol: Tolerance, walk: Walk
 ) -> Iterator[Finding]:
-    """The findings of one rank, in execution order (as the walk reaches them)."""
-    known = _Known()
-    forward_input: dict[str, float] = {}
-    previous = 0.0
+    """The findings of one rank, in execution order (as the walk reaches them), from ``walk`` on (which
+    holds where the walk has got to once every node is read; not its ``count``)."""
+    known, forward_input, previous = walk.known, walk.forward_input, walk.previous
     setdefault = known.tensors.setdefault
     for node in nodes:
         if node.__class__ is QuietRun:
@@ -216,6 +226,7 @@ def _walk_rank(
             known.add(tensor)
         if finding:
             yield finding
+    walk.previous = previous
 
 
 def _steps(groups: Mapping[str, Any]) -> list[str]:
@@ -250,7 +261,7 @@ def analyse_nodes(groups: Mapping[str, Mapping[int, Sequence[Node]]], tol: Toler
         ranks = groups[step]
         links = link(ranks)
         for rank in sorted(ranks):
-            findings = list(_walk_rank(step, ranks[rank], links, tol))
+            findings = list(walk_rank(step, ranks[rank], links, tol, Walk()))
             origins.extend(f for f in findings if f.kind == ORIGIN)
             if findings:
                 firsts.append(findings[0])
@@ -261,8 +272,8 @@ def analyse_nodes(groups: Mapping[str, Mapping[int, Sequence[Node]]], tol: Toler
 @dataclass(frozen=True)
 class RankNodes:
     """A rank's nodes as ``analyse_firsts`` reads them: their number, the communication nodes among them,
-    and ``read``: all of them in execution order (read once, as far as the walk goes: decoded part by
-    part, a rank of 1M entries is never whole in memory)."""
+    and ``read``: all of them in execution order, or those after where the walk got ``ahead`` (read once,
+    as far as the walk goes: decoded part by part, a rank of 1M entries is never whole in memory)."""
 
     count: int
     # the communication nodes among them, read when the links across ranks are made (never for a job
@@ -273,6 +284,10 @@ class RankNodes:
     # a tensor's error exceeds rtol somewhere in the rank: else no rule finds a node there (see
     # flow.walk_nodes) and the rank is not walked
     exceeds: bool = True
+    # a rank alone in its job (no link changes its walk), walked through its first nodes before they were
+    # all made: its first origin there (where the walk stops), or where the walk got to (``read`` then
+    # gives the nodes after them); None: walked here from its start
+    ahead: Finding | Walk | None = None
 
     @classmethod
     def of(cls, nodes: Sequence[Node]) -> RankNodes:
@@ -294,8 +309,14 @@ def analyse_firsts(groups: Mapping[str, Mapping[int, RankNodes]], tol: Tolerance
             )
         for rank in sorted(r for r, nodes in ranks.items() if nodes.exceeds):
             first = None
+            ahead = ranks[rank].ahead
             receiving = {index for (at, index), sent in links.received.items() if at == rank and sent}
-            for finding in _walk_rank(step, ranks[rank].read(receiving), links, tol):
+            walked = (
+                (ahead,)
+                if isinstance(ahead, Finding)
+                else walk_rank(step, ranks[rank].read(receiving), links, tol, ahead or Walk())
+            )
+            for finding in walked:
                 first = first or finding
                 if finding.kind == ORIGIN:
                     origins.append(finding)

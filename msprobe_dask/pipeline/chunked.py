@@ -45,6 +45,7 @@ from msprobe_dask.pipeline.part_file import (
     spooled_part,
     spooled_scan,
     spooled_stacks,
+    walk_ahead,
     with_nodes,
 )
 from msprobe_dask.pipeline.part_forms import CSV, CsvForm
@@ -94,14 +95,16 @@ class RankGraph:
 
     written: Any
     parts: tuple[Any, ...]
+    ahead: Any = None  # its first parts' walk (a rank alone: part_file.walk_ahead), or None: no such task
 
     @property
     def outputs(self) -> list[Any]:
-        return [self.written, *self.parts]
+        return [self.written, *self.parts, *([] if self.ahead is None else [self.ahead])]
 
     def result(self, values: Sequence[Any]) -> WrittenRank:
         """The WrittenRank of the ``outputs``' values."""
-        return with_nodes(values[0], values[1:])
+        ahead = None if self.ahead is None else values[-1]
+        return with_nodes(values[0], values[1 : 1 + len(self.parts)], ahead)
 
 
 def rank_file(
@@ -204,8 +207,13 @@ def rank_file(
     finish = graph.call(finish_file, form, label, begun, *appended)
     if tolerance is None:  # (no summary, so no nodes: the rank's one value, as on a cluster one future)
         return RankGraph(graph.delayed(finish), ())
-    finished, *parts = graph.delayeds(finish, *chunks)
-    return RankGraph(finished, tuple(parts))
+    if linked or len(chunks) < 2:
+        finished, *parts = graph.delayeds(finish, *chunks)
+        return RankGraph(finished, tuple(parts))
+    # (a rank alone: its analysis's walk beside its last table part, as far as the parts before it go)
+    ahead = graph.call(walk_ahead, label, tolerance, *chunks[:-1])
+    finished, *parts, found = graph.delayeds(finish, *chunks, ahead)
+    return RankGraph(finished, tuple(parts), found)
 
 
 def _scan(

@@ -16,7 +16,7 @@ import contextlib
 import os
 import pickle
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -34,7 +34,9 @@ from msprobe_dask.summary.model import GroupSummary
 from msprobe_dask.summary.table import merge_summaries
 
 if TYPE_CHECKING:  # the first-divergence analysis: imported where a summary is asked for (not with -q)
-    from msprobe_dask.analysis.divergence import RankNodes
+    from msprobe_dask.analysis.divergence import Finding, RankNodes, Walk
+    from msprobe_dask.analysis.flow import LightNode, Node, QuietRun
+    from msprobe_dask.analysis.tolerance import Tolerance
     from msprobe_dask.summary.divergence import NodePart
 
 
@@ -67,13 +69,38 @@ class WrittenRank:
     # the divergence analysis's nodes of each part, with the summary: packed until the analysis reads
     # them part by part (as Python objects, a rank's took 5x the memory of its packed rows)
     node_parts: tuple[NodePart, ...] | None
+    ahead: Finding | Walk | None = None  # its first parts walked by a task (``walk_ahead``), or None
 
     @property
     def nodes(self) -> RankNodes | None:
         """The divergence analysis's nodes of the rank."""
         from msprobe_dask.summary.divergence import rank_of_parts
 
-        return None if self.node_parts is None else rank_of_parts(self.node_parts)
+        return None if self.node_parts is None else rank_of_parts(self.node_parts, self.ahead)
+
+
+@dataclass(frozen=True, slots=True)
+class NodesFile:
+    """A table part's NodePart left in a file of the rank's nodes folder (``spooled_part``): read as the
+    walk reaches it (``PartNodes``), its count and whether it ``exceeds`` at hand."""
+
+    path: Path
+    count: int
+    exceeds: bool
+
+    def read(self) -> NodePart:
+        try:
+            with open(self.path, "rb") as f:
+                part: NodePart = pickle.load(f)
+        except OSError as exc:
+            raise OutputError(self.path, cannot("be read", exc)) from None
+        return part
+
+    def comms(self, start: int) -> list[Node]:
+        return self.read().comms(start)
+
+    def nodes(self, receiving: Container[int]) -> Iterator[Node | LightNode | QuietRun]:
+        return self.read().nodes(receiving)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +111,7 @@ class SpooledPart:
     sections: tuple[tuple[int, int], ...]  # (section, bytes in the spool), in the file's order
     rows: int
     summary: tuple[GroupSummary, KindCounter] | None
-    nodes: NodePart | Path | None  # (a Path: where they wait, ``nodes_folder``)
+    nodes: NodePart | NodesFile | None  # (a NodesFile: where they wait, ``nodes_folder``)
 
 
 def part_file(path: Path) -> Path:
@@ -130,16 +157,16 @@ def spooled_part(path: Path, k: int, nodes_apart: bool, *args: Any) -> SpooledPa
     ran beside it (S50k: 0.09 s of that process's CPU during the run, 0.045 s without them)."""
     part = table_part(*args)
     spool = spool_folder(path) / str(k)
-    nodes: NodePart | Path | None = part.nodes
+    nodes: NodePart | NodesFile | None = part.nodes
     with _writing(path):
         spool.parent.mkdir(exist_ok=True)
         with open(spool, "wb") as f:
             for _, data in part.sections:
                 f.write(data)
         if part.nodes is not None and nodes_apart:
-            nodes = nodes_folder(path) / str(k)
-            nodes.parent.mkdir(exist_ok=True)
-            nodes.write_bytes(pickle.dumps(part.nodes, pickle.HIGHEST_PROTOCOL))
+            nodes = NodesFile(nodes_folder(path) / str(k), part.nodes.count, part.nodes.exceeds)
+            nodes.path.parent.mkdir(exist_ok=True)
+            nodes.path.write_bytes(pickle.dumps(part.nodes, pickle.HIGHEST_PROTOCOL))
     sections = tuple((section, len(data)) for section, data in part.sections)
     return SpooledPart(spool, sections, part.rows, part.summary, nodes)
 
@@ -344,23 +371,28 @@ def finish_file(form: CsvForm, label: str, head: PartWritten, *parts: PartWritte
     return WrittenRank(label, head.path, summary, nodes)
 
 
-def with_nodes(written: WrittenRank, parts: Sequence[SpooledPart]) -> WrittenRank:
+def walk_ahead(label: str, tolerance: Tolerance, *parts: SpooledPart) -> Finding | Walk | None:
+    """A rank alone in its job, the first-divergence analysis's walk through the nodes of its first
+    table ``parts`` (summary.divergence.walk_ahead): by a task beside the rank's last table part, not
+    after it in the process that runs the graph (S50k on 2 workers: the walk in the time the second
+    worker waited for the last part)."""
+    from msprobe_dask.summary.divergence import walk_ahead as walked
+
+    # (a part left in a file is read when the walk reaches it: a rank of 1M entries, 105 parts of 2 MB)
+    return walked(label, [p.nodes for p in parts if p.nodes is not None], tolerance)
+
+
+def with_nodes(
+    written: WrittenRank, parts: Sequence[SpooledPart], ahead: Finding | Walk | None = None
+) -> WrittenRank:
     """The rank ``written``, with the divergence analysis's nodes of its table ``parts`` (when its summary
-    was asked for), those left in files read (and their folder removed)."""
+    was asked for), those left in files read (and their folder removed), and what was walked ``ahead``
+    (``walk_ahead``)."""
     if written.node_parts is None:
         return written
-    node_parts = tuple(_read_nodes(p.nodes) for p in parts if p.nodes is not None)
-    for folder in {p.nodes.parent for p in parts if isinstance(p.nodes, Path)}:
+    node_parts = tuple(
+        p.nodes.read() if isinstance(p.nodes, NodesFile) else p.nodes for p in parts if p.nodes is not None
+    )
+    for folder in {p.nodes.path.parent for p in parts if isinstance(p.nodes, NodesFile)}:
         shutil.rmtree(folder, ignore_errors=True)
-    return replace(written, node_parts=node_parts)
-
-
-def _read_nodes(nodes: NodePart | Path) -> NodePart:
-    if not isinstance(nodes, Path):
-        return nodes
-    try:
-        with open(nodes, "rb") as f:
-            part: NodePart = pickle.load(f)
-    except OSError as exc:
-        raise OutputError(nodes, cannot("be read", exc)) from None
-    return part
+    return replace(written, node_parts=node_parts, ahead=ahead)

@@ -22,10 +22,12 @@ from msprobe_dask.analysis.divergence import (
     Finding,
     RankNodes,
     Tolerance,
+    Walk,
     analyse_firsts,
     from_tables,
     step_and_rank,
     table_columns,
+    walk_rank,
 )
 from msprobe_dask.analysis.flow import (
     LightNode,
@@ -35,6 +37,7 @@ from msprobe_dask.analysis.flow import (
     part_nodes,
     walk_nodes,
 )
+from msprobe_dask.analysis.links import Links
 from msprobe_dask.analysis.row_errors import RowColumns
 from msprobe_dask.columns import STAT_COLUMNS
 from msprobe_dask.summary.model import NodeRef, RunSummary
@@ -160,21 +163,36 @@ class PartNodes(Protocol):
     def nodes(self, receiving: Container[int]) -> Iterable[Node | LightNode | QuietRun]: ...
 
 
-def rank_of_parts(parts: Sequence[PartNodes]) -> RankNodes:
+def walk_ahead(label: str, parts: Sequence[PartNodes], tol: Tolerance) -> Finding | Walk | None:
+    """A rank alone in its job (no link changes its walk) walked through its first ``parts``' nodes
+    (``RankNodes.ahead``): its first origin if it is there, else where the walk got to; None (not walked):
+    no error there exceeds rtol (the rank's may not either: then it is not walked at all)."""
+    if not any(part.exceeds for part in parts):
+        return None
+    walk = Walk(count=sum(part.count for part in parts))
+    found = walk_rank(step_and_rank(label)[0], rank_of_parts(parts).read(()), Links(), tol, walk)
+    return next(found, walk)
+
+
+def rank_of_parts(parts: Sequence[PartNodes], ahead: Finding | Walk | None = None) -> RankNodes:
     """A rank's nodes from its parts' (in order), for ``analyse_rank_nodes``: each part decoded when the
-    walk reaches it (a LightNode has no index to shift)."""
+    walk reaches it (a LightNode has no index to shift); ``ahead``: what ``walk_ahead`` found of its
+    first parts (where it got to: ``read`` then gives the parts after them)."""
     starts = list(accumulate((part.count for part in parts), initial=0))
+    walked = ahead.count if isinstance(ahead, Walk) else 0
 
     def comms() -> list[Node]:
         return [node for part, start in zip(parts, starts) for node in part.comms(start)]
 
     def read(receiving: Collection[int]) -> Iterator[Node | LightNode | QuietRun]:
         for part, start in zip(parts, starts):
+            if start < walked:  # (walked ahead: whole parts)
+                continue
             end = start + part.count
             for node in part.nodes({index - start for index in receiving if start <= index < end}):
                 yield node.moved(start) if start and node.__class__ is Node else node  # type: ignore[union-attr]
 
-    return RankNodes(starts[-1], comms, read, any(part.exceeds for part in parts))
+    return RankNodes(starts[-1], comms, read, any(part.exceeds for part in parts), ahead)
 
 
 def apply_divergence(summary: RunSummary, found: Divergence | None) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pickle
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -248,53 +248,88 @@ def test_random_nodes_walked_part_by_part_give_the_whole_walks_answer() -> None:
     earlier forwards, parameters_grad nodes without inputs, all_reduces linking the ranks), cut into
     random parts: the same answer as the whole nodes'."""
     import random
-    from dataclasses import replace
 
     from msprobe_dask.analysis.divergence import analyse_nodes
-    from msprobe_dask.analysis.flow import Comm, Node, TensorError
     from msprobe_dask.summary.divergence import analyse_rank_nodes, rank_of_parts
 
     rng = random.Random(3)
     tol = Tolerance()
+    for trial in range(80):
+        world, count = rng.randint(1, 3), rng.randint(1, 60)
+        reduces = set(rng.sample(range(count), rng.randint(0, min(3, count))))
+        whole = {rank: _random_nodes(rng, rank, count, reduces) for rank in range(world)}
+        ranks = [
+            (f"rank{rank}", rank_of_parts(_random_parts(rng, nodes, tol))) for rank, nodes in whole.items()
+        ]
+        found, expected = analyse_rank_nodes(ranks, tol), analyse_nodes({"": whole}, tol)
+        assert found is not None
+        assert repr((found.origin, found.firsts, found.path, found.nodes)) == repr(
+            (expected.origin, expected.firsts, expected.path, expected.nodes)
+        ), trial
+
+
+def test_a_rank_alone_walked_ahead_through_its_first_parts_gives_the_whole_walks_answer() -> None:
+    """Random nodes of a rank alone in its job, cut into random parts, walked ahead through their first
+    parts (``walk_ahead``, as a task beside the last table part does) and on from there: the answer of
+    the whole nodes, whether the walk ahead found the origin, got somewhere, or had nothing to walk."""
+    import random
+
+    from msprobe_dask.analysis.divergence import Finding, Walk, analyse_nodes
+    from msprobe_dask.summary.divergence import analyse_rank_nodes, rank_of_parts, walk_ahead
+
+    rng = random.Random(5)
+    tol = Tolerance()
+    outcomes: set[type] = set()
+    for trial in range(120):
+        nodes = _random_nodes(rng, 0, rng.randint(1, 60), set())
+        parts = _random_parts(rng, nodes, tol)
+        expected = analyse_nodes({"": {0: nodes}}, tol)
+        for first in range(len(parts)):
+            ahead = walk_ahead("rank0", parts[:first], tol)
+            outcomes.add(type(ahead))
+            reads = [len(part.reads) for part in parts]
+            found = analyse_rank_nodes([("rank0", rank_of_parts(parts, ahead))], tol)
+            assert found is not None
+            if ahead is not None:  # (not walked again)
+                assert [len(part.reads) for part in parts[:first]] == reads[:first]
+            assert repr((found.origin, found.firsts, found.path, found.nodes)) == repr(
+                (expected.origin, expected.firsts, expected.path, expected.nodes)
+            ), (trial, first)
+    assert outcomes == {Finding, Walk, type(None)}
+
+
+def _random_nodes(rng: Any, rank: int, count: int, reduces: set[int]) -> list[Node]:
+    """A rank's random nodes: tensors that recur across nodes, errors around rtol, backward nodes of
+    earlier forwards, parameters_grad nodes without inputs, all_reduces at ``reduces``."""
     pool = [(float(i), -float(i)) for i in range(25)]
     errors = (0.0,) * 12 + (0.05, 0.09) * 3 + (0.2, 1.0)  # few over rtol: the walks go far
 
     def tensors(n: int) -> tuple[TensorError, ...]:
         return tuple(TensorError(f"t{rng.random()}", rng.choice(errors), rng.choice(pool)) for _ in range(n))
 
-    def rank_nodes(rank: int, count: int, reduces: set[int]) -> list[Node]:
-        nodes: list[Node] = []
-        for i in range(count):
-            kind = rng.random()
-            if i in reduces:
-                name, comm = f"Distributed.all_reduce.{i}.forward", Comm("all_reduce", None)
-            elif kind < 0.5 or not nodes:
-                name, comm = f"Functional.f.{i}.forward", None
-            elif kind < 0.85:
-                name, comm = rng.choice([n.name for n in nodes]).replace(".forward", ".backward"), None
-            else:
-                name, comm = f"Module.m.{i}.parameters_grad", None
-            inputs = () if "parameters_grad" in name else tensors(rng.randint(0, 3))
-            nodes.append(Node(rank, i, name, inputs, tensors(rng.randint(0, 2)), [f"s{i}"], comm))
-        return nodes
+    nodes: list[Node] = []
+    for i in range(count):
+        kind = rng.random()
+        if i in reduces:
+            name, comm = f"Distributed.all_reduce.{i}.forward", Comm("all_reduce", None)
+        elif kind < 0.5 or not nodes:
+            name, comm = f"Functional.f.{i}.forward", None
+        elif kind < 0.85:
+            name, comm = rng.choice([n.name for n in nodes]).replace(".forward", ".backward"), None
+        else:
+            name, comm = f"Module.m.{i}.parameters_grad", None
+        inputs = () if "parameters_grad" in name else tensors(rng.randint(0, 3))
+        nodes.append(Node(rank, i, name, inputs, tensors(rng.randint(0, 2)), [f"s{i}"], comm))
+    return nodes
 
-    for trial in range(80):
-        world, count = rng.randint(1, 3), rng.randint(1, 60)
-        reduces = set(rng.sample(range(count), rng.randint(0, min(3, count))))
-        whole = {rank: rank_nodes(rank, count, reduces) for rank in range(world)}
-        ranks = []
-        for rank, nodes in whole.items():
-            cuts = sorted({0, count, *(rng.randrange(count + 1) for _ in range(rng.randint(0, 6)))})
-            parts = [
-                _Nodes([replace(n, index=n.index - lo) for n in nodes[lo:hi]], tol)
-                for lo, hi in zip(cuts, cuts[1:])
-            ]
-            ranks.append((f"rank{rank}", rank_of_parts(parts)))
-        found, expected = analyse_rank_nodes(ranks, tol), analyse_nodes({"": whole}, tol)
-        assert found is not None
-        assert repr((found.origin, found.firsts, found.path, found.nodes)) == repr(
-            (expected.origin, expected.firsts, expected.path, expected.nodes)
-        ), trial
+
+def _random_parts(rng: Any, nodes: list[Node], tol: Tolerance) -> list[_Nodes]:
+    """``nodes`` cut into random parts (index counted from a part's start)."""
+    count = len(nodes)
+    cuts = sorted({0, count, *(rng.randrange(count + 1) for _ in range(rng.randint(0, 6)))})
+    return [
+        _Nodes([replace(n, index=n.index - lo) for n in nodes[lo:hi]], tol) for lo, hi in zip(cuts, cuts[1:])
+    ]
 
 
 def _rows(table: CompareTable, lo: int, hi: int) -> CompareTable:
@@ -309,6 +344,7 @@ class _Nodes:
 
     part: list[Node]
     tol: Tolerance
+    reads: list[object] = field(default_factory=list)  # (one a read of its nodes)
 
     @property
     def count(self) -> int:
@@ -322,6 +358,7 @@ class _Nodes:
         return [node.moved(start) for node in self.part if node.comm is not None]
 
     def nodes(self, receiving: object) -> list[Node | LightNode]:
+        self.reads.append(receiving)
         return [light_node(node, self.tol.rtol) or node for node in self.part]
 
 

@@ -12,7 +12,7 @@ import dask
 import pytest
 from conftest import case_dir, light_node, walk_view
 
-from msprobe_dask.analysis.divergence import RankNodes, Tolerance
+from msprobe_dask.analysis.divergence import RankNodes, Tolerance, Walk
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.errors import DumpError
 from msprobe_dask.pipeline import chunked, part_file, part_keys, part_match, part_scan
@@ -22,7 +22,7 @@ from msprobe_dask.pipeline.part_file import WrittenRank
 from msprobe_dask.pipeline.part_match import bench_window
 from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.pipeline.task_graph import GROUPED_FROM_ITEMS
-from msprobe_dask.summary.divergence import analyse_rank_nodes, rank_table_nodes
+from msprobe_dask.summary.divergence import analyse_rank_nodes, rank_of_parts, rank_table_nodes
 from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.writers.csv_writer import write_csv
 
@@ -77,7 +77,7 @@ def test_parts_write_the_whole_tables_bytes(
         t = whole.table
         whole_summary = summarise_table(whole.label, t.columns, t.rows, t.entries)
         assert repr(rank.summary) == repr(whole_summary)  # repr: a NaN metric equals itself
-        _same_analysis(rank, whole.label, t)
+        _same_analysis(rank, whole.label, t, alone=len(tables) == 1)
     assert not list(tmp_path.glob(".*"))  # no part file left
 
 
@@ -244,20 +244,29 @@ def test_a_table_part_failing_after_others_were_spooled_leaves_nothing(
     assert list(out.iterdir()) == []
 
 
-def _same_analysis(rank: WrittenRank, label: str, table: object) -> None:
+def _same_analysis(rank: WrittenRank, label: str, table: object, alone: bool = False) -> None:
     """The divergence analysis's nodes of the rank's parts, read part by part, are the whole table's
-    (a node that cannot diverge as its LightNode), and give its answer."""
+    (a node that cannot diverge as its LightNode), and give its answer; a rank ``alone`` in its job has
+    its first origin found ahead (part_file.origin_ahead) where it is in a part before its last."""
     whole = rank_table_nodes(label, table)
-    parts = rank.nodes
-    assert parts is not None and parts.count == len(whole)
+    assert rank.node_parts is not None
+    parts = rank_of_parts(rank.node_parts)
+    assert parts.count == len(whole)
     read = parts.read(range(parts.count))  # (every communication node a Node: as if it received something)
     assert repr(walk_view(read)) == repr(walk_view([light_node(w, Tolerance().rtol) or w for w in whole]))
-    found = analyse_rank_nodes([(label, parts)])
+    found = analyse_rank_nodes([(label, rank.nodes)])
     expected = analyse_rank_nodes([(label, RankNodes.of(whole))])
     assert found is not None and expected is not None
     assert repr((found.origin, found.firsts, found.path, found.nodes)) == repr(
         (expected.origin, expected.firsts, expected.path, expected.nodes)
     )
+    before_last, origin = parts.count - rank.node_parts[-1].count, expected.origin
+    if not alone or not any(part.exceeds for part in rank.node_parts[:-1]):
+        assert rank.ahead is None
+    elif origin is not None and origin.index < before_last:
+        assert rank.ahead == origin
+    else:
+        assert isinstance(rank.ahead, Walk) and rank.ahead.count == before_last
 
 
 def test_bench_window_covers_the_parts_at_the_same_place() -> None:
@@ -319,7 +328,16 @@ def test_parts_of_one_entry_in_any_order_write_the_whole_tables_bytes(
     monkeypatch.setattr(dask.local, "order", lambda dsk: {key: shuffled.random() for key in dsk})
     shared = scheduler != "processes"  # (as compare_to_files lays it out: RunOptions.shares_results)
     graphs = [
-        chunked.rank_file(label, a, b, match, tmp_path / f"parts{i}.csv", Tolerance(), shared=shared)
+        chunked.rank_file(
+            label,
+            a,
+            b,
+            match,
+            tmp_path / f"parts{i}.csv",
+            Tolerance(),
+            shared=shared,
+            linked=len(sources) > 1,
+        )
         for i, (label, a, b) in enumerate(sources)
     ]
     assert all(part_scan.part_count(a) >= _entries(a.dump_json) for _, a, _ in sources)
@@ -335,7 +353,7 @@ def test_parts_of_one_entry_in_any_order_write_the_whole_tables_bytes(
         assert rank.path.read_bytes() == expected
         t = whole.table
         assert repr(rank.summary) == repr(summarise_table(whole.label, t.columns, t.rows, t.entries))
-        _same_analysis(rank, whole.label, t)
+        _same_analysis(rank, whole.label, t, alone=len(sources) == 1)
     assert not list(tmp_path.glob(".*"))  # (nor the nodes left in files on worker processes, once read)
 
 
