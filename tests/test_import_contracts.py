@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, int]] = [
     # binding that inserts it): graph/ packs, writers/visdb.py inserts; it imports only native
     ("msprobe_dask.writers.packed_rows", 0),
     ("msprobe_dask.processes", 0),  # the child processes a run started, stopped when it is
+    ("msprobe_dask.msprobe_log", 0),  # lines in msprobe's log format (-progress_log, -tensor_log)
     ("msprobe_dask.dump", 1),
     ("msprobe_dask.match", 2),
     ("msprobe_dask.metrics", 3),

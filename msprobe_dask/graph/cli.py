@@ -129,12 +129,11 @@ class ProgressLog:
     @staticmethod
     def _emit(percent: float, running: bool, errors: list[str] | None = None) -> None:
         import json
-        import os
-        import time
+
+        from msprobe_dask.msprobe_log import log_info
 
         msg = {"current_progress": percent, "process_running": running, "error_msg": errors or []}
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        print(f"{stamp} ({os.getpid()}) [INFO] PROGRESS: {json.dumps(msg)}", file=sys.stderr, flush=True)
+        log_info(f"PROGRESS: {json.dumps(msg)}")
 
 
 def run(args: argparse.Namespace) -> int:

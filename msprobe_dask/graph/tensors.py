@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from msprobe_dask.dump.markers import NO_DATA_NAME
 from msprobe_dask.graph.compare import TENSOR_INDEX, UNREADABLE
+from msprobe_dask.msprobe_log import log_tensor_compare
 
-log = logging.getLogger("msprobe_dask.graph")
 UNSUPPORTED = "unsupported"
 
 
@@ -24,8 +23,6 @@ def make_measure(
     def measure(n: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
         nd, bd = n.get("data_name", NO_DATA_NAME), b.get("data_name", NO_DATA_NAME)
         name = n.get("full_op_name")
-        if tensor_log:
-            log.info("start compare: %s", name)
         if nd == NO_DATA_NAME or bd == NO_DATA_NAME or not npu_dir or not bench_dir:
             cells: dict[str, Any] = {k: UNSUPPORTED for k in TENSOR_INDEX}
             message = "No bench data matched."
@@ -41,12 +38,7 @@ def make_measure(
             if metrics.unreadable:
                 cells[UNREADABLE] = message  # the row becomes an error after the checkers (compare_pair)
         if tensor_log:
-            log.info(
-                "[%s] Compare result: %s, %s",
-                name,
-                ", ".join(f"{k} {cells[k]}" for k in TENSOR_INDEX),
-                message,
-            )
+            log_tensor_compare(name, ((k, cells[k]) for k in TENSOR_INDEX), message)
         return cells
 
     return measure

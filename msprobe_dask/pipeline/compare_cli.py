@@ -112,9 +112,10 @@ def summarise_result(result: RankResult) -> GroupSummary:
 def _log_tensor_rows(result: RankResult) -> None:
     if result.table.mode != "tensor":
         return
+    from msprobe_dask.msprobe_log import log_tensor_compare
+
     for record in result.table.records():
-        metrics = ", ".join(f"{column} {record[column]}" for column in TENSOR_METRIC_COLUMNS)
-        print(f"[compare] {record['NPU Name']}: {metrics}", file=sys.stderr)
+        log_tensor_compare(record["NPU Name"], ((column, record[column]) for column in TENSOR_METRIC_COLUMNS))
 
 
 def run(args: argparse.Namespace) -> int:
