@@ -87,6 +87,8 @@ def _finish_compare(npu: list[Graph], bench: list[Graph], opts: Options, where: 
             f"parallel merge failed: the NPU side merges into {len(npu)} dp replicas, the Bench side into "
             f"{len(bench)}",
         )
+    for n, b in zip(npu, bench):  # a replica is named by its NPU graph's rank, its Bench graph's too
+        b.rank = n.rank
     parts = [finish_compare(n, b, opts, where) for n, b in zip(npu, bench)]
     return [rows for p in parts for rows in p[0]], parts[0][1], parts[0][2]
 

@@ -230,6 +230,7 @@ def merge_tp_group(
     ``rank_maps`` map the main pp group's ranks onto each other graph's, and ``origins`` gives the
     rank of the nodes the PP merge moved into the main graph."""
     job = _TPMerge(graphs, ranks, rank_maps, origins)
-    job.first_pass()
-    job.second_pass()
+    if job.others:  # a group of one rank (tp 1) has nothing to merge: no node gets merge info
+        job.first_pass()
+        job.second_pass()
     return job.main

@@ -1,0 +1,40 @@
+"""A merge compare of two data-parallel replicas a side (tests/data/pp_merge/ref/vis_merge_dp2): the
+golden side's tp groups are single ranks (nothing to TP-merge, no parallel_merge_info), and each
+replica's Bench graph is named by its NPU graph's rank, as the reference names them."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+from msprobe_dask.cli import main
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "pp_merge"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "workflows"))
+
+from gen_merge_replicas import write_replicas  # noqa: E402
+
+
+def test_merge_compare_of_two_replicas_a_side_is_the_references(tmp_path: Path) -> None:
+    target, golden = tmp_path / "target", tmp_path / "golden"
+    write_replicas(DATA / "target", target, tp=1, pp=2, dp=2)
+    write_replicas(DATA / "golden", golden, tp=1, pp=1, dp=2)
+    argv = ["graph_visualize", "-q", "-tp", str(target), "-gp", str(golden), "-o", str(tmp_path / "out")]
+    assert main([*argv, "--rank_size", "4", "2", "--tp", "1", "1", "--pp", "2", "1"]) == 0
+    ref = json.loads(gzip.decompress((DATA / "ref" / "vis_merge_dp2" / "cells.json.gz").read_bytes()))
+    [db] = (tmp_path / "out").glob("*.vis.db")
+    con = sqlite3.connect(db)
+    nodes = con.execute(f"SELECT {', '.join(ref['columns'])} FROM tb_nodes ORDER BY rowid").fetchall()
+    ours = {
+        "tb_nodes": [list(r) for r in nodes],
+        "tb_stack": [r[0] for r in con.execute("SELECT id FROM tb_stack ORDER BY rowid")],
+        "tb_config": [list(r) for r in con.execute("SELECT * FROM tb_config")],
+    }
+    con.close()
+    for table in ("tb_config", "tb_stack", "tb_nodes"):
+        assert len(ours[table]) == len(ref[table]), table
+        bad = [(o, r) for o, r in zip(ours[table], ref[table]) if o != r]
+        assert not bad, f"{table}: {len(bad)} rows differ, the first: {bad[0]}"
