@@ -178,3 +178,17 @@ def test_user_errors_survive_pickling() -> None:
         back = pickle.loads(pickle.dumps(err))
         assert type(back) is type(err) and str(back) == str(err)
         assert (back.path, back.problem) == (err.path, err.problem)
+
+
+@pytest.mark.parametrize("dumps", ["dump.json", "multirank"])
+def test_api_mapping_between_two_pytorch_dumps_is_refused(tmp_path: Path, dumps: str) -> None:
+    """-am maps MindSpore APIs to PyTorch's: the reference refuses it between two PyTorch dumps
+    ('Argument -am is not supported in PyTorch framework', compare.md §2.1); it was ignored."""
+    case = "stat_mix" if dumps == "dump.json" else "multirank"
+    target, golden = (
+        case_dir(case) / side / ("dump.json" if dumps == "dump.json" else "") for side in ("target", "golden")
+    )
+    out = tmp_path / "out"
+    proc = run_cli("compare", "-tp", str(target), "-gp", str(golden), "-am", "-o", str(out))
+    assert_user_error(proc, "-am", "PyTorch")
+    assert_no_result(out)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_dask.dump.markers import NO_DATA_NAME
+from msprobe_dask.errors import ConfigError
 from msprobe_dask.match.api_mapping import ApiPair, api_keys, parse_api_pairs
 from msprobe_dask.match.cell_mapping import cell_key
 from msprobe_dask.match.data_mapping import data_keys
@@ -67,6 +68,8 @@ def npu_match_keys(
     """(target keys, golden keys, whether the dtype gate applies) for the chosen matching."""
     debug = npu.source.is_debug
     if options.api_mapping:
+        if npu.framework == "pytorch":  # (a pytorch target has a pytorch golden: is_cross_framework)
+            raise ConfigError("-am", "maps MindSpore APIs to PyTorch's: not for two PyTorch dumps")
         rows = [(r.name, r.entry, r.state) for r in npu.rows]
         bench_rows = [(r.name, r.entry, r.state) for r in bench.rows]
         keys = api_keys(

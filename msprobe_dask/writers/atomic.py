@@ -101,12 +101,16 @@ def set_result_mode(path: str | Path) -> None:
     os.chmod(path, FILE_MODE & ~_umask())
 
 
+_MADE: list[Path] = []  # the folders prepare_output_dir made, in order: output_dir removes a failed run's
+
+
 def prepare_output_dir(path: str | Path) -> Path:
     """Create the output folder if needed and check that it is writable."""
     path = Path(path)
     try:
         for folder in reversed(missing_folders(path)):
             folder.mkdir(mode=FOLDER_MODE)
+            _MADE.append(folder)
     except OSError as exc:
         raise OutputError(path, cannot("create the output folder", exc)) from None
     if not path.is_dir():
@@ -128,18 +132,20 @@ def missing_folders(folder: Path) -> list[Path]:
 @contextlib.contextmanager
 def output_dir(path: str | Path) -> Iterator[Path]:
     """``prepare_output_dir`` for the block; if the block fails (a bad input found late), the folders
-    made for it (the output folder and any missing parents) are removed again while still empty."""
-    path = Path(path)
-    created = missing_folders(path)
+    made for it (the output folder, any missing parents, and the step folders made for its results)
+    are removed again while still empty."""
+    first = len(_MADE)
     try:
         yield prepare_output_dir(path)
     except BaseException:
-        for folder in created:  # deepest first; stops at the first that is not empty
+        for folder in reversed(_MADE[first:]):  # deepest first; a folder not empty stays
             try:
                 folder.rmdir()
             except OSError:
-                break
+                pass
         raise
+    finally:
+        del _MADE[first:]
 
 
 @contextlib.contextmanager
