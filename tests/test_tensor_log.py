@@ -1,5 +1,5 @@
 """``-tensor_log``: msprobe's per-row tensor compare log, the reference's lines for compare and
-graph_visualize (tests/data/tensor_mix/ref/tensor_log, graph_visualize.md §3.3, §8.2)."""
+graph_visualize (tests/data/tensor_mix/ref/tensor_log, graph_visualize.md §3.3, §8.2); README D37."""
 
 from __future__ import annotations
 
@@ -45,6 +45,10 @@ def test_tensor_log_is_the_references(
     assert [line for line in ours if line.startswith("start compare: ")] == starts  # every row, in order
     measured = [line for line in theirs if NUMBERS.search(line)]  # the rows with numbers: every cell
     assert len(measured) > 500 and [line for line in ours if NUMBERS.search(line)] == measured
+    # D37: a row without numbers logs its cells, where the reference logs its engine's message
+    # ("NPU does not have data file.", a 0-d tensor's text four times)
+    results = [line for line in ours if " Compare result: " in line]
+    assert len(results) == len(starts) and all(" Compare result: Cosine " in line for line in results)
 
 
 def test_without_the_flag_no_tensor_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
