@@ -21,16 +21,29 @@ class Tolerance:
 
 
 def add_tolerance_options(p: argparse.ArgumentParser) -> None:
+    """``--atol``/``--rtol``; read them with ``tolerance_of`` (None: not given)."""
     defaults = Tolerance()
     p.add_argument(
         "--atol",
         type=float,
-        default=defaults.atol,
         help=f"first divergence: differences up to this are none (near-zero values; default {defaults.atol})",
     )
     p.add_argument(
         "--rtol",
         type=float,
-        default=defaults.rtol,
         help=f"first divergence: error a node may add to its inputs' (default {defaults.rtol})",
+    )
+
+
+def tolerance_of(args: argparse.Namespace, unused: str | None = None) -> Tolerance:
+    """The tolerance of ``--atol``/``--rtol`` (the defaults where not given). ``unused``: why this run
+    reads neither (then one given is refused: a flag parsed and ignored)."""
+    given = [flag for flag, value in (("--atol", args.atol), ("--rtol", args.rtol)) if value is not None]
+    if given and unused:
+        from msprobe_dask.errors import ConfigError
+
+        raise ConfigError(given[0], unused)
+    defaults = Tolerance()
+    return Tolerance(
+        defaults.atol if args.atol is None else args.atol, defaults.rtol if args.rtol is None else args.rtol
     )

@@ -156,6 +156,9 @@ def _run(args: argparse.Namespace) -> int:
         parallel = parse_params(args.rank_size, args.tp, args.pp, args.vpp, args.order, compare)
     if args.report and not args.golden_path:
         raise ConfigError("--report", "needs -gp GOLDEN: the report is about a compare")
+    from msprobe_dask.analysis.tolerance import tolerance_of
+
+    tolerance_of(args, None if args.report else "sets the first divergence of the report: add --report")
     if args.file_type == "json":
         if args.golden_path:
             raise ConfigError("--file_type", "json output is not supported in graph comparison mode")

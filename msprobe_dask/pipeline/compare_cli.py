@@ -7,10 +7,11 @@ import sys
 import time
 from pathlib import Path
 
-from msprobe_dask.analysis.tolerance import Tolerance, add_tolerance_options
+from msprobe_dask.analysis.tolerance import add_tolerance_options, tolerance_of
 from msprobe_dask.cli_args import add_command, add_output, add_run_options, add_sides, name_long_forms
 from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
 from msprobe_dask.dump.layouts import open_dump
+from msprobe_dask.errors import ConfigError
 from msprobe_dask.pipeline.compare import RankResult, compare, compare_to_files
 from msprobe_dask.pipeline.compare_modes import add_mode_options
 from msprobe_dask.pipeline.pairing import MatchOptions
@@ -133,11 +134,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
+    kernel = not args.diff_analyze and (
+        args.rank is not None or args.step is not None or open_dump(args.target_path).layout == "kernel"
+    )
+    if kernel and args.report:
+        raise ConfigError("--report", "is not made for MindSpore kernel dumps")
+    unused = "the first divergence of kernel dumps is their first row that is not pass" if kernel else None
+    if args.quiet and not args.report:
+        unused = "sets the summary's first divergence, which -q does not print (add --report)"
+    tol = tolerance_of(args, unused)
     if args.diff_analyze:
         from msprobe_dask.analysis.cli import write_diff_analyze
 
         write_diff_analyze(args, out, run_options)  # then the tables, as without -da (D23)
-    elif args.rank is not None or args.step is not None or open_dump(args.target_path).layout == "kernel":
+    elif kernel:
         from msprobe_dask.pipeline.kernel_cli import run_kernel_compare
 
         return run_kernel_compare(args, out, run_options)
@@ -152,7 +162,6 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
     debug = Path(args.target_path).name == "debug.json" or (Path(args.target_path) / "debug.json").is_file()
     dumps = (args.target_path, args.golden_path)
     skip = args.skip_missing_ranks
-    tol = Tolerance(args.atol, args.rtol)
     results: list[WrittenRank | RankResult]
     if args.is_print_compare_log or args.report:  # the report reads the tables
         results = list(compare(*dumps, match=match, run=run_options, skip_missing_ranks=skip))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_dask.analysis.divergence import Divergence
-from msprobe_dask.analysis.tolerance import Tolerance, add_tolerance_options
+from msprobe_dask.analysis.tolerance import Tolerance, add_tolerance_options, tolerance_of
 from msprobe_dask.cli_args import add_command, add_debug
 from msprobe_dask.errors import UserError
 from msprobe_dask.pipeline.scheduler import RunOptions
@@ -77,7 +77,7 @@ def report_of_dumps(args: argparse.Namespace, out: Path, run: RunOptions) -> Pat
         print(f"warning: no report: {exc}", file=sys.stderr)
         return None
     tables = [(r.label, r.table) for r in results if r.table.rows]
-    tol = Tolerance(args.atol, args.rtol)
+    tol = tolerance_of(args)
     path = write_run_report(tables, out, tol, target=args.target_path, golden=args.golden_path)
     print(report_path_line(path))
     return path
@@ -93,6 +93,6 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output_path)
     labelled = read_results(out)
     title = f"msprobe-dask report of {out.resolve()}"
-    path = write_run_report(labelled, out, Tolerance(args.atol, args.rtol), title=title)
+    path = write_run_report(labelled, out, tolerance_of(args), title=title)
     print(report_path_line(path))
     return 0

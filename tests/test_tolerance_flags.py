@@ -1,0 +1,62 @@
+"""--atol/--rtol set the first divergence of the summary and the report: where a run reads neither
+(graph_visualize without --report, compare -q without --report, kernel dumps) one given is refused in
+one line, exit 2, nothing written, not parsed and ignored; compare --report on kernel dumps, which
+make no report, likewise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import case_dir, run_cli
+
+STAT = case_dir("stat_mix")
+KERNEL = case_dir("kernel_npy")
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag", "why"),
+    [
+        (
+            ["graph_visualize", "-tp", str(STAT / "target"), "-gp", str(STAT / "golden"), "--atol", "1e-3"],
+            "--atol",
+            "--report",
+        ),
+        (
+            ["compare", "-tp", str(STAT / "target"), "-gp", str(STAT / "golden"), "-q", "--rtol", "0.5"],
+            "--rtol",
+            "-q",
+        ),
+        (
+            ["compare", "-tp", str(KERNEL / "target"), "-gp", str(KERNEL / "golden"), "--rtol", "0.5"],
+            "--rtol",
+            "kernel",
+        ),
+        (
+            ["compare", "-tp", str(KERNEL / "target"), "-gp", str(KERNEL / "golden"), "--report"],
+            "--report",
+            "kernel",
+        ),
+    ],
+)
+def test_a_tolerance_nothing_reads_is_refused(argv: list[str], flag: str, why: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli(*argv, "-o", str(out))
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"msprobe-dask: error: {flag}: ") and why in line, line
+    assert not out.exists()
+
+
+def test_a_tolerance_is_read_where_the_summary_prints(tmp_path: Path) -> None:
+    argv = ["compare", "-tp", str(STAT / "target"), "-gp", str(STAT / "golden")]
+    default = run_cli(*argv, "-o", str(tmp_path / "a"))
+    looser = run_cli(*argv, "--rtol", "0.5", "-o", str(tmp_path / "b"))
+    assert default.returncode == looser.returncode == 0
+    first = [
+        line
+        for line in (default.stdout, looser.stdout)
+        for line in line.splitlines()
+        if line.startswith("First divergence:")
+    ]
+    assert len(first) == 2 and first[0] != first[1], first
