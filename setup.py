@@ -27,7 +27,14 @@ setup(
             depends=[
                 "msprobe_dask/metrics/csrc/pair_pass_loops.h",
                 "msprobe_dask/metrics/csrc/pair_pass_avx512.h",
+                "msprobe_dask/metrics/csrc/no_contraction.h",
             ],
+            optional=True,
+        ),
+        Extension(
+            "msprobe_dask.metrics._sdot_lanes",
+            ["msprobe_dask/metrics/csrc/sdot_lanes.c"],
+            depends=["msprobe_dask/metrics/csrc/no_contraction.h"],
             optional=True,
         ),
         Extension(

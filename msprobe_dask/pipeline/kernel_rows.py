@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from msprobe_dask.metrics.kernel import (
     compare_statistics,
     tensor_stats,
 )
+from msprobe_dask.metrics.kernel_stats import chunkable, chunked_stats, is_all_zero
+from msprobe_dask.metrics.tensor import BIG_TENSOR_ELEMS
 
 UNMATCHED = "Dump file is not ndarray.\n"
 NONE4 = (None, None, None, None)
@@ -40,22 +43,31 @@ def _real_path(path: Path) -> str:
     return os.path.join(_real_folder(path.parent), path.name)
 
 
-def _npy_side(tensor: KernelTensor | None) -> tuple[list[Any], Any]:
-    """([name, dtype, shape, max, min, mean, l2norm], array) of one side; Nones when not dumped."""
+def _npy_side(tensor: KernelTensor | None) -> tuple[list[Any], Any, Callable[[], bool] | None]:
+    """([name, dtype, shape, max, min, mean, l2norm], array, all_zero) of one side; Nones when not dumped.
+
+    A tensor of more than ``BIG_TENSOR_ELEMS`` elements whose statistics ``kernel_stats`` makes is never
+    read whole: its array holds no values (``compare_arrays`` reads its metrics from the files) and
+    ``all_zero`` reads it chunk by chunk."""
     if tensor is None:
-        return [None, None, None, *NONE4], None
-    array = read_array(open_tensor(tensor.path))
+        return [None, None, None, *NONE4], None, None
+    handle = open_tensor(tensor.path)
     name = _real_path(tensor.path)
-    return [name, str(array.dtype), shape_text(array.shape), *tensor_stats(array)], array
+    if handle.size > BIG_TENSOR_ELEMS and chunkable(handle):
+        shape_only = np.broadcast_to(np.zeros((), handle.dtype), handle.shape)
+        stats, zero = chunked_stats(handle), functools.partial(is_all_zero, handle)
+        return [name, str(handle.dtype), shape_text(handle.shape), *stats], shape_only, zero
+    array = read_array(handle)
+    return [name, str(array.dtype), shape_text(array.shape), *tensor_stats(array)], array, None
 
 
 def npy_row(npu: KernelTensor | None, bench: KernelTensor | None) -> list[Any]:
-    (n_name, n_dtype, n_shape, *n_stats), n_array = _npy_side(npu)
-    (b_name, b_dtype, b_shape, *b_stats), b_array = _npy_side(bench)
+    (n_name, n_dtype, n_shape, *n_stats), n_array, n_zero = _npy_side(npu)
+    (b_name, b_dtype, b_shape, *b_stats), b_array, _ = _npy_side(bench)
     if npu is None or bench is None:
         verdict = Verdict(None, UNMATCHED)
     else:
-        verdict = compare_arrays(n_array, b_array, (npu.path, bench.path))
+        verdict = compare_arrays(n_array, b_array, (npu.path, bench.path), BIG_TENSOR_ELEMS, n_zero)
     cells = verdict.cells or (None,) * len(TENSOR_METRIC_COLUMNS)
     return [n_name, b_name, n_dtype, b_dtype, n_shape, b_shape, *n_stats, *b_stats, verdict.accuracy,
             verdict.message, *cells]  # fmt: skip

@@ -45,11 +45,7 @@ the fault repeats and ends the process, as it would have.
 #include <signal.h>
 #include <setjmp.h>
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#elif defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#endif
+#include "no_contraction.h"
 
 #define PAIR_PASS_API 4 /* one_shot.PAIR_PASS_API: change both with the function's arguments */
 #define MAX_RUNS 64
