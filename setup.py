@@ -15,6 +15,7 @@ setup(
             sorted(glob("msprobe_dask/graph/csrc/*.c")),
             depends=[
                 "msprobe_dask/graph/csrc/speedups.h",
+                "msprobe_dask/csrc/checker_rules.h",
                 "msprobe_dask/csrc/deferred_floats.h",
                 "msprobe_dask/csrc/ignored_apis.h",
                 "msprobe_dask/csrc/py_calls.h",
@@ -43,6 +44,7 @@ setup(
             depends=[
                 "msprobe_dask/writers/csrc/buffer.h",
                 "msprobe_dask/writers/csrc/csv_cells.h",
+                "msprobe_dask/csrc/checker_rules.h",
                 "msprobe_dask/csrc/deferred_floats.h",
                 "msprobe_dask/csrc/ignored_apis.h",
                 "msprobe_dask/csrc/py_calls.h",

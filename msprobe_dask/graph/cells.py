@@ -14,7 +14,7 @@ from operator import itemgetter
 from typing import Any
 
 from msprobe_dask.columns import DIFF_COLUMNS, NA, NAN, STAT_COLUMNS, TAIL_COLUMNS, TENSOR_METRIC_COLUMNS
-from msprobe_dask.dump.markers import OUTPUT_PART, PARAMETERS_GRAD, SCALAR_SHAPE, STATS
+from msprobe_dask.dump.markers import PARAMETERS_GRAD, STATS
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.item_text import DECIMALS, ExportedText, format_str
 from msprobe_dask.graph.jsontext import dumps
@@ -375,20 +375,11 @@ class SummaryRules:
     stats: tuple[str, ...]  # STATS
     state_groups: tuple[tuple[str, ...], ...]  # STATE_GROUPS
     written: tuple[str, ...]  # WRITE_BACK[SUMMARY]
-    output_part: str  # what an output item's name holds
-    all_ignored: frozenset[str]  # APIs whose rows are not checked
-    input_ignored: frozenset[str]  # APIs whose input rows are not checked
-    limits: rules.Limits  # the checkers' numbers
-    # a row's messages, in the order graph/checks.py gives them: NaN/Inf, NormOutput, RequiresGrad,
-    # Scalar, DType, Shape (the per-row checkers) and the node-wide Tenfold
-    messages: tuple[str, str, str, str, str, str, str]
+    checkers: rules.CheckerRules  # rules.CHECKERS, also the statistics csv's (csrc/checker_rules.h)
     err_message: Callable[[list[str]], str]  # the Err_message cell of a row's messages
     results: tuple[str, str, str]  # the Result of pass, warning, error
     no_bench: tuple[str | None, ...]  # NO_BENCH
     no_npu: str  # NO_NPU
-    fused_weights: tuple[str, ...]  # Bench names the DType checker skips
-    not_a_tensor: str  # what the dtype of an argument that is not a tensor holds (Scalar checker)
-    scalar_shape: str  # a scalar's shape (Scalar checker)
 
 
 SUMMARY_RULES = SummaryRules(
@@ -404,18 +395,11 @@ SUMMARY_RULES = SummaryRules(
     stats=STATS,
     state_groups=STATE_GROUPS,
     written=WRITE_BACK[SUMMARY],
-    output_part=OUTPUT_PART,
-    all_ignored=rules.ALL_IGNORED_APIS,
-    input_ignored=rules.INPUT_IGNORED_APIS,
-    limits=rules.LIMITS,
-    messages=rules.SUMMARY_MESSAGES,
+    checkers=rules.CHECKERS,
     err_message=dumps,
     results=(rules.PASS, rules.WARNING, rules.ERROR),
     no_bench=NO_BENCH,
     no_npu=NO_NPU,
-    fused_weights=rules.FUSED_WEIGHTS,
-    not_a_tensor=rules.NOT_A_TENSOR,
-    scalar_shape=SCALAR_SHAPE,
 )
 if speedups.native is not None:
     speedups.native.configure_summary(SUMMARY_RULES)

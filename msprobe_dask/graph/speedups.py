@@ -11,6 +11,6 @@ from types import ModuleType
 
 from msprobe_dask.native import load
 
-API = 21  # SPEEDUPS_API in csrc/speedups.h
+API = 22  # SPEEDUPS_API in csrc/speedups.h
 
 native: ModuleType | None = load("msprobe_dask.graph._speedups", API)

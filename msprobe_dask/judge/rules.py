@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from msprobe_dask.columns import NA, NAN
 from msprobe_dask.dump.markers import BATCH_P2P, OUTPUT_PART, SCALAR_SHAPE
@@ -83,6 +83,33 @@ SUMMARY_MESSAGES = (
 first check's, its pair checks', its group's last check's)."""
 MSG_MD5_MISSING = "warning: The parameter of NPU does not match the bench."
 MSG_MD5_DIFFERS = "error: The CRC-32 value of NPU differs from that of the bench."
+
+
+class CheckerRules(NamedTuple):
+    """The statistics checkers' rules that both C kernels read (writers/csrc/stat_lines.c and
+    graph/csrc/compare.c, through csrc/checker_rules.h): each is handed CHECKERS as the ``checkers`` of
+    its rules (writers/stat_lines.StatRules, graph/cells.SummaryRules)."""
+
+    output_part: str  # what an output item's name holds
+    all_ignored: frozenset[str]  # APIs whose rows are not checked
+    input_ignored: frozenset[str]  # APIs whose input rows are not checked
+    limits: Limits  # the node-wide checkers' numbers
+    messages: tuple[str, ...]  # SUMMARY_MESSAGES, in the order of the kernels' bits (checker_rules.h)
+    fused_weights: tuple[str, ...]  # Bench names the DType checker skips
+    not_a_tensor: str  # what the dtype of an argument that is not a tensor holds (Scalar checker)
+    scalar_shape: str  # a scalar's shape (Scalar checker)
+
+
+CHECKERS = CheckerRules(
+    OUTPUT_PART,
+    ALL_IGNORED_APIS,
+    INPUT_IGNORED_APIS,
+    LIMITS,
+    SUMMARY_MESSAGES,
+    FUSED_WEIGHTS,
+    NOT_A_TENSOR,
+    SCALAR_SHAPE,
+)
 
 
 Columns = Mapping[str, Sequence[Any]]

@@ -39,7 +39,7 @@ _CHANGED_INSIDE = re.compile("[" + re.escape("".join(_QUOTED) + NEUTRALISED_INSI
 _CHANGED_START = frozenset(FORMULA_START + LEADING_BLANKS)
 _FIRST = operator.itemgetter(slice(0, 1))
 
-API = 4  # CSV_TEXT_API in csrc/csv_text.c
+API = 5  # CSV_TEXT_API in csrc/csv_text.c
 native = load("msprobe_dask.writers._csv_text", API)
 NATIVE_RULES = (
     FORMULA_START + LEADING_BLANKS,

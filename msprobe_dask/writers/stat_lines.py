@@ -12,7 +12,6 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from msprobe_dask.columns import BASE_COLUMNS, DIFF_COLUMNS, NA, STACK_COLUMN, STAT_COLUMNS, TAIL_COLUMNS
-from msprobe_dask.dump.markers import OUTPUT_PART
 from msprobe_dask.judge import rules
 from msprobe_dask.match.dtypes import same_dtype
 from msprobe_dask.metrics import stats
@@ -38,18 +37,11 @@ class StatRules(NamedTuple):
     stat_diff: object  # (diff, relative error) of any two statistics
     fraction: object  # a relative error cell as a fraction, or None
     nan_or_inf: object  # the NaN/Inf checker's reading of a statistic
-    output_part: str
-    all_ignored: frozenset[str]
-    input_ignored: frozenset[str]
-    limits: rules.Limits
-    messages: tuple[str, ...]  # rules.SUMMARY_MESSAGES
+    checkers: rules.CheckerRules  # rules.CHECKERS, also the graph's (csrc/checker_rules.h)
     verdict: object  # (Result, Err_message) of a row's messages
     no_grad: tuple[str, ...]
-    not_a_tensor: str
-    scalar_shape: str
     same_value: object  # the Scalar checker's comparison
     same_dtype: object  # the DType checker's
-    fused_weights: tuple[str, ...]
 
 
 def _rules(with_stack: bool) -> tuple[object, ...]:
@@ -65,18 +57,11 @@ def _rules(with_stack: bool) -> tuple[object, ...]:
             stat_diff=stats.stat_diff,
             fraction=stats.relative_fraction,
             nan_or_inf=stats.is_nan_or_inf,
-            output_part=OUTPUT_PART,
-            all_ignored=rules.ALL_IGNORED_APIS,
-            input_ignored=rules.INPUT_IGNORED_APIS,
-            limits=rules.LIMITS,
-            messages=rules.SUMMARY_MESSAGES,
+            checkers=rules.CHECKERS,
             verdict=rules.verdict,
             no_grad=rules.NO_GRAD,
-            not_a_tensor=rules.NOT_A_TENSOR,
-            scalar_shape=rules.SCALAR_SHAPE,
             same_value=rules.same_value,
             same_dtype=same_dtype,
-            fused_weights=rules.FUSED_WEIGHTS,
         )
     )
 

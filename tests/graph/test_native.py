@@ -485,7 +485,8 @@ def test_the_summary_compare_takes_its_numbers_and_messages_from_python(
         monkeypatch.setattr(checks, "LIMITS", limits)
         for name, message in zip(names, messages):
             monkeypatch.setattr(checks, f"MSG_{name}", message)
-        trial = dataclasses.replace(cells.SUMMARY_RULES, limits=limits, messages=messages)
+        checkers = rules.CHECKERS._replace(limits=limits, messages=messages)
+        trial = dataclasses.replace(cells.SUMMARY_RULES, checkers=checkers)
         NATIVE.configure_summary(trial)
         try:
             with_c, python = _both(monkeypatch, compared)

@@ -245,11 +245,11 @@ def test_the_kernel_takes_its_numbers_and_messages_from_python(monkeypatch: pyte
     benches = [row._replace(stats=(1.0, 0.5, 0.25, 1.9)) for row in npus]
     benches[1] = benches[1]._replace(dtype="torch.float32", requires_grad="False")
     sides = Sides(npus, benches)
-    for rule, value in (("LIMITS", limits), ("SUMMARY_MESSAGES", messages)):
-        monkeypatch.setattr(rules, rule, value)
+    monkeypatch.setattr(rules, "CHECKERS", rules.CHECKERS._replace(limits=limits, messages=messages))
     rules_of = stat_lines._rules(False)
     monkeypatch.setattr(stat_lines, "RULES", {False: rules_of})
     lines = stat_lines.statistics_lines(sides, None, (True,) * 8)
+    monkeypatch.setattr(rules, "LIMITS", limits)
     monkeypatch.setattr(rules, "MSG_NORM_OUTPUT", messages[1])
     monkeypatch.setattr(rules, "MSG_REQUIRES_GRAD", messages[2])
     monkeypatch.setattr(rules, "MSG_DTYPE", messages[4])

@@ -4,24 +4,24 @@
  * written here. Over 400 lines: the rules' intake, the diffs and the checkers share those rules (R)
  * and the pair's cells. */
 #include "speedups.h"
+#include "../../csrc/checker_rules.h"
 #include "../../csrc/ignored_apis.h"
 #include "../../csrc/py_calls.h"
 
 #define MAX_GROUPS 8 /* state groups (cells.STATE_GROUPS has 4) */
 #define MAX_STATES 16
-#define N_MESSAGES 7 /* SummaryRules.messages: NaN/Inf, NormOutput, RequiresGrad, Scalar, DType, Shape, Tenfold */
-enum { NAN_INF = 1, NORM_OUTPUT = 2, REQUIRES_GRAD = 4, SCALAR = 8, DTYPE = 16, SHAPE = 32, TENFOLD = 64, ROW_ERRORS = 63 };
+#define ROW_ERRORS (TENFOLD - 1) /* the messages of the per-row checkers (errors), not the node-wide Tenfold */
 
 /* cells.SUMMARY_RULES (see SummaryRules) */
 static struct {
     PyObject *rules; /* held: holds the objects below */
-    PyObject *stat_diff, *stats_of, *cells_of, *special, *exported_text, *all_ignored, *input_ignored, *output_part, *err_message, *no_bench;
-    PyObject *no_value, *rel_text, *null_stat;
-    PyObject *fused, *no_npu, *not_a_tensor, *scalar_shape;
-    PyObject *messages[N_MESSAGES], *results[3], *stats[4], *written[N_WRITTEN], *states[MAX_STATES];
+    PyObject *stat_diff, *stats_of, *cells_of, *special, *exported_text, *err_message, *no_bench;
+    PyObject *no_value, *rel_text, *null_stat, *no_npu;
+    CheckerRules checks; /* rules.checkers */
+    PyObject *results[3], *stats[4], *written[N_WRITTEN], *states[MAX_STATES];
     PyObject *texts[1 << N_MESSAGES]; /* err_message of each set of messages (held), made when first met */
     int state_group[MAX_STATES], n_states, n_groups;
-    double rel_lo, rel_hi, small_input_norm, big_output_norm, tenfold, output_norm_over_zero;
+    double rel_lo, rel_hi;
 } R;
 
 /* rules.<name>, a new reference, or NULL with an error naming it */
@@ -82,10 +82,7 @@ static void release(void) {
         Py_XDECREF(R.texts[i]);
     Py_XDECREF(R.err_message);
     Py_XDECREF(R.no_bench);
-    Py_XDECREF(R.fused);
     Py_XDECREF(R.no_npu);
-    Py_XDECREF(R.not_a_tensor);
-    Py_XDECREF(R.scalar_shape);
     Py_XDECREF(R.stat_diff);
     Py_XDECREF(R.no_value);
     Py_XDECREF(R.null_stat);
@@ -95,9 +92,6 @@ static void release(void) {
     Py_XDECREF(R.cells_of);
     Py_XDECREF(R.special);
     Py_XDECREF(R.exported_text);
-    Py_XDECREF(R.all_ignored);
-    Py_XDECREF(R.input_ignored);
-    Py_XDECREF(R.output_part);
     Py_XDECREF(R.rules);
     memset(&R, 0, sizeof(R));
 }
@@ -105,43 +99,29 @@ static void release(void) {
 /* configure_summary(rules): take cells.SUMMARY_RULES */
 PyObject *configure_summary(PyObject *self, PyObject *rules) {
     release();
-    PyObject *positional = NULL, *limits = NULL, *groups = NULL;
+    PyObject *positional = NULL, *checkers = NULL, *groups = NULL;
     if ((R.stat_diff = rule(rules, "stat_diff")) == NULL || (R.no_value = rule(rules, "no_value")) == NULL ||
         (R.null_stat = rule(rules, "null_stat")) == NULL ||
         (R.rel_text = rule(rules, "rel_text")) == NULL || (R.stats_of = rule(rules, "stats_of")) == NULL ||
         (R.cells_of = rule(rules, "cells_of")) == NULL || (R.special = rule(rules, "special")) == NULL ||
         (R.exported_text = rule(rules, "exported_text")) == NULL ||
-        (R.all_ignored = rule(rules, "all_ignored")) == NULL ||
-        (R.input_ignored = rule(rules, "input_ignored")) == NULL ||
-        (R.output_part = rule(rules, "output_part")) == NULL || (positional = rule(rules, "positional")) == NULL ||
+        (positional = rule(rules, "positional")) == NULL ||
         (R.err_message = rule(rules, "err_message")) == NULL || (R.no_bench = rule(rules, "no_bench")) == NULL ||
-        (R.fused = rule(rules, "fused_weights")) == NULL || (R.no_npu = rule(rules, "no_npu")) == NULL ||
-        (R.not_a_tensor = rule(rules, "not_a_tensor")) == NULL ||
-        (R.scalar_shape = rule(rules, "scalar_shape")) == NULL ||
-        (limits = rule(rules, "limits")) == NULL || (groups = rule(rules, "state_groups")) == NULL)
+        (R.no_npu = rule(rules, "no_npu")) == NULL || (checkers = rule(rules, "checkers")) == NULL ||
+        (groups = rule(rules, "state_groups")) == NULL ||
+        take_checker_rules(checkers, &R.checks, "configure_summary") < 0)
         goto fail;
     if (!PyCallable_Check(R.stat_diff) || !PyUnicode_CheckExact(R.no_value) || !PyCallable_Check(R.rel_text) ||
         !PyUnicode_CheckExact(R.null_stat) ||
         !PyCallable_Check(R.stats_of) || !PyCallable_Check(R.cells_of) ||
-        !PyCallable_Check(R.special) || !PyType_Check(R.exported_text) || !PyAnySet_Check(R.all_ignored) ||
-        !PyAnySet_Check(R.input_ignored) || !PyUnicode_CheckExact(R.output_part) || !PyCallable_Check(R.err_message) ||
-        !PyTuple_Check(R.no_bench) || !PyTuple_Check(R.fused) || !PyUnicode_CheckExact(R.no_npu) ||
-        !PyUnicode_CheckExact(R.not_a_tensor) || !PyUnicode_CheckExact(R.scalar_shape) ||
+        !PyCallable_Check(R.special) || !PyType_Check(R.exported_text) || !PyCallable_Check(R.err_message) ||
+        !PyTuple_Check(R.no_bench) || !PyUnicode_CheckExact(R.no_npu) ||
         !PyArg_ParseTuple(positional, "dd", &R.rel_lo, &R.rel_hi)) {
         PyErr_SetString(PyExc_TypeError, "configure_summary: rules of the wrong types");
         goto fail;
     }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(R.fused); i++)
-        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(R.fused, i))) {
-            PyErr_SetString(PyExc_TypeError, "configure_summary: fused_weights must be a tuple of str");
-            goto fail;
-        }
-    if (rule_texts(rules, "messages", R.messages, N_MESSAGES) < 0 || rule_texts(rules, "results", R.results, 3) < 0 ||
-        rule_texts(rules, "stats", R.stats, 4) < 0 || rule_texts(rules, "written", R.written, N_WRITTEN) < 0 ||
-        rule_number(limits, "small_input_norm", &R.small_input_norm, "configure_summary") < 0 ||
-        rule_number(limits, "big_output_norm", &R.big_output_norm, "configure_summary") < 0 ||
-        rule_number(limits, "tenfold", &R.tenfold, "configure_summary") < 0 ||
-        rule_number(limits, "output_norm_over_zero", &R.output_norm_over_zero, "configure_summary") < 0)
+    if (rule_texts(rules, "results", R.results, 3) < 0 || rule_texts(rules, "stats", R.stats, 4) < 0 ||
+        rule_texts(rules, "written", R.written, N_WRITTEN) < 0)
         goto fail;
     if (!PyTuple_Check(groups) || PyTuple_GET_SIZE(groups) > MAX_GROUPS) {
         PyErr_SetString(PyExc_TypeError, "configure_summary: state_groups must be a short tuple");
@@ -162,12 +142,12 @@ PyObject *configure_summary(PyObject *self, PyObject *rules) {
     }
     R.rules = Py_NewRef(rules);
     Py_DECREF(positional);
-    Py_DECREF(limits);
+    Py_DECREF(checkers); /* (held by R.rules, which R.checks borrows from) */
     Py_DECREF(groups);
     Py_RETURN_NONE;
 fail:
     Py_XDECREF(positional);
-    Py_XDECREF(limits);
+    Py_XDECREF(checkers);
     Py_XDECREF(groups);
     release();
     return NULL;
@@ -490,8 +470,8 @@ static int row_flags(Row *r, PyObject *nc[4], PyObject *bc[4]) {
         return -1;
     /* Scalar: str dtypes both not of a tensor, a scalar's shape and another max */
     if (dtype != NULL && bdtype != NULL && PyUnicode_Check(dtype) && PyUnicode_Check(bdtype) &&
-        (t = holds(dtype, R.not_a_tensor)) > 0 && (t = holds(bdtype, R.not_a_tensor)) > 0 &&
-        (t = compared(shape, R.scalar_shape, Py_EQ)) > 0 && (t = compared(nc[0], bc[0], Py_NE)) > 0)
+        (t = holds(dtype, R.checks.not_a_tensor)) > 0 && (t = holds(bdtype, R.checks.not_a_tensor)) > 0 &&
+        (t = compared(shape, R.checks.scalar_shape, Py_EQ)) > 0 && (t = compared(nc[0], bc[0], Py_NE)) > 0)
         r->flags |= SCALAR;
     if (t < 0)
         return -1;
@@ -502,8 +482,8 @@ static int row_flags(Row *r, PyObject *nc[4], PyObject *bc[4]) {
         PyObject *bn = PyObject_Str(bench_name);
         if (bn == NULL)
             return -1;
-        for (Py_ssize_t i = 0; t > 0 && i < PyTuple_GET_SIZE(R.fused); i++) {
-            t = holds(bn, PyTuple_GET_ITEM(R.fused, i));
+        for (Py_ssize_t i = 0; t > 0 && i < PyTuple_GET_SIZE(R.checks.fused); i++) {
+            t = holds(bn, PyTuple_GET_ITEM(R.checks.fused, i));
             t = t < 0 ? -1 : !t;
         }
         Py_DECREF(bn);
@@ -618,7 +598,7 @@ static PyObject *err_text(int mask) {
         return R.texts[mask];
     PyObject *list = PyList_New(0);
     for (int i = 0; list != NULL && i < N_MESSAGES; i++)
-        if (mask & (1 << i) && PyList_Append(list, R.messages[i]) < 0)
+        if (mask & (1 << i) && PyList_Append(list, R.checks.messages[i]) < 0)
             Py_CLEAR(list);
     if (list == NULL)
         return NULL;
@@ -631,7 +611,7 @@ static PyObject *err_text(int mask) {
 static int ignore_class(Row *rows, int n) {
     for (int i = 0; i < n; i++)
         if (!rows[i].out)
-            return api_ignore_class(rows[i].name, R.all_ignored, R.input_ignored);
+            return api_ignore_class(rows[i].name, R.checks.all_ignored, R.checks.input_ignored);
     return 0;
 }
 
@@ -664,7 +644,7 @@ PyObject *summary_pair(PyObject *self, PyObject *args) {
             if (name == NULL || !PyUnicode_CheckExact(name))
                 goto unhandled_or_error;
             r->name = Py_NewRef(name);
-            Py_ssize_t at = PyUnicode_Find(name, R.output_part, 0, PyUnicode_GET_LENGTH(name), 1);
+            Py_ssize_t at = PyUnicode_Find(name, R.checks.output_part, 0, PyUnicode_GET_LENGTH(name), 1);
             if (at == -2)
                 goto done;
             r->out = at >= 0;
@@ -693,14 +673,14 @@ PyObject *summary_pair(PyObject *self, PyObject *args) {
         }
         a = fabs(a);
         b = fabs(b);
-        relerr = a < R.small_input_norm;
-        warn = first_out >= 0 && ((a == 0 && b > R.output_norm_over_zero) || (a != 0 && b / a > R.tenfold));
+        relerr = a < R.checks.small_input_norm;
+        warn = first_out >= 0 && ((a == 0 && b > R.checks.output_norm_over_zero) || (a != 0 && b / a > R.checks.tenfold));
     }
     for (int i = 0; i < n; i++) { /* each row's messages (checks.check_rows) */
         Row *r = &rows[i];
         int mask = 0;
         if (ignore != 2) {
-            if (relerr && r->out && r->has_ratio && fabs(r->ratio) > R.big_output_norm)
+            if (relerr && r->out && r->has_ratio && fabs(r->ratio) > R.checks.big_output_norm)
                 mask |= NORM_OUTPUT;
             if (ignore != 1 || r->out)
                 mask |= r->flags & (r->no_bench ? NAN_INF : NAN_INF | REQUIRES_GRAD | DTYPE | SHAPE);

@@ -12,7 +12,7 @@
 #include <Python.h>
 #include <string.h>
 
-#define CSV_TEXT_API 4 /* csv_writer.API: change both with the functions */
+#define CSV_TEXT_API 5 /* csv_writer.API: change both with the functions */
 
 #include "csv_cells.h"
 

@@ -12,11 +12,10 @@
 #include <math.h>
 
 #include "csv_cells.h"
+#include "../../csrc/checker_rules.h"
 #include "../../csrc/ignored_apis.h"
 #include "../../csrc/py_calls.h"
 
-#define N_MESSAGES 7 /* RULES.messages: NaN/Inf, NormOutput, RequiresGrad, Scalar, DType, Shape, Tenfold */
-enum { NAN_INF = 1, NORM_OUTPUT = 2, REQUIRES_GRAD = 4, SCALAR = 8, DTYPE = 16, SHAPE = 32, TENFOLD = 64 };
 /* a row's cells by slot (stat_lines.py's SLOTS: the columns of a statistics table, in their order) */
 enum { BASE = 0, DIFFS = 8, RELS = 12, STATS = 16, CONSISTENT = 24, RESULT = 25, ERR = 26, STACK = 27, N_SLOTS = 28 };
 /* LeafRow's fields */
@@ -24,10 +23,9 @@ enum { NAME, ENTRY, STATE, DTYPE_F, SHAPE_F, GRAD, STATS_F, N_FIELDS };
 
 typedef struct {
     Rules csv;
-    PyObject *field, *order, *na, *same, *inf, *percent, *stat_diff, *fraction, *nan_or_inf, *output_part;
-    PyObject *all_ignored, *input_ignored, *messages, *verdict, *no_grad, *not_a_tensor, *scalar_shape;
-    PyObject *same_value, *same_dtype, *fused;
-    double small_input_norm, big_output_norm, tenfold, output_norm_over_zero;
+    PyObject *field, *order, *na, *same, *inf, *percent, *stat_diff, *fraction, *nan_or_inf;
+    PyObject *verdict, *no_grad, *same_value, *same_dtype;
+    CheckerRules checks; /* RULES.checkers */
     int slots[N_SLOTS], n_columns; /* the slot of each column */
     int plain_rel; /* the text of a relative error made here (a float's repr, the percent) needs no change */
     PyObject *verdicts[1 << N_MESSAGES]; /* (Result, Err_message) of each set of messages, made when met */
@@ -246,9 +244,9 @@ static int pair_checks(Row *w, Rules_ *R) {
         return -1;
     PyObject *dtype = field_of(n, DTYPE_F), *bdtype = field_of(b, DTYPE_F);
     t = 0;
-    if (!w->out && (t = PyUnicode_Contains(dtype, R->not_a_tensor)) > 0 &&
-        (t = PyUnicode_Contains(bdtype, R->not_a_tensor)) > 0 &&
-        (t = compared(field_of(n, SHAPE_F), R->scalar_shape, Py_EQ)) > 0) {
+    if (!w->out && (t = PyUnicode_Contains(dtype, R->checks.not_a_tensor)) > 0 &&
+        (t = PyUnicode_Contains(bdtype, R->checks.not_a_tensor)) > 0 &&
+        (t = compared(field_of(n, SHAPE_F), R->checks.scalar_shape, Py_EQ)) > 0) {
         PyObject *x = w->cells[STATS - DIFFS], *y = w->cells[STATS - DIFFS + 4];
         if (PyFloat_CheckExact(x) && PyFloat_CheckExact(y)) { /* same_value of two floats: equal, or NaN */
             double a = PyFloat_AS_DOUBLE(x), b = PyFloat_AS_DOUBLE(y);
@@ -265,8 +263,8 @@ static int pair_checks(Row *w, Rules_ *R) {
     if ((t = compared(dtype, bdtype, Py_NE)) > 0) {
         t = pair_truth(R->same_dtype, dtype, bdtype, &R->dtypes_same);
         t = t < 0 ? -1 : !t;
-        for (Py_ssize_t i = 0; t > 0 && i < PyTuple_GET_SIZE(R->fused); i++) {
-            t = PySequence_Contains(field_of(b, NAME), PyTuple_GET_ITEM(R->fused, i));
+        for (Py_ssize_t i = 0; t > 0 && i < PyTuple_GET_SIZE(R->checks.fused); i++) {
+            t = PySequence_Contains(field_of(b, NAME), PyTuple_GET_ITEM(R->checks.fused, i));
             t = t < 0 ? -1 : !t;
         }
         if (t > 0)
@@ -285,7 +283,7 @@ static int ignore_class(Row *rows, Py_ssize_t from, Py_ssize_t to, Rules_ *R) {
     Py_ssize_t first = from;
     while (first < to && rows[first].out)
         first++;
-    return api_ignore_class(field_of(rows[first < to ? first : from].n, NAME), R->all_ignored, R->input_ignored);
+    return api_ignore_class(field_of(rows[first < to ? first : from].n, NAME), R->checks.all_ignored, R->checks.input_ignored);
 }
 
 /* judge_columns of the group of rows [from, to) (one dump entry): each row's mask of messages */
@@ -321,11 +319,11 @@ static int judge_group(Row *rows, Py_ssize_t from, Py_ssize_t to, Rules_ *R) {
         if (first_out < 0)
             first_out = i;
         double norm = w->norm_inf ? INFINITY : w->has_fraction ? w->fraction : 0.0;
-        if (norm_in < R->small_input_norm && norm > R->big_output_norm)
+        if (norm_in < R->checks.small_input_norm && norm > R->checks.big_output_norm)
             w->mask |= NORM_OUTPUT;
     }
-    if (first_out >= 0 && ((norm_in == 0 && norm_out > R->output_norm_over_zero) ||
-                           (norm_in > 0 && norm_out / norm_in > R->tenfold)))
+    if (first_out >= 0 && ((norm_in == 0 && norm_out > R->checks.output_norm_over_zero) ||
+                           (norm_in > 0 && norm_out / norm_in > R->checks.tenfold)))
         rows[first_out].mask |= TENFOLD;
     return 0;
 }
@@ -342,7 +340,7 @@ static PyObject *verdict(int mask, Rules_ *R) {
         return NULL;
     for (int i = 0, k = 0; i < N_MESSAGES; i++)
         if (mask & (1 << i))
-            PyTuple_SET_ITEM(messages, k++, Py_NewRef(PyTuple_GET_ITEM(R->messages, i)));
+            PyTuple_SET_ITEM(messages, k++, Py_NewRef(R->checks.messages[i]));
     PyObject *v = PyObject_CallOneArg(R->verdict, messages);
     Py_DECREF(messages);
     if (v != NULL && !(PyTuple_Check(v) && PyTuple_GET_SIZE(v) == 2)) {
@@ -400,18 +398,13 @@ static int put_row(Buffer *out, Row *w, PyObject *stack, Rules_ *R) {
 }
 
 static int take_rules(PyObject *rules, Rules_ *R) {
-    PyObject *limits;
-    if (!PyArg_ParseTuple(rules, "(UUUO)OO!UUUUOOOUO!O!OO!OO!UUOOO!:stat_lines rules", &R->csv.start, &R->csv.inside,
+    PyObject *checkers;
+    if (!PyArg_ParseTuple(rules, "(UUUO)OO!UUUUOOOOOO!OO:stat_lines rules", &R->csv.start, &R->csv.inside,
                           &R->csv.quote, &R->csv.dumps, &R->field, &PyTuple_Type, &R->order, &R->na, &R->same,
-                          &R->inf, &R->percent, &R->stat_diff, &R->fraction, &R->nan_or_inf, &R->output_part,
-                          &PyFrozenSet_Type, &R->all_ignored, &PyFrozenSet_Type, &R->input_ignored, &limits,
-                          &PyTuple_Type, &R->messages, &R->verdict, &PyTuple_Type, &R->no_grad, &R->not_a_tensor,
-                          &R->scalar_shape, &R->same_value, &R->same_dtype, &PyTuple_Type, &R->fused))
+                          &R->inf, &R->percent, &R->stat_diff, &R->fraction, &R->nan_or_inf, &checkers,
+                          &R->verdict, &PyTuple_Type, &R->no_grad, &R->same_value, &R->same_dtype) ||
+        take_checker_rules(checkers, &R->checks, "stat_lines") < 0)
         return -1;
-    if (PyTuple_GET_SIZE(R->messages) != N_MESSAGES) {
-        PyErr_SetString(PyExc_TypeError, "stat_lines: the rules' messages must be 7");
-        return -1;
-    }
     classify(&R->csv);
     R->n_columns = (int)PyTuple_GET_SIZE(R->order);
     if (R->n_columns > N_SLOTS) {
@@ -434,12 +427,7 @@ static int take_rules(PyObject *rules, Rules_ *R) {
         R->plain_rel &= !(char_class(&R->csv, (Py_UCS4)*c) & (INSIDE | QUOTE)) && (*c > '9' || *c < '0' || !(char_class(&R->csv, (Py_UCS4)*c) & START));
     for (Py_ssize_t i = 0; i < PyUnicode_GET_LENGTH(R->percent); i++)
         R->plain_rel &= !(char_class(&R->csv, PyUnicode_READ_CHAR(R->percent, i)) & (INSIDE | QUOTE));
-    return rule_number(limits, "small_input_norm", &R->small_input_norm, "stat_lines") < 0 ||
-                   rule_number(limits, "big_output_norm", &R->big_output_norm, "stat_lines") < 0 ||
-                   rule_number(limits, "tenfold", &R->tenfold, "stat_lines") < 0 ||
-                   rule_number(limits, "output_norm_over_zero", &R->output_norm_over_zero, "stat_lines") < 0
-               ? -1
-               : 0;
+    return 0;
 }
 
 /* the cells and checkers' masks of the rows npus[i], benches[i] (lists; benches[i] None: no partner;
@@ -469,7 +457,7 @@ static int judged_rows(PyObject *npus, PyObject *benches, PyObject *float_stats,
         w->b = w->b == Py_None ? NULL : w->b;
         if (!taken(w->n) || (w->b != NULL && !taken(w->b)))
             return 0;
-        Py_ssize_t at = PyUnicode_Find(field_of(w->n, NAME), R->output_part, 0, PY_SSIZE_T_MAX, 1);
+        Py_ssize_t at = PyUnicode_Find(field_of(w->n, NAME), R->checks.output_part, 0, PY_SSIZE_T_MAX, 1);
         if (at == -2)
             return -1;
         w->out = at >= 0;
