@@ -3,7 +3,6 @@ Err_message, and the node's worst level. The rules' numbers and messages are jud
 
 from __future__ import annotations
 
-import re
 from operator import itemgetter
 from typing import Any
 
@@ -21,6 +20,7 @@ from msprobe_dask.graph.cells import (
     special_cell,
 )
 from msprobe_dask.graph.jsontext import dumps
+from msprobe_dask.graph.merge.rename import without_trailing_rank
 from msprobe_dask.judge import rules
 from msprobe_dask.judge.rules import (
     ALL_IGNORED_APIS,
@@ -83,7 +83,7 @@ def _ignore_class(rows: list[dict[str, Any]], is_out: list[bool], merge: bool) -
     parts = str(rows[is_out.index(False)]["NPU Name"]).split(".", 2)
     api = parts[1] if len(parts) > 1 else ""
     if merge:
-        api = re.sub(r"_rank\d+$", "", api)
+        api = without_trailing_rank(api)
     if api in ALL_IGNORED_APIS:
         return "all"
     return "input" if api in INPUT_IGNORED_APIS else ""

@@ -7,6 +7,7 @@ import re
 from collections import deque
 from collections.abc import Mapping
 
+from msprobe_dask.graph.merge.rename import without_rank_suffixes
 from msprobe_dask.graph.model import API, Graph, Node
 
 
@@ -19,7 +20,7 @@ def _bfs(g: Graph):
 
 
 def _fuzzy_key(node_id: str) -> str:
-    return re.sub(r"_rank\d+", "", re.sub(r"\.\d+\.", ".", node_id))
+    return without_rank_suffixes(re.sub(r"\.\d+\.", ".", node_id))
 
 
 def _has_ancestors(node: Node, ids: list[str]) -> bool:

@@ -14,13 +14,12 @@ from collections.abc import Mapping, Sequence
 from msprobe_dask.dump.markers import STATS
 from msprobe_dask.graph.merge.params import differing_keys, is_output_key, merge_stats, tp_header
 from msprobe_dask.graph.merge.pp import NOT_MERGED_ROOT_CHILDREN, subtree
-from msprobe_dask.graph.merge.rename import rank_suffixed, rename_node
+from msprobe_dask.graph.merge.rename import rank_suffixed, ranks_mapped, rename_node
 from msprobe_dask.graph.model import COLLECTION, MODULE, Graph, Node
 
 _COLL = re.compile(r"^Apis_Between_Modules\.(\d+)$")
 _ALL_RANKS = "Apis_Between_Modules_All_Ranks"
 _RANK_OF_COLL = re.compile(r"_Rank(\d+)")
-_RANK_SUFFIX = re.compile(r"_rank(\d+)\.")
 _REDUCES = ("_reduce_scatter_base", "reduce_scatter_tensor", "all_reduce")
 
 
@@ -88,7 +87,7 @@ def sort_collections(g: Graph) -> None:
 def _mapped(node_id: str, rank_map: Mapping[int, int] | None) -> str:
     if not rank_map:
         return node_id
-    return _RANK_SUFFIX.sub(lambda m: f"_rank{rank_map.get(int(m.group(1)), int(m.group(1)))}.", node_id)
+    return ranks_mapped(node_id, rank_map)
 
 
 def _twins(
