@@ -18,7 +18,7 @@ from typing import Any
 
 from msprobe_dask import __version__
 from msprobe_dask.cli_args import add_debug, examples_text
-from msprobe_dask.errors import Terminated, UserError, WorkerLost
+from msprobe_dask.errors import RunStopped, Terminated, UserError, WorkerLost
 from msprobe_dask.processes import direct_children, stop_children
 from msprobe_dask.writers.atomic import begin_run, remove_temporaries, stop_writing, withdraw_results
 
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None, exiting: bool = False) -> int:
         if _Received.signum is not None:  # its exception lost (see _Received) and the run went on to its end
             raise Terminated(_Received.signum)
         return code
-    except (KeyboardInterrupt, Terminated, Exception) as exc:
+    except (KeyboardInterrupt, Terminated, RunStopped, Exception) as exc:  # (RunStopped: see _Received)
         signum = _stopped_by(exc) or _Received.signum
         if signum is not None:
             return _fail(debug, 128 + signum, f"stopped by {signal.Signals(signum).name}", children)
@@ -131,8 +131,9 @@ class _Received:
     """The stopping signal this run received, if any: the run ends as stopped by it whatever exception
     reaches ``main``. The handler's own exception can be lost: raised inside an ``os.register_at_fork``
     hook (a signal held across a worker's fork is taken as the hook unblocks it), Python passes it to
-    ``sys.unraisablehook`` and the run goes on, to fail on the workers the signal stopped too, or to its end
-    if they ignored it (a Ctrl-C): its results are then withdrawn all the same."""
+    ``sys.unraisablehook`` and the run goes on, to fail on the workers the signal stopped too (or on those
+    forked after it, whose tasks refuse to write: RunStopped), or to its end if they ignored it (a
+    Ctrl-C): its results are then withdrawn all the same."""
 
     signum: int | None = None
 

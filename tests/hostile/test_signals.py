@@ -125,17 +125,25 @@ MOMENTS = {
         "    return future\n"
         "pool.ProcessPoolExecutor.submit = _submitting\n"
     ),
-    # a worker process has just been forked (dask's processes scheduler): its first instants (this
-    # process a moment later: a handler run inside an at-fork hook could not stop the run)
+    # a worker process has just been forked (dask's processes scheduler): its first instants; this
+    # process from a thread (a handler run inside an at-fork hook could not stop the run), and each
+    # worker waits in its own at-fork hook until that is sent (a byte a worker, in a pipe), so that no
+    # task runs before it and the run cannot end first, however late the thread runs
     "fork": (
         "import os\n"
         "_forked = []\n"
+        "_gate, _gate_in = os.pipe()\n"
+        "def _signal_me_then_open():\n"
+        "    _kill_me()\n"
+        "    os.write(_gate_in, bytes(1024))\n"
         "def _after_fork():\n"
         "    if not _forked:\n"
         "        _forked.append(1)\n"
         "        _kill_others()\n"
-        "        threading.Timer(0.01, _kill_me).start()\n"
-        "os.register_at_fork(after_in_parent=_after_fork)\n"
+        "        threading.Thread(target=_signal_me_then_open).start()\n"
+        "def _in_worker():\n"
+        "    os.read(_gate, 1)\n"
+        "os.register_at_fork(after_in_parent=_after_fork, after_in_child=_in_worker)\n"
     ),
     # a worker process has begun completing the vis.db: it goes on and publishes it, or (slow) is still
     # writing it when the run's process stops it
