@@ -15,7 +15,7 @@ STAMP := $(VENV)/.msprobe-dask-installed
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml setup.py $(wildcard msprobe_dask/*/csrc/*) | $(PY)
+$(STAMP): pyproject.toml setup.py $(wildcard msprobe_dask/csrc/* msprobe_dask/*/csrc/*) | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,viewer]'
 	touch $(STAMP)

@@ -8,6 +8,8 @@ from glob import glob
 
 from setuptools import Extension, setup
 
+SHARED_HEADERS = sorted(glob("msprobe_dask/csrc/*.h"))  # what the kernels of more than one module read
+
 setup(
     ext_modules=[
         Extension(
@@ -15,10 +17,7 @@ setup(
             sorted(glob("msprobe_dask/graph/csrc/*.c")),
             depends=[
                 "msprobe_dask/graph/csrc/speedups.h",
-                "msprobe_dask/csrc/checker_rules.h",
-                "msprobe_dask/csrc/deferred_floats.h",
-                "msprobe_dask/csrc/ignored_apis.h",
-                "msprobe_dask/csrc/py_calls.h",
+                *SHARED_HEADERS,
             ],
             optional=True,
         ),
@@ -44,10 +43,7 @@ setup(
             depends=[
                 "msprobe_dask/writers/csrc/buffer.h",
                 "msprobe_dask/writers/csrc/csv_cells.h",
-                "msprobe_dask/csrc/checker_rules.h",
-                "msprobe_dask/csrc/deferred_floats.h",
-                "msprobe_dask/csrc/ignored_apis.h",
-                "msprobe_dask/csrc/py_calls.h",
+                *SHARED_HEADERS,
             ],
             optional=True,
         ),
