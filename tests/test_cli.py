@@ -172,24 +172,3 @@ def test_every_flag_of_msprobe_compare_is_read() -> None:
 def test_usage_names_the_long_forms(command: str, usage: str) -> None:
     assert _help(command).startswith(f"usage: msprobe-dask {command} {usage}\n")
 
-
-def test_a_task_refusing_to_write_after_a_lost_signal_ends_the_run_as_stopped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A SIGINT taken inside an at-fork hook (its exception lost: cli._Received), then a task of a
-    worker forked after it refusing to write (RunStopped, which reaches the run from the worker): the
-    run ends as stopped by SIGINT, in one line, not with a traceback."""
-    import signal
-
-    from msprobe_dask import cli
-    from msprobe_dask.errors import RunStopped
-
-    def stopped_meanwhile(args: object, children: object) -> int:
-        cli._Received.signum = signal.SIGINT
-        raise RunStopped("the run was stopped")
-
-    monkeypatch.setattr(cli, "_run_again_if_a_worker_died", stopped_meanwhile)
-    case = case_dir("dtype_null")
-    argv = ["compare", "-tp", str(case / "target" / "dump.json"), "-gp", str(case / "golden" / "dump.json")]
-    assert main([*argv, "-o", str(tmp_path)]) == 130
-    assert capsys.readouterr().err.strip().splitlines() == ["msprobe-dask: stopped by SIGINT"]

@@ -194,6 +194,7 @@ def withdrawn_if_failed(*finals: Path) -> Iterator[None]:
     _results.update(str(final) for final in ours)
     try:
         yield
+        check_running()  # (stopped by a signal whose exception was lost in an at-fork hook: cli._Received)
     except BaseException:
         for final in finals:
             _withdraw(final, made=final in ours)

@@ -79,16 +79,30 @@ def _fails_on_its_workers(result: Path) -> int:
 
 
 def _ends_well(result: Path) -> int:
-    """The run goes on to its end: its workers ignored the signal (SIGINT) and one publishes the result."""
+    """The run goes on to its end: its workers ignored the signal (SIGINT) and one publishes the result;
+    the block of its results stops there (it would then print "wrote", as the commands do)."""
+    import sys
+
     result.parent.mkdir()
     with atomic.withdrawn_if_failed(result):
         result.write_text("a\n")  # a worker process does not see the stop
+    print(f"wrote {result}", file=sys.stderr)
     return 0
+
+
+def _refused_on_a_later_worker(result: Path) -> int:
+    """The run then fails on a worker forked after the stop, whose tasks refuse to write (RunStopped,
+    sent back to this process as it is)."""
+    raise RunStopped("the run was stopped")
 
 
 @pytest.mark.parametrize(
     "name, then, code",
-    [("SIGTERM", _fails_on_its_workers, 143), ("SIGINT", _ends_well, 130)],
+    [
+        ("SIGTERM", _fails_on_its_workers, 143),
+        ("SIGINT", _ends_well, 130),
+        ("SIGINT", _refused_on_a_later_worker, 130),
+    ],
 )
 def test_a_signal_whose_exception_was_lost_still_ends_the_run_as_stopped(
     tmp_path: Path,
