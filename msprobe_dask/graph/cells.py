@@ -95,6 +95,10 @@ def special_cell(v: Any) -> bool:
     return isinstance(v, str) and v.strip().lower() in SPECIAL_TEXTS
 
 
+ZERO_REL = "0.0%"
+"""The relative-error cell of two equal statistics (r = 0: not rel_text's exported form of a number)."""
+
+
 def rel_text(r: float) -> str:
     """``str(r) + '%'`` in its exported form: §7.6 rounds it to 6 decimals where it has more.
 
@@ -110,7 +114,7 @@ def rel_text(r: float) -> str:
             return ExportedText(t)
         return ExportedText(repr(r) + "%")
     if r == 0.0:
-        return "0.0%"
+        return ZERO_REL
     return ExportedText(format_str(repr(r) + "%"))
 
 
@@ -145,7 +149,7 @@ def _diffs(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> tuple[list[Any], list[st
                 t = f"{r:.{DECIMALS}f}%"
                 t = ExportedText(repr(r) + "%" if t[-2] == "0" and round(r, DECIMALS) == r else t)
             elif r == 0.0:
-                t = "0.0%"
+                t = ZERO_REL
             else:
                 d, t, ratio = stat_diff(x, y)
                 diffs.append(d)
@@ -156,7 +160,7 @@ def _diffs(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> tuple[list[Any], list[st
             ratio = r / 100
         elif x.__class__ is int and x == y and y.__class__ is int and y:  # equal scalar arguments
             diffs.append(0)
-            rels.append("0.0%")
+            rels.append(ZERO_REL)
             ratio = 0.0
         else:
             d, t, ratio = stat_diff(x, y)
@@ -366,6 +370,7 @@ class SummaryRules:
     stat_diff: Callable[[Any, Any], tuple[Any, str, float | None]]  # one statistic's cells, in general
     no_value: str  # NO_VALUE: stat_diff's cells of a Bench 0 or of statistics that are not numbers
     rel_text: Callable[[float], str]  # the relative-error cell of a finite r (made once per r in C)
+    zero_rel: str  # ZERO_REL
     null_stat: str  # NULL_STAT
     stats_of: Callable[[Mapping[str, Any]], tuple[Any, ...]]  # an item's statistics (_stats) ...
     cells_of: Callable[[tuple[Any, ...]], tuple[Any, ...]]  # ... and their cells (_cells)
@@ -386,6 +391,7 @@ SUMMARY_RULES = SummaryRules(
     stat_diff=stat_diff,
     no_value=NO_VALUE,
     rel_text=rel_text,
+    zero_rel=ZERO_REL,
     null_stat=NULL_STAT,
     stats_of=_stats,
     cells_of=_cells,

@@ -222,16 +222,21 @@ def test_stat_diffs_as_python(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> None:
 
 @needs_native
 def test_stat_diffs_take_their_no_value_cell_and_small_relative_errors_texts_from_python() -> None:
-    """The cells of a text statistic or a Bench 0, and the text of a relative error outside POSITIONAL,
-    are the rules' (cells.SUMMARY_RULES: no_value, rel_text): none is written in C."""
-    trial = dataclasses.replace(cells.SUMMARY_RULES, no_value="trial n/a", rel_text=lambda r: f"trial {r!r}")
+    """The cells of a text statistic or a Bench 0, and the texts of a relative error outside POSITIONAL
+    and of equal statistics, are the rules' (cells.SUMMARY_RULES: no_value, rel_text, zero_rel): none is
+    written in C."""
+    trial = dataclasses.replace(
+        cells.SUMMARY_RULES, no_value="trial n/a", rel_text=lambda r: f"trial {r!r}", zero_rel="trial 0"
+    )
     NATIVE.configure_summary(trial)
     try:
         diffs, rels, _ = NATIVE.stat_diffs(("x", 2.0, 3, 1.0000000001), ("y", 0.0, 0, 1.0))
+        zeros = NATIVE.stat_diffs((2.5, 4), (2.5, 4))[1]
     finally:
         NATIVE.configure_summary(cells.SUMMARY_RULES)
     r = abs((1.0000000001 - 1.0) / 1.0 * 100)
     assert diffs[:3] == ["trial n/a", 2.0, 3] and rels == ["trial n/a"] * 3 + [f"trial {r!r}"]
+    assert zeros == ["trial 0", "trial 0"]
     assert NATIVE.stat_diffs((1.0000000001,), (1.0,))[1] == [cells.rel_text(r)]
 
 

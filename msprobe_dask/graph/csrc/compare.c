@@ -16,7 +16,7 @@
 static struct {
     PyObject *rules; /* held: holds the objects below */
     PyObject *stat_diff, *stats_of, *cells_of, *special, *exported_text, *err_message, *no_bench;
-    PyObject *no_value, *rel_text, *null_stat, *no_npu;
+    PyObject *no_value, *rel_text, *zero_rel, *null_stat, *no_npu;
     CheckerRules checks; /* rules.checkers */
     PyObject *results[3], *stats[4], *written[N_WRITTEN], *states[MAX_STATES];
     PyObject *texts[1 << N_MESSAGES]; /* err_message of each set of messages (held), made when first met */
@@ -88,6 +88,7 @@ static void release(void) {
     Py_XDECREF(R.null_stat);
     plain_texts_clear();
     Py_XDECREF(R.rel_text);
+    Py_XDECREF(R.zero_rel);
     Py_XDECREF(R.stats_of);
     Py_XDECREF(R.cells_of);
     Py_XDECREF(R.special);
@@ -102,7 +103,8 @@ PyObject *configure_summary(PyObject *self, PyObject *rules) {
     PyObject *positional = NULL, *checkers = NULL, *groups = NULL;
     if ((R.stat_diff = rule(rules, "stat_diff")) == NULL || (R.no_value = rule(rules, "no_value")) == NULL ||
         (R.null_stat = rule(rules, "null_stat")) == NULL ||
-        (R.rel_text = rule(rules, "rel_text")) == NULL || (R.stats_of = rule(rules, "stats_of")) == NULL ||
+        (R.rel_text = rule(rules, "rel_text")) == NULL || (R.zero_rel = rule(rules, "zero_rel")) == NULL ||
+        (R.stats_of = rule(rules, "stats_of")) == NULL ||
         (R.cells_of = rule(rules, "cells_of")) == NULL || (R.special = rule(rules, "special")) == NULL ||
         (R.exported_text = rule(rules, "exported_text")) == NULL ||
         (positional = rule(rules, "positional")) == NULL ||
@@ -112,6 +114,7 @@ PyObject *configure_summary(PyObject *self, PyObject *rules) {
         take_checker_rules(checkers, &R.checks, "configure_summary") < 0)
         goto fail;
     if (!PyCallable_Check(R.stat_diff) || !PyUnicode_CheckExact(R.no_value) || !PyCallable_Check(R.rel_text) ||
+        !PyUnicode_CheckExact(R.zero_rel) ||
         !PyUnicode_CheckExact(R.null_stat) ||
         !PyCallable_Check(R.stats_of) || !PyCallable_Check(R.cells_of) ||
         !PyCallable_Check(R.special) || !PyType_Check(R.exported_text) || !PyCallable_Check(R.err_message) ||
@@ -213,14 +216,9 @@ static PyObject *rel_text(double r) {
     return exported;
 }
 
-/* "0.0%", the relative-error cell of equal statistics (a new reference to the one made first: T
- * has 24,728 of them) */
-static PyObject *zero_rel_text(void) {
-    static PyObject *zero;
-    if (zero == NULL)
-        zero = PyUnicode_FromString("0.0%");
-    return Py_XNewRef(zero);
-}
+/* the relative-error cell of equal statistics (the rules' zero_rel, a new reference to it: T has
+ * 24,728 of them) */
+static PyObject *zero_rel_text(void) { return Py_NewRef(R.zero_rel); }
 
 /* the diff cell, relative-error cell and ratio (new references) of one NPU/Bench statistic: two
  * floats whose difference is finite, two ints equal or over a Bench 0, or a text (not a number) here,
