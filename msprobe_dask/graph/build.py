@@ -17,6 +17,7 @@ from msprobe_dask.graph import dump_files
 from msprobe_dask.graph.gcpause import collections_paused
 from msprobe_dask.graph.model import (
     API,
+    API_COLLECTION,
     COLLECTION,
     MODULE,
     NO_ITEMS,
@@ -280,7 +281,7 @@ def _wrap_api_collections(b: _Builder) -> None:
     def flush() -> None:
         nonlocal k
         if len(run) >= 2:
-            coll = Node(f"Apis_Between_Modules.{k}", COLLECTION, parent=root)
+            coll = Node(f"{API_COLLECTION}.{k}", COLLECTION, parent=root)
             k += 1
             coll.micro = run[0].micro
             for child in run:

@@ -14,6 +14,9 @@ from msprobe_dask.graph.gcpause import collections_paused
 
 ROOT_ID = "DefaultModel"
 MODULE, API, COLLECTION = 0, 1, 9
+API_COLLECTION = "Apis_Between_Modules"
+"""The name of a COLLECTION node (consecutive APIs between modules): ``{API_COLLECTION}.{k}``; a TP
+merge's ``{API_COLLECTION}_All_Ranks.{j}`` holds each rank's, ``{API_COLLECTION}_Rank{r}.{k}``."""
 
 API_PREFIXES = tuple(
     "Tensor. Torch. Functional. NPU. VF. Distributed. Aten. Mint. Primitive. Jit. MintFunctional. "

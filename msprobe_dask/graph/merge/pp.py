@@ -30,12 +30,11 @@ from dataclasses import dataclass, field
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.merge.params import differing_keys, is_output_key
 from msprobe_dask.graph.merge.rename import rank_suffixed, rename_node
-from msprobe_dask.graph.model import API, MODULE, Graph, Node
+from msprobe_dask.graph.model import API, API_COLLECTION, MODULE, Graph, Node
 
 LAYERS = re.compile(r"(layers\.|layer\.)\d+(\.)")
 MAX_DEPTH = 1000
 NOT_MERGED_ROOT_CHILDREN = ("optimizer", "clip_grad")  # the modules PP does not merge, nor TP their children
-COLLECTION_PREFIX = "Apis_Between_Modules"
 
 
 @dataclass
@@ -187,7 +186,7 @@ class _Merger:
         rest = list(root.children)
         for rank, g in zip(self.result.ranks[1:], self.others):
             for i, child in enumerate(list(g.root.children)):
-                if child.id not in own and not child.id.startswith(COLLECTION_PREFIX):
+                if child.id not in own and not child.id.startswith(API_COLLECTION):
                     self._move(child, i, rank, root)
         marked = root.children[len(rest) :]
         marked.sort(key=lambda c: (self.marks[c].position, self.marks[c].rank))

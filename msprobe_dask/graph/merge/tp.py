@@ -15,10 +15,10 @@ from msprobe_dask.dump.markers import STATS
 from msprobe_dask.graph.merge.params import differing_keys, is_output_key, merge_stats, tp_header
 from msprobe_dask.graph.merge.pp import NOT_MERGED_ROOT_CHILDREN, subtree
 from msprobe_dask.graph.merge.rename import rank_suffixed, ranks_mapped, rename_node
-from msprobe_dask.graph.model import COLLECTION, MODULE, Graph, Node
+from msprobe_dask.graph.model import API_COLLECTION, COLLECTION, MODULE, Graph, Node
 
-_COLL = re.compile(r"^Apis_Between_Modules\.(\d+)$")
-_ALL_RANKS = "Apis_Between_Modules_All_Ranks"
+_COLL = re.compile(rf"^{API_COLLECTION}\.(\d+)$")
+_ALL_RANKS = f"{API_COLLECTION}_All_Ranks"
 _RANK_OF_COLL = re.compile(r"_Rank(\d+)")
 _REDUCES = ("_reduce_scatter_base", "reduce_scatter_tensor", "all_reduce")
 
@@ -27,7 +27,7 @@ _REDUCES = ("_reduce_scatter_base", "reduce_scatter_tensor", "all_reduce")
 
 
 def _rank_collection(nodes: dict[str, Node], coll: Node, k: str, rank: int, rename_apis: bool) -> Node:
-    rename_node(nodes, coll, f"Apis_Between_Modules_Rank{rank}.{k}")
+    rename_node(nodes, coll, f"{API_COLLECTION}_Rank{rank}.{k}")
     if rename_apis:
         for api in coll.children:
             rename_node(nodes, api, rank_suffixed(api.id, rank))
@@ -53,7 +53,7 @@ def merge_api_collections(graphs: Sequence[Graph]) -> None:
             child.parent = wrapper
             wrapper.children.append(_rank_collection(main.nodes, child, k, main.rank, False))
             for g in others:
-                other = g.nodes.get(f"Apis_Between_Modules.{k}")
+                other = g.nodes.get(f"{API_COLLECTION}.{k}")
                 if other is None or other.type != COLLECTION:
                     continue
                 _absorb(main, wrapper, [_rank_collection(g.nodes, other, k, g.rank, True)], g)
