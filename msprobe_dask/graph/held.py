@@ -160,7 +160,7 @@ def held_chunk(
 ) -> ChunkFiles:
     """chunks.chunk_task of the pair prepared in this process, its result left in two spool files.
     ``after``: what the task waits for and does not read (graph/write_chain.py: the write chain's turn
-    CHAIN_LAG turns before)."""
+    some turns before, _chain_lag)."""
     result = chunk_task(_prepared(pair, spool, place, graphs, False), k)
     files = ChunkFiles(*(os.path.join(spool.folder, f"{place}-{kind}-{k}") for kind in ChunkFiles._fields))
     rows = tuple(None if c is None else replace(c, nodes=[], summary=None) for c in result)

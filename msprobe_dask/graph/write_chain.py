@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from msprobe_dask.graph.chunks import Prepared
-from msprobe_dask.graph.held import Held, held_finish, light_of, rows_of, value_of
+from msprobe_dask.graph.held import Held, Spool, held_finish, light_of, rows_of, value_of
 from msprobe_dask.graph.rank_plan import Linked, Plan, RankTasks
 from msprobe_dask.graph.rows import GraphRows, stack_rows
 from msprobe_dask.graph.tasks import Options, Summary, VisResult, joined, run_summary, vis_result
@@ -35,7 +35,16 @@ CHAIN_LAG = 2
 """On local worker processes a chunk task waits for the write chain's insert CHAIN_LAG turns before
 its own (dask's local schedulers ignore the tasks' priorities: without it, the chain fell 3 turns behind
 the chunks and its last inserts came after the last chunk; one rank of 50,050 entries on two workers,
-prototype graphw20: 2.96 -> 2.76 s; a lag of 2, 4 or 6 measured the same)."""
+prototype graphw20: 2.96 -> 2.76 s). With one worker process: it keeps the chain's last inserts, and the
+index builds after them, close behind the last chunk (that rank: the time after its last chunk 0.43 s,
+0.53 s at a lag of 4; medians of 7 alternated runs under chrt, load 6-9)."""
+
+CHAIN_LAG_SHARED = 4
+"""The lag with more than one worker process (Spool.shared): more chunk tasks ready while an insert
+waits for its chunks, fewer waits of a worker for a task whose input passes through the run's own
+process (that rank on two workers, 8 alternated rounds under chrt, load 12-16, medians: from the first
+chunk to the last 1.91 -> 1.77 s, wall 2.71 -> 2.59 s; a lag of 3: 1.80 s, 2.61 s; of 6 or 8 the chain
+fell behind, the time after the last chunk 0.11 -> 0.28-0.50 s)."""
 
 
 def turns(n: int) -> list[tuple[int, int]]:
@@ -148,11 +157,12 @@ def chained_write(plan: Plan, writer: VisdbWriter, window: int = 0, released_bes
     (step, rank) before it are written and its graphs let go (_release; on local worker processes, let
     go by each process as it holds the next ones, graph/held.py), so that at most ``window`` of them
     are held at a time. ``released_beside``: the releases run beside the last task (_released_too), not
-    before it (_end_write). On local worker processes a chunk task waits for the insert CHAIN_LAG turns
-    before its own."""
+    before it (_end_write). On local worker processes a chunk task waits for the insert _chain_lag()
+    turns before its own."""
     import dask
 
     written: Any = Written(writer)
+    lag = _chain_lag(plan.spool)
     finished: list[Any] = []
     released: list[Any] = []  # each (step, rank)'s graphs let go once its rows are written
     ends: list[Any] = []  # the chain once each (step, rank)'s rows are in
@@ -163,7 +173,7 @@ def chained_write(plan: Plan, writer: VisdbWriter, window: int = 0, released_bes
         written = dask.delayed(_place_rank)(written, r.summary, dask_key_name=f"place-{r.name}")
         chunks = []
         for k, end in turns(r.pair.n):
-            gate = chain[-CHAIN_LAG:][:1] if plan.spool is not None and len(chain) >= CHAIN_LAG else []
+            gate = chain[-lag:][:1] if lag and len(chain) >= lag else []
             turn = [r.chunk(j, plan.linked, *gate) for j in range(k, end)]
             chunks += turn
             with dask.annotate(priority=INSERT_PRIORITY):
@@ -181,6 +191,14 @@ def chained_write(plan: Plan, writer: VisdbWriter, window: int = 0, released_bes
         return dask.delayed(_end_write)(written, linked, *args, *released, dask_key_name="write-visdb")
     end = dask.delayed(_end_write)(written, linked, *args, dask_key_name="write-visdb")
     return dask.delayed(_released_too)(end, *released, dask_key_name="released-too")
+
+
+def _chain_lag(spool: Spool | None) -> int:
+    """How many turns before its own the insert is that a chunk task waits for (0: none; only on local
+    worker processes, ``spool``)."""
+    if spool is None:
+        return 0
+    return CHAIN_LAG_SHARED if spool.shared else CHAIN_LAG
 
 
 def _finish_early(r: RankTasks, chunks: list[Any], linked: bool) -> Any:

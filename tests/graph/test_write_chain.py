@@ -417,9 +417,13 @@ def test_a_spool_only_on_local_worker_processes_written_where_there_are_several(
 
 def test_held_chunks_wait_for_the_write_chain_some_turns_back(tmp_path: Path) -> None:
     """On local worker processes (whose scheduler ignores priorities) a chunk task waits for the insert
-    write_chain.CHAIN_LAG turns before its own; elsewhere for nothing but its graphs."""
+    write_chain._chain_lag turns before its own (more turns with more than one worker process);
+    elsewhere for nothing but its graphs."""
     tp, gp, opts = _sides("multirank compare")
-    for i, spool in enumerate((None, _spool(tmp_path))):
+    assert write_chain._chain_lag(None) == 0
+    for i, shared in enumerate((None, False, True)):
+        (tmp_path / str(i)).mkdir()
+        spool = None if shared is None else _spool(tmp_path / str(i), shared)
         chain = write_chain.chained_write(
             rank_plan.rank_plan(tp, gp, opts, spool), VisdbWriter(tmp_path / f"{i}.vis.db").suspend(), 2
         )
@@ -433,13 +437,11 @@ def test_held_chunks_wait_for_the_write_chain_some_turns_back(tmp_path: Path) ->
         if spool is None:
             assert not any(waits.values())
             continue
+        lag = write_chain._chain_lag(spool)
+        assert lag == (write_chain.CHAIN_LAG_SHARED if shared else write_chain.CHAIN_LAG)
         gated = {k: d for k, d in waits.items() if d}
         assert gated and all(len(d) == 1 for d in gated.values())
-        assert (
-            write_chain.CHAIN_LAG
-            <= len(waits) - len(gated)
-            <= write_chain.CHAIN_LAG * write_chain.CHUNKS_PER_TURN
-        )
+        assert lag <= len(waits) - len(gated) <= lag * write_chain.CHUNKS_PER_TURN
         assert {next(iter(d)) for d in gated.values()} <= set(inserts)
 
 
