@@ -112,7 +112,7 @@ def build_graphs(
     import tempfile
 
     opts = Options(overflow_check, fuzzy_match, layer_mapping)
-    run = run if client is not None else graph_run(run, target, golden)
+    run = run if client is not None else graph_run(run, target, golden, bool(parallel))
     spool = spool_for(Path(tempfile.gettempdir()) / f".graph-spool-{uuid.uuid4().hex}", client, run)
     result, _ = _any_plan(target, golden, opts, parallel, spool=spool)
     with spooling(spool):
@@ -150,7 +150,7 @@ def visualize(
         raise OutputError(out, "is not a folder")
     json_files = bool(parallel and json_output)
     opts = Options(overflow_check, fuzzy_match, layer_mapping, tensor_log)
-    run = run if client is not None else graph_run(run, target, golden)
+    run = run if client is not None else graph_run(run, target, golden, bool(parallel))
     path = out / output_name(golden is not None, ts)
     spool = spool_for(path.with_name(f".{path.name}.spool"), client, run)  # (a temporary of its name)
     merged = _merged(target, golden, opts, parallel, json_output)

@@ -29,13 +29,18 @@ same (101-106 MiB)."""
 
 
 def graph_run(
-    run: RunOptions | None, target: str | os.PathLike[str], golden: str | os.PathLike[str] | None
+    run: RunOptions | None,
+    target: str | os.PathLike[str],
+    golden: str | os.PathLike[str] | None,
+    merge: bool = False,
 ) -> RunOptions:
     """``run`` for a graph of the inputs: its worker processes hold big graphs
     (RunOptions.holds_graphs), and the size of its dump.json files (unless given) chooses where it runs
-    (pipeline.scheduler.computing)."""
+    (pipeline.scheduler.computing). A ``merge`` (--rank_size) runs in this process unless told
+    otherwise: on worker processes every rank graph passes through this process on its way to its
+    side's merge task (2.3-2.6x the CPU, 4x the memory: docs/performance.md section 5)."""
     run = run or RunOptions()
-    size = run.input_bytes or input_bytes(target, golden)
+    size = 0 if merge else run.input_bytes or input_bytes(target, golden)
     return replace(run, holds_graphs=True, input_bytes=size)
 
 

@@ -68,3 +68,25 @@ def test_graph_visualize_sizes_its_input_by_its_dump_json_files(
     size = sum(p.stat().st_size for side in sides for p in side.rglob("dump.json"))
     (run,) = seen
     assert run.input_bytes == size > 0 and run.holds_graphs and run.in_this_process
+
+
+@pytest.mark.usefixtures("cpus")
+def test_a_merge_runs_in_this_process_whatever_its_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge's rank graphs all pass through the process that schedules on their way to their side's
+    merge task: on worker processes 2.3-2.6x the CPU and 4x the memory (docs/performance.md section 5)."""
+    from msprobe_dask.graph.merge import DEFAULT_ORDER
+    from msprobe_dask.graph.merge.strategy import parse_params
+
+    monkeypatch.setattr(scheduler, "GRAPH_PROCESSES_FROM_BYTES", 1)  # any input is big
+    seen: list[RunOptions] = []
+    compute = api.computed
+    monkeypatch.setattr(
+        api, "computed", lambda obj, client, run: seen.append(run) or compute(obj, client, run)
+    )
+    target = DATA / "pp_merge" / "target"
+    merge = parse_params([2], [1], [2], [1], [DEFAULT_ORDER], False)
+    api.graph_visualize(target, None, output_path=tmp_path / "merge", parallel=merge, run=RunOptions())
+    api.graph_visualize(target, None, output_path=tmp_path / "ranks", run=RunOptions())
+    assert [run.local_processes for run in seen] == [0, 2]
