@@ -1,7 +1,8 @@
 """--atol/--rtol set the first divergence of the summary and the report: where a run reads neither
 (graph_visualize without --report, compare -q without --report, kernel dumps) one given is refused in
 one line, exit 2, nothing written, not parsed and ignored; compare --report on kernel dumps, which
-make no report, likewise."""
+make no report, likewise; and graph_visualize --report on a merge whose sides have different rank counts,
+which a compare rank by rank cannot pair (it wrote the vis.db and warned "no report", exit 0)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from conftest import case_dir, run_cli
 
 STAT = case_dir("stat_mix")
 KERNEL = case_dir("kernel_npy")
+PP = case_dir("pp_merge")
+MERGE = ["--rank_size", "2", "1", "--tp", "1", "1", "--pp", "2", "1"]
 
 
 @pytest.mark.parametrize(
@@ -36,6 +39,11 @@ KERNEL = case_dir("kernel_npy")
             ["compare", "-tp", str(KERNEL / "target"), "-gp", str(KERNEL / "golden"), "--report"],
             "--report",
             "kernel",
+        ),
+        (
+            ["graph_visualize", "-tp", str(PP / "target"), "-gp", str(PP / "golden"), *MERGE, "--report"],
+            "--report",
+            "the target 2 ranks and the golden 1",
         ),
     ],
 )

@@ -156,6 +156,12 @@ def _run(args: argparse.Namespace) -> int:
         parallel = parse_params(args.rank_size, args.tp, args.pp, args.vpp, args.order, compare)
     if args.report and not args.golden_path:
         raise ConfigError("--report", "needs -gp GOLDEN: the report is about a compare")
+    if args.report and parallel and parallel[0].rank_size != parallel[1].rank_size:
+        raise ConfigError(
+            "--report",
+            f"compares the dumps rank by rank: --rank_size gives the target {parallel[0].rank_size} ranks "
+            f"and the golden {parallel[1].rank_size}",
+        )
     from msprobe_dask.analysis.tolerance import tolerance_of
 
     tolerance_of(args, None if args.report else "sets the first divergence of the report: add --report")
