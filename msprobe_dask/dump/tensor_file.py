@@ -25,6 +25,7 @@ import numpy as np
 
 from msprobe_dask.dump import zarr_store
 from msprobe_dask.dump.confine import check_regular
+from msprobe_dask.dump.file_bytes import read_into
 from msprobe_dask.dump.pt_file import open_pt
 from msprobe_dask.dump.pt_legacy import open_legacy_pt
 from msprobe_dask.dump.pt_zip import HEAD_BYTES, ZIP_MAGIC
@@ -293,13 +294,10 @@ def _member_run(handle: TensorHandle, name: str, first: int, count: int) -> np.n
 def _read_at(path: Path, offset: int, into: np.ndarray) -> np.ndarray:
     """``into`` (a uint8 array) filled with the file's bytes from ``offset`` (``preadv``, straight into the
     array); a file that ends before (cut since its header was read) raises ``TensorFileError``."""
-    view = into.data
-    got = 0
     try:
         fd = os.open(path, os.O_RDONLY)
         try:
-            while got < into.size and (n := os.preadv(fd, [view[got:]], offset + got)):
-                got += n
+            got = read_into(fd, into.data, offset)
         finally:
             os.close(fd)
     except OSError as exc:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from msprobe_dask.dump.fastjson import loads
+from msprobe_dask.dump.file_bytes import read_into
 from msprobe_dask.dump.tensor_dtypes import ML_DTYPES, Element, element_of, element_size
 from msprobe_dask.errors import StoreError, cannot, one_line
 
@@ -255,9 +256,8 @@ def _chunk_file(path: Path, index: int) -> memoryview | None:
         buffer = getattr(_compressed, "buffer", None)
         if buffer is None or len(buffer) < size:
             buffer = _compressed.buffer = bytearray(size)
-        view, got = memoryview(buffer)[:size], 0
-        while got < size and (n := os.preadv(fd, [view[got:]], got)):
-            got += n
+        view = memoryview(buffer)[:size]
+        got = read_into(fd, view, 0)
     except OSError as exc:
         raise StoreError(name, cannot("read the chunk", exc)) from None
     finally:
