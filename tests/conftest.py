@@ -97,7 +97,8 @@ def walk_view(items: Any) -> list[Any]:
     error each of its nodes leaves for the nodes after it (its own or 0.0), the name and own input
     error of its last nodes from the last that has an input (what they hand on to a node without
     inputs), and its tensors' signatures (in any order)."""
-    from msprobe_dask.analysis.flow import Node, QuietRun
+    from msprobe_dask.analysis.flow import Node
+    from msprobe_dask.analysis.quiet_rows import QuietRun
 
     view: list[Any] = []
     stretch: list[tuple[str, Any]] = []

@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, cast
 
-from msprobe_dask.analysis.flow import LightNode, Node, QuietRun, Signature, TensorError, column_nodes
+from msprobe_dask.analysis.flow import LightNode, Node, TensorError, column_nodes
 from msprobe_dask.analysis.links import Links, Sent, link
+from msprobe_dask.analysis.quiet_rows import QuietRun
+from msprobe_dask.analysis.row_entries import Signature
 from msprobe_dask.analysis.row_errors import READ_COLUMNS, RowColumns
 from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.dump.markers import PARAMETERS_GRAD

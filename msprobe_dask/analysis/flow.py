@@ -10,49 +10,29 @@ Each tensor's error is ``row_errors``'.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import compress
-from operator import attrgetter, ne
+from operator import attrgetter
 from typing import Any, TypeVar, cast
 
-from msprobe_dask.analysis.first_diff import (
-    COMM_PREFIXES,
-    POINT_TO_POINT,
-    api_of,
-    is_communication,
+from msprobe_dask.analysis.first_diff import COMM_PREFIXES, POINT_TO_POINT, api_of, is_communication
+from msprobe_dask.analysis.quiet_rows import QuietRows, QuietRun
+from msprobe_dask.analysis.row_entries import (
+    INPUT_ROLES,
+    Signature,
+    entry_and_state,
+    entry_spans,
+    row_entries,
+    tensor_signature,
 )
-from msprobe_dask.analysis.row_errors import ZERO_CELLS, RowColumns, number
-from msprobe_dask.columns import NA, STACK_COLUMN, STAT_COLUMNS
-from msprobe_dask.dump.markers import BATCH_P2P, PARAMETERS_GRAD, PEER_ARGUMENTS, PROCESS_GROUP
+from msprobe_dask.analysis.row_errors import RowColumns, number
+from msprobe_dask.analysis.unsettled import argument_index, is_settled, is_unsettled
+from msprobe_dask.columns import STACK_COLUMN
+from msprobe_dask.dump.markers import BATCH_P2P, PEER_ARGUMENTS, PROCESS_GROUP
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 
-INPUT_ROLES = ("input", "parameters")
-_ENTRY = re.compile(r"^(.+?\.(?:forward|backward)(?:\.\d+)?)\.(input|output|parameters)(?:\.|$)")
-_GRAD_ENTRY = re.compile(rf"^(.+?\.{re.escape(PARAMETERS_GRAD)}(?:\.\d+)?)(?:\.|$)")
 _RANKS = re.compile(r"-?\d+")
-# communication arguments that are buffers the op writes (their content before the call means
-# nothing): the argument's index, per api
-OUTPUT_BUFFER_ARG = {
-    "recv": 0,
-    "irecv": 0,
-    "all_gather": 0,
-    "all_gather_into_tensor": 0,
-    "_all_gather_base": 0,
-    "reduce_scatter": 0,
-    "reduce_scatter_tensor": 0,
-    "_reduce_scatter_base": 0,
-    "all_to_all": 0,
-    "all_to_all_single": 0,
-    "scatter": 0,
-    "gather": 1,
-}
-NONBLOCKING = ("isend", "irecv", BATCH_P2P)
-
-
-Signature = tuple[object, object]
 _Class = TypeVar("_Class", bound=type)
 
 
@@ -115,32 +95,6 @@ class Node:
         return user_frame(stack_frames(self.stack))
 
 
-def entry_and_state(name: str) -> tuple[str, str]:
-    """``Module.fc1.Linear.forward.0.input.0`` -> (``Module.fc1.Linear.forward.0``, ``input``)."""
-    match = _ENTRY.match(name)
-    if match:
-        return match.group(1), match.group(2)
-    match = _GRAD_ENTRY.match(name)
-    if match:
-        return match.group(1), PARAMETERS_GRAD
-    return name, "output"
-
-
-def _signature(high: float | None, low: float | None, md5: Any) -> Signature | None:
-    """What identifies the tensor on the NPU side: its max and min (unchanged by views, reshapes and
-    copies), or its md5 in an md5 dump; none where the max or min is NaN: a NaN equals nothing, so such a
-    tensor is no earlier tensor (as a key, one NaN object would equal itself: ``number`` hands out one)."""
-    if high is not None and low is not None:
-        return (high, low) if high == high and low == low else None
-    return ("md5", str(md5)) if md5 not in (None, NA) else None
-
-
-def _argument_index(name: str, entry: str, state: str) -> int | None:
-    """The n of ``{entry}.{state}.{n}...``: which argument (or output) of the call the row is."""
-    rest = name[len(entry) :].split(".")
-    return int(rest[2]) if len(rest) > 2 and rest[1] == state and rest[2].isdigit() else None
-
-
 def _peer(value: Any) -> int | None:
     number_ = number(value)
     return int(number_) if number_ is not None and number_.is_integer() else None
@@ -186,33 +140,6 @@ def _group_ranks(text: str) -> frozenset[int]:
     return frozenset(int(m) for m in _RANKS.findall(text))
 
 
-def _unsettled(api: str, op: str, state: str, argument: int | None) -> bool:
-    """A communication row whose values are no evidence: a non-blocking op's outputs (read when the call
-    returned, before a receive completed: a race; what it sends is its input), a P2POp receive buffer,
-    or a buffer that a blocking op writes, read before the call."""
-    if (api in NONBLOCKING and state == "output") or op == "irecv":
-        return True
-    return state == "input" and argument is not None and argument == OUTPUT_BUFFER_ARG.get(api)
-
-
-def _spans(entries: Sequence[str]) -> list[tuple[int, int]]:
-    """(start, end) of each run of consecutive rows of one entry."""
-    count = len(entries)
-    starts = [0, *compress(range(1, count), map(ne, entries[1:], entries))] if count else []
-    return list(zip(starts, [*starts[1:], count]))
-
-
-def row_entries(rows: RowColumns) -> list[str]:
-    """The dump entry of each row."""
-    origins = rows.cells["api_origin_name"]
-    if all(origins):  # (a table's rows: each row's entry given)
-        return list(map(str, origins))
-    return [
-        str(origin) if origin else entry_and_state(str(name))[0]
-        for origin, name in zip(origins, rows.cells["NPU Name"])
-    ]
-
-
 def column_nodes(rows: RowColumns, rank: int, atol: float) -> list[Node]:
     """The nodes of one rank, in execution (dump) order, from its compare rows."""
     return list(iter_column_nodes(rows, rank, atol))
@@ -234,8 +161,8 @@ class PartNodes:
     # stack, whose rows are not read; none unless linked
     comms: list[Node]
     # the one QuietRun that ``walk_nodes`` (with an rtol of 0 or more) makes of all of them when none
-    # received something from a peer: where every row is quiet (``_QuietRows``: an error of 0.0, or none)
-    # and no communication node may have an unsettled row (``_settled``); None where it makes others, or
+    # received something from a peer: where every row is quiet (``QuietRows``: an error of 0.0, or none)
+    # and no communication node may have an unsettled row (``is_settled``); None where it makes others, or
     # where they are linked (their nodes may receive: the walk then reads them from their rows)
     quiet: QuietRun | None
     extremes: tuple[Iterable[float], Iterable[float]]  # the QuietRun's signatures: NPU max, NPU min
@@ -247,7 +174,7 @@ def part_nodes(rows: RowColumns, rank: int, atol: float, linked: bool) -> PartNo
     in): its communication nodes where the rank's are ``linked`` to others', else its QuietRun (a rank
     of a job of one rank: its nodes receive nothing, its walk reads no communication node)."""
     entries = row_entries(rows)
-    spans = _spans(entries)
+    spans = entry_spans(entries)
     seen: dict[Comm, Comm] = {}  # (one Comm of each value: see _column_nodes)
     comms: list[Node] = []
     settled = True
@@ -258,8 +185,8 @@ def part_nodes(rows: RowColumns, rank: int, atol: float, linked: bool) -> PartNo
                 comm = _comm(entry, rows, start, end, rank, seen)
                 comms.append(_node(rows, rank, index, entry, start, end, comm, atol, None, False))
             elif settled:
-                settled = _settled(rows, entry, start, end)
-    quiet = None if linked or not (spans and settled) else _QuietRows.of(rows, atol, whole=True)
+                settled = is_settled(rows, entry, start, end)
+    quiet = None if linked or not (spans and settled) else QuietRows.of(rows, atol, whole=True)
     if quiet is None:
         return PartNodes(len(spans), comms, None, ((), ()))
     run = quiet.run(entries, spans, 0, len(spans))
@@ -280,7 +207,7 @@ def walk_nodes(
     exceeds ``rtol``; an output must exceed ``Tolerance.limit(...)``, never below ``rtol``; what arrived
     from a peer must exceed ``rtol``) and that received nothing: not a communication node, or one whose
     index is not among ``receiving`` (the nodes a peer sent something, ``links.Links.received``) and
-    none of whose rows is unsettled (``_unsettled``: its tensors are then the Node's). The walk of a
+    none of whose rows is unsettled (``is_unsettled``: its tensors are then the Node's). The walk of a
     diverging rank reads tens of thousands of them."""
     return _column_nodes(rows, rank, atol, rtol, receiving)
 
@@ -294,11 +221,11 @@ def _column_nodes(
 ) -> Iterator[Node | LightNode | QuietRun]:
     """``iter_column_nodes``, or ``walk_nodes`` if ``light_below`` is its ``rtol``."""
     entries = row_entries(rows)
-    spans = _spans(entries)
+    spans = entry_spans(entries)
     # one Comm of each value: pickled once with a part's nodes (each all_reduce of a rank has the same)
     seen: dict[Comm, Comm] = {}
     # (the rows whose error is 0 or none, known without measuring them: with no rtol below 0)
-    quiet = None if light_below is None or light_below < 0 else _QuietRows.of(rows, atol)
+    quiet = None if light_below is None or light_below < 0 else QuietRows.of(rows, atol)
     # (every row's NPU max and min: converted at once where every row is read, else each row read alone)
     extremes = None
     if quiet is None:
@@ -353,163 +280,15 @@ def _node(
         if error is None:
             continue
         op = str(ops[i])
-        if comm and _unsettled(comm.api, op, state, _argument_index(name, entry, state)):
+        if comm and is_unsettled(comm.api, op, state, argument_index(name, entry, state)):
             continue
         sent_to = _peer(peers[i]) if op == "isend" else None
         high, low = (extremes[0][i], extremes[1][i]) if extremes else numbers[:2]  # type: ignore[index]
-        tensor = TensorError(name, error, _signature(high, low, md5s[i]), sent_to)
+        tensor = TensorError(name, error, tensor_signature(high, low, md5s[i]), sent_to)
         (inputs if is_input else outputs).append(tensor)
     stacks = cells[STACK_COLUMN]
     stack = next((stacks[i] for i in range(start, end) if stacks[i]), None) if whole else None
     return Node(rank, index, entry, tuple(inputs), tuple(outputs), stack, comm)
-
-
-def _settled(rows: RowColumns, entry: str, start: int, end: int) -> bool:
-    """Whether no row of the communication node ``entry`` (rows ``start`` to ``end``) can be unsettled
-    (``_unsettled``), whatever its state and argument."""
-    api = api_of(entry)
-    if api in NONBLOCKING or api in OUTPUT_BUFFER_ARG:
-        return False
-    ops = rows.cells["NPU P2POp op"]
-    return not any(str(ops[i]) == "irecv" for i in range(start, end))
-
-
-@dataclass(frozen=True, slots=True)
-class QuietRun:
-    """Consecutive nodes that no rule of the divergence walk can find, none of whose tensors has an error
-    but 0.0 (``_QuietRows``), as the walk reads them at once: the ``names`` of the first ones, then
-    ``tail``: the name and own input error of each of the last ones, from the last that has an input
-    (read in turn: what they hand on as the input error of a node without inputs), and the
-    ``signatures`` of all their tensors, in any order. Each stands for its LightNode: that of a node of
-    ``names`` has an input error of 0.0 or none."""
-
-    names: Sequence[str]
-    tail: Sequence[tuple[str, float | None]]
-    signatures: Iterable[Signature]
-
-
-class _QuietRows:
-    """The rows of ``rows`` whose error is known without measuring it: every statistic a float, the same
-    on both sides, no MaxAbsErr or EucDist but zero (an error of 0.0; their NPU max and min a signature),
-    and those whose same cells give no error (no tensor, such as a process group's or a text argument's
-    rows: each distinct set of cells measured once). The walk reads a run of nodes of such rows only as
-    a ``QuietRun``, without a Node or a LightNode each: most of a rank whose divergence is far in."""
-
-    def __init__(self, rows: RowColumns, measured: list[int], tensor: bytearray | None) -> None:
-        self.rows = rows
-        self.measured = measured  # (the rows with an error to measure: their nodes are read alone)
-        self.tensor = tensor  # (whether each row is a tensor: None, every row is)
-
-    @classmethod
-    def of(cls, rows: RowColumns, atol: float, whole: bool = False) -> _QuietRows | None:
-        """The quiet rows of ``rows``; None where most rows have an error to measure (a rank whose values
-        differ a little everywhere: its nodes are read one by one), or (``whole``) where a row has one
-        (found at the first)."""
-        cells = rows.cells
-        others: Iterable[int] = _loud_rows(rows)
-        if not whole:
-            others = list(others)
-            if 2 * len(others) > len(rows.md5_only):
-                return None
-        measured: list[int] = []
-        tensor = None
-        errors: dict[tuple[Any, ...], float | None] = {}
-        float_ = float
-        highs, bench_highs = cells[STAT_COLUMNS[0]], cells[STAT_COLUMNS[4]]
-        columns = [
-            cells[column] for column in (*STAT_COLUMNS, "MaxAbsErr", "EucDist", "NPU MD5", "BENCH MD5")
-        ]
-        for i in others:
-            if rows.md5_only[i] or highs[i].__class__ is float_ is bench_highs[i].__class__:
-                if whole:
-                    return None
-                measured.append(i)  # (an md5's error, or one of its max's: stats_error)
-                continue
-            # (each cell with its class: False, 0 and 0.0 are equal keys, not equal cells)
-            key = tuple((cell.__class__, cell) for column in columns for cell in (column[i],))
-            try:
-                error = errors[key] if key in errors else errors.setdefault(key, rows.error(i, atol))
-            except TypeError:  # (a cell that is not hashable)
-                error = rows.error(i, atol)
-            if error is not None:
-                if whole:
-                    return None
-                measured.append(i)
-            else:
-                if tensor is None:
-                    tensor = bytearray(b"\x01") * len(rows.md5_only)
-                tensor[i] = 0
-        if whole and tensor is not None and 2 * tensor.count(0) > len(rows.md5_only):
-            return None  # (as without ``whole``: most rows not quiet at sight)
-        return cls(rows, measured, tensor)
-
-    def loud(
-        self, entries: Sequence[str], spans: Sequence[tuple[int, int]], receiving: Container[int]
-    ) -> list[int]:
-        """The nodes (of ``spans``, in order) not in a QuietRun: those with a row to measure, and the
-        communication nodes that received something from a peer (``receiving``) or may have a row that is
-        not settled (``_unsettled``)."""
-        starts = [start for start, _ in spans]
-        loud = {bisect_right(starts, i) - 1 for i in self.measured}
-        for index, (start, end) in enumerate(spans):
-            entry = entries[start]
-            if entry.startswith(COMM_PREFIXES) and is_communication(entry):
-                if index in receiving or not _settled(self.rows, entry, start, end):
-                    loud.add(index)
-        return sorted(loud)
-
-    def run(self, entries: Sequence[str], spans: Sequence[tuple[int, int]], first: int, end: int) -> QuietRun:
-        """The QuietRun of nodes ``first`` to ``end`` (of ``spans``)."""
-        cells = self.rows.cells
-        names, given_states = cells["NPU Name"], cells["state"]
-        tensor = self.tensor
-        tail: list[tuple[str, float | None]] = []
-        last = end
-        while last > first:  # (from the last node, back to the last with an input)
-            last -= 1
-            start, stop = spans[last]
-            has_input = any(
-                str(given_states[i] or entry_and_state(str(names[i]))[1]) in INPUT_ROLES
-                for i in range(start, stop)
-                if tensor is None or tensor[i]
-            )
-            tail.append((entries[start], 0.0 if has_input else None))
-            if has_input:
-                break
-        tail.reverse()
-        return QuietRun(
-            [entries[start] for start, _ in spans[first:last]],
-            tail,
-            zip(*self.extremes(spans[first][0], spans[end - 1][1])),
-        )
-
-    def extremes(self, start: int, end: int) -> tuple[Iterable[Any], Iterable[Any]]:
-        """The NPU max and the NPU min of the tensors of rows ``start`` to ``end``."""
-        cells, tensor = self.rows.cells, self.tensor
-        highs, lows = cells[STAT_COLUMNS[0]][start:end], cells[STAT_COLUMNS[1]][start:end]
-        if tensor is None:
-            return highs, lows
-        return compress(highs, tensor[start:end]), compress(lows, tensor[start:end])
-
-
-def _loud_rows(rows: RowColumns) -> Iterator[int]:
-    """The rows of ``rows`` that are not quiet at sight (``_QuietRows``): each statistic a float, the same
-    on both sides, no MaxAbsErr or EucDist but zero, not an md5 row."""
-    cells = rows.cells
-    float_ = float
-    same = zip(
-        *(cells[column] for column in STAT_COLUMNS), cells["MaxAbsErr"], cells["EucDist"], rows.md5_only
-    )
-    return (
-        i
-        for i, (n0, n1, n2, n3, b0, b1, b2, b3, max_abs, euc, md5_only) in enumerate(same)
-        if not (
-            n0 == b0 and n1 == b1 and n2 == b2 and n3 == b3 and max_abs in ZERO_CELLS and euc in ZERO_CELLS
-            and n0.__class__ is float_ and n1.__class__ is float_ and n2.__class__ is float_
-            and n3.__class__ is float_ and b0.__class__ is float_ and b1.__class__ is float_
-            and b2.__class__ is float_ and b3.__class__ is float_ and not md5_only
-        )
-    )  # fmt: skip
 
 
 def _measured(
@@ -546,7 +325,7 @@ def _light_node(
             return None
         state = str(given_states[i] or entry_and_state(str(names[i]))[1])
         high, low = (extremes[0][i], extremes[1][i]) if extremes else numbers[:2]  # type: ignore[index]
-        signature = _signature(high, low, md5s[i])
+        signature = tensor_signature(high, low, md5s[i])
         if state in INPUT_ROLES:
             input_errors.append(error)
             if signature is not None:

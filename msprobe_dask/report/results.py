@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_dask.analysis.divergence import step_key
-from msprobe_dask.analysis.flow import entry_and_state
+from msprobe_dask.analysis.row_entries import entry_and_state
 from msprobe_dask.errors import DumpError, UserError
 from msprobe_dask.writers.workbook_rows import first_sheet_rows
 

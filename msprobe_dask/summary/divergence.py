@@ -32,12 +32,12 @@ from msprobe_dask.analysis.divergence import (
 from msprobe_dask.analysis.flow import (
     LightNode,
     Node,
-    QuietRun,
     column_nodes,
     part_nodes,
     walk_nodes,
 )
 from msprobe_dask.analysis.links import Links
+from msprobe_dask.analysis.quiet_rows import QuietRun
 from msprobe_dask.analysis.row_errors import RowColumns
 from msprobe_dask.columns import STAT_COLUMNS
 from msprobe_dask.summary.model import NodeRef, RunSummary

@@ -24,7 +24,8 @@ from msprobe_dask.analysis.divergence import (
     from_tables,
     step_and_rank,
 )
-from msprobe_dask.analysis.flow import Comm, LightNode, Node, QuietRun, TensorError, column_nodes, part_nodes
+from msprobe_dask.analysis.flow import Comm, LightNode, Node, TensorError, column_nodes, part_nodes
+from msprobe_dask.analysis.quiet_rows import QuietRun
 from msprobe_dask.analysis.row_errors import READ_COLUMNS, RowColumns
 from msprobe_dask.pipeline.compare import compare
 from msprobe_dask.table import CompareTable
@@ -482,7 +483,8 @@ def test_a_part_that_is_one_quiet_run_is_walked_without_its_rows(
     do."""
     from types import SimpleNamespace
 
-    from msprobe_dask.analysis.flow import entry_and_state, walk_nodes
+    from msprobe_dask.analysis.flow import walk_nodes
+    from msprobe_dask.analysis.row_entries import entry_and_state
     from msprobe_dask.columns import STAT_COLUMNS
     from msprobe_dask.summary.divergence import node_part
 
