@@ -152,3 +152,14 @@ def test_refused_run_removes_the_folders_it_made(tmp_path: Path, capsys: pytest.
     assert run(tmp_path / "new" / "out", npy / "target", npy / "golden", "--rank", "9") == 2
     assert_refused(capsys, tmp_path / "new", "no (rank, step) is in both kernel dumps")
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("flag", ["-tensor_log", "--is_print_compare_log"])
+def test_tensor_log_is_refused(flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The reference accepts it on kernel dumps and logs nothing (D38): not a flag parsed and ignored."""
+    for case in ("kernel_npy", "kernel_stat"):
+        target, golden = DATA / case / "target", DATA / case / "golden"
+        assert run(tmp_path / "out", target, golden, "--rank", "0", flag) == 2
+        assert_refused(capsys, tmp_path / "out", "-tensor_log", "not made for MindSpore kernel dumps")
+        assert run(tmp_path / "out", target, golden, flag) == 2  # (a kernel tree recognised by itself)
+        assert_refused(capsys, tmp_path / "out", "-tensor_log")
