@@ -32,7 +32,7 @@ import numpy as np
 from msprobe_dask.dump.fastjson import loads
 from msprobe_dask.dump.file_bytes import read_into
 from msprobe_dask.dump.tensor_dtypes import ML_DTYPES, Element, element_of, element_size
-from msprobe_dask.errors import StoreError, cannot, one_line
+from msprobe_dask.errors import StoreError, TensorFileError, cannot, one_line
 
 METADATA = "zarr.json"
 ATTRIBUTE = "msprobe_dask"
@@ -119,7 +119,10 @@ def _source(path: Path, meta: dict[str, Any]) -> Any:
 
 def read_bytes(path: Path, itemsize: int, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
     """The bytes of elements ``start:stop`` of the flat tensor (of ``itemsize``-byte elements), as a uint8
-    array (``out``, of their size, when given); a damaged chunk is a :class:`StoreError`.
+    array (``out``, of their size, when given). A chunk file that cannot be read, is cut while it is read
+    or is not a chunk is a :class:`TensorFileError` naming it (that tensor's rows are errors, as for a
+    damaged ``.npy``); a damaged store (metadata unreadable, a chunk file missing: a store copied in part)
+    or an array zarr cannot read is a :class:`StoreError` (the run stops).
 
     An array as ``write_array`` lays it out (``_chunk_elems``) is read here, chunk file by chunk file, each
     decompressed straight into ``out``: zarr's own reader costs about 10 ms of CPU per array (its event
@@ -137,7 +140,7 @@ def read_bytes(path: Path, itemsize: int, start: int, stop: int, out: np.ndarray
             _read_chunks(
                 path, itemsize, chunk, start, stop, out, bool(meta["attributes"][ATTRIBUTE].get(EVERY_CHUNK))
             )
-    except StoreError:
+    except (StoreError, TensorFileError):
         raise
     except Exception as exc:  # noqa: BLE001 - a corrupt chunk makes the codecs raise almost anything
         raise StoreError(path, f"corrupt zarr array (elements {start}:{stop}): {one_line(exc)}") from None
@@ -228,19 +231,26 @@ def _read_chunks(
                 raise StoreError(path, f"chunk c/{index} is missing (a store copied in part?)")
             into[:] = 0
             continue
-        size, _, length = _BLOSC_HEADER.unpack_from(data) if len(data) >= _BLOSC_HEADER.size else (0, 0, 0)
-        if size != chunk * itemsize or length != len(data):
-            raise ValueError(f"chunk c/{index} is not a blosc chunk of {chunk * itemsize} bytes")
-        if hi - lo == chunk:
-            blosc.decompress(data, into)
-        else:
-            skip = (lo - first) * itemsize
-            into[:] = np.frombuffer(blosc.decompress(data), np.uint8)[skip : skip + into.size]
+        try:
+            _decompress(blosc, data, chunk * itemsize, into, (lo - first) * itemsize)
+        except Exception as exc:  # noqa: BLE001 - a corrupt chunk makes the codec raise almost anything
+            raise TensorFileError(path / "c" / str(index), f"corrupt zarr chunk: {one_line(exc)}") from None
+
+
+def _decompress(blosc: Any, data: memoryview, nbytes: int, into: np.ndarray, skip: int) -> None:
+    """``into`` filled from the blosc chunk ``data`` of ``nbytes`` bytes, from its byte ``skip``."""
+    size, _, length = _BLOSC_HEADER.unpack_from(data) if len(data) >= _BLOSC_HEADER.size else (0, 0, 0)
+    if size != nbytes or length != len(data):
+        raise ValueError(f"not a blosc chunk of {nbytes} bytes")
+    if into.size == nbytes:
+        blosc.decompress(data, into)
+    else:
+        into[:] = np.frombuffer(blosc.decompress(data), np.uint8)[skip : skip + into.size]
 
 
 def _chunk_file(path: Path, index: int) -> memoryview | None:
     """The bytes of chunk file ``c/<index>``, read into this thread's reused buffer; None when there is no
-    such file. A file cut while it is read is a StoreError naming it.
+    such file. A file that cannot be read or is cut while it is read is a TensorFileError naming it.
 
     Never a memory map: a file cut meanwhile would make blosc's reads of its missing pages fault (SIGBUS),
     which kills the process. The kernel's copy costs about 0.1 s of CPU per GB (page-cached)."""
@@ -250,7 +260,7 @@ def _chunk_file(path: Path, index: int) -> memoryview | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise StoreError(name, cannot("read the chunk", exc)) from None
+        raise TensorFileError(name, cannot("read the chunk", exc)) from None
     try:
         size = os.fstat(fd).st_size
         buffer = getattr(_compressed, "buffer", None)
@@ -259,11 +269,11 @@ def _chunk_file(path: Path, index: int) -> memoryview | None:
         view = memoryview(buffer)[:size]
         got = read_into(fd, view, 0)
     except OSError as exc:
-        raise StoreError(name, cannot("read the chunk", exc)) from None
+        raise TensorFileError(name, cannot("read the chunk", exc)) from None
     finally:
         os.close(fd)
     if got < size:
-        raise StoreError(name, f"cut while it was read: {size} bytes, found {got}")
+        raise TensorFileError(name, f"cut while it was read: {size} bytes, found {got}")
     return view
 
 

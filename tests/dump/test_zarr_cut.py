@@ -1,8 +1,8 @@
 """A converted dump's chunk file cut while it is read (``zarr_store._read_chunks``). Memory-mapped, blosc's
 reads of its missing pages faulted (SIGBUS) and killed the process; read into a buffer, the cut is either
-whole in the bytes read (the intact pair's row) or a StoreError naming the chunk file (a damaged store
-stops the run: exit 2, one line, as tests/dump/test_zarr_store.py's damaged stores). Each case runs in a
-process of its own, so that a fault kills that process, not the test session."""
+whole in the bytes read (the intact pair's row) or an error row naming the chunk file (as a ``.npy`` cut
+while it is read; tests/dump/test_zarr_store.py: a corrupt chunk). Each case runs in a process of its
+own, so that a fault kills that process, not the test session."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ elif when == "before-decoding":
 try:
     row = measure_pair(npu, bench)
     cut = os.path.getsize(chunk) == 4096
-    print(json.dumps({"cells": row.cells, "unreadable": row.unreadable, "cut": cut}))
+    print(json.dumps({"cells": row.cells, "unreadable": row.unreadable, "cut": cut, "message": row.message}))
 except StoreError as exc:
     print(json.dumps({"error": str(exc)}))
 """
@@ -83,8 +83,12 @@ def test_chunk_cut_once_read_is_the_intact_row(tmp_path: Path) -> None:
     assert cut["cut"] and cut["cells"] == intact["cells"] and not cut["unreadable"], cut
 
 
-def test_chunk_cut_while_read_is_a_store_error_naming_it(tmp_path: Path) -> None:
+def test_chunk_cut_while_read_is_an_error_row_naming_it(tmp_path: Path) -> None:
+    """As a ``.npy`` cut while it is read (tests/metrics/test_tensor_cut.py): the row is an error, the
+    run goes on."""
     npu, bench = _stores(tmp_path)
     size = (bench / "c" / "1").stat().st_size
     row = _measure(npu, bench, "while-read")
-    assert row == {"error": f"{bench}/c/1: cut while it was read: {size} bytes, found 4096"}, row
+    assert row["cut"] and row["unreadable"], row
+    assert row["cells"] == ["unsupported"] * 6, row
+    assert row["message"] == f"{bench}/c/1: cut while it was read: {size} bytes, found 4096", row

@@ -1,6 +1,7 @@
 """``msprobe-dask convert`` and compare / graph_visualize on the zarr store: the same outputs as on the
 dump (csv bytes, xlsx cells, vis.db rows) for every tensor case; resume, refusal to overwrite; a damaged
-store or an unreachable URL is one line, exit 2, nothing written."""
+store (an array or a chunk file missing, metadata unreadable) or an unreachable URL is one line, exit 2,
+nothing written; a chunk file that cannot be read makes its tensor's rows errors naming it (exit 1)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import openpyxl
 import pytest
-from conftest import case_dir
+from conftest import case_dir, read_csv
 
 from msprobe_dask.cli import main
 from msprobe_dask.dump.convert import partial_path, store_bytes
@@ -246,9 +247,6 @@ def test_damaged_stores_and_unreachable_urls(
     shutil.copytree(stores / "tensor_mix" / "target", broken)
     golden = str(stores / "tensor_mix" / "golden")
     (chunk,) = [p for p in (broken / "dump_tensor_data").glob("*.pt/c/0") if p.stat().st_size > 100][:1]
-    chunk.write_bytes(b"\x00garbage" * 20)
-    err = _bad_input(["compare", "-tp", str(broken), "-gp", golden], tmp_path / "o1", capsys)
-    assert "corrupt zarr array" in err and chunk.parent.parent.name in err
     shutil.rmtree(chunk.parent.parent)
     err = _bad_input(["compare", "-tp", str(broken), "-gp", golden], tmp_path / "o2", capsys)
     assert "no such array" in err and chunk.parent.parent.name in err
@@ -260,6 +258,43 @@ def test_damaged_stores_and_unreachable_urls(
     assert "install the remote extra" in _bad_input(
         ["graph_visualize", "-tp", "s3://no-such-bucket/run.zarr", "-gp", golden], tmp_path / "o5", capsys
     )
+
+
+def test_a_corrupt_or_unreadable_chunk_makes_its_rows_errors(
+    stores: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """As a damaged ``.npy`` (D27): the tensor's rows are errors naming the chunk file, never ``pass``,
+    the run goes on (the intact store's rows) and its last line counts them (exit 1)."""
+    golden = str(stores / "tensor_mix" / "golden")
+    intact = _run(["compare", "-tp", str(stores / "tensor_mix" / "target"), "-gp", golden, "-o", ""],
+                  stores, tmp_path / "intact")  # fmt: skip
+    for damage in ("garbage", "unreadable", "meta"):
+        broken = tmp_path / damage
+        shutil.copytree(stores / "tensor_mix" / "target", broken)
+        (chunk,) = [p for p in (broken / "dump_tensor_data").glob("*.pt/c/0") if p.stat().st_size > 100][:1]
+        if damage == "garbage":
+            chunk.write_bytes(b"\x00garbage" * 20)
+        elif damage == "unreadable":  # (chmod 0 would not keep root from reading it)
+            chunk.unlink()
+            chunk.mkdir()
+        else:  # a damaged store: its array's metadata unreadable
+            (chunk.parent.parent / "zarr.json").write_text("{")
+            _bad_input(["compare", "-tp", str(broken), "-gp", golden], tmp_path / "o-meta", capsys)
+            continue
+        capsys.readouterr()
+        out = tmp_path / f"o-{damage}"
+        assert main(["compare", "-q", "-tp", str(broken), "-gp", golden, "-o", str(out)]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "could not be read" in err[0] and str(chunk) in err[0], err
+        (csv,) = out.glob("*.csv")
+        rows, theirs = read_csv(csv), read_csv(intact)
+        assert len(rows) == len(theirs) and rows[0] == theirs[0]
+        result, message = rows[0].index("Result"), rows[0].index("Err_message")
+        bad = [row for row in rows[1:] if str(chunk) in row[message]]
+        assert bad and all(row[result] == "error" for row in bad)
+        assert [row[:2] for row in rows] == [row[:2] for row in theirs]  # (the names: the same rows)
+        expected = "corrupt zarr chunk" if damage == "garbage" else "cannot read the chunk"
+        assert all(expected in row[message] for row in bad), bad
 
 
 def _codecs() -> dict[str, dict[str, object]]:
