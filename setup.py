@@ -28,13 +28,14 @@ setup(
                 "msprobe_dask/metrics/csrc/pair_pass_loops.h",
                 "msprobe_dask/metrics/csrc/pair_pass_avx512.h",
                 "msprobe_dask/metrics/csrc/no_contraction.h",
+                "msprobe_dask/metrics/csrc/dot_orders.h",
             ],
             optional=True,
         ),
         Extension(
-            "msprobe_dask.metrics._sdot_lanes",
-            ["msprobe_dask/metrics/csrc/sdot_lanes.c"],
-            depends=["msprobe_dask/metrics/csrc/no_contraction.h"],
+            "msprobe_dask.metrics._dot_lanes",
+            ["msprobe_dask/metrics/csrc/dot_lanes.c"],
+            depends=["msprobe_dask/metrics/csrc/no_contraction.h", "msprobe_dask/metrics/csrc/dot_orders.h"],
             optional=True,
         ),
         Extension(

@@ -20,6 +20,7 @@ import numpy as np
 from msprobe_dask.columns import NA, NAN, TENSOR_METRIC_COLUMNS
 from msprobe_dask.metrics.chunked import aggregate_partials, chunk_partials
 from msprobe_dask.metrics.one_shot import measure_arrays
+from msprobe_dask.metrics.reference_dot import reference_dot
 from msprobe_dask.metrics.tensor import BIG_TENSOR_ELEMS, measure_pair
 from msprobe_dask.metrics.tensor_cells import NOT_AVAILABLE, UNSUPPORTED, TensorMetrics
 
@@ -50,7 +51,17 @@ def tensor_stats(array: np.ndarray) -> Stats:
     if array.size == 0:
         return (None, None, None, None)
     with np.errstate(all="ignore"):
-        return (np.max(array), np.min(array), np.mean(array), np.linalg.norm(array))
+        return (np.max(array), np.min(array), np.mean(array), l2_norm(array))
+
+
+def l2_norm(array: np.ndarray) -> np.generic:
+    """``np.linalg.norm(array)`` as the reference's process gives it. Of a float64, integer or bool array it
+    is the ddot of the float64 values (in memory order), which OpenBLAS sums in one run per thread: made
+    with the reference's threads (``reference_dot``), not this process's (one in a worker)."""
+    if array.dtype == np.float64 or array.dtype.kind in "iub":
+        flat = array.astype(np.float64, copy=False).ravel(order="K")
+        return np.sqrt(reference_dot(flat, flat))
+    return np.linalg.norm(array)
 
 
 def accuracy(cosine: Any, max_abs: Any) -> str:

@@ -46,13 +46,13 @@ the fault repeats and ends the process, as it would have.
 #include <setjmp.h>
 
 #include "no_contraction.h"
+#include "dot_orders.h"
 
 #define PAIR_PASS_API 4 /* one_shot.PAIR_PASS_API: change both with the function's arguments */
 #define MAX_RUNS 64
 
 enum { F16 = 0, BF16 = 1, F32 = 2, F64 = 3 };
 enum { DOTS = 4, LANES = 32, STAGED = 512 }; /* STAGED: elements widened at a time (a multiple of LANES) */
-enum { HASWELL = 0, SKYLAKEX = 1 }; /* the dots' orders: OpenBLAS's ddot kernels for these CPUs */
 static const Py_ssize_t ITEMSIZE[] = {2, 2, 4, 8};
 
 typedef struct {
@@ -67,21 +67,6 @@ typedef struct {
 } State;
 
 typedef Result (*PassFn)(const void *, const void *, const Py_ssize_t *, int, int, double, double, double);
-
-/* The 16 lanes of a dot summed as the order's kernel sums them. */
-static double lanes_sum(const double *a, int order) {
-    if (order == SKYLAKEX) { /* the four accumulators added lane by lane, then the lanes */
-        double l4[4];
-        for (int l = 0; l < 4; l++) l4[l] = ((a[l] + a[4 + l]) + a[8 + l]) + a[12 + l];
-        return (l4[0] + l4[2]) + (l4[1] + l4[3]);
-    }
-    double h[4][2]; /* HASWELL: each accumulator's halves added, then the accumulators, then the lanes */
-    for (int q = 0; q < 4; q++) {
-        h[q][0] = a[4 * q] + a[4 * q + 2];
-        h[q][1] = a[4 * q + 1] + a[4 * q + 3];
-    }
-    return ((h[0][0] + h[1][0]) + (h[2][0] + h[3][0])) + ((h[0][1] + h[1][1]) + (h[2][1] + h[3][1]));
-}
 
 #define float_abs fabsf
 #define double_abs fabs
@@ -210,10 +195,7 @@ static PyObject *pair_pass(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "a kind is 0 (float16), 1 (bfloat16), 2 (float32) or 3 (float64)");
         goto done;
     }
-    if (order != HASWELL && order != SKYLAKEX) {
-        PyErr_SetString(PyExc_ValueError, "the dots' order is 0 (Haswell) or 1 (SkylakeX)");
-        goto done;
-    }
+    if (check_order(order) < 0) goto done;
     Py_ssize_t size = n.len / ITEMSIZE[nk];
     if (n.len % ITEMSIZE[nk] || b.len != size * ITEMSIZE[bk]) {
         PyErr_SetString(PyExc_ValueError, "the two tensors hold different numbers of elements");
