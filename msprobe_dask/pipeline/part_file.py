@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # the first-divergence analysis: imported where a summary is 
     from msprobe_dask.analysis.flow import LightNode, Node
     from msprobe_dask.analysis.quiet_rows import QuietRun
     from msprobe_dask.analysis.tolerance import Tolerance
-    from msprobe_dask.summary.divergence import NodePart
+    from msprobe_dask.summary.divergence import NodePart, WalkedPart
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +68,9 @@ class WrittenRank:
     path: Path | None
     summary: GroupSummary | None  # when asked for
     # the divergence analysis's nodes of each part, with the summary: packed until the analysis reads
-    # them part by part (as Python objects, a rank's took 5x the memory of its packed rows)
-    node_parts: tuple[NodePart, ...] | None
+    # them part by part (as Python objects, a rank's took 5x the memory of its packed rows); those
+    # walked ahead, their count alone
+    node_parts: tuple[NodePart | WalkedPart, ...] | None
     ahead: Finding | Walk | None = None  # its first parts walked by a task (``walk_ahead``), or None
 
     @property
@@ -388,11 +389,20 @@ def with_nodes(
 ) -> WrittenRank:
     """The rank ``written``, with the divergence analysis's nodes of its table ``parts`` (when its summary
     was asked for), those left in files read (and their folder removed), and what was walked ``ahead``
-    (``walk_ahead``)."""
+    (``walk_ahead``): the parts it went through, all but the last, are not read again (a WalkedPart
+    each; a rank of 1M entries, ~200 MB)."""
     if written.node_parts is None:
         return written
+    from msprobe_dask.summary.divergence import WalkedPart
+
+    def kept(nodes: NodePart | NodesFile, walked: bool) -> NodePart | WalkedPart:
+        if walked:
+            return WalkedPart(nodes.count, nodes.exceeds)
+        return nodes.read() if isinstance(nodes, NodesFile) else nodes
+
+    last = len(parts) - 1
     node_parts = tuple(
-        p.nodes.read() if isinstance(p.nodes, NodesFile) else p.nodes for p in parts if p.nodes is not None
+        kept(p.nodes, ahead is not None and k < last) for k, p in enumerate(parts) if p.nodes is not None
     )
     for folder in {p.nodes.path.parent for p in parts if isinstance(p.nodes, NodesFile)}:
         shutil.rmtree(folder, ignore_errors=True)

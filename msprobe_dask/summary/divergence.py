@@ -163,6 +163,16 @@ class PartNodes(Protocol):
     def nodes(self, receiving: Container[int]) -> Iterable[Node | LightNode | QuietRun]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class WalkedPart:
+    """A part of a rank alone in its job that ``walk_ahead`` went through: its number of nodes and whether
+    it ``exceeds``; its nodes are not kept (the analysis goes on from the walk's end, and a rank alone
+    exchanges nothing: its communication nodes are never read)."""
+
+    count: int
+    exceeds: bool
+
+
 def walk_ahead(label: str, parts: Sequence[PartNodes], tol: Tolerance) -> Finding | Walk | None:
     """A rank alone in its job (no link changes its walk) walked through its first ``parts``' nodes
     (``RankNodes.ahead``): its first origin if it is there, else where the walk got to; None (not walked):
@@ -174,19 +184,27 @@ def walk_ahead(label: str, parts: Sequence[PartNodes], tol: Tolerance) -> Findin
     return next(found, walk)
 
 
-def rank_of_parts(parts: Sequence[PartNodes], ahead: Finding | Walk | None = None) -> RankNodes:
+def rank_of_parts(
+    parts: Sequence[PartNodes | WalkedPart], ahead: Finding | Walk | None = None
+) -> RankNodes:
     """A rank's nodes from its parts' (in order), for ``analyse_rank_nodes``: each part decoded when the
     walk reaches it (a LightNode has no index to shift); ``ahead``: what ``walk_ahead`` found of its
-    first parts (where it got to: ``read`` then gives the parts after them)."""
+    first parts (where it got to: ``read`` then gives the parts after them), which may be given as
+    WalkedParts."""
     starts = list(accumulate((part.count for part in parts), initial=0))
     walked = ahead.count if isinstance(ahead, Walk) else 0
 
     def comms() -> list[Node]:
-        return [node for part, start in zip(parts, starts) for node in part.comms(start)]
+        return [
+            node
+            for part, start in zip(parts, starts)
+            if not isinstance(part, WalkedPart)
+            for node in part.comms(start)
+        ]
 
     def read(receiving: Collection[int]) -> Iterator[Node | LightNode | QuietRun]:
         for part, start in zip(parts, starts):
-            if start < walked:  # (walked ahead: whole parts)
+            if start < walked or isinstance(part, WalkedPart):  # (walked ahead: whole parts)
                 continue
             end = start + part.count
             for node in part.nodes({index - start for index in receiving if start <= index < end}):
