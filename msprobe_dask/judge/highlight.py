@@ -13,7 +13,7 @@ from typing import Any
 
 from msprobe_dask.columns import NA
 from msprobe_dask.dump.markers import OUTPUT_PART
-from msprobe_dask.judge.rules import Row
+from msprobe_dask.judge.rules import Row, grads_differ
 from msprobe_dask.metrics.stats import is_nan_or_inf, relative_fraction
 
 RED, YELLOW = "red", "yellow"
@@ -106,7 +106,7 @@ def _row_marks(row: Row, mode: str, marks: _Marks) -> None:
     error = _max_error(row, mode)
     if error is not None and abs(error) > LIMITS.huge_error:
         marks.mark(REASON_HUGE)
-    if row["Bench Name"] != NA and row["NPU Requires_grad"] != row["Bench Requires_grad"]:
+    if row["Bench Name"] != NA and grads_differ(row["NPU Requires_grad"], row["Bench Requires_grad"]):
         marks.mark(REASON_GRAD)
 
 

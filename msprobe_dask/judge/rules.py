@@ -61,6 +61,13 @@ FUSED_WEIGHTS = ("qkv", "gate_up")  # a Bench name holding one of these is never
 NOT_A_TENSOR = "class"  # what the dtype of an argument that is not a tensor holds ("<class 'int'>")
 NO_GRAD = ("", NA)  # Requires_grad cells the RequiresGrad checker does not compare
 
+
+def grads_differ(npu_grad: str, bench_grad: str) -> bool:
+    """The RequiresGrad checker's rule: both sides have a requires_grad and they differ (a side without
+    one, as MindSpore dumps it, is not judged: D7)."""
+    return npu_grad not in NO_GRAD and bench_grad not in NO_GRAD and npu_grad != bench_grad
+
+
 MSG_NAN_INF = "error: There is nan/inf/-inf in the maximum or minimum value of NPU."
 MSG_NORM_OUTPUT = "error: The NormRelativeErr of output is greater than 0.5."
 MSG_ONE_THOUSANDTH = "error: The input/parameters of One Thousandth Err Ratio > 0.9 while the output < 0.6."
@@ -180,8 +187,7 @@ def _pair_checks(cells: Columns, rows: Sequence[int], outputs: Sequence[bool], f
         bench_name = bench_names[i]
         if bench_name == NA:
             continue
-        npu_grad, bench_grad = npu_grads[i], bench_grads[i]
-        if npu_grad not in NO_GRAD and bench_grad not in NO_GRAD and npu_grad != bench_grad:
+        if grads_differ(npu_grads[i], bench_grads[i]):
             flags.flag(i, MSG_REQUIRES_GRAD)
         npu_dtype, bench_dtype, npu_shape = npu_dtypes[i], bench_dtypes[i], npu_shapes[i]
         if (

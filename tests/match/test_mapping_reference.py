@@ -151,3 +151,34 @@ def test_d4_dtype_spellings_are_one_dtype() -> None:
     assert not same_dtype("Float32", "Float16")
     assert same_dtype("<class 'int'>", "<class 'int'>")
     assert not same_dtype("<class 'int'>", "<class 'float'>")
+
+
+@pytest.mark.parametrize("case", ["ms_vs_pt", "ms_vs_pt_tensor"])
+def test_cross_framework_xlsx_equals_reference_but_d4_d6_d7(case: str, tmp_path: Path) -> None:
+    """The -am xlsx read back: every cell the reference's but the D4/D7 messages and Result, and D6's
+    appended reasons. A MindSpore side has no requires_grad (D7: not judged), so no row is filled for
+    a requires_grad difference: the xlsx fills what the csv judges."""
+    import openpyxl
+
+    from msprobe_dask.judge.highlight import REASON_GRAD
+
+    base = case_dir(case)
+    args = ["compare", "-q", "--xlsx", "-am", "-o", str(tmp_path)]
+    assert (
+        main([*args, "-tp", str(base / "target" / "dump.json"), "-gp", str(base / "golden" / "dump.json")])
+        == 0
+    )
+    (ours,) = tmp_path.glob("*.xlsx")
+
+    def rows(path: Path) -> list[list[str]]:
+        sheet = openpyxl.load_workbook(path).active
+        return [["" if c is None else str(c) for c in row] for row in sheet.iter_rows(values_only=True)]
+
+    table, ref = rows(ours), rows(reference_file(case, "compare_am_xlsx", "*.xlsx"))
+    message = table[0].index("Err_message")
+    reasons = [m for row in table[1:] for m in json.loads(row[message]) if m.startswith("highlight ")]
+    assert REASON_GRAD not in reasons
+    for row in table[1:]:
+        row[message] = json.dumps([m for m in json.loads(row[message]) if not m.startswith("highlight ")])
+    counts = assert_same_but_d4_d7(table, ref)
+    assert counts["D7"] > 0 and counts["D4"] > 0
