@@ -4,16 +4,19 @@ graph_visualize classifies folders by its own rules (a folder of files, ``rank*`
 or ``step*`` folders) and numbers ranks and steps from the folder names. Its reference differs from
 compare's in what it does with them, so this is a reader apart from ``layouts.open_dump``: it decides
 the layout from the first folder ``os.listdir`` gives, builds steps in folder-name order, compares the
-ranks both sides have (compare: an error naming the others, D5), and refuses a folder name whose number
-is not a number. The folder names themselves are defined once, in ``dump/layouts.py``.
+steps and ranks both sides have, naming the others in a warning (compare: an error, D5), and refuses a
+folder name whose number is not a number. The folder names themselves are defined once, in
+``dump/layouts.py``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from msprobe_dask.dump.confine import listed
 from msprobe_dask.dump.layouts import PROC_DIR, RANK_DIR, RANK_NAME, STEP_DIR, STEP_NAME
+from msprobe_dask.dump.source import one_side_only
 from msprobe_dask.errors import DumpError
 
 
@@ -100,7 +103,10 @@ def build_sources(path: Path) -> tuple[str, list[tuple[int, int, str]]]:
     return kind, out
 
 
-def _paired_ranks(npu: Path, bench: Path) -> list[tuple[int, str, str]]:
+def _paired_ranks(
+    npu: Path, bench: Path, step: str, skipped: list[set[tuple[str, str, str]]]
+) -> list[tuple[int, str, str]]:
+    """The ranks of both sides, by rank number; each side's others are added to ``skipped``."""
     a = rank_dirs(npu)
     b = rank_dirs(bench)
     if a == [(0, a[0][1])] and a[0][1].startswith("proc") and b and b[0][1].startswith("proc"):
@@ -109,27 +115,37 @@ def _paired_ranks(npu: Path, bench: Path) -> list[tuple[int, str, str]]:
     common = [(r, n, bmap[r]) for r, n in a if r in bmap]
     if not common:
         raise DumpError(npu, f"shares no rank with {bench}: the two runs' ranks are completely different")
+    for side, mine, other in zip(skipped, (a, b), (b, a)):
+        paired = {r for r, _ in other}
+        side.update(("", step, f"rank{r}") for r, _ in mine if r not in paired)
     return common
 
 
-def compare_sources(npu: Path, bench: Path) -> tuple[str, list[tuple[int, int, str, str]]]:
-    """(layout, [(step, rank, npu folder, bench folder)]) for a compare."""
+def compare_sources(
+    npu: Path, bench: Path, warn: Callable[[str], None] | None = None
+) -> tuple[str, list[tuple[int, int, str, str]]]:
+    """(layout, [(step, rank, npu folder, bench folder)]) for a compare: the steps and ranks both sides
+    hold, as the reference pairs them; ``warn`` is told which steps and ranks that leaves out (the
+    reference says nothing of them)."""
     kind = classify(npu)
     other = classify(bench)
     if kind != other:
         raise DumpError(bench, f"has a different folder structure from {npu} ({other} vs {kind})")
     if kind == "files":
         return kind, [(0, 0, str(npu), str(bench))]
+    skipped: list[set[tuple[str, str, str]]] = [set(), set()]
     if kind == "ranks":
-        return kind, [(0, r, str(npu / a), str(bench / b)) for r, a, b in _paired_ranks(npu, bench)]
-    sa, sb = step_dirs(npu, strict=False), step_dirs(bench, strict=False)
-    if sa == sb:
-        steps = sa
+        out = [(0, r, str(npu / a), str(bench / b)) for r, a, b in _paired_ranks(npu, bench, "", skipped)]
     else:
-        common = set(sa) & set(sb)
-        steps = sorted(common, key=_sort_key)
-    out = []
-    for step in steps:
-        for r, a, b in _paired_ranks(npu / step, bench / step):
-            out.append((step_number(step), r, str(npu / step / a), str(bench / step / b)))
+        sa, sb = step_dirs(npu, strict=False), step_dirs(bench, strict=False)
+        steps = sa if sa == sb else sorted(set(sa) & set(sb), key=_sort_key)
+        skipped[0].update(("", s, "") for s in sa if s not in sb)
+        skipped[1].update(("", s, "") for s in sb if s not in sa)
+        out = []
+        for step in steps:
+            for r, a, b in _paired_ranks(npu / step, bench / step, step, skipped):
+                out.append((step_number(step), r, str(npu / step / a), str(bench / step / b)))
+    if warn is not None:
+        for problem in one_side_only(*skipped):
+            warn(f"{problem}; not compared")
     return kind, out

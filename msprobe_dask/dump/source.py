@@ -104,7 +104,9 @@ def step_number(name: str) -> tuple[int, str]:
 SourcePair = tuple[str, DumpSource, DumpSource]
 
 
-def _one_side_only(npu: set[tuple[str, str, str]], bench: set[tuple[str, str, str]]) -> list[str]:
+def one_side_only(npu: set[tuple[str, str, str]], bench: set[tuple[str, str, str]]) -> list[str]:
+    """``step0/rank3, step1/rank3 only in the target`` for the (group, step, rank) keys of each side
+    that the other side lacks."""
     problems = []
     for side, mine, other in (("target", npu, bench), ("golden", bench, npu)):
         extra = sorted(mine - other, key=lambda k: (k[0], step_number(k[1]), rank_number(k[2])))
@@ -155,7 +157,7 @@ def pair_trees(
         return {_pair_key(s): s for s in sources if (s.group, s.step) in common_steps}
 
     npu_keys, bench_keys = keyed(npu.sources), keyed(bench.sources)
-    problems = _one_side_only(set(npu_keys), set(bench_keys))
+    problems = one_side_only(set(npu_keys), set(bench_keys))
     for side, tree in (("target", npu), ("golden", bench)):
         empty = [m for m in tree.missing if (m.group, m.step) in common_steps]
         if empty:

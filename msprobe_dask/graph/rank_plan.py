@@ -11,6 +11,7 @@ made; ``rows_made_whole`` returns them whole (build_graphs, a merge's json files
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -220,7 +221,8 @@ def rank_plan(
         ranks_in = [RankSource(step, rank, (folder,)) for step, rank, folder in sources]
         ranks = sorted({r for _, r, _ in sources}, key=[r for _, r, _ in sources].index)
     else:
-        kind, pairs = layout.compare_sources(tp, dump_path(golden))
+        skipped = logging.getLogger("msprobe_dask").warning  # (as compare's steps: dump/layouts.pair_dumps)
+        kind, pairs = layout.compare_sources(tp, dump_path(golden), skipped)
         ranks_in = [RankSource(step, rank, (a, b)) for step, rank, a, b in pairs]
         ranks = list(dict.fromkeys(r for _, r, _, _ in pairs))
     if not ranks_in:

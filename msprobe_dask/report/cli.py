@@ -65,17 +65,29 @@ def write_run_report(
 
 def report_of_dumps(args: argparse.Namespace, out: Path, run: RunOptions) -> Path | None:
     """graph_visualize --report: compare the two dumps' rows (the compare command's tables) and write
-    their report; a warning and None where they cannot be compared row by row (a parallel merge)."""
+    their report; a warning and None where they cannot be compared row by row (a parallel merge).
+    The ranks and steps are those the graphs compared: both sides' (the graph run has named the
+    others, so the compare's own lines about them are not repeated)."""
+    import logging
+
     from msprobe_dask.pipeline.compare import compare
     from msprobe_dask.pipeline.pairing import MatchOptions
 
+    pairing_log = logging.getLogger("msprobe_dask")
+    pairing_log.disabled = True
     try:
         results = compare(
-            args.target_path, args.golden_path, match=MatchOptions(fuzzy=args.fuzzy_match), run=run
+            args.target_path,
+            args.golden_path,
+            match=MatchOptions(fuzzy=args.fuzzy_match),
+            run=run,
+            skip_missing_ranks=True,
         )
     except UserError as exc:
         print(f"warning: no report: {exc}", file=sys.stderr)
         return None
+    finally:
+        pairing_log.disabled = False
     tables = [(r.label, r.table) for r in results if r.table.rows]
     tol = tolerance_of(args)
     path = write_run_report(tables, out, tol, target=args.target_path, golden=args.golden_path)
