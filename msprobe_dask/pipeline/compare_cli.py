@@ -227,7 +227,7 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
         from msprobe_dask.report.cli import report_path_line, write_run_report
 
         report = write_run_report(
-            tables, out, tol, summary=summary, found=found, target=args.target_path, golden=args.golden_path
+            tables, out, summary=summary, found=found, target=args.target_path, golden=args.golden_path
         )
         path_lines.insert(0, report_path_line(report))
     print_run_end(summary, path_lines, args.quiet)

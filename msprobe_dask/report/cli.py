@@ -16,6 +16,7 @@ from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.summary.divergence import analyse_tables, apply_divergence
 from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.summary.table import summarise_table
+from msprobe_dask.summary.text import print_run_end
 from msprobe_dask.writers.atomic import unused_name
 from msprobe_dask.writers.result_files import name_stamp
 
@@ -37,27 +38,32 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def tables_summary(
+    labelled: Sequence[tuple[str, Any]], tol: Tolerance
+) -> tuple[RunSummary, Divergence | None]:
+    """The summary of ``(label, table)`` pairs, as compare's end prints it, and their first divergence."""
+    groups = [summarise_table(label, t.columns, t.rows, t.entries) for label, t in labelled]
+    summary = RunSummary("compare", groups)
+    found = analyse_tables(labelled, tol)
+    apply_divergence(summary, found)
+    return summary, found
+
+
 def write_run_report(
     labelled: Sequence[tuple[str, Any]],
     out: Path,
-    tol: Tolerance,
     *,
-    summary: RunSummary | None = None,
-    found: Divergence | None = None,
+    summary: RunSummary,
+    found: Divergence | None,
     target: str = "TARGET",
     golden: str = "GOLDEN",
     title: str = "",
 ) -> Path:
-    """OUT/report_{ts}.html of ``(label, table)`` pairs (``CompareTable``s or tables read back); the
-    run's summary and analysis are made here unless given."""
+    """OUT/report_{ts}.html of ``(label, table)`` pairs (``CompareTable``s or tables read back), their
+    summary and first divergence (``tables_summary``)."""
     from msprobe_dask.report.html import write_report
     from msprobe_dask.report.model import report_data
 
-    if summary is None:
-        groups = [summarise_table(label, t.columns, t.rows, t.entries) for label, t in labelled]
-        summary = RunSummary("compare", groups)
-        found = analyse_tables(labelled, tol)
-        apply_divergence(summary, found)
     title = title or f"msprobe-dask compare report: {target} against {golden}"
     data = report_data(labelled, summary, found, title=title, target=target, golden=golden)
     return write_report(unused_name(out / f"report_{name_stamp()}.html"), data)
@@ -89,8 +95,12 @@ def report_of_dumps(args: argparse.Namespace, out: Path, run: RunOptions) -> Pat
     finally:
         pairing_log.disabled = False
     tables = [(r.label, r.table) for r in results if r.table.rows]
-    tol = tolerance_of(args)
-    path = write_run_report(tables, out, tol, target=args.target_path, golden=args.golden_path)
+    summary, found = tables_summary(tables, tolerance_of(args))
+    path = write_run_report(
+        tables, out, summary=summary, found=found, target=args.target_path, golden=args.golden_path
+    )
+    if not args.quiet:  # the job's first divergence by the rows (the graph's summary has a node rule)
+        print("\n".join(summary.origin_lines))
     print(report_path_line(path))
     return path
 
@@ -104,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
 
     out = Path(args.output_path)
     labelled = read_results(out)
+    summary, found = tables_summary(labelled, tolerance_of(args))
     title = f"msprobe-dask report of {out.resolve()}"
-    path = write_run_report(labelled, out, tolerance_of(args), title=title)
-    print(report_path_line(path))
+    path = write_run_report(labelled, out, summary=summary, found=found, title=title)
+    print_run_end(summary, [report_path_line(path)], args.quiet)
     return 0

@@ -218,3 +218,36 @@ def test_graph_visualize_report(
     assert graph["origin"] == first["origin"]
     assert main(["graph_visualize", "--report", "-tp", str(root / "target"), "-o", str(tmp_path / "b")]) == 2
     assert "--report: needs -gp GOLDEN" in capsys.readouterr().err
+
+
+def test_report_command_prints_the_summary_unless_quiet(
+    run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`report OUT` ends as compare does: the summary of the results it read, the first divergence of the
+    whole job (rank 2's fault, step 0), then the path line; -q only the path line (it printed only that,
+    with or without -q)."""
+    _, out = run
+    assert main(["report", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "Summary of compare:" and any(line.startswith("step1/rank3: ") for line in lines)
+    assert [line for line in lines if line.startswith("First divergence: ")] == [
+        "First divergence: step0/rank2 Tensor.__add__.0.forward"
+    ]
+    assert lines[-1].startswith("The report file path is: ")
+    assert main(["report", "-q", str(out)]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("The report file path is: ")
+
+
+def test_graph_visualize_report_names_the_job_s_first_divergence(
+    run: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """graph_visualize's own summary judges node by node, rank by rank; with --report the rows are
+    compared and the job's first divergence (its rank, step and node) is printed before the path line."""
+    report, _ = run
+    root = report.parents[1]
+    args = ["graph_visualize", "--report", "-tp", str(root / "target"), "-gp", str(root / "golden")]
+    assert main([*args, "-o", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("First divergence: step0/rank2 Tensor.__add__.0.forward")
+    assert lines[at + 1 :][-1].startswith("The report file path is: ")
