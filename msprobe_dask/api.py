@@ -7,6 +7,7 @@ nothing. The lower-level APIs stay: ``pipeline.compare.compare`` (CompareTables)
 
 from __future__ import annotations
 
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -122,4 +123,18 @@ def graph(
         parallel=parallel,
         run=RunOptions(address=scheduler, workers=workers),
     )
-    return GraphResult(result.compare, tuple(graph_views(result.graphs, NODE_COLUMNS)))
+    rows = None
+    if golden is not None and parallel is None:
+        rows = cache(
+            partial(
+                compare,
+                target,
+                golden,
+                fuzzy_match=fuzzy_match,
+                layer_mapping=layer_mapping,
+                skip_missing_ranks=True,  # (the pairs the graphs compared: graph_layouts.compare_sources)
+                scheduler=scheduler,
+                workers=workers,
+            )
+        )
+    return GraphResult(result.compare, tuple(graph_views(result.graphs, NODE_COLUMNS)), rows)

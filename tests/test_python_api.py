@@ -85,7 +85,7 @@ def test_graph_nodes_and_summary_equal_the_visdb(tmp_path: Path) -> None:
     assert [(x.label, x.counts, x.kinds) for x in g.summary().groups] == [
         (x.label, x.counts, x.kinds) for x in from_db.groups
     ]
-    assert g.first_divergence() == from_db.first_divergence
+    assert g.summary().first_divergence == from_db.first_divergence
     npu = g.graph(step=1, rank=2)
     assert npu.root.name == "DefaultModel" and npu.root.parent is None
     for name in npu.root.children:
@@ -93,6 +93,27 @@ def test_graph_nodes_and_summary_equal_the_visdb(tmp_path: Path) -> None:
     assert {n.type for n in npu} <= {"module", "api", "collection"}
     assert g.graph(step=1, rank=2, source="Bench").root.precision is None
     assert "<table>" in g._repr_html_()
+
+
+def test_graph_first_divergence_is_the_job_s_on_the_rank_it_began() -> None:
+    """multirank: fc2's weight differs on rank 2; ranks 0, 1 and 3 receive it through all_reduce. The
+    summary judges each rank's nodes alone (its first group: rank 0's all_reduce); first_divergence is
+    the job's, as compare finds it from the rows: rank 2's fc2 linear."""
+    target, golden = _pair("multirank", file=False)
+    g = mp.graph(target, golden)
+    first = g.summary().first_divergence
+    assert first is not None and (first.label, first.name) == (
+        "step0/rank0",
+        "Distributed.all_reduce.1.forward",
+    )
+    node = g.first_divergence()
+    assert node == mp.compare(target, golden).first_divergence()
+    assert node is not None and (node.label, node.name, node.result) == (
+        "step0/rank2",
+        "Functional.linear.1.forward",
+        "origin",
+    )
+    assert mp.graph(target).first_divergence() is None  # a build: nothing compared
 
 
 def test_graph_refuses_a_keyword_it_does_not_know() -> None:

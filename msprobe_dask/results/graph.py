@@ -8,7 +8,7 @@ input and output items (dicts, as the vis.db holds them).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +93,9 @@ def graph_views(graphs: Sequence[Any], columns: Sequence[str]) -> list[GraphView
 class GraphResult:
     compare: bool
     graphs: tuple[GraphView, ...]
+    # the two dumps compared row by row, as ``msprobe_dask.compare`` does (a compare of dumps; None for a
+    # build or a parallel merge): what first_divergence asks, on its first call
+    rows: Callable[[], Any] | None = field(default=None, repr=False)
 
     def graph(self, step: int = 0, rank: int = 0, source: str = NPU) -> GraphView:
         for view in self.graphs:
@@ -116,6 +119,12 @@ class GraphResult:
         return summarise_nodes("graph_visualize", facts, stacks.get)
 
     def first_divergence(self) -> NodeRef | None:
+        """The job's first divergence: of a compare of dumps, as ``msprobe_dask.compare`` finds it from
+        their rows across ranks and steps (a second pass over the dumps; the summary's node rule judges
+        each rank alone, so a rank that received the difference from another would name itself); of a
+        build or a merge, the summary's."""
+        if self.rows is not None:
+            return self.rows().first_divergence()
         return self.summary().first_divergence
 
     def to_pandas(self) -> Any:
