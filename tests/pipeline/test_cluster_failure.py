@@ -1,5 +1,6 @@
 """A run whose every dask worker dies ends with one line and exit 2, leaving no output (a real
-``dask scheduler`` and a ``dask worker`` without nanny, killed with SIGKILL while it runs the compare)."""
+``dask scheduler`` and a ``dask worker`` without nanny, killed with SIGKILL while it runs the compare or
+graph_visualize)."""
 
 from __future__ import annotations
 
@@ -78,10 +79,14 @@ def _scheduler(tmp_path: Path, procs: list[subprocess.Popen]) -> tuple[str, floa
     return json.loads(scheduler_file.read_text())["address"], deadline
 
 
-def test_every_worker_killed_ends_the_run_with_exit_2(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["compare", "graph_visualize"])
+def test_every_worker_killed_ends_the_run_with_exit_2(tmp_path: Path, command: str) -> None:
     from distributed import Client
 
     target, golden = write_dump(tmp_path / "t", 30_000), write_dump(tmp_path / "g", 30_000)
+    for folder in (target, golden):  # (graph_visualize reads them too)
+        (folder / "construct.json").write_text("{}")
+        (folder / "stack.json").write_text("{}")
     procs: list[subprocess.Popen] = []
     try:
         address, deadline = _scheduler(tmp_path, procs)
@@ -92,8 +97,12 @@ def test_every_worker_killed_ends_the_run_with_exit_2(tmp_path: Path) -> None:
             out = tmp_path / "out"
             started = time.monotonic()
             flags = ["-q", "-tp", str(target), "-gp", str(golden), "-o", str(out), "--scheduler", address]
-            command = [sys.executable, "-m", "msprobe_dask", "compare", *flags]
-            run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            run = subprocess.Popen(
+                [sys.executable, "-m", "msprobe_dask", command, *flags],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             procs.insert(0, run)
             while not any(client.processing().values()):  # the compare's tasks are on the worker
                 assert run.poll() is None and time.monotonic() < deadline + 60, run.communicate()
