@@ -1,16 +1,19 @@
-"""Benchmark: compare a synthetic multi-rank tree with 1 and 2 local worker processes and without flags,
-against the floor.
+"""Benchmark: compare or graph_visualize a synthetic multi-rank tree with 1 and 2 local worker processes
+and without flags, against the floor.
 
     python workflows/bench_multirank.py [--ranks 16] [--layers 400] [--tree DIR] [--repeat 1] [--summary]
+        [--command compare|graph_visualize]
 
 Generates the tree with gen_synthetic_tree.py (unless --tree points at one), then runs the command line
 (``msprobe-dask compare -q``, csv; with ``--summary`` the default flags: the summary and the
-first-divergence analysis) with ``--workers 1``, ``--workers 2`` and no flag (the size of the input
-decides), interleaved with the floor of one rank, and reports the median wall time, CPU time and peak
-RSS summed over each run's process tree. The floor of one rank (workflows/measure.py:measure_floor) is
-a Python start, orjson's parse of the rank's two dump.json and writing a file of its csv's size; the
-tree's floor is that times the ranks over the machine's CPUs (every CPU busy with a rank). Every rank
-is parsed, matched, judged and written by its own part tasks (pipeline/chunked.py), so two worker
+first-divergence analysis; ``graph_visualize``: its default flags, one vis.db) with ``--workers 1``,
+``--workers 2`` and no flag (the size of the input decides), interleaved with the floor, and reports the
+median wall time, CPU time and peak RSS summed over each run's process tree. compare's floor of one
+rank (workflows/measure.py:measure_floor) is a Python start, orjson's parse of the rank's two dump.json
+and writing a file of its csv's size; the tree's floor is that times the ranks over the machine's CPUs
+(every CPU busy with a rank). graph_visualize's floor is one process's: a Python start, orjson's parse
+of every rank's two dump.json and the vis.db's bytes copied, over the machine's CPUs. Every rank is
+parsed, matched, judged and written by its own part tasks (pipeline/chunked.py), so two worker
 processes should take about half the time. Our modules' bytecode is compiled first, as an install
 leaves it (``measure.compile_ours``).
 """
@@ -42,8 +45,10 @@ def main() -> None:
     parser.add_argument(
         "--summary", action="store_true", help="default flags (the summary and first divergence), not -q"
     )
+    parser.add_argument("--command", choices=("compare", "graph_visualize"), default="compare")
     args = parser.parse_args()
-    quiet = [] if args.summary else ["-q"]
+    graph = args.command == "graph_visualize"
+    quiet = [] if args.summary or graph else ["-q"]
     compile_ours()
     cpus = len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory() as tmp:
@@ -59,21 +64,26 @@ def main() -> None:
         dumps = ["-tp", str(sides[0]), "-gp", str(sides[1])]
         runs: dict[str, list[Measurement]] = {name: [] for name in FLAGS}
         floors: list[Measurement] = []
+        print(f"load {os.getloadavg()[0]:.1f} at the start", flush=True)
         for i in range(max(1, args.repeat)):
             for name, flags in FLAGS.items():
                 out = Path(f"{tmp}/out{i}{len(runs[name])}{name[-1]}")
-                command = [sys.executable, "-m", "msprobe_dask", "compare", *quiet, *dumps, "-o", str(out)]
+                command = [sys.executable, "-m", "msprobe_dask", args.command, *quiet, *dumps, "-o", str(out)]
                 runs[name].append(measure([*command, *flags]))
-            written = next(out.rglob(f"compare_result_{ranks[0]}_*"))
-            floors.append(
-                measure_floor([side / ranks[0] / "dump.json" for side in sides], written, out / "floor")
-            )
+                print(f"{name}: {runs[name][-1].summary}", flush=True)
+            if graph:
+                jsons = [side / rank / "dump.json" for rank in ranks for side in sides]
+                floors.append(measure_floor(jsons, next(out.glob("*.vis.db")), out / "floor", copied=True))
+            else:
+                written = next(out.rglob(f"compare_result_{ranks[0]}_*"))
+                jsons = [side / ranks[0] / "dump.json" for side in sides]
+                floors.append(measure_floor(jsons, written, out / "floor"))
+        print(f"load {os.getloadavg()[0]:.1f} at the end")
         walls = {name: statistics.median(m.wall for m in found) for name, found in runs.items()}
-        floor = statistics.median(m.wall for m in floors) * len(ranks) / min(cpus, len(ranks))
-        print(
-            f"floor: {statistics.median(m.wall for m in floors):.2f} s a rank x {len(ranks)} ranks / "
-            f"{min(cpus, len(ranks))} CPUs = {floor:.2f} s"
-        )
+        floor_run, cpus = statistics.median(m.wall for m in floors), min(cpus, len(ranks))
+        times = 1 if graph else len(ranks)  # (a graph's floor run reads every rank, compare's one)
+        floor = floor_run * times / cpus
+        print(f"floor: {floor_run:.2f} s a run x {times} / {cpus} CPUs = {floor:.2f} s")
         for name, found in runs.items():
             cpu = statistics.median(m.cpu for m in found)
             peak = statistics.median(m.tree_peak_mib for m in found)

@@ -8,8 +8,9 @@ Each size is a tree of one rank made by gen_synthetic_tree.py (``--entries N``: 
 1M-entry run in ``flock /work/helpers/m1.lock``). Per repeat and size, each command (``python -m
 msprobe_dask compare|graph_visualize -tp T -gp G -o OUT``) runs followed by its floor
 (workflows/measure.py:measure_floor: a Python start, orjson's parse of both dump.json, writing its
-output's bytes). The table gives the medians: wall, CPU and peak RSS summed over the process tree, the
-floor, the wall's ratio to the floor spread over the machine's CPUs, and CPU per 10,000 entries.
+output's bytes; graph_visualize's: its vis.db's bytes copied). The table gives the medians: wall, CPU
+and peak RSS summed over the process tree, the floor, the wall's ratio to the floor spread over the
+machine's CPUs, and CPU per 10,000 entries.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def run_once(tree: Path, command: str, scratch: Path) -> tuple[Measurement, Meas
         out = Path(tmp) / "out"
         argv = [command, "-tp", str(target), "-gp", str(golden), "-o", str(out)]
         ours = measure([sys.executable, "-m", "msprobe_dask", *argv])
-        floor = measure_floor([target / "dump.json", golden / "dump.json"], out, Path(tmp) / "floor")
+        dumps, visdb = [target / "dump.json", golden / "dump.json"], next(out.glob("*.vis.db"), None)
+        floor = measure_floor(dumps, visdb or out, Path(tmp) / "floor", copied=visdb is not None)
     return ours, floor
 
 

@@ -130,20 +130,28 @@ def median(runs: list[Measurement]) -> Measurement:
 
 _FLOOR = (
     "import sys, orjson\n"
-    "for path in sys.argv[3:]:\n"
+    "for path in sys.argv[4:]:\n"
     "    with open(path, 'rb') as f:\n"
     "        orjson.loads(f.read())\n"
     "with open(sys.argv[1], 'wb') as f:\n"
-    "    f.write(b'x' * int(sys.argv[2]))\n"
+    "    if sys.argv[3]:\n"
+    "        with open(sys.argv[3], 'rb') as source:\n"
+    "            while block := source.read(1 << 24):\n"
+    "                f.write(block)\n"
+    "    else:\n"
+    "        f.write(b'x' * int(sys.argv[2]))\n"
 )
 
 
-def measure_floor(json_files: list[Path], written: Path, out: Path) -> Measurement:
+def measure_floor(json_files: list[Path], written: Path, out: Path, copied: bool = False) -> Measurement:
     """The floor of a job that reads ``json_files`` and writes what is under ``written``: a Python start,
-    the fastest JSON parse (orjson) of each file, and writing a file of that size at ``out``."""
+    the fastest JSON parse (orjson) of each file, and writing a file of that size at ``out``
+    (``copied``: the bytes of ``written``, one file, copied to ``out`` 16 MiB at a time, read back from
+    the OS's file cache; neither is synced to the disk, nor is any output of ours)."""
     files = [written] if written.is_file() else [p for p in written.rglob("*") if p.is_file()]
     size = sum(p.stat().st_size for p in files)
-    return measure([sys.executable, "-c", _FLOOR, str(out), str(size), *map(str, json_files)])
+    source = str(written) if copied else ""
+    return measure([sys.executable, "-c", _FLOOR, str(out), str(size), source, *map(str, json_files)])
 
 
 def report(name: str, ours: Measurement, reference: Measurement | None) -> None:
