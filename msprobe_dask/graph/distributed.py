@@ -38,6 +38,54 @@ BATCH_SIDES = {"isend": ("irecv", "send"), "irecv": ("isend", "receive")}  # op 
 
 GROUP_ID = "group_id"
 _INPUT_DATA = COL["input_data"]
+_NAME = COL["node_name"]
+_IS_DISTRIBUTED = COL["is_distributed"]
+_LINK_COLUMNS = tuple(
+    COL[name]
+    for name in (
+        "id",
+        "node_order",
+        "node_name",
+        "precision_index",
+        "overflow_level",
+        "matched_distributed",
+        "input_data",
+        "is_distributed",
+    )
+)
+"""The cells of a communication row that linking across ranks (link_distributed) and its cells'
+update (writers/visdb.linked_cells) read or set, and its place in its graph (rows.join_rows)."""
+
+
+def _api_of(name: str) -> str:
+    """The API of a communication node's name (``Distributed.all_reduce.0.forward``: all_reduce)."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _may_hold_group(text: Any) -> bool:
+    """Whether a row's input_data text may hold a group id: its key is in it, or an escape that could
+    spell it (a text that is not a string: whatever its items say)."""
+    return not isinstance(text, str) or GROUP_ID in text or "\\u" in text
+
+
+def link_rows(rows: list[list[Any]], p2p: dict[str, list[P2POp]]) -> list[list[Any]]:
+    """The communication rows among ``rows`` that linking across ranks may read or set, each with only
+    the cells it uses (_LINK_COLUMNS; None in the others): a batch of p2p ops (``p2p``), a point-to-point
+    op, a collective whose input_data may hold a group id. The others are never linked, nor read by
+    another rank's link: a (step, rank)'s Part holds these until every rank is made (a rank of 50,050
+    entries a side of gen_synthetic_tree.py, no group ids: 14,300 rows a side, none kept)."""
+    kept = []
+    for row in rows:
+        name = row[_NAME]
+        if row[_IS_DISTRIBUTED] != 1:
+            continue
+        if name in p2p or _api_of(name) in P2P or _may_hold_group(row[_INPUT_DATA]):
+            cells: list[Any] = [None] * len(row)
+            for i in _LINK_COLUMNS:
+                cells[i] = row[i]
+            kept.append(cells)
+    return kept
 
 
 class _Comm:
@@ -46,8 +94,7 @@ class _Comm:
     def __init__(self, row: list[Any], ops: list[P2POp]):
         self.row = row
         self.name: str = row[COL["node_name"]]
-        parts = self.name.split(".")
-        self.api = parts[1] if len(parts) > 1 else ""
+        self.api = _api_of(self.name)
         self._inputs: dict[str, Any] | None = None
         self.value: dict[str, Any] | None = None
         self.unique: str | None = None
@@ -69,9 +116,8 @@ class _Comm:
         return item.get("value") if isinstance(item, dict) else None
 
     def group(self) -> tuple[list[int], str] | None:
-        text = self.row[_INPUT_DATA]
-        if self._inputs is None and isinstance(text, str) and GROUP_ID not in text and "\\u" not in text:
-            return None  # (no item can hold a group id: its key is in no text, even escaped; not parsed)
+        if self._inputs is None and not _may_hold_group(self.row[_INPUT_DATA]):
+            return None  # (not parsed)
         item = self.inputs.get(f"{self.name}.input.group")
         if not isinstance(item, dict):
             return None
@@ -192,8 +238,7 @@ def link_distributed(graphs: list[GraphRows], overflow: bool) -> None:
     """Fill ``matched_distributed`` in place for every linked communication node."""
     groups: dict[tuple[str, int], dict[str, list[_Comm]]] = {}
     for g in graphs:
-        name = COL["node_name"]
-        comms = [_Comm(row, g.p2p.get(row[name], [])) for row in g.nodes if row[COL["is_distributed"]] == 1]
+        comms = [_Comm(row, g.p2p.get(row[_NAME], [])) for row in g.nodes if row[_IS_DISTRIBUTED] == 1]
         if comms:
             groups.setdefault((g.source, g.step), {}).setdefault(str(g.rank), []).extend(comms)
     md = COL["matched_distributed"]

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from msprobe_dask.errors import OutputError, cannot
 from msprobe_dask.graph.chunks import Prepared, chunk_task, let_go
+from msprobe_dask.graph.distributed import link_rows
 from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.rows import RowsChunk
 from msprobe_dask.graph.tasks import Options, Summary, build_task, joined, prepare_task, summary_of
@@ -36,6 +37,12 @@ run's) and name."""
 
 _HOLDING = threading.RLock()  # (the threads of a process that share its held results: tests, build_graphs)
 PREPARED = "prepared"
+COMM_NONE, COMM_LINK, COMM_ALL = "none", "link", "all"
+"""What a chunk task's light (light_of) keeps of its communication rows: none (ranks not linked: nothing
+changes them after their insert; held to the run's end, they would be 0.45 GB of one rank of 1,001,000
+entries a side), those that linking across ranks may read or set, with only the cells it uses
+(distributed.link_rows: held to the run's end for every rank), or all of them whole (a Part read back:
+build_graphs)."""
 RUN = None  # the place of a result that no rank window lets go (each rank's Part, the linked Parts)
 
 
@@ -156,7 +163,7 @@ class ChunkFiles(NamedTuple):
 
 
 def held_chunk(
-    pair: PairOf, spool: Spool, place: int, k: int, graphs: tuple[Held, ...], linked: bool, *after: Any
+    pair: PairOf, spool: Spool, place: int, k: int, graphs: tuple[Held, ...], comm: str, *after: Any
 ) -> ChunkFiles:
     """chunks.chunk_task of the pair prepared in this process, its result left in two spool files.
     ``after``: what the task waits for and does not read (graph/write_chain.py: the write chain's turn
@@ -164,7 +171,7 @@ def held_chunk(
     result = chunk_task(_prepared(pair, spool, place, graphs, False), k)
     files = ChunkFiles(*(os.path.join(spool.folder, f"{place}-{kind}-{k}") for kind in ChunkFiles._fields))
     rows = tuple(None if c is None else replace(c, nodes=[], summary=None) for c in result)
-    for path, value in zip(files, (rows, light_of(result, linked))):
+    for path, value in zip(files, (rows, light_of(result, comm))):
         _spool_file(path, value, pickle.dump)
     return files
 
@@ -178,34 +185,38 @@ def rows_of(result: tuple[RowsChunk | None, ...] | ChunkFiles) -> tuple[RowsChun
     return result
 
 
-def light_of(result: tuple[RowsChunk | None, ...] | ChunkFiles, linked: bool) -> tuple[RowsChunk | None, ...]:
+def light_of(result: tuple[RowsChunk | None, ...] | ChunkFiles, comm: str) -> tuple[RowsChunk | None, ...]:
     """A chunk task's result without its rows and stacks (what joining the chunks needs: made where
-    the chunk is, so that its rows go only to their insert), and without its communication rows
-    unless they are ``linked`` across ranks (Plan.linked: else nothing changes them after their
-    insert; held to the run's end, they would be 0.45 GB of one rank of 1,001,000 entries a side)."""
+    the chunk is, so that its rows go only to their insert), and with what ``comm`` says of its
+    communication rows (COMM_NONE, COMM_LINK, COMM_ALL; ChunkFiles: as they were made)."""
     if isinstance(result, ChunkFiles):
         with open(result.light, "rb") as f:
             light: tuple[RowsChunk | None, ...] = pickle.load(f)
         return light
     return tuple(
-        None if c is None else replace(c, packed=None, stacks=[], nodes=c.nodes if linked else [])
-        for c in result
+        None if c is None else replace(c, packed=None, stacks=[], nodes=_comm_rows(c, comm)) for c in result
     )
 
 
+def _comm_rows(chunk: RowsChunk, comm: str) -> list[list[Any]]:
+    if comm == COMM_ALL:
+        return chunk.nodes
+    return link_rows(chunk.nodes, chunk.p2p) if comm == COMM_LINK else []
+
+
 def whole_of(result: tuple[RowsChunk | None, ...] | ChunkFiles) -> tuple[RowsChunk | None, ...]:
-    """A chunk task's whole result (of ChunkFiles: from its two spool files, made with ``linked``, its
+    """A chunk task's whole result (of ChunkFiles: from its two spool files, made with COMM_ALL, its
     communication rows kept), for a Part read back in the run's own process (graph/api.py:
     build_graphs)."""
     if not isinstance(result, ChunkFiles):
         return result
     return tuple(
         None if c is None or light is None else replace(c, nodes=light.nodes, summary=light.summary)
-        for c, light in zip(rows_of(result), light_of(result, True))
+        for c, light in zip(rows_of(result), light_of(result, COMM_ALL))
     )
 
 
 def held_finish(spool: Spool, place: int, summary: Summary, *chunks: ChunkFiles) -> Held:
-    """The (step, rank)'s Part joined from its chunks' lights (made as ``linked`` said), held to the
+    """The (step, rank)'s Part joined from its chunks' lights (made as their ``comm`` said), held to the
     run's end."""
-    return hold(spool, RUN, f"part-{place}", joined(summary, *(light_of(c, True) for c in chunks)))
+    return hold(spool, RUN, f"part-{place}", joined(summary, *(light_of(c, COMM_ALL) for c in chunks)))

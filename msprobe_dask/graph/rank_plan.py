@@ -23,6 +23,7 @@ from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.chunks import chunk_count, chunk_task
 from msprobe_dask.graph.dump_files import GraphSource
 from msprobe_dask.graph.held import (
+    COMM_ALL,
     RUN,
     Held,
     PairOf,
@@ -74,10 +75,11 @@ class RankTasks:
     summary: Any
     spool: Spool | None
 
-    def chunk(self, k: int, linked: bool, *after: Any) -> Any:
+    def chunk(self, k: int, comm: str, *after: Any) -> Any:
         """The lazy chunk ``k`` of the rows, made before the chunks of later (step, rank)s and after
-        those of earlier ones on a cluster, as the write chain inserts them (ROWS_ORDER); ``linked``:
-        its communication rows are kept with it (graph/held.py: light_of), ``after``: done first."""
+        those of earlier ones on a cluster, as the write chain inserts them (ROWS_ORDER); ``comm``:
+        what its light keeps of its communication rows (graph/held.py: COMM_ALL...), ``after``: done
+        first."""
         import dask
 
         key = f"rows-{self.name}-{k}"
@@ -85,7 +87,7 @@ class RankTasks:
             if self.spool is None:
                 return dask.delayed(chunk_task)(self.prepared, k, dask_key_name=key)
             return dask.delayed(held_chunk)(
-                self.pair, self.spool, self.place, k, tuple(self.graphs), linked, *after, dask_key_name=key
+                self.pair, self.spool, self.place, k, tuple(self.graphs), comm, *after, dask_key_name=key
             )
 
 
@@ -246,7 +248,7 @@ def rows_made_whole(
     finished = []
     for source in plan.sources:
         r = plan.rank_tasks(source)
-        chunks = [r.chunk(k, True) for k in range(r.pair.n)]
+        chunks = [r.chunk(k, COMM_ALL) for k in range(r.pair.n)]
         finished.append(dask.delayed(joined_whole)(r.summary, *chunks, dask_key_name=f"finish-{r.name}"))
     args = (plan.compare, opts, plan.rank_list, plan.step_list)
     return dask.delayed(vis_result)(plan.parts(finished), *args, dask_key_name="vis-result"), plan.compare

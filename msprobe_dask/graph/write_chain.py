@@ -16,7 +16,16 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from msprobe_dask.graph.chunks import Prepared
-from msprobe_dask.graph.held import Held, Spool, held_finish, light_of, rows_of, value_of
+from msprobe_dask.graph.held import (
+    COMM_LINK,
+    COMM_NONE,
+    Held,
+    Spool,
+    held_finish,
+    light_of,
+    rows_of,
+    value_of,
+)
 from msprobe_dask.graph.rank_plan import Linked, Plan, RankTasks
 from msprobe_dask.graph.rows import GraphRows, stack_rows
 from msprobe_dask.graph.tasks import Options, Summary, VisResult, joined, run_summary, vis_result
@@ -163,6 +172,7 @@ def chained_write(plan: Plan, writer: VisdbWriter, window: int = 0, released_bes
 
     written: Any = Written(writer)
     lag = _chain_lag(plan.spool)
+    comm = COMM_LINK if plan.linked else COMM_NONE
     finished: list[Any] = []
     released: list[Any] = []  # each (step, rank)'s graphs let go once its rows are written
     ends: list[Any] = []  # the chain once each (step, rank)'s rows are in
@@ -174,7 +184,7 @@ def chained_write(plan: Plan, writer: VisdbWriter, window: int = 0, released_bes
         chunks = []
         for k, end in turns(r.pair.n):
             gate = chain[-lag:][:1] if lag and len(chain) >= lag else []
-            turn = [r.chunk(j, plan.linked, *gate) for j in range(k, end)]
+            turn = [r.chunk(j, comm, *gate) for j in range(k, end)]
             chunks += turn
             with dask.annotate(priority=INSERT_PRIORITY):
                 written = dask.delayed(_insert_chunks)(
@@ -184,7 +194,7 @@ def chained_write(plan: Plan, writer: VisdbWriter, window: int = 0, released_bes
         ends.append(written)
         if r.prepared is not None:
             released.append(dask.delayed(_release)(r.prepared, written, dask_key_name=f"release-{r.name}"))
-        finished.append(_finish_early(r, chunks, plan.linked))
+        finished.append(_finish_early(r, chunks, comm))
     linked = plan.parts(finished, cells=True)
     args = (plan.compare, plan.opts, plan.rank_list, plan.step_list)
     if not released_beside:
@@ -201,7 +211,7 @@ def _chain_lag(spool: Spool | None) -> int:
     return CHAIN_LAG_SHARED if spool.shared else CHAIN_LAG
 
 
-def _finish_early(r: RankTasks, chunks: list[Any], linked: bool) -> Any:
+def _finish_early(r: RankTasks, chunks: list[Any], comm: str) -> Any:
     """The lazy Part of a (step, rank) written by the chain, joined from its chunks made (without their
     rows, light_of) rather than inserted: linking across ranks and joining the summary need only those,
     and run while the last inserts are written (one rank of 50,000 entries on two workers: 0.3-0.5 s
@@ -215,5 +225,5 @@ def _finish_early(r: RankTasks, chunks: list[Any], linked: bool) -> Any:
     lights = []
     for k, chunk in enumerate(chunks):
         with dask.annotate(priority=INSERT_PRIORITY):
-            lights.append(dask.delayed(light_of)(chunk, linked, dask_key_name=f"light-{r.name}-{k}"))
+            lights.append(dask.delayed(light_of)(chunk, comm, dask_key_name=f"light-{r.name}-{k}"))
     return dask.delayed(joined)(r.summary, *lights, dask_key_name=key)
