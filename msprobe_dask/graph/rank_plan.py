@@ -254,9 +254,12 @@ def rows_made_whole(
     return dask.delayed(vis_result)(plan.parts(finished), *args, dask_key_name="vis-result"), plan.compare
 
 
-def input_bytes(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None) -> int:
+def input_sizes(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None) -> tuple[int, int]:
+    """The bytes of the inputs' dump.json files, and of the biggest (step, rank)'s."""
     tp = dump_path(target)
     if golden is None:
-        return sum(_size(GraphSource(f).dump_json) for _, _, f in layout.build_sources(tp)[1])
-    pairs = layout.compare_sources(tp, dump_path(golden))[1]
-    return sum(_size(GraphSource(a).dump_json) + _size(GraphSource(b).dump_json) for _, _, a, b in pairs)
+        sizes = [_size(GraphSource(f).dump_json) for _, _, f in layout.build_sources(tp)[1]]
+    else:
+        pairs = layout.compare_sources(tp, dump_path(golden))[1]
+        sizes = [_size(GraphSource(a).dump_json) + _size(GraphSource(b).dump_json) for _, _, a, b in pairs]
+    return sum(sizes), max(sizes, default=0)

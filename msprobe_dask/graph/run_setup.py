@@ -17,7 +17,7 @@ from typing import Any
 from msprobe_dask.errors import OutputError, cannot
 from msprobe_dask.graph.gcpause import rare_full_collections
 from msprobe_dask.graph.held import Spool
-from msprobe_dask.graph.rank_plan import input_bytes
+from msprobe_dask.graph.rank_plan import input_sizes
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 
 IN_TURN_FROM_BYTES = 64 << 20
@@ -35,13 +35,19 @@ def graph_run(
     merge: bool = False,
 ) -> RunOptions:
     """``run`` for a graph of the inputs: its worker processes hold big graphs
-    (RunOptions.holds_graphs), and the size of its dump.json files (unless given) chooses where it runs
-    (pipeline.scheduler.computing). A ``merge`` (--rank_size) runs in this process unless told
-    otherwise: on worker processes every rank graph passes through this process on its way to its
-    side's merge task (2.3-2.6x the CPU, 4x the memory: docs/performance.md section 5)."""
+    (RunOptions.holds_graphs), and the size of its dump.json files (unless given), all and the biggest
+    (step, rank)'s (RunOptions.held_bytes), chooses where it runs (pipeline.scheduler.computing): 8 ranks
+    of 50,050 entries a side (874 MB) on two worker processes under chrt -r 1 at load 13-19, 19.3-19.8 s
+    and 36 s of CPU, against 34-35 s and 43 s in this process. A ``merge`` (--rank_size) runs in this
+    process unless told otherwise: on worker processes every rank graph passes through this process on
+    its way to its side's merge task (2.3-2.6x the CPU, 4x the memory: docs/performance.md section 5)."""
     run = run or RunOptions()
-    size = 0 if merge else run.input_bytes or input_bytes(target, golden)
-    return replace(run, holds_graphs=True, input_bytes=size)
+    if merge:
+        return replace(run, holds_graphs=True, input_bytes=0)
+    if run.input_bytes:
+        return replace(run, holds_graphs=True)
+    size, held = input_sizes(target, golden)
+    return replace(run, holds_graphs=True, input_bytes=size, held_bytes=held)
 
 
 def rank_window(client: Any, run: RunOptions | None) -> int:

@@ -44,7 +44,8 @@ GRAPH_PROCESSES_FROM_BYTES = 64 << 20
 GRAPH_PROCESSES_TO_BYTES = 256 << 20
 """The same for a graph whose worker processes each hold big graphs (``holds_graphs``: graph_visualize,
 each worker with the rank's two graphs), which runs on local worker processes from
-GRAPH_PROCESSES_FROM_BYTES up to GRAPH_PROCESSES_TO_BYTES. Above, the run stays in this process, so that
+GRAPH_PROCESSES_FROM_BYTES, unless one (step, rank)'s dump.json files (``held_bytes``: what a worker
+process's graphs are made of) reach GRAPH_PROCESSES_TO_BYTES. Then the run stays in this process, so that
 a big rank stays in its memory (one of 1,000,000 entries: 1.4 GB in this process, about as much again in
 each worker); below, starting the workers and sharing the graphs costs more than the second CPU
 gives (docs/performance.md, section 5)."""
@@ -73,8 +74,10 @@ class RunOptions:
     stage_log: StageLog | None = None  # the command's stage lines (pipeline/stages.py)
     input_bytes: int = 0  # size of the input (0: unknown, run in this process unless told otherwise)
     # each worker process holds big graphs (graph_visualize: a rank's two graphs, about twice its
-    # dump.json): local worker processes only for GRAPH_PROCESSES_FROM_BYTES to GRAPH_PROCESSES_TO_BYTES
+    # dump.json): local worker processes only from GRAPH_PROCESSES_FROM_BYTES, and for a (step, rank) below
+    # GRAPH_PROCESSES_TO_BYTES
     holds_graphs: bool = False
+    held_bytes: int = 0  # of input_bytes, the most a worker process's graphs are made of (0: all of it)
 
     @property
     def sized_by_input(self) -> bool:
@@ -89,7 +92,12 @@ class RunOptions:
             return 0 if self.address else self.workers
         cpus = _cpus()
         if self.holds_graphs:
-            big = cpus > 1 and GRAPH_PROCESSES_FROM_BYTES <= self.input_bytes < GRAPH_PROCESSES_TO_BYTES
+            held = self.held_bytes or self.input_bytes
+            big = (
+                cpus > 1
+                and self.input_bytes >= GRAPH_PROCESSES_FROM_BYTES
+                and held < GRAPH_PROCESSES_TO_BYTES
+            )
         else:
             big = cpus > 1 and self.input_bytes >= LOCAL_PROCESSES_FROM_BYTES
         return cpus if big else 0

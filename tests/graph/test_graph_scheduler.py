@@ -42,6 +42,16 @@ def test_a_graph_input_too_big_for_the_workers_memory_runs_in_this_process() -> 
 
 
 @pytest.mark.usefixtures("cpus")
+def test_a_tree_of_ranks_each_small_enough_for_the_workers_memory_runs_on_them() -> None:
+    """What a worker process holds is one (step, rank)'s graphs at a time (its rank window), whatever
+    the ranks in all (``held_bytes``)."""
+    many = RunOptions(input_bytes=8 * GRAPH_PROCESSES_TO_BYTES, held_bytes=GRAPH_PROCESSES_TO_BYTES - 1)
+    assert run_setup.graph_run(many, "t", None).local_processes == 2
+    one_big = RunOptions(input_bytes=8 * GRAPH_PROCESSES_TO_BYTES, held_bytes=GRAPH_PROCESSES_TO_BYTES)
+    assert run_setup.graph_run(one_big, "t", None).in_this_process
+
+
+@pytest.mark.usefixtures("cpus")
 def test_flags_override_the_size() -> None:
     assert _graph_options(1, workers=2).local_processes == 2
     assert _graph_options(GRAPH_PROCESSES_FROM_BYTES, workers=1).local_processes == 1
@@ -65,9 +75,11 @@ def test_graph_visualize_sizes_its_input_by_its_dump_json_files(
     target = DATA / "multirank" / "target"
     api.graph_visualize(target, DATA / golden if golden else None, output_path=tmp_path, run=RunOptions())
     sides = [target] + ([DATA / golden] if golden else [])
-    size = sum(p.stat().st_size for side in sides for p in side.rglob("dump.json"))
+    folders = {p.relative_to(target).parent for p in target.rglob("dump.json")}  # step*/rank*
+    sizes = [sum((side / f / "dump.json").stat().st_size for side in sides) for f in folders]
     (run,) = seen
-    assert run.input_bytes == size > 0 and run.holds_graphs and run.in_this_process
+    assert run.input_bytes == sum(sizes) > 0 and run.holds_graphs and run.in_this_process
+    assert run.held_bytes == max(sizes) < sum(sizes)
 
 
 @pytest.mark.usefixtures("cpus")
