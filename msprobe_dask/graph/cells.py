@@ -20,6 +20,7 @@ from msprobe_dask.graph.item_text import DECIMALS, ExportedText, format_str
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import Node
 from msprobe_dask.judge import rules
+from msprobe_dask.metrics.stats import INF, PERCENT
 
 SUMMARY, MD5, TENSOR, STRUCTURE = "summary", "md5", "tensor", "structure"
 
@@ -95,12 +96,12 @@ def special_cell(v: Any) -> bool:
     return isinstance(v, str) and v.strip().lower() in SPECIAL_TEXTS
 
 
-ZERO_REL = "0.0%"
+ZERO_REL = "0.0" + PERCENT
 """The relative-error cell of two equal statistics (r = 0: not rel_text's exported form of a number)."""
 
 
 def rel_text(r: float) -> str:
-    """``str(r) + '%'`` in its exported form: §7.6 rounds it to 6 decimals where it has more.
+    """``str(r) + PERCENT`` in its exported form: §7.6 rounds it to 6 decimals where it has more.
 
     Between 1e-4 and 2**33, where ``repr`` is positional and floats are closer than 1e-6, the text
     rounded to 6 decimals is the exported one unless the repr has fewer than 6 decimals; then the
@@ -109,13 +110,13 @@ def rel_text(r: float) -> str:
     and marked so (ExportedText).
     """
     if POSITIONAL[0] <= r < POSITIONAL[1]:
-        t = f"{r:.{DECIMALS}f}%"
-        if t[-2] != "0" or round(r, DECIMALS) != r:
-            return ExportedText(t)
-        return ExportedText(repr(r) + "%")
+        t = f"{r:.{DECIMALS}f}"
+        if t[-1] != "0" or round(r, DECIMALS) != r:
+            return ExportedText(t + PERCENT)
+        return ExportedText(repr(r) + PERCENT)
     if r == 0.0:
         return ZERO_REL
-    return ExportedText(format_str(repr(r) + "%"))
+    return ExportedText(format_str(repr(r) + PERCENT))
 
 
 def stat_diff(x: Any, y: Any) -> tuple[Any, str, float | None]:
@@ -132,7 +133,7 @@ def stat_diff(x: Any, y: Any) -> tuple[Any, str, float | None]:
     try:
         r = abs(d / y * 100)
     except OverflowError:
-        return _summary_cell(d), "inf%", math.inf
+        return _summary_cell(d), INF + PERCENT, math.inf
     return _summary_cell(d), rel_text(r), r / 100
 
 
@@ -146,8 +147,8 @@ def _diffs(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> tuple[list[Any], list[st
             d = x - y
             r = abs(d / y * 100)
             if POSITIONAL[0] <= r < POSITIONAL[1]:
-                t = f"{r:.{DECIMALS}f}%"
-                t = ExportedText(repr(r) + "%" if t[-2] == "0" and round(r, DECIMALS) == r else t)
+                t = f"{r:.{DECIMALS}f}"
+                t = ExportedText((repr(r) if t[-1] == "0" and round(r, DECIMALS) == r else t) + PERCENT)
             elif r == 0.0:
                 t = ZERO_REL
             else:

@@ -40,6 +40,7 @@ from msprobe_dask.judge.rules import (
     MSG_SHAPE,
     NOT_A_TENSOR,
 )
+from msprobe_dask.metrics.stats import PERCENT
 
 PASS, WARNING, ERROR = 0, 1, 2
 LEVEL_NAME = {PASS: rules.PASS, WARNING: rules.WARNING, ERROR: rules.ERROR}
@@ -55,9 +56,9 @@ def _ratio(v: Any) -> float | None:
         return float(v)
     if t is str or isinstance(v, str):
         s = v.strip()
-        pct = s.endswith("%")
+        pct = s.endswith(PERCENT)
         try:
-            x = float(s[:-1] if pct else s)
+            x = float(s[: -len(PERCENT)] if pct else s)
         except ValueError:
             return None
         return x / 100 if pct else x

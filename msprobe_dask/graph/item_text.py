@@ -27,6 +27,7 @@ from msprobe_dask.graph import speedups
 from msprobe_dask.graph.items import ITEM_KEYS, SUB_KEYS
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.metrics.float_repr import float_repr
+from msprobe_dask.metrics.stats import PERCENT
 
 try:
     from operator import call  # Python 3.11
@@ -40,7 +41,7 @@ except ImportError:  # pragma: no cover
 # §7.6: a text of 1 to 20 digits, a point and 7 to 20 decimals (and maybe a %) is rounded to 6 decimals
 LONG_DECIMAL = (20, 7, 20)  # digits before the point at most; decimals at least, at most
 DECIMALS = 6
-_LONG_DECIMAL = re.compile(r"^\d{{1,{}}}\.\d{{{},{}}}%?$".format(*LONG_DECIMAL))
+_LONG_DECIMAL = re.compile(r"^\d{{1,{}}}\.\d{{{},{}}}(?:{})?$".format(*LONG_DECIMAL, re.escape(PERCENT)))
 _SHORTEST_LONG_DECIMAL = 2 + LONG_DECIMAL[1]  # d.ddddddd
 _PG_KEEP = ("type", "group_ranks", "group_id", "data_name")
 _BATCH_P2P_DROP = ("op", "peer", "tag", "group_id")
@@ -62,8 +63,8 @@ def format_str(s: str) -> str:
         s = s.replace("None", "null")
     if len(s) < _SHORTEST_LONG_DECIMAL or not s[0].isdigit() or not _LONG_DECIMAL.match(s):
         return s
-    if s[-1] == "%":
-        return f"{float(s[:-1]):.{DECIMALS}f}%"
+    if s.endswith(PERCENT):
+        return f"{float(s[: -len(PERCENT)]):.{DECIMALS}f}{PERCENT}"
     return f"{float(s):.{DECIMALS}f}"
 
 
@@ -338,6 +339,7 @@ class TextRules:
     float_dumps: Callable[[Any], bytes]
     long_decimal: tuple[int, int, int]  # LONG_DECIMAL
     decimals: int  # DECIMALS
+    percent: str  # metrics.stats.PERCENT: what follows a relative error's number (a long decimal's too)
     left_out: tuple[str, ...]  # the keys a plain exported item leaves out (skipped_keys(False, False))
     # items.py's texts: entry_text.c makes the items' texts by items._leaf's rules, and hands the
     # leaves of these kinds and names back to the Python path
@@ -360,6 +362,7 @@ TEXT_RULES = TextRules(
     orjson.dumps,
     LONG_DECIMAL,
     DECIMALS,
+    PERCENT,
     tuple(sorted(_SKIP)),
     NO_DATA_NAME,
     PROCESS_GROUP,

@@ -11,7 +11,7 @@ from msprobe_dask.metrics.float_repr import float_reprs
 
 SAME = "0"  # the diff and relative error of two statistics printed alike
 INF = "inf"  # the relative error where the Bench statistic is 0 (and the marker of infinite diffs)
-PERCENT = "%"  # what follows a relative error's number
+PERCENT = "%"  # what follows a relative error's number: every cell of one, in Python and in C, takes it here
 
 _NAN, _INF, _NEG_INF, _NUM, _DEVICE, _NA, _OTHER = "nan", "inf", "-inf", "num", "device", "na", "other"
 _DEVICE_WORDS = ("npu", "cpu", "cuda")
@@ -104,7 +104,7 @@ def stat_diff_by_kind(npu: Any, bench: Any) -> tuple[Any, str]:
     if a == _NUM and b == _NUM:
         diff = _number(npu) - _number(bench)
         base = _number(bench)
-        rel = "inf" if base == 0 else f"{abs(diff / base * 100)}%"
+        rel = INF if base == 0 else f"{abs(diff / base * 100)}{PERCENT}"
         return diff, rel
     if a in infinite or b in infinite:
         if {a, b} <= {_NUM, _INF, _NEG_INF}:
@@ -117,9 +117,9 @@ def stat_diff_by_kind(npu: Any, bench: Any) -> tuple[Any, str]:
 
 def relative_fraction(rel: Any) -> float | None:
     """A ``12.5%`` cell as 0.125; None for cells that are not percentages."""
-    if isinstance(rel, str) and rel.endswith("%"):
+    if isinstance(rel, str) and rel.endswith(PERCENT):
         try:
-            return abs(float(rel[:-1]) / 100)
+            return abs(float(rel[: -len(PERCENT)]) / 100)
         except ValueError:
             return None
     return None

@@ -11,6 +11,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from msprobe_dask.metrics.stats import PERCENT
+
 NAN = float("nan")
 BOOL_TEXTS = {"True": 1.0, "False": 0.0}
 
@@ -22,9 +24,9 @@ def as_float(cell: Any) -> float:
         return NAN
     if isinstance(cell, (int, float)):  # bools too
         return float(cell)
-    if cell.__class__ is str and cell[-1:] == "%":  # (float() refuses it: the percentage, at once)
+    if cell.__class__ is str and cell.endswith(PERCENT):  # (float() refuses it: the percentage, at once)
         try:
-            return float(cell.strip()[:-1]) / 100
+            return float(cell.strip()[: -len(PERCENT)]) / 100
         except ValueError:
             return NAN
     try:
@@ -34,9 +36,9 @@ def as_float(cell: Any) -> float:
     text = str(cell).strip()
     if text in BOOL_TEXTS:
         return BOOL_TEXTS[text]
-    if text.endswith("%"):
+    if text.endswith(PERCENT):
         try:
-            return float(text[:-1]) / 100
+            return float(text[: -len(PERCENT)]) / 100
         except ValueError:
             return NAN
     return NAN

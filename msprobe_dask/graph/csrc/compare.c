@@ -55,7 +55,7 @@ static struct {
     uint64_t bits;
     PyObject *text; /* held */
 } rel_cache[REL_CACHE];
-static int rel_cache_decimals = -1;
+static unsigned rel_cache_version; /* the text rules' version its texts were made with */
 
 static void rel_cache_clear(void) {
     for (int i = 0; i < REL_CACHE; i++)
@@ -165,16 +165,16 @@ static int summary_configured(void) {
     return -1;
 }
 
-/* str(r) + "%" in its exported form (cells.rel_text) of a finite r > 0: for r in cells.POSITIONAL,
+/* str(r) + the percent (text_rules.percent) in its exported form (cells.rel_text) of a finite r > 0: for r in cells.POSITIONAL,
  * r to 6 decimals (text_rules.decimals), or repr(r) where that has fewer decimals (the rounded text
  * ends with 0 and round(r, 6) == r: round() and format(r, ".6f") take the same correctly rounded
  * digits); elsewhere the rules' rel_text(r), once per r */
 static PyObject *rel_text(double r) {
     uint64_t bits;
     memcpy(&bits, &r, sizeof(bits));
-    if (rel_cache_decimals != text_rules.decimals) {
+    if (rel_cache_version != text_rules_version) {
         rel_cache_clear();
-        rel_cache_decimals = text_rules.decimals;
+        rel_cache_version = text_rules_version;
     }
     size_t slot = (size_t)((bits * 0x9E3779B97F4A7C15ull) >> (64 - REL_CACHE_BITS));
     if (rel_cache[slot].text != NULL && rel_cache[slot].bits == bits)
@@ -201,10 +201,10 @@ static PyObject *rel_text(double r) {
             return NULL;
         n = strlen(t);
     }
-    memcpy(text, t, n); /* (at most 17 digits, a point and an exponent) */
+    memcpy(text, t, n); /* (at most 17 digits, a point and an exponent; then at most MAX_PERCENT) */
     PyMem_Free(t);
-    text[n] = '%';
-    PyObject *s = PyUnicode_FromStringAndSize(text, (Py_ssize_t)n + 1);
+    memcpy(text + n, text_rules.percent.s, (size_t)text_rules.percent.n);
+    PyObject *s = PyUnicode_FromStringAndSize(text, (Py_ssize_t)n + text_rules.percent.n);
     if (s == NULL)
         return NULL;
     PyObject *exported = PyObject_CallOneArg(R.exported_text, s);

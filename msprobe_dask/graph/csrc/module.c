@@ -9,6 +9,7 @@ PyObject *exported_text_type, *orjson_dumps, *zero, *str_max, *str_type,
     *str_empty_map;
 
 TextRules text_rules;
+unsigned text_rules_version;
 static PyObject *text_rules_held; /* the rules whose texts text_rules points into */
 
 int configured(void) {
@@ -95,7 +96,8 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
     Text keys[MAX_TEXTS];
     int ok = digits != NULL && PyType_Check(exported) && PyCallable_Check(dumps) &&
              PyArg_ParseTuple(digits, "iii", &r.int_digits, &r.min_decimals, &r.max_decimals) &&
-             int_field(rules, "decimals", &r.decimals) == 0 && texts_field(rules, "left_out", r.left_out, &r.n_left_out) == 0 &&
+             int_field(rules, "decimals", &r.decimals) == 0 && text_field(rules, "percent", &r.percent) == 0 &&
+             texts_field(rules, "left_out", r.left_out, &r.n_left_out) == 0 &&
              texts_field(rules, "shaped_kinds", r.shaped_kinds, &r.n_shaped_kinds) == 0 &&
              texts_field(rules, "peer_arguments", r.peer_arguments, &r.n_peer_arguments) == 0 &&
              text_field(rules, "no_data_name", &r.no_data_name) == 0 &&
@@ -118,12 +120,17 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
                                                                    : "configure_text: an item part is empty");
         ok = 0;
     }
+    if (ok && (r.percent.n < 1 || r.percent.n > MAX_PERCENT)) { /* (compare.c's rel_text adds it to 64 bytes) */
+        PyErr_SetString(PyExc_ValueError, "configure_text: percent must be 1 to 8 characters");
+        ok = 0;
+    }
     if (ok && (r.decimals < 0 || r.decimals > 20 || r.min_decimals < 1 || r.int_digits + r.max_decimals > 44)) {
         PyErr_SetString(PyExc_ValueError, "configure_text: decimals out of range");
         ok = 0;
     }
     if (ok) {
         text_rules = r;
+        text_rules_version++;
         Py_XSETREF(text_rules_held, Py_NewRef(rules));
         Py_XSETREF(exported_text_type, Py_NewRef(exported));
         Py_XSETREF(orjson_dumps, Py_NewRef(dumps));

@@ -57,6 +57,7 @@ typedef struct {
 /* item_text.TEXT_RULES (module.c: configure_text) */
 typedef struct {
     int int_digits, min_decimals, max_decimals, decimals; /* a long decimal, and the decimals it keeps */
+    Text percent; /* metrics.stats.PERCENT: what follows a relative error's number (1 to MAX_PERCENT chars) */
     Text left_out[MAX_TEXTS], shaped_kinds[MAX_TEXTS], peer_arguments[MAX_TEXTS];
     int n_left_out, n_shaped_kinds, n_peer_arguments;
     Text no_data_name, process_group, p2p_class;
@@ -68,6 +69,8 @@ typedef struct {
     PyObject *process_group_text; /* the str of process_group */
 } TextRules;
 extern TextRules text_rules;
+extern unsigned text_rules_version; /* how many times configure_text took rules */
+#define MAX_PERCENT 8
 
 static inline int text_is(const char *s, Py_ssize_t n, const Text *t) {
     return n == t->n && memcmp(s, t->s, (size_t)n) == 0;

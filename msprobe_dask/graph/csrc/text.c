@@ -65,7 +65,7 @@ static int add_long_long(Buf *b, long long x) {
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
-/* s matches item_text._LONG_DECIMAL (^\d{1,I}\.\d{L,H}%?$, text_rules.long_decimal = (I, L, H);
+/* s matches item_text._LONG_DECIMAL (^\d{1,I}\.\d{L,H}(PERCENT)?$, text_rules.long_decimal = (I, L, H);
  * ASCII, no newline): a decimal the export rounds */
 static int long_decimal(const char *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
@@ -78,7 +78,7 @@ static int long_decimal(const char *s, Py_ssize_t n) {
         i++;
     if (i - j < text_rules.min_decimals || i - j > text_rules.max_decimals)
         return 0;
-    return i == n || (i == n - 1 && s[i] == '%');
+    return i == n || text_is(s + i, n - i, &text_rules.percent);
 }
 
 /* printable ASCII as it stands between the quotes of a JSON string (``escape``: it has a double
@@ -116,9 +116,10 @@ static Py_ssize_t quotes_and_nones(const char *s, Py_ssize_t n, char *t) {
 
 /* a long decimal (see long_decimal), rounded to text_rules.decimals: f"{float(s):.6f}" (and its %) */
 static int add_rounded(Buf *b, const char *s, Py_ssize_t n) {
-    int pct = s[n - 1] == '%';
+    const Text *percent = &text_rules.percent;
+    int pct = n > percent->n && text_is(s + n - percent->n, percent->n, percent);
     char digits[48];
-    Py_ssize_t k = pct ? n - 1 : n;
+    Py_ssize_t k = pct ? n - percent->n : n;
     memcpy(digits, s, k);
     digits[k] = '\0';
     double x = PyOS_string_to_double(digits, NULL, NULL);
@@ -126,7 +127,7 @@ static int add_rounded(Buf *b, const char *s, Py_ssize_t n) {
         return -1;
     if (add_double(b, x, 'f', text_rules.decimals, 0) < 0)
         return -1;
-    return pct ? (BUF_LIT(b, "%") < 0 ? -1 : DONE) : DONE;
+    return pct ? (buf_add(b, percent->s, percent->n) < 0 ? -1 : DONE) : DONE;
 }
 
 /* Text objects seen to be written as they stand, by their address (held, so that an address is not
