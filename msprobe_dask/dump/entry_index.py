@@ -13,11 +13,10 @@ None: the caller parses it whole, as before.
 from __future__ import annotations
 
 import json
-import marshal
 import os
 import re
 from array import array
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from itertools import repeat
@@ -26,7 +25,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from msprobe_dask.dump.confine import check_dump_file
-from msprobe_dask.dump.dumpjson import group_stacks, load_stack
 from msprobe_dask.dump.entries import (
     FIRST_KEY,
     NAME,
@@ -41,7 +39,6 @@ from msprobe_dask.dump.entries import (
     scan_entries,
 )
 from msprobe_dask.dump.fastjson import has_long_integer, loads
-from msprobe_dask.errors import DumpError
 
 BLOCK_BYTES = 16 << 20
 """dump.json bytes read and scanned at once (a block ends at an entry's end)."""
@@ -222,92 +219,7 @@ def _look_for(tokens: tuple[bytes, ...], found: list[bool], text: bytes, search:
             found[i] = found[i] or holds
 
 
-STACK_CHUNK = 50_000
-"""stack.json entries parsed at once by ``read_stack``."""
-
-
-def read_stack(
-    path: Path, wanted: Collection[str] | None, shared: dict[Any, Any] | None = None
-) -> Iterator[dict[str, Any]] | None:
-    """``dumpjson.load_stack``'s map for the ``wanted`` names (None: all), in pieces (one a chunk of
-    entries: a later piece's name wins, as a later entry's does), stack.json read block by block and its
-    entries parsed a chunk at a time, each distinct stack kept once (in a piece, or in all if ``shared``
-    is given: its map of stacks by _stack_key); a stack.json of 1M groups parsed whole took
-    1.1 GB, and its map whole 0.55 GB. None if the file is not laid out for it. A DumpError raised
-    while the pieces are read: the file does not parse (the caller parses it whole, for its errors
-    too)."""
-    index = _index_object(path)
-    if index is None:
-        return None
-    return _stack_pieces(path, index, wanted, shared)
-
-
-def read_in_pieces(path: Path) -> bool:
-    """Whether stack.json is big enough to be read in pieces (``read_stack``: more than a block,
-    BLOCK_BYTES) rather than parsed whole, which is faster: a rank's stack.json of 35,751 groups
-    (10 MB) split into its parts' stacks in 0.17 s parsed whole, 0.31 s in pieces."""
-    try:
-        return os.stat(path).st_size > BLOCK_BYTES
-    except OSError:
-        return False  # (load_stack raises the usual error)
-
-
-def read_stack_whole(path: Path) -> dict[str, Any]:
-    """``dumpjson.load_stack``'s map, each distinct stack one object, as ``read_stack``'s pieces hold
-    them (a reader prints each once: ``table.stack_cells``)."""
-    return _shared(load_stack(path).items(), None)
-
-
-def read_stack_map(path: Path) -> dict[str, Any]:
-    """``dumpjson.load_stack``'s map. A stack.json of more than a block (BLOCK_BYTES) is read in pieces
-    (``read_stack``) where it is laid out for it, each distinct stack kept once (a rank's stacks repeat:
-    a graph's nodes hold them); a smaller one, or one laid out otherwise, is parsed whole (faster)."""
-    pieces = read_stack(path, None, {}) if read_in_pieces(path) else None
-    stacks: dict[str, Any] = {}
-    try:
-        for piece in pieces or ():
-            stacks.update(piece)
-    except DumpError:  # (not valid JSON: parsed whole, for its error)
-        pieces = None
-    return stacks if pieces is not None else load_stack(path)
-
-
-def _stack_pieces(
-    path: Path, index: EntryIndex, wanted: Collection[str] | None, shared: dict[Any, Any] | None
-) -> Iterator[dict[str, Any]]:
-    first = _value(path, index, "0")
-    for lo in range(0, len(index), STACK_CHUNK):
-        entries = read_entries(path, index.cut(lo, lo + STACK_CHUNK))
-        named = group_stacks(v for _, v in entries) if first else entries
-        yield _shared(named if wanted is None else (e for e in named if e[0] in wanted), shared)
-
-
-def _shared(named: Iterable[tuple[str, Any]], shared: dict[Any, Any] | None) -> dict[str, Any]:
-    """{name: stack} of ``named``, equal stacks one object: the first of ``shared`` (a new map if None)."""
-    one = shared if shared is not None else {}
-    return {name: one.setdefault(_stack_key(lines), lines) for name, lines in named}
-
-
-def _stack_key(lines: Any) -> Any:
-    """A key equal for two stacks exactly when they are equal, types included: the tuple of a list of
-    strings (its lines themselves, not a copy: the read of a stack.json of 143,000 distinct stacks
-    peaked 7.6 MiB higher with their marshalled bytes), else the marshalled bytes."""
-    if lines.__class__ is list and all(line.__class__ is str for line in lines):
-        return tuple(lines)
-    return marshal.dumps(lines)
-
-
-def _value(path: Path, index: EntryIndex, name: str) -> Any:
-    """The value of entry ``name`` (None if there is none)."""
-    for lo in range(0, len(index), STACK_CHUNK):
-        names = read_names(path, index.cut(lo, lo + STACK_CHUNK))
-        if name in names:
-            at = lo + names.index(name)
-            return read_entries(path, index.cut(at, at + 1))[0][1]
-    return None
-
-
-def _index_object(path: Path) -> EntryIndex | None:
+def index_object(path: Path) -> EntryIndex | None:
     """The top-level entries of an indented JSON object (stack.json), as ``index_dump`` indexes data's."""
     check_dump_file(path)
     try:

@@ -9,9 +9,9 @@ from typing import Any
 
 from msprobe_dask.dump.dumpjson import load_construct
 from msprobe_dask.dump.entries import DumpEntries
-from msprobe_dask.dump.entry_index import read_stack_map
 from msprobe_dask.dump.entry_shape import check_entries
 from msprobe_dask.dump.markers import PARAMETERS_GRAD
+from msprobe_dask.dump.stack_pieces import read_stack_map
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import dump_files
 from msprobe_dask.graph.gcpause import collections_paused

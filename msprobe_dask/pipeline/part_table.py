@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from msprobe_dask.dump.dumpjson import load_stack
-from msprobe_dask.dump.entry_index import EntryIndex, read_in_pieces, read_names, read_stack, read_stack_whole
+from msprobe_dask.dump.entry_index import EntryIndex, read_names
 from msprobe_dask.dump.rows import LeafRow
+from msprobe_dask.dump.stack_pieces import read_in_pieces, read_stack, read_stack_whole
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.pipeline.part_forms import CsvForm, Sections

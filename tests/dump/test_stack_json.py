@@ -143,13 +143,13 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 def test_stack_json_read_block_by_block_is_load_stacks(
     doc: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The chunked read of stack.json (``entry_index.read_stack``, as split_stacks reads it for a rank's
+    """The chunked read of stack.json (``stack_pieces.read_stack``, as split_stacks reads it for a rank's
     parts: in pieces, a later piece's name winning) gives load_stack's map of the wanted names, however its
     blocks and chunks fall; a file not laid out for it, or not valid, is left to load_stack."""
-    from msprobe_dask.dump import entry_index
+    from msprobe_dask.dump import entry_index, stack_pieces
 
     monkeypatch.setattr(entry_index, "BLOCK_BYTES", 5)
-    monkeypatch.setattr(entry_index, "STACK_CHUNK", 2)
+    monkeypatch.setattr(stack_pieces, "STACK_CHUNK", 2)
     files = [tmp_path / "indented.json", tmp_path / "two.json", *DATA.glob("*/target/stack.json")]
     files[0].write_text(json.dumps(doc, indent=1))
     files[1].write_text(json.dumps(doc, indent=2))
@@ -159,35 +159,35 @@ def test_stack_json_read_block_by_block_is_load_stacks(
         assert _read_stack(path, wanted) == {n: v for n, v in whole.items() if n in wanted}, path
         _check_stack_map(path, whole)
     write(tmp_path, doc)  # compact: not laid out for blocks
-    assert entry_index.read_stack(tmp_path / "stack.json", {"a"}) is None
+    assert stack_pieces.read_stack(tmp_path / "stack.json", {"a"}) is None
     _check_stack_map(tmp_path / "stack.json", load_stack(tmp_path / "stack.json"))
     files[0].write_text(json.dumps(doc, indent=1).replace("[", "[[", 1))  # does not parse
-    assert entry_index.read_stack(files[0], {"a"}) is None
+    assert stack_pieces.read_stack(files[0], {"a"}) is None
     for block in (entry_index.BLOCK_BYTES, 1 << 30):
         monkeypatch.setattr(entry_index, "BLOCK_BYTES", block)
         with pytest.raises(DumpError, match="not valid JSON"):
-            entry_index.read_stack_map(files[0])
+            stack_pieces.read_stack_map(files[0])
 
 
 def _check_stack_map(path: Path, whole: dict[str, object]) -> None:
-    """graph_visualize's read of stack.json (``entry_index.read_stack_map``) is load_stack's map, each
+    """graph_visualize's read of stack.json (``stack_pieces.read_stack_map``) is load_stack's map, each
     distinct stack one object where it is read in pieces."""
-    from msprobe_dask.dump import entry_index
+    from msprobe_dask.dump import entry_index, stack_pieces
 
     distinct = {json.dumps(lines) for lines in whole.values()}
     for block in (entry_index.BLOCK_BYTES, 1 << 30):  # (in pieces, where laid out for them; parsed whole)
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(entry_index, "BLOCK_BYTES", block)
-            stacks = entry_index.read_stack_map(path)
+            stacks = stack_pieces.read_stack_map(path)
         assert list(stacks.items()) == list(whole.items()), path
-        if block < 1 << 30 and entry_index.read_stack(path, None) is not None:
+        if block < 1 << 30 and stack_pieces.read_stack(path, None) is not None:
             assert len({id(lines) for lines in stacks.values()}) == len(distinct), path
 
 
 def _read_stack(path: Path, wanted: set[str]) -> dict[str, object] | None:
-    from msprobe_dask.dump import entry_index
+    from msprobe_dask.dump import stack_pieces
 
-    pieces = entry_index.read_stack(path, wanted)
+    pieces = stack_pieces.read_stack(path, wanted)
     if pieces is None:
         return None
     merged: dict[str, object] = {}
@@ -204,13 +204,13 @@ def test_split_stacks_leaves_each_part_its_entries_stacks(
 ) -> None:
     """A rank's stacks split by its parts (into files, or bytes), stack.json read in chunks of 2 entries,
     read back (part_table.part_stacks) as load_stack's map of each part's entries."""
-    from msprobe_dask.dump import entry_index
+    from msprobe_dask.dump import stack_pieces
     from msprobe_dask.dump.entry_index import read_names
     from msprobe_dask.dump.layouts import pair_dumps
     from msprobe_dask.pipeline.part_scan import scan_side
     from msprobe_dask.pipeline.part_table import part_stacks, split_stacks
 
-    monkeypatch.setattr(entry_index, "STACK_CHUNK", 2)
+    monkeypatch.setattr(stack_pieces, "STACK_CHUNK", 2)
     for _, source, _ in pair_dumps(case_dir(case) / "target", case_dir(case) / "golden", False):
         scan, *spans = scan_side(source, parts)
         files = split_stacks(scan, tmp_path / "spool" if in_files else None, *spans)

@@ -100,7 +100,7 @@ def test_same_visdb_as_reference_in_many_small_chunks_written_out_of_order(
     """Every graph cut into as many chunk tasks as it may be (graph/chunks.py), each reading its
     entries' spans from dump.json (as a big dump's are read, not held: dump/entry_index.py HOLD_BYTES),
     dump.json and stack.json read in blocks of 64 bytes (stack.json in pieces, each distinct stack kept
-    once, as a big one is: entry_index.read_stack_map), and each graph's chunks handed to the write task
+    once, as a big one is: stack_pieces.read_stack_map), and each graph's chunks handed to the write task
     in reverse order: still the reference's vis.db, cell for cell, rowids included."""
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
     monkeypatch.setattr(entry_index, "HOLD_BYTES", 0)

@@ -1,5 +1,5 @@
 """A rank's stack.json split into its npu parts' stacks (part_table.split_stacks): read in pieces where it
-is big (entry_index.read_in_pieces), parsed whole where it is not, each part gets the stacks of its own
+is big (stack_pieces.read_in_pieces), parsed whole where it is not, each part gets the stacks of its own
 entries, the same either way, each distinct stack one object (its table part prints it once)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import case_dir
 
-from msprobe_dask.dump import entry_index
+from msprobe_dask.dump import entry_index, stack_pieces
 from msprobe_dask.dump.dumpjson import load_stack
 from msprobe_dask.dump.entry_index import read_names
 from msprobe_dask.dump.source import DumpSource
@@ -42,12 +42,12 @@ def test_a_stack_json_in_pieces_or_whole_gives_each_part_its_entries_stacks(
     source = DumpSource(dump)
     scan, *parts = scan_side(source, 3)
     whole = load_stack(source.stack_json)
-    assert not entry_index.read_in_pieces(source.stack_json)
+    assert not stack_pieces.read_in_pieces(source.stack_json)
     split = [part_stacks(stacks) for stacks in split_stacks(scan, None, *parts)]
     monkeypatch.setattr(entry_index, "BLOCK_BYTES", 256)  # (read in blocks and chunks of a few entries)
-    monkeypatch.setattr(entry_index, "STACK_CHUNK", 7)
-    assert entry_index.read_in_pieces(source.stack_json)
-    assert entry_index.read_stack(source.stack_json, None) is not None  # (laid out for it)
+    monkeypatch.setattr(stack_pieces, "STACK_CHUNK", 7)
+    assert stack_pieces.read_in_pieces(source.stack_json)
+    assert stack_pieces.read_stack(source.stack_json, None) is not None  # (laid out for it)
     in_pieces = [part_stacks(stacks) for stacks in split_stacks(scan, tmp_path, *parts)]
     assert in_pieces == split
     for part, stacks in zip(parts, split):
