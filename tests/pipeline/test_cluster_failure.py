@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from test_cluster import DASK, scheduler_command
 
-from msprobe_dask.pipeline.scheduler import WORKERLESS_SECONDS
+from msprobe_dask.pipeline.cluster import WORKERLESS_SECONDS
 
 
 def _tensor(value: float) -> dict:
@@ -199,7 +199,7 @@ class _Client:
 
 
 def test_dashboard_link_shown_when_the_scheduler_serves_one(capsys: pytest.CaptureFixture[str]) -> None:
-    from msprobe_dask.pipeline.scheduler import announce_dashboard
+    from msprobe_dask.pipeline.cluster import announce_dashboard
 
     announce_dashboard(_Client({"dashboard": 8787}))
     assert capsys.readouterr().err == "dask dashboard: http://127.0.0.1:8787/status\n"

@@ -16,7 +16,7 @@ import pytest
 from conftest import case_dir
 
 from msprobe_dask.cli import main
-from msprobe_dask.pipeline import scheduler
+from msprobe_dask.pipeline import cluster
 
 HTTP_ANSWER = b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
 WORDS = {"silent": "no dask scheduler answered", "http": "does not answer as a dask scheduler"}
@@ -60,7 +60,7 @@ def test_a_server_that_is_no_dask_scheduler(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(scheduler, "SCHEDULER_ANSWER_SECONDS", 1)
+    monkeypatch.setattr(cluster, "SCHEDULER_ANSWER_SECONDS", 1)
     address, words = server
     start = time.monotonic()
     assert _run(command, tmp_path / "out", address) == 2
