@@ -41,7 +41,15 @@ except ImportError:  # pragma: no cover
 # §7.6: a text of 1 to 20 digits, a point and 7 to 20 decimals (and maybe a %) is rounded to 6 decimals
 LONG_DECIMAL = (20, 7, 20)  # digits before the point at most; decimals at least, at most
 DECIMALS = 6
-_LONG_DECIMAL = re.compile(r"^\d{{1,{}}}\.\d{{{},{}}}(?:{})?$".format(*LONG_DECIMAL, re.escape(PERCENT)))
+
+
+def long_decimal_text(limits: tuple[int, int, int]) -> re.Pattern[str]:
+    """The texts the rule rounds, under ``limits`` (as LONG_DECIMAL): digits, a point, decimals, maybe
+    the percent sign."""
+    return re.compile(r"^\d{{1,{}}}\.\d{{{},{}}}(?:{})?$".format(*limits, re.escape(PERCENT)))
+
+
+_LONG_DECIMAL = long_decimal_text(LONG_DECIMAL)
 _SHORTEST_LONG_DECIMAL = 2 + LONG_DECIMAL[1]  # d.ddddddd
 _PG_KEEP = ("type", "group_ranks", "group_id", "data_name")
 _BATCH_P2P_DROP = ("op", "peer", "tag", "group_id")

@@ -552,9 +552,7 @@ def test_the_items_text_takes_its_rounding_rule_from_python(
     data = {f"k{i}": {"Max": v, "Min": float(i) / 7, "dtype": "torch.float32"} for i, v in enumerate(values)}
     monkeypatch.setattr(item_text, "DECIMALS", decimals)
     monkeypatch.setattr(item_text, "_SHORTEST_LONG_DECIMAL", 2 + long_decimal[1])
-    monkeypatch.setattr(
-        item_text, "_LONG_DECIMAL", item_text.re.compile(r"^\d{{1,{}}}\.\d{{{},{}}}%?$".format(*long_decimal))
-    )
+    monkeypatch.setattr(item_text, "_LONG_DECIMAL", item_text.long_decimal_text(long_decimal))
     _forget_texts()
     NATIVE.configure_text(
         dataclasses.replace(item_text.TEXT_RULES, long_decimal=long_decimal, decimals=decimals)
