@@ -21,28 +21,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from msprobe_dask.analysis.comm_apis import P2P_RECV, P2P_SEND, POINT_TO_POINT, api_of, is_communication
 from msprobe_dask.dump.markers import BATCH_P2P, PEER_ARGUMENTS, PROCESS_GROUP
 
 IGNORED = ("Torch.empty", "Torch.fill", "Tensor.__setitem__")
-COMM_PREFIXES = ("Distributed.", "MintDistributed.", "communication.comm_func.")
-COMM_KEYWORDS = (
-    "send",
-    "recv",
-    "broadcast",
-    "all_reduce",
-    "reduce",
-    "all_gather",
-    "gather",
-    "isend",
-    "irecv",
-    "scatter",
-    "reduce_scatter",
-    "all_to_all",
-    "barrier",
-)
-P2P_SEND = ("send", "isend")
-P2P_RECV = ("recv", "irecv")
-POINT_TO_POINT = (*P2P_SEND, *P2P_RECV, BATCH_P2P)  # the APIs whose peers are their arguments' ranks
 _PEER_NAME = re.compile(rf"\.(?:{'|'.join(PEER_ARGUMENTS)})$")
 
 
@@ -62,19 +44,6 @@ class CommNode:
     entry: Entry
     after: list[Entry] = field(default_factory=list)  # compute ops up to the next communication op
     layer: int = 0
-
-
-def is_communication(name: str) -> bool:
-    if not name.startswith(COMM_PREFIXES):
-        return False
-    api = api_of(name)
-    return any(word in api for word in COMM_KEYWORDS)
-
-
-def api_of(name: str) -> str:
-    """``Distributed.all_reduce.3.forward`` -> ``all_reduce``."""
-    parts = name.split(".")
-    return parts[-3] if len(parts) >= 3 else name
 
 
 def peers_of(name: str, items: Sequence[Mapping[str, Any]], rank: int) -> frozenset[int] | None:

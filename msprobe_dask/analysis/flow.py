@@ -16,7 +16,7 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import Any, TypeVar, cast
 
-from msprobe_dask.analysis.first_diff import COMM_PREFIXES, POINT_TO_POINT, api_of, is_communication
+from msprobe_dask.analysis.comm_apis import COMM_PREFIXES, POINT_TO_POINT, api_of, is_communication
 from msprobe_dask.analysis.quiet_rows import QuietRows, QuietRun
 from msprobe_dask.analysis.row_entries import (
     INPUT_ROLES,

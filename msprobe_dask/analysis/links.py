@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from msprobe_dask.analysis.first_diff import P2P_RECV, P2P_SEND
+from msprobe_dask.analysis.comm_apis import P2P_RECV, P2P_SEND
 from msprobe_dask.analysis.flow import Node, TensorError
 from msprobe_dask.dump.markers import BATCH_P2P
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
-from msprobe_dask.analysis.first_diff import COMM_PREFIXES, is_communication
+from msprobe_dask.analysis.comm_apis import COMM_PREFIXES, is_communication
 from msprobe_dask.analysis.row_entries import INPUT_ROLES, Signature, entry_and_state
 from msprobe_dask.analysis.row_errors import ZERO_CELLS, RowColumns
 from msprobe_dask.analysis.unsettled import is_settled

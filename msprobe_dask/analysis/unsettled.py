@@ -3,7 +3,7 @@ before the call, and what a non-blocking op hands back before it completes."""
 
 from __future__ import annotations
 
-from msprobe_dask.analysis.first_diff import api_of
+from msprobe_dask.analysis.comm_apis import api_of
 from msprobe_dask.analysis.row_errors import RowColumns
 from msprobe_dask.dump.markers import BATCH_P2P
 

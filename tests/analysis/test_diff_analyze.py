@@ -13,7 +13,8 @@ import pytest
 from conftest import case_dir, read_csv
 from variants import VARIANTS, build_variant
 
-from msprobe_dask.analysis.first_diff import Entry, first_divergence, is_communication
+from msprobe_dask.analysis.comm_apis import is_communication
+from msprobe_dask.analysis.first_diff import Entry, first_divergence
 from msprobe_dask.cli import main
 
 STAMP = re.compile(r"_\d{14}(?=\.json$)")
