@@ -40,7 +40,7 @@ from msprobe_dask.judge.rules import (
     MSG_SHAPE,
     NOT_A_TENSOR,
 )
-from msprobe_dask.metrics.stats import PERCENT
+from msprobe_dask.metrics.stats import PERCENT, percent_fraction
 
 PASS, WARNING, ERROR = 0, 1, 2
 LEVEL_NAME = {PASS: rules.PASS, WARNING: rules.WARNING, ERROR: rules.ERROR}
@@ -56,12 +56,12 @@ def _ratio(v: Any) -> float | None:
         return float(v)
     if t is str or isinstance(v, str):
         s = v.strip()
-        pct = s.endswith(PERCENT)
+        if s.endswith(PERCENT):
+            return percent_fraction(s)
         try:
-            x = float(s[: -len(PERCENT)] if pct else s)
+            return float(s)
         except ValueError:
             return None
-        return x / 100 if pct else x
     return None
 
 

@@ -115,14 +115,21 @@ def stat_diff_by_kind(npu: Any, bench: Any) -> tuple[Any, str]:
     return "Diff", "Diff"
 
 
+def percent_fraction(text: str) -> float | None:
+    """A ``12.5%`` text as 0.125 (its number over 100); None for a text that is not a percentage."""
+    if not text.endswith(PERCENT):
+        return None
+    try:
+        return float(text[: -len(PERCENT)]) / 100
+    except ValueError:
+        return None
+
+
 def relative_fraction(rel: Any) -> float | None:
-    """A ``12.5%`` cell as 0.125; None for cells that are not percentages."""
-    if isinstance(rel, str) and rel.endswith(PERCENT):
-        try:
-            return abs(float(rel[: -len(PERCENT)]) / 100)
-        except ValueError:
-            return None
-    return None
+    """A relative-error cell ``12.5%`` as 0.125, its sign dropped; None for cells that are not
+    percentages."""
+    fraction = percent_fraction(rel) if isinstance(rel, str) else None
+    return None if fraction is None else abs(fraction)
 
 
 def is_nan_or_inf(value: Any) -> bool:

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from msprobe_dask.metrics.stats import PERCENT
+from msprobe_dask.metrics.stats import PERCENT, percent_fraction
 
 NAN = float("nan")
 BOOL_TEXTS = {"True": 1.0, "False": 0.0}
@@ -25,10 +25,8 @@ def as_float(cell: Any) -> float:
     if isinstance(cell, (int, float)):  # bools too
         return float(cell)
     if cell.__class__ is str and cell.endswith(PERCENT):  # (float() refuses it: the percentage, at once)
-        try:
-            return float(cell.strip()[: -len(PERCENT)]) / 100
-        except ValueError:
-            return NAN
+        fraction = percent_fraction(cell.strip())
+        return NAN if fraction is None else fraction
     try:
         return float(cell)  # numpy scalars, "1.5", "inf", "nan"
     except (TypeError, ValueError):
@@ -37,10 +35,8 @@ def as_float(cell: Any) -> float:
     if text in BOOL_TEXTS:
         return BOOL_TEXTS[text]
     if text.endswith(PERCENT):
-        try:
-            return float(text[: -len(PERCENT)]) / 100
-        except ValueError:
-            return NAN
+        fraction = percent_fraction(text)
+        return NAN if fraction is None else fraction
     return NAN
 
 
