@@ -32,14 +32,12 @@ from msprobe_dask.metrics.one_shot import Workspace
 from msprobe_dask.metrics.reference_dot import kernel_order, thread_runs
 from msprobe_dask.native import load
 
-DOT_LANES_API = 1  # DOT_LANES_API in csrc/dot_lanes.c
+DOT_LANES_API = 2  # DOT_LANES_API in csrc/dot_lanes.c
 dot_lanes = load("msprobe_dask.metrics._dot_lanes", DOT_LANES_API)  # None: float32 and wider read whole
 
 CHUNK_ELEMS = 256 * 8192
 """Elements per chunk (2M: 8 MB of float32), a multiple of numpy's 8192-element buffer."""
 _BUFFER = 8192
-_LANES = 64  # (the lanes' buffer: SkylakeX uses 64, Haswell 32)
-_DDOT_STATE = 48  # (a ddot run's lanes: 32 wide lanes, then 16)
 _DDOT_BLOCK = 16  # (a ddot run's last n mod 16 squares are added one by one)
 _FLOAT16, _FLOAT32, _FLOAT64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 
@@ -110,7 +108,7 @@ def _float32_stats(handle: TensorHandle, chunk_elems: int, workspace: Workspace)
     assert dot_lanes is not None  # (chunkable)
     size, order = handle.size, kernel_order()
     blocked = dot_lanes.sdot_blocked(size, order)  # the squares summed in the lanes
-    lanes = np.zeros(_LANES, np.float32)
+    lanes = np.zeros(dot_lanes.SDOT_LANES, np.float32)  # (SkylakeX fills them all, Haswell half)
     extremes = []
 
     def subtree(start: int, stop: int) -> np.float32:
@@ -158,8 +156,9 @@ class _RunSquares:
     each in the order of this process's kernel (``dot_lanes``), the runs' dots added in order to 0.0."""
 
     def __init__(self, size: int, order: int | None) -> None:
+        assert dot_lanes is not None  # (chunkable)
         self.order = order
-        self.runs = [(start, stop, np.zeros(_DDOT_STATE)) for start, stop in thread_runs(size)]
+        self.runs = [(start, stop, np.zeros(dot_lanes.DDOT_STATE)) for start, stop in thread_runs(size)]
 
     def add(self, first: int, wide: np.ndarray) -> None:
         """The squares of ``wide``, the float64 values of elements ``first``, ``first + 1``, ..."""

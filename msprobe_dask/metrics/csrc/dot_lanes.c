@@ -46,7 +46,7 @@ The adds release the GIL.
 #include "no_contraction.h"
 #include "dot_orders.h"
 
-#define DOT_LANES_API 1 /* kernel_stats.DOT_LANES_API: change both with the functions' arguments */
+#define DOT_LANES_API 2 /* kernel_stats.DOT_LANES_API: change both with the functions' arguments */
 
 enum { LANES = 64, HALF = 32, GROUP = 8 };          /* sdot's lanes */
 enum { WIDE = 32, NARROW = 16, STATE = WIDE + NARROW }; /* ddot's */
@@ -247,6 +247,10 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_dot_lanes", NULL, -
 
 PyMODINIT_FUNC PyInit__dot_lanes(void) {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "API", DOT_LANES_API) < 0) Py_CLEAR(m);
+    /* (the sizes of the lanes buffers sdot_add and ddot_add take: kernel_stats.py makes them) */
+    if (m != NULL && (PyModule_AddIntConstant(m, "API", DOT_LANES_API) < 0 ||
+                      PyModule_AddIntConstant(m, "SDOT_LANES", LANES) < 0 ||
+                      PyModule_AddIntConstant(m, "DDOT_STATE", STATE) < 0))
+        Py_CLEAR(m);
     return m;
 }
