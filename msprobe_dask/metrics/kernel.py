@@ -21,6 +21,7 @@ from msprobe_dask.columns import NA, NAN, TENSOR_METRIC_COLUMNS
 from msprobe_dask.metrics.chunked import aggregate_partials, chunk_partials
 from msprobe_dask.metrics.one_shot import measure_arrays
 from msprobe_dask.metrics.reference_dot import reference_dot
+from msprobe_dask.metrics.stats import PERCENT
 from msprobe_dask.metrics.tensor import BIG_TENSOR_ELEMS, measure_pair
 from msprobe_dask.metrics.tensor_cells import NOT_AVAILABLE, UNSUPPORTED, TensorMetrics
 
@@ -142,6 +143,6 @@ def compare_statistics(npu: Stats, bench: Stats) -> tuple[str, list[Any], list[s
                 relative.append(NA)
                 continue
             value = abs(diff / base * 100)
-            relative.append(NAN if math.isnan(value) else str(value) + "%")
+            relative.append(NAN if math.isnan(value) else str(value) + PERCENT)
         ratio = diffs[0] / (max(npu[0], bench[0]) + 1e-10)
     return ("Yes" if ratio <= 0.5 else "No"), diffs, relative
