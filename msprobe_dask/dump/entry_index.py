@@ -225,7 +225,10 @@ def index_object(path: Path) -> EntryIndex | None:
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            m = FIRST_KEY.match(f.read(min(size, _EDGE_BYTES)))
+            head = f.read(min(size, _EDGE_BYTES))
+            if size <= _EDGE_BYTES and head.strip(b" \t\r\n") == b"{}":  # (no entries: json.dumps' "{}")
+                return empty_index()
+            m = FIRST_KEY.match(head)
             stop = _last(f, size, b"\n}", 1)
             if m is None or stop < 0:
                 return None

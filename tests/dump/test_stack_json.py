@@ -150,9 +150,11 @@ def test_stack_json_read_block_by_block_is_load_stacks(
 
     monkeypatch.setattr(entry_index, "BLOCK_BYTES", 5)
     monkeypatch.setattr(stack_pieces, "STACK_CHUNK", 2)
-    files = [tmp_path / "indented.json", tmp_path / "two.json", *DATA.glob("*/target/stack.json")]
+    files = [tmp_path / "indented.json", tmp_path / "two.json", tmp_path / "none.json"]
     files[0].write_text(json.dumps(doc, indent=1))
     files[1].write_text(json.dumps(doc, indent=2))
+    files[2].write_text(json.dumps({}, indent=1))  # (a dump without stacks: no entries, read as none)
+    files += DATA.glob("*/target/stack.json")
     for path in files:
         whole = load_stack(path)
         wanted = set(list(whole)[::2]) | {"absent"}
