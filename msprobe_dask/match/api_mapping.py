@@ -97,8 +97,7 @@ def _spelled(path: Path, item: int, doc: Mapping[str, Any], key: str) -> Any:
 def parse_api_pairs(path: str | Path, doc: Any) -> tuple[ApiPair, ...]:
     """Validate a parsed user api-mapping yaml; every mistake is a ConfigError naming the file."""
     path = Path(path)
-    if doc is None:
-        warn(f"{path}: empty api mapping file; only the built-in table is used")
+    if doc is None:  # (api_keys says so, once the dumps may take -am)
         return ()
     if isinstance(doc, dict):
         doc = [doc]
@@ -170,6 +169,8 @@ def api_keys(
 ) -> list[str]:
     """Join key of each target row (name, entry, state) under ``-am``; the golden side keeps its
     renumbered names. Rows of a yaml API whose argument is not listed never match."""
+    if path is not None and not pairs:
+        warn(f"{path}: empty api mapping file; only the built-in table is used")
     table = builtin_table()
     npu_apis = {api_of(entry) for _, entry, _ in npu_rows}
     bench_apis = {api_of(entry) for entry in bench_entries}

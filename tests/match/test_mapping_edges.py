@@ -105,7 +105,7 @@ def test_dm_names_missing_from_the_dump_warn_once(tmp_path: Path, capsys: pytest
     assert len(warnings) == 1 and "2 data mapping name(s)" in warnings[0] and "map.yaml" in warnings[0]
 
 
-@pytest.mark.parametrize("flag", ["-dm", "-cm", "-lm"])
+@pytest.mark.parametrize("flag", ["-dm", "-cm", "-lm", "-am"])
 def test_empty_yaml_is_an_empty_mapping(
     flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -115,6 +115,19 @@ def test_empty_yaml_is_an_empty_mapping(
     )
     assert pairs["Functional.b.0.forward.input.0"] == "Functional.b.0.forward.input.0"
     assert "empty" in capsys.readouterr().err
+
+
+def test_empty_am_yaml_on_two_pytorch_dumps_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refusal of -am there is the only line: no warning that its file is empty before it."""
+    empty = _yaml(tmp_path, "# nothing\n")
+    target = _dump(tmp_path / "t", "pytorch", {"Functional.b.0.forward": 1}, "torch.float32")
+    golden = _dump(tmp_path / "g", "pytorch", {"Functional.b.0.forward": 1}, "torch.float32")
+    argv = ["compare", "-q", "-tp", str(target), "-gp", str(golden), "-o", str(tmp_path / "o")]
+    assert main([*argv, "-am", str(empty)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "-am" in err[0] and "two PyTorch dumps" in err[0], err
 
 
 @pytest.mark.parametrize("flag", ["-dm", "-cm", "-lm", "-am"])
