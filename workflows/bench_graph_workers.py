@@ -2,12 +2,14 @@
 
     python workflows/bench_graph_workers.py -tp TARGET [-gp GOLDEN] [--repeat 3] [--reference MSPROBE]
                                             [--settings "no flag" "--workers 1" "--workers 2"]
+                                            [--flags "--rank_size 64 16 --tp 2 1 --pp 2 1"]
 
 Runs the command line (``msprobe-dask graph_visualize -q``) once per setting per round, the settings
 interleaved, ``--repeat`` rounds; with ``--reference`` the reference's ``msprobe graph_visualize``
-runs once per round too. Reports each setting's median wall time, CPU time (the command and every
-process it waited for) and peak RSS summed over its process tree (workflows/measure.py), the
-machine's load, and the ratios: ``--workers 1`` over ``--workers 2``, the reference over each.
+runs once per round too; ``--flags``: more flags for every run (a merge's ``--rank_size``...).
+Reports each setting's median wall time, CPU time (the command and every process it waited for) and
+peak RSS summed over its process tree (workflows/measure.py), the machine's load, and the ratios:
+``--workers 1`` over ``--workers 2``, the reference over each.
 Make inputs with gen_synthetic_tree.py (``--layers 7150``: ~50,000 entries per rank; ``28600``:
 ~200,000).
 """
@@ -40,8 +42,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--reference", help="the reference's msprobe executable")
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS))
+    parser.add_argument("--flags", default="", help="more flags for every run, as one string")
     args = parser.parse_args()
-    sides = ["-tp", args.target] + (["-gp", args.golden] if args.golden else [])
+    sides = ["-tp", args.target] + (["-gp", args.golden] if args.golden else []) + shlex.split(args.flags)
     runs: dict[str, list[Measurement]] = {s: [] for s in args.settings}
     loads: list[float] = []
     if args.reference:

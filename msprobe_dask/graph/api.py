@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,7 +75,7 @@ def _any_plan(
     spool: Spool | None = None,
 ):
     """The merge plan when ``parallel`` is given and the input has rank folders, else ``rows_made_whole``."""
-    merged = _merged(target, golden, opts, parallel, json_output)
+    merged = _merged(target, golden, opts, parallel, json_output, spool)
     return merged or rows_made_whole(target, golden, opts, spool)
 
 
@@ -84,14 +85,17 @@ def _merged(
     opts: Options,
     parallel: Sequence[ParallelParams] | None,
     json_output: bool,
+    spool: Spool | None,
+    then: Callable[[Any], Any] | None = None,
+    then_key: str = "",
 ):
     """(lazy VisResult, compare?) of the merge plan when ``parallel`` is given and the input has rank
-    folders, else None."""
+    folders, else None; ``then``: what its last task (``then_key``) makes of its result (merge_plan)."""
     if not parallel:
         return None
     from msprobe_dask.graph.merge.plan import merge_plan
 
-    result, compare = merge_plan(target, golden, opts, list(parallel), json_output)
+    result, compare = merge_plan(target, golden, opts, list(parallel), json_output, spool, then, then_key)
     return (result, compare) if result is not None else None
 
 
@@ -153,16 +157,18 @@ def visualize(
     run = run if client is not None else graph_run(run, target, golden, bool(parallel))
     path = out / output_name(golden is not None, ts)
     spool = spool_for(path.with_name(f".{path.name}.spool"), client, run)  # (a temporary of its name)
-    merged = _merged(target, golden, opts, parallel, json_output)
+    if json_files:
+        write, key = partial(_json_task, out=str(out)), "write-json"
+    else:
+        write, key = partial(write_task, path=str(path)), "write-visdb"
+    # a merge's last task writes (its rows pass through no other process)
+    merged = _merged(target, golden, opts, parallel, json_output, spool, write, key)
     here, in_turn = in_this_process(client, run), builds_in_turn(client, run)
     plan = rank_plan(target, golden, opts, spool, in_turn) if merged is None and not json_files else None
-    if plan is None:
-        result, _ = merged or rows_made_whole(target, golden, opts, spool)
-    written: Any = None  # with a plan, the rows written chunk by chunk (chained_write)
-    if json_files:
-        written = dask.delayed(_json_task)(result, str(out), dask_key_name="write-json")
-    elif plan is None:
-        written = dask.delayed(write_task)(result, str(path), dask_key_name="write-visdb")
+    written: Any = merged[0] if merged else None  # with a plan: the rows written chunk by chunk
+    if merged is None and plan is None:
+        result, _ = rows_made_whole(target, golden, opts, spool)
+        written = dask.delayed(write)(result, dask_key_name=key)
     # a bad input leaves nothing behind, not even the folders we made; a stopped run no vis.db
     with output_dir(out), withdrawn_if_failed(path), spooling(spool):
         if plan is None:

@@ -122,6 +122,20 @@ def value_of(result: Any) -> Any:
     return result.value() if isinstance(result, Held) else result
 
 
+def taken(result: Any) -> Any:
+    """``value_of`` for a result's only reader: no longer held in this process (loaded from its spool
+    file where another process made it), so that it is let go once read (graph/merge/plan.py: a merged
+    replica, a finish task's rows)."""
+    if not isinstance(result, Held):
+        return result
+    with _HOLDING:
+        found = _HELD.get((result.spool.folder, result.place), {}).pop(result.name, None)
+    if found is None:
+        with open(result.path, "rb") as f:
+            found = pickle.load(f)
+    return found
+
+
 def held_build(spool: Spool, place: int, side: str, folder: str, step: int, rank: int, *after: Any) -> Held:
     """A (step, rank)'s graph of ``side`` built without its items (the chunk tasks parse them), held;
     once ``after`` is done (graph/write_chain.py: the rank window)."""

@@ -40,6 +40,7 @@ STAGES = {
     "measure_batch": Stage("tensor metrics", "batches"),
     "as_batch": Stage("tensor metrics", "batches"),
     "build": Stage("build graphs", "graphs"),
+    "merge": Stage("build and merge graphs", "sides"),  # graph/merge/plan.py: a side's ranks, a step
     "prepare": Stage("match graphs", "ranks"),
     "rows": Stage("graph rows", "chunks"),
     "finish": Stage("compare graphs", "ranks"),

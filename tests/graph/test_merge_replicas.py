@@ -1,14 +1,20 @@
 """A merge compare of two data-parallel replicas a side (tests/data/pp_merge/ref/vis_merge_dp2): the
 golden side's tp groups are single ranks (nothing to TP-merge, no parallel_merge_info), and each
-replica's Bench graph is named by its NPU graph's rank, as the reference names them."""
+replica's Bench graph is named by its NPU graph's rank, as the reference names them; so in this
+process, on one worker process and on two (graph/merge/plan.py: each side built and merged in one task,
+a finish task a replica), where no graph and no rows pass through the run's own process."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import pickle
 import sqlite3
 import sys
 from pathlib import Path
+
+import pytest
+from dask.callbacks import Callback
 
 from msprobe_dask.cli import main
 
@@ -17,15 +23,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "workflows"))
 
 from gen_merge_replicas import write_replicas  # noqa: E402
 
+SMALL_BYTES = 16 << 10
+"""The most a task's result pickles to on worker processes (the names of held graphs and rows, the
+run's summary); one rank graph of this input pickles to about 0.5 MB."""
 
-def test_merge_compare_of_two_replicas_a_side_is_the_references(tmp_path: Path) -> None:
+
+@pytest.mark.parametrize("flags", [[], ["--workers", "1"], ["--workers", "2"]], ids=["here", "w1", "w2"])
+def test_merge_compare_of_two_replicas_a_side_is_the_references(tmp_path: Path, flags: list[str]) -> None:
     target, golden = tmp_path / "target", tmp_path / "golden"
     write_replicas(DATA / "target", target, tp=1, pp=2, dp=2)
     write_replicas(DATA / "golden", golden, tp=1, pp=1, dp=2)
     argv = ["graph_visualize", "-q", "-tp", str(target), "-gp", str(golden), "-o", str(tmp_path / "out")]
-    assert main([*argv, "--rank_size", "4", "2", "--tp", "1", "1", "--pp", "2", "1"]) == 0
+    results: dict[str, int] = {}  # each task's result as this process gets it, pickled: its size
+
+    def got(key: object, result: object, *_: object) -> None:
+        results[str(key)] = len(pickle.dumps(result))
+
+    with Callback(posttask=got):
+        assert main([*argv, "--rank_size", "4", "2", "--tp", "1", "1", "--pp", "2", "1", *flags]) == 0
+    if flags:
+        assert max(results.values()) < SMALL_BYTES, results
     ref = json.loads(gzip.decompress((DATA / "ref" / "vis_merge_dp2" / "cells.json.gz").read_bytes()))
     [db] = (tmp_path / "out").glob("*.vis.db")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [db.name]  # (no spool folder left)
     con = sqlite3.connect(db)
     nodes = con.execute(f"SELECT {', '.join(ref['columns'])} FROM tb_nodes ORDER BY rowid").fetchall()
     ours = {

@@ -142,6 +142,23 @@ def test_cluster_visdb_equals_the_local_one(cluster: str, case: str, extra: tupl
     assert diff_visdb(str(remote), str(local)) == []
 
 
+def test_cluster_merge_of_replicas_writes_the_local_visdb(cluster: str, tmp_path: Path) -> None:
+    """A TP+PP merge compare of two data-parallel replicas a side: on the cluster each side is built
+    and merged in one task and each replica compared in its own (graph/merge/plan.py), the merged graphs
+    travelling between the workers; the vis.db is the local run's, byte for byte."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "workflows"))
+    from gen_merge_replicas import write_replicas
+
+    folder, target, golden = case_dir("tp_pp_merge"), tmp_path / "target", tmp_path / "golden"
+    write_replicas(folder / "target", target, tp=2, pp=2, dp=2)
+    write_replicas(folder / "golden", golden, tp=1, pp=1, dp=2)
+    args = ["-q", "-tp", str(target), "-gp", str(golden), "--rank_size", "8", "2", "--tp", "2", "1"]
+    args += ["--pp", "2", "1"]
+    local = _visdb(tmp_path / "local", *args)
+    remote = _visdb(tmp_path / "remote", *args, "--scheduler", cluster)
+    assert remote.read_bytes() == local.read_bytes()
+
+
 @pytest.mark.parametrize(
     ("flags", "words"),
     [

@@ -1,17 +1,24 @@
 """The Dask graph of a parallel-merge run (§6.1 flow)::
 
-    build(step, rank, side) ... --> merge(step, side) --+--> finish(step) --> vis-result --> write
-    build(step, rank, side) ... --> merge(step, side) --+     (compare the i-th merged graphs)
+    merge(step, NPU): build and merge the side's ranks --+--> finish(step, 0) ----+--> vis-result --> write
+    merge(step, Bench) ----------------------------------+--> finish(step, K-1) --+
+                                                      (compare the i-th merged graphs, i = k mod K)
 
-One task per rank graph, one merge task per side and step (a merge needs every rank of the side),
-then the usual finish (compare with fuzzy matching and the merge checkers, micro steps, rows). No
-cross-rank distributed linking. With ``--file_type json`` the merged graphs go to the JSON writer
-instead of rows.
+One task builds a side's rank graphs and merges them (a merge needs every rank of the side; its groups
+are found in the graphs): no rank graph leaves the process that built it. K finish tasks a step (K: the
+data-parallel replicas the sizes give) compare or build the merged replicas k, k + K, ... (fuzzy
+matching and the merge checkers, micro steps, rows). No cross-rank distributed linking. With
+``--file_type json`` the merged graphs go to the JSON writer instead of rows.
+
+On local worker processes (a ``spool``) the merged graphs and the finished rows are held where they
+were made and left in the run's spool folder for the other worker (graph/held.py): only their names pass
+through the run's own process. Elsewhere (this process's threads, a cluster) the values travel.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +26,7 @@ from typing import Any
 from msprobe_dask.dump import graph_layouts as layout
 from msprobe_dask.dump.layouts import STEP_NAME
 from msprobe_dask.errors import ConfigError, DumpError
+from msprobe_dask.graph.held import RUN, Held, Spool, hold, taken
 from msprobe_dask.graph.merge.driver import merge_side
 from msprobe_dask.graph.merge.strategy import ParallelParams, validate
 from msprobe_dask.graph.model import Graph
@@ -61,41 +69,91 @@ def _compare_steps(npu: Path, bench: Path) -> list[tuple[int, Path, Path]]:
     return [(layout.step_number(s), npu / s, bench / s) for s in names]
 
 
-def _side(path: Path, step: int, params: ParallelParams, first: bool):
+def _merged_side(
+    folders: list[tuple[int, str]], step: int, params: ParallelParams, spool: Spool | None
+) -> list[Graph] | list[Held]:
+    """The side's rank graphs of ``step`` built and merged: one graph per dp replica, each held (with a
+    ``spool``)."""
+    merged = merge_side([build_task(f, step, r) for r, f in folders], params)
+    if spool is None:
+        return merged
+    return [hold(spool, RUN, f"{params.side}-{step}-{i}", g) for i, g in enumerate(merged)]
+
+
+def _side(path: Path, step: int, params: ParallelParams, first: bool, spool: Spool | None):
     """The lazy merged graphs of one side and step (validating the parameters on the first step)."""
     import dask
 
     folders = _rank_folders(path)
     if first:
         validate(params, len(folders))
-    graphs = [
-        dask.delayed(build_task, pure=True)(f, step, r, dask_key_name=f"build-{step}-{r}-{params.side}")
-        for r, f in folders
-    ]
-    return dask.delayed(merge_side)(graphs, params, dask_key_name=f"merge-{step}-{params.side}")
+    return dask.delayed(_merged_side, pure=True)(
+        folders, step, params, spool, dask_key_name=f"merge-{step}-{params.side}"
+    )
 
 
-def _finish_build(merged: list[Graph], opts: Options) -> Part:
-    parts = [finish_build(g, opts) for g in merged]
-    return [rows for p in parts for rows in p[0]], "", parts[0][2]
+def _replicas(params: ParallelParams) -> int:
+    """The finish tasks of a step: one a data-parallel replica that ``params`` give."""
+    return max(1, params.rank_size // (params.tp * params.pp))
 
 
-def _finish_compare(npu: list[Graph], bench: list[Graph], opts: Options, where: str) -> Part:
+Finished = list[tuple[int, Part]]  # (replica, its Part) of a finish task
+
+
+def _kept(spool: Spool | None, name: str, done: Finished) -> Finished | Held:
+    return done if spool is None else hold(spool, RUN, name, done)
+
+
+def _finish_build(
+    merged: list, opts: Options, step: int, k: int, count: int, spool: Spool | None
+) -> Finished | Held:
+    """The rows of the merged replicas k, k + count, ..."""
+    done = [(i, finish_build(taken(merged[i]), opts)) for i in range(k, len(merged), count)]
+    return _kept(spool, f"part-{step}-{k}", done)
+
+
+def _finish_compare(
+    npu: list, bench: list, opts: Options, where: str, step: int, k: int, count: int, spool: Spool | None
+) -> Finished | Held:
+    """The rows of the compared replicas k, k + count, ..."""
     if len(npu) != len(bench):
         raise DumpError(
             where,
             f"parallel merge failed: the NPU side merges into {len(npu)} dp replicas, the Bench side into "
             f"{len(bench)}",
         )
-    for n, b in zip(npu, bench):  # a replica is named by its NPU graph's rank, its Bench graph's too
-        b.rank = n.rank
-    parts = [finish_compare(n, b, opts, where) for n, b in zip(npu, bench)]
-    return [rows for p in parts for rows in p[0]], parts[0][1], parts[0][2]
+    done = []
+    for i in range(k, len(npu), count):
+        n, b = taken(npu[i]), taken(bench[i])
+        b.rank = n.rank  # a replica is named by its NPU graph's rank, its Bench graph's too
+        done.append((i, finish_compare(n, b, opts, where)))
+    return _kept(spool, f"part-{step}-{k}", done)
 
 
-def _vis_result(parts: list[Part], compare: bool, opts: Options, steps: list[int]) -> VisResult:
+def _vis_result(steps_done: list[list], compare: bool, opts: Options, steps: list[int]) -> VisResult:
+    """The steps' Parts in order, each step's by replica."""
+    parts = [
+        part
+        for finished in steps_done
+        for _, part in sorted((p for f in finished for p in taken(f)), key=lambda p: p[0])
+    ]
     ranks = list(dict.fromkeys(g.rank for rows, _, _ in parts for g in rows if g.source == NPU))
     return vis_result(parts, compare, opts, ranks, steps)
+
+
+def _last(then: Callable[[Any], Any] | None, result: Any) -> Any:
+    return result if then is None else then(result)
+
+
+def _vis_task(then: Callable[[Any], Any] | None, *args: Any) -> Any:
+    """The VisResult, or what ``then`` makes of it in this task (api.py: the vis.db written)."""
+    return _last(then, _vis_result(*args))
+
+
+def _graphs_task(then: Callable[[Any], Any] | None, merged: list[list]) -> Any:
+    """The merged graphs of every step (a merge's json files), or what ``then`` makes of them in this
+    task (api.py: the json files written)."""
+    return _last(then, [[taken(g) for g in step] for step in merged])
 
 
 def merge_plan(
@@ -104,8 +162,14 @@ def merge_plan(
     opts: Any,
     params: list[ParallelParams],
     json_out: bool = False,
+    spool: Spool | None = None,
+    then: Callable[[Any], Any] | None = None,
+    then_key: str = "",
 ):
-    """(lazy result, compare?): a VisResult, or with ``json_out`` the merged graphs of every step."""
+    """(lazy result, compare?): a VisResult, or with ``json_out`` the merged graphs of every step; or
+    what ``then`` makes of it in the last task (key ``then_key``; dask's processes scheduler would send
+    a result made by another task through this process: every rank's rows). ``spool``: on local worker
+    processes, where the merged graphs and rows wait (graph/held.py)."""
     import dask
 
     tp = Path(target)
@@ -117,12 +181,16 @@ def merge_plan(
                 )
             return None, False
         build_steps = _build_steps(tp)
-        merged = [_side(path, step, params[0], i == 0) for i, (step, path) in enumerate(build_steps)]
+        merged = [_side(path, step, params[0], i == 0, spool) for i, (step, path) in enumerate(build_steps)]
         if json_out:
-            return dask.delayed(list)(merged, dask_key_name="merged-graphs"), False
-        steps = [step for step, _ in build_steps]
+            return dask.delayed(_graphs_task)(then, merged, dask_key_name=then_key or "merged-graphs"), False
+        steps, count = [step for step, _ in build_steps], _replicas(params[0])  # (validated)
         parts = [
-            dask.delayed(_finish_build)(m, opts, dask_key_name=f"finish-{s}") for m, s in zip(merged, steps)
+            [
+                dask.delayed(_finish_build)(m, opts, s, k, count, spool, dask_key_name=f"finish-{s}-{k}")
+                for k in range(count)
+            ]
+            for m, s in zip(merged, steps)
         ]
         compare = False
     else:
@@ -132,14 +200,19 @@ def merge_plan(
         opts = replace(opts, fuzzy_match=True, merge=True)
         parts = []
         for i, (step, a, b) in enumerate(pairs):
-            npu = _side(a, step, params[0], i == 0)
-            bench = _side(b, step, params[1], i == 0)
+            npu = _side(a, step, params[0], i == 0, spool)
+            bench = _side(b, step, params[1], i == 0, spool)
+            args, count = (npu, bench, opts, str(a), step), _replicas(params[0])  # (validated)
             parts.append(
-                dask.delayed(_finish_compare)(npu, bench, opts, str(a), dask_key_name=f"finish-{step}")
+                [
+                    dask.delayed(_finish_compare)(*args, k, count, spool, dask_key_name=f"finish-{step}-{k}")
+                    for k in range(count)
+                ]
             )
         steps = [s for s, _, _ in pairs]
         compare = True
     if not parts:
         raise DumpError(target, "holds no dump to visualize")
     step_list = sorted(steps) if layout.classify(tp) == "steps" else [0]
-    return dask.delayed(_vis_result)(parts, compare, opts, step_list, dask_key_name="vis-result"), compare
+    key = then_key or "vis-result"
+    return dask.delayed(_vis_task)(then, parts, compare, opts, step_list, dask_key_name=key), compare
