@@ -38,14 +38,17 @@ def graph_run(
     (RunOptions.holds_graphs), and the size of its dump.json files (unless given), all and the biggest
     (step, rank)'s (RunOptions.held_bytes), chooses where it runs (pipeline.scheduler.computing): 8 ranks
     of 50,050 entries a side (874 MB) on two worker processes under chrt -r 1 at load 13-19, 19.3-19.8 s
-    and 36 s of CPU, against 34-35 s and 43 s in this process. A ``merge`` (--rank_size) runs in this
-    process unless told otherwise: on worker processes every rank graph passes through this process on
-    its way to its side's merge task (2.3-2.6x the CPU, 4x the memory: docs/performance.md section 5)."""
+    and 36 s of CPU, against 34-35 s and 43 s in this process. A ``merge`` (--rank_size) is sized by all
+    its rank folders (a worker holds a side: held_bytes all of it); on two worker processes it builds and
+    merges each side in one task: 192 + 48 ranks 7.84 s against 9.95 s in this process, 1.04x the CPU,
+    1.22x the memory (docs/performance.md section 5)."""
     run = run or RunOptions()
-    if merge:
-        return replace(run, holds_graphs=True, input_bytes=0)
     if run.input_bytes:
         return replace(run, holds_graphs=True)
+    if merge:
+        from msprobe_dask.graph.merge.plan import merge_input_bytes
+
+        return replace(run, holds_graphs=True, input_bytes=merge_input_bytes(target, golden))
     size, held = input_sizes(target, golden)
     return replace(run, holds_graphs=True, input_bytes=size, held_bytes=held)
 

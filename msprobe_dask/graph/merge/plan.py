@@ -17,6 +17,7 @@ through the run's own process. Elsewhere (this process's threads, a cluster) the
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import replace
@@ -48,6 +49,19 @@ def _rank_folders(path: Path) -> list[tuple[int, str]]:
         if not (layout.RANK_DIR.match(name) and (path / name).is_dir()):
             raise DumpError(path / name, "is not a rank<N> folder: a graph merge takes only rank folders")
     return [(r, str(path / n)) for r, n in layout.rank_dirs(path)]
+
+
+def merge_input_bytes(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None) -> int:
+    """The dump.json bytes of a merge's input: every rank folder of every step of both sides, as the
+    merge builds them all (graph/rank_plan.input_bytes counts the ranks it pairs). What is not there
+    counts nothing: the plan names it."""
+    total = 0
+    for side in [target] + ([golden] if golden else []):
+        for pattern in ("dump.json", "rank*/dump.json", "step*/rank*/dump.json"):
+            for path in Path(side).glob(pattern):
+                with contextlib.suppress(OSError):
+                    total += path.stat().st_size
+    return total
 
 
 def _build_steps(path: Path) -> list[tuple[int, Path]]:
