@@ -137,9 +137,17 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
     kernel = not args.diff_analyze and (
         args.rank is not None or args.step is not None or open_dump(args.target_path).layout == "kernel"
     )
-    if kernel:
-        for flag, given in (("--report", args.report), ("-tensor_log", args.is_print_compare_log)):
-            if given:  # (-tensor_log: the reference accepts it there and logs nothing, D38)
+    if kernel:  # (the reference reads only -tp -gp -o --xlsx --rank --step there, and ignores the rest: D38)
+        for flag, given in (
+            ("--report", args.report),
+            ("-tensor_log", args.is_print_compare_log),
+            ("-fm", args.fuzzy_match),
+            ("-am", args.api_mapping),
+            ("-cm", args.cell_mapping),
+            ("-dm", args.data_mapping),
+            ("-lm", args.layer_mapping),
+        ):
+            if given:
                 raise ConfigError(flag, "is not made for MindSpore kernel dumps")
     unused = "the first divergence of kernel dumps is their first row that is not pass" if kernel else None
     if args.quiet and not args.report:

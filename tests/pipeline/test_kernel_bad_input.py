@@ -154,12 +154,26 @@ def test_refused_run_removes_the_folders_it_made(tmp_path: Path, capsys: pytest.
     assert not (tmp_path / "new").exists()
 
 
-@pytest.mark.parametrize("flag", ["-tensor_log", "--is_print_compare_log"])
-def test_tensor_log_is_refused(flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The reference accepts it on kernel dumps and logs nothing (D38): not a flag parsed and ignored."""
+KERNEL_IGNORED = [  # (the flag as given, then as named in the refusal)
+    (["-tensor_log"], "-tensor_log"),
+    (["--is_print_compare_log"], "-tensor_log"),
+    (["-fm"], "-fm"),
+    (["-am"], "-am"),
+    (["-cm", "map.yaml"], "-cm"),
+    (["-dm", "map.yaml"], "-dm"),
+    (["--layer_mapping"], "-lm"),
+]
+
+
+@pytest.mark.parametrize(("given", "named"), KERNEL_IGNORED)
+def test_flags_the_kernel_compare_ignores_are_refused(
+    given: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reference accepts them on kernel dumps and reads none of them (only -tp -gp -o --xlsx --rank
+    --step matter there, D38): not flags parsed and ignored."""
     for case in ("kernel_npy", "kernel_stat"):
         target, golden = DATA / case / "target", DATA / case / "golden"
-        assert run(tmp_path / "out", target, golden, "--rank", "0", flag) == 2
-        assert_refused(capsys, tmp_path / "out", "-tensor_log", "not made for MindSpore kernel dumps")
-        assert run(tmp_path / "out", target, golden, flag) == 2  # (a kernel tree recognised by itself)
-        assert_refused(capsys, tmp_path / "out", "-tensor_log")
+        assert run(tmp_path / "out", target, golden, "--rank", "0", *given) == 2
+        assert_refused(capsys, tmp_path / "out", named, "not made for MindSpore kernel dumps")
+        assert run(tmp_path / "out", target, golden, *given) == 2  # (a kernel tree recognised by itself)
+        assert_refused(capsys, tmp_path / "out", named)
