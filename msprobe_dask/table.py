@@ -79,6 +79,10 @@ TensorJob: TypeAlias = "tuple[Path, Path, tuple[Claim, Claim]] | None"
 measured."""
 
 
+INT_COLUMNS = (False,) * 12
+"""``float_stat_columns`` of a table whose numeric columns the reference holds as int64 (the default)."""
+
+
 @dataclass
 class Matched:
     """The output of the match stage for one (target, golden) pair of dumps."""
@@ -87,7 +91,7 @@ class Matched:
     pairs: list[RowPair]
     stacks: dict[str, list[str]] | None
     jobs: list[TensorJob] = field(default_factory=list)
-    float_stats: tuple[bool, ...] = (False,) * 8
+    float_stats: tuple[bool, ...] = INT_COLUMNS
 
 
 def _is_number(value: Any) -> bool:
@@ -117,11 +121,15 @@ def float_stat_columns(
     npu_rows: Sequence[LeafRow], bench_rows: Sequence[LeafRow], any_unmatched: bool
 ) -> tuple[bool, ...]:
     """Which statistics columns (NPU max .. l2norm, then Bench max .. l2norm) the reference holds as
-    float64, so that ints print as ``3.0``.
+    float64, so that ints print as ``3.0``; then which of the four diff columns (Max diff .. L2norm
+    diff) it computes in float64, so that the diff of two ints prints as ``9.0``.
 
     A side's column is numeric when every row of that side holds a number there, NaN excepted (the
     reference has turned a NaN into the text ``Nan`` by then); it is float when one of them is a float,
-    or, on the golden side, when the outer join had to fill an unmatched target row with NaN.
+    or, on the golden side, when the outer join had to fill an unmatched target row with NaN. A diff
+    column is int64 only when both sides' columns are numeric and neither float (the reference reads
+    each side's column as numbers, where a text, ``Nan`` or the ``N/A`` of an unmatched row makes it
+    float64), else float64.
     """
     return float_columns([stat_kinds(npu_rows)], [stat_kinds(bench_rows)], any_unmatched)
 
@@ -131,12 +139,14 @@ def float_columns(
 ) -> tuple[bool, ...]:
     """``float_stat_columns`` of the rows whose ``stat_kinds`` (of parts of each side) are these."""
     flags: list[bool] = []
+    integral: list[list[bool]] = []
     for kinds, filled in ((npu_kinds, False), (bench_kinds, any_unmatched)):
         held = [k for k in kinds if k[0]]
-        flags.extend(
-            bool(held) and all(k[1][i] for k in held) and (filled or any(k[2][i] for k in held))
-            for i in range(4)
-        )
+        numeric = [bool(held) and all(k[1][i] for k in held) for i in range(4)]
+        floats = [filled or any(k[2][i] for k in held) for i in range(4)]
+        flags.extend(n and f for n, f in zip(numeric, floats))
+        integral.append([n and not f for n, f in zip(numeric, floats)])
+    flags.extend(not (npu and bench) for npu, bench in zip(*integral))
     return tuple(flags)
 
 
@@ -146,7 +156,7 @@ def _stat_columns(
     """The eight statistics columns, NPU then Bench, typed as the reference types them (N/A on the
     golden side of an unmatched row)."""
     columns: list[list[Any]] = []
-    for side, flags in ((npus, float_stats[:4]), (benches, float_stats[4:])):
+    for side, flags in ((npus, float_stats[:4]), (benches, float_stats[4:8])):
         stats = [_MISSING.stats if row is None else row.stats for row in side]
         unmatched = len(stats) and any(row is None for row in side)
         for i, (values, as_float) in enumerate(zip(zip(*stats) if stats else [()] * 4, flags)):
@@ -190,7 +200,8 @@ def _cell_columns(
         cells.update(zip(STAT_COLUMNS, stat_cols))
     if mode == "statistics":
         for k in range(4):
-            cells[DIFF_COLUMNS[k]], cells[DIFF_COLUMNS[k + 4]] = stat_diffs(stat_cols[k], stat_cols[k + 4])
+            diffs = stat_diffs(stat_cols[k], stat_cols[k + 4], float_stats[8 + k])
+            cells[DIFF_COLUMNS[k]], cells[DIFF_COLUMNS[k + 4]] = diffs
     elif mode == "tensor":
         measured = tensor_cells if tensor_cells is not None else [UNMEASURED] * len(npus)
         # (strict: a row with a metric more or less than the columns fails here, not as a missing column)
@@ -233,7 +244,7 @@ def column_table(
     mode: str,
     stacks: Mapping[str, list[str]] | None,
     tensor_cells: Sequence[Sequence[Any]] | None = None,
-    float_stats: Sequence[bool] = (False,) * 8,
+    float_stats: Sequence[bool] = INT_COLUMNS,
     unreadable: Mapping[int, str] | None = None,
     judged: Mapping[str, Sequence[Any]] | None = None,
 ) -> ColumnTable:
@@ -263,7 +274,7 @@ def build_table(
     mode: str,
     stacks: dict[str, list[str]] | None,
     tensor_cells: Sequence[Sequence[Any]] | None = None,
-    float_stats: Sequence[bool] = (False,) * 8,
+    float_stats: Sequence[bool] = INT_COLUMNS,
     highlight: bool = True,
     unreadable: Mapping[int, str] | None = None,
     judged: Mapping[str, Sequence[Any]] | None = None,

@@ -58,15 +58,20 @@ def stat_diff(npu: Any, bench: Any) -> tuple[Any, str]:
     return diff, rel
 
 
-def stat_diffs(npus: Sequence[Any], benches: Sequence[Any]) -> tuple[list[Any], list[str]]:
+def stat_diffs(
+    npus: Sequence[Any], benches: Sequence[Any], in_float: bool = False
+) -> tuple[list[Any], list[str]]:
     """``stat_diff`` of each pair of one statistic's column: the diffs and the relative errors (the
-    relative errors of two finite floats printed at the end by one ``float_reprs``)."""
+    relative errors of two finite floats printed at the end by one ``float_reprs``). ``in_float``: the
+    column's diffs are float64 (``table.float_stat_columns``): two ints are subtracted as floats."""
     diffs: list[Any] = []
     rels: list[Any] = []
     ratios: list[float] = []  # the relative errors to print, at ``at`` in ``rels``
     at: list[int] = []
     isfinite, copysign = math.isfinite, math.copysign
     for npu, bench in zip(npus, benches):
+        if in_float and npu.__class__ is int and bench.__class__ is int:
+            npu, bench = float(npu), float(bench)
         if npu.__class__ is float and bench.__class__ is float and isfinite(npu) and isfinite(bench):
             # the usual case, decided as below without printing the numbers: two finite floats print
             # alike when they are equal, zeros of the same sign included

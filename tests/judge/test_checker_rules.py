@@ -35,7 +35,7 @@ def statistics_messages() -> list[str]:
         return LeafRow(f"{OP}.input.0", OP, "input", side["dtype"], shape, "True", STATS, "00000000", "-1")
 
     stat_lines.RULES[False] = stat_lines._rules(False)  # (as the module makes them, from rules.CHECKERS)
-    made = stat_lines.statistics_cells(Sides([row(NPU)], [row(BENCH)]), (True,) * 8)
+    made = stat_lines.statistics_cells(Sides([row(NPU)], [row(BENCH)]), (True,) * 12)
     assert made is not None
     return json.loads(made["Err_message"][0])
 

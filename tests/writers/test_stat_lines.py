@@ -248,11 +248,11 @@ def test_the_kernel_takes_its_numbers_and_messages_from_python(monkeypatch: pyte
     monkeypatch.setattr(rules, "CHECKERS", rules.CHECKERS._replace(limits=limits, messages=messages))
     rules_of = stat_lines._rules(False)
     monkeypatch.setattr(stat_lines, "RULES", {False: rules_of})
-    lines = stat_lines.statistics_lines(sides, None, (True,) * 8)
+    lines = stat_lines.statistics_lines(sides, None, (True,) * 12)
     monkeypatch.setattr(rules, "LIMITS", limits)
     monkeypatch.setattr(rules, "MSG_NORM_OUTPUT", messages[1])
     monkeypatch.setattr(rules, "MSG_REQUIRES_GRAD", messages[2])
     monkeypatch.setattr(rules, "MSG_DTYPE", messages[4])
     monkeypatch.setattr(rules, "MSG_NORM_TENFOLD", messages[6])
-    assert lines == python_lines(sides, None, (True,) * 8)
+    assert lines == python_lines(sides, None, (True,) * 12)
     assert b"error: THE NormRelativeErr" in lines and b"warning: THE norm relative error" in lines

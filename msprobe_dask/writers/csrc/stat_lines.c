@@ -144,13 +144,35 @@ static int pair_diff(PyObject *x, PyObject *y, PyObject **cells, Rules_ *R) {
     return rc;
 }
 
-/* the diff and relative-error cells of statistic i (stat_diffs), and of NormRelativeErr what the
- * checkers read */
-static int diff_cells(Row *w, int i, Rules_ *R) {
+/* two ints of a column whose diffs are float64 (stat_diffs' in_float) as doubles: 1, 0 if they are
+ * not two ints or do not fit a double (the rules' stat_diff takes them), -1 on error */
+static int ints_as_doubles(PyObject *x, PyObject *y, double *a, double *b) {
+    if (!PyLong_CheckExact(x) || !PyLong_CheckExact(y))
+        return 0;
+    *a = PyLong_AsDouble(x);
+    *b = *a == -1.0 && PyErr_Occurred() ? -1.0 : PyLong_AsDouble(y);
+    if (*b == -1.0 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* the diff and relative-error cells of statistic i (stat_diffs; in_float: its column's diffs are
+ * float64), and of NormRelativeErr what the checkers read */
+static int diff_cells(Row *w, int i, int in_float, Rules_ *R) {
     PyObject *x = w->cells[STATS - DIFFS + i], *y = w->cells[STATS - DIFFS + 4 + i];
     PyObject **d = &w->cells[i], **t = &w->cells[4 + i];
-    if (PyFloat_CheckExact(x) && PyFloat_CheckExact(y)) {
-        double a = PyFloat_AS_DOUBLE(x), b = PyFloat_AS_DOUBLE(y);
+    double a = 0.0, b = 0.0;
+    int numbers = PyFloat_CheckExact(x) && PyFloat_CheckExact(y);
+    if (numbers) {
+        a = PyFloat_AS_DOUBLE(x);
+        b = PyFloat_AS_DOUBLE(y);
+    } else if (in_float && (numbers = ints_as_doubles(x, y, &a, &b)) < 0)
+        return -1;
+    if (numbers) {
         if (isfinite(a) && isfinite(b)) {
             if (a == b && (a != 0.0 || copysign(1.0, a) == copysign(1.0, b))) {
                 *d = Py_NewRef(R->same);
@@ -431,18 +453,18 @@ static int take_rules(PyObject *rules, Rules_ *R) {
 }
 
 /* the cells and checkers' masks of the rows npus[i], benches[i] (lists; benches[i] None: no partner;
- * float_stats: 8 bools) into *rows (PyMem; free_rows), *made of them holding cells: 1, 0 for a row
+ * float_stats: 12 bools) into *rows (PyMem; free_rows), *made of them holding cells: 1, 0 for a row
  * this code does not take, -1 error */
 static int judged_rows(PyObject *npus, PyObject *benches, PyObject *float_stats, Rules_ *R, Row **rows, Py_ssize_t *made) {
     Py_ssize_t n = PyList_GET_SIZE(npus);
     *rows = NULL;
     *made = 0;
-    if (PyList_GET_SIZE(benches) != n || PyTuple_GET_SIZE(float_stats) != 8) {
+    if (PyList_GET_SIZE(benches) != n || PyTuple_GET_SIZE(float_stats) != 12) {
         PyErr_SetString(PyExc_ValueError, "stat_lines: sides or float_stats of the wrong sizes");
         return -1;
     }
-    int as_float[8];
-    for (int i = 0; i < 8; i++)
+    int as_float[12]; /* the 8 statistics columns, then the 4 diff columns (table.float_stat_columns) */
+    for (int i = 0; i < 12; i++)
         if ((as_float[i] = PyObject_IsTrue(PyTuple_GET_ITEM(float_stats, i))) < 0)
             return -1;
     if ((*rows = PyMem_Calloc(n ? n : 1, sizeof(Row))) == NULL) {
@@ -464,7 +486,7 @@ static int judged_rows(PyObject *npus, PyObject *benches, PyObject *float_stats,
         if (stat_cells(w, as_float, R) < 0)
             return -1;
         for (int k = 0; k < 4; k++)
-            if (diff_cells(w, k, R) < 0)
+            if (diff_cells(w, k, as_float[8 + k], R) < 0)
                 return -1;
     }
     for (Py_ssize_t from = 0, to = 1; to <= n; to++) { /* the groups: runs of rows of one entry */
