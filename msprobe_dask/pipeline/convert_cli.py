@@ -71,9 +71,10 @@ def run(args: argparse.Namespace) -> int:
     total = sum(done, Converted())
     os.replace(partial, store)
     kept = f", {total.skipped} kept from the interrupted run" if resumed else ""
-    print(
-        f"{total.arrays} tensors as zarr arrays, {total.copies} files copied{kept}: "
-        f"{sum(size for _, size in files) / 1e6:.1f} MB -> {store_bytes(store) / 1e6:.1f} MB"
-    )
+    if not args.quiet:
+        print(
+            f"{total.arrays} tensors as zarr arrays, {total.copies} files copied{kept}: "
+            f"{sum(size for _, size in files) / 1e6:.1f} MB -> {store_bytes(store) / 1e6:.1f} MB"
+        )
     print(f"The zarr store is: {store}")
     return 0

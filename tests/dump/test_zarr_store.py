@@ -198,6 +198,7 @@ def test_store_is_smaller_resumes_and_never_overwrites(tmp_path: Path, capsys: p
     dump = _many_tensor_dump(tmp_path / "dump")
     store = tmp_path / "run.zarr"
     assert main(["convert", "-q", str(dump), "-o", str(store)]) == 0
+    assert capsys.readouterr().out == f"The zarr store is: {store}\n"  # -q: the path line only
     original = sum(p.stat().st_size for p in dump.rglob("*") if p.is_file())
     assert store_bytes(store) < original
     # refuses to overwrite: one line, exit 2, the store untouched
@@ -214,7 +215,7 @@ def test_store_is_smaller_resumes_and_never_overwrites(tmp_path: Path, capsys: p
     meta = json.loads((arrays[1] / "zarr.json").read_text())
     meta["attributes"]["msprobe_dask"]["complete"] = False
     (arrays[1] / "zarr.json").write_text(json.dumps(meta))
-    assert main(["convert", "-q", str(dump), "-o", str(store)]) == 0
+    assert main(["convert", str(dump), "-o", str(store)]) == 0
     assert (
         "2 tensors as zarr arrays, 0 files copied, 11 kept from the interrupted run"
         in capsys.readouterr().out
