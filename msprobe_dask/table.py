@@ -125,10 +125,10 @@ def float_stat_columns(
     diff) it computes in float64, so that the diff of two ints prints as ``9.0``.
 
     A side's column is numeric when every row of that side holds a number there, NaN excepted (the
-    reference has turned a NaN into the text ``Nan`` by then); it is float when one of them is a float,
-    or, on the golden side, when the outer join had to fill an unmatched target row with NaN. A diff
-    column is int64 only when both sides' columns are numeric and neither float (the reference reads
-    each side's column as numbers, where a text, ``Nan`` or the ``N/A`` of an unmatched row makes it
+    reference has turned a NaN into the text ``Nan`` by then); it is float when one of them is a float
+    (the ``N/A`` of a target row left unmatched keeps the golden ints ints). A diff column is int64
+    only when both sides' columns are numeric and neither float, with no unmatched target row (the
+    reference reads each side's column as numbers, where a text, ``Nan`` or that ``N/A`` makes it
     float64), else float64.
     """
     return float_columns([stat_kinds(npu_rows)], [stat_kinds(bench_rows)], any_unmatched)
@@ -143,9 +143,9 @@ def float_columns(
     for kinds, filled in ((npu_kinds, False), (bench_kinds, any_unmatched)):
         held = [k for k in kinds if k[0]]
         numeric = [bool(held) and all(k[1][i] for k in held) for i in range(4)]
-        floats = [filled or any(k[2][i] for k in held) for i in range(4)]
+        floats = [any(k[2][i] for k in held) for i in range(4)]
         flags.extend(n and f for n, f in zip(numeric, floats))
-        integral.append([n and not f for n, f in zip(numeric, floats)])
+        integral.append([n and not f and not filled for n, f in zip(numeric, floats)])
     flags.extend(not (npu and bench) for npu, bench in zip(*integral))
     return tuple(flags)
 

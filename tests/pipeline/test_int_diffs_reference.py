@@ -2,7 +2,8 @@
 ``9`` where both sides' column holds only ints, ``9.0`` where a column also holds a text (a bool or
 dtype argument's value, ``Nan``, the ``N/A`` of an unmatched row) or a float, the reference then reading
 the column as float64 (tests/data/int_diffs, the reference's csv and xlsx: bfloat16, empty and 0-d
-tensors, None/bool/slice arguments, nested outputs)."""
+tensors, None/bool/slice arguments, nested outputs). A target row left unmatched keeps the golden
+statistics ints (``9``, not ``9.0``) and makes the diffs floats."""
 
 from __future__ import annotations
 
@@ -27,9 +28,15 @@ def _max_diff(rows: list[list[str]], name: str) -> str:
     return next(row for row in rows if row[0] == name)[rows[0].index("Max diff")]
 
 
-@pytest.mark.parametrize(
-    ("side", "run", "diff"), [("", "compare_csv", "9.0"), ("_ints", "compare_ints_csv", "9")]
-)
+RUNS = [
+    ("", "compare_csv", "9.0"),
+    ("_ints", "compare_ints_csv", "9"),
+    ("_extra", "compare_extra_csv", "9.0"),  # an unmatched target row: golden ints stay ints, diffs floats
+    ("_types", "compare_types_csv", "9.0"),
+]
+
+
+@pytest.mark.parametrize(("side", "run", "diff"), RUNS)
 @pytest.mark.parametrize("pure", [False, True], ids=["kernel", "python"])
 def test_int_diffs_equal_the_reference(
     side: str, run: str, diff: str, pure: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
