@@ -18,7 +18,7 @@ from msprobe_dask.cli import main
 
 def _compare(out: Path, side: str, *extra: str) -> Path:
     case = case_dir("int_diffs")
-    target, golden = case / f"target{side}" / "dump.json", case / f"golden{side}" / "dump.json"
+    target, golden = case / f"npu{side}" / "dump.json", case / f"bench{side}" / "dump.json"
     assert main(["compare", "-q", "-tp", str(target), "-gp", str(golden), "-o", str(out), *extra]) == 0
     (path,) = out.iterdir()
     return path
