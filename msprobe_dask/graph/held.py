@@ -72,10 +72,14 @@ class Held:
         """The result: held in this process, or loaded from its spool file and held."""
         found = _HELD.get((self.spool.folder, self.place), {}).get(self.name)
         if found is None:
-            with open(self.path, "rb") as f:
-                found = pickle.load(f)
+            found = self.loaded()
             _hold(self, found)
         return found
+
+    def loaded(self) -> Any:
+        """The result read from its spool file (where another process made it)."""
+        with open(self.path, "rb") as f:
+            return pickle.load(f)
 
 
 def hold(spool: Spool, place: int | None, name: str, value: Any) -> Held:
@@ -130,10 +134,7 @@ def taken(result: Any) -> Any:
         return result
     with _HOLDING:
         found = _HELD.get((result.spool.folder, result.place), {}).pop(result.name, None)
-    if found is None:
-        with open(result.path, "rb") as f:
-            found = pickle.load(f)
-    return found
+    return result.loaded() if found is None else found
 
 
 def held_build(spool: Spool, place: int, side: str, folder: str, step: int, rank: int, *after: Any) -> Held:
