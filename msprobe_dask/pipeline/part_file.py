@@ -338,11 +338,13 @@ def _copy(source: BinaryIO, target: BinaryIO, size: int) -> None:
 
 @contextlib.contextmanager
 def _writing(path: Path) -> Iterator[None]:
-    """A write to the rank's temporary files that fails (a full disk) removes them and names ``path``."""
+    """A write to the rank's temporary files that fails (a full disk) names ``path``. The files stay until
+    the run's process removes them (compare_to_files), once no task runs: a task of another worker may be
+    reading its spool file meanwhile (removed under it, its FileNotFoundError could reach the run's end
+    before this error: an internal error, exit 1)."""
     try:
         yield
     except OSError as exc:
-        remove_temporaries_of(path)
         raise OutputError(path, cannot("be written", exc)) from None
 
 

@@ -202,3 +202,27 @@ def test_a_stop_that_comes_as_the_result_is_named_takes_the_name_back(
     with pytest.raises(RunStopped), atomic.atomic_path(tmp_path / "result.csv") as tmp:
         tmp.write_text("a\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_task_whose_write_fails_leaves_the_other_tasks_spools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table part that cannot be written (a file size limit) names the rank's result and removes
+    nothing: another worker's task may be reading its spool file meanwhile (removed under it, its
+    FileNotFoundError reached the run's end first once: an internal error, exit 1); the run's process
+    removes the rank's temporaries once no task runs (compare_to_files)."""
+    from msprobe_dask.pipeline import part_file
+    from msprobe_dask.pipeline.part_file import remove_temporaries_of, spool_folder, spooled_keys
+
+    monkeypatch.setattr(part_file, "key_part", lambda: (b"a", b"b"))  # (a part's keys, two partitions)
+
+    final = tmp_path / "compare_result_rank0.csv"
+    read_meanwhile = spool_folder(final) / "rows-bench-6"
+    read_meanwhile.parent.mkdir()
+    read_meanwhile.write_bytes(b"rows")
+    (spool_folder(final) / "keys-0").mkdir()  # (the write fails: IsADirectoryError, as EFBIG would)
+    with pytest.raises(OutputError, match="compare_result_rank0.csv: cannot be written"):
+        spooled_keys(final, "keys")
+    assert read_meanwhile.read_bytes() == b"rows"
+    remove_temporaries_of(final)
+    assert list(tmp_path.iterdir()) == []
