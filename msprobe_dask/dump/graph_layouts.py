@@ -16,7 +16,7 @@ from pathlib import Path
 
 from msprobe_dask.dump.confine import listed
 from msprobe_dask.dump.layouts import PROC_DIR, RANK_DIR, RANK_NAME, STEP_DIR, STEP_NAME
-from msprobe_dask.dump.source import one_side_only
+from msprobe_dask.dump.source import one_side_warnings
 from msprobe_dask.errors import DumpError
 
 
@@ -146,6 +146,6 @@ def compare_sources(
             for r, a, b in _paired_ranks(npu / step, bench / step, step, skipped):
                 out.append((step_number(step), r, str(npu / step / a), str(bench / step / b)))
     if warn is not None:
-        for problem in one_side_only(*skipped):
-            warn(f"{problem}; not compared")
+        for warning in one_side_warnings(*skipped):
+            warn(warning)
     return kind, out

@@ -28,6 +28,7 @@ from msprobe_dask.dump.source import (
     DUMP_FILE_NAMES,
     DumpSource,
     DumpTree,
+    log_warning,
     pair_trees,
     rank_number,
     step_number,
@@ -230,7 +231,4 @@ def pair_dumps(
     says where the result goes below ``-o``: sub-folders, then the rank folder name that the reference
     puts in the file name (``graph/step0/rank0``).
     """
-    import logging
-
-    log = logging.getLogger("msprobe_dask")
-    return pair_trees(open_dump(target), open_dump(golden), skip_missing_ranks, warn=log.warning)
+    return pair_trees(open_dump(target), open_dump(golden), skip_missing_ranks, warn=log_warning)

@@ -6,6 +6,7 @@ Each layout of the reference's dump trees has one small reader in ``layouts.py``
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,15 +117,31 @@ def one_side_only(npu: set[tuple[str, str, str]], bench: set[tuple[str, str, str
     return problems
 
 
+def not_compared(problem: str) -> str:
+    """The warning of what a run leaves out (``step2 only in the target; not compared``): one wording for
+    compare and graph_visualize, every layout (the reference says nothing of them)."""
+    return f"{problem}; not compared"
+
+
+def log_warning(message: str) -> None:
+    """``message`` (a ``one_side_warnings`` line) shown as every command shows it: the package's logger."""
+    logging.getLogger("msprobe_dask").warning(message)
+
+
+def one_side_warnings(npu: set[tuple[str, str, str]], bench: set[tuple[str, str, str]]) -> list[str]:
+    """The warnings of the (group, step, rank) keys one side holds and the other not, a line a side."""
+    return [not_compared(problem) for problem in one_side_only(npu, bench)]
+
+
 def pair_trees(
     npu: DumpTree, bench: DumpTree, skip_missing: bool = False, warn: Callable[[str], None] | None = None
 ) -> list[SourcePair]:
     """Pair the dumps of two trees by (group, step, rank id), never by position (D5).
 
     Returns ``(output label, target source, golden source)`` in target order. Steps present on one
-    side only are skipped with a warning (the reference skips them silently). Ranks present on one
-    side only, or rank folders without a dump.json, are an error naming them all; with
-    ``skip_missing`` they are skipped with a warning instead. A step holding a single ``proc*``
+    side only are skipped with a warning (``one_side_warnings``; the reference skips them silently).
+    Ranks present on one side only, or rank folders without a dump.json, are an error naming them all;
+    with ``skip_missing`` they are skipped with a warning each instead. A step holding a single ``proc*``
     folder on each side pairs the two whatever their process ids (the output is named after the
     target's folder, as the reference names it).
     """
@@ -147,9 +164,8 @@ def pair_trees(
         return {(s.group, s.step) for s in (*tree.sources, *tree.missing)}
 
     common_steps = steps(npu) & steps(bench)
-    for side, tree in (("target", npu), ("golden", bench)):
-        for group, step in sorted(steps(tree) - common_steps):
-            warn(f"{'/'.join(p for p in (group, step) if p)} is only in the {side}; skipped")
+    for warning in one_side_warnings(*({(g, s, "") for g, s in steps(t)} for t in (npu, bench))):
+        warn(warning)
     if not common_steps:
         raise DumpError(bench.root, "has no step in common with the target")
 
@@ -166,7 +182,8 @@ def pair_trees(
         message = "ranks cannot be paired: " + "; ".join(problems)
         if not skip_missing:
             raise DumpError(None, message + " (--skip-missing-ranks compares the others)")
-        warn(message + "; skipped")
+        for problem in problems:
+            warn(not_compared(problem))
     pairs = []
     for key, npu_src in npu_keys.items():
         if key in bench_keys:

@@ -11,7 +11,6 @@ made; ``rows_made_whole`` returns them whole (build_graphs, a merge's json files
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, NamedTuple
 
 from msprobe_dask.dump import graph_layouts as layout
 from msprobe_dask.dump.location import dump_path
+from msprobe_dask.dump.source import log_warning
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.chunks import chunk_count, chunk_task
 from msprobe_dask.graph.dump_files import GraphSource
@@ -223,8 +223,7 @@ def rank_plan(
         ranks_in = [RankSource(step, rank, (folder,)) for step, rank, folder in sources]
         ranks = sorted({r for _, r, _ in sources}, key=[r for _, r, _ in sources].index)
     else:
-        skipped = logging.getLogger("msprobe_dask").warning  # (as compare's steps: dump/layouts.pair_dumps)
-        kind, pairs = layout.compare_sources(tp, dump_path(golden), skipped)
+        kind, pairs = layout.compare_sources(tp, dump_path(golden), log_warning)
         ranks_in = [RankSource(step, rank, (a, b)) for step, rank, a, b in pairs]
         ranks = list(dict.fromkeys(r for _, r, _, _ in pairs))
     if not ranks_in:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from msprobe_dask.dump.source import log_warning
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.pipeline.kernel_compare import compare_kernels
 from msprobe_dask.pipeline.kernel_table import KernelTable, csv_view, xlsx_view
@@ -39,7 +40,7 @@ def _warn(message: str) -> None:
 def run_kernel_compare(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
     ranks, steps = parse_ids("--rank", args.rank), parse_ids("--step", args.step)
     results = compare_kernels(
-        args.target_path, args.golden_path, ranks=ranks, steps=steps, run=run_options, warn=_warn
+        args.target_path, args.golden_path, ranks=ranks, steps=steps, run=run_options, warn=log_warning
     )
     stamp = name_stamp()
     summary, path_lines = RunSummary("compare"), []

@@ -28,7 +28,7 @@ from msprobe_dask.dump.kernel import (
     read_statistic_csv,
 )
 from msprobe_dask.dump.layouts import open_dump
-from msprobe_dask.dump.source import DumpTree
+from msprobe_dask.dump.source import DumpTree, one_side_warnings
 from msprobe_dask.errors import DumpError, UserError, cannot
 from msprobe_dask.pipeline.kernel_rows import npy_row, statistic_row
 from msprobe_dask.pipeline.kernel_table import KernelTable
@@ -106,9 +106,9 @@ def kernel_jobs(
         ]
         raise DumpError(None, f"no (rank, step) is in both kernel dumps{flags}: {'; '.join(found)}")
     if warn is not None:
-        for side, mine in (("target", npu), ("golden", bench)):
-            for rank, step in sorted(k for k in mine if wanted(k) and k not in common):
-                warn(f"rank {rank} step {step} is only in the {side}; skipped")
+        keys = ({("", f"step{s}", f"rank{r}") for r, s in mine if wanted((r, s))} for mine in (npu, bench))
+        for warning in one_side_warnings(*keys):
+            warn(warning)
     jobs = []
     for rank, step in common:
         npu_mode, bench_mode = _side_mode(npu[rank, step]), _side_mode(bench[rank, step])
