@@ -56,8 +56,9 @@ def config(case: Case, text: str = CONFIG) -> Path:
     return path
 
 
-def merge(case: Case, folder: Path, cfg: Path, **limits: object) -> object:
-    return case.run("merge_result", "-i", str(folder), "-o", str(case.out), "-config", str(cfg), **limits)
+def merge(case: Case, folder: Path, cfg: Path, *more: str, **limits: object) -> object:
+    argv = ("-i", str(folder), "-o", str(case.out), "-config", str(cfg), *more)
+    return case.run("merge_result", *argv, **limits)
 
 
 def test_merges(tmp_path: Path) -> None:
@@ -145,9 +146,10 @@ def test_input_folder_missing(tmp_path: Path) -> None:
     check(merge(case, case.dumps / "nowhere", config(case)), 2, "nowhere")
 
 
-def test_full_disk(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [(), ("--workers", "2")], ids=["in-process", "workers-2"])
+def test_full_disk(tmp_path: Path, workers: tuple[str, ...]) -> None:
     case = new_case(tmp_path)
-    check(merge(case, inputs(case), config(case), fsize=1024), 2, "multi_ranks_compare_merge_")
+    check(merge(case, inputs(case), config(case), *workers, fsize=1024), 2, "multi_ranks_compare_merge_")
     assert not result_files(case.out)
 
 

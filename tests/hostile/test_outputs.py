@@ -16,19 +16,22 @@ from hostile_run import Case, check, new_case, result_files
 KINDS = {"csv": ("compare",), "xlsx": ("compare", "--xlsx"), "vis.db": ("graph_visualize",)}
 
 
-def _run(case: Case, kind: str, out: Path | None = None, **limits: int) -> object:
+def _run(case: Case, kind: str, out: Path | None = None, *more: str, **limits: int) -> object:
     target = write_dump(case.dumps / "target")
     golden = write_dump(case.dumps / "golden")
     command, *flags = KINDS[kind]
     out = out or case.out
-    return case.run(command, "-tp", str(target), "-gp", str(golden), "-o", str(out), "-q", *flags, **limits)
+    argv = ("-tp", str(target), "-gp", str(golden), "-o", str(out), "-q", *flags, *more)
+    return case.run(command, *argv, **limits)
 
 
+@pytest.mark.parametrize("workers", [(), ("--workers", "2")], ids=["in-process", "workers-2"])
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_full_disk_while_writing(tmp_path: Path, kind: str) -> None:
-    """RLIMIT_FSIZE: every write past 1 KiB fails with EFBIG, as a full disk fails with ENOSPC."""
+def test_full_disk_while_writing(tmp_path: Path, kind: str, workers: tuple[str, ...]) -> None:
+    """RLIMIT_FSIZE: every write past 1 KiB fails with EFBIG, as a full disk fails with ENOSPC: one line,
+    exit 2, no result, no temporary left (``check``), whichever process's write fails."""
     case = new_case(tmp_path)
-    outcome = _run(case, kind, fsize=1024)
+    outcome = _run(case, kind, None, *workers, fsize=1024)
     check(outcome, 2, str(case.out), "too large" if kind != "vis.db" else "vis.db")
     assert not result_files(case.out)
 
