@@ -3,7 +3,13 @@
 
 from __future__ import annotations
 
-from msprobe_dask.dump.markers import BATCH_P2P
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+from msprobe_dask.analysis.row_errors import number
+from msprobe_dask.dump.markers import BATCH_P2P, PEER_ARGUMENTS, PROCESS_GROUP
 
 COMM_PREFIXES = ("Distributed.", "MintDistributed.", "communication.comm_func.")
 COMM_KEYWORDS = (
@@ -38,3 +44,43 @@ def api_of(name: str) -> str:
     """``Distributed.all_reduce.3.forward`` -> ``all_reduce``."""
     parts = name.split(".")
     return parts[-3] if len(parts) >= 3 else name
+
+
+def exchange(
+    api: str, rows: Iterable[tuple[Any, Any, Any, Any]], rank: int
+) -> tuple[frozenset[int] | None, int | None]:
+    """Who ``rank``'s call of communication ``api`` talks to, and the root it names, from its rows
+    (NPU Name, NPU P2POp peer, NPU max, NPU Dtype): a point-to-point op (send/recv/isend/irecv,
+    batch_isend_irecv) its src/dst argument's rank or its P2POps' peers; a collective the ranks of its
+    process group (None, the whole world, without one), its src/dst argument a root, not a peer."""
+    peers: set[int] = set()
+    root: int | None = None
+    group: frozenset[int] | None = None
+    for name, p2p_peer, high, dtype in rows:
+        peer = peer_rank(p2p_peer)
+        if peer is not None:
+            peers.add(peer)
+        if str(name).rsplit(".", 1)[-1] in PEER_ARGUMENTS:
+            root = peer_rank(high)
+            if root is not None:
+                peers.add(root)
+        if dtype == PROCESS_GROUP:
+            group = _group_ranks(str(high))
+    if api in POINT_TO_POINT:
+        return frozenset(peers - {rank}), root
+    return (None if group is None else frozenset(group - {rank})), root
+
+
+def peer_rank(value: Any) -> int | None:
+    """A cell that names a rank (a number, or its csv text), as the rank; None otherwise."""
+    as_number = number(value)
+    return int(as_number) if as_number is not None and as_number.is_integer() else None
+
+
+_RANKS = re.compile(r"-?\d+")
+
+
+@lru_cache(maxsize=256)
+def _group_ranks(text: str) -> frozenset[int]:
+    """The ranks of a process group's cell (its rank list's text; a rank's nodes name a few groups)."""
+    return frozenset(int(m) for m in _RANKS.findall(text))

@@ -15,17 +15,15 @@ Pure functions over plain data: ``RankEntries`` per rank in, ``{rank: [entry nam
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from msprobe_dask.analysis.comm_apis import P2P_RECV, P2P_SEND, POINT_TO_POINT, api_of, is_communication
-from msprobe_dask.dump.markers import BATCH_P2P, PEER_ARGUMENTS, PROCESS_GROUP
+from msprobe_dask.analysis.comm_apis import P2P_RECV, P2P_SEND, api_of, exchange, is_communication
+from msprobe_dask.dump.markers import BATCH_P2P
 
 IGNORED = ("Torch.empty", "Torch.fill", "Tensor.__setitem__")
-_PEER_NAME = re.compile(rf"\.(?:{'|'.join(PEER_ARGUMENTS)})$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,30 +45,12 @@ class CommNode:
 
 
 def peers_of(name: str, items: Sequence[Mapping[str, Any]], rank: int) -> frozenset[int] | None:
-    """Who a communication op talks to.
-
-    Point-to-point ops (send/recv/isend/irecv, batch_isend_irecv): the src/dst argument or the P2POp
-    peers. Collectives: the ranks of their process group, None (the whole world) without one; their
-    src/dst argument is a root, not a peer.
-    """
-    point_to_point = api_of(name) in POINT_TO_POINT
-    peers: set[int] = set()
-    group: set[int] | None = None
-    for item in items:
-        if item.get("state") != "input":
-            continue
-        peer = item.get("NPU P2POp peer")
-        if isinstance(peer, int):
-            peers.add(peer)
-        if _PEER_NAME.search(str(item.get("NPU Name", ""))):
-            value = str(item.get("NPU max", ""))
-            if value.lstrip("-").isdigit():
-                peers.add(int(value))
-        if item.get("NPU Dtype") == PROCESS_GROUP:
-            group = {int(m) for m in re.findall(r"-?\d+", str(item.get("NPU max", "")))}
-    if point_to_point:
-        return frozenset(peers - {rank})
-    return frozenset(group - {rank}) if group is not None else None
+    """Who a communication op talks to, from its input items (``comm_apis.exchange``)."""
+    inputs = [item for item in items if item.get("state") == "input"]
+    cells = (
+        (i.get("NPU Name", ""), i.get("NPU P2POp peer"), i.get("NPU max"), i.get("NPU Dtype")) for i in inputs
+    )
+    return exchange(api_of(name), cells, rank)[0]
 
 
 def entries_of(records: Mapping[str, Mapping[str, Any]], rank: int) -> list[Entry]:

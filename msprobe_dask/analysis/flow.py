@@ -9,14 +9,19 @@ Each tensor's error is ``row_errors``'.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from operator import attrgetter
 from typing import Any, TypeVar, cast
 
-from msprobe_dask.analysis.comm_apis import COMM_PREFIXES, POINT_TO_POINT, api_of, is_communication
+from msprobe_dask.analysis.comm_apis import (
+    COMM_PREFIXES,
+    POINT_TO_POINT,
+    api_of,
+    exchange,
+    is_communication,
+    peer_rank,
+)
 from msprobe_dask.analysis.quiet_rows import QuietRows, QuietRun
 from msprobe_dask.analysis.row_entries import (
     INPUT_ROLES,
@@ -26,13 +31,12 @@ from msprobe_dask.analysis.row_entries import (
     row_entries,
     tensor_signature,
 )
-from msprobe_dask.analysis.row_errors import RowColumns, number
+from msprobe_dask.analysis.row_errors import RowColumns
 from msprobe_dask.analysis.unsettled import argument_index, is_settled, is_unsettled
 from msprobe_dask.columns import STACK_COLUMN
-from msprobe_dask.dump.markers import BATCH_P2P, PEER_ARGUMENTS, PROCESS_GROUP
+from msprobe_dask.dump.markers import BATCH_P2P
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 
-_RANKS = re.compile(r"-?\d+")
 _Class = TypeVar("_Class", bound=type)
 
 
@@ -95,11 +99,6 @@ class Node:
         return user_frame(stack_frames(self.stack))
 
 
-def _peer(value: Any) -> int | None:
-    number_ = number(value)
-    return int(number_) if number_ is not None and number_.is_integer() else None
-
-
 _COMM_COLUMNS = ("NPU Name", "NPU P2POp peer", "NPU max", "NPU Dtype")
 
 
@@ -114,30 +113,11 @@ def _comm_of(entry: str, rows: RowColumns, start: int, end: int, rank: int) -> C
     cells = rows.cells
     names, p2p_peers, highs, dtypes = (cells[column] for column in _COMM_COLUMNS)
     api = api_of(entry)
-    peers: set[int] = set()
-    root: int | None = None
-    group: frozenset[int] | None = None
-    for i in range(start, end):
-        peer = _peer(p2p_peers[i])
-        if peer is not None:
-            peers.add(peer)
-        if str(names[i]).rsplit(".", 1)[-1] in PEER_ARGUMENTS:
-            root = _peer(highs[i])
-            if root is not None:
-                peers.add(root)
-        if dtypes[i] == PROCESS_GROUP:
-            group = _group_ranks(str(highs[i]))
+    ranks = range(start, end)
+    peers, root = exchange(api, ((names[i], p2p_peers[i], highs[i], dtypes[i]) for i in ranks), rank)
     if api == BATCH_P2P and not peers:  # a csv read back does not hold the P2POp peers
         return Comm(api, None)
-    if api in POINT_TO_POINT:
-        return Comm(api, frozenset(peers - {rank}))
-    return Comm(api, None if group is None else frozenset(group - {rank}), root)
-
-
-@lru_cache(maxsize=256)
-def _group_ranks(text: str) -> frozenset[int]:
-    """The ranks of a process group's cell (its rank list's text; a rank's nodes name a few groups)."""
-    return frozenset(int(m) for m in _RANKS.findall(text))
+    return Comm(api, peers, None if api in POINT_TO_POINT else root)
 
 
 def column_nodes(rows: RowColumns, rank: int, atol: float) -> list[Node]:
@@ -282,7 +262,7 @@ def _node(
         op = str(ops[i])
         if comm and is_unsettled(comm.api, op, state, argument_index(name, entry, state)):
             continue
-        sent_to = _peer(peers[i]) if op == "isend" else None
+        sent_to = peer_rank(peers[i]) if op == "isend" else None
         high, low = (extremes[0][i], extremes[1][i]) if extremes else numbers[:2]  # type: ignore[index]
         tensor = TensorError(name, error, tensor_signature(high, low, md5s[i]), sent_to)
         (inputs if is_input else outputs).append(tensor)
