@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from measure import Measurement, measure  # noqa: E402
+from measure import Measurement, compile_ours, measure  # noqa: E402
 
 SETTINGS = ("no flag", "--workers 1", "--workers 2")
 
@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS))
     parser.add_argument("--flags", default="", help="more flags for every run, as one string")
     args = parser.parse_args()
+    compile_ours()  # (else each start of ours may compile it: see measure.compile_ours)
     sides = ["-tp", args.target] + (["-gp", args.golden] if args.golden else []) + shlex.split(args.flags)
     runs: dict[str, list[Measurement]] = {s: [] for s in args.settings}
     loads: list[float] = []
