@@ -23,6 +23,7 @@ import mmap
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from itertools import accumulate, chain, compress, count, repeat
 from operator import add, and_, gt, itemgetter, lshift, not_, or_, rshift, sub
 from pathlib import Path
@@ -157,6 +158,33 @@ class DumpEntries(Mapping[str, Any]):
         small = self._small
         return moved, {name: small[name] for name in small.keys() & moved.keys()}, b"".join(texts)
 
+    def get_in(self, found: SpanTexts, name: str) -> Any:
+        """``self.get(name)``, its value parsed from ``found`` (span_texts of names that include it)
+        rather than read from the file on its own (an open, a read and a close an entry: a third of
+        a build of one rank of 50,050 entries a side, whose 14,300 entries no node holds are parsed,
+        node_items.parse_unused)."""
+        spans, small, text = found
+        if name in small:
+            return small[name]
+        span = spans.get(name)
+        if span is not None:
+            start, end = _span(span)
+            try:
+                return loads(text[start:end])
+            except ValueError:  # (the full parse's error, or value: self.get)
+                pass
+        return self.get(name)
+
+    def parse_each(self, names: Sequence[str]) -> None:
+        """Parse the entries ``names`` and let their values go (a malformed one raises what
+        ``self[name]`` raises), PARSE_BATCH at a time read from the file at once (span_texts)."""
+        for lo in range(0, len(names), PARSE_BATCH):
+            batch = names[lo : lo + PARSE_BATCH]
+            found = self.span_texts(batch)
+            parse = self.__getitem__ if found is None else partial(self.get_in, found)
+            for name in batch:
+                parse(name)
+
     def _read(self, runs: Iterable[Sequence[int]]) -> list[bytes]:
         """The file's bytes of each [start, end) of ``runs``, read while it is as it was scanned."""
         try:
@@ -200,6 +228,9 @@ SpanTexts = tuple[SpanMap, dict[str, Any], bytes]
 """Some entries' spans in a text, their one-line values, and the text (DumpEntries.span_texts)."""
 READ_GAP = 16 << 10
 """Spans of dump.json at most this many bytes apart are read at once (DumpEntries.span_texts)."""
+PARSE_BATCH = 1024
+"""Entries parsed at a time by DumpEntries.parse_each (their runs of dump.json, some megabytes, read at
+once)."""
 CHANGED = "changed while the run was reading it"
 _START, _END = itemgetter(0), itemgetter(1)
 

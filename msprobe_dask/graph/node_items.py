@@ -4,7 +4,8 @@ the JSON texts of their rows straight from the entries' text in C (``export_text
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,12 @@ def _entry_items(node_id: str, entry: Any, folder: str) -> tuple[dict[str, dict]
 def parse_unused(data: Mapping[str, Any], nodes: Mapping[str, Node]) -> None:
     """Parse the entries no node holds, so that a malformed one is refused as the full parse would
     refuse it (the others are parsed with their nodes' items); real dumps have few or none."""
-    for key in data:
-        if key not in nodes:
-            data[key]
+    unused = [key for key in data if key not in nodes]
+    if isinstance(data, DumpEntries):
+        data.parse_each(unused)
+        return
+    for key in unused:
+        data[key]
 
 
 def parse_items(g: Graph, nodes: Iterable[Node]) -> None:
@@ -51,12 +55,17 @@ def parse_items(g: Graph, nodes: Iterable[Node]) -> None:
     ]
     native = speedups.native
     ids = [n.id for n in wanted]
-    spans = g.data.span_texts(ids) if native is not None and isinstance(g.data, DumpEntries) else None
+    entry: Callable[[str], Any] = g.data.get
+    spans = None
+    if isinstance(g.data, DumpEntries):
+        spans = g.data.span_texts(ids)
+        if spans is not None:  # (the Python path parses its entries from the text read: get_in)
+            entry = partial(g.data.get_in, spans)
     made: list[Any] = [None] * len(wanted)
     if native is not None and spans is not None:
         made = native.node_items(ids, *spans)
     for node, items in zip(wanted, made):
-        node.input_data, node.output_data = items or node_items(node.id, g.data, g.folder)
+        node.input_data, node.output_data = items or _entry_items(node.id, entry(node.id), g.folder)
 
 
 def export_texts(g: Graph, nodes: list[Node]) -> list[tuple[str, str] | None] | None:

@@ -57,6 +57,10 @@ def _check(path: Path, lazy: bool) -> None:
             assert found is not None and list(found[0]) == sorted(names, key=data.span)
             assert all(found[2][s:e] == text[slice(*data.span(n))] for n, (s, e) in found[0].items())
             assert found[1] == {n: v for n, v in data._small.items() if n in names}
+            # each entry (and a name that is none) parsed from the texts read: what get gives
+            for name in [*want, "no such entry"]:
+                assert _same(data.get_in(found, name), want.get(name))
+        data.parse_each(list(want))
         with pytest.MonkeyPatch.context() as patch:  # a small file's text held: the same entries
             patch.setattr(entry_index, "HOLD_BYTES", len(text))
             held = read_dump_doc(path)[1]
@@ -282,6 +286,13 @@ def test_an_entry_that_does_not_parse_raises_when_looked_up(tmp_path: Path) -> N
         data[name]
     with pytest.raises(DumpError):
         data.get(name)
+    found = data.span_texts(list(DOC["data"]))  # (read in one run, parsed one by one: the same error)
+    assert found is not None and _same(
+        data.get_in(found, list(DOC["data"])[1]), DOC["data"][list(DOC["data"])[1]]
+    )
+    for parse in (lambda: data.get_in(found, name), lambda: data.parse_each(list(DOC["data"]))):
+        with pytest.raises(DumpError, match=r"dump.json: is not valid JSON .*: line \d+ column \d+"):
+            parse()
     path.write_text(path.read_text().replace('"Max": 2.5.1', '"Max": 2.5'))
     with pytest.raises(DumpError, match="changed while the run was reading it"):
         data[name]  # the file mended is not the one scanned
