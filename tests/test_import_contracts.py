@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, int]] = [
     ("msprobe_dask.graph.api", 8),
     # graph.api's rank plan, vis.db write chain and run setup (they use the writers and the scheduler)
     ("msprobe_dask.graph.rank_plan", 8),
+    ("msprobe_dask.graph.merge.plan", 8),  # a merge's plan, its vis.db written by its write chain
     ("msprobe_dask.graph.write_chain", 8),
     ("msprobe_dask.graph.run_setup", 8),
     ("msprobe_dask.graph.cli", 8),

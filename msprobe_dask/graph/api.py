@@ -50,6 +50,7 @@ from msprobe_dask.writers.result_files import name_stamp
 from msprobe_dask.writers.visdb import VisdbWriter
 
 if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
+    from msprobe_dask.graph.merge.plan import Merge
     from msprobe_dask.graph.merge.strategy import ParallelParams
 
 
@@ -99,6 +100,34 @@ def _merged(
     return (result, compare) if result is not None else None
 
 
+def _merge(
+    target: str | os.PathLike[str],
+    golden: str | os.PathLike[str] | None,
+    opts: Options,
+    parallel: Sequence[ParallelParams],
+    spool: Spool | None,
+) -> Merge | None:
+    """The merge's replica tasks, if the input has rank folders (graph/merge/plan.py)."""
+    from msprobe_dask.graph.merge.plan import merge_parts
+
+    return merge_parts(target, golden, opts, list(parallel), spool)
+
+
+def _merge_written(
+    merge: Merge, path: Path, key: str, spool: Spool | None, client: Any, run: RunOptions | None
+) -> Visualized:
+    """A merge's vis.db written replica by replica (merge_written), as one task would write it: its
+    indexes at the end."""
+    from msprobe_dask.graph.merge.plan import merge_written
+
+    with output_dir(path.parent), withdrawn_if_failed(path), spooling(spool):
+        writer = VisdbWriter(path, shared=in_this_process(client, run)).suspend()
+        try:
+            return computed(merge_written(merge, writer, key), client, run)
+        finally:  # (named when complete, and closed; a failed run leaves nothing, its file closed)
+            writer.abort()
+
+
 def build_graphs(
     target: str | os.PathLike[str],
     golden: str | os.PathLike[str] | None = None,
@@ -116,7 +145,7 @@ def build_graphs(
     import tempfile
 
     opts = Options(overflow_check, fuzzy_match, layer_mapping)
-    run = run if client is not None else graph_run(run, target, golden, bool(parallel))
+    run = run if client is not None else graph_run(run, target, golden, parallel or ())
     spool = spool_for(Path(tempfile.gettempdir()) / f".graph-spool-{uuid.uuid4().hex}", client, run)
     result, _ = _any_plan(target, golden, opts, parallel, spool=spool)
     with spooling(spool):
@@ -154,14 +183,17 @@ def visualize(
         raise OutputError(out, "is not a folder")
     json_files = bool(parallel and json_output)
     opts = Options(overflow_check, fuzzy_match, layer_mapping, tensor_log)
-    run = run if client is not None else graph_run(run, target, golden, bool(parallel))
+    run = run if client is not None else graph_run(run, target, golden, parallel or ())
     path = out / output_name(golden is not None, ts)
     spool = spool_for(path.with_name(f".{path.name}.spool"), client, run)  # (a temporary of its name)
     if json_files:
         write, key = partial(_json_task, out=str(out)), "write-json"
     else:
         write, key = partial(write_task, path=str(path)), "write-visdb"
-    # a merge's last task writes (its rows pass through no other process)
+    merge = _merge(target, golden, opts, parallel, spool) if parallel and not json_files else None
+    if merge is not None:
+        return _merge_written(merge, path, key, spool, client, run)
+    # a merge's json files: its last task writes them (its graphs pass through no other process)
     merged = _merged(target, golden, opts, parallel, json_output, spool, write, key)
     here, in_turn = in_this_process(client, run), builds_in_turn(client, run)
     plan = rank_plan(target, golden, opts, spool, in_turn) if merged is None and not json_files else None

@@ -82,15 +82,19 @@ class Held:
             return pickle.load(f)
 
 
-def hold(spool: Spool, place: int | None, name: str, value: Any) -> Held:
-    """``value`` held in this process (and written to its spool file when the spool is shared)."""
+def hold(spool: Spool, place: int | None, name: str, value: Any, one_reader: bool = False) -> Held:
+    """``value`` held in this process (and written to its spool file when the spool is shared). Of a
+    value whose only reader ``taken`` it (``one_reader``), a shared spool holds only the file: read by
+    another process, it would stay held here to the run's end (graph/merge/plan.py: every replica's rows;
+    384 + 96 ranks on two worker processes, 958 -> 553 MiB)."""
     held = Held(spool, place, name)
     if spool.shared:  # (pickled as dask pickles a task's result: cloudpickle, by value what pickle
         # takes by name only where it must)
         import cloudpickle
 
         _spool_file(held.path, value, cloudpickle.dump)
-    _hold(held, value)
+    if not (one_reader and spool.shared):
+        _hold(held, value)
     return held
 
 

@@ -9,16 +9,19 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msprobe_dask.errors import OutputError, cannot
 from msprobe_dask.graph.gcpause import rare_full_collections
 from msprobe_dask.graph.held import Spool
 from msprobe_dask.graph.rank_plan import input_sizes
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
+
+if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
+    from msprobe_dask.graph.merge.strategy import ParallelParams
 
 IN_TURN_FROM_BYTES = 64 << 20
 """A (step, rank)'s two graphs are built in turn (Plan.in_turn) in this process from this many bytes of
@@ -32,23 +35,25 @@ def graph_run(
     run: RunOptions | None,
     target: str | os.PathLike[str],
     golden: str | os.PathLike[str] | None,
-    merge: bool = False,
+    merge: Sequence[ParallelParams] = (),
 ) -> RunOptions:
     """``run`` for a graph of the inputs: its worker processes hold big graphs
     (RunOptions.holds_graphs), and the size of its dump.json files (unless given), all and the biggest
     (step, rank)'s (RunOptions.held_bytes), chooses where it runs (pipeline.scheduler.computing): 8 ranks
     of 50,050 entries a side (874 MB) on two worker processes under chrt -r 1 at load 13-19, 19.3-19.8 s
-    and 36 s of CPU, against 34-35 s and 43 s in this process. A ``merge`` (--rank_size) is sized by all
-    its rank folders (a worker holds a side: held_bytes all of it); on two worker processes it builds and
-    merges each side in one task: 192 + 48 ranks 7.84 s against 9.95 s in this process, 1.04x the CPU,
-    1.22x the memory (docs/performance.md section 5)."""
+    and 36 s of CPU, against 34-35 s and 43 s in this process. A TP/PP ``merge`` (--rank_size: a
+    ParallelParams a side) is sized by all its rank folders, and a worker holds a replica of each side at
+    a time (graph/merge/plan.py): held_bytes their share of the data-parallel replicas the NPU side's
+    sizes give (docs/performance.md section 5)."""
     run = run or RunOptions()
     if run.input_bytes:
         return replace(run, holds_graphs=True)
     if merge:
         from msprobe_dask.graph.merge.plan import merge_input_bytes
 
-        return replace(run, holds_graphs=True, input_bytes=merge_input_bytes(target, golden))
+        size, p = merge_input_bytes(target, golden), merge[0]
+        replicas = max(1, p.rank_size // max(1, p.tp * p.pp))
+        return replace(run, holds_graphs=True, input_bytes=size, held_bytes=max(1, size // replicas))
     size, held = input_sizes(target, golden)
     return replace(run, holds_graphs=True, input_bytes=size, held_bytes=held)
 

@@ -73,7 +73,7 @@ class Visualized(NamedTuple):
     unreadable: tuple[str, ...] = ()  # why rows' tensor files could not be read, in node order
 
 
-def _visualized(path: str, result: VisResult) -> Visualized:
+def visualized(path: str, result: VisResult) -> Visualized:
     summary, unreadable = run_summary(result.graphs)
     return Visualized(path, summary, unreadable)
 
@@ -81,7 +81,7 @@ def _visualized(path: str, result: VisResult) -> Visualized:
 def write_task(result: VisResult, path: str) -> Visualized:
     """Write the vis.db: the graphs' chunks inserted in write order, in one transaction, indexes last
     (writers/visdb.py)."""
-    return _visualized(write_visdb(path, [_tables(g) for g in result.graphs], result.config), result)
+    return visualized(write_visdb(path, [graph_tables(g) for g in result.graphs], result.config), result)
 
 
 class Written(NamedTuple):
@@ -94,7 +94,7 @@ def _place_rank(prev: Written, summary: Summary) -> Written:
     """Place the (step, rank)'s graphs (a rank whose rows were made whole: add them)."""
     writer = prev.writer.resume()
     if summary.done is not None:
-        writer.add_graphs([_tables(g) for g in summary.done])
+        writer.add_graphs([graph_tables(g) for g in summary.done])
     else:
         for head, (rows, stacks) in zip(summary.heads, summary.counts):
             writer.place(head.graph_id, rows)
@@ -139,7 +139,7 @@ def _end_write(
     parts, cells = value_of(linked)
     result = vis_result(parts, compare, opts, ranks, steps)
     path = prev.writer.resume().complete(cells, result.config)
-    return _visualized(path, result)
+    return visualized(path, result)
 
 
 def _released_too(done: Visualized, *released: None) -> Visualized:
@@ -151,7 +151,7 @@ def _released_too(done: Visualized, *released: None) -> Visualized:
     return done
 
 
-def _tables(g: GraphRows) -> GraphTables:
+def graph_tables(g: GraphRows) -> GraphTables:
     return GraphTables(g.graph_id, g.n_rows, g.nodes, g.stacks, g.packed, g.apart)
 
 

@@ -88,8 +88,9 @@ def test_a_merge_is_sized_by_all_its_rank_folders(
     big: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A merge builds every rank of both sides (4 + 1 here, where a rank-by-rank compare would pair 1):
-    a big one runs on worker processes, each side built and merged in one task (graph/merge/plan.py:
-    192 + 48 ranks 1.27x faster than in this process, docs/performance.md section 5)."""
+    a big one runs on worker processes, each holding a replica of each side at a time (graph/merge/plan.py,
+    docs/performance.md section 5): here one, of all the bytes; with --rank_size 4 --tp 2 --pp 1 (two
+    replicas), half of them."""
     from msprobe_dask.graph.merge import DEFAULT_ORDER
     from msprobe_dask.graph.merge.strategy import parse_params
 
@@ -104,4 +105,6 @@ def test_a_merge_is_sized_by_all_its_rank_folders(
     merge = parse_params([4, 1], [2, 1], [2, 1], None, [DEFAULT_ORDER], True)
     api.graph_visualize(target, golden, output_path=tmp_path, parallel=merge, run=RunOptions())
     (run,) = seen
-    assert run.input_bytes == size and run.local_processes == (2 if big else 0)
+    assert run.input_bytes == size and run.held_bytes == size and run.local_processes == (2 if big else 0)
+    two = parse_params([4, 1], [2, 1], [1, 1], None, [DEFAULT_ORDER], True)
+    assert run_setup.graph_run(None, target, golden, two).held_bytes == size // 2

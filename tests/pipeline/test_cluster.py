@@ -143,9 +143,10 @@ def test_cluster_visdb_equals_the_local_one(cluster: str, case: str, extra: tupl
 
 
 def test_cluster_merge_of_replicas_writes_the_local_visdb(cluster: str, tmp_path: Path) -> None:
-    """A TP+PP merge compare of two data-parallel replicas a side: on the cluster each side is built
-    and merged in one task and each replica compared in its own (graph/merge/plan.py), the merged graphs
-    travelling between the workers; the vis.db is the local run's, byte for byte."""
+    """A TP+PP merge compare of two data-parallel replicas a side: on the cluster each replica is built,
+    merged and compared in its own task and its rows written by the vis.db's write chain
+    (graph/merge/plan.py); the vis.db is the local run's, byte for byte but the header's file change
+    counter (offsets 24 and 92), which counts the chain's commits."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "workflows"))
     from gen_merge_replicas import write_replicas
 
@@ -156,7 +157,8 @@ def test_cluster_merge_of_replicas_writes_the_local_visdb(cluster: str, tmp_path
     args += ["--pp", "2", "1"]
     local = _visdb(tmp_path / "local", *args)
     remote = _visdb(tmp_path / "remote", *args, "--scheduler", cluster)
-    assert remote.read_bytes() == local.read_bytes()
+    ours, theirs = remote.read_bytes(), local.read_bytes()
+    assert ours[:24] + ours[28:92] + ours[96:] == theirs[:24] + theirs[28:92] + theirs[96:]
 
 
 @pytest.mark.parametrize(

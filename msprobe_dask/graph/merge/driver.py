@@ -4,11 +4,15 @@ Per strategy (§6.2): NoParallel only wraps the API collections; TP merges each 
 merge each pp group (VPP then folds the model chunks); TP+PP and Full merge each pp group first and
 then TP-merge the pp-merged graphs of each tp group, translating the ``_rank{r}`` ids of one pp group
 onto the other. Every merged graph keeps the rank of its group's first rank.
+
+The groups are found in the rank graphs (strategy.rank_marks); where they split the ranks into
+replicas that share none (``replicas``), each replica can be built and merged alone (``merge_replica``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.merge.pp import merge_pp_group, subtree
@@ -20,7 +24,9 @@ from msprobe_dask.graph.merge.strategy import (
     TP_PP,
     VPP,
     ParallelParams,
+    RankMarks,
     pp_groups,
+    rank_marks,
     tp_groups,
 )
 from msprobe_dask.graph.merge.tp import merge_api_collections, merge_tp_group, sort_collections
@@ -54,6 +60,15 @@ def _pp(graphs: list[Graph], params: ParallelParams):
     return result
 
 
+def _tp_over_pp(results: list) -> Graph:
+    """TP+PP: the pp-merged graphs of one tp group TP-merged, each one's ``_rank{r}`` ids translated
+    onto the first's."""
+    main = results[0]
+    maps = [dict(zip(main.ranks, other.ranks)) for other in results[1:]]
+    origins = {n: rank for top, rank in main.moved.items() for n in subtree(top)}
+    return _tp([r.graph for r in results], [r.graph.rank for r in results], maps, origins)
+
+
 def merge_side(graphs: Sequence[Graph], params: ParallelParams) -> list[Graph]:
     """Merge the rank graphs of one side and step (any order) into one graph per dp replica."""
     by_rank = {g.rank: g for g in graphs}
@@ -62,24 +77,72 @@ def merge_side(graphs: Sequence[Graph], params: ParallelParams) -> list[Graph]:
     if strategy == NO_PARALLEL:
         merge_api_collections(ordered)
         return ordered
+    marks = [rank_marks(g) for g in ordered]
     if strategy == TP:
-        return [_tp(_members(by_rank, ranks, params), ranks) for ranks in tp_groups(ordered, params)]
+        return [_tp(_members(by_rank, ranks, params), ranks) for ranks in tp_groups(marks, params)]
     if strategy in (PP, VPP):
-        return [_pp(_members(by_rank, ranks, params), params).graph for ranks in pp_groups(ordered, params)]
+        return [_pp(_members(by_rank, ranks, params), params).graph for ranks in pp_groups(marks, params)]
     assert strategy in (TP_PP, FULL)
-    tp_of = tp_groups(ordered, params)
+    tp_of = tp_groups(marks, params)
     pp_done = {}
-    for ranks in pp_groups(ordered, params):
+    for ranks in pp_groups(marks, params):
         result = _pp(_members(by_rank, ranks, params), params)
         pp_done[result.graph.rank] = result
     out = []
     for ranks in tp_of:
         heads = [r for r in ranks if r in pp_done]
-        if not heads:
-            continue
-        results = [pp_done[r] for r in heads]
-        main = results[0]
-        maps = [dict(zip(main.ranks, other.ranks)) for other in results[1:]]
-        origins = {n: rank for top, rank in main.moved.items() for n in subtree(top)}
-        out.append(_tp([r.graph for r in results], heads, maps, origins))
+        if heads:
+            out.append(_tp_over_pp([pp_done[r] for r in heads]))
     return out
+
+
+class Replica(NamedTuple):
+    """The ranks of one merged graph: ``tp`` TP-merged (TP; TP+PP: the heads of ``pp``), each group of
+    ``pp`` PP-merged first."""
+
+    tp: list[int]
+    pp: list[list[int]]
+
+    @property
+    def members(self) -> list[int]:
+        return self.tp + [r for group in self.pp for r in group if r not in self.tp]
+
+
+def replicas(marks: Sequence[RankMarks], params: ParallelParams) -> list[Replica] | None:
+    """The replicas ``merge_side`` makes of the ranks of ``marks`` (by rank), in its order; None where
+    its groups do not split the ranks into replicas that share none (a rank in two groups or in none,
+    a group naming a rank that is not there, a pp group no tp group takes): ``merge_side`` then merges
+    the side whole, as its graphs are changed by each group they are in."""
+    strategy = params.strategy
+    if strategy == NO_PARALLEL:
+        out = [Replica([m.rank], []) for m in marks]
+    elif strategy == TP:
+        out = [Replica(group, []) for group in tp_groups(marks, params)]
+    elif strategy in (PP, VPP):
+        out = [Replica([], [group]) for group in pp_groups(marks, params)]
+    else:
+        pp_of = {group[0]: group for group in pp_groups(marks, params)}
+        out = []
+        for group in tp_groups(marks, params):
+            heads = [r for r in group if r in pp_of]
+            if heads:
+                out.append(Replica(heads, [pp_of[r] for r in heads]))
+        if sum(len(rep.tp) for rep in out) != len(pp_of):
+            return None
+    members = sorted(r for rep in out for r in rep.members)
+    return out if members == [m.rank for m in marks] else None
+
+
+def merge_replica(by_rank: Mapping[int, Graph], replica: Replica, params: ParallelParams) -> Graph:
+    """The merged graph of ``replica`` (of ``replicas``) from the graphs of its members, as
+    ``merge_side`` makes it."""
+    strategy = params.strategy
+    if strategy == NO_PARALLEL:
+        graphs = [by_rank[r] for r in replica.tp]
+        merge_api_collections(graphs)
+        return graphs[0]
+    if strategy == TP:
+        return _tp([by_rank[r] for r in replica.tp], replica.tp)
+    if strategy in (PP, VPP):
+        return _pp([by_rank[r] for r in replica.pp[0]], params).graph
+    return _tp_over_pp([_pp([by_rank[r] for r in group], params) for group in replica.pp])

@@ -1,49 +1,59 @@
 """The Dask graph of a parallel-merge run (§6.1 flow)::
 
-    merge(step, NPU): build and merge the side's ranks --+--> finish(step, 0) ----+--> vis-result --> write
-    merge(step, Bench) ----------------------------------+--> finish(step, K-1) --+
-                                                      (compare the i-th merged graphs, i = k mod K)
+    marks(step, NPU, j) ----> groups(step, NPU) ----+--> replica(step, 0) ---> write(0) --> ...
+    marks(step, Bench, j) --> groups(step, Bench) --+--> replica(step, K-1) -> write(K-1) --> write-visdb
+                         (replica k: a run of the replicas of each side built, merged, compared)
 
-One task builds a side's rank graphs and merges them (a merge needs every rank of the side; its groups
-are found in the graphs): no rank graph leaves the process that built it. K finish tasks a step (K: the
-data-parallel replicas the sizes give) compare or build the merged replicas k, k + K, ... (fuzzy
-matching and the merge checkers, micro steps, rows). No cross-rank distributed linking. With
-``--file_type json`` the merged graphs go to the JSON writer instead of rows.
+The groups of a side (graph/merge/strategy.py) are found in its rank graphs, so each rank is first
+built without its items (a third of a build) for its marks; the groups task makes them the side's
+replicas (driver.replicas). K replica tasks a step (K: the data-parallel replicas the sizes give) then
+build, merge and compare or finish one replica of each side at a time (fuzzy matching and the merge
+checkers, micro steps, rows), its graphs let go before the next: a worker holds the rank graphs of one
+replica, whatever the number of ranks. A chain of write tasks adds each replica task's rows to the
+vis.db in order as they are made (``merge_written``). Where the groups do not split the ranks into
+replicas (driver.replicas: None), the first replica task merges each side whole (driver.merge_side)
+and the others have nothing to do. No cross-rank distributed linking. With ``--file_type json`` the
+merged graphs go to the JSON writer's one task; the Python API (build_graphs) gets every row in one
+VisResult.
 
-On local worker processes (a ``spool``) the merged graphs and the finished rows are held where they
-were made and left in the run's spool folder for the other worker (graph/held.py): only their names pass
-through the run's own process. Elsewhere (this process's threads, a cluster) the values travel.
+On local worker processes (a ``spool``) the finished rows (the merged graphs with ``--file_type json``)
+are left in the run's spool folder for their reader (graph/held.py): only their names pass through the
+run's own process. Elsewhere (this process's threads, a cluster) the values travel.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from msprobe_dask.dump import graph_layouts as layout
 from msprobe_dask.dump.layouts import STEP_NAME
 from msprobe_dask.errors import ConfigError, DumpError
+from msprobe_dask.graph.chunks import let_go
 from msprobe_dask.graph.held import RUN, Held, Spool, hold, taken
-from msprobe_dask.graph.merge.driver import merge_side
-from msprobe_dask.graph.merge.strategy import ParallelParams, validate
+from msprobe_dask.graph.merge.driver import Replica, merge_replica, merge_side, replicas
+from msprobe_dask.graph.merge.strategy import ParallelParams, RankMarks, rank_marks, validate
 from msprobe_dask.graph.model import Graph
+from msprobe_dask.graph.rows import GraphRows
 from msprobe_dask.graph.tasks import (
     NPU,
     Options,
-    Part,
     VisResult,
     build_task,
     finish_build,
     finish_compare,
     vis_result,
 )
+from msprobe_dask.graph.write_chain import Visualized, graph_tables, visualized
+from msprobe_dask.writers.visdb import VisdbWriter, linked_cells
 
 
-def _rank_folders(path: Path) -> list[tuple[int, str]]:
+def rank_folders(path: Path) -> list[tuple[int, str]]:
     """(rank, folder) of a merge input: only ``rank<N>`` folders are allowed (no ``proc<pid>``)."""
     for name in os.listdir(path):
         if not (layout.RANK_DIR.match(name) and (path / name).is_dir()):
@@ -83,76 +93,204 @@ def _compare_steps(npu: Path, bench: Path) -> list[tuple[int, Path, Path]]:
     return [(layout.step_number(s), npu / s, bench / s) for s in names]
 
 
-def _merged_side(
-    folders: list[tuple[int, str]], step: int, params: ParallelParams, spool: Spool | None
-) -> list[Graph] | list[Held]:
-    """The side's rank graphs of ``step`` built and merged: one graph per dp replica, each held (with a
-    ``spool``)."""
-    merged = merge_side([build_task(f, step, r) for r, f in folders], params)
-    if spool is None:
-        return merged
-    return [hold(spool, RUN, f"{params.side}-{step}-{i}", g) for i, g in enumerate(merged)]
+MARK_RANKS = 16
+"""The ranks a marks task reads (16 ranks of tp_pp_merge: about 0.06 s of CPU; 384 ranks, 24 tasks)."""
 
 
-def _side(path: Path, step: int, params: ParallelParams, first: bool, spool: Spool | None):
-    """The lazy merged graphs of one side and step (validating the parameters on the first step)."""
+class SidePlan(NamedTuple):
+    """One side's rank folders (rank, folder) of a step and its replicas (None: merged whole)."""
+
+    params: ParallelParams
+    folders: list[tuple[int, str]]
+    replicas: list[Replica] | None
+
+
+def marks_of(folders: list[tuple[int, str]], step: int) -> list[RankMarks]:
+    """The marks of these ranks, each built without its items and let go."""
+    marks = []
+    for r, f in folders:
+        g = build_task(f, step, r, items=False)
+        marks.append(rank_marks(g))
+        let_go([g])
+    return marks
+
+
+def side_plan(folders: list[tuple[int, str]], params: ParallelParams, *marks: list[RankMarks]) -> SidePlan:
+    """The side's replicas, from its marks tasks' (in rank order)."""
+    return SidePlan(params, folders, replicas([m for batch in marks for m in batch], params))
+
+
+def _side(path: Path, step: int, params: ParallelParams, first: bool):
+    """The lazy SidePlan of one side and step (validating the parameters on the first step)."""
     import dask
 
-    folders = _rank_folders(path)
+    folders = rank_folders(path)
     if first:
         validate(params, len(folders))
-    return dask.delayed(_merged_side, pure=True)(
-        folders, step, params, spool, dask_key_name=f"merge-{step}-{params.side}"
-    )
+    name = f"{step}-{params.side}"
+    marks = [
+        dask.delayed(marks_of, pure=True)(
+            folders[j : j + MARK_RANKS], step, dask_key_name=f"marks-{name}-{j}"
+        )
+        for j in range(0, len(folders), MARK_RANKS)
+    ]
+    return dask.delayed(side_plan, pure=True)(folders, params, *marks, dask_key_name=f"groups-{name}")
+
+
+def _replica_graph(plan: SidePlan, step: int, i: int) -> tuple[Graph, list[Graph]]:
+    """The merged graph of replica ``i`` and the rank graphs it was made of (its ranks built and merged)."""
+    assert plan.replicas is not None
+    replica, folder = plan.replicas[i], dict(plan.folders)
+    built = {r: build_task(folder[r], step, r) for r in replica.members}
+    return merge_replica(built, replica, plan.params), list(built.values())
+
+
+def _merged(plan: SidePlan, step: int) -> list[Graph]:
+    """Every merged graph of the side."""
+    if plan.replicas is None:
+        return merge_side([build_task(f, step, r) for r, f in plan.folders], plan.params)
+    return [_replica_graph(plan, step, i)[0] for i in range(len(plan.replicas))]
+
+
+def _counted(merged: list[int], where: str) -> int:
+    if len(set(merged)) > 1:
+        raise DumpError(
+            where,
+            f"parallel merge failed: the NPU side merges into {merged[0]} dp replicas, the Bench side into "
+            f"{merged[1]}",
+        )
+    return merged[0]
+
+
+def _block(k: int, total: int, count: int) -> range:
+    """The replicas of the task k of ``count``, of ``total``: a run of them, so that the tasks in turn
+    give them in order (the write chain)."""
+    return range(k * total // count, (k + 1) * total // count)
+
+
+def merged_replicas(
+    plans: list[SidePlan], where: str, step: int, k: int, count: int, kept: bool = False
+) -> Iterator[tuple[int, list[Graph]]]:
+    """(i, the merged graph of replica i of each side) for the replicas of the task k of ``count``
+    (``_block``), one replica at a time, each let go (chunks.let_go) when the next is asked for, unless
+    ``kept``; where a side is merged whole, every replica in the task k = 0 (none in the others)."""
+    if any(p.replicas is None for p in plans):
+        if k == 0:
+            merged = [_merged(p, step) for p in plans]
+            _counted([len(m) for m in merged], where)
+            yield from enumerate(map(list, zip(*merged)))
+        return
+    total = _counted([len(p.replicas or ()) for p in plans], where)
+    for i in _block(k, total, count):
+        made = [_replica_graph(p, step, i) for p in plans]
+        yield i, [g for g, _ in made]
+        if not kept:
+            let_go([g for merged, built in made for g in (merged, *built)])
 
 
 def _replicas(params: ParallelParams) -> int:
-    """The finish tasks of a step: one a data-parallel replica that ``params`` give."""
+    """The replica tasks of a step: one a data-parallel replica that ``params`` give (the groups found
+    may make more or fewer: a task then merges a run of them, or none)."""
     return max(1, params.rank_size // (params.tp * params.pp))
 
 
-Finished = list[tuple[int, Part]]  # (replica, its Part) of a finish task
+Finished = list[tuple[int, Any]]  # (replica, its Part or merged graph) of a replica task
 
 
 def _kept(spool: Spool | None, name: str, done: Finished) -> Finished | Held:
-    return done if spool is None else hold(spool, RUN, name, done)
+    return done if spool is None else hold(spool, RUN, name, done, one_reader=True)
 
 
-def _finish_build(
-    merged: list, opts: Options, step: int, k: int, count: int, spool: Spool | None
-) -> Finished | Held:
-    """The rows of the merged replicas k, k + count, ..."""
-    done = [(i, finish_build(taken(merged[i]), opts)) for i in range(k, len(merged), count)]
+def _finish_build(plan: SidePlan, step: int, k: int, count: int, spool: Spool | None, opts: Options):
+    """The rows of the merged replicas of the task k."""
+    done = [(i, finish_build(g, opts)) for i, (g,) in merged_replicas([plan], "", step, k, count)]
     return _kept(spool, f"part-{step}-{k}", done)
 
 
 def _finish_compare(
-    npu: list, bench: list, opts: Options, where: str, step: int, k: int, count: int, spool: Spool | None
+    npu: SidePlan,
+    bench: SidePlan,
+    opts: Options,
+    where: str,
+    step: int,
+    k: int,
+    count: int,
+    spool: Spool | None,
 ) -> Finished | Held:
-    """The rows of the compared replicas k, k + count, ..."""
-    if len(npu) != len(bench):
-        raise DumpError(
-            where,
-            f"parallel merge failed: the NPU side merges into {len(npu)} dp replicas, the Bench side into "
-            f"{len(bench)}",
-        )
+    """The rows of the compared replicas of the task k."""
     done = []
-    for i in range(k, len(npu), count):
-        n, b = taken(npu[i]), taken(bench[i])
+    for i, (n, b) in merged_replicas([npu, bench], where, step, k, count):
         b.rank = n.rank  # a replica is named by its NPU graph's rank, its Bench graph's too
         done.append((i, finish_compare(n, b, opts, where)))
+        del n, b  # (before the next replica is built)
     return _kept(spool, f"part-{step}-{k}", done)
+
+
+def _merged_graphs(plan: SidePlan, step: int, k: int, count: int, spool: Spool | None):
+    """The merged graphs of the replicas of the task k (a merge's json files)."""
+    return _kept(
+        spool,
+        f"merged-{step}-{k}",
+        [(i, g) for i, (g,) in merged_replicas([plan], "", step, k, count, kept=True)],
+    )
+
+
+def _in_order(finished: list) -> list:
+    """What the replica tasks of a step made, in the replicas' order."""
+    return [x for _, x in sorted((p for f in finished for p in taken(f)), key=lambda p: p[0])]
+
+
+def _ranks(graphs: list[GraphRows]) -> list[int]:
+    return list(dict.fromkeys(g.rank for g in graphs if g.source == NPU))
 
 
 def _vis_result(steps_done: list[list], compare: bool, opts: Options, steps: list[int]) -> VisResult:
     """The steps' Parts in order, each step's by replica."""
-    parts = [
-        part
-        for finished in steps_done
-        for _, part in sorted((p for f in finished for p in taken(f)), key=lambda p: p[0])
-    ]
-    ranks = list(dict.fromkeys(g.rank for rows, _, _ in parts for g in rows if g.source == NPU))
-    return vis_result(parts, compare, opts, ranks, steps)
+    parts = [part for finished in steps_done for part in _in_order(finished)]
+    return vis_result(parts, compare, opts, _ranks([g for rows, _, _ in parts for g in rows]), steps)
+
+
+class Chain(NamedTuple):
+    """The vis.db's write chain so far: the suspended writer; the graphs written, without their rows
+    (their summaries); the compare mode and micro steps of the first Part; the communication rows'
+    cells as made (writers/visdb.linked_cells)."""
+
+    writer: VisdbWriter
+    graphs: list[GraphRows]
+    head: tuple[str, int] | None
+    cells: list[tuple[Any, Any]]
+
+
+def _write_replicas(prev: Chain, finished: Finished | Held) -> Chain:
+    """The rows of a replica task's replicas added to the vis.db, in order, and let go."""
+    writer, graphs, head, cells = prev.writer.resume(), list(prev.graphs), prev.head, list(prev.cells)
+    for rows, mode, micro in _in_order([finished]):
+        writer.add_graphs([graph_tables(g) for g in rows])
+        cells += linked_cells(row for g in rows for row in g.nodes)
+        graphs += [replace(g, nodes=[], stacks=[], packed=[], p2p={}) for g in rows]
+        head = head or (mode, micro)
+    return Chain(writer.suspend(), graphs, head, cells)
+
+
+def _end_chain(last: Chain, compare: bool, opts: Options, steps: list[int]) -> Visualized:
+    """The vis.db completed (tb_config, indexes) and named."""
+    mode, micro = last.head or ("", 1)
+    result = vis_result([(last.graphs, mode, micro)], compare, opts, _ranks(last.graphs), steps)
+    return visualized(last.writer.resume().complete(last.cells, result.config), result)
+
+
+def merge_written(merge: Merge, writer: VisdbWriter, key: str):
+    """The lazy vis.db of ``merge`` written by a chain of tasks, a replica task's rows at a time in
+    write order as they are made (``writer``: suspended), completed by the task ``key``: no task holds
+    more rows than a replica task makes."""
+    import dask
+
+    chain: Any = Chain(writer, [], None, [])
+    for finished in (f for step in merge.parts for f in step):
+        chain = dask.delayed(_write_replicas, pure=False)(
+            chain, finished, dask_key_name=f"write-{finished.key}"
+        )
+    return dask.delayed(_end_chain)(chain, merge.compare, merge.opts, merge.steps, dask_key_name=key)
 
 
 def _last(then: Callable[[Any], Any] | None, result: Any) -> Any:
@@ -167,7 +305,71 @@ def _vis_task(then: Callable[[Any], Any] | None, *args: Any) -> Any:
 def _graphs_task(then: Callable[[Any], Any] | None, merged: list[list]) -> Any:
     """The merged graphs of every step (a merge's json files), or what ``then`` makes of them in this
     task (api.py: the json files written)."""
-    return _last(then, [[taken(g) for g in step] for step in merged])
+    return _last(then, [_in_order(finished) for finished in merged])
+
+
+class Merge(NamedTuple):
+    """A merge's lazy replica tasks (each step's, in order; each one's result: Finished) and what its
+    vis.db's last task needs."""
+
+    parts: list[list[Any]]
+    compare: bool
+    opts: Options
+    steps: list[int]
+
+
+def _merged_build(tp: Path, opts: Options, params: ParallelParams, spool: Spool | None, json_out: bool):
+    """Each step's replica tasks of a merge build: their Finished rows, or merged graphs (``json_out``)."""
+    import dask
+
+    build_steps = _build_steps(tp)
+    plans = [_side(path, step, params, i == 0) for i, (step, path) in enumerate(build_steps)]
+    count = _replicas(params)  # (validated)
+    task = _merged_graphs if json_out else partial(_finish_build, opts=opts)
+    return [
+        [dask.delayed(task)(plan, s, k, count, spool, dask_key_name=f"replica-{s}-{k}") for k in range(count)]
+        for plan, (s, _) in zip(plans, build_steps)
+    ], [s for s, _ in build_steps]
+
+
+def merge_parts(
+    target: str | os.PathLike[str],
+    golden: str | os.PathLike[str] | None,
+    opts: Options,
+    params: list[ParallelParams],
+    spool: Spool | None = None,
+) -> Merge | None:
+    """The Merge of the inputs (None: a single dump a side, no rank folders to merge). ``spool``: on
+    local worker processes, where the rows wait (graph/held.py)."""
+    import dask
+
+    tp = Path(target)
+    if golden is None:
+        if layout.classify(tp) == "files":
+            return None
+        parts, steps = _merged_build(tp, opts, params[0], spool, json_out=False)
+        compare = False
+    else:
+        if layout.classify(tp) == "files" and layout.classify(Path(golden)) == "files":
+            return None
+        pairs = _compare_steps(tp, Path(golden))
+        opts = replace(opts, fuzzy_match=True, merge=True)
+        parts = []
+        for i, (step, a, b) in enumerate(pairs):
+            npu = _side(a, step, params[0], i == 0)
+            bench = _side(b, step, params[1], i == 0)
+            args, count = (npu, bench, opts, str(a), step), _replicas(params[0])  # (validated)
+            parts.append(
+                [
+                    dask.delayed(_finish_compare)(*args, k, count, spool, dask_key_name=f"replica-{step}-{k}")
+                    for k in range(count)
+                ]
+            )
+        steps = [s for s, _, _ in pairs]
+        compare = True
+    if not parts:
+        raise DumpError(target, "holds no dump to visualize")
+    return Merge(parts, compare, opts, sorted(steps) if layout.classify(tp) == "steps" else [0])
 
 
 def merge_plan(
@@ -186,47 +388,15 @@ def merge_plan(
     processes, where the merged graphs and rows wait (graph/held.py)."""
     import dask
 
-    tp = Path(target)
-    if golden is None:
+    if json_out:
+        tp = Path(target)
         if layout.classify(tp) == "files":
-            if json_out:
-                raise ConfigError(
-                    "-tp", f"{tp}: --rank_size merges rank folders, but this holds a single dump"
-                )
-            return None, False
-        build_steps = _build_steps(tp)
-        merged = [_side(path, step, params[0], i == 0, spool) for i, (step, path) in enumerate(build_steps)]
-        if json_out:
-            return dask.delayed(_graphs_task)(then, merged, dask_key_name=then_key or "merged-graphs"), False
-        steps, count = [step for step, _ in build_steps], _replicas(params[0])  # (validated)
-        parts = [
-            [
-                dask.delayed(_finish_build)(m, opts, s, k, count, spool, dask_key_name=f"finish-{s}-{k}")
-                for k in range(count)
-            ]
-            for m, s in zip(merged, steps)
-        ]
-        compare = False
-    else:
-        if layout.classify(tp) == "files" and layout.classify(Path(golden)) == "files":
-            return None, True
-        pairs = _compare_steps(tp, Path(golden))
-        opts = replace(opts, fuzzy_match=True, merge=True)
-        parts = []
-        for i, (step, a, b) in enumerate(pairs):
-            npu = _side(a, step, params[0], i == 0, spool)
-            bench = _side(b, step, params[1], i == 0, spool)
-            args, count = (npu, bench, opts, str(a), step), _replicas(params[0])  # (validated)
-            parts.append(
-                [
-                    dask.delayed(_finish_compare)(*args, k, count, spool, dask_key_name=f"finish-{step}-{k}")
-                    for k in range(count)
-                ]
-            )
-        steps = [s for s, _, _ in pairs]
-        compare = True
-    if not parts:
-        raise DumpError(target, "holds no dump to visualize")
-    step_list = sorted(steps) if layout.classify(tp) == "steps" else [0]
+            raise ConfigError("-tp", f"{tp}: --rank_size merges rank folders, but this holds a single dump")
+        merged, _ = _merged_build(tp, opts, params[0], spool, json_out=True)
+        return dask.delayed(_graphs_task)(then, merged, dask_key_name=then_key or "merged-graphs"), False
+    merge = merge_parts(target, golden, opts, params, spool)
+    if merge is None:
+        return None, golden is not None
     key = then_key or "vis-result"
-    return dask.delayed(_vis_task)(then, parts, compare, opts, step_list, dask_key_name=key), compare
+    args = (merge.parts, merge.compare, merge.opts, merge.steps)
+    return dask.delayed(_vis_task)(then, *args, dask_key_name=key), merge.compare

@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from msprobe_dask.dump.markers import BATCH_P2P, PROCESS_GROUP
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.graph.merge import DEFAULT_ORDER
 from msprobe_dask.graph.model import Graph, Node
+from msprobe_dask.graph.node_items import parse_items
 
 NO_PARALLEL, TP, PP, VPP, TP_PP, FULL = "NoParallel", "TP", "PP", "VPP", "TPPP", "Full"
 _ORDER_RE = re.compile(r"^[a-z\-]+$")
@@ -160,10 +162,24 @@ def default_groups(params: ParallelParams, token: str) -> list[list[int]]:
 # ------------------------------------------------------------------------------------ discovery
 
 
+class RankMarks(NamedTuple):
+    """What group discovery reads of one rank graph: the ``group_ranks`` of its first
+    reduce-scatter/all-reduce (None: none, or without a group), the rank its first p2p send goes to."""
+
+    rank: int
+    tp_group: list[int] | None
+    pp_target: int | None
+
+
+def _inputs(g: Graph, node: Node) -> dict:
+    parse_items(g, [node])  # (a graph built without its items: this node's alone)
+    return node.input_data
+
+
 def _first_group_ranks(g: Graph) -> list[int] | None:
     for node in g.nodes.values():
         if any(api in node.id for api in _TP_APIS):
-            for key, item in node.input_data.items():
+            for key, item in _inputs(g, node).items():
                 if key.endswith(".group") or item.get("type") == PROCESS_GROUP:
                     ranks = item.get("group_ranks")
                     if isinstance(ranks, list):
@@ -172,42 +188,50 @@ def _first_group_ranks(g: Graph) -> list[int] | None:
     return None
 
 
-def tp_groups(graphs: Sequence[Graph], params: ParallelParams) -> list[list[int]]:
-    """Distinct ``group_ranks`` of each rank's first reduce-scatter/all-reduce, else the defaults."""
-    found: list[list[int]] = []
-    for g in graphs:
-        ranks = _first_group_ranks(g)
-        if ranks is not None and ranks not in found:
-            found.append(ranks)
-    if not found or len(found[0]) != params.tp:
-        return default_groups(params, "tp")
-    return found
-
-
-def _p2p_target(node: Node, rank: int) -> int | None:
+def _p2p_target(g: Graph, node: Node) -> int | None:
     if BATCH_P2P in node.id:
-        for item in node.input_data.values():
-            if item.get("op") == "isend" and isinstance(item.get("peer"), int) and item["peer"] != rank:
+        for item in _inputs(g, node).values():
+            if item.get("op") == "isend" and isinstance(item.get("peer"), int) and item["peer"] != g.rank:
                 return item["peer"]
         return None
     if ".send." in node.id or ".isend." in node.id:
-        for key, item in node.input_data.items():
+        for key, item in _inputs(g, node).items():
             if key.endswith(".dst"):
                 value = item.get("value")
                 return value if isinstance(value, int) else None
     return None
 
 
-def pp_groups(graphs: Sequence[Graph], params: ParallelParams) -> list[list[int]]:
-    """Chains of send targets (rank -> the rank it sends to), else the defaults."""
-    targets: dict[int, int] = {}
-    for g in graphs:
-        for node in g.nodes.values():
-            if node.id.startswith("Distributed."):
-                t = _p2p_target(node, g.rank)
-                if t is not None:
-                    targets[g.rank] = t
-                    break
+def _first_p2p_target(g: Graph) -> int | None:
+    for node in g.nodes.values():
+        if node.id.startswith("Distributed."):
+            t = _p2p_target(g, node)
+            if t is not None:
+                return t
+    return None
+
+
+def rank_marks(g: Graph) -> RankMarks:
+    """The marks of ``g``, built with its items or without (graph/build.py: the same nodes in the same
+    order)."""
+    return RankMarks(g.rank, _first_group_ranks(g), _first_p2p_target(g))
+
+
+def tp_groups(marks: Sequence[RankMarks], params: ParallelParams) -> list[list[int]]:
+    """Distinct ``group_ranks`` of each rank's first reduce-scatter/all-reduce (``marks`` by rank),
+    else the defaults."""
+    found: list[list[int]] = []
+    for m in marks:
+        if m.tp_group is not None and m.tp_group not in found:
+            found.append(m.tp_group)
+    if not found or len(found[0]) != params.tp:
+        return default_groups(params, "tp")
+    return found
+
+
+def pp_groups(marks: Sequence[RankMarks], params: ParallelParams) -> list[list[int]]:
+    """Chains of send targets (rank -> the rank it sends to; ``marks`` by rank), else the defaults."""
+    targets = {m.rank: m.pp_target for m in marks if m.pp_target is not None}
     chains: list[list[int]] = []
     seen: set[int] = set()
     for start in targets:
