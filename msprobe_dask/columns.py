@@ -2,6 +2,11 @@
 node rows, and the texts of their cells that hold no number. No dependencies, so that importing them does
 not import numpy (graph_visualize start-up)."""
 
+NPU_NAME, BENCH_NAME = "NPU Name", "Bench Name"  # a row's tensor (its dump entry and argument) each side
+NPU_DTYPE = "NPU Dtype"
+NPU_MD5, BENCH_MD5 = "NPU MD5", "BENCH MD5"
+RESULT, ERR_MESSAGE = "Result", "Err_message"  # the judge's verdict and why
+
 NA = "N/A"  # a cell with nothing to show: no Bench side, a metric that cannot be made, no mapping
 NAN = "Nan"  # a cell whose value is NaN, or a side that is missing, as the reference writes it
 
@@ -14,9 +19,9 @@ TENSOR_METRIC_COLUMNS = (
     "Five Thousandths Err Ratio",
 )
 BASE_COLUMNS = [
-    "NPU Name",
-    "Bench Name",
-    "NPU Dtype",
+    NPU_NAME,
+    BENCH_NAME,
+    NPU_DTYPE,
     "Bench Dtype",
     "NPU Tensor Shape",
     "Bench Tensor Shape",
@@ -44,8 +49,8 @@ STAT_COLUMNS = [
     "Bench l2norm",
 ]
 TENSOR_COLUMNS = list(TENSOR_METRIC_COLUMNS)
-MD5_COLUMNS = ["NPU MD5", "BENCH MD5"]
-TAIL_COLUMNS = ["Requires_grad Consistent", "Result", "Err_message"]
+MD5_COLUMNS = [NPU_MD5, BENCH_MD5]
+TAIL_COLUMNS = ["Requires_grad Consistent", RESULT, ERR_MESSAGE]
 STACK_COLUMN = "NPU_Stack_Info"
 KERNEL_VERDICT = "Accuracy Reached or Not"  # a kernel table's Result: Yes or No
 DATA_NAME_COLUMN = "Data_name"

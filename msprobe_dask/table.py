@@ -19,8 +19,10 @@ from msprobe_dask.columns import (
     BASE_COLUMNS,
     DATA_NAME_COLUMN,
     DIFF_COLUMNS,
+    ERR_MESSAGE,
     MD5_COLUMNS,
     NA,
+    RESULT,
     STACK_COLUMN,
     STAT_COLUMNS,
     TAIL_COLUMNS,
@@ -257,12 +259,12 @@ def column_table(
     if judged is None:
         results, messages = judge_columns(cells, _entry_ends(entries), mode)
     else:
-        results, messages = list(judged["Result"]), list(judged["Err_message"])
+        results, messages = list(judged[RESULT]), list(judged[ERR_MESSAGE])
     for i, problem in (unreadable or {}).items():
         marked: dict[str, Any] = {}
         mark_unreadable(marked, problem)
-        results[i], messages[i] = marked["Result"], marked["Err_message"]
-    cells["Result"], cells["Err_message"] = results, messages
+        results[i], messages[i] = marked[RESULT], marked[ERR_MESSAGE]
+    cells[RESULT], cells[ERR_MESSAGE] = results, messages
     if stacks is not None and STACK_COLUMN not in cells:
         cells[STACK_COLUMN] = stack_cells(entries, stacks)
     p2p = {i: (row.p2p_op, row.p2p_peer) for i, row in enumerate(npus) if row.p2p_op != NA}

@@ -20,14 +20,14 @@ from typing import Any
 
 from msprobe_dask.analysis.first_diff import entries_of, first_divergence
 from msprobe_dask.analysis.records import Records, rank_records, statistics_only
-from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
+from msprobe_dask.columns import NPU_MD5, NPU_NAME, STACK_COLUMN, STAT_COLUMNS
 from msprobe_dask.dump.layouts import pair_dumps
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 from msprobe_dask.writers.atomic import atomic_path, prepare_output_dir
 from msprobe_dask.writers.result_files import name_stamp, result_name, result_path_line
 
-DATA_INFO_COLUMNS = (*STAT_COLUMNS[:4], "NPU MD5", "NPU P2POp peer")  # NPU max .. l2norm, md5, peer
+DATA_INFO_COLUMNS = (*STAT_COLUMNS[:4], NPU_MD5, "NPU P2POp peer")  # NPU max .. l2norm, md5, peer
 
 
 def _records_task(npu: DumpSource, bench: DumpSource, match: Any) -> Records:
@@ -74,7 +74,7 @@ def diff_report(per_rank: Mapping[int, Records]) -> tuple[str, dict[str, list[di
             data_info: dict[str, dict[str, Any]] = {"input": {}, "output": {}}
             for item in items:
                 if item["state"] in data_info:
-                    data_info[item["state"]][item["NPU Name"]] = {
+                    data_info[item["state"]][item[NPU_NAME]] = {
                         c: item[c] for c in DATA_INFO_COLUMNS if c in item
                     }
             stack = items[0].get(STACK_COLUMN) if items else None

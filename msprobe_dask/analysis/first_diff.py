@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from msprobe_dask.analysis.comm_apis import P2P_RECV, P2P_SEND, api_of, exchange, is_communication
+from msprobe_dask.columns import NPU_DTYPE, NPU_NAME
 from msprobe_dask.dump.markers import BATCH_P2P
 
 IGNORED = ("Torch.empty", "Torch.fill", "Tensor.__setitem__")
@@ -48,7 +49,7 @@ def peers_of(name: str, items: Sequence[Mapping[str, Any]], rank: int) -> frozen
     """Who a communication op talks to, from its input items (``comm_apis.exchange``)."""
     inputs = [item for item in items if item.get("state") == "input"]
     cells = (
-        (i.get("NPU Name", ""), i.get("NPU P2POp peer"), i.get("NPU max"), i.get("NPU Dtype")) for i in inputs
+        (i.get(NPU_NAME, ""), i.get("NPU P2POp peer"), i.get("NPU max"), i.get(NPU_DTYPE)) for i in inputs
     )
     return exchange(api_of(name), cells, rank)[0]
 

@@ -14,7 +14,7 @@ from msprobe_dask.analysis.comm_apis import COMM_PREFIXES, is_communication
 from msprobe_dask.analysis.row_entries import INPUT_ROLES, Signature, entry_and_state
 from msprobe_dask.analysis.row_errors import ZERO_CELLS, RowColumns
 from msprobe_dask.analysis.unsettled import is_settled
-from msprobe_dask.columns import STAT_COLUMNS
+from msprobe_dask.columns import BENCH_MD5, NPU_MD5, NPU_NAME, STAT_COLUMNS
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +59,7 @@ class QuietRows:
         errors: dict[tuple[Any, ...], float | None] = {}
         float_ = float
         highs, bench_highs = cells[STAT_COLUMNS[0]], cells[STAT_COLUMNS[4]]
-        columns = [
-            cells[column] for column in (*STAT_COLUMNS, "MaxAbsErr", "EucDist", "NPU MD5", "BENCH MD5")
-        ]
+        columns = [cells[column] for column in (*STAT_COLUMNS, "MaxAbsErr", "EucDist", NPU_MD5, BENCH_MD5)]
         for i in others:
             if rows.md5_only[i] or highs[i].__class__ is float_ is bench_highs[i].__class__:
                 if whole:
@@ -104,7 +102,7 @@ class QuietRows:
     def run(self, entries: Sequence[str], spans: Sequence[tuple[int, int]], first: int, end: int) -> QuietRun:
         """The QuietRun of nodes ``first`` to ``end`` (of ``spans``)."""
         cells = self.rows.cells
-        names, given_states = cells["NPU Name"], cells["state"]
+        names, given_states = cells[NPU_NAME], cells["state"]
         tensor = self.tensor
         tail: list[tuple[str, float | None]] = []
         last = end

@@ -12,7 +12,17 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from msprobe_dask.columns import DIFF_COLUMNS, NA, NAN, STACK_COLUMN, STAT_COLUMNS
+from msprobe_dask.columns import (
+    BENCH_MD5,
+    DIFF_COLUMNS,
+    ERR_MESSAGE,
+    NA,
+    NAN,
+    NPU_MD5,
+    RESULT,
+    STACK_COLUMN,
+    STAT_COLUMNS,
+)
 from msprobe_dask.metrics.stats import relative_fraction
 from msprobe_dask.table import Matched, build_table, pair_sides
 
@@ -39,7 +49,7 @@ def _is_same(entry: str, items: list[dict[str, Any]], mode: str) -> bool:
         if index in ignored:
             continue
         if mode == "md5":
-            if item["Result"] == "Different":
+            if item[RESULT] == "Different":
                 return False
             continue
         for column in RELATIVE_COLUMNS:
@@ -65,10 +75,10 @@ def rank_records(matched: Matched) -> Records:
             if isinstance(value, float) and math.isnan(value):
                 item[column] = NAN  # as the reference's table holds it (its json shows the text)
         if mode == "md5":  # indicator analysis is skipped: a bare md5 verdict, no message (NaN)
-            item["Result"] = "pass" if item["NPU MD5"] == item["BENCH MD5"] else "Different"
-            item["Err_message"] = math.nan
+            item[RESULT] = "pass" if item[NPU_MD5] == item[BENCH_MD5] else "Different"
+            item[ERR_MESSAGE] = math.nan
         else:
-            item["Result"] = item["Err_message"] = ""
+            item[RESULT] = item[ERR_MESSAGE] = ""
         entry = pair.npu.entry
         if STACK_COLUMN in item:
             first = entry != previous

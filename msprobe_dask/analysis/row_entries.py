@@ -10,7 +10,7 @@ from operator import ne
 from typing import Any
 
 from msprobe_dask.analysis.row_errors import RowColumns
-from msprobe_dask.columns import NA
+from msprobe_dask.columns import NA, NPU_NAME
 from msprobe_dask.dump.markers import PARAMETERS_GRAD
 
 INPUT_ROLES = ("input", "parameters")
@@ -38,7 +38,7 @@ def row_entries(rows: RowColumns) -> list[str]:
         return list(map(str, origins))
     return [
         str(origin) if origin else entry_and_state(str(name))[0]
-        for origin, name in zip(origins, rows.cells["NPU Name"])
+        for origin, name in zip(origins, rows.cells[NPU_NAME])
     ]
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
+from msprobe_dask.columns import BENCH_MD5, NPU_DTYPE, NPU_MD5, NPU_NAME, STACK_COLUMN, STAT_COLUMNS
 
 
 def number(value: Any) -> float | None:
@@ -91,21 +91,21 @@ def stats_error(
 
 
 READ_COLUMNS = (
-    "NPU Name",
+    NPU_NAME,
     "api_origin_name",
     "state",
     *STAT_COLUMNS,
     "MaxAbsErr",
     "EucDist",
-    "NPU MD5",
-    "BENCH MD5",
-    "NPU Dtype",
+    NPU_MD5,
+    BENCH_MD5,
+    NPU_DTYPE,
     "NPU P2POp op",
     "NPU P2POp peer",
     STACK_COLUMN,
 )
 """The columns of compare rows the analysis reads."""
-_DEFAULTS = {"NPU Name": ""}
+_DEFAULTS = {NPU_NAME: ""}
 """A cell a row without that column holds, where it is not None."""
 
 
@@ -123,7 +123,7 @@ class RowColumns:
     def of_columns(cls, count: int, columns: Mapping[str, Sequence[Any]]) -> RowColumns:
         """``count`` rows that hold ``columns`` (each one's cells), and no others."""
         cells = {column: columns.get(column) or [_DEFAULTS.get(column)] * count for column in READ_COLUMNS}
-        md5_only = "NPU MD5" in columns and "BENCH MD5" in columns and "NPU max" not in columns
+        md5_only = NPU_MD5 in columns and BENCH_MD5 in columns and "NPU max" not in columns
         return cls(cells, [md5_only] * count)
 
     def error(self, i: int, atol: float, numbers: list[float | None] | None = None) -> float | None:
@@ -131,7 +131,7 @@ class RowColumns:
         ``numbers``: its ``row_numbers``, where the caller has them)."""
         cells = self.cells
         if self.md5_only[i]:
-            return 0.0 if cells["NPU MD5"][i] == cells["BENCH MD5"][i] else 1.0
+            return 0.0 if cells[NPU_MD5][i] == cells[BENCH_MD5][i] else 1.0
         if self.converted and numbers is None:  # (every row is read)
             n0, n1, n2, n3, b0, b1, b2, b3 = self.converted
             npu, bench = (n0[i], n1[i], n2[i], n3[i]), (b0[i], b1[i], b2[i], b3[i])

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from msprobe_dask.columns import NA
+from msprobe_dask.columns import BENCH_NAME, NA, NPU_NAME
 from msprobe_dask.dump.markers import OUTPUT_PART
 from msprobe_dask.judge.rules import Row, grads_differ
 from msprobe_dask.metrics.stats import is_nan_or_inf, relative_fraction
@@ -106,7 +106,7 @@ def _row_marks(row: Row, mode: str, marks: _Marks) -> None:
     error = _max_error(row, mode)
     if error is not None and abs(error) > LIMITS.huge_error:
         marks.mark(REASON_HUGE)
-    if row["Bench Name"] != NA and grads_differ(row["NPU Requires_grad"], row["Bench Requires_grad"]):
+    if row[BENCH_NAME] != NA and grads_differ(row["NPU Requires_grad"], row["Bench Requires_grad"]):
         marks.mark(REASON_GRAD)
 
 
@@ -151,10 +151,10 @@ def highlight_group(rows: Sequence[Row], mode: str) -> list[tuple[str | None, li
     marks = [_Marks() for _ in rows]
     if mode == "md5":
         return [(None, []) for _ in rows]
-    inputs = [r for r in rows if OUTPUT_PART not in r["NPU Name"]]
+    inputs = [r for r in rows if OUTPUT_PART not in r[NPU_NAME]]
     for row, mark in zip(rows, marks):
         _row_marks(row, mode, mark)
-        if OUTPUT_PART in row["NPU Name"]:
+        if OUTPUT_PART in row[NPU_NAME]:
             for inp in inputs:
                 _output_marks(row, inp, mode, mark)
     return [(m.color, m.reasons) for m in marks]

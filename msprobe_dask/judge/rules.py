@@ -13,7 +13,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from msprobe_dask.columns import NA, NAN
+from msprobe_dask.columns import (
+    BENCH_MD5,
+    BENCH_NAME,
+    ERR_MESSAGE,
+    NA,
+    NAN,
+    NPU_DTYPE,
+    NPU_MD5,
+    NPU_NAME,
+    RESULT,
+)
 from msprobe_dask.dump.markers import BATCH_P2P, OUTPUT_PART, SCALAR_SHAPE
 from msprobe_dask.match.dtypes import same_dtype
 from msprobe_dask.metrics.stats import INF, is_nan_or_inf, relative_fraction
@@ -177,9 +187,9 @@ def _nan_inf_checks(cells: Columns, rows: Sequence[int], flags: _Flags) -> None:
 
 def _pair_checks(cells: Columns, rows: Sequence[int], outputs: Sequence[bool], flags: _Flags) -> None:
     """The checks of each matched row against its partner, in the order of ``rows``."""
-    bench_names = cells["Bench Name"]
+    bench_names = cells[BENCH_NAME]
     npu_grads, bench_grads = cells["NPU Requires_grad"], cells["Bench Requires_grad"]
-    npu_dtypes, bench_dtypes = cells["NPU Dtype"], cells["Bench Dtype"]
+    npu_dtypes, bench_dtypes = cells[NPU_DTYPE], cells["Bench Dtype"]
     npu_shapes, bench_shapes = cells["NPU Tensor Shape"], cells["Bench Tensor Shape"]
     npu_max, bench_max = cells["NPU max"], cells["Bench max"]
     same_dtypes: dict[tuple[str, str], bool] = {}  # (a table's dtype pairs are few)
@@ -263,7 +273,7 @@ def _tensor_cosine(table: _Table, inputs: list[int], outputs: list[int], flags: 
 
 def _md5_checks(cells: Columns, rows: Sequence[int], flags: _Flags) -> None:
     for i in rows:
-        npu, bench = str(cells["NPU MD5"][i]), str(cells["BENCH MD5"][i])
+        npu, bench = str(cells[NPU_MD5][i]), str(cells[BENCH_MD5][i])
         if npu != bench:
             missing = {npu, bench} & {NA, NAN, ""}
             flags.flag(i, MSG_MD5_MISSING if missing else MSG_MD5_DIFFERS)
@@ -286,7 +296,7 @@ def _api_name(name: str) -> str:
 def judge_columns(cells: Columns, ends: Sequence[int], mode: str) -> tuple[list[str], list[str]]:
     """``Result`` and ``Err_message`` of each row of a table given by its columns, whose rows of one
     dump entry (the unit the reference judges together) end at each of ``ends``, in order."""
-    names = cells["NPU Name"]
+    names = cells[NPU_NAME]
     outputs = [OUTPUT_PART in name for name in names]
     flags = _Flags()
     if mode == "md5":
@@ -344,5 +354,5 @@ UNREADABLE = "error: the tensor could not be read: "
 def mark_unreadable(row: Row, problem: str) -> None:
     """A row whose tensor files could not be read is an ``error`` whatever its cells say, and its
     Err_message says why (``problem`` names the file); set last, after the checkers."""
-    row["Result"] = ERROR
-    row["Err_message"] = json.dumps([UNREADABLE + problem])
+    row[RESULT] = ERROR
+    row[ERR_MESSAGE] = json.dumps([UNREADABLE + problem])

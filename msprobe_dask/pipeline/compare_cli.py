@@ -9,7 +9,7 @@ from pathlib import Path
 
 from msprobe_dask.analysis.tolerance import add_tolerance_options, tolerance_of
 from msprobe_dask.cli_args import add_command, add_output, add_run_options, add_sides, name_long_forms
-from msprobe_dask.columns import TENSOR_METRIC_COLUMNS
+from msprobe_dask.columns import NPU_NAME, TENSOR_METRIC_COLUMNS
 from msprobe_dask.dump.layouts import open_dump
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.pipeline.compare import RankResult, compare, compare_to_files
@@ -116,7 +116,7 @@ def _log_tensor_rows(result: RankResult) -> None:
     from msprobe_dask.msprobe_log import log_tensor_compare
 
     for record in result.table.records():
-        log_tensor_compare(record["NPU Name"], ((column, record[column]) for column in TENSOR_METRIC_COLUMNS))
+        log_tensor_compare(record[NPU_NAME], ((column, record[column]) for column in TENSOR_METRIC_COLUMNS))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ import numpy as np
 from msprobe_dask.columns import (
     BASE_COLUMNS,
     DIFF_COLUMNS,
+    ERR_MESSAGE,
     KERNEL_VERDICT,
     STAT_COLUMNS,
     TENSOR_METRIC_COLUMNS,
@@ -28,7 +29,7 @@ from msprobe_dask.dump.kernel import NPY_MODE
 from msprobe_dask.table import CompareTable
 
 HEAD = BASE_COLUMNS[:6]  # names, dtypes, shapes: no Requires_grad
-VERDICT = [KERNEL_VERDICT, "Err_message"]
+VERDICT = [KERNEL_VERDICT, ERR_MESSAGE]
 NPY_COLUMNS = HEAD + STAT_COLUMNS + VERDICT + list(TENSOR_METRIC_COLUMNS)
 STATISTIC_COLUMNS = HEAD + STAT_COLUMNS + VERDICT + DIFF_COLUMNS + ["NPU CSV File", "Bench CSV File"]
 _INT64_MAX = 2**63 - 1

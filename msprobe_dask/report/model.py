@@ -16,7 +16,7 @@ from dataclasses import asdict
 from typing import Any
 
 from msprobe_dask.analysis.divergence import Divergence, Finding, step_and_rank, step_key
-from msprobe_dask.columns import STACK_COLUMN, STAT_COLUMNS
+from msprobe_dask.columns import NPU_NAME, STACK_COLUMN, STAT_COLUMNS
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 from msprobe_dask.summary.cells import as_float
 from msprobe_dask.summary.model import RunSummary
@@ -51,7 +51,7 @@ def _finding(finding: Finding | None, entries: Sequence[str]) -> dict[str, Any] 
 def _group(label: str, table: Any, found: Divergence | None, summary: Any) -> dict[str, Any]:
     columns = list(table.columns)
     metric = plotted_column(columns)
-    name_at = columns.index("NPU Name")
+    name_at = columns.index(NPU_NAME)
     shown = [(c, columns.index(c)) for c in SHOWN if c in columns]
     points = []
     if metric is not None:
@@ -84,7 +84,7 @@ def _top(labelled: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
         metric = plotted_column(columns)
         if metric is None:
             continue
-        at, name_at = columns.index(metric), columns.index("NPU Name")
+        at, name_at = columns.index(metric), columns.index(NPU_NAME)
         stack_at = columns.index(STACK_COLUMN) if STACK_COLUMN in columns else None
         stacks: dict[str, str] = {}
         for row, entry in zip(table.rows, table.entries):

@@ -13,11 +13,12 @@ from typing import Any
 
 from msprobe_dask.analysis.divergence import step_key
 from msprobe_dask.analysis.row_entries import entry_and_state
+from msprobe_dask.columns import NPU_MD5, NPU_NAME
 from msprobe_dask.errors import DumpError, UserError
 from msprobe_dask.writers.workbook_rows import first_sheet_rows
 
 RESULT = re.compile(r"^compare_result_(?:(?P<label>.+)_)?(?P<stamp>\d{14})\.(?P<kind>csv|xlsx)$")
-MODE_COLUMNS = {"NormRelativeErr": "statistics", "MaxRelativeErr": "tensor", "NPU MD5": "md5"}
+MODE_COLUMNS = {"NormRelativeErr": "statistics", "MaxRelativeErr": "tensor", NPU_MD5: "md5"}
 
 
 @dataclass
@@ -54,10 +55,10 @@ def read_table(path: Path) -> ReadTable | None:
         return None
     header = [str(c) for c in cells[0]]
     mode = next((m for c, m in MODE_COLUMNS.items() if c in header), None)
-    if mode is None or "NPU Name" not in header:
+    if mode is None or NPU_NAME not in header:
         return None
     rows = [row + [""] * (len(header) - len(row)) for row in cells[1:]]
-    name_at = header.index("NPU Name")
+    name_at = header.index(NPU_NAME)
     entries = [entry_and_state(str(row[name_at]))[0] for row in rows]
     return ReadTable(mode, header, rows, entries, path)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_dask.analysis.divergence import Divergence
-from msprobe_dask.columns import DIFF_COLUMNS, STAT_COLUMNS, TENSOR_METRIC_COLUMNS
+from msprobe_dask.columns import DIFF_COLUMNS, ERR_MESSAGE, STAT_COLUMNS, TENSOR_METRIC_COLUMNS
 from msprobe_dask.results.display import summary_html
 from msprobe_dask.results.frames import data_frame
 from msprobe_dask.summary.cells import as_float
@@ -25,7 +25,7 @@ from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.summary.text import summary_lines
 
 NUMERIC_COLUMNS = frozenset([*DIFF_COLUMNS, *STAT_COLUMNS, *TENSOR_METRIC_COLUMNS])
-MESSAGE_COLUMN = "Err_message"
+MESSAGE_COLUMN = ERR_MESSAGE
 
 
 def typed_column(name: str, cells: Sequence[Any]) -> list[Any]:

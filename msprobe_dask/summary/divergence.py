@@ -184,9 +184,7 @@ def walk_ahead(label: str, parts: Sequence[PartNodes], tol: Tolerance) -> Findin
     return next(found, walk)
 
 
-def rank_of_parts(
-    parts: Sequence[PartNodes | WalkedPart], ahead: Finding | Walk | None = None
-) -> RankNodes:
+def rank_of_parts(parts: Sequence[PartNodes | WalkedPart], ahead: Finding | Walk | None = None) -> RankNodes:
     """A rank's nodes from its parts' (in order), for ``analyse_rank_nodes``: each part decoded when the
     walk reaches it (a LightNode has no index to shift); ``ahead``: what ``walk_ahead`` found of its
     first parts (where it got to: ``read`` then gives the parts after them), which may be given as

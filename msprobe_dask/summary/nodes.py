@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache, partial
 from typing import Any
 
+from msprobe_dask.columns import ERR_MESSAGE
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 from msprobe_dask.judge.rules import ERROR, PASS, UNREADABLE, WARNING
 from msprobe_dask.summary.cells import NAN, as_float
@@ -23,7 +24,7 @@ from msprobe_dask.summary.model import OTHER, GroupSummary, NodeRef, RunSummary
 from msprobe_dask.summary.table import KINDS_SHOWN, METRIC_OF_COLUMN, RANK_METRICS, WORST_SHOWN, diverges
 
 API_NODE = "1"
-SUMMARY_KEYS = ("Err_message", *(m.column for m in RANK_METRICS))  # what the summary reads of an item
+SUMMARY_KEYS = (ERR_MESSAGE, *(m.column for m in RANK_METRICS))  # what the summary reads of an item
 # step, rank, node_name, node_type, precision_index, stack_id, input_data, output_data (the last two
 # may be None for nodes judged pass or not judged)
 NodeFacts = tuple[int, int, str, Any, Any, str, "str | None", "str | None"]
@@ -83,7 +84,7 @@ tensor files could not be read (unreadable_problems), and whether a node judged 
 
 def _read_messages(cells: tuple[Any, ...]) -> NodeMessages:
     found = [m for cell in cells for m in messages(cell)]
-    problems = tuple(unreadable_problems([{"Err_message": cell} for cell in cells]))
+    problems = tuple(unreadable_problems([{ERR_MESSAGE: cell} for cell in cells]))
     return KindCounter.kinds_of(found), problems, diverges(ERROR, found)
 
 
@@ -91,7 +92,7 @@ _cell_messages = lru_cache(maxsize=4096)(_read_messages)  # (judged nodes' cells
 
 
 def _node_messages(items: list[dict[str, Any]]) -> NodeMessages:
-    cells = tuple([item.get("Err_message") for item in items])
+    cells = tuple([item.get(ERR_MESSAGE) for item in items])
     try:
         return _cell_messages(cells)
     except TypeError:  # a cell that is not hashable
@@ -198,7 +199,7 @@ def unreadable_problems(items: list[dict[str, Any]]) -> list[str]:
     its items' Err_message."""
     problems = []
     for item in items:
-        message = item.get("Err_message")
+        message = item.get(ERR_MESSAGE)
         for line in json.loads(message) if isinstance(message, str) and UNREADABLE in message else ():
             if line.startswith(UNREADABLE):
                 problems.append(line.removeprefix(UNREADABLE))

@@ -19,7 +19,7 @@ from itertools import compress, repeat
 from operator import ne
 from typing import Any
 
-from msprobe_dask.columns import KERNEL_VERDICT, STACK_COLUMN
+from msprobe_dask.columns import ERR_MESSAGE, KERNEL_VERDICT, NPU_NAME, RESULT, STACK_COLUMN
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 from msprobe_dask.judge.rules import ERROR, PASS
 from msprobe_dask.summary.cells import as_floats, is_number
@@ -56,8 +56,8 @@ METRIC_OF_COLUMN = {m.column: m for m in RANK_METRICS}
 
 def _results(columns: Sequence[str], cells: Mapping[str, Sequence[Any]], count: int) -> list[str]:
     """``row_result`` of every row of a table given column by column."""
-    if "Result" in columns:
-        return list(map(str, cells["Result"]))
+    if RESULT in columns:
+        return list(map(str, cells[RESULT]))
     if KERNEL_VERDICT in columns:
         return [_KERNEL_RESULTS.get(str(cell), OTHER) for cell in cells[KERNEL_VERDICT]]
     return [OTHER] * count
@@ -74,7 +74,7 @@ def _rank_metric(columns: Sequence[str]) -> RankMetric | None:
     return next((m for m in RANK_METRICS if m.column in columns), None)
 
 
-SUMMARY_COLUMNS = {"NPU Name", "Err_message", STACK_COLUMN, "Result", KERNEL_VERDICT, *METRIC_OF_COLUMN}
+SUMMARY_COLUMNS = {NPU_NAME, ERR_MESSAGE, STACK_COLUMN, RESULT, KERNEL_VERDICT, *METRIC_OF_COLUMN}
 """The columns the summary reads."""
 
 
@@ -103,7 +103,7 @@ def summarise_columns(
     the cells of its columns that the summary reads)."""
     group = GroupSummary(label=label, unit="rows")
     kinds = kinds if kinds is not None else KindCounter()
-    names = cells["NPU Name"]
+    names = cells[NPU_NAME]
     stacks = cells[STACK_COLUMN] if STACK_COLUMN in columns else None
     metric = _rank_metric(columns)
     row_entries = [*entries[:count], *map(str, range(len(entries), count))]
@@ -111,8 +111,8 @@ def summarise_columns(
     counted = Counter(results)
     for result, n in counted.items():
         group.count(result, n)
-    if "Err_message" in columns:
-        texts = cells["Err_message"]
+    if ERR_MESSAGE in columns:
+        texts = cells[ERR_MESSAGE]
         for text, n in Counter(texts).items():  # (in the rows' order of first sight: as row by row)
             kinds.add(messages(text), n)
         row_messages: Callable[[int], list[str]] = lambda i: messages(texts[i])  # noqa: E731

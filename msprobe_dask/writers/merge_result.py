@@ -26,6 +26,7 @@ from msprobe_dask.columns import (
     MD5_COLUMNS,
     NA,
     NAN,
+    NPU_NAME,
     STACK_COLUMN,
     STAT_COLUMNS,
     TAIL_COLUMNS,
@@ -151,7 +152,7 @@ def read_rank_sheet(rank: int, path: Path, apis: Sequence[str]) -> RankSheet:
     columns = {name: type_column([r[i] for r in body]) for i, name in enumerate(header)}
     selected: dict[str, dict[str, Any]] = {}
     prefixes = tuple(f"{api}." for api in apis)
-    names = columns.get("NPU Name", [])
+    names = columns.get(NPU_NAME, [])
     for i, name in enumerate(names):
         if isinstance(name, str) and any(p in name for p in prefixes):
             selected[name] = {column: values[i] for column, values in columns.items()}
@@ -221,7 +222,7 @@ def _cell(value: Any) -> Any:
 
 
 def write_merge(path: Path, ranks: Sequence[str], workbook: Mapping[str, list[list[Any]]]) -> Path:
-    header = ["NPU Name", *ranks]
+    header = [NPU_NAME, *ranks]
     sheets = [
         (index[:31], len(header), chain([(header, None)], (([_cell(v) for v in row], None) for row in rows)))
         for index, rows in workbook.items()

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from msprobe_dask.columns import DIFF_COLUMNS, NAN
+from msprobe_dask.columns import DIFF_COLUMNS, ERR_MESSAGE, NAN
 from msprobe_dask.table import CompareTable
 from msprobe_dask.writers.atomic import atomic_path
 from msprobe_dask.writers.cells import neutralise
@@ -62,7 +62,7 @@ def data_rows(table: CompareTable, start: int, stop: int) -> Iterator[Row]:
     """The cells (and fill) of the table's rows from ``start`` to ``stop``."""
     text_names = DIFF_COLUMNS if table.mode == "statistics" else []
     text_columns = [i for i, name in enumerate(table.columns) if name in text_names]
-    message_column = table.columns.index("Err_message")
+    message_column = table.columns.index(ERR_MESSAGE)
     texts: dict[str, str] = {}  # most texts come again and again: each is neutralised once
     for index in range(start, stop):
         row = table.rows[index]
