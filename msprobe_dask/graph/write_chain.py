@@ -30,7 +30,8 @@ from msprobe_dask.graph.rank_plan import Linked, Plan, RankTasks
 from msprobe_dask.graph.rows import GraphRows, stack_rows
 from msprobe_dask.graph.tasks import Options, Summary, VisResult, joined, run_summary, vis_result
 from msprobe_dask.summary.model import RunSummary
-from msprobe_dask.writers.visdb import NODES, STACKS, GraphTables, VisdbWriter, write_visdb
+from msprobe_dask.writers.visdb import GraphTables, VisdbWriter, write_visdb
+from msprobe_dask.writers.visdb_schema import NODES, STACKS
 
 INSERT_PRIORITY = 1
 CHUNKS_PER_TURN = 2

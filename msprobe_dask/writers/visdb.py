@@ -1,7 +1,7 @@
 """Write a ``*.vis.db`` (the SQLite file tb-graph-ascend opens).
 
-The schema text, object creation order, WAL journal mode and index set are the reference's
-(graph_visualize.md §7.3). Rows are written to a temporary file next to the target (a failed write
+The schema text, object creation order and index set are the reference's (writers/visdb_schema.py), and
+so is the WAL journal mode. Rows are written to a temporary file next to the target (a failed write
 deletes the file); the file is switched to WAL mode and renamed only when complete, so an interrupted
 run leaves nothing that looks finished. An existing target is never changed: the reference adds the
 rows to it, we refuse (D32).
@@ -29,67 +29,27 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from msprobe_dask.columns import UNLINKED, VISDB_NODE_COLUMNS, VISDB_NODE_TABLE
+from msprobe_dask.columns import UNLINKED
 from msprobe_dask.errors import OutputError, cannot
 from msprobe_dask.writers.atomic import check_running, not_replaced, publish, set_result_mode, track, untrack
 from msprobe_dask.writers.packed_rows import ERRORS, first_value, open_db, pack_rows
-
-NODES_DDL = "CREATE TABLE tb_nodes (\n" + ",\n".join(f"    {n} {t}" for n, t in VISDB_NODE_TABLE) + "\n)"
-STACK_DDL = """CREATE TABLE tb_stack (
-    id TEXT PRIMARY KEY,
-    stack_info TEXT
-)"""
-CONFIG_DDL = """CREATE TABLE tb_config (
-    id TEXT PRIMARY KEY,
-    graph_type TEXT NOT NULL,
-    task TEXT,
-    tool_tip TEXT,
-    micro_steps INTEGER,
-    overflow_check INTEGER,
-    node_colors TEXT NOT NULL,
-    rank_list TEXT NOT NULL,
-    step_list TEXT NOT NULL
-)"""
-INDEXES = (
-    "CREATE INDEX index1 ON tb_nodes (step, rank, data_source, up_node, node_order)",
-    "CREATE INDEX index2 ON tb_nodes (step, rank, data_source, node_name)",
-    "CREATE INDEX index3 ON tb_nodes (step, rank, data_source, node_order)",
-    "CREATE INDEX index4 ON tb_nodes (step, rank, node_order)",
-    "CREATE INDEX index5 ON tb_nodes (step, rank, micro_step_id, node_order)",
-    "CREATE INDEX index6 ON tb_nodes (step, rank, modified, matched_node_link)",
-    "CREATE INDEX index7 ON tb_nodes (is_distributed)",
-)
-N_NODE_COLUMNS = len(VISDB_NODE_COLUMNS)
-CACHE_KIB = 64 * 1024  # page cache while inserting and indexing (bounded; SQLite's default is 2 MiB)
-# A shared writer's (VisdbWriter): its one transaction's pages are written when the cache is full, by the
-# inserts beside the chunk tasks, rather than all by the last task's commit (T: that task 13 -> 6 ms of
-# CPU, the last two inserts +2.5 ms, 3 runs each; with 8 MiB, 4 ms and +4 ms).
-SHARED_CACHE_KIB = 16 * 1024
-# Each of the 7 index builds reads the whole table: through a memory map of the file instead of copies
-# into the page cache, building them takes ~30% less time (the mapped pages are the OS's file cache,
-# counted in the process's resident set while mapped, not memory of its own). The map covers the file's
-# first 256 MiB only, so that a big vis.db does not add its size to the run's resident set (one rank of
-# 1,001,000 entries a side writes 3.0 GB): the 7 index builds of a 600 MB vis.db (200,200 entries a
-# side) took 1.56-1.71 s of CPU and 359 MiB of peak RSS with it, against 1.44-1.49 s and 571 MiB mapped
-# whole, 1.84-1.86 s and 127 MiB without a map.
-MMAP_BYTES = 256 << 20
-# A node row holds ~1-3 KB of JSON: with SQLite's default 4 KiB pages a row takes a page or more, and
-# each of the 7 index builds walks every page of the table. 64 KiB pages (a storage detail: same
-# tables and rows; the plugin reads any page size) cut the write of a 100,000-node compare by ~25%.
-PAGE_SIZE = 65536
-
-
-NODE_COLUMNS_SQL = ", ".join(VISDB_NODE_COLUMNS)
-INSERT_NODES = (
-    f"INSERT INTO tb_nodes (rowid, {NODE_COLUMNS_SQL}) VALUES ({','.join('?' * (N_NODE_COLUMNS + 1))})"
-)
-# packed tb_stack rows are (number, id, stack_info): ?2, the number, gives the rowid (?1)
-INSERT_STACKS = "INSERT INTO tb_stack (rowid, id, stack_info) VALUES (?1, ?3, ?4)"
-NODES, STACKS = "tb_nodes", "tb_stack"
-INSERT_CONFIG = "INSERT INTO tb_config VALUES (?,?,?,?,?,?,?,?,?)"
-UPDATE_DISTRIBUTED = "UPDATE tb_nodes SET matched_distributed = ? WHERE id = ?"
-ID, ORDER, MATCHED_DISTRIBUTED, DISTRIBUTED = map(
-    VISDB_NODE_COLUMNS.index, ("id", "node_order", "matched_distributed", "is_distributed")
+from msprobe_dask.writers.visdb_schema import (
+    DISTRIBUTED,
+    ID,
+    INDEXES,
+    INSERT_CONFIG,
+    INSERT_NODES,
+    INSERT_STACKS,
+    MATCHED_DISTRIBUTED,
+    N_NODE_COLUMNS,
+    NODES,
+    ORDER,
+    PAGE_SIZE,
+    SESSION,
+    SHARED_CACHE_KIB,
+    STACKS,
+    TABLES,
+    UPDATE_DISTRIBUTED,
 )
 
 
@@ -175,7 +135,7 @@ class VisdbWriter:
         with _failing(self):
             early = INDEXES if indexed_early else ()
             cache = (f"PRAGMA cache_size=-{SHARED_CACHE_KIB}",) if shared else ()
-            for sql in (f"PRAGMA page_size={PAGE_SIZE}", *_SESSION, *cache, "BEGIN", *TABLES, *early):
+            for sql in (f"PRAGMA page_size={PAGE_SIZE}", *SESSION, *cache, "BEGIN", *TABLES, *early):
                 self._db.execute(sql)
 
     def __getstate__(self) -> tuple[Path, Path, dict[str, _Placed], bool, tuple[int, int] | None, bool]:
@@ -238,7 +198,7 @@ class VisdbWriter:
                 "do not share the output folder)",
             )
         with _failing(writer):
-            writer._db.execute(";\n".join((*_SESSION, "BEGIN")))
+            writer._db.execute(";\n".join((*SESSION, "BEGIN")))
         return writer
 
     def place(self, graph_id: str, count: int, table: str = NODES) -> None:
@@ -371,21 +331,6 @@ def _failing(writer: VisdbWriter) -> Iterator[None]:
     except BaseException:
         writer.abort()
         raise
-
-
-TABLES = (NODES_DDL, STACK_DDL, CONFIG_DDL)
-# the settings of each connection that writes the file (private until named; WAL is set at the end).
-# The rollback journal is for a writer's process killed in the middle of a transaction (see the module):
-# without one, the pages SQLite had written (a commit's, or a big insert's spilled from its cache) stay
-# in the file, and the task run again found some of its rows there and left out the rest. Appended
-# rows go to new pages, which need no journal: +0.03% of the instructions of a 7,716-entry compare, an
-# insert task ~5% more CPU where the indexes are kept up to date by the inserts (2026-12-05).
-_SESSION = (
-    "PRAGMA journal_mode=TRUNCATE",
-    "PRAGMA synchronous=OFF",
-    f"PRAGMA cache_size=-{CACHE_KIB}",
-    f"PRAGMA mmap_size={MMAP_BYTES}",
-)
 
 
 def remove_temporary(tmp: str | Path) -> None:

@@ -23,7 +23,8 @@ from visdb_summary import summarise_visdb, unreadable_rows
 from msprobe_dask.errors import DumpError, OutputError
 from msprobe_dask.graph import api, chunks, held, rank_plan, run_setup, tasks, write_chain
 from msprobe_dask.graph.held import Spool
-from msprobe_dask.writers.visdb import NODES, VisdbWriter, linked_cells
+from msprobe_dask.writers.visdb import VisdbWriter, linked_cells
+from msprobe_dask.writers.visdb_schema import NODES
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CASES = {

@@ -10,15 +10,8 @@ import pytest
 from msprobe_dask.columns import VISDB_NODE_COLUMNS
 from msprobe_dask.errors import OutputError
 from msprobe_dask.writers.packed_rows import pack_rows
-from msprobe_dask.writers.visdb import (
-    CONFIG_DDL,
-    NODES_DDL,
-    PAGE_SIZE,
-    STACK_DDL,
-    GraphTables,
-    VisdbWriter,
-    write_visdb,
-)
+from msprobe_dask.writers.visdb import GraphTables, VisdbWriter, write_visdb
+from msprobe_dask.writers.visdb_schema import CONFIG_DDL, NODES_DDL, PAGE_SIZE, STACK_DDL
 
 N = len(VISDB_NODE_COLUMNS)  # (a column added to the table is added to these rows too)
 _ZEROS = [VISDB_NODE_COLUMNS.index(c) for c in ("micro_step_id", "modified", "step", "rank")]
