@@ -11,17 +11,15 @@ from typing import Any, NamedTuple
 from msprobe_dask.columns import UNLINKED, VISDB_NODE_COLUMNS
 from msprobe_dask.dump.markers import BATCH_P2P
 from msprobe_dask.graph import speedups
-from msprobe_dask.graph.item_text import exported_cells, items_json_for, python_items_json_for, skipped_keys
+from msprobe_dask.graph.item_text import items_json_for, python_items_json_for, skipped_keys
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import Graph, Node
 from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops
+from msprobe_dask.graph.row_summary import merged_summary, summarise_rows
 from msprobe_dask.summary.nodes import (
     JUDGED_PRECISIONS,
     SUMMARY_KEYS,
     NodeGroup,
-    group_label,
-    items_of_texts,
-    precision_result,
 )
 from msprobe_dask.writers.packed_rows import pack_rows, unpack_rows
 
@@ -84,16 +82,6 @@ class RowsChunk:
         self.stacks += later.stacks
         self.p2p.update(later.p2p)
         self.summary = merged_summary(self.summary, later.summary)
-
-
-def merged_summary(summary: NodeGroup | None, later: NodeGroup | None) -> NodeGroup | None:
-    """The summary of the nodes of ``summary`` and then of ``later`` (None: no nodes)."""
-    if later is None:
-        return summary
-    if summary is None:
-        summary = NodeGroup(later.summary.label)
-    summary.merge(later)
-    return summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,50 +278,6 @@ def chunk_rows(
     if summarised:
         out.summary = summarise_rows(g, nodes, out.nodes, md5_mode, texts)
     return out
-
-
-_NAME_AND_TYPE = itemgetter(COL["node_name"], COL["node_type"])
-_PRECISION = itemgetter(COL["precision_index"])
-
-
-def summarise_rows(
-    g: Graph,
-    nodes: list[Node],
-    rows: list[list[Any]],
-    md5_mode: bool,
-    texts: list[tuple[str, str] | None] | None,
-    read: dict[int, list[dict[str, str]]] | None = None,
-) -> NodeGroup:
-    """The summary of ``nodes``' rows (what linking across ranks changes of a row later is no part of
-    it), as it is read from the vis.db (tests/graph/visdb_summary.py), keeping only the nodes it may show.
-    A judged node's items are read from the items it holds, as exported (item_text.exported_cells), or
-    from its texts (``texts``, as chunk_rows takes them); ``read``: what the C row maker has read of
-    them already, by row (node_rows)."""
-    group = NodeGroup(group_label(g.step, g.rank))
-    add = group.add_judged
-
-    def items_of(i: int) -> list[dict[str, Any]]:
-        cells = read.get(i) if read else None
-        if cells is not None:
-            return cells
-        text = texts[i] if texts is not None else None
-        if text is not None:
-            return items_of_texts(*text)
-        node = nodes[i]
-        batch_p2p = BATCH_P2P in node.id
-        return [
-            exported_cells(item, SUMMARY_KEYS, md5_mode, batch_p2p)
-            for data in (node.input_data, node.output_data)
-            for item in data.values()
-        ]
-
-    precisions = list(map(_PRECISION, rows))
-    group.count(precisions)
-    for i, precision in enumerate(precisions):
-        if precision in JUDGED_PRECISIONS:
-            name, node_type = _NAME_AND_TYPE(rows[i])
-            add(name, str(node_type), precision_result(precision), i, items_of(i))
-    return group.trimmed(lambda i: dumps(nodes[i].stack))
 
 
 class ChunkOf(NamedTuple):

@@ -1,8 +1,8 @@
 """The summary records: one ``GroupSummary`` per (step, rank) compared, inside a ``RunSummary``.
 
 ``first_divergence`` is filled by one rule (``summary.table.first_divergent_row`` or, for a graph,
-``graph.rows.summarise_rows``); for compare tables, ``summary.divergence`` replaces it with the cross-rank
-analysis's answer and adds the job's origin.
+``graph.row_summary.summarise_rows``); for compare tables, ``summary.divergence`` replaces it with the
+cross-rank analysis's answer and adds the job's origin.
 """
 
 from __future__ import annotations

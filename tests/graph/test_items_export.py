@@ -90,7 +90,8 @@ def test_items_json_is_the_json_of_the_rule(data: dict, keep_md5: bool, batch_p2
 def test_exported_cells_are_those_of_the_formatted_item(
     item: dict, keys: tuple[str, ...], keep_md5: bool, batch_p2p: bool
 ) -> None:
-    """What the run's summary reads of an item (graph/rows.py summarise_rows) is what the vis.db holds."""
+    """What the run's summary reads of an item (graph/row_summary.py summarise_rows) is what the vis.db
+    holds."""
     whole = format_item(item, keep_md5, batch_p2p)
     assert exported_cells(item, keys, keep_md5, batch_p2p) == {k: v for k, v in whole.items() if k in keys}
 

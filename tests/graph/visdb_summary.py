@@ -1,5 +1,5 @@
 """The summary of a graph_visualize run read back from the vis.db it wrote: what the run's own summary
-(made from its chunks' rows, graph/rows.py ``summarise_rows``) must equal."""
+(made from its chunks' rows, graph/row_summary.py ``summarise_rows``) must equal."""
 
 from __future__ import annotations
 
