@@ -38,6 +38,7 @@ from msprobe_dask.graph.run_setup import (
     graph_run,
     in_this_process,
     index_early,
+    one_task_a_rank,
     rank_window,
     spool_for,
     spooling,
@@ -197,6 +198,8 @@ def visualize(
     merged = _merged(target, golden, opts, parallel, json_output, spool, write, key)
     here, in_turn = in_this_process(client, run), builds_in_turn(client, run)
     plan = rank_plan(target, golden, opts, spool, in_turn) if merged is None and not json_files else None
+    if plan is not None:
+        plan.rank_alone = one_task_a_rank(client, run, len(plan.sources))
     written: Any = merged[0] if merged else None  # with a plan: the rows written chunk by chunk
     if merged is None and plan is None:
         result, _ = rows_made_whole(target, golden, opts, spool)

@@ -13,6 +13,13 @@ the spool, and keeps it for its share of the chunk tasks: no prepared pair (abou
 size) goes from process to process, and no graph passes through the run's own process. A (step,
 rank)'s held graphs are let go in a process as the rank window moves on (``Spool.window``: a result of
 the rank ``window`` places later is held there; by then its rows are written).
+
+With more (step, rank)s than worker processes, one task makes each (held_rank: Plan.rank_alone)::
+
+    rank --> RankMade (its summary, its chunks' rows in spool files, its Part held) --> insert --> ...
+                                                                                    --> link
+
+its graphs built, prepared once and let go in that task: no graph goes through a spool file.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from msprobe_dask.graph.chunks import Prepared, chunk_task, let_go
 from msprobe_dask.graph.distributed import link_rows
 from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.rows import RowsChunk
-from msprobe_dask.graph.tasks import Options, Summary, build_task, joined, prepare_task, summary_of
+from msprobe_dask.graph.tasks import Options, Part, Summary, build_task, joined, prepare_task, summary_of
 
 _HELD: dict[tuple[str, int | None], dict[str, Any]] = {}
 """This process's held results, by (spool folder, place of their (step, rank) in write order, None: the
@@ -188,20 +195,70 @@ def held_chunk(
     ``after``: what the task waits for and does not read (graph/write_chain.py: the write chain's turn
     some turns before, _chain_lag)."""
     result = chunk_task(_prepared(pair, spool, place, graphs, False), k)
-    files = ChunkFiles(*(os.path.join(spool.folder, f"{place}-{kind}-{k}") for kind in ChunkFiles._fields))
+    return ChunkFiles(
+        _rows_file(spool, place, k, result), _left(spool, place, "light", k, light_of(result, comm))
+    )
+
+
+def _rows_file(spool: Spool, place: int, k: int, result: tuple[RowsChunk | None, ...]) -> str:
+    """Chunk ``k``'s rows and stacks left in a spool file, for its insert (rows_of)."""
     rows = tuple(None if c is None else replace(c, nodes=[], summary=None) for c in result)
-    for path, value in zip(files, (rows, light_of(result, comm))):
-        _spool_file(path, value, pickle.dump)
-    return files
+    return _left(spool, place, "rows", k, rows)
 
 
-def rows_of(result: tuple[RowsChunk | None, ...] | ChunkFiles) -> tuple[RowsChunk | None, ...]:
-    """A chunk task's rows and stacks, for its insert."""
+def _left(spool: Spool, place: int, kind: str, k: int, value: Any) -> str:
+    path = os.path.join(spool.folder, f"{place}-{kind}-{k}")
+    _spool_file(path, value, pickle.dump)
+    return path
+
+
+class RankMade(NamedTuple):
+    """A (step, rank) made by one task (held_rank): what placing its rows needs, its chunks' rows and
+    stacks in spool files (in chunk order, for the write chain's inserts) and its Part, held."""
+
+    summary: Summary
+    rows: tuple[str, ...]
+    part: Held
+
+
+def held_rank(
+    pair: PairOf,
+    spool: Spool,
+    place: int,
+    folders: tuple[str, ...],
+    step: int,
+    rank: int,
+    comm: str,
+    *after: Any,
+) -> RankMade:
+    """A (step, rank) made in this task, from its builds to its chunks' rows: its graphs built, the pair
+    prepared once, each chunk's rows left in a spool file as it is made, its Part joined from the
+    chunks' lights (with what ``comm`` says of their communication rows) and held to the run's end;
+    its graphs let go before it returns. ``after``: see held_build."""
+    p = prepare_task(
+        pair.opts, pair.where, pair.n, True, *(build_task(f, step, rank, False) for f in folders)
+    )
+    try:
+        summary = summary_of(p)
+        rows, lights = [], []
+        for k in range(pair.n):
+            result = chunk_task(p, k)
+            rows.append(_rows_file(spool, place, k, result))
+            lights.append(light_of(result, comm))
+    finally:
+        p.release()
+    return RankMade(summary, tuple(rows), _held_part(spool, place, joined(summary, *lights)))
+
+
+def rows_of(result: tuple[RowsChunk | None, ...] | ChunkFiles | str) -> tuple[RowsChunk | None, ...]:
+    """A chunk task's rows and stacks, for its insert (ChunkFiles, or its rows' spool file: RankMade)."""
     if isinstance(result, ChunkFiles):
-        with open(result.rows, "rb") as f:
-            rows: tuple[RowsChunk | None, ...] = pickle.load(f)
-        return rows
-    return result
+        result = result.rows
+    if not isinstance(result, str):
+        return result
+    with open(result, "rb") as f:
+        rows: tuple[RowsChunk | None, ...] = pickle.load(f)
+    return rows
 
 
 def light_of(result: tuple[RowsChunk | None, ...] | ChunkFiles, comm: str) -> tuple[RowsChunk | None, ...]:
@@ -238,4 +295,8 @@ def whole_of(result: tuple[RowsChunk | None, ...] | ChunkFiles) -> tuple[RowsChu
 def held_finish(spool: Spool, place: int, summary: Summary, *chunks: ChunkFiles) -> Held:
     """The (step, rank)'s Part joined from its chunks' lights (made as their ``comm`` said), held to the
     run's end."""
-    return hold(spool, RUN, f"part-{place}", joined(summary, *(light_of(c, COMM_ALL) for c in chunks)))
+    return _held_part(spool, place, joined(summary, *(light_of(c, COMM_ALL) for c in chunks)))
+
+
+def _held_part(spool: Spool, place: int, part: Part) -> Held:
+    return hold(spool, RUN, f"part-{place}", part)

@@ -24,12 +24,15 @@ from msprobe_dask.graph.chunks import chunk_count, chunk_task
 from msprobe_dask.graph.dump_files import GraphSource
 from msprobe_dask.graph.held import (
     COMM_ALL,
+    COMM_LINK,
+    COMM_NONE,
     RUN,
     Held,
     PairOf,
     Spool,
     held_build,
     held_chunk,
+    held_rank,
     held_summary,
     hold,
     value_of,
@@ -74,6 +77,7 @@ class RankTasks:
     prepared: Any
     summary: Any
     spool: Spool | None
+    made: Any = None  # (Plan.rank_alone) the lazy RankMade of the (step, rank): no other task then
 
     def chunk(self, k: int, comm: str, *after: Any) -> Any:
         """The lazy chunk ``k`` of the rows, made before the chunks of later (step, rank)s and after
@@ -162,6 +166,15 @@ class Plan:
     # rank)'s Bench graph is built once its NPU graph is, not beside it: their peaks do not add up (both
     # sides of one rank of 200,200 entries: 312 MiB of peak RSS, against 428-474 MiB at once)
     in_turn: bool = False
+    # on local worker processes, with more (step, rank)s than processes (run_setup.one_task_a_rank): one
+    # task makes each (held.held_rank), from its builds to its chunks' rows, in one process
+    rank_alone: bool = False
+
+    @property
+    def comm(self) -> str:
+        """What the write chain's chunks keep of their communication rows (graph/held.py: COMM_LINK,
+        COMM_NONE): those that linking across ranks may read or set, if the ranks are linked."""
+        return COMM_LINK if self.linked else COMM_NONE
 
     def rank_tasks(self, source: RankSource, after: Any = None) -> RankTasks:
         """The lazy tasks of one (step, rank): its graphs built (only once ``after`` is computed, if
@@ -171,6 +184,19 @@ class Plan:
         s, r, folders = source
         name, place = source.name, self.sources.index(source)
         pair = PairOf(self.opts, folders[0], _chunks_for(*folders))
+        if self.rank_alone and self.spool is not None:
+            made = dask.delayed(held_rank)(
+                pair,
+                self.spool,
+                place,
+                folders,
+                s,
+                r,
+                self.comm,
+                *(after or ()),
+                dask_key_name=f"rank-{name}",
+            )
+            return RankTasks(name, place, pair, [], None, None, self.spool, made)
         graphs: list[Any] = []
         for f, side in zip(folders, (NPU, BENCH)):
             before = (*(after or ()), *(graphs if self.in_turn else ()))

@@ -70,9 +70,29 @@ def spool_for(folder: Path, client: Any, run: RunOptions | None) -> Spool | None
     """On local worker processes, whose tasks' results do not share (RunOptions.shares_results), where
     the run's big results wait (graph/held.py): the spool folder ``folder``, made by spooling. None
     elsewhere: the values travel."""
-    if client is not None or run is None or run.shares_results:
+    if not _spooled(client, run) or run is None:
         return None
     return Spool(str(folder), run.local_processes > 1, rank_window(client, run))
+
+
+def _spooled(client: Any, run: RunOptions | None) -> bool:
+    return client is None and run is not None and not run.shares_results
+
+
+RANKS_ALONE_PER_PROCESS = 2
+"""With at least this many (step, rank)s a local worker process, one task makes each (one_task_a_rank)."""
+
+
+def one_task_a_rank(client: Any, run: RunOptions | None, ranks: int) -> bool:
+    """Whether one task makes each of the input's ``ranks`` (step, rank)s, from its builds to its chunks'
+    rows (rank_plan.Plan.rank_alone): on local worker processes, with RANKS_ALONE_PER_PROCESS or more a
+    process, each busy with ranks of its own (8 ranks of 50,050 entries a side on two: 47.3 -> 36.6 s
+    of the workers' CPU). With fewer, a (step, rank)'s chunks are spread over the processes, each
+    preparing the pair again from a graph the other built, so that none waits idle for the last ranks
+    (one rank on two: 1.49x faster than on one)."""
+    return (
+        _spooled(client, run) and run is not None and ranks >= RANKS_ALONE_PER_PROCESS * run.local_processes
+    )
 
 
 @contextlib.contextmanager

@@ -17,9 +17,8 @@ from typing import Any, NamedTuple
 
 from msprobe_dask.graph.chunks import Prepared
 from msprobe_dask.graph.held import (
-    COMM_LINK,
-    COMM_NONE,
     Held,
+    RankMade,
     Spool,
     held_finish,
     light_of,
@@ -119,6 +118,19 @@ def _insert_chunks(prev: Written, summary: Summary, *results: Any) -> Written:
     return Written(writer.suspend())
 
 
+def _insert_rank(prev: Written, made: RankMade) -> Written:
+    """Place a (step, rank) made by one task (held.held_rank) and insert its chunks' rows, a turn at a
+    time (its transaction), as the inserts of its chunk tasks would."""
+    written = _place_rank(prev, made.summary)
+    for k, end in turns(len(made.rows)):
+        written = _insert_chunks(written, made.summary, *made.rows[k:end])
+    return written
+
+
+def _part_of(made: RankMade) -> Held:
+    return made.part
+
+
 def _release(prepared: Prepared, written: Written) -> None:
     """The (step, rank)'s rows are written (``written``): its graphs are let go (chunks.Prepared.release)."""
     prepared.release()
@@ -173,7 +185,7 @@ def chained_write(plan: Plan, writer: VisdbWriter, window: int = 0, released_bes
 
     written: Any = Written(writer)
     lag = _chain_lag(plan.spool)
-    comm = COMM_LINK if plan.linked else COMM_NONE
+    comm = plan.comm
     finished: list[Any] = []
     released: list[Any] = []  # each (step, rank)'s graphs let go once its rows are written
     ends: list[Any] = []  # the chain once each (step, rank)'s rows are in
@@ -181,6 +193,12 @@ def chained_write(plan: Plan, writer: VisdbWriter, window: int = 0, released_bes
     for i, source in enumerate(plan.sources):
         before = ends if plan.spool is not None else released
         r = plan.rank_tasks(source, [before[i - window]] if 0 < window <= i else None)
+        if r.made is not None:  # (one task made the (step, rank): Plan.rank_alone)
+            with dask.annotate(priority=INSERT_PRIORITY):
+                written = dask.delayed(_insert_rank)(written, r.made, dask_key_name=f"insert-{r.name}")
+            ends.append(written)
+            finished.append(dask.delayed(_part_of)(r.made, dask_key_name=f"part-{r.name}"))
+            continue
         written = dask.delayed(_place_rank)(written, r.summary, dask_key_name=f"place-{r.name}")
         chunks = []
         for k, end in turns(r.pair.n):

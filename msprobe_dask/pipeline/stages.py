@@ -42,6 +42,7 @@ STAGES = {
     "build": Stage("build graphs", "graphs"),
     "merge": Stage("build and merge graphs", "sides"),  # graph/merge/plan.py: a side's ranks, a step
     "prepare": Stage("match graphs", "ranks"),
+    "rank": Stage("build and compare graphs", "ranks"),  # graph/held.py: a (step, rank) in one task
     "rows": Stage("graph rows", "chunks"),
     "finish": Stage("compare graphs", "ranks"),
     "link-ranks": Stage("link ranks", ""),

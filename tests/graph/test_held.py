@@ -28,7 +28,6 @@ def test_both_worker_processes_make_chunks_of_one_rank_and_only_names_travel(
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)  # (the plan, made here, cuts the graphs: 32 chunks)
     case = DATA / "transformer_big"
     sides = (case / "target", case / "golden")
-    local = Path(api.graph_visualize(*sides, output_path=tmp_path / "local", run=RunOptions(workers=0)))
     made = tmp_path / "made"
     chunk_task = held.chunk_task
 
@@ -38,6 +37,17 @@ def test_both_worker_processes_make_chunks_of_one_rank_and_only_names_travel(
         return chunk_task(p, k)
 
     monkeypatch.setattr(held, "chunk_task", logged)
+    remote, sizes = _on_two_workers(sides, tmp_path)
+    lines = [line.split() for line in made.read_text().splitlines()]
+    assert sorted(int(k) for _, k in lines) == list(range(32))
+    assert len({pid for pid, _ in lines}) == 2 and str(os.getpid()) not in {pid for pid, _ in lines}
+    assert {k for k in sizes if k.startswith("rows-")}
+    _as_in_this_process(remote, sides, tmp_path, sizes)
+
+
+def _on_two_workers(sides: tuple[Path, Path], tmp_path: Path) -> tuple[Path, dict[str, int]]:
+    """The vis.db of ``sides`` made on two worker processes, and each task's result as this process got
+    it, pickled: its size by key."""
     sizes: dict[str, int] = {}
 
     class Sizes(Callback):  # (in this process, as each result comes back)
@@ -48,12 +58,18 @@ def test_both_worker_processes_make_chunks_of_one_rank_and_only_names_travel(
         remote = Path(
             api.graph_visualize(*sides, output_path=tmp_path / "workers", run=RunOptions(workers=2))
         )
-    lines = [line.split() for line in made.read_text().splitlines()]
-    assert sorted(int(k) for _, k in lines) == list(range(32))
-    assert len({pid for pid, _ in lines}) == 2 and str(os.getpid()) not in {pid for pid, _ in lines}
-    assert {k for k in sizes if k.startswith("rows-")} and "write-visdb" in sizes
+    return remote, sizes
+
+
+def _as_in_this_process(
+    remote: Path, sides: tuple[Path, Path], tmp_path: Path, sizes: dict[str, int]
+) -> None:
+    """``remote`` is the vis.db of a run in this process, rowids included, the run's spool folder is
+    gone, and every task's result but the last pickled small (``sizes``)."""
+    assert "write-visdb" in sizes
     big = {k: n for k, n in sizes.items() if n > SMALL and k != "write-visdb"}
     assert not big, big
+    local = Path(api.graph_visualize(*sides, output_path=tmp_path / "local", run=RunOptions(workers=0)))
     assert diff_visdb(str(remote), str(local)) == []
     assert rowids(remote) == rowids(local)
     assert [p.name for p in remote.parent.iterdir()] == [remote.name]
@@ -68,3 +84,18 @@ def test_a_result_that_cannot_be_spooled_names_its_file(tmp_path: Path) -> None:
     (tmp_path / "run-graph").mkdir()
     with pytest.raises(OutputError, match=r"run-graph: cannot be written: Is a directory"):
         held.hold(spool, held.RUN, "graph", [1, 2])
+
+
+def test_more_ranks_than_worker_processes_one_task_a_rank_and_only_names_travel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """8 (step, rank)s on two worker processes: one task makes each, in one process (no graph, no
+    chunk's rows through the run's own process)."""
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)  # (several chunks a rank, inserted turn by turn)
+    case = DATA / "multirank"
+    sides = (case / "target", case / "golden")
+    remote, sizes = _on_two_workers(sides, tmp_path)
+    stages = {key.split("-")[0] for key in sizes}
+    assert len([k for k in sizes if k.startswith("rank-")]) == 8
+    assert "rows" not in stages and "build" not in stages and "prepare" not in stages
+    _as_in_this_process(remote, sides, tmp_path, sizes)

@@ -172,20 +172,10 @@ def test_same_visdb_as_reference_on_two_worker_processes(
     """``--workers 2``, each graph cut into many chunks: the two worker processes build a side each and
     leave it for the other in the run's spool without dump.json's bytes (read there: dump/entries.py;
     graph/held.py), the vis.db's
-    indexes are kept up to date by the inserts (run_setup.index_early): still the reference's vis.db."""
-    import os
-
-    from msprobe_dask.dump import entries
-
-    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)  # (the workers are forked from this process)
-    unpickled, log = entries._unpickled, tmp_path / "unpickled"
-
-    def logged(path: Path, *args: object) -> object:  # where a graph sent to a worker is loaded
-        with open(log, "a") as f:
-            f.write(f"{os.getpid()}\n")
-        return unpickled(path, *args)
-
-    monkeypatch.setattr(entries, "_unpickled", logged)
+    indexes are kept up to date by the inserts (run_setup.index_early): still the reference's vis.db.
+    (The chunks spread over both workers whatever the ranks: one_task_a_rank's rule off.)"""
+    monkeypatch.setattr(run_setup, "RANKS_ALONE_PER_PROCESS", 1 << 30)
+    log = _graph_loads_logged(monkeypatch, tmp_path / "unpickled")
     assert run_setup.index_early(None, RunOptions(workers=2))
     for attempt in range(WORKER_ATTEMPTS):
         log.unlink(missing_ok=True)
@@ -196,6 +186,36 @@ def test_same_visdb_as_reference_on_two_worker_processes(
         if "-gp" not in argv or log.exists():
             return
     pytest.fail(f"no worker process loaded a graph another built in {WORKER_ATTEMPTS} runs")
+
+
+def test_same_visdb_as_reference_one_task_a_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """multirank's 8 (step, rank)s on two worker processes, each made by one task (run_setup.one_task_a_rank,
+    graph/held.held_rank), its chunks' rows inserted from spool files: the reference's vis.db, and no
+    worker loads a graph another built."""
+    case, name, argv = next(r for r in ON_WORKERS if r[:2] == ("multirank", "vis"))
+    assert run_setup.one_task_a_rank(None, RunOptions(workers=2), 8)
+    log = _graph_loads_logged(monkeypatch, tmp_path / "unpickled")
+    _check_same_as_reference(case, name, [*argv, "--workers", "2"], tmp_path)
+    assert not log.exists()
+
+
+def _graph_loads_logged(monkeypatch: pytest.MonkeyPatch, log: Path) -> Path:
+    """Each graph cut into many chunks, and each load of a graph sent to a worker process logged in
+    ``log`` (the workers are forked from this process)."""
+    import os
+
+    from msprobe_dask.dump import entries
+
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)
+    unpickled = entries._unpickled
+
+    def logged(path: Path, *args: object) -> object:
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return unpickled(path, *args)
+
+    monkeypatch.setattr(entries, "_unpickled", logged)
+    return log
 
 
 WORKER_ATTEMPTS = 3

@@ -46,9 +46,12 @@ def _one_write_task(case: str, path: Path) -> None:
     dask.compute(dask.delayed(write_chain.write_task)(result, str(path)), scheduler="sync")
 
 
-def _chained(case: str, path: Path, scheduler: str, spool: Spool | None = None) -> write_chain.Visualized:
+def _chained(
+    case: str, path: Path, scheduler: str, spool: Spool | None = None, alone: bool = False
+) -> write_chain.Visualized:
     tp, gp, opts = _sides(case)
     plan = rank_plan.rank_plan(tp, gp, opts, spool)
+    plan.rank_alone = alone
     writer = VisdbWriter(path).suspend()
     (written,) = dask.compute(
         write_chain.chained_write(plan, writer, spool.window if spool else 0), scheduler=scheduler
@@ -63,19 +66,28 @@ def _spool(tmp_path: Path, shared: bool = True) -> Spool:
 
 
 @pytest.mark.parametrize(
-    "scheduler, held",
-    [("sync", False), ("threads", False), ("processes", False), ("sync", True), ("processes", True)],
+    "scheduler, held, alone",
+    [
+        ("sync", False, False),
+        ("threads", False, False),
+        ("processes", False, False),
+        ("sync", True, False),
+        ("processes", True, False),
+        ("sync", True, True),
+        ("processes", True, True),
+    ],
 )
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_chain_writes_the_file_of_one_write_task(
-    case: str, scheduler: str, held: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    case: str, scheduler: str, held: bool, alone: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """(``held``: the big results held in the processes and a spool folder, graph/held.py, as on local
-    worker processes; one process alone does not write the spool: ``shared`` False with sync.)"""
+    worker processes; one process alone does not write the spool: ``shared`` False with sync.
+    ``alone``: one task makes each (step, rank), Plan.rank_alone.)"""
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)  # as many chunks as the graphs allow
     _one_write_task(case, tmp_path / "one.vis.db")
     spool = _spool(tmp_path, scheduler != "sync") if held else None
-    written = _chained(case, tmp_path / "chain.vis.db", scheduler, spool)
+    written = _chained(case, tmp_path / "chain.vis.db", scheduler, spool, alone)
     if spool is not None:  # (the run's spool folder is removed by api.visualize)
         shutil.rmtree(spool.folder)
     assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
@@ -399,6 +411,18 @@ def test_the_rank_window_is_one_more_than_the_local_processes_and_open_on_a_clus
     assert run_setup.rank_window(None, RunOptions(workers=3)) == 4
     assert run_setup.rank_window(None, RunOptions(address="tcp://127.0.0.1:8786")) == 0
     assert run_setup.rank_window(object(), None) == 0
+
+
+def test_one_task_a_rank_only_with_two_ranks_or_more_a_local_worker_process() -> None:
+    from msprobe_dask.pipeline.scheduler import RunOptions
+
+    assert run_setup.one_task_a_rank(None, RunOptions(workers=2), 4)
+    assert run_setup.one_task_a_rank(None, RunOptions(workers=1), 2)
+    assert not run_setup.one_task_a_rank(None, RunOptions(workers=2), 3)
+    assert not run_setup.one_task_a_rank(None, RunOptions(workers=1), 1)
+    assert not run_setup.one_task_a_rank(None, RunOptions(), 8)  # (threads of this process)
+    assert not run_setup.one_task_a_rank(None, RunOptions(address="tcp://127.0.0.1:8786"), 8)
+    assert not run_setup.one_task_a_rank(object(), None, 8)
 
 
 def test_a_spool_only_on_local_worker_processes_written_where_there_are_several(tmp_path: Path) -> None:
