@@ -13,6 +13,7 @@ rows are made whole writes its vis.db in one task (``write_task``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from msprobe_dask.graph.chunks import Prepared
@@ -93,18 +94,28 @@ class Written(NamedTuple):
 def _place_rank(prev: Written, summary: Summary) -> Written:
     """Place the (step, rank)'s graphs (a rank whose rows were made whole: add them)."""
     writer = prev.writer.resume()
+    _place(writer, summary)
+    return Written(writer.suspend())
+
+
+def _place(writer: VisdbWriter, summary: Summary) -> None:
     if summary.done is not None:
         writer.add_graphs([graph_tables(g) for g in summary.done])
     else:
         for head, (rows, stacks) in zip(summary.heads, summary.counts):
             writer.place(head.graph_id, rows)
             writer.place(head.graph_id, stacks, STACKS)
-    return Written(writer.suspend())
 
 
 def _insert_chunks(prev: Written, summary: Summary, *results: Any) -> Written:
     """Insert chunk tasks' rows (``results``, in chunk order) in one transaction."""
     writer = prev.writer.resume()
+    writer.add_once(_chunk_parts(summary, results))
+    return Written(writer.suspend())
+
+
+def _chunk_parts(summary: Summary, results: Sequence[Any]) -> list[tuple[str, bytes, str]]:
+    """The (graph id, packed rows, table) of chunk tasks' rows and stacks, in chunk order."""
     parts = []
     for result in results:
         for head, chunk in zip(summary.heads, rows_of(result)):
@@ -114,17 +125,20 @@ def _insert_chunks(prev: Written, summary: Summary, *results: Any) -> Written:
                 parts.append((head.graph_id, chunk.packed, NODES))
                 if chunk.stacks:
                     parts.append((head.graph_id, stack_rows(head.graph_id, chunk), STACKS))
-    writer.add_once(parts)
-    return Written(writer.suspend())
+    return parts
 
 
 def _insert_rank(prev: Written, made: RankMade) -> Written:
-    """Place a (step, rank) made by one task (held.held_rank) and insert its chunks' rows, a turn at a
-    time (its transaction), as the inserts of its chunk tasks would."""
-    written = _place_rank(prev, made.summary)
-    for k, end in turns(len(made.rows)):
-        written = _insert_chunks(written, made.summary, *made.rows[k:end])
-    return written
+    """Place a (step, rank) made by one task (held.held_rank) and insert its chunks' rows, one chunk's
+    file at a time, in one transaction: with the indexes kept up to date, a commit a turn (as the
+    inserts of chunk tasks make) wrote their pages again each time (one rank of 50,050 entries a side,
+    5 alternated rounds at load 11: 1.07 s of CPU against 1.48 s, medians). The vis.db's header counts
+    fewer commits; its pages are the same."""
+    writer = prev.writer.resume()
+    _place(writer, made.summary)
+    for rows in made.rows:
+        writer.add_once(_chunk_parts(made.summary, [rows]))
+    return Written(writer.suspend())
 
 
 def _part_of(made: RankMade) -> Held:
