@@ -18,23 +18,18 @@ full parse would take over at the first lookup.
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
-import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from itertools import accumulate, chain, compress, count, repeat
-from operator import add, and_, gt, itemgetter, lshift, not_, or_, rshift, sub
+from operator import add, and_, gt, itemgetter, rshift, sub
 from pathlib import Path
-from sys import intern
-from typing import Any, NamedTuple
+from typing import Any
 
 from msprobe_dask.dump.dumpjson import read_json
 from msprobe_dask.dump.fastjson import loads
 from msprobe_dask.errors import DumpError, cannot
-
-FIRST_KEY = re.compile(rb'\{\n( +)"')
 
 
 class DumpEntries(Mapping[str, Any]):
@@ -93,7 +88,7 @@ class DumpEntries(Mapping[str, Any]):
         if key in self._small:
             return self._small[key]
         span = self._spans[key]
-        start, end = span if span.__class__ is tuple else _span(span)
+        start, end = span if span.__class__ is tuple else span_bounds(span)
         held = self._text
         (text,) = self._read([(start, end)]) if held is None else (held[start:end],)
         try:
@@ -111,7 +106,7 @@ class DumpEntries(Mapping[str, Any]):
 
     def span(self, name: str) -> tuple[int, int]:
         """The [start, end) of entry ``name``'s value in the file."""
-        return _span(self._spans[name])
+        return span_bounds(self._spans[name])
 
     def one_line_names(self) -> list[str]:
         """The entries written on one line (which the scan has parsed), or all once parsed whole."""
@@ -168,7 +163,7 @@ class DumpEntries(Mapping[str, Any]):
             return small[name]
         span = spans.get(name)
         if span is not None:
-            start, end = _span(span)
+            start, end = span_bounds(span)
             try:
                 return loads(text[start:end])
             except ValueError:  # (the full parse's error, or value: self.get)
@@ -235,7 +230,7 @@ CHANGED = "changed while the run was reading it"
 _START, _END = itemgetter(0), itemgetter(1)
 
 
-def _span(span: Any) -> tuple[int, int]:
+def span_bounds(span: Any) -> tuple[int, int]:
     """[start, end) of a span, packed or not."""
     if span.__class__ is tuple:
         return span  # type: ignore[no-any-return]
@@ -278,164 +273,3 @@ def read_whole_dump_doc(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(data, dict):
         raise DumpError(path, "has no 'data' mapping")
     return {k: v for k, v in doc.items() if k != "data"}, data
-
-
-NAME = rb'"([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)": (?=([{\[])\n|)'  # a name without raw control
-# characters, and the bracket the value opens if it opens one at the end of the line
-
-
-class EntryLines(NamedTuple):
-    """The entries found in data's body by ``entry_lines``, in order."""
-
-    names: list[bytes]  # each name as written, between its quotes
-    starts: list[int]  # where each value begins
-    ends: list[int]  # where each ends: the "," before the next entry, or the body's end
-    opens: list[bytes | None]  # b"{" or b"[" where the value opens one at the end of its first line
-    heads: list[int]  # where each name begins (its quote)
-
-
-FindEntries = Callable[[bytes, int, int, int], "EntryLines | None"]
-"""``entry_lines``, or a function giving what it gives (graph/csrc/entry_scan.c)."""
-
-
-def scan_entries(
-    text: bytes,
-    lo: int,
-    hi: int,
-    indent: int,
-    spans: SpanMap,
-    small: dict[str, Any],
-    heads: list[int] | None = None,
-    find: FindEntries | None = None,
-    base: int = 0,
-    compact: bool = False,
-) -> bool:
-    """Add to ``spans`` (and ``small``) the entries of ``text[lo:hi]``, data's body
-    (``\n<indent spaces>"name": value,`` ...), each span moved by ``base`` (where ``text`` is in the
-    file), and to ``heads`` (if given) where each one's name begins (its quote), in order; False if the
-    body is not laid out so, or a name is one ``spans`` holds. The entries are found by ``find``
-    (``entry_lines`` if not given), the names read and the one-line values parsed here. ``compact`` (a
-    file too big to be held): the names are interned (sys.intern), so that the names of a rank's other
-    side and its graphs' node ids can be these strings rather than copies (one rank of 200,200 entries
-    a side: 30 MiB less), and each span is one int, its start shifted left by SPAN_SHIFT bits and its
-    length (a tuple of two ints costs 84 bytes more: 32 MiB at 200,200 entries a side)."""
-    if lo == hi:
-        return True
-    found = (find or entry_lines)(text, lo, hi, indent)
-    if found is None:
-        return False
-    names = entry_names(found.names)
-    if names is None:
-        return False
-    if compact:
-        names = list(map(intern, names))
-    before = len(spans)
-    spans.update(zip(names, zip(found.starts, found.ends)))
-    if len(spans) - before != len(names):  # a name given twice: json keeps the last value, the scan the first
-        return False
-    if heads is not None:
-        heads.extend(found.heads)
-    if not _parse_one_line(text, compress(names, map(not_, found.opens)), spans, small):
-        return False
-    if compact:
-        starts = map(lshift, map(add, found.starts, repeat(base)), repeat(SPAN_SHIFT))
-        spans.update(zip(names, map(or_, starts, map(sub, found.ends, found.starts))))
-    elif base:
-        spans.update(
-            zip(names, zip(map(add, found.starts, repeat(base)), map(add, found.ends, repeat(base))))
-        )
-    return True
-
-
-def entry_lines(text: bytes, lo: int, hi: int, indent: int) -> EntryLines | None:
-    """The entries of ``text[lo:hi]``, data's body, or None if the body is not laid out as the scan
-    wants (``lo < hi``).
-
-    An entry's first line is indented ``indent`` spaces. A value that opens an object or array at the
-    end of that line must close it at the start of its last line, indented alike, with as many "{" as
-    "}" in between (in json.dump's output a nested key never starts a line so indented); every other
-    line of the value is indented deeper. (A one-line value is parsed by the caller, to check it.)
-
-    The checks are maps over the entries, not a Python loop: the scan costs a fraction of a parse.
-    """
-    pad = b"\n" + b" " * indent
-    line = re.escape(pad) + NAME
-    first = re.compile(line).match(text, lo)
-    if first is None:
-        return None
-    # every later entry's line follows the "," that ends the value before it (an entry line without
-    # it is not found, and fails the count of shallow lines below)
-    firsts = [first, *re.compile(b"," + line).finditer(text, first.end(), hi)]
-    starts = list(map(re.Match.end, firsts))
-    ends = list(map(re.Match.start, firsts[1:]))  # the "," before the next entry
-    ends.append(hi)
-    names = list(map(re.Match.group, firsts, repeat(1)))
-    opens = list(map(re.Match.group, firsts, repeat(2)))
-    heads = list(map(sub, map(re.Match.start, firsts, repeat(1)), repeat(1)))
-    del firsts
-    m_starts = list(compress(starts, opens))
-    m_ends = list(compress(ends, opens))
-    closes = map({b"{": pad + b"}", b"[": pad + b"]"}.__getitem__, compress(opens, opens))
-    count = text.count
-    if not all(map(text.startswith, closes, map(sub, m_ends, repeat(indent + 2)))):
-        return None
-    if list(map(count, repeat(b"{"), m_starts, m_ends)) != list(map(count, repeat(b"}"), m_starts, m_ends)):
-        return None
-    # no line indented less than ``indent``, none indented so but the entries' first and last lines
-    if count(b"\n", lo, hi) - count(pad + b" ", lo, hi) != len(names) + len(m_starts):
-        return None
-    return EntryLines(names, starts, ends, opens, heads)
-
-
-def _parse_one_line(text: bytes, names: Iterable[str], spans: SpanMap, small: dict[str, Any]) -> bool:
-    """Parse the one-line values of ``names`` into ``small``, to check them: False if one is not JSON."""
-    for name in names:
-        span = spans[name]
-        start, end = span if span.__class__ is tuple else _span(span)
-        try:
-            small[name] = json.loads(text[start:end].decode("utf-8"))
-        except (ValueError, RecursionError):  # the whole parse names the problem
-            return False
-    return True
-
-
-def entry_names(raw: list[bytes]) -> list[str] | None:
-    """Entry names from their JSON text (between the quotes); None if one holds an invalid escape."""
-    joined = b"\0".join(raw)  # names hold no raw control character
-    names = joined.decode("utf-8").split("\0")
-    if b"\\" in joined:
-        try:
-            names = [json.loads(b'"' + r + b'"') if b"\\" in r else n for r, n in zip(raw, names)]
-        except ValueError:
-            return None
-    return names
-
-
-def header_of(text: bytes) -> dict[str, Any] | None:
-    """The top-level fields but data, parsed as json would, if ``text`` (the file with data's value
-    replaced by ``{}``) is a JSON object naming data once."""
-    tops: list[list[tuple[str, Any]]] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        tops.append(items)
-        return dict(items)
-
-    try:
-        doc = json.loads(text.decode("utf-8"), object_pairs_hook=pairs)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(doc, dict) or not tops:
-        return None
-    if [k for k, _ in tops[-1]].count("data") != 1 or doc.get("data") != {}:
-        return None
-    return {k: v for k, v in doc.items() if k != "data"}
-
-
-def is_utf8(text: bytes) -> bool:
-    if text.isascii():
-        return True
-    try:
-        text.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True

@@ -25,17 +25,14 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from msprobe_dask.dump.confine import check_dump_file
-from msprobe_dask.dump.entries import (
+from msprobe_dask.dump.entries import DumpEntries, SpanMap, file_stamp, read_whole_dump_doc
+from msprobe_dask.dump.entries_scan import (
     FIRST_KEY,
     NAME,
-    DumpEntries,
     FindEntries,
-    SpanMap,
     entry_names,
-    file_stamp,
     header_of,
     is_utf8,
-    read_whole_dump_doc,
     scan_entries,
 )
 from msprobe_dask.dump.fastjson import has_long_integer, loads

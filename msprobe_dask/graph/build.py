@@ -102,7 +102,7 @@ class _Builder:
         self.stacks = stacks
         self.micro = micro
         self.items = items
-        # a big dump's entry names are interned (entries.scan_entries): its node ids then are those strings
+        # a big dump's entry names are interned (entries_scan.scan_entries): its node ids are those strings
         self.interned = isinstance(data, DumpEntries) and not data.held
         self.root = Node(ROOT_ID, MODULE)
         self.nodes: dict[str, Node] = {ROOT_ID: self.root}

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_dask.dump.confine import check_dump_file
-from msprobe_dask.dump.entries import EntryLines, entry_lines, read_whole_dump_doc
+from msprobe_dask.dump.entries import read_whole_dump_doc
+from msprobe_dask.dump.entries_scan import EntryLines, entry_lines
 from msprobe_dask.dump.entry_index import MD5_TOKEN, read_dump_doc
 from msprobe_dask.dump.entry_shape import WRONG_SHAPE_IN_TEXT
 from msprobe_dask.errors import DumpError
@@ -61,7 +62,7 @@ def load_dump_doc(path: Path, lazy: bool = False) -> tuple[dict[str, Any], Mappi
 
 
 def find_entries(text: bytes, lo: int, hi: int, indent: int) -> EntryLines | None:
-    """dump/entries.py's entry_lines, by the C code (csrc/entry_scan.c) where it is built: the chunk
+    """dump/entries_scan.py's entry_lines, by the C code (csrc/entry_scan.c) where it is built: the chunk
     tasks then make the entries' items from their spans in C too (node_items.parse_items)."""
     native = speedups.native
     if native is None:

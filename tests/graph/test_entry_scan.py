@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msprobe_dask.dump.entries import FIRST_KEY, DumpEntries, EntryLines, entry_lines
+from msprobe_dask.dump.entries import DumpEntries
+from msprobe_dask.dump.entries_scan import FIRST_KEY, EntryLines, entry_lines
 from msprobe_dask.dump.entry_index import read_dump_doc
 from msprobe_dask.graph import dump_files, speedups
 

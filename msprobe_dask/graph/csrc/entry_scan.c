@@ -1,4 +1,4 @@
-/* dump/entries.py's entry_lines in C: the entries of dump.json's data body found and checked in one
+/* dump/entries_scan.py's entry_lines in C: the entries of dump.json's data body found and checked in one
  * walk of its lines, for graph_visualize, whose entries' items are then made from their spans
  * (entry_items.c). The Python function is the definition: the same entries, the same refusals
  * (tests/graph/test_entry_scan.py compares both on every tests/data dump and on edited layouts).

@@ -156,7 +156,7 @@ static PyMethodDef methods[] = {
     {"node_items", node_items, METH_VARARGS,
      "node_items(ids, spans, small, text): items.entry_items of each node id's entry, or None."},
     {"entry_lines", entry_lines, METH_VARARGS,
-     "entry_lines(text, lo, hi, indent): dump/entries.py's entry_lines, as a tuple, or None."},
+     "entry_lines(text, lo, hi, indent): dump/entries_scan.py's entry_lines, as a tuple, or None."},
     {"mentions", mentions, METH_VARARGS,
      "mentions(text, tokens): a bool for each token, whether text holds it (dump/entries.py: mentions)."},
     {"configure_summary", configure_summary, METH_O,

@@ -8,7 +8,7 @@
  * compare's rows straight from an entry's JSON text (dump/rows.py; pipeline/sides.py: rows_of_text),
  * on entry_text.c's tape; entry_items.c: the items of a graph's nodes straight from their entries'
  * texts (node_items.py: parse_items); entry_scan.c: the entries of dump.json's data found in its text
- * (dump/entries.py: entry_lines), and which tokens it holds (DumpEntries.mentions); module.c: the
+ * (dump/entries_scan.py: entry_lines), and which tokens it holds (DumpEntries.mentions); module.c: the
  * module, its texts.
  *
  * The rules, numbers and column lists are the Python modules' own, handed once at their import:
