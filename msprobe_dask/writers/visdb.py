@@ -36,6 +36,7 @@ from msprobe_dask.writers.packed_rows import ERRORS, first_value, open_db, pack_
 from msprobe_dask.writers.visdb_schema import (
     DISTRIBUTED,
     ID,
+    INDEX_SORT_THREADS,
     INDEXES,
     INSERT_CONFIG,
     INSERT_NODES,
@@ -265,7 +266,7 @@ class VisdbWriter:
                 if cells:
                     self._db.executemany(UPDATE_DISTRIBUTED, pack_rows(cells, 2))
                 self._db.executemany(INSERT_CONFIG, pack_rows([config], len(config)))
-                for sql in () if self._indexed else INDEXES:
+                for sql in () if self._indexed else (f"PRAGMA threads={INDEX_SORT_THREADS}", *INDEXES):
                     self._db.execute(sql)
             for sql in ("COMMIT", "PRAGMA journal_mode=WAL"):
                 self._db.execute(sql)
