@@ -216,8 +216,9 @@ def _look_for(tokens: tuple[bytes, ...], found: list[bool], text: bytes, search:
             found[i] = found[i] or holds
 
 
-def index_object(path: Path) -> EntryIndex | None:
-    """The top-level entries of an indented JSON object (stack.json), as ``index_dump`` indexes data's."""
+def index_object(path: Path, find: FindEntries | None = None) -> EntryIndex | None:
+    """The top-level entries of an indented JSON object (stack.json), as ``index_dump`` indexes data's
+    (found by ``find``: see ``scan_entries``)."""
     check_dump_file(path)
     try:
         with open(path, "rb") as f:
@@ -236,7 +237,7 @@ def index_object(path: Path) -> EntryIndex | None:
             index = empty_index()
             hashes: set[int] = set()
             for block in _blocks(f, 1, stop, b",\n" + b" " * unit + b'"'):
-                if not is_utf8(block[1]) or not _add_block(index, hashes, *block, unit):
+                if not is_utf8(block[1]) or not _add_block(index, hashes, *block, unit, find=find):
                     return None
             return index
     except OSError:
@@ -342,6 +343,24 @@ def parse_spans(path: Path, text: bytes, spans: list[Span]) -> list[tuple[str, A
             whole = whole if whole is not None else read_whole_dump_doc(path)[1]
             entries.append((name, whole[name]))
     return entries
+
+
+def read_object(path: Path, index: EntryIndex) -> dict[str, Any] | None:
+    """The indexed entries, consecutive in the file and each name once (``index_object``'s), parsed at
+    once as one JSON object: {name: value} in file order, as ``read_entries`` gives them; None if that
+    text does not parse (``read_entries`` then finds the entry at fault). A chunk of 50,000 stack.json
+    entries in one parse rather than one an entry: see stack_pieces.read_stack."""
+    if not len(index):
+        return {}
+    lo, hi = index.heads[0], index.ends[-1]
+    with open(path, "rb") as f:
+        f.seek(lo)
+        text = f.read(hi - lo)
+    try:
+        value = loads(b"{" + text + b"}")
+    except ValueError:
+        return None
+    return value if value.__class__ is dict and len(value) == len(index) else None
 
 
 def read_names(path: Path, index: EntryIndex) -> list[str]:

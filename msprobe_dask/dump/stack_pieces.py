@@ -12,7 +12,8 @@ from typing import Any
 
 from msprobe_dask.dump import entry_index
 from msprobe_dask.dump.dumpjson import group_stacks, load_stack
-from msprobe_dask.dump.entry_index import EntryIndex, index_object, read_entries, read_names
+from msprobe_dask.dump.entries_scan import FindEntries
+from msprobe_dask.dump.entry_index import EntryIndex, index_object, read_entries, read_names, read_object
 from msprobe_dask.errors import DumpError
 
 STACK_CHUNK = 50_000
@@ -20,7 +21,10 @@ STACK_CHUNK = 50_000
 
 
 def read_stack(
-    path: Path, wanted: Collection[str] | None, shared: dict[Any, Any] | None = None
+    path: Path,
+    wanted: Collection[str] | None,
+    shared: dict[Any, Any] | None = None,
+    find: FindEntries | None = None,
 ) -> Iterator[dict[str, Any]] | None:
     """``dumpjson.load_stack``'s map for the ``wanted`` names (None: all), in pieces (one a chunk of
     entries: a later piece's name wins, as a later entry's does), stack.json read block by block and its
@@ -28,8 +32,8 @@ def read_stack(
     is given: its map of stacks by _stack_key); a stack.json of 1M groups parsed whole took
     1.1 GB, and its map whole 0.55 GB. None if the file is not laid out for it. A DumpError raised
     while the pieces are read: the file does not parse (the caller parses it whole, for its errors
-    too)."""
-    index = index_object(path)
+    too). ``find`` finds its entries' lines (entry_index.index_object)."""
+    index = index_object(path, find)
     if index is None:
         return None
     return _stack_pieces(path, index, wanted, shared)
@@ -51,11 +55,11 @@ def read_stack_whole(path: Path) -> dict[str, Any]:
     return _shared(load_stack(path).items(), None)
 
 
-def read_stack_map(path: Path) -> dict[str, Any]:
+def read_stack_map(path: Path, find: FindEntries | None = None) -> dict[str, Any]:
     """``dumpjson.load_stack``'s map. A stack.json of more than a block (BLOCK_BYTES) is read in pieces
     (``read_stack``) where it is laid out for it, each distinct stack kept once (a rank's stacks repeat:
     a graph's nodes hold them); a smaller one, or one laid out otherwise, is parsed whole (faster)."""
-    pieces = read_stack(path, None, {}) if read_in_pieces(path) else None
+    pieces = read_stack(path, None, {}, find) if read_in_pieces(path) else None
     stacks: dict[str, Any] = {}
     try:
         for piece in pieces or ():
@@ -70,7 +74,9 @@ def _stack_pieces(
 ) -> Iterator[dict[str, Any]]:
     first = _value(path, index, "0")
     for lo in range(0, len(index), STACK_CHUNK):
-        entries = read_entries(path, index.cut(lo, lo + STACK_CHUNK))
+        cut = index.cut(lo, lo + STACK_CHUNK)
+        parsed = read_object(path, cut)
+        entries = parsed.items() if parsed is not None else read_entries(path, cut)
         named = group_stacks(v for _, v in entries) if first else entries
         yield _shared(named if wanted is None else (e for e in named if e[0] in wanted), shared)
 

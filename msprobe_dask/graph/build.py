@@ -348,7 +348,7 @@ def build_graph(src: dump_files.GraphSource, items: bool = True) -> Graph:
         )
     header, data = dump_files.load_dump_doc(src.dump_json, lazy=not items)
     check_entries(src.dump_json, data)
-    stacks = read_stack_map(src.stack_json)
+    stacks = read_stack_map(src.stack_json, dump_files.find_entries)
     micro_of = micro if k is not None else None
     b = _Builder(data, stacks, micro_of, items, str(src.folder))
     with collections_paused():

@@ -13,6 +13,7 @@ but got str"), exit 1; ours writes the string as the NPU_Stack_Info cell."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -137,8 +138,9 @@ DATA = Path(__file__).resolve().parents[1] / "data"
         {"0": [], "1": [["a"], LINES]},
         {"1": [["a"], ["one"]], "0": [["b", "a"], LINES], "2": [["a"], LINES]},  # "0" not first; a again
         {"0": [["a"], LINES], "1": [["a"], ["later"]]},
+        {"x": [12345678901234567890123, 1.5], "y": [float("inf"), "t"], "z": LINES},  # (json's, not orjson's)
     ],
-    ids=["malformed", "old", "empty_first", "zero_later", "later_wins"],
+    ids=["malformed", "old", "empty_first", "zero_later", "later_wins", "numbers"],
 )
 def test_stack_json_read_block_by_block_is_load_stacks(
     doc: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -172,15 +174,17 @@ def test_stack_json_read_block_by_block_is_load_stacks(
 
 
 def _check_stack_map(path: Path, whole: dict[str, object]) -> None:
-    """graph_visualize's read of stack.json (``stack_pieces.read_stack_map``) is load_stack's map, each
-    distinct stack one object where it is read in pieces."""
+    """graph_visualize's read of stack.json (``stack_pieces.read_stack_map``, its lines found by the C
+    scan or by Python's) is load_stack's map, each distinct stack one object where it is read in
+    pieces."""
     from msprobe_dask.dump import entry_index, stack_pieces
+    from msprobe_dask.graph.dump_files import find_entries
 
     distinct = {json.dumps(lines) for lines in whole.values()}
-    for block in (entry_index.BLOCK_BYTES, 1 << 30):  # (in pieces, where laid out for them; parsed whole)
-        with pytest.MonkeyPatch.context() as patch:
+    for block, find in itertools.product((entry_index.BLOCK_BYTES, 1 << 30), (None, find_entries)):
+        with pytest.MonkeyPatch.context() as patch:  # (in pieces, where laid out for them; parsed whole)
             patch.setattr(entry_index, "BLOCK_BYTES", block)
-            stacks = stack_pieces.read_stack_map(path)
+            stacks = stack_pieces.read_stack_map(path, find)
         assert list(stacks.items()) == list(whole.items()), path
         if block < 1 << 30 and stack_pieces.read_stack(path, None) is not None:
             assert len({id(lines) for lines in stacks.values()}) == len(distinct), path
