@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.graph.build import build_graph
-from msprobe_dask.graph.chunks import Prepared, join, prepare_build, prepare_compare, rows_here
+from msprobe_dask.graph.chunks import Order, Prepared, join, prepare_build, prepare_compare, rows_here
 from msprobe_dask.graph.compare import (
     CONFIG_TASK,
     compare_graphs,
@@ -60,10 +60,10 @@ def build_task(folder: str, step: int, rank: int, items: bool = True) -> Graph:
     return build_graph(GraphSource(folder, step, rank), items)
 
 
-def prepare_build_task(g: Graph, opts: Options, n: int = 1) -> Prepared:
+def prepare_build_task(g: Graph, opts: Options, n: int = 1, orders: list[Order] | None = None) -> Prepared:
     rare_collections_from_now()
     assign_micro_steps(g)
-    return prepare_build(g, NPU, opts.overflow_check, n)
+    return prepare_build(g, NPU, opts.overflow_check, n, orders)
 
 
 def prepare_compare_task(
@@ -73,10 +73,11 @@ def prepare_compare_task(
     where: str,
     n: int = 1,
     whole: bool = True,
+    orders: list[Order] | None = None,
 ) -> Prepared:
     """``whole=False``: another task makes the rows of a pair compared whole (tensor mode, merged
     graphs): this one then has no rows to make (the pair prepared again in another worker process for
-    its chunk tasks, graph/held.py)."""
+    its chunk tasks, graph/held.py). ``orders``: each side's chunks.Order, if made already."""
     rare_collections_from_now()
     mode = compare_mode(npu, bench, where)
     if npu.framework != bench.framework and not opts.layer_mapping:
@@ -98,7 +99,7 @@ def prepare_compare_task(
     if measure is None and not opts.merge:
         pairs = match_pairs(npu, bench, opts.fuzzy_match, mapping)
         assign_micro_steps(npu, bench)
-        return prepare_compare(npu, bench, pairs, mode, sources, opts.overflow_check, n)
+        return prepare_compare(npu, bench, pairs, mode, sources, opts.overflow_check, n, orders)
     if not whole:
         return Prepared((), sources, mode, opts.overflow_check, [], [])
     parse_all_items(npu)
@@ -116,13 +117,20 @@ def prepare_compare_task(
 
 
 def prepare_task(
-    opts: Options, where: str, n: int, whole: bool, npu: Graph, bench: Graph | None = None
+    opts: Options,
+    where: str,
+    n: int,
+    whole: bool,
+    npu: Graph,
+    bench: Graph | None = None,
+    *,
+    orders: list[Order] | None = None,
 ) -> Prepared:
-    """The graph (a build) or the pair (a compare) prepared for ``n`` chunk tasks (``whole``: see
-    prepare_compare_task)."""
+    """The graph (a build) or the pair (a compare) prepared for ``n`` chunk tasks (``whole``,
+    ``orders``: see prepare_compare_task)."""
     if bench is None:
-        return prepare_build_task(npu, opts, n)
-    return prepare_compare_task(npu, bench, opts, where, n, whole)
+        return prepare_build_task(npu, opts, n, orders)
+    return prepare_compare_task(npu, bench, opts, where, n, whole, orders)
 
 
 class Summary(NamedTuple):
