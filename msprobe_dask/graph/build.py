@@ -54,7 +54,8 @@ def _backward_of(node_id: str) -> str:
     return node_id if m is None else _renamed(m, "backward")
 
 
-def _repair_parent(sub: str, up: str | None, construct: Mapping[str, str | None]) -> str | None:
+def repair_parent(sub: str, up: str | None, construct: Mapping[str, str | None]) -> str | None:
+    """The parent a build gives ``sub``, named ``up`` in ``construct`` (§2.3: parent repair)."""
     if ".backward" not in sub:  # only backward nodes are repaired: most nodes leave here
         return up
     if sub.endswith(".backward"):  # an API's backward node; a module's (X.backward.N) matches BWD
@@ -155,8 +156,8 @@ def _attach_all(b: _Builder, construct: Mapping[str, str | None]) -> None:
     first named, in construct.json's order: the loop of a build, once per node (its lookups inline)."""
     get, new, root = b.nodes.get, b.new, b.root
     for sub, up in construct.items():
-        if ".backward" in sub:  # (_repair_parent leaves other nodes' parents alone)
-            up = _repair_parent(sub, up, construct)
+        if ".backward" in sub:  # (repair_parent leaves other nodes' parents alone)
+            up = repair_parent(sub, up, construct)
         if up is None:
             parent = root
         else:

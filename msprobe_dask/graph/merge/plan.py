@@ -4,17 +4,17 @@
     marks(step, Bench, j) --> groups(step, Bench) --+--> replica(step, K-1) -> write(K-1) --> write-visdb
                          (replica k: a run of the replicas of each side built, merged, compared)
 
-The groups of a side (graph/merge/strategy.py) are found in its rank graphs, so each rank is first
-built without its items (a third of a build) for its marks; the groups task makes them the side's
-replicas (driver.replicas). K replica tasks a step (K: the data-parallel replicas the sizes give) then
-build, merge and compare or finish one replica of each side at a time (fuzzy matching and the merge
-checkers, micro steps, rows), its graphs let go before the next: a worker holds the rank graphs of one
-replica, whatever the number of ranks. A chain of write tasks adds each replica task's rows to the
-vis.db in order as they are made (``merge_written``). Where the groups do not split the ranks into
-replicas (driver.replicas: None), the first replica task merges each side whole (driver.merge_side)
-and the others have nothing to do. No cross-rank distributed linking. With ``--file_type json`` the
-merged graphs go to the JSON writer's one task; the Python API (build_graphs) gets every row in one
-VisResult.
+The groups of a side (graph/merge/strategy.py) are found in its rank graphs, so each rank's marks are
+first read from its construct.json and the few dump.json entries they are in (graph/merge/marks.py); the
+groups task makes them the side's replicas (driver.replicas). K replica tasks a step (K: the
+data-parallel replicas the sizes give) then build, merge and compare or finish one replica of each side
+at a time (fuzzy matching and the merge checkers, micro steps, rows), its graphs let go before the next:
+a worker holds the rank graphs of one replica, whatever the number of ranks. A chain of write tasks adds
+each replica task's rows to the vis.db in order as they are made (``merge_written``). Where the groups
+do not split the ranks into replicas (driver.replicas: None), the first replica task merges each side
+whole (driver.merge_side) and the others have nothing to do. No cross-rank distributed linking. With
+``--file_type json`` the merged graphs go to the JSON writer's one task; the Python API (build_graphs)
+gets every row in one VisResult.
 
 On local worker processes (a ``spool``) the finished rows (the merged graphs with ``--file_type json``)
 are left in the run's spool folder for their reader (graph/held.py): only their names pass through the
@@ -37,7 +37,8 @@ from msprobe_dask.errors import ConfigError, DumpError
 from msprobe_dask.graph.chunks import let_go
 from msprobe_dask.graph.held import RUN, Held, Spool, hold, taken
 from msprobe_dask.graph.merge.driver import Replica, merge_replica, merge_side, replicas
-from msprobe_dask.graph.merge.strategy import ParallelParams, RankMarks, rank_marks, validate
+from msprobe_dask.graph.merge.marks import read_marks
+from msprobe_dask.graph.merge.strategy import ParallelParams, RankMarks, validate
 from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.rows import GraphRows
 from msprobe_dask.graph.tasks import (
@@ -94,7 +95,7 @@ def _compare_steps(npu: Path, bench: Path) -> list[tuple[int, Path, Path]]:
 
 
 MARK_RANKS = 16
-"""The ranks a marks task reads (16 ranks of tp_pp_merge: about 0.06 s of CPU; 384 ranks, 24 tasks)."""
+"""The ranks a marks task reads (16 ranks of tp_pp_merge: about 0.03 s of CPU; 384 ranks, 24 tasks)."""
 
 
 class SidePlan(NamedTuple):
@@ -106,13 +107,8 @@ class SidePlan(NamedTuple):
 
 
 def marks_of(folders: list[tuple[int, str]], step: int) -> list[RankMarks]:
-    """The marks of these ranks, each built without its items and let go."""
-    marks = []
-    for r, f in folders:
-        g = build_task(f, step, r, items=False)
-        marks.append(rank_marks(g))
-        let_go([g])
-    return marks
+    """The marks of these ranks (marks.read_marks)."""
+    return [read_marks(f, step, r) for r, f in folders]
 
 
 def side_plan(folders: list[tuple[int, str]], params: ParallelParams, *marks: list[RankMarks]) -> SidePlan:

@@ -8,14 +8,14 @@ along that dimension.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from msprobe_dask.dump.markers import BATCH_P2P, PROCESS_GROUP
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.graph.merge import DEFAULT_ORDER
-from msprobe_dask.graph.model import Graph, Node
+from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.node_items import parse_items
 
 NO_PARALLEL, TP, PP, VPP, TP_PP, FULL = "NoParallel", "TP", "PP", "VPP", "TPPP", "Full"
@@ -171,15 +171,26 @@ class RankMarks(NamedTuple):
     pp_target: int | None
 
 
-def _inputs(g: Graph, node: Node) -> dict:
-    parse_items(g, [node])  # (a graph built without its items: this node's alone)
-    return node.input_data
+Inputs = Callable[[str], dict]  # a node's input items, by its id
 
 
-def _first_group_ranks(g: Graph) -> list[int] | None:
-    for node in g.nodes.values():
-        if any(api in node.id for api in _TP_APIS):
-            for key, item in _inputs(g, node).items():
+def _tp_api(node_id: str) -> bool:
+    return any(api in node_id for api in _TP_APIS)
+
+
+def _p2p_api(node_id: str) -> bool:
+    return node_id.startswith("Distributed.")
+
+
+def may_mark(node_id: str) -> bool:
+    """Whether a node of this id could give a mark (the nodes ``marks_in`` reads)."""
+    return _tp_api(node_id) or _p2p_api(node_id)
+
+
+def _first_group_ranks(ids: Sequence[str], inputs: Inputs) -> list[int] | None:
+    for node_id in ids:
+        if _tp_api(node_id):
+            for key, item in inputs(node_id).items():
                 if key.endswith(".group") or item.get("type") == PROCESS_GROUP:
                     ranks = item.get("group_ranks")
                     if isinstance(ranks, list):
@@ -188,33 +199,44 @@ def _first_group_ranks(g: Graph) -> list[int] | None:
     return None
 
 
-def _p2p_target(g: Graph, node: Node) -> int | None:
-    if BATCH_P2P in node.id:
-        for item in _inputs(g, node).values():
-            if item.get("op") == "isend" and isinstance(item.get("peer"), int) and item["peer"] != g.rank:
+def _p2p_target(rank: int, node_id: str, inputs: Inputs) -> int | None:
+    if BATCH_P2P in node_id:
+        for item in inputs(node_id).values():
+            if item.get("op") == "isend" and isinstance(item.get("peer"), int) and item["peer"] != rank:
                 return item["peer"]
         return None
-    if ".send." in node.id or ".isend." in node.id:
-        for key, item in _inputs(g, node).items():
+    if ".send." in node_id or ".isend." in node_id:
+        for key, item in inputs(node_id).items():
             if key.endswith(".dst"):
                 value = item.get("value")
                 return value if isinstance(value, int) else None
     return None
 
 
-def _first_p2p_target(g: Graph) -> int | None:
-    for node in g.nodes.values():
-        if node.id.startswith("Distributed."):
-            t = _p2p_target(g, node)
+def _first_p2p_target(rank: int, ids: Sequence[str], inputs: Inputs) -> int | None:
+    for node_id in ids:
+        if _p2p_api(node_id):
+            t = _p2p_target(rank, node_id, inputs)
             if t is not None:
                 return t
     return None
 
 
+def marks_in(rank: int, ids: Sequence[str], inputs: Inputs) -> RankMarks:
+    """The marks of the rank whose nodes are ``ids``, in its graph's order."""
+    return RankMarks(rank, _first_group_ranks(ids, inputs), _first_p2p_target(rank, ids, inputs))
+
+
 def rank_marks(g: Graph) -> RankMarks:
     """The marks of ``g``, built with its items or without (graph/build.py: the same nodes in the same
     order)."""
-    return RankMarks(g.rank, _first_group_ranks(g), _first_p2p_target(g))
+
+    def inputs(node_id: str) -> dict:
+        node = g.nodes[node_id]
+        parse_items(g, [node])  # (a graph built without its items: this node's alone)
+        return node.input_data
+
+    return marks_in(g.rank, list(g.nodes), inputs)
 
 
 def tp_groups(marks: Sequence[RankMarks], params: ParallelParams) -> list[list[int]]:
