@@ -105,6 +105,16 @@ def test_dp_mismatch_between_sides(tmp_path: Path, capsys) -> None:
     _assert_refused(rc, err, out, "NPU side merges into 1", "Bench side into 2")
 
 
+def test_dp_mismatch_in_every_step_names_the_first_on_two_workers(tmp_path: Path, capsys) -> None:
+    """Both steps' sides disagree: step0 is named, whichever replica task on the two worker processes
+    would find its step's mismatch first (graph/merge/plan.py: the sides checked a step at a time)."""
+    out = tmp_path / "out"
+    args = ["-tp", str(DATA / "multirank" / "target"), "-gp", str(DATA / "multirank" / "golden")]
+    args += ["--rank_size", "4", "4", "--tp", "4", "2", "--pp", "1", "1", "--workers", "2", "-o", str(out)]
+    rc, err = _run(args, capsys)
+    _assert_refused(rc, err, out, str(DATA / "multirank" / "target" / "step0"), "NPU side merges into 1")
+
+
 def test_default_groups_need_every_dimension_in_order(tmp_path: Path, capsys) -> None:
     """No all_reduce group in this dump, so the tp groups come from --order, which lacks tp."""
     out = tmp_path / "out"

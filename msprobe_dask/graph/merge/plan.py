@@ -6,15 +6,16 @@
 
 The groups of a side (graph/merge/strategy.py) are found in its rank graphs, so each rank's marks are
 first read from its construct.json and the few dump.json entries they are in (graph/merge/marks.py); the
-groups task makes them the side's replicas (driver.replicas). K replica tasks a step (K: the
-data-parallel replicas the sizes give) then build, merge and compare or finish one replica of each side
-at a time (fuzzy matching and the merge checkers, micro steps, rows), its graphs let go before the next:
-a worker holds the rank graphs of one replica, whatever the number of ranks. A chain of write tasks adds
-each replica task's rows to the vis.db in order as they are made (``merge_written``). Where the groups
-do not split the ranks into replicas (driver.replicas: None), the first replica task merges each side
-whole (driver.merge_side) and the others have nothing to do. No cross-rank distributed linking. With
-``--file_type json`` the merged graphs go to the JSON writer's one task; the Python API (build_graphs)
-gets every row in one VisResult.
+groups task makes them the side's replicas (driver.replicas). In a compare a sides task a step checks
+that its sides' replica counts agree, each after the step before's (the first step that disagrees is
+named). K replica tasks a step (K: the data-parallel replicas the sizes give) then build, merge and
+compare or finish one replica of each side at a time (fuzzy matching and the merge checkers, micro
+steps, rows), its graphs let go before the next: a worker holds the rank graphs of one replica, whatever
+the number of ranks. A chain of write tasks adds each replica task's rows to the vis.db in order as they
+are made (``merge_written``). Where the groups do not split the ranks into replicas (driver.replicas:
+None), the first replica task merges each side whole (driver.merge_side) and the others have nothing to
+do. No cross-rank distributed linking. With ``--file_type json`` the merged graphs go to the JSON
+writer's one task; the Python API (build_graphs) gets every row in one VisResult.
 
 On local worker processes (a ``spool``) the finished rows (the merged graphs with ``--file_type json``)
 are left in the run's spool folder for their reader (graph/held.py): only their names pass through the
@@ -203,9 +204,18 @@ def _finish_build(plan: SidePlan, step: int, k: int, count: int, spool: Spool | 
     return _kept(spool, f"part-{step}-{k}", done)
 
 
+def _checked(npu: SidePlan, bench: SidePlan, where: str, before: Any) -> tuple[SidePlan, SidePlan]:
+    """A step's two sides, their replica counts checked after the step before's (``before``: a task
+    of one step a time in step order, so that a merge whose sides disagree in several steps is refused
+    naming the first, whichever replica task would find it first). A side merged whole is counted as
+    it is merged."""
+    if npu.replicas is not None and bench.replicas is not None:
+        _counted([len(npu.replicas), len(bench.replicas)], where)
+    return npu, bench
+
+
 def _finish_compare(
-    npu: SidePlan,
-    bench: SidePlan,
+    sides: tuple[SidePlan, SidePlan],
     opts: Options,
     where: str,
     step: int,
@@ -215,7 +225,7 @@ def _finish_compare(
 ) -> Finished | Held:
     """The rows of the compared replicas of the task k."""
     done = []
-    for i, (n, b) in merged_replicas([npu, bench], where, step, k, count):
+    for i, (n, b) in merged_replicas(list(sides), where, step, k, count):
         b.rank = n.rank  # a replica is named by its NPU graph's rank, its Bench graph's too
         done.append((i, finish_compare(n, b, opts, where)))
         del n, b  # (before the next replica is built)
@@ -351,10 +361,12 @@ def merge_parts(
         pairs = _compare_steps(tp, Path(golden))
         opts = replace(opts, fuzzy_match=True, merge=True)
         parts = []
+        sides: Any = None
         for i, (step, a, b) in enumerate(pairs):
             npu = _side(a, step, params[0], i == 0)
             bench = _side(b, step, params[1], i == 0)
-            args, count = (npu, bench, opts, str(a), step), _replicas(params[0])  # (validated)
+            sides = dask.delayed(_checked)(npu, bench, str(a), sides, dask_key_name=f"sides-{step}")
+            args, count = (sides, opts, str(a), step), _replicas(params[0])  # (validated)
             parts.append(
                 [
                     dask.delayed(_finish_compare)(*args, k, count, spool, dask_key_name=f"replica-{step}-{k}")
