@@ -4,6 +4,7 @@ nothing left in OUT."""
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,34 @@ def test_refused_merge_removes_the_folders_it_made(tmp_path: Path, capsys) -> No
     rc, err = _run(["-tp", str(target), "--rank_size", "2", "--tp", "2", "--pp", "1", "-o", str(out)], capsys)
     _assert_refused(rc, err, out, "rank1/dump.json", "not valid JSON")
     assert not (tmp_path / "new").exists()
+
+
+def _replicas(tmp_path: Path) -> Path:
+    """tp_pp_merge's target as 3 data-parallel replicas: 12 ranks, tp 2, pp 2."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "workflows"))
+    from gen_merge_replicas import write_replicas
+
+    write_replicas(DATA / "tp_pp_merge" / "target", tmp_path / "dump", tp=2, pp=2, dp=3)
+    return tmp_path / "dump"
+
+
+@pytest.mark.parametrize("flags", [[], ["--workers", "2"]], ids=["here", "w2"])
+def test_a_rank_missing_in_one_replica(flags: list[str], tmp_path: Path, capsys) -> None:
+    """rank5 is rank12: its replica's pp group [5, 11] names a rank no folder holds (D5: ranks by
+    their number, where the reference pairs them by position)."""
+    dump = _replicas(tmp_path)
+    (dump / "rank5").rename(dump / "rank12")
+    out = tmp_path / "out"
+    args = ["-tp", str(dump), "--rank_size", "12", "--tp", "2", "--pp", "2", *flags, "-o", str(out)]
+    rc, err = _run(args, capsys)
+    _assert_refused(rc, err, out, f"{dump}: [NPU]", "names rank 5, which has no rank folder")
+
+
+@pytest.mark.parametrize("tp, pp", [("2", "4"), ("4", "2")])
+def test_tp_times_pp_not_dividing_rank_size(tp: str, pp: str, tmp_path: Path, capsys) -> None:
+    """Each divides 12, their product 8 does not: the default groups cannot be made (the reference: "The
+    world size (12) is not divisible by 2 x 4 x 1")."""
+    out = tmp_path / "out"
+    args = ["-tp", str(_replicas(tmp_path)), "--rank_size", "12", "--tp", tp, "--pp", pp, "-o", str(out)]
+    rc, err = _run(args, capsys)
+    _assert_refused(rc, err, out, "--tp/--pp", "[NPU]", "12 is not divisible by tp x pp")

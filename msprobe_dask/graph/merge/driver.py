@@ -12,6 +12,7 @@ replicas that share none (``replicas``), each replica can be built and merged al
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 from msprobe_dask.errors import DumpError
@@ -37,8 +38,9 @@ from msprobe_dask.graph.model import Graph
 def _members(by_rank: dict[int, Graph], ranks: Sequence[int], params: ParallelParams) -> list[Graph]:
     missing = [r for r in ranks if r not in by_rank]
     if missing:
+        side = Path(next(iter(by_rank.values())).folder).parent
         raise DumpError(
-            None,
+            side,
             f"[{params.side}] the parallel group {list(ranks)} names rank {missing[0]}, "
             "which has no rank folder",
         )

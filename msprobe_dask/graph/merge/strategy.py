@@ -126,6 +126,11 @@ def _decompose(index: int, shape: Sequence[int]) -> list[int]:
 def default_groups(params: ParallelParams, token: str) -> list[list[int]]:
     """Megatron's rank groups of dimension ``token`` (``tp`` or ``pp``) for ``params.order``."""
     p = params
+    if p.rank_size % (p.tp * p.pp):
+        raise p.error(
+            "--tp/--pp",
+            f"--rank_size {p.rank_size} is not divisible by tp x pp = {p.tp} x {p.pp} (the default groups)",
+        )
     dp = p.rank_size // (p.tp * p.pp)
     sizes = {"tp": p.tp, "pp": p.pp, "dp": dp, "cp": 1, "ep": 1}
     names = p.order.split("-")
