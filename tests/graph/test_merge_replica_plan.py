@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.merge.driver import Replica, merge_side, replicas
 from msprobe_dask.graph.merge.export_json import graph_documents
 from msprobe_dask.graph.merge.plan import SidePlan, marks_of, merged_replicas, rank_folders, side_plan
@@ -77,3 +78,13 @@ def test_each_replica_merged_alone_is_the_whole_sides(tmp_path: Path) -> None:
     assert [graph_documents(g) for _, (g,) in merged_replicas([in_one], "", 0, 0, 2)] == [
         graph_documents(g) for g in whole
     ]
+
+
+def test_a_group_naming_a_rank_no_folder_holds_is_refused_before_any_build() -> None:
+    folders = [(r, f"/dump/rank{r}") for r in range(4)]
+    marks = [RankMarks(0, [0, 4], None), *_unmarked(4)[1:]]
+    with pytest.raises(DumpError) as refused:
+        side_plan(folders, ParallelParams(4, 2, 1), marks)
+    assert str(refused.value.path) == "/dump" and "[NPU] the parallel group [0, 4] names rank 4" in str(
+        refused.value
+    )

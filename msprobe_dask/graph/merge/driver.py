@@ -35,16 +35,31 @@ from msprobe_dask.graph.merge.vpp import merge_vpp
 from msprobe_dask.graph.model import Graph
 
 
+def _missing(side: Path, ranks: Sequence[int], rank: int, params: ParallelParams) -> DumpError:
+    return DumpError(
+        side, f"[{params.side}] the parallel group {list(ranks)} names rank {rank}, which has no rank folder"
+    )
+
+
 def _members(by_rank: dict[int, Graph], ranks: Sequence[int], params: ParallelParams) -> list[Graph]:
     missing = [r for r in ranks if r not in by_rank]
     if missing:
-        side = Path(next(iter(by_rank.values())).folder).parent
-        raise DumpError(
-            side,
-            f"[{params.side}] the parallel group {list(ranks)} names rank {missing[0]}, "
-            "which has no rank folder",
-        )
+        raise _missing(Path(next(iter(by_rank.values())).folder).parent, ranks, missing[0], params)
     return [by_rank[r] for r in ranks]
+
+
+def check_members(marks: Sequence[RankMarks], params: ParallelParams, side: Path) -> None:
+    """Refuse, before any rank is built, the first group ``merge_side`` would merge of the ranks of
+    ``marks`` that names a rank none of them is, as ``merge_side`` refuses it (after building them all)."""
+    strategy = params.strategy
+    if strategy == NO_PARALLEL:
+        return
+    groups = tp_groups(marks, params) if strategy == TP else pp_groups(marks, params)
+    ranks = {m.rank for m in marks}
+    for group in groups:
+        missing = [r for r in group if r not in ranks]
+        if missing:
+            raise _missing(side, group, missing[0], params)
 
 
 def _tp(graphs: list[Graph], ranks: Sequence[int], rank_maps=None, origins=None) -> Graph:

@@ -37,7 +37,7 @@ from msprobe_dask.dump.layouts import STEP_NAME
 from msprobe_dask.errors import ConfigError, DumpError
 from msprobe_dask.graph.chunks import let_go
 from msprobe_dask.graph.held import RUN, Held, Spool, hold, taken
-from msprobe_dask.graph.merge.driver import Replica, merge_replica, merge_side, replicas
+from msprobe_dask.graph.merge.driver import Replica, check_members, merge_replica, merge_side, replicas
 from msprobe_dask.graph.merge.marks import read_marks
 from msprobe_dask.graph.merge.strategy import ParallelParams, RankMarks, validate
 from msprobe_dask.graph.model import Graph
@@ -113,8 +113,13 @@ def marks_of(folders: list[tuple[int, str]], step: int) -> list[RankMarks]:
 
 
 def side_plan(folders: list[tuple[int, str]], params: ParallelParams, *marks: list[RankMarks]) -> SidePlan:
-    """The side's replicas, from its marks tasks' (in rank order)."""
-    return SidePlan(params, folders, replicas([m for batch in marks for m in batch], params))
+    """The side's replicas, from its marks tasks' (in rank order); groups that name a rank no folder
+    holds are refused here, before the side is built whole."""
+    found = [m for batch in marks for m in batch]
+    split = replicas(found, params)
+    if split is None and folders:
+        check_members(found, params, Path(folders[0][1]).parent)
+    return SidePlan(params, folders, split)
 
 
 def _side(path: Path, step: int, params: ParallelParams, first: bool):
