@@ -17,6 +17,11 @@ from test_cluster import DASK, scheduler_command
 
 from msprobe_dask.pipeline.cluster import WORKERLESS_SECONDS
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "graph"))
+
+from graph_layouts import LAYOUTS  # noqa: E402
+from visdb_diff import diff_visdb  # noqa: E402
+
 
 def _tensor(value: float) -> dict:
     return {
@@ -79,14 +84,22 @@ def _scheduler(tmp_path: Path, procs: list[subprocess.Popen]) -> tuple[str, floa
     return json.loads(scheduler_file.read_text())["address"], deadline
 
 
-@pytest.mark.parametrize("command", ["compare", "graph_visualize"])
-def test_every_worker_killed_ends_the_run_with_exit_2(tmp_path: Path, command: str) -> None:
+@pytest.mark.parametrize(
+    "command, layout",
+    [("compare", ""), ("graph_visualize", ""), ("graph_visualize", "ranks"), ("graph_visualize", "merge")],
+)
+def test_every_worker_killed_ends_the_run_with_exit_2(tmp_path: Path, command: str, layout: str) -> None:
+    """(``layout``: graph_visualize of a tree of ranks or of a TP/PP merge, else of one big rank.)"""
     from distributed import Client
 
-    target, golden = write_dump(tmp_path / "t", 30_000), write_dump(tmp_path / "g", 30_000)
-    for folder in (target, golden):  # (graph_visualize reads them too)
-        (folder / "construct.json").write_text("{}")
-        (folder / "stack.json").write_text("{}")
+    if layout:
+        inputs = LAYOUTS[layout](tmp_path / "dumps")
+    else:
+        target, golden = write_dump(tmp_path / "t", 30_000), write_dump(tmp_path / "g", 30_000)
+        for folder in (target, golden):  # (graph_visualize reads them too)
+            (folder / "construct.json").write_text("{}")
+            (folder / "stack.json").write_text("{}")
+        inputs = ["-tp", str(target), "-gp", str(golden)]
     procs: list[subprocess.Popen] = []
     try:
         address, deadline = _scheduler(tmp_path, procs)
@@ -96,7 +109,7 @@ def test_every_worker_killed_ends_the_run_with_exit_2(tmp_path: Path, command: s
             client.wait_for_workers(1, timeout=60)
             out = tmp_path / "out"
             started = time.monotonic()
-            flags = ["-q", "-tp", str(target), "-gp", str(golden), "-o", str(out), "--scheduler", address]
+            flags = ["-q", *inputs, "-o", str(out), "--scheduler", address]
             run = subprocess.Popen(
                 [sys.executable, "-m", "msprobe_dask", command, *flags],
                 stdout=subprocess.PIPE,
@@ -132,30 +145,52 @@ def test_a_worker_killed_mid_run_changes_nothing(tmp_path: Path, running: str) -
     subprocess.run([sys.executable, "-m", "msprobe_dask", "compare", *flags, "-o", str(local)], check=True)
     procs: list[subprocess.Popen] = []
     try:
-        address, _ = _scheduler(tmp_path, procs)
-        for attempt in range(ATTEMPTS):
-            out = tmp_path / f"out{attempt}"
-            command = [
-                sys.executable,
-                "-m",
-                "msprobe_dask",
-                "compare",
-                *flags,
-                "-o",
-                str(out),
-                "--scheduler",
-                address,
-            ]
-            killed, stderr, returncode = _run_killing_a_worker(address, procs, command, running)
-            if killed:
-                break
-        assert killed, f"no worker seen running {running!r} in {ATTEMPTS} runs"
-        assert returncode == 0, stderr
+        out = _run_until_a_worker_is_killed(tmp_path, procs, ["compare", *flags], running)
         (ours,), (theirs,) = out.glob("*.csv"), local.glob("*.csv")
         assert ours.read_bytes() == theirs.read_bytes()
         assert sorted(p.name for p in out.iterdir()) == [ours.name]  # no temporary left
     finally:
         _stop(procs)
+
+
+@pytest.mark.parametrize(
+    "layout, running",
+    [("ranks", "rows-"), ("ranks", "insert-"), ("merge", "replica-"), ("merge", "write-")],
+)
+def test_a_worker_killed_mid_graph_changes_nothing(tmp_path: Path, layout: str, running: str) -> None:
+    """graph_visualize's layouts of a tree of ranks and of a TP/PP merge, one of two workers killed while
+    it runs a task whose key holds ``running`` (a rank's chunk or insert, a replica's merge or its rows'
+    write): its tasks run again on the other, and the vis.db holds the rows a run in this process
+    writes."""
+    flags = ["graph_visualize", "-q", *LAYOUTS[layout](tmp_path / "dumps")]
+    local = tmp_path / "local"
+    subprocess.run([sys.executable, "-m", "msprobe_dask", *flags, "-o", str(local)], check=True)
+    procs: list[subprocess.Popen] = []
+    try:
+        out = _run_until_a_worker_is_killed(tmp_path, procs, flags, running)
+        (ours,), (theirs,) = out.glob("*.vis.db"), local.glob("*.vis.db")
+        assert diff_visdb(str(ours), str(theirs)) == []
+        assert sorted(p.name for p in out.iterdir()) == [ours.name]  # no temporary left
+    finally:
+        _stop(procs)
+
+
+def _run_until_a_worker_is_killed(
+    tmp_path: Path, procs: list[subprocess.Popen], args: list[str], running: str
+) -> Path:
+    """Run ``msprobe_dask ARGS -o OUT`` on a new ``dask scheduler`` (into ``procs``) until one of its two
+    workers is killed while it runs a task whose key holds ``running`` (_run_killing_a_worker; at most
+    ATTEMPTS runs); that run ended well: its output folder."""
+    address, _ = _scheduler(tmp_path, procs)
+    for attempt in range(ATTEMPTS):
+        out = tmp_path / f"out{attempt}"
+        command = [sys.executable, "-m", "msprobe_dask", *args, "-o", str(out), "--scheduler", address]
+        killed, stderr, returncode = _run_killing_a_worker(address, procs, command, running)
+        if killed:
+            break
+    assert killed, f"no worker seen running {running!r} in {ATTEMPTS} runs"
+    assert returncode == 0, stderr
+    return out
 
 
 def _run_killing_a_worker(
