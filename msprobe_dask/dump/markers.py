@@ -1,7 +1,7 @@
 """Texts msProbe writes into a dump that rules of both commands test for, each defined once here.
 
 The C kernels get them through the rules handed to them (graph/item_text.py's ``TEXT_RULES``,
-graph/rows.py's ``ROW_RULES``)."""
+graph/rows.py's ``ROW_RULES``; ``STATS`` as graph/speedups.py loads them)."""
 
 NO_DATA_NAME = "-1"  # the data_name of a leaf without a data file
 PROCESS_GROUP = "torch.ProcessGroup"  # the type of a process-group argument

@@ -141,7 +141,8 @@ def _fill_non_tensor(item: dict[str, Any], leaf: dict[str, Any], name: str) -> N
     else:
         item["dtype"] = _type_text(value)
         item["shape"] = SCALAR_SHAPE
-        item["Max"] = item["Min"] = item["Mean"] = item["Norm"] = value
+        for s in STATS:
+            item[s] = value
 
 
 _TYPE_TEXT: dict[type, str] = {}

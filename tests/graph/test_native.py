@@ -17,6 +17,7 @@ import random
 import struct
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -26,7 +27,7 @@ from comparable import shape
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msprobe_dask.dump import entry_index, entry_shape
+from msprobe_dask.dump import entry_index, entry_shape, markers
 from msprobe_dask.dump import rows as dump_rows
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import build, cells, checks, dump_files, item_text, items, micro_steps, rows, speedups
@@ -566,27 +567,30 @@ def test_the_items_text_takes_its_rounding_rule_from_python(
     assert f'"{float("3.14159265"):.{decimals}f}"' in with_c or long_decimal[1] > 8
 
 
+def _entry_texts(text: bytes, node_id: str) -> Any:
+    """The texts of an entry's inputs and outputs: entry_texts' (None: handed back), or the Python
+    path's where the C module is set aside (_both)."""
+    native = speedups.native
+    if native is not None:
+        return native.entry_texts(text, 0, len(text), node_id)
+    inputs, outputs = items.entry_items(node_id, json.loads(text))
+    return item_text.items_json(inputs, False, False), item_text.items_json(outputs, False, False)
+
+
+def _add_entry(input_stats: dict[str, float], output_stats: dict[str, float]) -> Callable[[], Any]:
+    """The _entry_texts of an add of a tensor of ``input_stats`` and 3, giving a tensor of
+    ``output_stats``."""
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], **input_stats}
+    out = {"type": "torch.Tensor", "dtype": "torch.float16", "shape": [], **output_stats}
+    text = json.dumps({"input_args": [tensor, {"type": "int", "value": 3}], "output": [out]}, indent=4)
+    return lambda: _entry_texts(text.encode(), "Tensor.add.0.forward")
+
+
 @needs_native
 def test_the_items_text_takes_its_key_order_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
     """Another order of the keys items._leaf gives a leaf without them (items.ITEM_KEYS, handed to
     entry_text.c in item_text.TEXT_RULES): the C texts of an entry follow it, as the Python path's do."""
-    entry = {
-        "input_args": [
-            {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Min": 1.5},
-            {"type": "int", "value": 3},
-        ],
-        "output": [{"type": "torch.Tensor", "dtype": "torch.float16", "shape": [], "Max": 2.0, "Mean": 0.5}],
-    }
-    text = json.dumps(entry, indent=4).encode()
-    node_id = "Tensor.add.0.forward"
-
-    def texts() -> Any:
-        native = speedups.native
-        if native is None:  # the Python path
-            inputs, outputs = items.entry_items(node_id, json.loads(text))
-            return item_text.items_json(inputs, False, False), item_text.items_json(outputs, False, False)
-        return native.entry_texts(text, 0, len(text), node_id)
-
+    texts = _add_entry({"Min": 1.5}, {"Max": 2.0, "Mean": 0.5})
     usual, usual_python = _both(monkeypatch, texts)
     assert usual == usual_python
     order = ("requires_grad", *reversed(items.STATS), "state", "full_op_name", "data_name")
@@ -606,6 +610,34 @@ def test_the_items_text_takes_its_key_order_from_python(monkeypatch: pytest.Monk
 
 
 @needs_native
+def test_the_items_text_takes_the_statistics_keys_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Other keys of a leaf's statistics (markers.STATS, handed to the C kernels as graph/speedups.py
+    loads them): the C texts of an entry read, add and fill them, as the Python path's do; a key of
+    another role, or twice, is refused."""
+    texts = _add_entry({"Max": 1.5, "Norm": 2.5}, {"Max": 2.0, "L2": 0.5})
+    usual, usual_python = _both(monkeypatch, texts)
+    assert usual == usual_python
+    stats = (*markers.STATS[:3], "L2")
+    order = (*items.ITEM_KEYS[: -len(stats)], *stats)
+    monkeypatch.setattr(items, "STATS", stats)
+    monkeypatch.setattr(items, "ITEM_KEYS", order)
+    _forget_texts()
+    NATIVE.configure_stats(stats)
+    NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, item_keys=order))
+    try:
+        with_c, python = _both(monkeypatch, texts)
+    finally:
+        NATIVE.configure_stats(markers.STATS)
+        NATIVE.configure_text(item_text.TEXT_RULES)
+        _forget_texts()
+    assert with_c == python != usual
+    assert '"L2": "3"' in with_c[0] and '"Norm": "2.5", ' in with_c[0] and '"L2": "0.5"' in with_c[1]
+    for refused in ((*stats[:3], "dtype"), (*stats[:3], stats[0]), (*stats[:3], ""), stats[:3]):
+        with pytest.raises(ValueError, match="configure_stats"):
+            NATIVE.configure_stats(refused)
+
+
+@needs_native
 def test_the_items_text_takes_the_parameters_grad_marker_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
     """Another text for markers.PARAMETERS_GRAD (handed to entry_text.c in item_text.TEXT_RULES): the C
     texts hand back to the Python path the entries that hold the new text (in their name or in a key,
@@ -618,16 +650,10 @@ def test_the_items_text_takes_the_parameters_grad_marker_from_python(monkeypatch
     }
     node_ids = ("Module.w.Linear.forward.0", "Module.w.parameters_grad", "Module.w.grads_of")
 
-    def texts(node_id: str, key: str) -> Any:
-        text = entries[key]
-        native = speedups.native
-        if native is not None:
-            return native.entry_texts(text, 0, len(text), node_id)
-        inputs, outputs = items.entry_items(node_id, json.loads(text))
-        return item_text.items_json(inputs, False, False), item_text.items_json(outputs, False, False)
-
     def all_texts() -> dict[tuple[str, str], Any]:
-        return {(node_id, key): texts(node_id, key) for node_id in node_ids for key in entries}
+        return {
+            (node_id, key): _entry_texts(entries[key], node_id) for node_id in node_ids for key in entries
+        }
 
     def check(marker: str) -> dict[tuple[str, str], Any]:
         with_c, python = _both(monkeypatch, all_texts)
@@ -661,11 +687,7 @@ def test_the_items_text_takes_an_entrys_parts_from_python(monkeypatch: pytest.Mo
     node_id = "Tensor.add.0.forward"
 
     def texts() -> Any:
-        native = speedups.native
-        if native is not None:
-            return native.entry_texts(text, 0, len(text), node_id)
-        inputs, outputs = items.entry_items(node_id, json.loads(text))
-        return item_text.items_json(inputs, False, False), item_text.items_json(outputs, False, False)
+        return _entry_texts(text, node_id)
 
     usual, usual_python = _both(monkeypatch, texts)
     assert usual == usual_python and '.output.0"' in usual[1] and ".result" not in usual[0] + usual[1]

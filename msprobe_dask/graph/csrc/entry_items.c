@@ -17,7 +17,7 @@ static struct {
     PyObject *rules; /* held: holds the objects below */
     PyObject *item_keys, *no_data_name, *bool_text[2], *default_item, *crc32_text, *crc32_empty;
     PyObject *str_value, *str_md5, *str_data_name, *str_full_op_name, *str_state, *str_dtype, *str_shape;
-    PyObject *stats[4], *scalar_shape;
+    PyObject *stats[N_STATS], *scalar_shape;
     const char *output_part, *input_part;
     Py_ssize_t output_n, input_n;
     const char *sub_key[MAX_SUB_KEYS], *suffix[MAX_SUB_KEYS];
@@ -107,13 +107,16 @@ PyObject *configure_items(PyObject *self, PyObject *rules) {
     ok = ok && PyUnicode_CheckExact(I.grad_state) && PyTuple_Check(I.item_keys) && PyUnicode_CheckExact(I.no_data_name) && PyCallable_Check(I.default_item) &&
          PyCallable_Check(I.crc32_text) && PyUnicode_CheckExact(I.crc32_empty) &&
          PyUnicode_CheckExact(I.scalar_shape) && PyTuple_Check(bools) && PyTuple_GET_SIZE(bools) == 2 &&
-         PyTuple_Check(stats) && PyTuple_GET_SIZE(stats) == 4 && PyTuple_Check(sub) &&
+         PyTuple_Check(stats) && PyTuple_GET_SIZE(stats) == N_STATS && PyTuple_Check(sub) &&
          PyTuple_GET_SIZE(sub) <= MAX_SUB_KEYS && ascii_rule(out, &I.output_part, &I.output_n) == 0 &&
          ascii_rule(in, &I.input_part, &I.input_n) == 0 && I.output_n > 0 && I.input_n > 0;
     for (int i = 0; ok && i < 2; i++)
         ok = PyUnicode_CheckExact(I.bool_text[i] = PyTuple_GET_ITEM(bools, i));
-    for (int i = 0; ok && i < 4; i++)
-        ok = PyUnicode_CheckExact(I.stats[i] = PyTuple_GET_ITEM(stats, i));
+    for (int i = 0; ok && i < N_STATS; i++) { /* (the tape's statistics: configure_stats') */
+        Py_ssize_t n;
+        const char *s = PyUnicode_CheckExact(I.stats[i] = PyTuple_GET_ITEM(stats, i)) ? ascii_data(I.stats[i], &n) : NULL;
+        ok = s != NULL && named_role(s, n) == K_MAX + i;
+    }
     for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(sub); i++) {
         PyObject *k = PyTuple_GET_ITEM(sub, i);
         ok = PyTuple_Check(k) && PyTuple_GET_SIZE(k) == 3 &&
@@ -140,7 +143,7 @@ PyObject *configure_items(PyObject *self, PyObject *rules) {
     PyObject *named[] = {str_type, I.str_value, I.str_data_name, I.str_dtype, I.str_shape};
     for (size_t i = 0; ok && i < sizeof(named) / sizeof(named[0]); i++)
         note_role_key(named[i]);
-    for (int i = 0; ok && i < 4; i++)
+    for (int i = 0; ok && i < N_STATS; i++)
         note_role_key(I.stats[i]);
     Py_XDECREF(sub);
     Py_XDECREF(bools);
@@ -380,7 +383,7 @@ static int make_leaf(Walk *w, const Val *leaf, PyObject *item, PyObject **full_o
             rc = set_new(item, I.str_dtype, PyUnicode_FromString(type));
             if (rc == DONE && PyDict_SetItem(item, I.str_shape, I.scalar_shape) < 0)
                 rc = -1;
-            for (int s = 0; rc == DONE && s < 4; s++)
+            for (int s = 0; rc == DONE && s < N_STATS; s++)
                 if (PyDict_SetItem(item, I.stats[s], stat) < 0)
                     rc = -1;
         }

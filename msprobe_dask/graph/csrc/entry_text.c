@@ -22,12 +22,16 @@
 
 #define TEXT_IS(s, n, lit) ((n) == (Py_ssize_t)sizeof(lit) - 1 && memcmp((s), (lit), sizeof(lit) - 1) == 0)
 
-int named_role(const char *k, Py_ssize_t n) {
+Text stat_keys[N_STATS];
+static uint32_t stat_sign[N_STATS]; /* each statistic's key's length, first and last characters */
+static uint64_t stat_lengths;       /* bit n: a statistic's key has n characters */
+#define SIGN(k, n) ((uint32_t)(n) | (uint32_t)(unsigned char)(k)[0] << 8 | (uint32_t)(unsigned char)(k)[(n)-1] << 16)
+
+/* the role of a key named here (K_TYPE ... K_REQUIRES_GRAD), else K_OTHER */
+static int other_role(const char *k, Py_ssize_t n) {
     switch (n) {
-    case 3:
-        return TEXT_IS(k, n, "Max") ? K_MAX : TEXT_IS(k, n, "Min") ? K_MIN : K_OTHER;
     case 4:
-        return TEXT_IS(k, n, "type") ? K_TYPE : TEXT_IS(k, n, "Mean") ? K_MEAN : TEXT_IS(k, n, "Norm") ? K_NORM : K_OTHER;
+        return TEXT_IS(k, n, "type") ? K_TYPE : K_OTHER;
     case 5:
         return TEXT_IS(k, n, "dtype")   ? K_DTYPE
                : TEXT_IS(k, n, "value") ? K_VALUE
@@ -42,6 +46,40 @@ int named_role(const char *k, Py_ssize_t n) {
     default:
         return K_OTHER;
     }
+}
+
+int named_role(const char *k, Py_ssize_t n) {
+    int role = other_role(k, n);
+    if (role != K_OTHER || n <= 0 || n > 63 || !(stat_lengths >> n & 1))
+        return role;
+    uint32_t sign = SIGN(k, n);
+    for (int i = 0; i < N_STATS; i++) {
+        if (stat_sign[i] != sign)
+            continue;
+        Py_ssize_t j = 1; /* (the first and last characters are the same) */
+        while (j < n - 1 && k[j] == stat_keys[i].s[j])
+            j++;
+        if (j >= n - 1)
+            return K_MAX + i;
+    }
+    return K_OTHER;
+}
+
+int take_stat_keys(const Text *keys) {
+    for (int i = 0; i < N_STATS; i++) {
+        if (keys[i].n <= 0 || keys[i].n > 63 || other_role(keys[i].s, keys[i].n) != K_OTHER)
+            return -1;
+        for (int j = 0; j < i; j++)
+            if (text_is(keys[i].s, keys[i].n, &keys[j]))
+                return -1;
+    }
+    stat_lengths = 0;
+    for (int i = 0; i < N_STATS; i++) {
+        stat_keys[i] = keys[i];
+        stat_sign[i] = SIGN(keys[i].s, keys[i].n);
+        stat_lengths |= 1ull << keys[i].n;
+    }
+    return 0;
 }
 
 static int key_role(const char *k, Py_ssize_t n) {
@@ -521,9 +559,6 @@ static int add_null_item(void *walker) {
     return BUF_LIT(b, "{\"value\": \"null\"}") < 0 ? -1 : DONE;
 }
 
-static const char *STATS[4] = {"Max", "Min", "Mean", "Norm"};
-static const Py_ssize_t STAT_LEN[4] = {3, 3, 4, 4};
-
 /* one key and value of an item: ``"key": "`` (or ``{"key": "`` first) and the value's text */
 static int add_cell(Buf *b, int *first, const char *key, Py_ssize_t kn) {
     if ((*first ? BUF_LIT(b, "{\"") : BUF_LIT(b, "\", \"")) < 0 || buf_add(b, key, kn) < 0 ||
@@ -538,7 +573,7 @@ static int add_leaf(void *walker, const Val *leaf) {
     Walk *w = (Walk *)walker;
     const Tape *t = &w->t;
     const Val *kind = NULL, *data_name = NULL, *dtype = NULL, *value = NULL;
-    int has_requires_grad = 0, has_shape = 0, has_stat[4] = {0, 0, 0, 0};
+    int has_requires_grad = 0, has_shape = 0, has_stat[N_STATS] = {0};
     for (int i = leaf->first; i >= 0; i = t->v[i].next) { /* (walk_value checked the keys) */
         const Val *m = &t->v[i];
         switch (m->role) {
@@ -661,7 +696,7 @@ static int add_leaf(void *walker, const Val *leaf) {
                 return -1;
         } else if (role >= K_MAX && !has_stat[role - K_MAX]) {
             int s = role - K_MAX;
-            if (add_cell(b, &first, STATS[s], STAT_LEN[s]) < 0)
+            if (add_cell(b, &first, stat_keys[s].s, stat_keys[s].n) < 0)
                 return -1;
             Py_ssize_t at = b->len;
             rc = add_text(b, t, scalar ? value : NULL);

@@ -308,7 +308,7 @@ static PyObject *ranks_text(const Tape *t, const Val *v) {
 /* rows._leaf_row of the leaf ``v`` (an object whose type is a plain string ``kind``) */
 static int add_leaf(RowWalk *w, const Val *v, const Val *kind) {
     const Val *dtype = NULL, *value = NULL, *grad = NULL, *shape = NULL, *data_name = NULL, *md5 = NULL, *ranks = NULL;
-    const Val *stats[4] = {NULL, NULL, NULL, NULL};
+    const Val *stats[N_STATS] = {NULL};
     for (int i = v->first; i >= 0; i = w->t.v[i].next) {
         const Val *m = &w->t.v[i];
         switch (m->role) {

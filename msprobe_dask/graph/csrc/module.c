@@ -10,6 +10,7 @@ PyObject *exported_text_type, *orjson_dumps, *zero, *str_max, *str_type,
 
 TextRules text_rules;
 unsigned text_rules_version;
+static PyObject *stat_keys_held; /* the tuple whose texts stat_keys points into */
 static PyObject *text_rules_held; /* the rules whose texts text_rules points into */
 
 int configured(void) {
@@ -87,6 +88,27 @@ static int sub_keys_field(PyObject *rules, TextRules *r) {
     return ok ? 0 : -1;
 }
 
+/* configure_stats(stats): take markers.STATS, N_STATS distinct ASCII str that are no other key's name,
+ * as the keys of the statistics (stat_keys) */
+static PyObject *configure_stats(PyObject *self, PyObject *stats) {
+    Text keys[N_STATS];
+    int ok = PyTuple_Check(stats) && PyTuple_GET_SIZE(stats) == N_STATS;
+    for (int i = 0; ok && i < N_STATS; i++) {
+        PyObject *s = PyTuple_GET_ITEM(stats, i);
+        ok = PyUnicode_CheckExact(s) && PyUnicode_IS_ASCII(s);
+        if (ok) {
+            keys[i].s = (const char *)PyUnicode_1BYTE_DATA(s);
+            keys[i].n = PyUnicode_GET_LENGTH(s);
+        }
+    }
+    if (!ok || take_stat_keys(keys) < 0) {
+        PyErr_Format(PyExc_ValueError, "configure_stats: %d distinct ASCII str, none a key of another role", N_STATS);
+        return NULL;
+    }
+    Py_XSETREF(stat_keys_held, Py_NewRef(stats));
+    Py_RETURN_NONE;
+}
+
 /* configure_text(rules): take item_text.TEXT_RULES (see TextRules) */
 static PyObject *configure_text(PyObject *self, PyObject *rules) {
     PyObject *exported = PyObject_GetAttrString(rules, "exported_text");
@@ -145,6 +167,8 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
 }
 
 static PyMethodDef methods[] = {
+    {"configure_stats", configure_stats, METH_O,
+     "configure_stats(stats): the keys of a leaf's statistics, in their order (dump/markers.py's STATS)."},
     {"configure_text", configure_text, METH_O,
      "configure_text(rules): the export's text rules (graph/item_text.py's TEXT_RULES)."},
     {"configure_rows", configure_rows, METH_O, "configure_rows(rules): the rows' columns (graph/rows.py's ROW_RULES)."},

@@ -45,7 +45,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 22
+#define SPEEDUPS_API 23
 
 /* an ASCII text of the rules (held by them) */
 typedef struct {
@@ -184,10 +184,14 @@ int add_float_value(Buf *b, double x);
 
 enum { J_STR, J_INT, J_FLOAT, J_TRUE, J_FALSE, J_NULL, J_NAN, J_INF, J_NINF, J_LIST, J_OBJ };
 
-/* the keys of a leaf that items._leaf reads or sets (K_MAX + i: STATS[i]); K_LEFT_OUT: the keys the
+/* the keys of a leaf that items._leaf reads or sets (K_MAX + i: stat_keys[i]); K_LEFT_OUT: the keys the
  * export leaves out (text_rules.left_out: state, full_op_name, md5) */
 enum { K_OTHER, K_TYPE, K_CLASS_TYPE, K_DATA_NAME, K_DTYPE, K_VALUE, K_REQUIRES_GRAD, K_SHAPE, K_LEFT_OUT,
        K_MAX, K_MIN, K_MEAN, K_NORM };
+#define N_STATS (K_NORM - K_MAX + 1)
+/* markers.STATS, a leaf's statistics in their order (module.c: configure_stats, called as graph/speedups.py
+ * loads this module, before any rules): the keys of roles K_MAX + i, those entry_text.c adds to a leaf */
+extern Text stat_keys[N_STATS];
 
 /* one value of the entry: a string's characters (between the quotes) or a number's text in s/n; a
  * container's members from ``first`` along ``next``; a member of an object has its key in k/kn */
@@ -358,6 +362,9 @@ int leaf_key_role(const char *k, Py_ssize_t n, const TextRules *r);
 /* the role (K_TYPE ... K_NORM) of a key whose text is one items.py reads by name, else K_OTHER (a key of
  * text_rules.left_out has K_LEFT_OUT on the tape instead) */
 int named_role(const char *k, Py_ssize_t n);
+/* stat_keys = keys (N_STATS, held by the caller): 0, or -1 for an empty key, one of another role, or one
+ * twice */
+int take_stat_keys(const Text *keys);
 PyObject *node_texts(PyObject *self, PyObject *args);
 PyObject *configure_leaf_rows(PyObject *self, PyObject *rules);
 PyObject *leaf_rows(PyObject *self, PyObject *args);
