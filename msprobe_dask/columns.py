@@ -3,30 +3,35 @@ node rows, and the texts of their cells that hold no number. No dependencies, so
 not import numpy (graph_visualize start-up)."""
 
 NPU_NAME, BENCH_NAME = "NPU Name", "Bench Name"  # a row's tensor (its dump entry and argument) each side
-NPU_DTYPE = "NPU Dtype"
+NPU_DTYPE, BENCH_DTYPE = "NPU Dtype", "Bench Dtype"
+NPU_SHAPE, BENCH_SHAPE = "NPU Tensor Shape", "Bench Tensor Shape"
+NPU_REQUIRES_GRAD, BENCH_REQUIRES_GRAD = "NPU Requires_grad", "Bench Requires_grad"
 NPU_MD5, BENCH_MD5 = "NPU MD5", "BENCH MD5"
+NPU_MAX, NPU_MIN, BENCH_MAX, BENCH_MIN = "NPU max", "NPU min", "Bench max", "Bench min"
+REQUIRES_GRAD_CONSISTENT = "Requires_grad Consistent"
 RESULT, ERR_MESSAGE = "Result", "Err_message"  # the judge's verdict and why
+COSINE, ONE_THOUSANDTH_RATIO = "Cosine", "One Thousandth Err Ratio"
 
 NA = "N/A"  # a cell with nothing to show: no Bench side, a metric that cannot be made, no mapping
 NAN = "Nan"  # a cell whose value is NaN, or a side that is missing, as the reference writes it
 
 TENSOR_METRIC_COLUMNS = (
-    "Cosine",
+    COSINE,
     "EucDist",
     "MaxAbsErr",
     "MaxRelativeErr",
-    "One Thousandth Err Ratio",
+    ONE_THOUSANDTH_RATIO,
     "Five Thousandths Err Ratio",
 )
 BASE_COLUMNS = [
     NPU_NAME,
     BENCH_NAME,
     NPU_DTYPE,
-    "Bench Dtype",
-    "NPU Tensor Shape",
-    "Bench Tensor Shape",
-    "NPU Requires_grad",
-    "Bench Requires_grad",
+    BENCH_DTYPE,
+    NPU_SHAPE,
+    BENCH_SHAPE,
+    NPU_REQUIRES_GRAD,
+    BENCH_REQUIRES_GRAD,
 ]
 DIFF_COLUMNS = [
     "Max diff",
@@ -39,18 +44,18 @@ DIFF_COLUMNS = [
     "NormRelativeErr",
 ]
 STAT_COLUMNS = [
-    "NPU max",
-    "NPU min",
+    NPU_MAX,
+    NPU_MIN,
     "NPU mean",
     "NPU l2norm",
-    "Bench max",
-    "Bench min",
+    BENCH_MAX,
+    BENCH_MIN,
     "Bench mean",
     "Bench l2norm",
 ]
 TENSOR_COLUMNS = list(TENSOR_METRIC_COLUMNS)
 MD5_COLUMNS = [NPU_MD5, BENCH_MD5]
-TAIL_COLUMNS = ["Requires_grad Consistent", RESULT, ERR_MESSAGE]
+TAIL_COLUMNS = [REQUIRES_GRAD_CONSISTENT, RESULT, ERR_MESSAGE]
 STACK_COLUMN = "NPU_Stack_Info"
 KERNEL_VERDICT = "Accuracy Reached or Not"  # a kernel table's Result: Yes or No
 DATA_NAME_COLUMN = "Data_name"

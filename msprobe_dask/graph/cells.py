@@ -13,7 +13,26 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from msprobe_dask.columns import DIFF_COLUMNS, NA, NAN, STAT_COLUMNS, TAIL_COLUMNS, TENSOR_METRIC_COLUMNS
+from msprobe_dask.columns import (
+    BENCH_DTYPE,
+    BENCH_MD5,
+    BENCH_NAME,
+    BENCH_REQUIRES_GRAD,
+    BENCH_SHAPE,
+    DIFF_COLUMNS,
+    ERR_MESSAGE,
+    NA,
+    NAN,
+    NPU_DTYPE,
+    NPU_MD5,
+    NPU_NAME,
+    NPU_REQUIRES_GRAD,
+    NPU_SHAPE,
+    REQUIRES_GRAD_CONSISTENT,
+    RESULT,
+    STAT_COLUMNS,
+    TENSOR_METRIC_COLUMNS,
+)
 from msprobe_dask.dump.markers import PARAMETERS_GRAD, STATS
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.item_text import DECIMALS, ExportedText, format_str
@@ -26,16 +45,17 @@ SUMMARY, MD5, TENSOR, STRUCTURE = "summary", "md5", "tensor", "structure"
 
 STAT_DIFFS = tuple(DIFF_COLUMNS[:4])
 STAT_RELS = tuple(DIFF_COLUMNS[4:])
+MAX_DIFF, MIN_DIFF, MEAN_DIFF, NORM_DIFF = STAT_DIFFS
+MAX_REL, MIN_REL, MEAN_REL, NORM_REL = STAT_RELS
 NPU_STATS = tuple(STAT_COLUMNS[:4])
 BENCH_STATS = tuple(STAT_COLUMNS[4:])
 TENSOR_INDEX = tuple(TENSOR_METRIC_COLUMNS)
 STATE_GROUPS = (("input", "kwargs"), ("parameters",), ("output",), (PARAMETERS_GRAD,))
-REQUIRES_GRAD, RESULT, ERR_MESSAGE = TAIL_COLUMNS
 # the cells compare_pair writes back into the NPU items, by mode (§3.6)
 WRITE_BACK = {
-    SUMMARY: STAT_DIFFS + STAT_RELS + (REQUIRES_GRAD, RESULT, ERR_MESSAGE),
-    MD5: (RESULT, REQUIRES_GRAD, ERR_MESSAGE),
-    TENSOR: TENSOR_INDEX + (REQUIRES_GRAD, RESULT, ERR_MESSAGE),
+    SUMMARY: STAT_DIFFS + STAT_RELS + (REQUIRES_GRAD_CONSISTENT, RESULT, ERR_MESSAGE),
+    MD5: (RESULT, REQUIRES_GRAD_CONSISTENT, ERR_MESSAGE),
+    TENSOR: TENSOR_INDEX + (REQUIRES_GRAD_CONSISTENT, RESULT, ERR_MESSAGE),
 }
 # a relative error r (in %) in this range has a positional repr and 6 decimals tell floats apart
 # (rel_text): 1e-4 <= r < 2**33
@@ -201,24 +221,24 @@ def _cells(values: tuple[Any, ...]) -> tuple[Any, ...]:
 def _basic(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]:
     if b is None:
         return {
-            "NPU Name": n["full_op_name"],
-            "Bench Name": NAN,
-            "NPU Dtype": n.get("dtype"),
-            "Bench Dtype": NAN,
-            "NPU Tensor Shape": n.get("shape"),
-            "Bench Tensor Shape": NAN,
-            "NPU Requires_grad": n.get("requires_grad"),
-            "Bench Requires_grad": NAN,
+            NPU_NAME: n["full_op_name"],
+            BENCH_NAME: NAN,
+            NPU_DTYPE: n.get("dtype"),
+            BENCH_DTYPE: NAN,
+            NPU_SHAPE: n.get("shape"),
+            BENCH_SHAPE: NAN,
+            NPU_REQUIRES_GRAD: n.get("requires_grad"),
+            BENCH_REQUIRES_GRAD: NAN,
         }
     return {
-        "NPU Name": n["full_op_name"],
-        "Bench Name": b["full_op_name"],
-        "NPU Dtype": n.get("dtype"),
-        "Bench Dtype": b.get("dtype"),
-        "NPU Tensor Shape": n.get("shape"),
-        "Bench Tensor Shape": b.get("shape"),
-        "NPU Requires_grad": n.get("requires_grad"),
-        "Bench Requires_grad": b.get("requires_grad"),
+        NPU_NAME: n["full_op_name"],
+        BENCH_NAME: b["full_op_name"],
+        NPU_DTYPE: n.get("dtype"),
+        BENCH_DTYPE: b.get("dtype"),
+        NPU_SHAPE: n.get("shape"),
+        BENCH_SHAPE: b.get("shape"),
+        NPU_REQUIRES_GRAD: n.get("requires_grad"),
+        BENCH_REQUIRES_GRAD: b.get("requires_grad"),
     }
 
 
@@ -236,9 +256,9 @@ def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, 
         row.update(zip(STAT_RELS, (" ",) * 4))
         row.update(zip(NPU_STATS, nc))
         row.update(zip(BENCH_STATS, (NAN,) * 4))
-        row["Requires_grad Consistent"] = False
-        row["Result"] = "pass"
-        row["Err_message"] = ""
+        row[REQUIRES_GRAD_CONSISTENT] = False
+        row[RESULT] = "pass"
+        row[ERR_MESSAGE] = ""
         row[NORM_RATIO] = None
         row[QUIET] = False
         return row
@@ -258,26 +278,26 @@ def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, 
         and (nc[0] == bc[0] or (dtype.__class__ is str and rules.NOT_A_TENSOR not in dtype))
     )
     row = {
-        "NPU Name": n["full_op_name"],
-        "Max diff": diffs[0],
-        "Min diff": diffs[1],
-        "Mean diff": diffs[2],
-        "L2norm diff": diffs[3],
-        "MaxRelativeErr": rels[0],
-        "MinRelativeErr": rels[1],
-        "MeanRelativeErr": rels[2],
-        "NormRelativeErr": rels[3],
-        "Requires_grad Consistent": rg == brg,
-        "Result": "pass",
-        "Err_message": "",
+        NPU_NAME: n["full_op_name"],
+        MAX_DIFF: diffs[0],
+        MIN_DIFF: diffs[1],
+        MEAN_DIFF: diffs[2],
+        NORM_DIFF: diffs[3],
+        MAX_REL: rels[0],
+        MIN_REL: rels[1],
+        MEAN_REL: rels[2],
+        NORM_REL: rels[3],
+        REQUIRES_GRAD_CONSISTENT: rg == brg,
+        RESULT: "pass",
+        ERR_MESSAGE: "",
         NORM_RATIO: ratio,
         QUIET: quiet,
     }
     if not quiet:
-        row["Bench Name"] = b["full_op_name"]
-        row["NPU Dtype"], row["Bench Dtype"] = dtype, bdtype
-        row["NPU Tensor Shape"], row["Bench Tensor Shape"] = shape, bshape
-        row["NPU Requires_grad"], row["Bench Requires_grad"] = rg, brg
+        row[BENCH_NAME] = b["full_op_name"]
+        row[NPU_DTYPE], row[BENCH_DTYPE] = dtype, bdtype
+        row[NPU_SHAPE], row[BENCH_SHAPE] = shape, bshape
+        row[NPU_REQUIRES_GRAD], row[BENCH_REQUIRES_GRAD] = rg, brg
         row.update(zip(NPU_STATS, nc))
         row.update(zip(BENCH_STATS, bc))
     return row
@@ -285,16 +305,16 @@ def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, 
 
 def md5_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]:
     row = _basic(n, b)
-    row["NPU MD5"] = n.get("md5")
+    row[NPU_MD5] = n.get("md5")
     if b is None:
-        row["BENCH MD5"] = NAN
-        row["Requires_grad Consistent"] = False
-        row["Result"] = NAN
+        row[BENCH_MD5] = NAN
+        row[REQUIRES_GRAD_CONSISTENT] = False
+        row[RESULT] = NAN
     else:
-        row["BENCH MD5"] = b.get("md5")
-        row["Requires_grad Consistent"] = n.get("requires_grad") == b.get("requires_grad")
-        row["Result"] = "pass" if n.get("md5") == b.get("md5") else "Different"
-    row["Err_message"] = ""
+        row[BENCH_MD5] = b.get("md5")
+        row[REQUIRES_GRAD_CONSISTENT] = n.get("requires_grad") == b.get("requires_grad")
+        row[RESULT] = "pass" if n.get("md5") == b.get("md5") else "Different"
+    row[ERR_MESSAGE] = ""
     return row
 
 
@@ -313,15 +333,15 @@ def tensor_row(
     if b is None:
         for k in BENCH_STATS:
             row[k] = NAN
-        row["Requires_grad Consistent"] = False
+        row[REQUIRES_GRAD_CONSISTENT] = False
     else:
         for k, v in zip(BENCH_STATS, _stat_list(b)):
             row[k] = _stored_stat(v)
-        row["Requires_grad Consistent"] = n.get("requires_grad") == b.get("requires_grad")
+        row[REQUIRES_GRAD_CONSISTENT] = n.get("requires_grad") == b.get("requires_grad")
         if measure is not None:
             row.update(measure(n, b))
-    row["Result"] = "pass"
-    row["Err_message"] = ""
+    row[RESULT] = "pass"
+    row[ERR_MESSAGE] = ""
     return row
 
 

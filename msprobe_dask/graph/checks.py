@@ -6,7 +6,28 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any
 
-from msprobe_dask.columns import NA, NAN
+from msprobe_dask.columns import (
+    BENCH_DTYPE,
+    BENCH_MAX,
+    BENCH_MD5,
+    BENCH_MIN,
+    BENCH_NAME,
+    BENCH_REQUIRES_GRAD,
+    BENCH_SHAPE,
+    COSINE,
+    ERR_MESSAGE,
+    NA,
+    NAN,
+    NPU_DTYPE,
+    NPU_MAX,
+    NPU_MD5,
+    NPU_MIN,
+    NPU_NAME,
+    NPU_REQUIRES_GRAD,
+    NPU_SHAPE,
+    ONE_THOUSANDTH_RATIO,
+    RESULT,
+)
 from msprobe_dask.dump.markers import OUTPUT_PART, SCALAR_SHAPE
 from msprobe_dask.graph.cells import (
     MD5,
@@ -81,7 +102,7 @@ def _ignore_class(rows: list[dict[str, Any]], is_out: list[bool], merge: bool) -
     """'all', 'input' or '' from the API name of the first input row (§3.4)."""
     if False not in is_out:
         return ""
-    parts = str(rows[is_out.index(False)]["NPU Name"]).split(".", 2)
+    parts = str(rows[is_out.index(False)][NPU_NAME]).split(".", 2)
     api = parts[1] if len(parts) > 1 else ""
     if merge:
         api = without_trailing_rank(api)
@@ -96,19 +117,19 @@ def _row_messages(
     """The messages of checkers 1, 2 (summary RelativeErr), 3, 4, 5 and 6 for one row, in order (the
     order of cells.SUMMARY_RULES.messages, for the summary rows the C summary compare makes)."""
     msgs = []
-    nd, bd = r["NPU Dtype"], r["Bench Dtype"]
+    nd, bd = r[NPU_DTYPE], r[BENCH_DTYPE]
     if selected:
-        if (special_cell(r["NPU max"]) or special_cell(r["NPU min"])) and not (
-            special_cell(r["Bench max"]) or special_cell(r["Bench min"])
+        if (special_cell(r[NPU_MAX]) or special_cell(r[NPU_MIN])) and not (
+            special_cell(r[BENCH_MAX]) or special_cell(r[BENCH_MIN])
         ):
             msgs.append(MSG_NAN_INF)
     if relerr and out:
         v = r[NORM_RATIO]
         if v is not None and abs(v) > LIMITS.big_output_norm:
             msgs.append(MSG_NORM_OUTPUT)
-    bench_missing = r.get("Bench Name") in NO_BENCH
+    bench_missing = r.get(BENCH_NAME) in NO_BENCH
     if selected and not bench_missing:
-        nrg, brg = r["NPU Requires_grad"], r["Bench Requires_grad"]
+        nrg, brg = r[NPU_REQUIRES_GRAD], r[BENCH_REQUIRES_GRAD]
         if nrg and brg and nrg != brg:
             msgs.append(MSG_REQUIRES_GRAD)
     if not out and not ignore:
@@ -117,16 +138,16 @@ def _row_messages(
             and isinstance(bd, str)
             and NOT_A_TENSOR in nd
             and NOT_A_TENSOR in bd
-            and r["NPU Tensor Shape"] == SCALAR_SHAPE
-            and r["NPU max"] != r["Bench max"]
+            and r[NPU_SHAPE] == SCALAR_SHAPE
+            and r[NPU_MAX] != r[BENCH_MAX]
         ):
             msgs.append(MSG_SCALAR)
     if selected and not bench_missing:
-        bn = str(r["Bench Name"])
-        if nd and bd and nd != bd and r["NPU Name"] != NO_NPU and not any(p in bn for p in FUSED_WEIGHTS):
+        bn = str(r[BENCH_NAME])
+        if nd and bd and nd != bd and r[NPU_NAME] != NO_NPU and not any(p in bn for p in FUSED_WEIGHTS):
             msgs.append(MSG_DTYPE)
         if not merge:
-            ns, bs = r["NPU Tensor Shape"], r["Bench Tensor Shape"]
+            ns, bs = r[NPU_SHAPE], r[BENCH_SHAPE]
             if ns is not None and bs is not None and ns != bs:
                 msgs.append(MSG_SHAPE)
     return msgs
@@ -137,14 +158,14 @@ def _check_md5(rows: list[dict[str, Any]], is_out: list[bool], ignore: str) -> i
     for r, out in zip(rows, is_out):
         level, msg = PASS, ""
         if ignore != "input" or out:
-            nm, bm = r["NPU MD5"], r["BENCH MD5"]
+            nm, bm = r[NPU_MD5], r[BENCH_MD5]
             if nm != bm:
                 if nm in _NO_MD5 or bm in _NO_MD5:
                     level, msg = WARNING, MSG_MD5_MISSING
                 else:
                     level, msg = ERROR, MSG_MD5_DIFFERS
-        r["Result"] = LEVEL_NAME[level]
-        r["Err_message"] = dumps([msg]) if msg else "[]"
+        r[RESULT] = LEVEL_NAME[level]
+        r[ERR_MESSAGE] = dumps([msg]) if msg else "[]"
         worst = max(worst, level)
     return worst
 
@@ -159,8 +180,8 @@ def check_rows(rows: list[dict[str, Any]], mode: str, merge: bool = False) -> in
     ignore = _ignore_class(rows, is_out, merge)
     if ignore == "all" or mode == STRUCTURE:
         for r in rows:
-            r["Result"] = "pass"
-            r["Err_message"] = "[]"
+            r[RESULT] = "pass"
+            r[ERR_MESSAGE] = "[]"
         return PASS
     if mode == MD5:
         return _check_md5(rows, is_out, ignore)
@@ -189,11 +210,11 @@ def check_rows(rows: list[dict[str, Any]], mode: str, merge: bool = False) -> in
             ins = [r for r, out in zip(rows, is_out) if not out]
             outs = [r for r, out in zip(rows, is_out) if out]
             first_error = (
-                _min_over(ins, "One Thousandth Err Ratio") > LIMITS.thousandth_input
-                and _min_over(outs, "One Thousandth Err Ratio") < LIMITS.thousandth_output
+                _min_over(ins, ONE_THOUSANDTH_RATIO) > LIMITS.thousandth_input
+                and _min_over(outs, ONE_THOUSANDTH_RATIO) < LIMITS.thousandth_output
             )
-            cin = _min_over(ins, "Cosine")
-            first_warning = cin > LIMITS.cosine_input and cin - _min_over(outs, "Cosine") > LIMITS.cosine_drop
+            cin = _min_over(ins, COSINE)
+            first_warning = cin > LIMITS.cosine_input and cin - _min_over(outs, COSINE) > LIMITS.cosine_drop
     worst = PASS
     for i, r in enumerate(rows):
         out = is_out[i]
@@ -215,14 +236,14 @@ def check_rows(rows: list[dict[str, Any]], mode: str, merge: bool = False) -> in
                 msgs.append(MSG_COSINE if mode == TENSOR else MSG_NORM_TENFOLD)
                 level = max(level, WARNING)
         if msgs:
-            r["Result"] = LEVEL_NAME[level]
-            r["Err_message"] = dumps(msgs)
+            r[RESULT] = LEVEL_NAME[level]
+            r[ERR_MESSAGE] = dumps(msgs)
             if level > worst:
                 worst = level
         else:
-            r["Result"] = "pass"
-            r["Err_message"] = "[]"
+            r[RESULT] = "pass"
+            r[ERR_MESSAGE] = "[]"
     return worst
 
 
-npu_name = itemgetter("NPU Name")
+npu_name = itemgetter(NPU_NAME)
