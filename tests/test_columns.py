@@ -10,7 +10,7 @@ from pathlib import Path
 from msprobe_dask import columns
 
 PACKAGE = Path(columns.__file__).parent
-READERS = ("graph/cells.py", "graph/checks.py")
+READERS = ("graph/cells.py", "graph/stat_cells.py", "graph/checks.py")
 """The modules that read the compare columns by their names."""
 
 NAMES = {

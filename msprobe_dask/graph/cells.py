@@ -1,5 +1,6 @@
-"""The compare cells of a pair of node items (graph_visualize.md §3.3): one row per NPU item, a dict
-keyed by the reference's column names, by mode (summary statistics, md5, tensor metrics).
+"""The compare rows of a pair of node items (graph_visualize.md §3.3): one row per NPU item, a dict
+keyed by the reference's column names, by mode (summary statistics, md5, tensor metrics); the cells of
+the statistics are graph/stat_cells.py's.
 
 Summary rows, the common case, carry two keys of their own (NORM_RATIO, QUIET) and leave out the cells
 no checker will read (graph/checks.py reads them; graph/compare.py writes a few back into the items).
@@ -7,10 +8,8 @@ no checker will read (graph/checks.py reads them; graph/compare.py writes a few 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any
 
 from msprobe_dask.columns import (
@@ -35,11 +34,23 @@ from msprobe_dask.columns import (
 )
 from msprobe_dask.dump.markers import PARAMETERS_GRAD, STATS
 from msprobe_dask.graph import speedups
-from msprobe_dask.graph.item_text import DECIMALS, ExportedText, format_str
+from msprobe_dask.graph.item_text import ExportedText
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.model import Node
+from msprobe_dask.graph.stat_cells import (
+    NO_VALUE,
+    NULL_STAT,
+    POSITIONAL,
+    ZERO_REL,
+    cells_of,
+    rel_text,
+    special_cell,
+    stat_diff,
+    stat_diffs,
+    stats_of,
+    stored_stat,
+)
 from msprobe_dask.judge import rules
-from msprobe_dask.metrics.stats import INF, PERCENT
 
 SUMMARY, MD5, TENSOR, STRUCTURE = "summary", "md5", "tensor", "structure"
 
@@ -57,165 +68,15 @@ WRITE_BACK = {
     MD5: (RESULT, REQUIRES_GRAD_CONSISTENT, ERR_MESSAGE),
     TENSOR: TENSOR_INDEX + (REQUIRES_GRAD_CONSISTENT, RESULT, ERR_MESSAGE),
 }
-# a relative error r (in %) in this range has a positional repr and 6 decimals tell floats apart
-# (rel_text): 1e-4 <= r < 2**33
-POSITIONAL = (1e-4, 8589934592.0)
-
-SPECIAL_TEXTS = ("inf", "-inf", "nan")
-_INFS = (math.inf, -math.inf)
-_PLAIN_NUMBERS = frozenset((int, float))
 # a Bench name that stands for no partner, an NPU name for no item (the checkers skip such rows)
 NO_BENCH = ("", NA, None)
 NO_NPU = NA
-NO_VALUE = NA  # the diff and relative-error cells stat_diff cannot make
 # summary rows also hold the exact NormRelativeErr as a ratio (None where it is not a number): the
 # checkers use it, while the NormRelativeErr cell holds the exported text (see rel_text)
 NORM_RATIO = "norm_ratio"
 # ... and whether a per-row checker could flag the row at all (see summary_row)
 QUIET = "quiet"
 UNREADABLE = "unreadable"  # a tensor row's key: why its tensor files could not be read
-
-
-def _stat_list(item: Mapping[str, Any]) -> list[Any]:
-    return ["None" if item.get(s) is None else item.get(s) for s in STATS]
-
-
-def _stored_stat(v: Any) -> Any:
-    return NAN if isinstance(v, float) and math.isnan(v) else v
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _summary_cell(v: Any) -> Any:
-    """A summary statistic or diff cell: nan is stored as 'Nan', and a cell whose str() is exactly
-    inf, -inf or nan gets a trailing TAB."""
-    t = v.__class__
-    if t is float:
-        if v != v:
-            return NAN
-        return repr(v) + "\t" if v in _INFS else v
-    if t is int or (t is str and len(v) > 4):
-        return v
-    v = _stored_stat(v)
-    s = str(v)
-    return s + "\t" if s in SPECIAL_TEXTS else v
-
-
-def special_cell(v: Any) -> bool:
-    """v is nan, inf or -inf: a float, or a string such as 'Nan' or 'inf\\t' (the NaN/Inf checker reads
-    the max and min cells so)."""
-    t = v.__class__
-    if t is float:
-        return v - v != 0.0  # type: ignore[no-any-return]
-    if t is int:
-        return False
-    if isinstance(v, float):
-        return math.isinf(v) or math.isnan(v)
-    return isinstance(v, str) and v.strip().lower() in SPECIAL_TEXTS
-
-
-ZERO_REL = "0.0" + PERCENT
-"""The relative-error cell of two equal statistics (r = 0: not rel_text's exported form of a number)."""
-
-
-def rel_text(r: float) -> str:
-    """``str(r) + PERCENT`` in its exported form: §7.6 rounds it to 6 decimals where it has more.
-
-    Between 1e-4 and 2**33, where ``repr`` is positional and floats are closer than 1e-6, the text
-    rounded to 6 decimals is the exported one unless the repr has fewer than 6 decimals; then the
-    rounded text ends with a 0 and ``round(r, DECIMALS) == r``. This spares the repr and its parsing back.
-    Elsewhere the rule is applied to the text. The result is a fixed point of the export formatting,
-    and marked so (ExportedText).
-    """
-    if POSITIONAL[0] <= r < POSITIONAL[1]:
-        t = f"{r:.{DECIMALS}f}"
-        if t[-1] != "0" or round(r, DECIMALS) != r:
-            return ExportedText(t + PERCENT)
-        return ExportedText(repr(r) + PERCENT)
-    if r == 0.0:
-        return ZERO_REL
-    return ExportedText(format_str(repr(r) + PERCENT))
-
-
-def stat_diff(x: Any, y: Any) -> tuple[Any, str, float | None]:
-    """(diff cell, relative-error cell, relative error as a ratio) of one NPU/Bench statistic."""
-    if not (
-        x.__class__ in _PLAIN_NUMBERS and y.__class__ in _PLAIN_NUMBERS or _is_number(x) and _is_number(y)
-    ):
-        return NO_VALUE, NO_VALUE, None
-    d = x - y
-    if d != d:
-        return NAN, NAN, None
-    if y == 0:
-        return _summary_cell(d), NO_VALUE, None
-    try:
-        r = abs(d / y * 100)
-    except OverflowError:
-        return _summary_cell(d), INF + PERCENT, math.inf
-    return _summary_cell(d), rel_text(r), r / 100
-
-
-def _diffs(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> tuple[list[Any], list[str], float | None]:
-    """The diff cells, the relative-error cells and the last (Norm) relative error as a ratio."""
-    diffs, rels = [], []
-    ratio: float | None
-    for x, y in zip(ns, bs):
-        if x.__class__ is float and y.__class__ is float and y:
-            # the common case, stat_diff and rel_text inline: r is finite when d is
-            d = x - y
-            r = abs(d / y * 100)
-            if POSITIONAL[0] <= r < POSITIONAL[1]:
-                t = f"{r:.{DECIMALS}f}"
-                t = ExportedText((repr(r) if t[-1] == "0" and round(r, DECIMALS) == r else t) + PERCENT)
-            elif r == 0.0:
-                t = ZERO_REL
-            else:
-                d, t, ratio = stat_diff(x, y)
-                diffs.append(d)
-                rels.append(t)
-                continue
-            diffs.append(d)
-            rels.append(t)
-            ratio = r / 100
-        elif x.__class__ is int and x == y and y.__class__ is int and y:  # equal scalar arguments
-            diffs.append(0)
-            rels.append(ZERO_REL)
-            ratio = 0.0
-        else:
-            d, t, ratio = stat_diff(x, y)
-            diffs.append(d)
-            rels.append(t)
-    return diffs, rels, ratio
-
-
-_GET_STATS = itemgetter(*STATS)
-
-
-NULL_STAT = "None"  # a statistic that is null (or missing), as _stats gives it
-
-
-def _stats(item: Mapping[str, Any]) -> tuple[Any, ...]:
-    """The item's Max, Min, Mean and Norm, None as 'None'."""
-    try:
-        values = _GET_STATS(item)
-    except KeyError:
-        values = tuple(map(item.get, STATS))
-    if None in values:
-        return tuple(NULL_STAT if v is None else v for v in values)
-    return values
-
-
-def _cells(values: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The statistics as summary cells (_summary_cell)."""
-    try:
-        total = sum(values)
-        if total - total == 0:  # ints and finite floats only: they are their own cells
-            return values
-    except (TypeError, OverflowError):  # a string or an int too large for a float
-        pass
-    return tuple(map(_summary_cell, values))
 
 
 def _basic(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -248,8 +109,8 @@ def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, 
     The relative-error cells hold their exported text (rel_text) and NORM_RATIO the exact
     NormRelativeErr. A QUIET row is one no per-row checker can flag (see _row_messages): it only
     holds the cells written back, the NPU name and the ratio, all the node-wide checkers read."""
-    ns = _stats(n)
-    nc = _cells(ns)
+    ns = stats_of(n)
+    nc = cells_of(ns)
     if b is None:
         row = _basic(n, None)
         row.update(zip(STAT_DIFFS, (" ",) * 4))
@@ -262,10 +123,10 @@ def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, 
         row[NORM_RATIO] = None
         row[QUIET] = False
         return row
-    bs = _stats(b)
-    bc = _cells(bs)
+    bs = stats_of(b)
+    bc = cells_of(bs)
     native = speedups.native
-    diffs, rels, ratio = native.stat_diffs(ns, bs) if native is not None else _diffs(ns, bs)
+    diffs, rels, ratio = native.stat_diffs(ns, bs) if native is not None else stat_diffs(ns, bs)
     rg, brg = n.get("requires_grad"), b.get("requires_grad")
     dtype, bdtype = n.get("dtype"), b.get("dtype")
     shape, bshape = n.get("shape"), b.get("shape")
@@ -327,16 +188,15 @@ def tensor_row(
     row = _basic(n, b)
     for k in TENSOR_INDEX:
         row[k] = " "
-    ns = _stat_list(n)
-    for k, v in zip(NPU_STATS, ns):
-        row[k] = _stored_stat(v)
+    for k, v in zip(NPU_STATS, stats_of(n)):
+        row[k] = stored_stat(v)
     if b is None:
         for k in BENCH_STATS:
             row[k] = NAN
         row[REQUIRES_GRAD_CONSISTENT] = False
     else:
-        for k, v in zip(BENCH_STATS, _stat_list(b)):
-            row[k] = _stored_stat(v)
+        for k, v in zip(BENCH_STATS, stats_of(b)):
+            row[k] = stored_stat(v)
         row[REQUIRES_GRAD_CONSISTENT] = n.get("requires_grad") == b.get("requires_grad")
         if measure is not None:
             row.update(measure(n, b))
@@ -393,8 +253,8 @@ class SummaryRules:
     rel_text: Callable[[float], str]  # the relative-error cell of a finite r (made once per r in C)
     zero_rel: str  # ZERO_REL
     null_stat: str  # NULL_STAT
-    stats_of: Callable[[Mapping[str, Any]], tuple[Any, ...]]  # an item's statistics (_stats) ...
-    cells_of: Callable[[tuple[Any, ...]], tuple[Any, ...]]  # ... and their cells (_cells)
+    stats_of: Callable[[Mapping[str, Any]], tuple[Any, ...]]  # an item's statistics ...
+    cells_of: Callable[[tuple[Any, ...]], tuple[Any, ...]]  # ... and their cells
     special: Callable[[Any], bool]  # a max or min cell the NaN/Inf checker reads as nan or inf
     exported_text: type  # the class of texts already in their exported form
     positional: tuple[float, float]  # POSITIONAL
@@ -414,8 +274,8 @@ SUMMARY_RULES = SummaryRules(
     rel_text=rel_text,
     zero_rel=ZERO_REL,
     null_stat=NULL_STAT,
-    stats_of=_stats,
-    cells_of=_cells,
+    stats_of=stats_of,
+    cells_of=cells_of,
     special=special_cell,
     exported_text=ExportedText,
     positional=POSITIONAL,

@@ -38,10 +38,10 @@ from msprobe_dask.graph.cells import (
     STRUCTURE,
     SUMMARY,
     TENSOR,
-    special_cell,
 )
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.graph.merge.rename import without_trailing_rank
+from msprobe_dask.graph.stat_cells import special_cell
 from msprobe_dask.judge import rules
 from msprobe_dask.judge.rules import (
     ALL_IGNORED_APIS,

@@ -89,7 +89,7 @@ def _fmt_other(v: Any) -> str:
 
 class ExportedText(str):
     """A string already in its exported form (a fixed point of the formatting) and safe to stand in
-    JSON as it is: the relative errors the compare writes into items (cells.rel_text)."""
+    JSON as it is: the relative errors the compare writes into items (stat_cells.rel_text)."""
 
     __slots__ = ()
 

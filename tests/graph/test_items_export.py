@@ -11,8 +11,8 @@ from export_rule import text_by_the_rule
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from msprobe_dask.graph.cells import rel_text
 from msprobe_dask.graph.item_text import exported_cells, format_item, format_items, items_json
+from msprobe_dask.graph.stat_cells import rel_text
 
 _PG_KEEP = ("type", "group_ranks", "group_id", "data_name")
 

@@ -30,8 +30,18 @@ from hypothesis import strategies as st
 from msprobe_dask.dump import entry_index, entry_shape, markers
 from msprobe_dask.dump import rows as dump_rows
 from msprobe_dask.errors import DumpError
-from msprobe_dask.graph import build, cells, checks, dump_files, item_text, items, micro_steps, rows, speedups
-from msprobe_dask.graph.cells import _diffs
+from msprobe_dask.graph import (
+    build,
+    cells,
+    checks,
+    dump_files,
+    item_text,
+    items,
+    micro_steps,
+    rows,
+    speedups,
+    stat_cells,
+)
 from msprobe_dask.graph.compare import MD5, SUMMARY, TENSOR, compare_pair
 from msprobe_dask.graph.model import API, Graph, Node
 from msprobe_dask.judge import rules
@@ -218,7 +228,7 @@ _NUMBERS = st.integers(-5, 5) | st.floats(-1e6, 1e6) | st.sampled_from([math.nan
 @settings(max_examples=500, deadline=None)
 @given(st.tuples(*[_NUMBERS | _STAT] * 4), st.tuples(*[_NUMBERS | _STAT] * 4))
 def test_stat_diffs_as_python(ns: tuple[Any, ...], bs: tuple[Any, ...]) -> None:
-    assert shape(NATIVE.stat_diffs(ns, bs)) == shape(_diffs(ns, bs))
+    assert shape(NATIVE.stat_diffs(ns, bs)) == shape(stat_cells.stat_diffs(ns, bs))
 
 
 @needs_native
@@ -238,13 +248,13 @@ def test_stat_diffs_take_their_no_value_cell_and_small_relative_errors_texts_fro
     r = abs((1.0000000001 - 1.0) / 1.0 * 100)
     assert diffs[:3] == ["trial n/a", 2.0, 3] and rels == ["trial n/a"] * 3 + [f"trial {r!r}"]
     assert zeros == ["trial 0", "trial 0"]
-    assert NATIVE.stat_diffs((1.0000000001,), (1.0,))[1] == [cells.rel_text(r)]
+    assert NATIVE.stat_diffs((1.0000000001,), (1.0,))[1] == [stat_cells.rel_text(r)]
 
 
 @needs_native
 @pytest.mark.parametrize("null", ["trial none", "nan"])
 def test_null_statistics_take_their_text_from_python(null: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A null statistic's text is the rules' (cells.NULL_STAT); one that is not its own cell or that
+    """A null statistic's text is the rules' (stat_cells.NULL_STAT); one that is not its own cell or that
     the NaN/Inf checker reads as special ("nan") sends the item to the Python cells."""
     npu = _node("Functional.linear.0.forward", [("input", (3.0, None, "True", None), {})])
     bench = _node("Functional.linear.0.forward", [("input", (2.0, None, "False", 4.0), {})])
@@ -254,7 +264,7 @@ def test_null_statistics_take_their_text_from_python(null: str, monkeypatch: pyt
         compare_pair(n, b, SUMMARY)
         return shape((n.precision, n.input_data))
 
-    monkeypatch.setattr(cells, "NULL_STAT", null)
+    monkeypatch.setattr(stat_cells, "NULL_STAT", null)
     NATIVE.configure_summary(dataclasses.replace(cells.SUMMARY_RULES, null_stat=null))
     try:
         with_c, python = _both(monkeypatch, compared)

@@ -1,4 +1,4 @@
-/* The summary compare of a node pair (graph/cells.py: _diffs, summary_row; checks.py: check_rows;
+/* The summary compare of a node pair (graph/stat_cells.py: stat_diffs; cells.py: summary_row; checks.py: check_rows;
  * compare.py: write_back) whose items all have partners. Its rules, texts and numbers are
  * graph/cells.py's SUMMARY_RULES, handed once by configure_summary(rules) and read by name: none is
  * written here. Over 400 lines: the rules' intake, the diffs and the checkers share those rules (R)
