@@ -220,11 +220,13 @@ free worker: ``get_async``'s ``num_workers`` is what it counts)."""
 
 def _queued_get(dsk: Any, keys: Any, *, pool: Any, processes: int, **kwargs: Any) -> Any:
     """dask's processes scheduler (``dask.multiprocessing.get``: the graph culled and fused, each task and
-    its inputs pickled (``_task_dumps``), a task's error sent back with its traceback) on ``pool``, by
-    dask's own loop ``dask.local.get_async`` through its documented arguments, keeping
+    its inputs pickled by cloudpickle, a task's error sent back with its traceback) on ``pool``, by dask's
+    own loop ``dask.local.get_async`` through its documented arguments, keeping
     ``TASKS_QUEUED_PER_WORKER`` more tasks a worker in flight than the ``processes`` workers run."""
     import pickle
+    from functools import partial
 
+    import cloudpickle
     from dask.local import get_async, reraise
     from dask.optimization import cull, fuse
     from dask.utils import ensure_dict
@@ -239,30 +241,13 @@ def _queued_get(dsk: Any, keys: Any, *, pool: Any, processes: int, **kwargs: Any
         fused,
         keys,
         get_id=os.getpid,
-        dumps=_task_dumps,
+        dumps=partial(cloudpickle.dumps, protocol=pickle.HIGHEST_PROTOCOL),
         loads=pickle.loads,
         pack_exception=_packed_task_error,
         raise_exception=reraise,
         chunksize=1,  # each task sent alone (see _in_processes)
         **kwargs,
     )
-
-
-def _task_dumps(value: Any) -> bytes:
-    """A task, its inputs or its result pickled (dask's processes scheduler: ``dumps``) by pickle, whose
-    classes and functions are those of our modules, named by reference; by cloudpickle only where pickle
-    cannot (a function made in a function, as tests make them): cloudpickle's pickler, in Python, looks
-    up each function's module and name. The process that schedules a rank of 50,050 entries a side on
-    two workers (whose tasks keep both CPUs busy) spent 0.052 s of CPU during the run with cloudpickle
-    for all, 0.045 s so (medians of 5 alternated runs)."""
-    import pickle
-
-    try:
-        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    except (pickle.PicklingError, AttributeError, TypeError):
-        import cloudpickle
-
-        return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _packed_task_error(exc: BaseException, dumps: Callable[[Any], bytes]) -> bytes:

@@ -1,6 +1,6 @@
 """Tasks on local worker processes (pipeline/scheduler.py, dask's processes scheduler): each task, its
-inputs and its result pickled by pickle, by reference to our modules, and by cloudpickle only where
-pickle cannot."""
+inputs and its result pickled by cloudpickle, as dask pickles them, so that what pickle cannot name (a
+function made in a function) runs there too."""
 
 from __future__ import annotations
 
