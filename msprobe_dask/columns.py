@@ -12,6 +12,7 @@ REQUIRES_GRAD_CONSISTENT = "Requires_grad Consistent"
 RESULT, ERR_MESSAGE = "Result", "Err_message"  # the judge's verdict and why
 COSINE, ONE_THOUSANDTH_RATIO = "Cosine", "One Thousandth Err Ratio"
 
+MD5_DIFFERENT = "Different"  # an md5 row's Result where the two md5 differ
 NA = "N/A"  # a cell with nothing to show: no Bench side, a metric that cannot be made, no mapping
 NAN = "Nan"  # a cell whose value is NaN, or a side that is missing, as the reference writes it
 

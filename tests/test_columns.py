@@ -1,6 +1,7 @@
-"""The compare columns' names are typed once, in columns.py: the modules that make and check the graph's
-compare rows read them by the names columns.py gives them, so that a column renamed there is renamed in
-every row (a name typed again would keep the old one in some rows)."""
+"""The compare columns' names are typed once, in columns.py, and a row's Result texts once, in
+judge/rules.py and columns.py: the modules that make and check the graph's compare rows (and the md5
+rows of compare -da's analysis) read them by the names given them there, so that a text changed there
+changes in every row (a text typed again would keep the old one in some rows)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import ast
 from pathlib import Path
 
 from msprobe_dask import columns
+from msprobe_dask.judge import rules
 
 PACKAGE = Path(columns.__file__).parent
-READERS = ("graph/cells.py", "graph/stat_cells.py", "graph/checks.py")
-"""The modules that read the compare columns by their names."""
+READERS = ("graph/cells.py", "graph/stat_cells.py", "graph/checks.py", "analysis/records.py")
+"""The modules that read the compare columns and the Result texts by their names."""
 
 NAMES = {
     *columns.BASE_COLUMNS,
@@ -20,11 +22,15 @@ NAMES = {
     *columns.TENSOR_COLUMNS,
     *columns.MD5_COLUMNS,
     *columns.TAIL_COLUMNS,
+    rules.PASS,
+    rules.WARNING,
+    rules.ERROR,
+    columns.MD5_DIFFERENT,
 }
 
 
 def typed_names(source: str) -> list[tuple[int, str]]:
-    """(line, text) of each str constant of ``source`` that is a column's name."""
+    """(line, text) of each str constant of ``source`` that is a column's name or a Result text."""
     tree = ast.parse(source)
     return [
         (node.lineno, node.value)

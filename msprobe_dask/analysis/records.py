@@ -16,6 +16,7 @@ from msprobe_dask.columns import (
     BENCH_MD5,
     DIFF_COLUMNS,
     ERR_MESSAGE,
+    MD5_DIFFERENT,
     NA,
     NAN,
     NPU_MD5,
@@ -23,6 +24,7 @@ from msprobe_dask.columns import (
     STACK_COLUMN,
     STAT_COLUMNS,
 )
+from msprobe_dask.judge import rules
 from msprobe_dask.metrics.stats import relative_fraction
 from msprobe_dask.table import Matched, build_table, pair_sides
 
@@ -49,7 +51,7 @@ def _is_same(entry: str, items: list[dict[str, Any]], mode: str) -> bool:
         if index in ignored:
             continue
         if mode == "md5":
-            if item[RESULT] == "Different":
+            if item[RESULT] == MD5_DIFFERENT:
                 return False
             continue
         for column in RELATIVE_COLUMNS:
@@ -75,7 +77,7 @@ def rank_records(matched: Matched) -> Records:
             if isinstance(value, float) and math.isnan(value):
                 item[column] = NAN  # as the reference's table holds it (its json shows the text)
         if mode == "md5":  # indicator analysis is skipped: a bare md5 verdict, no message (NaN)
-            item[RESULT] = "pass" if item[NPU_MD5] == item[BENCH_MD5] else "Different"
+            item[RESULT] = rules.PASS if item[NPU_MD5] == item[BENCH_MD5] else MD5_DIFFERENT
             item[ERR_MESSAGE] = math.nan
         else:
             item[RESULT] = item[ERR_MESSAGE] = ""

@@ -20,6 +20,7 @@ from msprobe_dask.columns import (
     BENCH_SHAPE,
     DIFF_COLUMNS,
     ERR_MESSAGE,
+    MD5_DIFFERENT,
     NA,
     NAN,
     NPU_DTYPE,
@@ -77,6 +78,7 @@ NORM_RATIO = "norm_ratio"
 # ... and whether a per-row checker could flag the row at all (see summary_row)
 QUIET = "quiet"
 UNREADABLE = "unreadable"  # a tensor row's key: why its tensor files could not be read
+PASSED = rules.PASS  # a row's Result as it is made (the checkers may change it)
 
 
 def _basic(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -118,7 +120,7 @@ def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, 
         row.update(zip(NPU_STATS, nc))
         row.update(zip(BENCH_STATS, (NAN,) * 4))
         row[REQUIRES_GRAD_CONSISTENT] = False
-        row[RESULT] = "pass"
+        row[RESULT] = PASSED
         row[ERR_MESSAGE] = ""
         row[NORM_RATIO] = None
         row[QUIET] = False
@@ -149,7 +151,7 @@ def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, 
         MEAN_REL: rels[2],
         NORM_REL: rels[3],
         REQUIRES_GRAD_CONSISTENT: rg == brg,
-        RESULT: "pass",
+        RESULT: PASSED,
         ERR_MESSAGE: "",
         NORM_RATIO: ratio,
         QUIET: quiet,
@@ -174,7 +176,7 @@ def md5_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]
     else:
         row[BENCH_MD5] = b.get("md5")
         row[REQUIRES_GRAD_CONSISTENT] = n.get("requires_grad") == b.get("requires_grad")
-        row[RESULT] = "pass" if n.get("md5") == b.get("md5") else "Different"
+        row[RESULT] = PASSED if n.get("md5") == b.get("md5") else MD5_DIFFERENT
     row[ERR_MESSAGE] = ""
     return row
 
@@ -200,7 +202,7 @@ def tensor_row(
         row[REQUIRES_GRAD_CONSISTENT] = n.get("requires_grad") == b.get("requires_grad")
         if measure is not None:
             row.update(measure(n, b))
-    row[RESULT] = "pass"
+    row[RESULT] = PASSED
     row[ERR_MESSAGE] = ""
     return row
 

@@ -65,6 +65,7 @@ from msprobe_dask.metrics.stats import PERCENT, percent_fraction
 
 PASS, WARNING, ERROR = 0, 1, 2
 LEVEL_NAME = {PASS: rules.PASS, WARNING: rules.WARNING, ERROR: rules.ERROR}
+PASSED = LEVEL_NAME[PASS]
 
 
 def _ratio(v: Any) -> float | None:
@@ -180,7 +181,7 @@ def check_rows(rows: list[dict[str, Any]], mode: str, merge: bool = False) -> in
     ignore = _ignore_class(rows, is_out, merge)
     if ignore == "all" or mode == STRUCTURE:
         for r in rows:
-            r[RESULT] = "pass"
+            r[RESULT] = PASSED
             r[ERR_MESSAGE] = "[]"
         return PASS
     if mode == MD5:
@@ -241,7 +242,7 @@ def check_rows(rows: list[dict[str, Any]], mode: str, merge: bool = False) -> in
             if level > worst:
                 worst = level
         else:
-            r[RESULT] = "pass"
+            r[RESULT] = PASSED
             r[ERR_MESSAGE] = "[]"
     return worst
 
