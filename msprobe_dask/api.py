@@ -7,7 +7,6 @@ nothing. The lower-level APIs stay: ``pipeline.compare.compare`` (CompareTables)
 
 from __future__ import annotations
 
-from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +92,7 @@ def graph(
     other keyword is a TypeError."""
     from msprobe_dask.graph.api import build_graphs
     from msprobe_dask.graph.rows import NODE_COLUMNS
+    from msprobe_dask.graph.tasks import job_divergence
 
     parallel = None
     unknown = sorted(set(merge) - set(MERGE_OPTIONS))
@@ -123,18 +123,5 @@ def graph(
         parallel=parallel,
         run=RunOptions(address=scheduler, workers=workers),
     )
-    rows = None
-    if golden is not None and parallel is None:
-        rows = cache(
-            partial(
-                compare,
-                target,
-                golden,
-                fuzzy_match=fuzzy_match,
-                layer_mapping=layer_mapping,
-                skip_missing_ranks=True,  # (the pairs the graphs compared: graph_layouts.compare_sources)
-                scheduler=scheduler,
-                workers=workers,
-            )
-        )
-    return GraphResult(result.compare, tuple(graph_views(result.graphs, NODE_COLUMNS)), rows)
+    found = job_divergence(result.graphs)
+    return GraphResult(result.compare, tuple(graph_views(result.graphs, NODE_COLUMNS)), found)

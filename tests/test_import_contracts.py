@@ -44,8 +44,10 @@ LAYERS: list[tuple[str, int]] = [
     ("msprobe_dask.table", 5),  # the compare table model: matched row pairs -> judged rows (CompareTable)
     # the end-of-run summary's records and rules: graph_visualize's chunk tasks summarise their rows
     ("msprobe_dask.summary", 5),
+    # the first-divergence rules over compare rows: compare's summary and graph_visualize's chunk tasks
+    ("msprobe_dask.analysis", 5),
+    ("msprobe_dask.analysis.records", 6),  # -da's first-diff records (of the compare table)
     ("msprobe_dask.graph", 6),
-    ("msprobe_dask.analysis", 6),
     ("msprobe_dask.writers", 7),
     ("msprobe_dask.summary.divergence", 7),  # the first divergence of a compare, by analysis/
     # the commands and their drivers

@@ -97,14 +97,16 @@ def test_graph_nodes_and_summary_equal_the_visdb(tmp_path: Path) -> None:
 
 def test_graph_first_divergence_is_the_job_s_on_the_rank_it_began() -> None:
     """multirank: fc2's weight differs on rank 2; ranks 0, 1 and 3 receive it through all_reduce. The
-    summary judges each rank's nodes alone (its first group: rank 0's all_reduce); first_divergence is
-    the job's, as compare finds it from the rows: rank 2's fc2 linear."""
+    summary's first group is rank 0, whose first divergence is the all_reduce through which it received
+    the difference; first_divergence is the job's, as compare finds it from the rows: rank 2's fc2
+    linear (from the rows the graph's chunk tasks made: tests/graph/test_first_divergence.py)."""
     target, golden = _pair("multirank", file=False)
     g = mp.graph(target, golden)
-    first = g.summary().first_divergence
-    assert first is not None and (first.label, first.name) == (
+    first = g.summary().groups[0].first_divergence
+    assert first is not None and (first.label, first.name, first.result) == (
         "step0/rank0",
         "Distributed.all_reduce.1.forward",
+        "received from rank 2",
     )
     node = g.first_divergence()
     assert node == mp.compare(target, golden).first_divergence()

@@ -1,5 +1,6 @@
 """--atol/--rtol set the first divergence of the summary and the report: where a run reads neither
-(graph_visualize without --report, compare -q without --report, kernel dumps) one given is refused in
+(a graph_visualize build, compare or graph_visualize -q without --report, kernel dumps) one given is
+refused in
 one line, exit 2, nothing written, not parsed and ignored; compare --report on kernel dumps, which
 make no report, likewise; and graph_visualize --report on a merge whose sides have different rank counts,
 which a compare rank by rank cannot pair (it wrote the vis.db and warned "no report", exit 0)."""
@@ -20,10 +21,20 @@ MERGE = ["--rank_size", "2", "1", "--tp", "1", "1", "--pp", "2", "1"]
 @pytest.mark.parametrize(
     ("argv", "flag", "why"),
     [
+        (["graph_visualize", "-tp", str(STAT / "target"), "--atol", "1e-3"], "--atol", "-gp GOLDEN"),
         (
-            ["graph_visualize", "-tp", str(STAT / "target"), "-gp", str(STAT / "golden"), "--atol", "1e-3"],
-            "--atol",
-            "--report",
+            [
+                "graph_visualize",
+                "-tp",
+                str(STAT / "target"),
+                "-gp",
+                str(STAT / "golden"),
+                "-q",
+                "--rtol",
+                "1",
+            ],
+            "--rtol",
+            "-q",
         ),
         (
             ["compare", "-tp", str(STAT / "target"), "-gp", str(STAT / "golden"), "-q", "--rtol", "0.5"],
@@ -56,8 +67,9 @@ def test_a_tolerance_nothing_reads_is_refused(argv: list[str], flag: str, why: s
     assert not out.exists()
 
 
-def test_a_tolerance_is_read_where_the_summary_prints(tmp_path: Path) -> None:
-    argv = ["compare", "-tp", str(STAT / "target"), "-gp", str(STAT / "golden")]
+@pytest.mark.parametrize("command", ["compare", "graph_visualize"])
+def test_a_tolerance_is_read_where_the_summary_prints(command: str, tmp_path: Path) -> None:
+    argv = [command, "-tp", str(STAT / "target"), "-gp", str(STAT / "golden")]
     default = run_cli(*argv, "-o", str(tmp_path / "a"))
     looser = run_cli(*argv, "--rtol", "0.5", "-o", str(tmp_path / "b"))
     assert default.returncode == looser.returncode == 0

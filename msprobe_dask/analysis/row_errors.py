@@ -90,6 +90,39 @@ def stats_error(
     return max(errors) if errors else None
 
 
+def exceeds(npu: tuple[Any, ...], bench: tuple[Any, ...], atol: float, rtol: float) -> bool | None:
+    """Whether ``stats_error`` of a row of these summaries (no MaxAbsErr or EucDist) exceeds ``rtol``,
+    where all eight are finite floats and ``rtol`` is finite and not negative; None elsewhere (ask
+    ``stats_error``): its arithmetic, statistic by statistic, without its lists. graph_visualize asks it
+    of every row it compares (graph/divergence_rows.py)."""
+    n0, n1, n2, n3 = npu
+    b0, b1, b2, b3 = bench
+    if not (
+        n0.__class__ is n1.__class__ is n2.__class__ is n3.__class__ is float
+        and b0.__class__ is b1.__class__ is b2.__class__ is b3.__class__ is float
+        and 0 <= rtol < _INF
+        and -_INF < n0 + n1 + n2 + n3 + b0 + b1 + b2 + b3 < _INF  # (no inf, no nan)
+    ):
+        return None
+    scale = abs(b0) if abs(b0) > abs(b1) else abs(b1)
+    norm = abs(b3)
+    # (each statistic as _relative: equal, or within atol, is no error; no scale makes any excess infinite)
+    return (
+        n0 != b0
+        and abs(n0 - b0) - atol > 0
+        and (scale <= 0 or (abs(n0 - b0) - atol) / scale > rtol)
+        or n1 != b1
+        and abs(n1 - b1) - atol > 0
+        and (scale <= 0 or (abs(n1 - b1) - atol) / scale > rtol)
+        or n2 != b2
+        and abs(n2 - b2) - atol > 0
+        and (scale <= 0 or (abs(n2 - b2) - atol) / scale > rtol)
+        or n3 != b3
+        and abs(n3 - b3) - atol > 0
+        and (norm <= 0 or (abs(n3 - b3) - atol) / norm > rtol)
+    )
+
+
 READ_COLUMNS = (
     NPU_NAME,
     "api_origin_name",

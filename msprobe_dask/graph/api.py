@@ -27,6 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.errors import OutputError
 from msprobe_dask.graph.held import Spool
 from msprobe_dask.graph.model import Graph
@@ -49,6 +50,8 @@ from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.writers.atomic import output_dir, withdrawn_if_failed
 from msprobe_dask.writers.result_files import name_stamp
 from msprobe_dask.writers.visdb import VisdbWriter
+
+DEFAULT_TOLERANCE = Tolerance()
 
 if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
     from msprobe_dask.graph.merge.plan import Merge
@@ -139,13 +142,15 @@ def build_graphs(
     client: Any = None,
     parallel: Sequence[ParallelParams] | None = None,
     run: RunOptions | None = None,
+    tolerance: Tolerance | None = DEFAULT_TOLERANCE,
 ) -> VisResult:
     """Build (and compare) the graphs; return the rows a vis.db would hold, without writing anything.
     ``parallel``: merge each side's rank graphs first (see graph_visualize). ``client``: a dask Client
-    to compute on; otherwise ``run`` chooses the scheduler, workers and progress reporting."""
+    to compute on; otherwise ``run`` chooses the scheduler, workers and progress reporting.
+    ``tolerance``: the first divergence's (a compare's summary; None: no first divergence)."""
     import tempfile
 
-    opts = Options(overflow_check, fuzzy_match, layer_mapping)
+    opts = Options(overflow_check, fuzzy_match, layer_mapping, tolerance=tolerance)
     run = run if client is not None else graph_run(run, target, golden, parallel or ())
     spool = spool_for(Path(tempfile.gettempdir()) / f".graph-spool-{uuid.uuid4().hex}", client, run)
     result, _ = _any_plan(target, golden, opts, parallel, spool=spool)
@@ -171,11 +176,14 @@ def visualize(
     parallel: Sequence[ParallelParams] | None = None,
     json_output: bool = False,
     run: RunOptions | None = None,
+    tolerance: Tolerance | None = DEFAULT_TOLERANCE,
 ) -> Visualized:
     """Build the graphs and write ``build_{ts}.vis.db`` / ``compare_{ts}.vis.db`` into ``output_path``.
 
     ``parallel`` (one ParallelParams per side) merges the rank graphs of each side first (§6); with
-    ``json_output`` a merge build writes ``step{s}/rank{r}/{construct,dump,stack}.json`` instead."""
+    ``json_output`` a merge build writes ``step{s}/rank{r}/{construct,dump,stack}.json`` instead.
+    ``tolerance``: the first divergence's, in a compare's summary (analysis/tolerance.py); None: none
+    (the command's -q: nothing prints it)."""
     import dask
 
     ts = name_stamp()
@@ -183,7 +191,7 @@ def visualize(
     if out.exists() and not out.is_dir():
         raise OutputError(out, "is not a folder")
     json_files = bool(parallel and json_output)
-    opts = Options(overflow_check, fuzzy_match, layer_mapping, tensor_log)
+    opts = Options(overflow_check, fuzzy_match, layer_mapping, tensor_log, tolerance=tolerance)
     run = run if client is not None else graph_run(run, target, golden, parallel or ())
     path = out / output_name(golden is not None, ts)
     spool = spool_for(path.with_name(f".{path.name}.spool"), client, run)  # (a temporary of its name)

@@ -24,9 +24,11 @@ from array import array
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.columns import VISDB_NODE_COLUMNS
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.compare import MD5, compare_subtrees
+from msprobe_dask.graph.divergence_rows import dump_places, node_rows
 from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.graph.model import COLLECTION, NO_ITEMS, Graph, Node
 from msprobe_dask.graph.node_items import export_texts, parse_items
@@ -78,7 +80,7 @@ class Prepared:
     """A graph, or a compared pair (NPU, Bench), ready for its chunk tasks; or, with ``done``, its rows
     already made (tensor mode and merged graphs are compared whole)."""
 
-    __slots__ = ("graphs", "sources", "mode", "overflow", "chunks", "done", "_lock", "_orders")
+    __slots__ = ("graphs", "sources", "mode", "overflow", "chunks", "done", "tolerance", "_lock", "_orders")
 
     def __init__(
         self,
@@ -89,14 +91,19 @@ class Prepared:
         chunks: list[Chunk],
         done: list[GraphRows] | None = None,
         orders: list[Order] | None = None,
+        tolerance: Tolerance | None = None,
     ) -> None:
         self.graphs, self.sources, self.mode, self.overflow = graphs, sources, mode, overflow
         self.chunks, self.done = chunks, done
+        # the first divergence's (a compare's chunks make their rows for it; None: no first divergence)
+        self.tolerance = tolerance
         self._lock = threading.Lock()
         self._orders = orders  # (made where the graphs were built: graph/held.py, Built)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return Prepared, (self.graphs, self.sources, self.mode, self.overflow, self.chunks, self.done)
+        return Prepared, (
+            self.graphs, self.sources, self.mode, self.overflow, self.chunks, self.done, None, self.tolerance
+        )  # fmt: skip
 
     def __sizeof__(self) -> int:
         """About its size pickled (what dask weighs before sending it to another worker, rather than run
@@ -216,16 +223,18 @@ def prepare_compare(
     overflow: bool = False,
     n: int = 1,
     orders: list[Order] | None = None,
+    tolerance: Tolerance | None = None,
 ) -> Prepared:
     """compare_graphs' work after matching (``pairs``), then graph_rows of both sides, cut into at
-    most ``n`` chunks (``orders``: each side's Order, if made already).
+    most ``n`` chunks (``orders``: each side's Order, if made already; ``tolerance``: the first
+    divergence's, None: none).
 
     A chunk compares a run of NPU nodes and also makes the rows of their Bench partners, whose items
     it has just parsed (another chunk would parse them again); the Bench nodes nobody is matched to
     are shared out among the chunks. Micro steps must be set before: the rows are made in the chunks.
     Not for tensor mode (tensors would be measured out of the reference's order) nor for merged
     graphs (nodes that share items must all be compared before any row is made)."""
-    p = Prepared((npu, bench), sources, mode, overflow, [], None, orders)
+    p = Prepared((npu, bench), sources, mode, overflow, [], None, orders, tolerance)
     (npu_nodes, _, _), (bench_nodes, _, bench_all) = p.orders()
     # (nodes are keys by identity: Node is a dataclass without eq)
     position = {b: i for i, b in enumerate(bench_nodes)}
@@ -282,6 +291,7 @@ def chunk_task(p: Prepared, k: int) -> tuple[RowsChunk | None, ...]:
         # the Bench nodes whose rows the chunk makes (their positions), until made
         unmade = {bench_nodes[i]: i for i in c.bench}
         npu_rows, bench_rows = [], []
+        place = dump_places(npu)
         for lo, hi in _sub_runs(c.lo, c.hi):
             run = npu_nodes[lo:hi]
             theirs = {n: b for n in run if (b := partners.get(n)) is not None}
@@ -290,7 +300,10 @@ def chunk_task(p: Prepared, k: int) -> tuple[RowsChunk | None, ...]:
             compare_subtrees(run, theirs, npu.root, p.mode)
             if p.overflow:
                 overflow_levels(npu, run)
-            npu_rows.append(chunk_rows(npu, p.sources[0], run, lo, npu_ids, md5))
+            rows = chunk_rows(npu, p.sources[0], run, lo, npu_ids, md5)
+            if rows.summary is not None and p.tolerance is not None:  # (while both sides' items are here)
+                rows.summary.divergence = node_rows(npu, run, theirs, p.mode, place, p.tolerance)
+            npu_rows.append(rows)
             _drop_items(npu, run)
             # the rows of the chunk's Bench partners met here, made while their items are at hand
             met = [unmade.pop(b) for b in theirs.values() if b in unmade]

@@ -164,7 +164,12 @@ def _run(args: argparse.Namespace) -> int:
         )
     from msprobe_dask.analysis.tolerance import tolerance_of
 
-    tolerance_of(args, None if args.report else "sets the first divergence of the report: add --report")
+    unused = None
+    if not args.golden_path:
+        unused = "sets the first divergence of a compare: add -gp GOLDEN"
+    elif args.quiet and not args.report:
+        unused = "sets the first divergence of the summary, which -q does not print"
+    tolerance = tolerance_of(args, unused)
     if args.file_type == "json":
         if args.golden_path:
             raise ConfigError("--file_type", "json output is not supported in graph comparison mode")
@@ -195,6 +200,7 @@ def _run(args: argparse.Namespace) -> int:
             parallel=parallel,
             json_output=args.file_type == "json",
             run=run_options,
+            tolerance=None if args.quiet else tolerance,  # (-q: nothing prints the first divergence)
         )
     except UserError as exc:
         if log is not None:

@@ -194,8 +194,10 @@ def compare_graphs(
     mapping: Mapping[str, str] | None = None,
     measure: TensorMeasure | None = None,
     merge: bool = False,
-) -> None:
-    """``merge``: the graphs are parallel-merged ones (merge checkers, §3.4)."""
-    for n, b in match_pairs(npu, bench, fuzzy, mapping):
+) -> list[tuple[Node, Node]]:
+    """``merge``: the graphs are parallel-merged ones (merge checkers, §3.4). The matched pairs."""
+    pairs = match_pairs(npu, bench, fuzzy, mapping)
+    for n, b in pairs:
         compare_pair(n, b, mode, measure, merge)
     collection_precision(npu, mode)
+    return pairs

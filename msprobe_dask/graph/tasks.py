@@ -10,8 +10,9 @@ merge task per side before the finish); both import them from here, below both.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.graph.build import build_graph
 from msprobe_dask.graph.chunks import Order, Prepared, join, prepare_build, prepare_compare, rows_here
@@ -23,6 +24,7 @@ from msprobe_dask.graph.compare import (
     node_colors,
     tool_tip,
 )
+from msprobe_dask.graph.divergence_rows import dump_places, node_rows
 from msprobe_dask.graph.dump_files import GraphSource
 from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.graph.micro_steps import assign_micro_steps
@@ -32,6 +34,9 @@ from msprobe_dask.graph.overflow import check_overflow
 from msprobe_dask.graph.rows import GraphHead, GraphRows, config_row, graph_rows
 from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.summary.nodes import stack_line
+
+if TYPE_CHECKING:
+    from msprobe_dask.analysis.divergence import Divergence
 
 NPU, BENCH = "NPU", "Bench"
 
@@ -43,6 +48,7 @@ class Options:
     layer_mapping: str | bool | None = None
     tensor_log: bool = False
     merge: bool = False  # parallel-merged graphs: merge checkers in the compare (§3.4)
+    tolerance: Tolerance | None = Tolerance()  # the first divergence's (analysis/tolerance.py); None: none
 
 
 @dataclass(slots=True)
@@ -99,12 +105,14 @@ def prepare_compare_task(
     if measure is None and not opts.merge:
         pairs = match_pairs(npu, bench, opts.fuzzy_match, mapping)
         assign_micro_steps(npu, bench)
-        return prepare_compare(npu, bench, pairs, mode, sources, opts.overflow_check, n, orders)
+        return prepare_compare(
+            npu, bench, pairs, mode, sources, opts.overflow_check, n, orders, opts.tolerance
+        )
     if not whole:
         return Prepared((), sources, mode, opts.overflow_check, [], [])
     parse_all_items(npu)
     parse_all_items(bench)
-    compare_graphs(
+    pairs = compare_graphs(
         npu, bench, mode, fuzzy=opts.fuzzy_match, mapping=mapping, measure=measure, merge=opts.merge
     )
     assign_micro_steps(npu, bench)
@@ -113,6 +121,9 @@ def prepare_compare_task(
         check_overflow(bench)
     md5 = mode == "md5"
     done = [graph_rows(npu, NPU, md5), graph_rows(bench, BENCH, md5)]
+    if done[0].summary is not None and opts.tolerance is not None:  # (the first divergence's rows)
+        rows = node_rows(npu, npu.nodes.values(), dict(pairs), mode, dump_places(npu), opts.tolerance)
+        done[0].summary.divergence = rows
     return Prepared((npu, bench), sources, mode, opts.overflow_check, [], done)
 
 
@@ -203,3 +214,16 @@ def run_summary(graphs: list[GraphRows]) -> tuple[RunSummary, tuple[str, ...]]:
     groups = [g.summary for g in npu if g.summary is not None]
     summary = RunSummary("graph_visualize", [group.finish(stack_line) for group in groups])
     return summary, tuple(problem for group in groups for problem in group.unreadable)
+
+
+def job_divergence(graphs: list[GraphRows]) -> Divergence | None:
+    """The job's first divergence by compare's rule (analysis/), from the rows the chunk tasks made of
+    the NPU graphs' nodes (graph/divergence_rows.py); None: nothing compared (a build)."""
+    from msprobe_dask.analysis.rank_rows import RankRows, analyse_rank_rows
+
+    ranks = [
+        (g.summary.summary.label, g.summary.divergence)
+        for g in sorted((g for g in graphs if g.source == NPU), key=lambda g: (g.step, g.rank))
+        if g.summary is not None and isinstance(g.summary.divergence, RankRows)
+    ]
+    return analyse_rank_rows(ranks) if ranks else None

@@ -28,7 +28,15 @@ from msprobe_dask.graph.held import (
 )
 from msprobe_dask.graph.rank_plan import Linked, Plan, RankTasks
 from msprobe_dask.graph.rows import GraphRows, stack_rows
-from msprobe_dask.graph.tasks import Options, Summary, VisResult, joined, run_summary, vis_result
+from msprobe_dask.graph.tasks import (
+    Options,
+    Summary,
+    VisResult,
+    job_divergence,
+    joined,
+    run_summary,
+    vis_result,
+)
 from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.writers.visdb import GraphTables, VisdbWriter, write_visdb
 from msprobe_dask.writers.visdb_schema import NODES, STACKS
@@ -75,7 +83,13 @@ class Visualized(NamedTuple):
 
 
 def visualized(path: str, result: VisResult) -> Visualized:
+    """What the run wrote at ``path``; of a compare, its summary with the job's first divergence."""
     summary, unreadable = run_summary(result.graphs)
+    found = job_divergence(result.graphs)
+    if found is not None:
+        from msprobe_dask.summary.divergence import apply_divergence
+
+        apply_divergence(summary, found)
     return Visualized(path, summary, unreadable)
 
 

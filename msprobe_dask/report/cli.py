@@ -99,9 +99,7 @@ def report_of_dumps(args: argparse.Namespace, out: Path, run: RunOptions) -> Pat
     path = write_run_report(
         tables, out, summary=summary, found=found, target=args.target_path, golden=args.golden_path
     )
-    if not args.quiet:  # the job's first divergence by the rows (the graph's summary has a node rule)
-        print("\n".join(summary.origin_lines))
-    print(report_path_line(path))
+    print(report_path_line(path))  # (the job's first divergence: the graph's summary has named it)
     return path
 
 

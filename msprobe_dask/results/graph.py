@@ -8,15 +8,19 @@ input and output items (dicts, as the vis.db holds them).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msprobe_dask.results.display import summary_html
 from msprobe_dask.results.frames import data_frame
+from msprobe_dask.summary.divergence import apply_divergence
 from msprobe_dask.summary.model import NodeRef, RunSummary
 from msprobe_dask.summary.nodes import precision_result, summarise_nodes
 from msprobe_dask.summary.text import summary_lines
+
+if TYPE_CHECKING:
+    from msprobe_dask.analysis.divergence import Divergence
 
 NODE_TYPES = {"0": "module", "1": "api", "9": "collection"}
 NPU, BENCH = "NPU", "Bench"
@@ -93,9 +97,8 @@ def graph_views(graphs: Sequence[Any], columns: Sequence[str]) -> list[GraphView
 class GraphResult:
     compare: bool
     graphs: tuple[GraphView, ...]
-    # the two dumps compared row by row, as ``msprobe_dask.compare`` does (a compare of dumps; None for a
-    # build or a parallel merge): what first_divergence asks, on its first call
-    rows: Callable[[], Any] | None = field(default=None, repr=False)
+    # the job's first divergence by compare's rule, from the rows of the compared nodes (None: a build)
+    found: Divergence | None = field(default=None, repr=False)
 
     def graph(self, step: int = 0, rank: int = 0, source: str = NPU) -> GraphView:
         for view in self.graphs:
@@ -116,16 +119,19 @@ class GraphResult:
             for n in v
         )  # fmt: skip
         stacks = {k: text for v in npu for k, text in v.stacks.items()}
-        return summarise_nodes("graph_visualize", facts, stacks.get)
+        summary = summarise_nodes("graph_visualize", facts, stacks.get)
+        apply_divergence(summary, self.found)
+        return summary
+
+    def divergence(self) -> Divergence | None:
+        """The job's first divergence and how it spread (``analysis.divergence``), as compare finds it
+        from the same rows, across ranks and steps (a merge: its replicas); None for a build."""
+        return self.found
 
     def first_divergence(self) -> NodeRef | None:
-        """The job's first divergence: of a compare of dumps, as ``msprobe_dask.compare`` finds it from
-        their rows across ranks and steps (a second pass over the dumps; the summary's node rule judges
-        each rank alone, so a rank that received the difference from another would name itself); of a
-        build or a merge, the summary's."""
-        if self.rows is not None:
-            return self.rows().first_divergence()
-        return self.summary().first_divergence
+        """Where the job first diverges: the earliest origin over every rank and step (``divergence``);
+        a build: None."""
+        return self.summary().first_divergence if self.found is not None else None
 
     def to_pandas(self) -> Any:
         """One row per node of every graph: source, step, rank, name, type, precision, result, parent,

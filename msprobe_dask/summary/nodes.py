@@ -13,7 +13,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable
 from functools import lru_cache, partial
-from typing import Any
+from typing import Any, Protocol
 
 from msprobe_dask.columns import ERR_MESSAGE
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
@@ -99,6 +99,15 @@ def _node_messages(items: list[dict[str, Any]]) -> NodeMessages:
         return _read_messages(cells)
 
 
+class RowPiece(Protocol):
+    """What a NodeGroup does with the rows the first-divergence walk reads of its nodes
+    (analysis.rank_rows.RankRows): keep its own copy, and add a later group's."""
+
+    def copy(self) -> RowPiece: ...
+
+    def add(self, later: Any) -> None: ...
+
+
 Shown = tuple[str, str, float, str, str]
 """A node the summary may show, until it is shown (``NodeGroup.finish`` makes its NodeRef): its name,
 metric, the metric's value, its result and its group's label."""
@@ -110,7 +119,7 @@ class NodeGroup:
     A judged node's stack is a key until the summary is made: whatever ``finish``'s ``stack_line``
     reads (a stack id, a stack's text)."""
 
-    __slots__ = ("summary", "kinds", "first", "ranked", "unreadable")
+    __slots__ = ("summary", "kinds", "first", "ranked", "unreadable", "divergence")
 
     def __init__(self, label: str) -> None:
         self.summary = GroupSummary(label=label, unit="nodes")
@@ -118,6 +127,9 @@ class NodeGroup:
         self.first: tuple[Shown, Any] | None = None  # the first divergence and its stack key
         self.ranked: list[tuple[Shown, Any]] = []  # judged API nodes with a metric to rank, in order
         self.unreadable: list[str] = []  # why rows' tensor files could not be read (unreadable_problems)
+        # the compare rows of its nodes as the first-divergence walk reads them (graph/divergence_rows.py;
+        # None: none made, a build)
+        self.divergence: RowPiece | None = None
 
     def add(
         self, name: str, node_type: str, precision: Any, stack: Any, items: Callable[[], list[dict[str, Any]]]
@@ -163,12 +175,18 @@ class NodeGroup:
             self.first = later.first
         self.ranked += later.ranked
         self.unreadable += later.unreadable
+        if later.divergence is not None:
+            if self.divergence is None:  # (its own: added to in place)
+                self.divergence = later.divergence.copy()
+            else:
+                self.divergence.add(later.divergence)
 
     def trimmed(self, stack_key: Callable[[Any], Any]) -> NodeGroup:
         """Only the nodes the summary may show (the first divergence, the worst few: the worst of the
         merged runs are among the worst of each), their stack keys turned by ``stack_key``."""
         out = NodeGroup(self.summary.label)
         out.summary, out.kinds, out.unreadable = self.summary, self.kinds, self.unreadable
+        out.divergence = self.divergence
         if self.first is not None:
             out.first = (self.first[0], stack_key(self.first[1]))
         out.ranked = [(ref, stack_key(stack)) for ref, stack in _worst(self.ranked)]

@@ -40,10 +40,11 @@ def _sides(case: str) -> tuple[Path, Path | None, tasks.Options]:
     return DATA / tp, (DATA / gp if gp else None), opts
 
 
-def _one_write_task(case: str, path: Path) -> None:
+def _one_write_task(case: str, path: Path) -> write_chain.Visualized:
     tp, gp, opts = _sides(case)
     result, _ = rank_plan.rows_made_whole(tp, gp, opts)
-    dask.compute(dask.delayed(write_chain.write_task)(result, str(path)), scheduler="sync")
+    (written,) = dask.compute(dask.delayed(write_chain.write_task)(result, str(path)), scheduler="sync")
+    return written
 
 
 def _chained(
@@ -85,7 +86,7 @@ def test_the_chain_writes_the_file_of_one_write_task(
     worker processes; one process alone does not write the spool: ``shared`` False with sync.
     ``alone``: one task makes each (step, rank), Plan.rank_alone.)"""
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1)  # as many chunks as the graphs allow
-    _one_write_task(case, tmp_path / "one.vis.db")
+    one = _one_write_task(case, tmp_path / "one.vis.db")
     spool = _spool(tmp_path, scheduler != "sync") if held else None
     written = _chained(case, tmp_path / "chain.vis.db", scheduler, spool, alone)
     if spool is not None:  # (the run's spool folder is removed by api.visualize)
@@ -93,8 +94,17 @@ def test_the_chain_writes_the_file_of_one_write_task(
     assert diff_visdb(str(tmp_path / "chain.vis.db"), str(tmp_path / "one.vis.db")) == []
     assert rowids(tmp_path / "chain.vis.db") == rowids(tmp_path / "one.vis.db")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.vis.db", "one.vis.db"]
-    # the summary merged from the chunks' (one node each, or a collection) is the one of the file's rows
-    assert repr(written.summary) == repr(summarise_visdb(written.path))
+    # the summary merged from the chunks' (one node each, or a collection) is the one of the file's rows;
+    # a compare's first divergences (by compare's rule, from the rows the chunks made of the compared
+    # nodes: tests/graph/test_first_divergence.py) those of one write task
+    from_db = summarise_visdb(written.path)
+    assert written.summary is not None and one.summary is not None
+    counted = [(g.label, g.counts, g.kinds, g.worst) for g in written.summary.groups]
+    assert counted == [(g.label, g.counts, g.kinds, g.worst) for g in from_db.groups]
+    firsts = [g.first_divergence for g in written.summary.groups]
+    assert firsts == [g.first_divergence for g in one.summary.groups]
+    assert written.summary.origin_lines == one.summary.origin_lines
+    assert bool(written.summary.origin_lines) == (CASES[case][1] is not None)
     assert list(written.unreadable) == unreadable_rows(written.path)
 
 

@@ -1,0 +1,171 @@
+"""A rank's compare rows for the first-divergence walk, gathered in pieces made apart (graph_visualize's
+chunk tasks, whose nodes come in the graph's order, not the dump's): each row with its dump entry's
+place in dump.json, put in dump order when the rank is walked (``rank_nodes``).
+
+A piece says whether a row's error exceeds ``rtol`` (as ``RowColumns.exceeds`` measures it, where the
+piece is made): a rank none of whose pieces does is never walked, nor its rows put together, unless its
+communication nodes are linked to another rank's.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Container, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from msprobe_dask.analysis.row_errors import RowColumns
+from msprobe_dask.analysis.tolerance import Tolerance
+from msprobe_dask.columns import BENCH_MD5, NPU_DTYPE, NPU_MD5, NPU_NAME, STACK_COLUMN, STAT_COLUMNS
+
+if TYPE_CHECKING:  # (the walk's modules are imported where a rank is walked: most runs walk none)
+    from msprobe_dask.analysis.divergence import Divergence, RankNodes
+
+Row = tuple[Any, ...]
+"""A row: its NPU name, dump entry, state, NPU statistics (Max, Min, Mean, Norm), Bench statistics, its
+cells of ``EXTRA_COLUMNS`` (None: none there) and its node's stack (its first row's; else None)."""
+EXTRA_COLUMNS = ("MaxAbsErr", "EucDist", NPU_MD5, BENCH_MD5, NPU_DTYPE, "NPU P2POp op", "NPU P2POp peer")
+_NO_EXTRA = (None,) * len(EXTRA_COLUMNS)
+_KWARGS, _INPUT = "kwargs", "input"  # (a keyword argument is an input, as compare's rows name it)
+
+
+def row_columns(rows: Sequence[Row], md5_only: bool) -> RowColumns:
+    """``rows`` as the analysis reads them (``md5_only``: md5 rows, without statistics)."""
+    names, entries, states, npus, benches, extras, stacks = zip(*rows) if rows else ((),) * 7
+    columns: dict[str, Sequence[Any]] = {
+        NPU_NAME: names,
+        "api_origin_name": entries,
+        "state": [_INPUT if state == _KWARGS else state for state in states],
+        STACK_COLUMN: stacks,
+    }
+    columns.update(zip(STAT_COLUMNS, (*zip(*npus), *zip(*benches)) if rows else ((),) * 8))
+    columns.update(
+        zip(EXTRA_COLUMNS, zip(*(_NO_EXTRA if e is None else e for e in extras)) if rows else ((),) * 7)
+    )
+    return RowColumns(columns, [md5_only] * len(rows))
+
+
+@dataclass(slots=True)
+class RankRows:
+    """Rows of one rank, or of a piece of one: ``entries`` holds the place in dump.json of each of its
+    dump entries, ``places[i]`` that of row ``i``'s (rows of one entry together, in their order). An
+    entry without rows is read as a node without tensors (its place in the rank's order kept)."""
+
+    md5_only: bool
+    tolerance: Tolerance
+    entries: array[int] = field(default_factory=lambda: array("q"))
+    places: list[int] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    exceeds: bool = False
+
+    @classmethod
+    def piece(
+        cls,
+        md5_only: bool,
+        tol: Tolerance,
+        entries: array[int],
+        rows: list[tuple[int, Row]],
+        comm: Container[int],
+        exceeds: bool,
+    ) -> RankRows:
+        """A piece of the ``entries`` (their places, in order) and ``rows`` ((place, row) in dump
+        order), compact: it keeps the rows of its communication entries (the places ``comm``: the links
+        across ranks read them) and, where a row's error exceeds rtol (``exceeds``), those up to its
+        first entry where the walk finds an origin when it starts there (``_origin_place``). What the
+        walk knows when it reaches the piece (the tensors before it, their errors, what peers sent) only
+        takes origins away: without one walked alone, the piece holds none in the rank's walk either.
+        (Its nodes that use a tensor a peer sent, and so received the divergence without being a
+        communication node, are not kept: a rank's first divergent node may then be found later.)"""
+        end = _origin_place(rows, md5_only, tol) if exceeds else -1
+        kept = [(place, row) for place, row in rows if place <= end or place in comm]
+        return cls(md5_only, tol, entries, [place for place, _ in kept], [row for _, row in kept], exceeds)
+
+    def copy(self) -> RankRows:
+        return RankRows(
+            self.md5_only,
+            self.tolerance,
+            array("q", self.entries),
+            list(self.places),
+            list(self.rows),
+            self.exceeds,
+        )
+
+    def add(self, later: RankRows) -> None:
+        self.entries += later.entries
+        self.places += later.places
+        self.rows += later.rows
+        self.exceeds = self.exceeds or later.exceeds
+
+    def rank_nodes(self, rank: int, linked: bool) -> RankNodes:
+        """The rank's nodes for ``analyse_firsts``, its rows put in dump order when first read
+        (``linked``: its communication nodes are read to link it to other ranks)."""
+        from msprobe_dask.analysis.divergence import RankNodes
+        from msprobe_dask.analysis.flow import part_nodes, walk_nodes
+
+        made: list[RowColumns] = []
+        tol = self.tolerance
+
+        def rows() -> RowColumns:
+            if not made:
+                made.append(row_columns(self._in_order(), self.md5_only))
+            return made[0]
+
+        def comms() -> list[Any]:
+            return part_nodes(rows(), rank, tol.atol, True).comms if linked else []
+
+        def read(receiving: Any) -> Any:
+            return walk_nodes(rows(), rank, tol.atol, tol.rtol, receiving)
+
+        return RankNodes(len(self.entries), comms, read, self.exceeds)
+
+    def _in_order(self) -> list[Row]:
+        """Every entry's rows in dump order, an entry without rows as one row without tensors."""
+        rows: dict[int, list[Row]] = {}
+        for place, row in zip(self.places, self.rows):
+            rows.setdefault(place, []).append(row)
+        return [row for place in sorted(self.entries) for row in rows.get(place) or (_no_tensor(place),)]
+
+
+def _no_tensor(place: int) -> Row:
+    """The row of an entry whose rows were left out: no tensor, a name of its own."""
+    return ("", f"\x00{place}", None, _NO_STATS, _NO_STATS, None, None)
+
+
+_NO_STATS = (None,) * 4
+
+
+def _origin_place(rows: list[tuple[int, Row]], md5_only: bool, tol: Tolerance) -> int:
+    """The place of the first entry of ``rows`` (in dump order) where the walk finds an origin, when it
+    walks them alone from the first; -1: none."""
+    from msprobe_dask.analysis.divergence import ORIGIN, Walk, walk_rank
+    from msprobe_dask.analysis.flow import walk_nodes
+    from msprobe_dask.analysis.links import Links
+    from msprobe_dask.analysis.row_entries import entry_spans, row_entries
+
+    columns = row_columns([row for _, row in rows], md5_only)
+    places = [place for place, _ in rows]
+    spans = entry_spans(row_entries(columns))
+    walked = walk_rank("", walk_nodes(columns, 0, tol.atol, tol.rtol), Links(), tol, Walk())
+    origin = next((found for found in walked if found.kind == ORIGIN), None)
+    return places[spans[origin.index][0]] if origin is not None else -1
+
+
+def analyse_rank_rows(ranks: Iterable[tuple[str, RankRows]]) -> Divergence | None:
+    """The job's divergence from each (step, rank)'s rows (``(label, rows)``, the label as
+    ``divergence.step_and_rank`` reads it), walked as compare walks its tables; None: no rows. The
+    ranks of a step none of whose rows exceeds rtol are neither linked nor walked (no rule finds a node
+    there)."""
+    from msprobe_dask.analysis.divergence import analyse_firsts, step_and_rank
+
+    steps: dict[str, dict[int, RankRows]] = {}
+    for label, rows in ranks:
+        step, rank = step_and_rank(label)
+        steps.setdefault(step, {})[rank] = rows
+    if not steps:
+        return None
+    tol = next(rows for ranks_of in steps.values() for rows in ranks_of.values()).tolerance
+    groups = {}
+    for step, ranks_of in steps.items():
+        linked = len(ranks_of) > 1 and any(rows.exceeds for rows in ranks_of.values())
+        groups[step] = {rank: rows.rank_nodes(rank, linked) for rank, rows in ranks_of.items()}
+    return analyse_firsts(groups, tol)

@@ -1,0 +1,154 @@
+"""What the first-divergence analysis (analysis/, the rule of compare's summary) reads of compared graph
+nodes: the compare rows of their items, made where both sides' items are in hand (a chunk task, or a
+pair compared whole), each with its dump entry's place in dump.json (analysis/rank_rows.py)."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from operator import itemgetter
+from typing import Any
+
+from msprobe_dask.analysis.comm_apis import COMM_PREFIXES, is_communication
+from msprobe_dask.analysis.rank_rows import RankRows, Row
+from msprobe_dask.analysis.row_errors import exceeds, number, stats_error
+from msprobe_dask.analysis.tolerance import Tolerance
+from msprobe_dask.dump.entries import DumpEntries
+from msprobe_dask.dump.markers import STATS
+from msprobe_dask.dump.stack_frames import stack_frames, user_frame
+from msprobe_dask.graph.cells import MD5, TENSOR
+from msprobe_dask.graph.model import Graph, Node
+
+_NO_STATS = (None,) * len(STATS)
+
+
+def dump_places(g: Graph) -> Callable[[str], int]:
+    """Each dump entry's place in ``g``'s dump.json (its offset in the file, or its index)."""
+    data = g.data
+    if isinstance(data, DumpEntries):
+        return lambda name: data.span(name)[0]
+    return {name: i for i, name in enumerate(data)}.__getitem__
+
+
+def _by_argument(node: Node, partner: Node | None) -> dict[str, Mapping[str, Any]]:
+    """The Bench items of ``partner`` by the name of ``node``'s item of the same argument (the name
+    without the node's: ``.input.0``, ``.parameters_grad.0.weight``), as compare pairs rows; {}: none."""
+    if partner is None:
+        return {}
+    if partner.id == node.id:  # (the usual pair: the same names)
+        return {**partner.input_data, **partner.output_data}
+    cut, mine = len(partner.id), node.id
+    return {
+        mine + name[cut:]: item
+        for items in (partner.input_data, partner.output_data)
+        for name, item in items.items()
+    }
+
+
+def node_rows(
+    g: Graph,
+    nodes: Iterable[Node],
+    partners: Mapping[Node, Node],
+    mode: str,
+    place: Callable[[str], int],
+    tol: Tolerance,
+) -> RankRows:
+    """The rows of ``nodes`` of ``g`` (compared: their items hold what the compare wrote back) that are
+    dump entries (``rank_rows.Row``), their partners' items beside them, as a compact piece
+    (``RankRows.piece``). Whether a row's error exceeds ``tol.rtol`` is measured first (until one
+    does); only then are all rows made (else those of the communication entries)."""
+    data = g.data
+    md5, tensor = mode == MD5, mode == TENSOR
+    atol, rtol = tol.atol, tol.rtol
+    over = False
+    pairs: list[tuple[Node, dict[str, Mapping[str, Any]], int, bool]] = []  # (node, theirs, place, comm)
+    for node in nodes:
+        entry = node.id
+        if entry not in data:
+            continue
+        partner = partners.get(node)
+        theirs = _by_argument(node, partner)
+        communication = entry.startswith(COMM_PREFIXES) and is_communication(entry)
+        pairs.append((node, theirs, place(entry), communication))
+        if over or not theirs:
+            continue
+        partner_of = theirs.get
+        for items in (node.input_data, node.output_data):
+            for name, n in items.items():
+                b = partner_of(name)
+                if b is None:
+                    continue
+                if md5 or tensor or communication:
+                    over = _exceeds(n, b, tensor, md5, atol, rtol)
+                else:
+                    npu, bench = _stats_of(n), _stats_of(b)
+                    if npu != bench:
+                        found = exceeds(npu, bench, atol, rtol)
+                        over = _exceeds(n, b, tensor, md5, atol, rtol) if found is None else found
+                if over:
+                    break
+            if over:
+                break
+    rows = [
+        (at, row)
+        for node, theirs, at, communication in pairs
+        if over or communication
+        for row in _rows(node, theirs, md5, tensor, md5 or tensor or communication)
+    ]
+    rows.sort(key=_PLACE)
+    entries = array("q", sorted(at for _, _, at, _ in pairs))
+    comm = {at for _, _, at, communication in pairs if communication}
+    return RankRows.piece(md5, tol, entries, rows, comm, over)
+
+
+def _rows(
+    node: Node, theirs: Mapping[str, Mapping[str, Any]], md5: bool, tensor: bool, more: bool
+) -> Iterator[Row]:
+    """The node's rows (``more``: with their cells of EXTRA_COLUMNS; else those are None)."""
+    # (its code line alone: what the walk reads of a stack, Node.code_line)
+    stack: Any = (user_frame(stack_frames(node.stack)),) if node.stack else None
+    for items in (node.input_data, node.output_data):
+        for name, n in items.items():
+            b = theirs.get(name)
+            npu = _NO_STATS if md5 else _stats_of(n)
+            bench = _NO_STATS if md5 or b is None else _stats_of(b)
+            extra = _extra(n, b, tensor, md5) if more else None
+            yield (name, node.id, n.get("state"), npu, bench, extra, stack)
+            stack = None
+
+
+_PLACE = itemgetter(0)
+_GET_STATS = itemgetter(*STATS)
+
+
+def _stats_of(item: Mapping[str, Any]) -> tuple[Any, ...]:
+    try:
+        return _GET_STATS(item)  # type: ignore[no-any-return]
+    except KeyError:
+        return tuple(map(item.get, STATS))
+
+
+def _extra(n: Mapping[str, Any], b: Mapping[str, Any] | None, tensor: bool, md5: bool) -> tuple[Any, ...]:
+    """A row's cells of ``rank_rows.EXTRA_COLUMNS``."""
+    return (
+        n.get("MaxAbsErr") if tensor else None,
+        n.get("EucDist") if tensor else None,
+        n.get("md5") if md5 else None,
+        b.get("md5") if md5 and b is not None else None,
+        n.get("dtype"),
+        n.get("op"),
+        n.get("peer"),
+    )
+
+
+def _exceeds(
+    n: Mapping[str, Any], b: Mapping[str, Any], tensor: bool, md5: bool, atol: float, rtol: float
+) -> bool:
+    """Whether the error of the row of NPU item ``n`` and Bench item ``b`` (as ``RowColumns.error``
+    measures it) exceeds ``rtol``."""
+    if md5:
+        return bool(n.get("md5") != b.get("md5") and 1.0 > rtol)
+    max_abs, euc = (n.get("MaxAbsErr"), n.get("EucDist")) if tensor else (None, None)
+    npu, bench = (tuple(map(number, _stats_of(item))) for item in (n, b))
+    error = stats_error(npu, bench, max_abs, euc, atol)
+    return error is not None and error > rtol
