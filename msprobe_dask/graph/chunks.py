@@ -72,10 +72,6 @@ class Chunk(NamedTuple):
     bench: Sequence[int] = ()  # positions in the Bench sorted_nodes() of the rows it makes
 
 
-Order = tuple[list[Node], StackIds, list[Node]]
-"""A graph's sorted_nodes(), their stack numbers, and its nodes (graph_order)."""
-
-
 class Prepared:
     """A graph, or a compared pair (NPU, Bench), ready for its chunk tasks; or, with ``done``, its rows
     already made (tensor mode and merged graphs are compared whole)."""
@@ -90,7 +86,6 @@ class Prepared:
         overflow: bool,
         chunks: list[Chunk],
         done: list[GraphRows] | None = None,
-        orders: list[Order] | None = None,
         tolerance: Tolerance | None = None,
     ) -> None:
         self.graphs, self.sources, self.mode, self.overflow = graphs, sources, mode, overflow
@@ -98,11 +93,11 @@ class Prepared:
         # the first divergence's (a compare's chunks make their rows for it; None: no first divergence)
         self.tolerance = tolerance
         self._lock = threading.Lock()
-        self._orders = orders  # (made where the graphs were built: graph/held.py, Built)
+        self._orders: list[tuple[list[Node], StackIds, list[Node]]] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         return Prepared, (
-            self.graphs, self.sources, self.mode, self.overflow, self.chunks, self.done, None, self.tolerance
+            self.graphs, self.sources, self.mode, self.overflow, self.chunks, self.done, self.tolerance
         )  # fmt: skip
 
     def __sizeof__(self) -> int:
@@ -125,10 +120,11 @@ class Prepared:
             return [(g.n_rows, len(g.stacks)) for g in self.done]
         return [(len(nodes), len(ids.first)) for nodes, ids, _ in self.orders()]
 
-    def orders(self) -> list[Order]:
-        """For each graph its Order (made once per process: they are the same in every process)."""
+    def orders(self) -> list[tuple[list[Node], StackIds, list[Node]]]:
+        """For each graph: its sorted_nodes(), their stack numbers, and its nodes (made once per
+        process: they are the same in every process)."""
         if self._orders is None:
-            self._orders = [graph_order(g) for g in self.graphs]
+            self._orders = [_order(g) for g in self.graphs]
         return self._orders
 
 
@@ -140,39 +136,9 @@ def let_go(graphs: Sequence[Graph]) -> None:
             node.parent, node.children = None, []
 
 
-def graph_order(g: Graph) -> Order:
+def _order(g: Graph) -> tuple[list[Node], StackIds, list[Node]]:
     nodes = g.sorted_nodes()
     return nodes, number_stacks(nodes), list(g.nodes.values())
-
-
-OrderAt = tuple[array, array, array]
-"""An Order by positions in the graph's nodes (order_positions): of its sorted nodes, their stack
-numbers, and the positions in sorted order of the nodes that use a number first."""
-
-
-def order_positions(order: Order) -> OrderAt | None:
-    """``order`` by positions, to go with its graph to another process (order_at); None if it holds a
-    node the graph does not."""
-    nodes, ids, everything = order
-    at = {id(node): i for i, node in enumerate(everything)}
-    try:
-        sorted_at = array("q", [at[id(node)] for node in nodes])
-        numbers = array("q", [ids.of_list[id(node.stack)] for node in nodes])
-    except KeyError:
-        return None
-    return sorted_at, numbers, array("q", [i for i, node in enumerate(nodes) if id(node) in ids.first])
-
-
-def order_at(g: Graph, positions: OrderAt | None) -> Order:
-    """The Order of ``g`` from order_positions of the graph it was pickled from (None: made here).
-    (S50k's graphs: ~8 ms a side against the 45 ms graph_order takes)"""
-    if positions is None:
-        return graph_order(g)
-    sorted_at, numbers, firsts = positions
-    everything = list(g.nodes.values())
-    nodes = [everything[i] for i in sorted_at]
-    of_list = {id(node.stack): k for node, k in zip(nodes, numbers)}
-    return nodes, StackIds(of_list, {id(nodes[i]): numbers[i] for i in firsts}), everything
 
 
 def _in_collection(node: Node, root: Node) -> bool:
@@ -202,13 +168,10 @@ def _runs(g: Graph, nodes: list[Node], n: int) -> list[tuple[int, int]]:
     return subtree_runs(nodes, g.root, max(1, -(-len(nodes) // max(1, n))))
 
 
-def prepare_build(
-    g: Graph, source: str, overflow: bool = False, n: int = 1, orders: list[Order] | None = None
-) -> Prepared:
+def prepare_build(g: Graph, source: str, overflow: bool = False, n: int = 1) -> Prepared:
     """``g`` (built without items, its micro steps set) cut into at most ``n`` chunks. ``overflow``:
-    the chunks set the nodes' overflow levels (-oc; check_overflow need not run first). ``orders``:
-    its Order, if made already."""
-    p = Prepared((g,), (source,), "", overflow, [], None, orders)
+    the chunks set the nodes' overflow levels (-oc; check_overflow need not run first)."""
+    p = Prepared((g,), (source,), "", overflow, [])
     nodes = p.orders()[0][0]
     p.chunks = [Chunk(lo, hi) for lo, hi in _runs(g, nodes, n)]
     return p
@@ -222,19 +185,17 @@ def prepare_compare(
     sources: tuple[str, str],
     overflow: bool = False,
     n: int = 1,
-    orders: list[Order] | None = None,
     tolerance: Tolerance | None = None,
 ) -> Prepared:
     """compare_graphs' work after matching (``pairs``), then graph_rows of both sides, cut into at
-    most ``n`` chunks (``orders``: each side's Order, if made already; ``tolerance``: the first
-    divergence's, None: none).
+    most ``n`` chunks (``tolerance``: the first divergence's, None: none).
 
     A chunk compares a run of NPU nodes and also makes the rows of their Bench partners, whose items
     it has just parsed (another chunk would parse them again); the Bench nodes nobody is matched to
     are shared out among the chunks. Micro steps must be set before: the rows are made in the chunks.
     Not for tensor mode (tensors would be measured out of the reference's order) nor for merged
     graphs (nodes that share items must all be compared before any row is made)."""
-    p = Prepared((npu, bench), sources, mode, overflow, [], None, orders, tolerance)
+    p = Prepared((npu, bench), sources, mode, overflow, [], None, tolerance)
     (npu_nodes, _, _), (bench_nodes, _, bench_all) = p.orders()
     # (nodes are keys by identity: Node is a dataclass without eq)
     position = {b: i for i, b in enumerate(bench_nodes)}

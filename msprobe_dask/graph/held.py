@@ -32,16 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from msprobe_dask.errors import OutputError, cannot
-from msprobe_dask.graph.chunks import (
-    Order,
-    OrderAt,
-    Prepared,
-    chunk_task,
-    graph_order,
-    let_go,
-    order_at,
-    order_positions,
-)
+from msprobe_dask.graph.chunks import Prepared, chunk_task, let_go
 from msprobe_dask.graph.distributed import link_rows
 from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.rows import RowsChunk
@@ -137,8 +128,8 @@ def _let_go_before(spool: Spool, place: int) -> None:
         for value in _HELD.pop(key).values():
             if isinstance(value, Prepared):
                 value.release()
-            elif isinstance(value, Built):
-                let_go([value.graph])
+            elif isinstance(value, Graph):
+                let_go([value])
 
 
 def value_of(result: Any) -> Any:
@@ -157,29 +148,10 @@ def taken(result: Any) -> Any:
     return result.loaded() if found is None else found
 
 
-class Built:
-    """A graph built by held_build, with its Order (chunks.graph_order) made there, beside the other
-    side's build, rather than by each process that prepares the pair (half its prepare's CPU: sorted
-    nodes and stack numbers). Pickled to the spool with its Order as positions (order_positions)."""
-
-    __slots__ = ("graph", "order")
-
-    def __init__(self, graph: Graph, order: Order) -> None:
-        self.graph, self.order = graph, order
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return _built, (self.graph, order_positions(self.order))
-
-
-def _built(graph: Graph, positions: OrderAt | None) -> Built:
-    return Built(graph, order_at(graph, positions))
-
-
 def held_build(spool: Spool, place: int, side: str, folder: str, step: int, rank: int, *after: Any) -> Held:
-    """A (step, rank)'s graph of ``side`` built without its items (the chunk tasks parse them) and its
-    Order, held (Built); once ``after`` is done (graph/write_chain.py: the rank window)."""
-    graph = build_task(folder, step, rank, False)
-    return hold(spool, place, side, Built(graph, graph_order(graph)))
+    """A (step, rank)'s graph of ``side`` built without its items (the chunk tasks parse them), held;
+    once ``after`` is done (graph/write_chain.py: the rank window)."""
+    return hold(spool, place, side, build_task(folder, step, rank, False))
 
 
 class PairOf(NamedTuple):
@@ -197,9 +169,7 @@ def _prepared(pair: PairOf, spool: Spool, place: int, graphs: tuple[Held, ...], 
         found = _HELD.get((spool.folder, place), {}).get(PREPARED)
         if found is not None and (not whole or found.done is None or found.done):
             return found
-        built = [g.value() for g in graphs]
-        orders = [b.order for b in built]
-        p = prepare_task(pair.opts, pair.where, pair.n, whole, *(b.graph for b in built), orders=orders)
+        p = prepare_task(pair.opts, pair.where, pair.n, whole, *(g.value() for g in graphs))
         _hold(Held(spool, place, PREPARED), p)
         return p
 

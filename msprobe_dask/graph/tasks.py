@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.graph.build import build_graph
-from msprobe_dask.graph.chunks import Order, Prepared, join, prepare_build, prepare_compare, rows_here
+from msprobe_dask.graph.chunks import Prepared, join, prepare_build, prepare_compare, rows_here
 from msprobe_dask.graph.compare import (
     CONFIG_TASK,
     compare_graphs,
@@ -66,10 +66,10 @@ def build_task(folder: str, step: int, rank: int, items: bool = True) -> Graph:
     return build_graph(GraphSource(folder, step, rank), items)
 
 
-def prepare_build_task(g: Graph, opts: Options, n: int = 1, orders: list[Order] | None = None) -> Prepared:
+def prepare_build_task(g: Graph, opts: Options, n: int = 1) -> Prepared:
     rare_collections_from_now()
     assign_micro_steps(g)
-    return prepare_build(g, NPU, opts.overflow_check, n, orders)
+    return prepare_build(g, NPU, opts.overflow_check, n)
 
 
 def prepare_compare_task(
@@ -79,11 +79,10 @@ def prepare_compare_task(
     where: str,
     n: int = 1,
     whole: bool = True,
-    orders: list[Order] | None = None,
 ) -> Prepared:
     """``whole=False``: another task makes the rows of a pair compared whole (tensor mode, merged
     graphs): this one then has no rows to make (the pair prepared again in another worker process for
-    its chunk tasks, graph/held.py). ``orders``: each side's chunks.Order, if made already."""
+    its chunk tasks, graph/held.py)."""
     rare_collections_from_now()
     mode = compare_mode(npu, bench, where)
     if npu.framework != bench.framework and not opts.layer_mapping:
@@ -105,9 +104,7 @@ def prepare_compare_task(
     if measure is None and not opts.merge:
         pairs = match_pairs(npu, bench, opts.fuzzy_match, mapping)
         assign_micro_steps(npu, bench)
-        return prepare_compare(
-            npu, bench, pairs, mode, sources, opts.overflow_check, n, orders, opts.tolerance
-        )
+        return prepare_compare(npu, bench, pairs, mode, sources, opts.overflow_check, n, opts.tolerance)
     if not whole:
         return Prepared((), sources, mode, opts.overflow_check, [], [])
     parse_all_items(npu)
@@ -128,20 +125,13 @@ def prepare_compare_task(
 
 
 def prepare_task(
-    opts: Options,
-    where: str,
-    n: int,
-    whole: bool,
-    npu: Graph,
-    bench: Graph | None = None,
-    *,
-    orders: list[Order] | None = None,
+    opts: Options, where: str, n: int, whole: bool, npu: Graph, bench: Graph | None = None
 ) -> Prepared:
-    """The graph (a build) or the pair (a compare) prepared for ``n`` chunk tasks (``whole``,
-    ``orders``: see prepare_compare_task)."""
+    """The graph (a build) or the pair (a compare) prepared for ``n`` chunk tasks (``whole``: see
+    prepare_compare_task)."""
     if bench is None:
-        return prepare_build_task(npu, opts, n, orders)
-    return prepare_compare_task(npu, bench, opts, where, n, whole, orders)
+        return prepare_build_task(npu, opts, n)
+    return prepare_compare_task(npu, bench, opts, where, n, whole)
 
 
 class Summary(NamedTuple):

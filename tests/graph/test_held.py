@@ -99,32 +99,3 @@ def test_more_ranks_than_worker_processes_one_task_a_rank_and_only_names_travel(
     assert len([k for k in sizes if k.startswith("rank-")]) == 8
     assert "rows" not in stages and "build" not in stages and "prepare" not in stages
     _as_in_this_process(remote, sides, tmp_path, sizes)
-
-
-def _order_shape(order: chunks.Order) -> tuple[list[str], list[int], list[int], list[str]]:
-    """An Order with nodes by id: what another process must find in it."""
-    nodes, ids, everything = order
-    numbers = [ids.of_list[id(n.stack)] for n in nodes]
-    return (
-        [n.id for n in nodes],
-        numbers,
-        [ids.first.get(id(n), -1) for n in nodes],
-        [n.id for n in everything],
-    )
-
-
-@pytest.mark.parametrize(
-    "case", ["transformer_big/target", "stat_mix/target", "multirank/target/step0/rank1"]
-)
-def test_a_built_graph_goes_to_another_process_with_the_order_made_there(case: str) -> None:
-    """A graph built by a held build task (held.Built) pickles with its sorted nodes and stack numbers as
-    positions: the process that loads it finds the Order it would have made of that graph itself."""
-    from msprobe_dask.graph.build import build_graph
-    from msprobe_dask.graph.dump_files import GraphSource
-
-    graph = build_graph(GraphSource(str(DATA / case)), False)
-    built = held.Built(graph, chunks.graph_order(graph))
-    loaded = pickle.loads(pickle.dumps(built, pickle.HIGHEST_PROTOCOL))
-    assert _order_shape(loaded.order) == _order_shape(chunks.graph_order(loaded.graph))
-    assert _order_shape(loaded.order) == _order_shape(built.order)
-    assert len(set(_order_shape(loaded.order)[1])) < len(graph.nodes)  # (stacks shared: a real test)
