@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from functools import partial
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate, chain, compress, count, repeat
 from operator import add, and_, gt, itemgetter, rshift, sub
 from pathlib import Path
@@ -170,15 +169,20 @@ class DumpEntries(Mapping[str, Any]):
                 pass
         return self.get(name)
 
-    def parse_each(self, names: Sequence[str]) -> None:
+    def parse_each(self, names: Sequence[str], doubtful: Doubtful | None = None) -> None:
         """Parse the entries ``names`` and let their values go (a malformed one raises what
-        ``self[name]`` raises), PARSE_BATCH at a time read from the file at once (span_texts)."""
+        ``self[name]`` raises), PARSE_BATCH at a time read from the file at once (span_texts).
+        ``doubtful(names, spans, small, text)``: those of the names read whose texts must be parsed to
+        know whether they are JSON that json.loads reads (the others are known to be)."""
         for lo in range(0, len(names), PARSE_BATCH):
             batch = names[lo : lo + PARSE_BATCH]
             found = self.span_texts(batch)
-            parse = self.__getitem__ if found is None else partial(self.get_in, found)
-            for name in batch:
-                parse(name)
+            if found is None:
+                for name in batch:
+                    self[name]
+                continue
+            for name in batch if doubtful is None else doubtful(list(batch), *found):
+                self.get_in(found, name)
 
     def _read(self, runs: Iterable[Sequence[int]]) -> list[bytes]:
         """The file's bytes of each [start, end) of ``runs``, read while it is as it was scanned."""
@@ -221,6 +225,9 @@ SPAN_SHIFT = 40
 SPAN_LENGTH = (1 << SPAN_SHIFT) - 1
 SpanTexts = tuple[SpanMap, dict[str, Any], bytes]
 """Some entries' spans in a text, their one-line values, and the text (DumpEntries.span_texts)."""
+Doubtful = Callable[[list[str], SpanMap, dict[str, Any], bytes], list[str]]
+"""Of some entries read (their names and SpanTexts), those whose texts must be parsed to know whether they
+are JSON (DumpEntries.parse_each)."""
 READ_GAP = 16 << 10
 """Spans of dump.json at most this many bytes apart are read at once (DumpEntries.span_texts)."""
 PARSE_BATCH = 1024

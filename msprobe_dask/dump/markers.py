@@ -5,6 +5,8 @@ graph/rows.py's ``ROW_RULES``; ``STATS`` as graph/speedups.py loads them)."""
 
 NO_DATA_NAME = "-1"  # the data_name of a leaf without a data file
 PROCESS_GROUP = "torch.ProcessGroup"  # the type of a process-group argument
+# a process group's member whose text (str of its value) is its row's and its items' statistics and md5
+GROUP_RANKS = "group_ranks"
 P2P_CLASS = "torch.distributed.P2POp"  # the class_type of a point-to-point op argument
 BATCH_P2P = "batch_isend_irecv"  # the API that runs a batch of P2POps
 # the part of an entry name that holds a module's parameter gradients (``Module.fc.Linear.parameters_grad``,

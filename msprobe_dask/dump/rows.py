@@ -16,6 +16,7 @@ from msprobe_dask.dump.entry_shape import ENTRY_SHAPES
 from msprobe_dask.dump.json_limits import MAX_DEPTH
 from msprobe_dask.dump.markers import (
     ELLIPSIS,
+    GROUP_RANKS,
     NO_DATA_NAME,
     P2P_CLASS,
     PARAMETERS_GRAD,
@@ -27,7 +28,6 @@ from msprobe_dask.dump.markers import (
 )
 
 NO_MD5 = "00000000"  # the md5 cell of a tensor leaf without md5 and value
-_GROUP_RANKS = "group_ranks"  # a process group's member whose text is its row's statistics and md5
 
 Stat = Any  # float | int | bool | str
 
@@ -121,7 +121,7 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
         text = str(value)
         return LeafRow(name, entry, state, kind, "[]", grad, (text,) * 4, text, data_name)  # type: ignore[arg-type]
     if kind == PROCESS_GROUP:
-        text = str(leaf.get(_GROUP_RANKS))
+        text = str(leaf.get(GROUP_RANKS))
         return LeafRow(name, entry, state, kind, "[]", grad, (text,) * 4, text, data_name)  # type: ignore[arg-type]
     if kind == TORCH_SIZE:
         return LeafRow(name, entry, state, kind, str(value), grad, ("None",) * 4, _crc(value), data_name)  # type: ignore[arg-type]
@@ -214,7 +214,7 @@ LEAF_RULES = LeafRules(
     NO_MD5,
     PEER_ARGUMENTS,
     SHAPED_KINDS,
-    (PROCESS_GROUP, _GROUP_RANKS),
+    (PROCESS_GROUP, GROUP_RANKS),
     _ENTRY_PARTS,
     ENTRY_SHAPES,
     PARAMETERS_GRAD,

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from msprobe_dask.dump.markers import (
+    GROUP_RANKS,
     INPUT_PART,
     NO_DATA_NAME,
     OUTPUT_PART,
@@ -51,7 +52,7 @@ def long_decimal_text(limits: tuple[int, int, int]) -> re.Pattern[str]:
 
 _LONG_DECIMAL = long_decimal_text(LONG_DECIMAL)
 _SHORTEST_LONG_DECIMAL = 2 + LONG_DECIMAL[1]  # d.ddddddd
-_PG_KEEP = ("type", "group_ranks", "group_id", "data_name")
+_PG_KEEP = ("type", GROUP_RANKS, "group_id", "data_name")  # the keys an exported process group keeps
 _BATCH_P2P_DROP = ("op", "peer", "tag", "group_id")
 _SKIP = frozenset(("state", "full_op_name", "md5"))
 _SKIP_KEEP_MD5 = frozenset(("state", "full_op_name"))
@@ -353,6 +354,8 @@ class TextRules:
     # leaves of these kinds and names back to the Python path
     no_data_name: str
     process_group: str
+    group_ranks: str  # GROUP_RANKS: a process group's ranks, whose text is its statistics and md5
+    process_group_kept: tuple[str, ...]  # the keys an exported process group keeps (_PG_KEEP)
     p2p_class: str
     parameters_grad: str  # an entry whose name, or a key of it, holds it goes back to the Python path
     shaped_kinds: tuple[str, ...]
@@ -374,6 +377,8 @@ TEXT_RULES = TextRules(
     tuple(sorted(_SKIP)),
     NO_DATA_NAME,
     PROCESS_GROUP,
+    GROUP_RANKS,
+    _PG_KEEP,
     P2P_CLASS,
     PARAMETERS_GRAD,
     SHAPED_KINDS,

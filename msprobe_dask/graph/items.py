@@ -13,6 +13,7 @@ from typing import Any
 
 from msprobe_dask.dump.json_limits import MAX_DEPTH
 from msprobe_dask.dump.markers import (
+    GROUP_RANKS,
     INPUT_PART,
     NO_DATA_NAME,
     OUTPUT_PART,
@@ -132,7 +133,7 @@ def _fill_non_tensor(item: dict[str, Any], leaf: dict[str, Any], name: str) -> N
             item[s] = str(value)
         item["md5"] = str(value)
     elif kind == PROCESS_GROUP:
-        ranks = str(leaf.get("group_ranks"))
+        ranks = str(leaf.get(GROUP_RANKS))
         item["dtype"] = kind
         item["shape"] = SCALAR_SHAPE
         for s in STATS:

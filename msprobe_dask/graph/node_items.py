@@ -11,7 +11,10 @@ from typing import Any
 
 from msprobe_dask.dump.entries import DumpEntries
 from msprobe_dask.errors import DumpError
-from msprobe_dask.graph import speedups
+from msprobe_dask.graph import (
+    item_text,  # noqa: F401 (the C reader configured by its TEXT_RULES)
+    speedups,
+)
 from msprobe_dask.graph.items import entry_items
 from msprobe_dask.graph.model import COLLECTION, Graph, Node
 
@@ -36,7 +39,8 @@ def parse_unused(data: Mapping[str, Any], nodes: Mapping[str, Node]) -> None:
     refuse it (the others are parsed with their nodes' items); real dumps have few or none."""
     unused = [key for key in data if key not in nodes]
     if isinstance(data, DumpEntries):
-        data.parse_each(unused)
+        native = speedups.native
+        data.parse_each(unused, native.entries_to_parse if native is not None else None)
         return
     for key in unused:
         data[key]

@@ -308,3 +308,94 @@ def test_the_items_take_their_rules_from_python(monkeypatch: pytest.MonkeyPatch)
         NATIVE.configure_items(items.ITEM_RULES)
     assert made[0] is not None
     assert shape(made[0]) == _python_items("Functional.a.0.forward", text)
+
+
+_GROUP_NODE = "Distributed.all_reduce.0.forward"
+
+
+def _group_entry(group: str) -> bytes:
+    return f'{{"input_kwargs": {{"group": {group}}}, "output": [{{"type": "torch.ProcessGroup"}}]}}'.encode()
+
+
+def _c_group(text: bytes) -> tuple[Any, list[Any]]:
+    """node_items' items of the entry ``text`` and items_json's texts of them."""
+    assert NATIVE is not None
+    made = NATIVE.node_items([_GROUP_NODE], {_GROUP_NODE: (0, len(text))}, {}, text)[0]
+    assert made is not None
+    return made, [NATIVE.items_json(data, item_text.skipped_keys(False, False)) for data in made]
+
+
+def test_process_groups_are_made_in_c_as_python_makes_them() -> None:
+    """A process group's items (the str of its ranks in the statistics and md5) and their exported text
+    (only the keys a process group keeps) are made in C, as the Python path makes them, whatever its
+    ranks hold."""
+    python_json = item_text.python_items_json_for(False, False)
+    for ranks in ("[0, 1]", "[]", "null", '"0,1"', '""', "[[0], 1.5, -0]", "true", '{"a": 1}'):
+        group = (
+            f'{{"type": "torch.ProcessGroup", "x": 2, "group_ranks": {ranks}, "group_id": "g", "value": 3}}'
+        )
+        text = _group_entry(group)
+        made, texts = _c_group(text)
+        assert shape(made) == _python_items(_GROUP_NODE, text), ranks
+        python = [python_json(data) for data in made]
+        assert [c or p for c, p in zip(texts, python)] == python, ranks
+        assert None not in texts or ranks.startswith("{"), ranks  # (a dict's text: the Python path's)
+    made, _ = _c_group(_group_entry('{"type": "torch.ProcessGroup", "group_ranks": [4, 5]}'))
+    assert made[0][f"{_GROUP_NODE}.input.group"]["md5"] == "[4, 5]"
+
+
+def test_process_groups_take_their_ranks_and_kept_keys_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another name of a group's ranks and other keys kept in its export handed to the C code
+    (item_text.TEXT_RULES): its items and texts are those the Python path makes with them."""
+    assert NATIVE is not None
+    trial = dataclasses.replace(item_text.TEXT_RULES, group_ranks="ranks", process_group_kept=("ranks", "x"))
+    monkeypatch.setattr(items, "GROUP_RANKS", "ranks")
+    monkeypatch.setattr(item_text, "_PG_KEEP", ("ranks", "x"))
+    text = _group_entry('{"type": "torch.ProcessGroup", "group_ranks": [4], "x": 1, "ranks": [3]}')
+    NATIVE.configure_text(trial)
+    try:
+        made, texts = _c_group(text)
+    finally:
+        NATIVE.configure_text(item_text.TEXT_RULES)
+    assert shape(made) == _python_items(_GROUP_NODE, text)
+    assert made[0][f"{_GROUP_NODE}.input.group"]["md5"] == "[3]"
+    assert texts == [item_text.python_items_json_for(False, False)(data) for data in made]
+    assert texts[0] == f'{{"{_GROUP_NODE}.input.group": {{"x": "1", "ranks": "[3]"}}}}'
+
+
+_BREAKS = st.sampled_from(list(',:{}[]"\\ 0e.-+xNIa\t\n') + ["\u00e9", "\x01", "\\u12", "1" * 19])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(_leaf(), max_size=3),
+    st.lists(st.tuples(st.integers(0, 10**6), _BREAKS, st.booleans()), max_size=2),
+)
+def test_entries_to_parse_vouch_only_for_what_json_reads(leaves: list[Any], edits: list[Any]) -> None:
+    """entries_to_parse (node_items.parse_unused) leaves out only entries that json.loads reads: valid
+    texts, broken ones (a character put in or taken out), non-ASCII and escaped strings, long integers."""
+    assert NATIVE is not None
+    text = json.dumps({"input_args": leaves}, indent=1, ensure_ascii=False)
+    for at, piece, cut in edits:
+        at %= len(text) + 1
+        text = text[:at] + ("" if cut else piece) + text[at + cut :]
+    raw = text.encode()
+    names = ["a", "b"]
+    doubtful = NATIVE.entries_to_parse(names, {"a": (1, 1 + len(raw)), "b": (0, 1)}, {}, b"[" + raw + b"]")
+    assert "b" in doubtful  # ("[" is not JSON)
+    if "a" not in doubtful:
+        json.loads(raw.decode("utf-8"))
+
+
+def test_entries_to_parse_leave_out_the_common_entries() -> None:
+    """Of the corpus's entries read by span, those read plainly are left out: most of them."""
+    assert NATIVE is not None
+    total = left_out = 0
+    for path in sorted(DATA.rglob("dump.json")):
+        _, data = read_dump_doc(path)
+        found = data.span_texts(data)  # type: ignore[attr-defined]
+        assert found is not None, path
+        names = list(found[0])
+        total += len(names)
+        left_out += len(names) - len(NATIVE.entries_to_parse(names, *found))
+    assert left_out > 0.9 * total, (left_out, total)

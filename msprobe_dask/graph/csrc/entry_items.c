@@ -289,11 +289,34 @@ static int set_new(PyObject *item, PyObject *key, PyObject *value) {
     return rc < 0 ? -1 : DONE;
 }
 
+/* a process group's dtype (its type), shape and statistics and md5 (the str of its ranks member, or
+ * "None" without one): items._fill_non_tensor */
+static int fill_group(const Tape *t, const Val *ranks, PyObject *item) {
+    PyObject *kind = PyDict_GetItemWithError(item, str_type); /* (borrowed: the leaf's type, a str) */
+    if (kind == NULL)
+        return PyErr_Occurred() ? -1 : UNHANDLED;
+    PyObject *value = ranks != NULL ? value_of(t, ranks) : Py_NewRef(Py_None);
+    if (value == NULL)
+        return PyErr_Occurred() ? -1 : UNHANDLED;
+    PyObject *text = PyObject_Str(value);
+    Py_DECREF(value);
+    if (text == NULL)
+        return -1;
+    int rc = PyDict_SetItem(item, I.str_dtype, kind) < 0 || PyDict_SetItem(item, I.str_shape, I.scalar_shape) < 0 ? -1 : DONE;
+    for (int s = 0; rc == DONE && s < N_STATS; s++)
+        if (PyDict_SetItem(item, I.stats[s], text) < 0)
+            rc = -1;
+    if (rc == DONE && PyDict_SetItem(item, I.str_md5, text) < 0)
+        rc = -1;
+    Py_DECREF(text);
+    return rc;
+}
+
 /* the item of a leaf (an object whose "type" is a string): items._leaf; *full its full_op_name
  * (borrowed: the item holds it) */
 static int make_leaf(Walk *w, const Val *leaf, PyObject *item, PyObject **full_out) {
     const Tape *t = &w->t;
-    const Val *kind = NULL, *data_name = NULL, *value = NULL;
+    const Val *kind = NULL, *data_name = NULL, *value = NULL, *ranks = NULL;
     int rc;
     unsigned seen = 0; /* the roles of the leaf's keys */
     /* item = leaf.copy(), its bools as their texts */
@@ -305,6 +328,8 @@ static int make_leaf(Walk *w, const Val *leaf, PyObject *item, PyObject **full_o
             data_name = m;
         else if (m->role == K_VALUE)
             value = m;
+        else if (text_is(m->k, m->kn, &text_rules.group_ranks))
+            ranks = m;
         seen |= 1u << m->role;
         PyObject *k = I.role_key[m->role] != NULL ? Py_NewRef(I.role_key[m->role]) : ascii_str(m->k, m->kn), *x;
         if (k == NULL)
@@ -318,7 +343,7 @@ static int make_leaf(Walk *w, const Val *leaf, PyObject *item, PyObject **full_o
         if (rc <= 0)
             return rc;
     }
-    if (kind == NULL || !kind->plain || text_is(kind->s, kind->n, &text_rules.process_group))
+    if (kind == NULL || !kind->plain)
         return UNHANDLED;
     for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(I.item_keys); j++) { /* in their order, None */
         PyObject *k = PyTuple_GET_ITEM(I.item_keys, j);
@@ -370,13 +395,15 @@ static int make_leaf(Walk *w, const Val *leaf, PyObject *item, PyObject **full_o
     if (value != NULL && (original = value_of(t, value)) == NULL)
         return PyErr_Occurred() ? -1 : UNHANDLED;
     rc = DONE;
-    if (!tensor) { /* items._fill_non_tensor's general case only */
+    if (!tensor) { /* items._fill_non_tensor's general case and process groups only */
         const char *name = w->name.p, *dot = name + w->name.len;
         while (dot > name && dot[-1] != '.')
             dot--;
         if (text_in(kind->s, kind->n, text_rules.shaped_kinds, text_rules.n_shaped_kinds) ||
             text_in(dot, name + w->name.len - dot, text_rules.peer_arguments, text_rules.n_peer_arguments)) {
             rc = UNHANDLED;
+        } else if (text_is(kind->s, kind->n, &text_rules.process_group)) {
+            rc = fill_group(t, ranks, item);
         } else {
             const char *type = type_text(value);
             PyObject *stat = original != NULL ? original : Py_None;
@@ -487,33 +514,12 @@ static PyObject *items_of_entry(const Tape *tape, int root, const char *node_id,
 #define TEXT_PER_VALUE 16   /* the bytes of text a value is given room for at first */
 #define MAX_ROOM (1 << 24) /* values given room at first, at most */
 
-/* node_items(ids, spans, small, text) -> for each node id, its (input_data, output_data) made from
- * its entry's span, or None where the Python path makes them (no span, a one-line entry, an entry
- * this code does not take). Each entry's text is read onto one tape first, all of them without the
- * GIL where they are many (NOGIL_BYTES), then walked with it into items. */
-PyObject *node_items(PyObject *self, PyObject *args) {
-    PyObject *ids, *spans, *small, *text;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyList_Type, &ids, &PyDict_Type, &spans, &PyDict_Type, &small,
-                          &PyBytes_Type, &text) ||
-        configured() < 0)
-        return NULL;
-    if (I.rules == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "_speedups.configure_items() was not called");
-        return NULL;
-    }
-    Py_ssize_t count = PyList_GET_SIZE(ids), total = 0;
-    /* each entry's span (start < 0: none, or one this code does not take), then its value on the tape */
-    Py_ssize_t *at = PyMem_Malloc((size_t)(2 * count + 1) * sizeof(Py_ssize_t));
-    int *root = PyMem_Malloc((size_t)(count + 1) * sizeof(int));
-    Tape tape;
-    tape.n = 0;
-    tape.v = NULL;
-    PyObject *out = NULL;
-    if (at == NULL || root == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
+/* each of ``ids``' span in text (at[2 * i], at[2 * i + 1]; start -1: none, a one-line entry in
+ * ``small``, or an id this code does not take), their bytes in *total: 0, or -1 with an error */
+static int spans_of(PyObject *ids, PyObject *spans, PyObject *small, PyObject *text, Py_ssize_t *at,
+                    Py_ssize_t *total) {
+    *total = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ids); i++) {
         PyObject *id = PyList_GET_ITEM(ids, i);
         Py_ssize_t id_n = 0, start = -1, end = -1;
         const char *id_text = PyUnicode_CheckExact(id) ? ascii_data(id, &id_n) : NULL;
@@ -526,49 +532,114 @@ PyObject *node_items(PyObject *self, PyObject *args) {
                 PyErr_Clear();
         }
         if (PyErr_Occurred() || in_small < 0)
-            goto done;
+            return -1;
         if (!(start >= 0 && end >= start && end <= PyBytes_GET_SIZE(text)) || classes(id_text, id_n) & (BAD | ESCAPED))
             start = -1;
         else
-            total += end - start;
+            *total += end - start;
         at[2 * i] = start;
         at[2 * i + 1] = end;
     }
+    return 0;
+}
+
+/* the entries of node_items' or entries_to_parse's ``args`` (ids, spans, small, text) read */
+typedef struct {
+    PyObject *ids;
+    Py_ssize_t count;
+    int *root; /* each entry's value on the tape, or < 0: no span, one this code does not take */
+    Tape tape;
+} Read;
+
+static void read_free(Read *r) {
+    PyMem_Free(r->root);
+    tape_free(&r->tape);
+}
+
+/* ``args``' entries read onto r->tape (spans_of), without the GIL where they are many (NOGIL_BYTES):
+ * all of them (``judged`` 0), or each on its own, its values let go once found plainly read (judged 1:
+ * root[i] 0) or not (-2). 0, or -1 with an error (r freed) */
+static int read_entries(PyObject *args, Read *r, int judged) {
+    PyObject *spans, *small, *text;
+    r->root = NULL;
+    r->tape.v = r->tape.small;
+    r->tape.n = 0;
+    r->tape.cap = TAPE_SMALL;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyList_Type, &r->ids, &PyDict_Type, &spans, &PyDict_Type, &small,
+                          &PyBytes_Type, &text) ||
+        configured() < 0)
+        return -1;
+    if (I.rules == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_speedups.configure_items() was not called");
+        return -1;
+    }
+    r->count = PyList_GET_SIZE(r->ids);
+    Py_ssize_t total = 0, *at = PyMem_Malloc((size_t)(2 * r->count + 1) * sizeof(Py_ssize_t));
+    r->root = PyMem_Malloc((size_t)(r->count + 1) * sizeof(int));
+    int rc = at == NULL || r->root == NULL ? -1 : spans_of(r->ids, spans, small, text, at, &total);
     /* room for the values of the texts as dump.json lays them out (a value every 24 bytes or so with
      * its indentation), so that the tape is rarely made bigger (which copies it) */
-    Py_ssize_t want = total / TEXT_PER_VALUE;
-    tape.cap = want < TAPE_SMALL ? TAPE_SMALL : want > MAX_ROOM ? MAX_ROOM : (int)want;
-    tape.v = PyMem_RawMalloc((size_t)tape.cap * sizeof(Val));
-    if (tape.v == NULL) {
-        PyErr_NoMemory();
-        goto done;
+    Py_ssize_t want = judged ? 0 : total / TEXT_PER_VALUE;
+    if (rc == 0 && want > TAPE_SMALL) {
+        r->tape.cap = want > MAX_ROOM ? MAX_ROOM : (int)want;
+        if ((r->tape.v = PyMem_RawMalloc((size_t)r->tape.cap * sizeof(Val))) == NULL)
+            rc = -1;
     }
-    const char *s = PyBytes_AS_STRING(text);
-    int no_memory = 0;
-    PyThreadState *released = total >= NOGIL_BYTES ? PyEval_SaveThread() : NULL;
-    for (Py_ssize_t i = 0; i < count && !no_memory; i++) {
-        root[i] = at[2 * i] < 0 ? -2 : read_more(&tape, s + at[2 * i], at[2 * i + 1] - at[2 * i]);
-        no_memory = root[i] == -1;
+    if (rc == 0) {
+        const char *s = PyBytes_AS_STRING(text);
+        PyThreadState *released = total >= NOGIL_BYTES ? PyEval_SaveThread() : NULL;
+        for (Py_ssize_t i = 0; i < r->count && rc == 0; i++) {
+            r->tape.n = judged ? 0 : r->tape.n;
+            int root = at[2 * i] < 0 ? -2 : read_more(&r->tape, s + at[2 * i], at[2 * i + 1] - at[2 * i]);
+            rc = root == -1 ? -1 : 0;
+            r->root[i] = judged && root >= 0 ? (plainly_read(&r->tape, root) ? 0 : -2) : root;
+        }
+        if (released != NULL)
+            PyEval_RestoreThread(released);
     }
-    if (released != NULL)
-        PyEval_RestoreThread(released);
-    if (no_memory) {
-        PyErr_NoMemory();
-        goto done;
+    PyMem_Free(at);
+    if (rc < 0) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        read_free(r);
     }
-    out = PyList_New(count);
-    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+    return rc;
+}
+
+/* node_items(ids, spans, small, text) -> for each node id, its (input_data, output_data) made from
+ * its entry's span, or None where the Python path makes them (no span, a one-line entry, an entry
+ * this code does not take). Each entry's text is read onto one tape first, all of them without the
+ * GIL where they are many (NOGIL_BYTES), then walked with it into items. */
+PyObject *node_items(PyObject *self, PyObject *args) {
+    Read r;
+    if (read_entries(args, &r, 0) < 0)
+        return NULL;
+    PyObject *out = PyList_New(r.count);
+    for (Py_ssize_t i = 0; out != NULL && i < r.count; i++) {
         Py_ssize_t id_n = 0;
-        const char *id_text = ascii_data(PyList_GET_ITEM(ids, i), &id_n);
-        PyObject *items = root[i] < 0 ? Py_NewRef(Py_None) : items_of_entry(&tape, root[i], id_text, id_n);
+        const char *id_text = ascii_data(PyList_GET_ITEM(r.ids, i), &id_n);
+        PyObject *items = r.root[i] < 0 ? Py_NewRef(Py_None) : items_of_entry(&r.tape, r.root[i], id_text, id_n);
         if (items == NULL)
             Py_CLEAR(out);
         else
             PyList_SET_ITEM(out, i, items);
     }
-done:
-    PyMem_Free(at);
-    PyMem_Free(root);
-    PyMem_RawFree(tape.v);
+    read_free(&r);
+    return out;
+}
+
+/* entries_to_parse(ids, spans, small, text) -> those of ``ids`` whose entries json.loads must parse to
+ * know whether they are JSON (node_items.parse_unused): the others' texts are read here onto a tape,
+ * one after the other, without the GIL where they are many (NOGIL_BYTES), and found to be JSON that
+ * json.loads reads (plainly_read). */
+PyObject *entries_to_parse(PyObject *self, PyObject *args) {
+    Read r;
+    if (read_entries(args, &r, 1) < 0)
+        return NULL;
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t i = 0; out != NULL && i < r.count; i++)
+        if (r.root[i] < 0 && PyList_Append(out, PyList_GET_ITEM(r.ids, i)) < 0)
+            Py_CLEAR(out);
+    read_free(&r);
     return out;
 }

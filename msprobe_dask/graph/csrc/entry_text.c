@@ -756,10 +756,13 @@ static int walk_entry(Walk *w, const char *node_id, Py_ssize_t id_n) {
     return DONE;
 }
 
+/* whether a J_INT value is one this code takes: 18 digits at most (a long long) */
+static int short_int(const Val *v) { return v->n - (v->s[0] == '-') <= 18; }
+
 /* a JSON integer as a Python int, or NULL without an error beyond 18 digits */
 static PyObject *int_of(const Val *v) {
     int neg = v->s[0] == '-';
-    if (v->n - neg > 18)
+    if (!short_int(v))
         return NULL;
     long long x = 0;
     for (Py_ssize_t i = neg; i < v->n; i++)
@@ -857,6 +860,15 @@ int read_more(Tape *t, const char *s, Py_ssize_t n) {
         return at;
     t->n = at; /* (the values read of it let go) */
     return -2;
+}
+
+int plainly_read(const Tape *t, int from) {
+    for (int i = from; i < t->n; i++) {
+        const Val *v = &t->v[i];
+        if ((v->kind == J_STR && !v->plain) || (v->k != NULL && !v->kplain) || (v->kind == J_INT && !short_int(v)))
+            return 0;
+    }
+    return 1;
 }
 
 void tape_free(Tape *t) {

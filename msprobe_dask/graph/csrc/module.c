@@ -124,6 +124,8 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
              texts_field(rules, "peer_arguments", r.peer_arguments, &r.n_peer_arguments) == 0 &&
              text_field(rules, "no_data_name", &r.no_data_name) == 0 &&
              text_field(rules, "process_group", &r.process_group) == 0 &&
+             text_field(rules, "group_ranks", &r.group_ranks) == 0 &&
+             texts_field(rules, "process_group_kept", r.process_group_kept, &r.n_process_group_kept) == 0 &&
              text_field(rules, "p2p_class", &r.p2p_class) == 0 &&
              text_field(rules, "parameters_grad", &r.parameters_grad) == 0 &&
              text_field(rules, "output_part", &r.output_part) == 0 &&
@@ -179,6 +181,9 @@ static PyMethodDef methods[] = {
     {"configure_items", configure_items, METH_O, "configure_items(rules): the items' rules (graph/items.py's ITEM_RULES)."},
     {"node_items", node_items, METH_VARARGS,
      "node_items(ids, spans, small, text): items.entry_items of each node id's entry, or None."},
+    {"entries_to_parse", entries_to_parse, METH_VARARGS,
+     "entries_to_parse(ids, spans, small, text): the ids whose entries json.loads must parse to know "
+     "whether they are JSON (the others are)."},
     {"entry_lines", entry_lines, METH_VARARGS,
      "entry_lines(text, lo, hi, indent): dump/entries_scan.py's entry_lines, as a tuple, or None."},
     {"mentions", mentions, METH_VARARGS,

@@ -45,7 +45,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 23
+#define SPEEDUPS_API 24
 
 /* an ASCII text of the rules (held by them) */
 typedef struct {
@@ -61,6 +61,9 @@ typedef struct {
     Text left_out[MAX_TEXTS], shaped_kinds[MAX_TEXTS], peer_arguments[MAX_TEXTS];
     int n_left_out, n_shaped_kinds, n_peer_arguments;
     Text no_data_name, process_group, p2p_class;
+    Text group_ranks; /* markers.GROUP_RANKS: a process group's member whose str is its statistics and md5 */
+    Text process_group_kept[MAX_TEXTS]; /* the keys an exported process group keeps, in its item's order */
+    int n_process_group_kept;
     Text parameters_grad; /* markers.PARAMETERS_GRAD (not empty) */
     Text output_part, input_part; /* items.OUTPUT_PART, INPUT_PART (not empty): items.split_items' rule */
     Text sub_key[MAX_TEXTS], sub_suffix[MAX_TEXTS]; /* items.SUB_KEYS: an entry's parts, in order */
@@ -333,6 +336,11 @@ int read_entry(Tape *t, const char *s, Py_ssize_t n);
  * need): the index of its value, -2 for a text read_entry finds UNHANDLED (nothing added), or -1
  * without memory (no error set) */
 int read_more(Tape *t, const char *s, Py_ssize_t n);
+/* whether the values t->v[from:] (an entry read_more read) are read as json.loads reads them, without
+ * a doubt: no string or key with an escape or outside printable ASCII, no integer of 19 digits or more
+ * (a text the reader takes is JSON, as json.loads takes it, but for these: the UTF-8 of the strings,
+ * json's bound on an integer's digits) */
+int plainly_read(const Tape *t, int from);
 void tape_free(Tape *t);
 /* float() of a JSON number's text s[0:n] where integer arithmetic computes it exactly: 1, else 0 */
 int fast_double(const char *s, Py_ssize_t n, double *x);
@@ -370,6 +378,7 @@ PyObject *configure_leaf_rows(PyObject *self, PyObject *rules);
 PyObject *leaf_rows(PyObject *self, PyObject *args);
 PyObject *configure_items(PyObject *self, PyObject *rules); /* entry_items.c */
 PyObject *node_items(PyObject *self, PyObject *args);
+PyObject *entries_to_parse(PyObject *self, PyObject *args);
 PyObject *entry_lines(PyObject *self, PyObject *args); /* entry_scan.c */
 PyObject *mentions(PyObject *self, PyObject *args);    /* entry_scan.c */
 

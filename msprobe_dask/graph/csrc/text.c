@@ -394,17 +394,25 @@ static int add_item(Buf *b, PyObject *item, Skip *skip) {
     PyObject *kind = PyDict_GetItemWithError(item, str_type);
     if (kind == NULL && PyErr_Occurred())
         return -1;
+    int group = 0; /* a process group: only the keys text_rules.process_group_kept (item_text._PG_KEEP) */
     if (kind != NULL && PyUnicode_Check(kind)) {
         int pg = PyUnicode_Compare(kind, text_rules.process_group_text);
         if (pg == -1 && PyErr_Occurred())
             return -1;
-        if (pg == 0)
-            return UNHANDLED; /* a process group keeps a few keys: the Python path */
+        group = pg == 0;
     }
     Py_ssize_t start = b->len, pos = 0;
     PyObject *k, *v;
     int first = 1, null_max = 0;
     while (PyDict_Next(item, &pos, &k, &v)) {
+        if (group) {
+            Py_ssize_t n;
+            const char *s = PyUnicode_CheckExact(k) ? ascii_data(k, &n) : NULL;
+            if (s == NULL)
+                return UNHANDLED;
+            if (!text_in(s, n, text_rules.process_group_kept, text_rules.n_process_group_kept))
+                continue;
+        }
         int slot, rc = key_part_of(k, skip, &slot);
         if (rc <= 0)
             return rc;
