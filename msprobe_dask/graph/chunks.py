@@ -26,12 +26,13 @@ from typing import Any, NamedTuple
 
 from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.columns import VISDB_NODE_COLUMNS
+from msprobe_dask.dump.entries import SpanTexts
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.compare import MD5, compare_subtrees
 from msprobe_dask.graph.divergence_rows import dump_places, node_rows
 from msprobe_dask.graph.gcpause import rare_collections_from_now
 from msprobe_dask.graph.model import COLLECTION, NO_ITEMS, Graph, Node
-from msprobe_dask.graph.node_items import export_texts, parse_items
+from msprobe_dask.graph.node_items import export_texts, parse_items, texts_of
 from msprobe_dask.graph.overflow import overflow_levels
 from msprobe_dask.graph.rows import (
     COL,
@@ -241,8 +242,9 @@ def chunk_task(p: Prepared, k: int) -> tuple[RowsChunk | None, ...]:
         orders = p.orders()
         if len(p.graphs) == 1:
             (g,), (nodes, ids, _) = p.graphs, orders[0]
+            found = texts_of(g, nodes[c.lo : c.hi])
             made = [
-                _rows(g, p.sources[0], md5, p.overflow, nodes[lo:hi], lo, ids)
+                _rows(g, p.sources[0], md5, p.overflow, nodes[lo:hi], lo, ids, found)
                 for lo, hi in _sub_runs(c.lo, c.hi)
             ]
             return (_pack(g.folder, _joined(made)),)
@@ -251,13 +253,18 @@ def chunk_task(p: Prepared, k: int) -> tuple[RowsChunk | None, ...]:
         partners = {npu_nodes[i]: bench_all[j] for i, j in zip(pairs, pairs)}
         # the Bench nodes whose rows the chunk makes (their positions), until made
         unmade = {bench_nodes[i]: i for i in c.bench}
+        # (the texts of the chunk's entries read at once, each side's, while its rows are made)
+        npu_found, bench_found = (
+            texts_of(npu, npu_nodes[c.lo : c.hi]),
+            texts_of(bench, [*partners.values(), *unmade]),
+        )
         npu_rows, bench_rows = [], []
         place = dump_places(npu)
         for lo, hi in _sub_runs(c.lo, c.hi):
             run = npu_nodes[lo:hi]
             theirs = {n: b for n in run if (b := partners.get(n)) is not None}
-            parse_items(npu, run)
-            parse_items(bench, list(theirs.values()))
+            parse_items(npu, run, npu_found)
+            parse_items(bench, list(theirs.values()), bench_found)
             compare_subtrees(run, theirs, npu.root, p.mode)
             if p.overflow:
                 overflow_levels(npu, run)
@@ -269,10 +276,10 @@ def chunk_task(p: Prepared, k: int) -> tuple[RowsChunk | None, ...]:
             # the rows of the chunk's Bench partners met here, made while their items are at hand
             met = [unmade.pop(b) for b in theirs.values() if b in unmade]
             if met:
-                bench_rows.append(_bench_rows(bench, p, md5, bench_nodes, bench_ids, met))
+                bench_rows.append(_bench_rows(bench, p, md5, bench_nodes, bench_ids, met, bench_found))
         rest = list(unmade.values())  # (the chunk's share of the Bench nodes nobody is matched to)
         for lo, hi in _sub_runs(0, len(rest)):
-            bench_rows.append(_bench_rows(bench, p, md5, bench_nodes, bench_ids, rest[lo:hi]))
+            bench_rows.append(_bench_rows(bench, p, md5, bench_nodes, bench_ids, rest[lo:hi], bench_found))
         return _pack(npu.folder, _joined(npu_rows)), _pack(bench.folder, _joined(bench_rows))
 
 
@@ -289,11 +296,17 @@ def _sub_runs(lo: int, hi: int) -> list[tuple[int, int]]:
 
 
 def _bench_rows(
-    bench: Graph, p: Prepared, md5: bool, nodes: list[Node], ids: StackIds, positions: list[int]
+    bench: Graph,
+    p: Prepared,
+    md5: bool,
+    nodes: list[Node],
+    ids: StackIds,
+    positions: list[int],
+    found: SpanTexts | None,
 ) -> RowsChunk:
     """The rows of the Bench nodes at ``positions`` of its sorted_nodes(), each row's node_order set
-    (join puts them in order)."""
-    rows = _rows(bench, p.sources[1], md5, p.overflow, [nodes[i] for i in positions], 0, ids, False)
+    (join puts them in order; ``found``: texts_of nodes that include them)."""
+    rows = _rows(bench, p.sources[1], md5, p.overflow, [nodes[i] for i in positions], 0, ids, found, False)
     for row, pos in zip(rows.nodes, positions):
         row[ORDER] = pos
     return rows
@@ -343,12 +356,14 @@ def _rows(
     nodes: list[Node],
     start: int,
     ids: StackIds,
+    found: SpanTexts | None = None,
     summarised: bool = True,
 ) -> RowsChunk:
     """The rows of ``nodes``: their exported items' texts made straight from dump.json where the C
-    code can (node_items.export_texts), else from the items parsed here (``summarised``: chunk_rows)."""
-    texts = None if md5 or overflow else export_texts(g, nodes)
-    parse_items(g, nodes if texts is None else [n for n, t in zip(nodes, texts) if t is None])
+    code can (node_items.export_texts), else from the items parsed here (``summarised``: chunk_rows;
+    ``found``: texts_of nodes that include them)."""
+    texts = None if md5 or overflow else export_texts(g, nodes, found)
+    parse_items(g, nodes if texts is None else [n for n, t in zip(nodes, texts) if t is None], found)
     if overflow:
         overflow_levels(g, nodes)
     rows = chunk_rows(g, source, nodes, start, ids, md5, texts, summarised)

@@ -9,7 +9,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from msprobe_dask.dump.entries import DumpEntries
+from msprobe_dask.dump.entries import DumpEntries, SpanTexts
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import (
     item_text,  # noqa: F401 (the C reader configured by its TEXT_RULES)
@@ -46,10 +46,18 @@ def parse_unused(data: Mapping[str, Any], nodes: Mapping[str, Node]) -> None:
         data[key]
 
 
-def parse_items(g: Graph, nodes: Iterable[Node]) -> None:
+def texts_of(g: Graph, nodes: Iterable[Node]) -> SpanTexts | None:
+    """The texts of ``nodes``' entries read at once (DumpEntries.span_texts), for parse_items and
+    export_texts to share over runs of them; None where ``g``'s items are made otherwise."""
+    if not g.items_pending or not isinstance(g.data, DumpEntries):
+        return None
+    return g.data.span_texts([n.id for n in nodes])
+
+
+def parse_items(g: Graph, nodes: Iterable[Node], texts: SpanTexts | None = None) -> None:
     """Give ``nodes`` their items, if ``g`` was built without (``items_pending``); nodes that already
     hold some keep them. The C code makes them straight from the entries' text where it can
-    (csrc/entry_items.c), the Python path the others."""
+    (csrc/entry_items.c), the Python path the others. ``texts``: texts_of nodes that include these."""
     if not g.items_pending:
         return
     wanted = [
@@ -62,7 +70,7 @@ def parse_items(g: Graph, nodes: Iterable[Node]) -> None:
     entry: Callable[[str], Any] = g.data.get
     spans = None
     if isinstance(g.data, DumpEntries):
-        spans = g.data.span_texts(ids)
+        spans = texts if texts is not None else g.data.span_texts(ids)
         if spans is not None:  # (the Python path parses its entries from the text read: get_in)
             entry = partial(g.data.get_in, spans)
     made: list[Any] = [None] * len(wanted)
@@ -72,16 +80,18 @@ def parse_items(g: Graph, nodes: Iterable[Node]) -> None:
         node.input_data, node.output_data = items or _entry_items(node.id, entry(node.id), g.folder)
 
 
-def export_texts(g: Graph, nodes: list[Node]) -> list[tuple[str, str] | None] | None:
+def export_texts(
+    g: Graph, nodes: list[Node], texts: SpanTexts | None = None
+) -> list[tuple[str, str] | None] | None:
     """For each of ``nodes``, the JSON texts of its exported (input_data, output_data) made by the C
     code straight from the text of its dump.json entry (csrc/entry_text.c), as rows.chunk_rows makes
     them from the items parse_items would give (md5 left out), or None for a node whose items must
     be parsed; None for all of them without the C code or where ``g``'s entries are not read by span.
-    """
+    ``texts``: texts_of nodes that include these."""
     native = speedups.native
     if native is None or not g.items_pending or not isinstance(g.data, DumpEntries):
         return None
-    spans = g.data.span_texts([n.id for n in nodes])
+    spans = texts if texts is not None else g.data.span_texts([n.id for n in nodes])
     if spans is None:
         return None
     return native.node_texts(nodes, g.root, COLLECTION, *spans)  # type: ignore[no-any-return]
