@@ -71,7 +71,7 @@ def _taken(node_id: str, text: bytes) -> bool:
 
 def test_every_entry_of_the_test_dumps() -> None:
     """All the entries of tests/data, read by span: the common ones are taken (all but parameters_grad,
-    process groups, P2P ops, rank parameters and slices), with Python's texts."""
+    P2P ops, rank parameters and slices), with Python's texts."""
     taken = total = 0
     for path in sorted(DATA.rglob("dump.json")):
         _, data = read_dump_doc(path)
@@ -327,8 +327,8 @@ def _c_group(text: bytes) -> tuple[Any, list[Any]]:
 
 def test_process_groups_are_made_in_c_as_python_makes_them() -> None:
     """A process group's items (the str of its ranks in the statistics and md5) and their exported text
-    (only the keys a process group keeps) are made in C, as the Python path makes them, whatever its
-    ranks hold."""
+    (only the keys a process group keeps), from its items or straight from its entry's text, are made
+    in C, as the Python path makes them, whatever its ranks hold."""
     python_json = item_text.python_items_json_for(False, False)
     for ranks in ("[0, 1]", "[]", "null", '"0,1"', '""', "[[0], 1.5, -0]", "true", '{"a": 1}'):
         group = (
@@ -337,6 +337,8 @@ def test_process_groups_are_made_in_c_as_python_makes_them() -> None:
         text = _group_entry(group)
         made, texts = _c_group(text)
         assert shape(made) == _python_items(_GROUP_NODE, text), ranks
+        # (entry_texts: Python's texts; a dict, a list of other than ints: the Python path's)
+        assert _taken(_GROUP_NODE, text) or ranks.startswith(("{", "[[")), ranks
         python = [python_json(data) for data in made]
         assert [c or p for c, p in zip(texts, python)] == python, ranks
         assert None not in texts or ranks.startswith("{"), ranks  # (a dict's text: the Python path's)

@@ -4,7 +4,8 @@
  *     items.entry_items(node.id, json.loads(text[start:end]))
  *
  * or None where this code does not take the entry: it takes what entry_text.c takes (tensors, plain
- * scalar arguments, nulls and their lists and dicts, printable ASCII strings without escapes), and
+ * scalar arguments, process groups, nulls and their lists and dicts, printable ASCII strings without
+ * escapes), and
  * hands the rest back to the Python path, which makes the items and their errors. The rules, texts
  * and callables are items.ITEM_RULES (configure_items) and item_text.TEXT_RULES: none is written here. */
 #include "speedups.h"

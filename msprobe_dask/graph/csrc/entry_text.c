@@ -4,8 +4,8 @@
  *     (items_json(inputs, False, False), items_json(outputs, False, False))
  *     where inputs, outputs = items.entry_items(node_id, json.loads(text[start:end]))
  *
- * or None for an entry this code does not take: anything but tensors, plain scalar arguments, nulls
- * and their lists and dicts (sizes, slices, process groups, P2P ops, rank parameters, a name holding
+ * or None for an entry this code does not take: anything but tensors, plain scalar arguments, process
+ * groups, nulls and their lists and dicts (sizes, slices, P2P ops, rank parameters, a name holding
  * text_rules.parameters_grad),
  * strings with escapes or outside printable ASCII, integers of 19 digits or more, duplicate keys,
  * deep nesting, and text json would refuse. The Python path then makes the items, and its errors.
@@ -568,6 +568,26 @@ static int add_cell(Buf *b, int *first, const char *key, Py_ssize_t kn) {
     return 0;
 }
 
+/* a process group's exported item: its members of the kept keys in their order, its data name ``dn``
+ * (the leaf's or items.NO_DATA_NAME), added last if it has none (items._leaf adds it after its keys) */
+static int add_group(Buf *b, const Tape *t, const Val *leaf, const Val *data_name, const char *dn, Py_ssize_t dn_n) {
+    int first = 1, rc = DONE;
+    for (int i = leaf->first; rc == DONE && i >= 0; i = t->v[i].next) {
+        const Val *m = &t->v[i];
+        if (m->role == K_LEFT_OUT || !text_in(m->k, m->kn, text_rules.process_group_kept, text_rules.n_process_group_kept))
+            continue;
+        if (add_cell(b, &first, m->k, m->kn) < 0)
+            return -1;
+        rc = m == data_name ? add_str_text(b, dn, dn_n) : add_text(b, t, m);
+    }
+    if (rc != DONE)
+        return rc;
+    if (data_name == NULL && text_in("data_name", 9, text_rules.process_group_kept, text_rules.n_process_group_kept) &&
+        (add_cell(b, &first, "data_name", 9) < 0 || add_str_text(b, dn, dn_n) < 0))
+        return -1;
+    return (first ? BUF_LIT(b, "{}") : BUF_LIT(b, "\"}")) < 0 ? -1 : DONE;
+}
+
 /* the item of a leaf (an object whose "type" is a string): items._leaf, then item_text.format_item */
 static int add_leaf(void *walker, const Val *leaf) {
     Walk *w = (Walk *)walker;
@@ -603,8 +623,10 @@ static int add_leaf(void *walker, const Val *leaf) {
             break;
         }
     }
-    if (kind == NULL || kind->kind != J_STR || !kind->plain || text_is(kind->s, kind->n, &text_rules.process_group))
+    if (kind == NULL || kind->kind != J_STR || !kind->plain)
         return UNHANDLED;
+    /* a process group's item keeps only the keys text_rules.process_group_kept (item_text._PG_KEEP) */
+    int group = text_is(kind->s, kind->n, &text_rules.process_group);
     /* data_name: the entry's, if truthy (a string), else items.NO_DATA_NAME */
     const char *dn = text_rules.no_data_name.s;
     Py_ssize_t dn_n = text_rules.no_data_name.n;
@@ -627,7 +649,7 @@ static int add_leaf(void *walker, const Val *leaf) {
         return UNHANDLED;
     const char *name = w->name.p;
     Py_ssize_t name_n = w->name.len;
-    if (scalar) { /* items._fill_non_tensor's general case only */
+    if (scalar && !group) { /* items._fill_non_tensor's general case only (a group's cells are left out) */
         if (text_in(kind->s, kind->n, text_rules.shaped_kinds, text_rules.n_shaped_kinds))
             return UNHANDLED;
         const char *dot = name + name_n;
@@ -659,6 +681,8 @@ static int add_leaf(void *walker, const Val *leaf) {
     Py_ssize_t start = b->len, max_at = -1;
     int first = 1;
     const char *scalar_type = scalar ? type_text(value) : NULL;
+    if (group)
+        return add_group(b, t, leaf, data_name, dn, dn_n);
     for (int i = leaf->first; i >= 0; i = t->v[i].next) {
         const Val *m = &t->v[i];
         if (m->role == K_LEFT_OUT)
