@@ -21,5 +21,6 @@ SHAPED_KINDS = (TORCH_SIZE, SLICE, ELLIPSIS)
 # what the name of an output's row or item holds, and an input's: a name that holds the first and not
 # the second is an output's
 OUTPUT_PART, INPUT_PART = ".output.", ".input."
-STATS = ("Max", "Min", "Mean", "Norm")  # a leaf's statistics, in the order of the compare's columns
+MAX, MIN, MEAN, NORM = "Max", "Min", "Mean", "Norm"  # the keys of a leaf's statistics
+STATS = (MAX, MIN, MEAN, NORM)  # a leaf's statistics, in the order of the compare's columns
 SCALAR_SHAPE = "[]"  # the shape of an argument that is not a tensor (the checkers' Scalar rule reads it)

@@ -17,7 +17,11 @@ from msprobe_dask.dump.json_limits import MAX_DEPTH
 from msprobe_dask.dump.markers import (
     ELLIPSIS,
     GROUP_RANKS,
+    MAX,
+    MEAN,
+    MIN,
     NO_DATA_NAME,
+    NORM,
     P2P_CLASS,
     PARAMETERS_GRAD,
     PEER_ARGUMENTS,
@@ -99,7 +103,7 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
     data_name = leaf.get("data_name") or NO_DATA_NAME
     if leaf.get("dtype") is not None:  # a null dtype: the reference reads the leaf as a value (None)
         get = leaf.get
-        stats = high, low, mean, norm = get("Max"), get("Min"), get("Mean"), get("Norm")
+        stats = high, low, mean, norm = get(MAX), get(MIN), get(MEAN), get(NORM)
         if not high.__class__ is low.__class__ is mean.__class__ is norm.__class__ is float:
             # (four floats, the usual case, stay as they are)
             stats = tuple(_tensor_stat(v) for v in stats)

@@ -16,6 +16,7 @@ import orjson
 from msprobe_dask.dump.markers import (
     GROUP_RANKS,
     INPUT_PART,
+    MAX,
     NO_DATA_NAME,
     OUTPUT_PART,
     P2P_CLASS,
@@ -52,6 +53,9 @@ def long_decimal_text(limits: tuple[int, int, int]) -> re.Pattern[str]:
 
 _LONG_DECIMAL = long_decimal_text(LONG_DECIMAL)
 _SHORTEST_LONG_DECIMAL = 2 + LONG_DECIMAL[1]  # d.ddddddd
+# format_item: an item whose NULL_KEY's text is "null" is exported as NULL_ITEM alone
+NULL_KEY = MAX
+NULL_ITEM = {"value": "null"}
 _PG_KEEP = ("type", GROUP_RANKS, "group_id", "data_name")  # the keys an exported process group keeps
 _BATCH_P2P_DROP = ("op", "peer", "tag", "group_id")
 _SKIP = frozenset(("state", "full_op_name", "md5"))
@@ -115,8 +119,8 @@ def format_item(item: dict[str, Any], keep_md5: bool, batch_p2p: bool) -> dict[s
     skip = skipped_keys(keep_md5, batch_p2p)
     fmt = _FORMAT.get
     out = {k: fmt(v.__class__, _fmt_other)(v) for k, v in item.items() if k not in skip}
-    if out.get("Max") == "null":
-        return {"value": "null"}
+    if out.get(NULL_KEY) == "null":
+        return dict(NULL_ITEM)
     return out
 
 
@@ -130,11 +134,11 @@ def exported_cells(
     kept = _PG_KEEP if item.get("type") == PROCESS_GROUP else item
     skip = _SKIPPED[bool(keep_md5), bool(batch_p2p)]
     fmt = _FORMAT.get
-    top = item.get("Max", _ABSENT)
-    if top.__class__ is not float and "Max" in kept and "Max" not in skip:
+    top = item.get(NULL_KEY, _ABSENT)
+    if top.__class__ is not float and NULL_KEY in kept and NULL_KEY not in skip:
         # (a float's text, repr's, is never "null": not made)
         if fmt(top.__class__, _fmt_other)(top) == "null":
-            return {"value": "null"} if "value" in keys else {}
+            return {k: v for k, v in NULL_ITEM.items() if k in keys}
     out = {}
     for k in keys:
         v = item.get(k, _ABSENT)
@@ -213,7 +217,7 @@ class _Form:
     values' texts go between (``parts``: pieces at even positions, texts to fill the odd ones).
     ``kinds``: the _Kind of each sequence of the values' classes seen."""
 
-    __slots__ = ("take", "parts", "max_at", "kinds")
+    __slots__ = ("take", "parts", "null_key_at", "kinds")
 
     def __init__(self, keys: tuple[str, ...], skip: frozenset[str]) -> None:
         kept = tuple(k for k in keys if k not in skip)
@@ -224,11 +228,11 @@ class _Form:
         pieces = [f'{o}{_enc(k)}: "' for o, k in zip(opening, kept)]
         self.parts: list[str | None] = [None] * (2 * len(kept) + 1)
         self.parts[0::2] = [*pieces, '"}' if kept else "{}"]
-        self.max_at = kept.index("Max") if "Max" in kept else -1
+        self.null_key_at = kept.index(NULL_KEY) if NULL_KEY in kept else -1
         self.kinds: dict[tuple[type, ...], _Kind] = {}
 
     def new_kind(self, classes: tuple[type, ...]) -> _Kind:
-        kind = _Kind(classes, self.max_at)
+        kind = _Kind(classes, self.null_key_at)
         if len(self.kinds) < _MAX_FORMS:
             self.kinds[classes] = kind
         return kind
@@ -236,8 +240,8 @@ class _Form:
 
 class _Kind:
     """How the items of one form whose values have one sequence of classes are exported: the text
-    function of each value, and ``null_at``, the position of a Max value whose text may be "null"
-    (which makes the whole item ``{"value": "null"}``), or -1.
+    function of each value, and ``null_at``, the position of a NULL_KEY value whose text may be "null"
+    (which makes the whole item NULL_ITEM), or -1.
 
     ``memo`` remembers the texts of whole items whose values are all strings, ints, bools or None
     (scalar arguments repeat, and so do their compare cells): equal values of these classes give
@@ -245,15 +249,15 @@ class _Kind:
 
     __slots__ = ("texts", "null_at", "memo")
 
-    def __init__(self, classes: tuple[type, ...], max_at: int) -> None:
+    def __init__(self, classes: tuple[type, ...], null_key_at: int) -> None:
         self.texts = tuple(_JSON_TEXT.get(c, _other_text) for c in classes)
-        self.null_at = max_at if max_at >= 0 and classes[max_at] not in _NEVER_NULL else -1
+        self.null_at = null_key_at if null_key_at >= 0 and classes[null_key_at] not in _NEVER_NULL else -1
         self.memo: dict[tuple[Any, ...], str] | None = {} if _MEMO_CLASSES.issuperset(classes) else None
 
     def json(self, form: _Form, values: tuple[Any, ...]) -> str:
         texts = list(map(call, self.texts, values))
         if self.null_at >= 0 and texts[self.null_at] == "null":
-            return _NULL_ITEM
+            return _NULL_ITEM_JSON
         parts = form.parts.copy()
         parts[1::2] = texts
         return "".join(parts)  # type: ignore[arg-type]
@@ -264,7 +268,7 @@ _MEMO_CLASSES = frozenset((str, int, bool, type(None), ExportedText))
 _MEMO_SIZE = 256
 _FORMS: dict[frozenset[str], dict[tuple[str, ...], _Form]] = {skip: {} for skip in _SKIPPED.values()}
 _MAX_FORMS = 512  # distinct key sequences remembered per skip set (dumps hold a handful), and kinds per form
-_NULL_ITEM = '{"value": "null"}'
+_NULL_ITEM_JSON = dumps(NULL_ITEM)
 
 
 def _item_json(item: dict[str, Any], skip: frozenset[str], forms: dict[tuple[str, ...], _Form]) -> str:
@@ -366,6 +370,8 @@ class TextRules:
     sub_keys: tuple[
         tuple[str, str, str], ...
     ]  # SUB_KEYS: an entry's parts, their names' suffixes (and states)
+    null_key: str  # NULL_KEY (a statistic: entry_text.c knows no other key's "null" text)
+    null_item: str  # NULL_ITEM's JSON text
 
 
 TEXT_RULES = TextRules(
@@ -387,6 +393,8 @@ TEXT_RULES = TextRules(
     OUTPUT_PART,
     INPUT_PART,
     SUB_KEYS,
+    NULL_KEY,
+    _NULL_ITEM_JSON,
 )
 if speedups.native is not None:
     speedups.native.configure_text(TEXT_RULES)

@@ -47,10 +47,7 @@ def _default_item(name: str, state: str) -> dict[str, Any]:
     return {
         "full_op_name": name,
         "type": None,
-        "Max": None,
-        "Min": None,
-        "Mean": None,
-        "Norm": None,
+        **dict.fromkeys(STATS),
         "dtype": None,
         "shape": None,
         "md5": None,

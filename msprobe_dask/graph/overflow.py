@@ -6,6 +6,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from msprobe_dask.dump.markers import MAX, MEAN, MIN, NORM
 from msprobe_dask.graph.model import Graph, Node
 
 SPECIAL = {"inf", "-inf", "nan"}
@@ -27,7 +28,7 @@ IGNORE_RULES: dict[str, tuple[set[int] | None, set[str] | None, set[int] | None]
 
 def _anomalous(element: Any) -> bool:
     if isinstance(element, dict):
-        return any(k in element and str(element[k]).lower() in SPECIAL for k in ("Max", "Min", "Mean"))
+        return any(k in element and str(element[k]).lower() in SPECIAL for k in (MAX, MIN, MEAN))
     if isinstance(element, list):
         return any(_anomalous(e) for e in element)
     return False
@@ -37,7 +38,7 @@ def _norms(elements: list[Any]) -> list[float]:
     out = []
     for e in elements:
         if isinstance(e, dict) and e.get("type") == "torch.Tensor":
-            v = e.get("Norm")
+            v = e.get(NORM)
             if (
                 v is not None
                 and not (isinstance(v, float) and math.isnan(v))

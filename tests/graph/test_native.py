@@ -718,6 +718,64 @@ def test_the_items_text_takes_an_entrys_parts_from_python(monkeypatch: pytest.Mo
         NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, input_part=""))
 
 
+def _summary_cells_given(nodes: list[Node], md5: bool) -> dict[int, list[dict[str, str]]]:
+    """The exported cells node_rows hands summarise_rows, by the node's position (a node it left to
+    summarise_rows has none)."""
+    graph = type("G", (), {"step": 0, "rank": 0, "data_path": "p"})()
+    given: dict[int, list[dict[str, str]]] = {}
+    original = rows.summarise_rows
+
+    def summarise(*args: Any) -> Any:
+        given.update(args[-1])
+        return original(*args)
+
+    rows.summarise_rows = summarise  # type: ignore[assignment]
+    try:
+        rows.chunk_rows(graph, "NPU", nodes, 0, rows.number_stacks(nodes), md5)  # type: ignore[arg-type]
+    finally:
+        rows.summarise_rows = original  # type: ignore[assignment]
+    return given
+
+
+@needs_native
+def test_the_items_text_takes_its_null_item_rule_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """format_item's rule, an item whose item_text.NULL_KEY's text is null is item_text.NULL_ITEM alone
+    (handed to the C texts in TEXT_RULES): with another statistic as the key and another null item,
+    the C texts of items (text.c), of an entry (entry_text.c) and the summary's cells (rows.c) follow
+    it, as the Python path's do; a key that is not a statistic is refused."""
+    data = {"k": {"Max": item_text.ExportedText("null"), "Min": 2}, "j": {"Max": 1.5, "Min": None}}
+    entry = _add_entry({"Max": 1.5, "Min": None}, {"Max": None, "Min": 2.0})  # type: ignore[dict-item]
+    judged = next(iter(JUDGED_PRECISIONS))
+    item = {"Max": 1.5, "Min": None, SUMMARY_KEYS[0]: "a message"}
+    node = Node("Functional.linear.0.forward", API, None, [], {"a": item}, {}, [], precision=judged)
+
+    def texts() -> Any:
+        return item_text.items_json(data, False, False), entry()
+
+    usual, usual_python = _both(monkeypatch, texts)
+    assert usual == usual_python
+    assert usual[0] == '{"k": {"value": "null"}, "j": {"Max": "1.5", "Min": "null"}}'
+    monkeypatch.setattr(item_text, "NULL_KEY", markers.MIN)
+    monkeypatch.setattr(item_text, "NULL_ITEM", {"nothing": "null"})
+    monkeypatch.setattr(item_text, "_NULL_ITEM_JSON", '{"nothing": "null"}')
+    _forget_texts()
+    rules = dataclasses.replace(item_text.TEXT_RULES, null_key=markers.MIN, null_item='{"nothing": "null"}')
+    NATIVE.configure_text(rules)
+    try:
+        with_c, python = _both(monkeypatch, texts)
+        cells = _summary_cells_given([node], False)
+        want = [item_text.exported_cells(item, SUMMARY_KEYS, False, False)]
+    finally:
+        NATIVE.configure_text(item_text.TEXT_RULES)
+        _forget_texts()
+    assert with_c == python != usual
+    assert with_c[0] == '{"k": {"Max": "null", "Min": "2"}, "j": {"nothing": "null"}}'
+    assert cells.get(0, want) == want == [{}]  # (given, or left to summarise_rows)
+    for refused in ("dtype", "L2", ""):
+        with pytest.raises(ValueError, match="configure_text"):
+            NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, null_key=refused))
+
+
 @needs_native
 def test_the_rows_take_their_columns_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
     """A column added to the table (rows.NODE_COLUMNS, from columns.VISDB_NODE_TABLE) with its cell in
@@ -778,21 +836,8 @@ def test_the_summary_reads_of_the_c_rows_what_exported_cells_gives(
 ) -> None:
     """node_rows hands summarise_rows the exported cells of the items of the nodes it judges
     (summary.nodes.JUDGED_PRECISIONS), as item_text.exported_cells makes them, or leaves them to it."""
-    graph = type("G", (), {"step": 0, "rank": 0, "data_path": "p"})()
     nodes = [Node(node_id, API, None, [], i, o, [], precision=p) for p, i, o, node_id in made]
-    ids = rows.number_stacks(nodes)
-    given_cells: dict[int, list[dict[str, str]]] = {}
-    original = rows.summarise_rows
-
-    def summarise(*args: Any) -> Any:
-        given_cells.update(args[-1])
-        return original(*args)
-
-    rows.summarise_rows = summarise  # type: ignore[assignment]
-    try:
-        rows.chunk_rows(graph, "NPU", nodes, 0, ids, md5)  # type: ignore[arg-type]
-    finally:
-        rows.summarise_rows = original  # type: ignore[assignment]
+    given_cells = _summary_cells_given(nodes, md5)
     for i, cells_made in given_cells.items():
         node = nodes[i]
         assert node.precision in JUDGED_PRECISIONS

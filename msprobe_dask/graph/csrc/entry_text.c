@@ -678,7 +678,7 @@ static int add_leaf(void *walker, const Val *leaf) {
     Buf *b = start_item(w, key, key_n, &rc);
     if (b == NULL)
         return rc;
-    Py_ssize_t start = b->len, max_at = -1;
+    Py_ssize_t start = b->len, null_at = -1;
     int first = 1;
     const char *scalar_type = scalar ? type_text(value) : NULL;
     if (group)
@@ -690,8 +690,8 @@ static int add_leaf(void *walker, const Val *leaf) {
         if (add_cell(b, &first, m->k, m->kn) < 0)
             return -1;
         int stat = m->role >= K_MAX ? m->role - K_MAX : -1;
-        if (stat == 0)
-            max_at = b->len;
+        if (m->role == text_rules.null_role)
+            null_at = b->len;
         if (m == data_name)
             rc = add_str_text(b, dn, dn_n);
         else if (scalar && stat >= 0)
@@ -704,8 +704,8 @@ static int add_leaf(void *walker, const Val *leaf) {
             rc = add_text(b, t, m);
         if (rc <= 0)
             return rc;
-        if (stat == 0 && !(b->len - max_at == 4 && memcmp(b->p + max_at, "null", 4) == 0))
-            max_at = -1; /* (a Max whose text is not null) */
+        if (m->role == text_rules.null_role && !(b->len - null_at == 4 && memcmp(b->p + null_at, "null", 4) == 0))
+            null_at = -1; /* (a null_key whose text is not null) */
     }
     /* the keys items._leaf adds to a leaf without them, in the order of items.ITEM_KEYS (text_rules.
      * item_keys; those the export leaves out are not in the text) */
@@ -726,8 +726,8 @@ static int add_leaf(void *walker, const Val *leaf) {
             rc = add_text(b, t, scalar ? value : NULL);
             if (rc <= 0)
                 return rc;
-            if (s == 0 && b->len - at == 4 && memcmp(b->p + at, "null", 4) == 0)
-                max_at = at;
+            if (role == text_rules.null_role && b->len - at == 4 && memcmp(b->p + at, "null", 4) == 0)
+                null_at = at;
         }
     }
     if (scalar && dtype == NULL &&
@@ -735,10 +735,10 @@ static int add_leaf(void *walker, const Val *leaf) {
         return -1;
     if (scalar && !has_shape && (add_cell(b, &first, "shape", 5) < 0 || BUF_LIT(b, "[]") < 0))
         return -1;
-    if (max_at >= 0) { /* format_item: a null Max makes the whole item null */
+    if (null_at >= 0) { /* format_item: a null null_key makes the whole item null_item */
         if (buf_truncate(b, start) < 0)
             return -1;
-        return BUF_LIT(b, "{\"value\": \"null\"}") < 0 ? -1 : DONE;
+        return buf_add(b, text_rules.null_item.s, text_rules.null_item.n) < 0 ? -1 : DONE;
     }
     return (first ? BUF_LIT(b, "{}") : BUF_LIT(b, "\"}")) < 0 ? -1 : DONE;
 }

@@ -1,7 +1,7 @@
 /* The module msprobe_dask.graph._speedups: its functions and the texts they use. */
 #include "speedups.h"
 
-PyObject *exported_text_type, *orjson_dumps, *zero, *str_max, *str_type,
+PyObject *exported_text_type, *orjson_dumps, *zero, *str_type,
     *str_shape, *str_full_op_name, *str_state,
     *str_requires_grad, *str_dtype, *str_id, *str_parent,
     *str_children, *str_stack, *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info,
@@ -89,7 +89,7 @@ static int sub_keys_field(PyObject *rules, TextRules *r) {
 }
 
 /* configure_stats(stats): take markers.STATS, N_STATS distinct ASCII str that are no other key's name,
- * as the keys of the statistics (stat_keys) */
+ * as the keys of the statistics (stat_keys); configure_text, called after it, finds its null_key among them */
 static PyObject *configure_stats(PyObject *self, PyObject *stats) {
     Text keys[N_STATS];
     int ok = PyTuple_Check(stats) && PyTuple_GET_SIZE(stats) == N_STATS;
@@ -131,13 +131,21 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
              text_field(rules, "output_part", &r.output_part) == 0 &&
              text_field(rules, "input_part", &r.input_part) == 0 && sub_keys_field(rules, &r) == 0 &&
              (r.process_group_text = PyObject_GetAttrString(rules, "process_group")) != NULL &&
-             texts_field(rules, "item_keys", keys, &r.n_item_keys) == 0;
+             texts_field(rules, "item_keys", keys, &r.n_item_keys) == 0 &&
+             text_field(rules, "null_key", &r.null_key) == 0 && text_field(rules, "null_item", &r.null_item) == 0 &&
+             (r.null_key_text = PyObject_GetAttrString(rules, "null_key")) != NULL;
     for (int i = 0; ok && i < r.n_item_keys; i++) /* (a key entry_text.c cannot add must be left out) */
         if ((r.item_keys[i] = leaf_key_role(keys[i].s, keys[i].n, &r)) < 0) {
             PyErr_Format(PyExc_ValueError, "configure_text: entry_text.c cannot add the key %s", keys[i].s);
             ok = 0;
         }
-    Py_XDECREF(r.process_group_text); /* (the frozen rules hold it) */
+    Py_XDECREF(r.process_group_text); /* (the frozen rules hold them) */
+    Py_XDECREF(r.null_key_text);
+    r.null_role = ok ? leaf_key_role(r.null_key.s, r.null_key.n, &r) : -1;
+    if (ok && (r.null_role < K_MAX || r.null_role > K_NORM)) {
+        PyErr_SetString(PyExc_ValueError, "configure_text: null_key must be one of the statistics (configure_stats)");
+        ok = 0;
+    }
     /* (add_rounded holds a long decimal in 48 bytes) */
     if (ok && (r.parameters_grad.n == 0 || r.output_part.n == 0 || r.input_part.n == 0)) {
         PyErr_SetString(PyExc_ValueError, r.parameters_grad.n == 0 ? "configure_text: parameters_grad is empty"
@@ -212,7 +220,7 @@ static const struct {
     PyObject **var;
     const char *text;
 } constants[] = {
-    {&str_max, "Max"}, {&str_type, "type"}, {&str_full_op_name, "full_op_name"},
+    {&str_type, "type"}, {&str_full_op_name, "full_op_name"},
     {&str_state, "state"}, {&str_requires_grad, "requires_grad"}, {&str_dtype, "dtype"}, {&str_shape, "shape"},
     /* Node attributes, and texts of rows */
     {&str_id, "id"}, {&str_parent, "parent"}, {&str_children, "children"}, {&str_stack, "stack"},

@@ -143,13 +143,13 @@ static PyObject *summary_text(PyObject *v) {
 }
 
 /* item_text.exported_cells(item, keys, ...) of an item holding no process group and a number or no
- * Max (whose text is never null): a new dict, or NULL (an error set, or UNHANDLED in *rc) */
+ * null_key (a statistic whose text is never null): a new dict, or NULL (an error set, or UNHANDLED in *rc) */
 static PyObject *summary_cells(PyObject *item, PyObject *keys, Skip *skip, int *rc) {
     *rc = UNHANDLED;
     if (!PyDict_CheckExact(item))
         return NULL;
     PyObject *type = PyDict_GetItemWithError(item, str_type);
-    PyObject *top = type != NULL || !PyErr_Occurred() ? PyDict_GetItemWithError(item, str_max) : NULL;
+    PyObject *top = type != NULL || !PyErr_Occurred() ? PyDict_GetItemWithError(item, text_rules.null_key_text) : NULL;
     if (PyErr_Occurred())
         goto error;
     if (type != NULL) {

@@ -70,6 +70,11 @@ typedef struct {
     int n_sub_keys;
     int item_keys[MAX_TEXTS], n_item_keys; /* items.ITEM_KEYS, as leaf_key_role()s */
     PyObject *process_group_text; /* the str of process_group */
+    /* format_item's rule: an item whose null_key's text is "null" is null_item alone (null_key: a
+     * statistic, whose role is null_role) */
+    Text null_key, null_item;
+    int null_role;
+    PyObject *null_key_text; /* the str of null_key */
 } TextRules;
 extern TextRules text_rules;
 extern unsigned text_rules_version; /* how many times configure_text took rules */
@@ -89,7 +94,7 @@ static inline int text_in(const char *s, Py_ssize_t n, const Text *ts, int count
 #define N_WRITTEN 11 /* the cells a summary compare writes back into an item (cells.WRITE_BACK) */
 
 /* module.c: item_text.ExportedText and orjson.dumps (set by configure_text()), 0, and interned texts */
-extern PyObject *exported_text_type, *orjson_dumps, *zero, *str_max, *str_type,
+extern PyObject *exported_text_type, *orjson_dumps, *zero, *str_type,
     *str_shape, *str_full_op_name,
     *str_state, *str_requires_grad, *str_dtype, *str_id, *str_parent,
     *str_children, *str_stack, *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info,

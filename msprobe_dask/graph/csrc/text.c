@@ -387,7 +387,7 @@ static int key_part_of(PyObject *k, Skip *skip, int *slot_at) {
     return DONE;
 }
 
-/* {"key": "text", ...} of one item, or {"value": "null"} when its Max text is null */
+/* {"key": "text", ...} of one item, or text_rules.null_item when its null_key's text is null */
 static int add_item(Buf *b, PyObject *item, Skip *skip) {
     if (!PyDict_CheckExact(item))
         return UNHANDLED;
@@ -403,7 +403,7 @@ static int add_item(Buf *b, PyObject *item, Skip *skip) {
     }
     Py_ssize_t start = b->len, pos = 0;
     PyObject *k, *v;
-    int first = 1, null_max = 0;
+    int first = 1, null_item = 0;
     while (PyDict_Next(item, &pos, &k, &v)) {
         if (group) {
             Py_ssize_t n;
@@ -448,16 +448,16 @@ static int add_item(Buf *b, PyObject *item, Skip *skip) {
             return rc;
         /* (as format_item: the text of a float, int, bool or list is never null) */
         if ((v == Py_None || PyUnicode_Check(v)) && b->len - at == 4 && memcmp(b->p + at, "null", 4) == 0) {
-            int is_max = PyUnicode_Compare(k, str_max);
-            if (is_max == -1 && PyErr_Occurred())
+            int is_null_key = PyUnicode_Compare(k, text_rules.null_key_text);
+            if (is_null_key == -1 && PyErr_Occurred())
                 return -1;
-            null_max |= is_max == 0;
+            null_item |= is_null_key == 0;
         }
     }
-    if (null_max) {
+    if (null_item) {
         if (buf_truncate(b, start) < 0)
             return -1;
-        return BUF_LIT(b, "{\"value\": \"null\"}") < 0 ? -1 : DONE;
+        return buf_add(b, text_rules.null_item.s, text_rules.null_item.n) < 0 ? -1 : DONE;
     }
     return (first ? BUF_LIT(b, "{}") : BUF_LIT(b, "\"}")) < 0 ? -1 : DONE;
 }

@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from msprobe_dask.dump.markers import STATS
+from msprobe_dask.dump.markers import MAX, MEAN, MIN, STATS
 from msprobe_dask.graph.model import Node
 
 LISTED_DTYPES = frozenset(
@@ -101,7 +101,7 @@ def _gathered(main: Node, item: dict[str, Any], others: Sequence[Node], key: str
 def _same(stat: str, a: Any, b: Any) -> bool:
     if not (_is_number(a) and _is_number(b)):
         return True
-    if stat in ("Max", "Min"):
+    if stat in (MAX, MIN):
         return a == b
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
@@ -132,21 +132,21 @@ def is_output_key(main: Node, key: str) -> bool:
 
 
 def _merged(stat: str, values: list[Any]) -> Any:
-    if stat == "Max":
+    if stat == MAX:
         return max(values)
-    if stat == "Min":
+    if stat == MIN:
         return min(values)
-    if stat == "Mean":
+    if stat == MEAN:
         return sum(values) / len(values)
     return sum(v**2 for v in values) ** 0.5
 
 
 def _formula(stat: str, values: list[Any]) -> str:
-    if stat == "Max":
+    if stat == MAX:
         return f"max({', '.join(str(v) for v in values)})"
-    if stat == "Min":
+    if stat == MIN:
         return f"min({', '.join(str(v) for v in values)})"
-    if stat == "Mean":
+    if stat == MEAN:
         return f"({' + '.join(str(v) for v in values)}) / {len(values)}"
     return f"({' + '.join(f'{v} ** 2' for v in values)}) ** 0.5"
 
