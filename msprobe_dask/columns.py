@@ -11,6 +11,11 @@ NPU_MAX, NPU_MIN, BENCH_MAX, BENCH_MIN = "NPU max", "NPU min", "Bench max", "Ben
 REQUIRES_GRAD_CONSISTENT = "Requires_grad Consistent"
 RESULT, ERR_MESSAGE = "Result", "Err_message"  # the judge's verdict and why
 COSINE, ONE_THOUSANDTH_RATIO = "Cosine", "One Thousandth Err Ratio"
+EUC_DIST, MAX_ABS_ERR, MAX_RELATIVE_ERR = "EucDist", "MaxAbsErr", "MaxRelativeErr"
+MAX_DIFF, NORM_RELATIVE_ERR = "Max diff", "NormRelativeErr"
+# the analyzer's records: the P2POps of a batch_isend_irecv row, each side
+NPU_P2P_OP, NPU_P2P_PEER = "NPU P2POp op", "NPU P2POp peer"
+BENCH_P2P_OP, BENCH_P2P_PEER = "Bench P2POp op", "Bench P2POp peer"
 
 MD5_DIFFERENT = "Different"  # an md5 row's Result where the two md5 differ
 NA = "N/A"  # a cell with nothing to show: no Bench side, a metric that cannot be made, no mapping
@@ -18,9 +23,9 @@ NAN = "Nan"  # a cell whose value is NaN, or a side that is missing, as the refe
 
 TENSOR_METRIC_COLUMNS = (
     COSINE,
-    "EucDist",
-    "MaxAbsErr",
-    "MaxRelativeErr",
+    EUC_DIST,
+    MAX_ABS_ERR,
+    MAX_RELATIVE_ERR,
     ONE_THOUSANDTH_RATIO,
     "Five Thousandths Err Ratio",
 )
@@ -35,14 +40,14 @@ BASE_COLUMNS = [
     BENCH_REQUIRES_GRAD,
 ]
 DIFF_COLUMNS = [
-    "Max diff",
+    MAX_DIFF,
     "Min diff",
     "Mean diff",
     "L2norm diff",
-    "MaxRelativeErr",
+    MAX_RELATIVE_ERR,
     "MinRelativeErr",
     "MeanRelativeErr",
-    "NormRelativeErr",
+    NORM_RELATIVE_ERR,
 ]
 STAT_COLUMNS = [
     NPU_MAX,

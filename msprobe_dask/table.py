@@ -17,11 +17,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from msprobe_dask.columns import (
     BASE_COLUMNS,
+    BENCH_REQUIRES_GRAD,
     DATA_NAME_COLUMN,
     DIFF_COLUMNS,
     ERR_MESSAGE,
     MD5_COLUMNS,
     NA,
+    NPU_REQUIRES_GRAD,
+    REQUIRES_GRAD_CONSISTENT,
     RESULT,
     STACK_COLUMN,
     STAT_COLUMNS,
@@ -212,9 +215,7 @@ def _cell_columns(
         cells[DATA_NAME_COLUMN] = [
             str([npu.data_name, bench.data_name if bench else NA]) for npu, bench in zip(npus, benches)
         ]
-    cells["Requires_grad Consistent"] = list(
-        map(eq, cells["NPU Requires_grad"], cells["Bench Requires_grad"])
-    )
+    cells[REQUIRES_GRAD_CONSISTENT] = list(map(eq, cells[NPU_REQUIRES_GRAD], cells[BENCH_REQUIRES_GRAD]))
     return cells
 
 

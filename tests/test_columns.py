@@ -1,7 +1,8 @@
 """The compare columns' names are typed once, in columns.py, and a row's Result texts once, in
-judge/rules.py and columns.py: the modules that make and check the graph's compare rows (and the md5
-rows of compare -da's analysis) read them by the names given them there, so that a text changed there
-changes in every row (a text typed again would keep the old one in some rows)."""
+judge/rules.py and columns.py: the modules that make, judge and read compare rows (the graph's rows
+and checkers, compare's table, its judge and highlights, compare -da's records and walk, the summary
+and the report) read them by the names given them there, so that a text changed there changes in
+every row (a text typed again would keep the old one in some rows)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,23 @@ from msprobe_dask import columns
 from msprobe_dask.judge import rules
 
 PACKAGE = Path(columns.__file__).parent
-READERS = ("graph/cells.py", "graph/stat_cells.py", "graph/checks.py", "analysis/records.py")
+READERS = (
+    "graph/cells.py",
+    "graph/stat_cells.py",
+    "graph/checks.py",
+    "graph/compare.py",
+    "analysis/records.py",
+    "analysis/cli.py",
+    "analysis/divergence.py",
+    "analysis/first_diff.py",
+    "analysis/flow.py",
+    "analysis/quiet_rows.py",
+    "judge/highlight.py",
+    "metrics/kernel.py",
+    "report/results.py",
+    "summary/table.py",
+    "table.py",
+)
 """The modules that read the compare columns and the Result texts by their names."""
 
 NAMES = {
@@ -22,6 +39,10 @@ NAMES = {
     *columns.TENSOR_COLUMNS,
     *columns.MD5_COLUMNS,
     *columns.TAIL_COLUMNS,
+    columns.NPU_P2P_OP,
+    columns.NPU_P2P_PEER,
+    columns.BENCH_P2P_OP,
+    columns.BENCH_P2P_PEER,
     rules.PASS,
     rules.WARNING,
     rules.ERROR,

@@ -20,14 +20,14 @@ from typing import Any
 
 from msprobe_dask.analysis.first_diff import entries_of, first_divergence
 from msprobe_dask.analysis.records import Records, rank_records, statistics_only
-from msprobe_dask.columns import NPU_MD5, NPU_NAME, STACK_COLUMN, STAT_COLUMNS
+from msprobe_dask.columns import NPU_MD5, NPU_NAME, NPU_P2P_PEER, STACK_COLUMN, STAT_COLUMNS
 from msprobe_dask.dump.layouts import pair_dumps
 from msprobe_dask.dump.source import DumpSource
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
 from msprobe_dask.writers.atomic import atomic_path, prepare_output_dir
 from msprobe_dask.writers.result_files import name_stamp, result_name, result_path_line
 
-DATA_INFO_COLUMNS = (*STAT_COLUMNS[:4], NPU_MD5, "NPU P2POp peer")  # NPU max .. l2norm, md5, peer
+DATA_INFO_COLUMNS = (*STAT_COLUMNS[:4], NPU_MD5, NPU_P2P_PEER)  # NPU max .. l2norm, md5, peer
 
 
 def _records_task(npu: DumpSource, bench: DumpSource, match: Any) -> Records:

@@ -31,6 +31,7 @@ from msprobe_dask.analysis.quiet_rows import QuietRun
 from msprobe_dask.analysis.row_entries import Signature
 from msprobe_dask.analysis.row_errors import READ_COLUMNS, RowColumns
 from msprobe_dask.analysis.tolerance import Tolerance
+from msprobe_dask.columns import NPU_P2P_OP, NPU_P2P_PEER
 from msprobe_dask.dump.markers import PARAMETERS_GRAD
 
 ORIGIN, RECEIVED = "origin", "received"
@@ -386,7 +387,7 @@ def table_columns(table: Any) -> RowColumns:
     return RowColumns.of_columns(count, columns)
 
 
-_P2P = ("NPU P2POp op", "NPU P2POp peer")
+_P2P = (NPU_P2P_OP, NPU_P2P_PEER)
 
 
 def from_tables(labelled: Iterable[tuple[str, Any]], tol: Tolerance | None = None) -> Divergence:

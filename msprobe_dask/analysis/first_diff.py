@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from msprobe_dask.analysis.comm_apis import P2P_RECV, P2P_SEND, api_of, exchange, is_communication
-from msprobe_dask.columns import NPU_DTYPE, NPU_NAME
+from msprobe_dask.columns import NPU_DTYPE, NPU_MAX, NPU_NAME, NPU_P2P_PEER
 from msprobe_dask.dump.markers import BATCH_P2P
 
 IGNORED = ("Torch.empty", "Torch.fill", "Tensor.__setitem__")
@@ -48,9 +48,7 @@ class CommNode:
 def peers_of(name: str, items: Sequence[Mapping[str, Any]], rank: int) -> frozenset[int] | None:
     """Who a communication op talks to, from its input items (``comm_apis.exchange``)."""
     inputs = [item for item in items if item.get("state") == "input"]
-    cells = (
-        (i.get(NPU_NAME, ""), i.get("NPU P2POp peer"), i.get("NPU max"), i.get(NPU_DTYPE)) for i in inputs
-    )
+    cells = ((i.get(NPU_NAME, ""), i.get(NPU_P2P_PEER), i.get(NPU_MAX), i.get(NPU_DTYPE)) for i in inputs)
     return exchange(api_of(name), cells, rank)[0]
 
 

@@ -33,7 +33,7 @@ from msprobe_dask.analysis.row_entries import (
 )
 from msprobe_dask.analysis.row_errors import RowColumns
 from msprobe_dask.analysis.unsettled import argument_index, is_settled, is_unsettled
-from msprobe_dask.columns import NPU_DTYPE, NPU_MD5, NPU_NAME, STACK_COLUMN
+from msprobe_dask.columns import NPU_DTYPE, NPU_MAX, NPU_MD5, NPU_NAME, NPU_P2P_OP, NPU_P2P_PEER, STACK_COLUMN
 from msprobe_dask.dump.markers import BATCH_P2P
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 
@@ -99,7 +99,7 @@ class Node:
         return user_frame(stack_frames(self.stack))
 
 
-_COMM_COLUMNS = (NPU_NAME, "NPU P2POp peer", "NPU max", NPU_DTYPE)
+_COMM_COLUMNS = (NPU_NAME, NPU_P2P_PEER, NPU_MAX, NPU_DTYPE)
 
 
 def _comm(entry: str, rows: RowColumns, start: int, end: int, rank: int, seen: dict[Comm, Comm]) -> Comm:
@@ -245,8 +245,8 @@ def _node(
     """The Node of ``entry`` (rows ``start`` to ``end``); ``extremes``: every row's NPU max and min as
     numbers (None: each row's converted alone); not ``whole``: its inputs only (no outputs, no stack)."""
     cells = rows.cells
-    names, given_states, ops = cells[NPU_NAME], cells["state"], cells["NPU P2POp op"]
-    md5s, peers = cells[NPU_MD5], cells["NPU P2POp peer"]
+    names, given_states, ops = cells[NPU_NAME], cells["state"], cells[NPU_P2P_OP]
+    md5s, peers = cells[NPU_MD5], cells[NPU_P2P_PEER]
     inputs: list[TensorError] = []
     outputs: list[TensorError] = []
     for i in range(start, end):

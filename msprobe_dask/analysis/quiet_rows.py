@@ -14,7 +14,7 @@ from msprobe_dask.analysis.comm_apis import COMM_PREFIXES, is_communication
 from msprobe_dask.analysis.row_entries import INPUT_ROLES, Signature, entry_and_state
 from msprobe_dask.analysis.row_errors import ZERO_CELLS, RowColumns
 from msprobe_dask.analysis.unsettled import is_settled
-from msprobe_dask.columns import BENCH_MD5, NPU_MD5, NPU_NAME, STAT_COLUMNS
+from msprobe_dask.columns import BENCH_MD5, EUC_DIST, MAX_ABS_ERR, NPU_MD5, NPU_NAME, STAT_COLUMNS
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,7 @@ class QuietRows:
         errors: dict[tuple[Any, ...], float | None] = {}
         float_ = float
         highs, bench_highs = cells[STAT_COLUMNS[0]], cells[STAT_COLUMNS[4]]
-        columns = [cells[column] for column in (*STAT_COLUMNS, "MaxAbsErr", "EucDist", NPU_MD5, BENCH_MD5)]
+        columns = [cells[column] for column in (*STAT_COLUMNS, MAX_ABS_ERR, EUC_DIST, NPU_MD5, BENCH_MD5)]
         for i in others:
             if rows.md5_only[i] or highs[i].__class__ is float_ is bench_highs[i].__class__:
                 if whole:
@@ -139,7 +139,7 @@ def _loud_rows(rows: RowColumns) -> Iterator[int]:
     cells = rows.cells
     float_ = float
     same = zip(
-        *(cells[column] for column in STAT_COLUMNS), cells["MaxAbsErr"], cells["EucDist"], rows.md5_only
+        *(cells[column] for column in STAT_COLUMNS), cells[MAX_ABS_ERR], cells[EUC_DIST], rows.md5_only
     )
     return (
         i

@@ -14,12 +14,16 @@ from typing import Any
 
 from msprobe_dask.columns import (
     BENCH_MD5,
+    BENCH_P2P_OP,
+    BENCH_P2P_PEER,
     DIFF_COLUMNS,
     ERR_MESSAGE,
     MD5_DIFFERENT,
     NA,
     NAN,
     NPU_MD5,
+    NPU_P2P_OP,
+    NPU_P2P_PEER,
     RESULT,
     STACK_COLUMN,
     STAT_COLUMNS,
@@ -89,10 +93,10 @@ def rank_records(matched: Matched) -> Records:
         previous = entry
         item["state"] = pair.npu.state
         item["api_origin_name"] = entry
-        item["NPU P2POp op"] = _p2p(pair.npu.p2p_op, False)
-        item["Bench P2POp op"] = _p2p(pair.bench.p2p_op, False) if pair.bench else "None"
-        item["NPU P2POp peer"] = _p2p(pair.npu.p2p_peer, True)
-        item["Bench P2POp peer"] = _p2p(pair.bench.p2p_peer, True) if pair.bench else "None"
+        item[NPU_P2P_OP] = _p2p(pair.npu.p2p_op, False)
+        item[BENCH_P2P_OP] = _p2p(pair.bench.p2p_op, False) if pair.bench else "None"
+        item[NPU_P2P_PEER] = _p2p(pair.npu.p2p_peer, True)
+        item[BENCH_P2P_PEER] = _p2p(pair.bench.p2p_peer, True) if pair.bench else "None"
         if len(entry.split(".")) < 4:
             continue
         records.setdefault(entry, {"is_same": True, "op_items": []})["op_items"].append(item)

@@ -13,6 +13,7 @@ from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.cells import (
     MD5,
+    STAT_DIFFS,
     STRUCTURE,
     SUMMARY,
     TENSOR,
@@ -22,7 +23,7 @@ from msprobe_dask.graph.cells import (
     TensorMeasure,
     pair_rows,
 )
-from msprobe_dask.graph.checks import ERROR, LEVEL_NAME, PASS, check_rows, npu_name
+from msprobe_dask.graph.checks import ERROR, LEVEL_NAME, PASS, WARNING, check_rows, npu_name
 from msprobe_dask.graph.model import COLLECTION, Graph, Node
 from msprobe_dask.graph.node_match import match_pairs
 from msprobe_dask.judge.rules import mark_unreadable
@@ -35,12 +36,18 @@ EMPTY_APIS = {"empty", "empty_like", "empty_with_format", "new_empty_strided", "
 LEVEL_INDEX = {level: PRECISION_INDEX[result] for level, result in LEVEL_NAME.items()}
 
 # tool_tip / node_colors of tb_config (§3.7)
-_SUMMARY_TIPS = {
-    "Max diff": "NPU与标杆API统计信息比对，最大值的差值",
-    "Min diff": "NPU与标杆API统计信息比对，最小值的差值",
-    "Mean diff": "NPU与标杆API统计信息比对，平均值的差值",
-    "L2norm diff": "NPU与标杆API统计信息比对，2范数（平方根）的差值",
-}
+_SUMMARY_TIPS = dict(
+    zip(
+        STAT_DIFFS,
+        (
+            "NPU与标杆API统计信息比对，最大值的差值",
+            "NPU与标杆API统计信息比对，最小值的差值",
+            "NPU与标杆API统计信息比对，平均值的差值",
+            "NPU与标杆API统计信息比对，2范数（平方根）的差值",
+        ),
+        strict=True,
+    )
+)
 _MD5_TIPS = {"md5": "数据MD5信息，用于比较两个数据信息是否完全一致"}
 _TENSOR_TIPS = {k: "" for k in TENSOR_INDEX}
 _UNMATCHED = {"value": [], "description": "比对过程中节点未匹配上", "accuracy_level": "unmatched node"}
@@ -63,9 +70,9 @@ def node_colors(mode: str) -> str:
     else:
         d_pass = d_warn = _TENSOR_DESC if mode == TENSOR else _STAT_DESC
     colors = {
-        "#FFFCF3": {"value": [0, 0.3], "description": d_pass, "accuracy_level": "pass"},
-        "#FFDC7F": {"value": [0.3, 0.6], "description": d_warn, "accuracy_level": "warning"},
-        "#FF704D": {"value": [0.6, 1], "description": d_warn, "accuracy_level": "error"},
+        "#FFFCF3": {"value": [0, 0.3], "description": d_pass, "accuracy_level": LEVEL_NAME[PASS]},
+        "#FFDC7F": {"value": [0.3, 0.6], "description": d_warn, "accuracy_level": LEVEL_NAME[WARNING]},
+        "#FF704D": {"value": [0.6, 1], "description": d_warn, "accuracy_level": LEVEL_NAME[ERROR]},
         "#C7C7C7": _UNMATCHED,
     }
     return json.dumps(colors)

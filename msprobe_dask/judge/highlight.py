@@ -11,7 +11,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from msprobe_dask.columns import BENCH_NAME, NA, NPU_NAME
+from msprobe_dask.columns import (
+    BENCH_NAME,
+    BENCH_REQUIRES_GRAD,
+    COSINE,
+    MAX_ABS_ERR,
+    MAX_DIFF,
+    MAX_RELATIVE_ERR,
+    NA,
+    NPU_MAX,
+    NPU_MIN,
+    NPU_NAME,
+    NPU_REQUIRES_GRAD,
+    ONE_THOUSANDTH_RATIO,
+)
 from msprobe_dask.dump.markers import OUTPUT_PART
 from msprobe_dask.judge.rules import Row, grads_differ
 from msprobe_dask.metrics.stats import is_nan_or_inf, relative_fraction
@@ -84,7 +97,7 @@ def _number(value: Any) -> float | None:
 
 
 def _max_error(row: Row, mode: str) -> float | None:
-    return _number(row.get("MaxAbsErr" if mode == "tensor" else "Max diff"))
+    return _number(row.get(MAX_ABS_ERR if mode == "tensor" else MAX_DIFF))
 
 
 class _Marks:
@@ -101,12 +114,12 @@ class _Marks:
 
 
 def _row_marks(row: Row, mode: str, marks: _Marks) -> None:
-    if is_nan_or_inf(row.get("NPU max")) or is_nan_or_inf(row.get("NPU min")):
+    if is_nan_or_inf(row.get(NPU_MAX)) or is_nan_or_inf(row.get(NPU_MIN)):
         marks.mark(REASON_NAN_INF)
     error = _max_error(row, mode)
     if error is not None and abs(error) > LIMITS.huge_error:
         marks.mark(REASON_HUGE)
-    if row[BENCH_NAME] != NA and grads_differ(row["NPU Requires_grad"], row["Bench Requires_grad"]):
+    if row[BENCH_NAME] != NA and grads_differ(row[NPU_REQUIRES_GRAD], row[BENCH_REQUIRES_GRAD]):
         marks.mark(REASON_GRAD)
 
 
@@ -122,19 +135,19 @@ def _output_marks(out: Row, inp: Row, mode: str, marks: _Marks) -> None:
             marks.mark(REASON_MAGNITUDE)
     if mode == "tensor":
         ratio_in, ratio_out = (
-            _number(inp["One Thousandth Err Ratio"]),
-            _number(out["One Thousandth Err Ratio"]),
+            _number(inp[ONE_THOUSANDTH_RATIO]),
+            _number(out[ONE_THOUSANDTH_RATIO]),
         )
         if ratio_in is not None and ratio_out is not None:
             if ratio_in > LIMITS.ratio_input and ratio_out < LIMITS.ratio_output:
                 marks.mark(REASON_RATIO_DROP)
             elif ratio_in - ratio_out > LIMITS.ratio_fall:
                 marks.mark(REASON_RATIO_FALL)
-        cos_in, cos_out = _number(inp["Cosine"]), _number(out["Cosine"])
+        cos_in, cos_out = _number(inp[COSINE]), _number(out[COSINE])
         if cos_in is not None and cos_out is not None and cos_in - cos_out > LIMITS.cosine_fall:
             marks.mark(REASON_COSINE_FALL)
     elif mode == "statistics":
-        rel_out, rel_in = _number(out["MaxRelativeErr"]), _number(inp["MaxRelativeErr"])
+        rel_out, rel_in = _number(out[MAX_RELATIVE_ERR]), _number(inp[MAX_RELATIVE_ERR])
         if rel_out is not None and rel_out > LIMITS.rel_red:
             marks.mark(REASON_REL_RED)
         elif (

@@ -14,14 +14,26 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from msprobe_dask.columns import (
+    BENCH_DTYPE,
+    BENCH_MAX,
     BENCH_MD5,
+    BENCH_MIN,
     BENCH_NAME,
+    BENCH_REQUIRES_GRAD,
+    BENCH_SHAPE,
+    COSINE,
     ERR_MESSAGE,
     NA,
     NAN,
+    NORM_RELATIVE_ERR,
     NPU_DTYPE,
+    NPU_MAX,
     NPU_MD5,
+    NPU_MIN,
     NPU_NAME,
+    NPU_REQUIRES_GRAD,
+    NPU_SHAPE,
+    ONE_THOUSANDTH_RATIO,
     RESULT,
 )
 from msprobe_dask.dump.markers import BATCH_P2P, OUTPUT_PART, SCALAR_SHAPE
@@ -176,8 +188,8 @@ def same_value(npu: Any, bench: Any) -> bool:
 
 
 def _nan_inf_checks(cells: Columns, rows: Sequence[int], flags: _Flags) -> None:
-    npu_max, npu_min = cells["NPU max"], cells["NPU min"]
-    bench_max, bench_min = cells["Bench max"], cells["Bench min"]
+    npu_max, npu_min = cells[NPU_MAX], cells[NPU_MIN]
+    bench_max, bench_min = cells[BENCH_MAX], cells[BENCH_MIN]
     for i in rows:
         if (is_nan_or_inf(npu_max[i]) or is_nan_or_inf(npu_min[i])) and not (
             is_nan_or_inf(bench_max[i]) or is_nan_or_inf(bench_min[i])
@@ -188,10 +200,10 @@ def _nan_inf_checks(cells: Columns, rows: Sequence[int], flags: _Flags) -> None:
 def _pair_checks(cells: Columns, rows: Sequence[int], outputs: Sequence[bool], flags: _Flags) -> None:
     """The checks of each matched row against its partner, in the order of ``rows``."""
     bench_names = cells[BENCH_NAME]
-    npu_grads, bench_grads = cells["NPU Requires_grad"], cells["Bench Requires_grad"]
-    npu_dtypes, bench_dtypes = cells[NPU_DTYPE], cells["Bench Dtype"]
-    npu_shapes, bench_shapes = cells["NPU Tensor Shape"], cells["Bench Tensor Shape"]
-    npu_max, bench_max = cells["NPU max"], cells["Bench max"]
+    npu_grads, bench_grads = cells[NPU_REQUIRES_GRAD], cells[BENCH_REQUIRES_GRAD]
+    npu_dtypes, bench_dtypes = cells[NPU_DTYPE], cells[BENCH_DTYPE]
+    npu_shapes, bench_shapes = cells[NPU_SHAPE], cells[BENCH_SHAPE]
+    npu_max, bench_max = cells[NPU_MAX], cells[BENCH_MAX]
     same_dtypes: dict[tuple[str, str], bool] = {}  # (a table's dtype pairs are few)
     for i in rows:
         bench_name = bench_names[i]
@@ -229,14 +241,14 @@ class _Table:
     def fractions(self) -> list[float | None]:
         """``relative_fraction`` of each NormRelativeErr cell."""
         if self._fractions is None:
-            self._fractions = list(map(relative_fraction, self.cells["NormRelativeErr"]))
+            self._fractions = list(map(relative_fraction, self.cells[NORM_RELATIVE_ERR]))
         return self._fractions
 
 
 def _norm_output(table: _Table, inputs: list[int], outputs: list[int], flags: _Flags) -> None:
     fractions = table.fractions()
     if _max_fraction(fractions, inputs) < LIMITS.small_input_norm:
-        norms = table.cells["NormRelativeErr"]
+        norms = table.cells[NORM_RELATIVE_ERR]
         for i in outputs:
             if _output_norm(norms[i], fractions[i]) > LIMITS.big_output_norm:
                 flags.flag(i, MSG_NORM_OUTPUT)
@@ -255,7 +267,7 @@ def _norm_tenfold(table: _Table, inputs: list[int], outputs: list[int], flags: _
 def _one_thousandth(table: _Table, inputs: list[int], outputs: list[int], flags: _Flags) -> None:
     if not outputs:
         return
-    column = table.cells["One Thousandth Err Ratio"]
+    column = table.cells[ONE_THOUSANDTH_RATIO]
     ratio_in = min(_numbers(column, inputs), default=1.0)
     ratio_out = min(_numbers(column, outputs), default=1.0)
     if ratio_in > LIMITS.thousandth_input and ratio_out < LIMITS.thousandth_output:
@@ -264,7 +276,7 @@ def _one_thousandth(table: _Table, inputs: list[int], outputs: list[int], flags:
 
 def _tensor_cosine(table: _Table, inputs: list[int], outputs: list[int], flags: _Flags) -> None:
     # like the one-thousandth rule, inputs without a numeric Cosine count as 1.0
-    column = table.cells["Cosine"]
+    column = table.cells[COSINE]
     cos_in = min(_numbers(column, inputs), default=1.0)
     cos_out = min(_numbers(column, outputs), default=1.0)
     if outputs and cos_in > LIMITS.cosine_input and cos_in - cos_out > LIMITS.cosine_drop:

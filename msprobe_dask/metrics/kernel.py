@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from msprobe_dask.columns import NA, NAN, TENSOR_METRIC_COLUMNS
+from msprobe_dask.columns import COSINE, MAX_ABS_ERR, NA, NAN, TENSOR_METRIC_COLUMNS
 from msprobe_dask.metrics.chunked import aggregate_partials, chunk_partials
 from msprobe_dask.metrics.one_shot import measure_arrays
 from msprobe_dask.metrics.reference_dot import reference_dot
@@ -35,7 +35,7 @@ ZERO = "Cannot compare by Cosine Similarity, All the data is Zero in {side} dump
 STAT_SHAPE = "Tensor shapes do not match.\n"
 
 Stats = tuple[Any, Any, Any, Any]
-COSINE, MAX_ABS = TENSOR_METRIC_COLUMNS.index("Cosine"), TENSOR_METRIC_COLUMNS.index("MaxAbsErr")
+COSINE_AT, MAX_ABS_AT = TENSOR_METRIC_COLUMNS.index(COSINE), TENSOR_METRIC_COLUMNS.index(MAX_ABS_ERR)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,16 +116,16 @@ def compare_arrays(
     if problem:
         return Verdict(None, problem)
     metrics = _metrics(npu, bench, paths, big_elems)
-    if metrics.cells[COSINE] == NOT_AVAILABLE:  # (then every cell is)
+    if metrics.cells[COSINE_AT] == NOT_AVAILABLE:  # (then every cell is)
         return Verdict(None, NAN_PLACES)
     cells = list(metrics.cells)
     message = None
     if npu.size == 1:
-        cells[COSINE], message = UNSUPPORTED, ONE_ELEMENT
-    elif cells[COSINE] == NAN:
+        cells[COSINE_AT], message = UNSUPPORTED, ONE_ELEMENT
+    elif cells[COSINE_AT] == NAN:
         zero = npu_all_zero() if npu_all_zero is not None else all_zero(npu)
         message = ZERO.format(side="npu" if zero else "Bench")
-    return Verdict(accuracy(cells[COSINE], cells[MAX_ABS]), message, tuple(cells))
+    return Verdict(accuracy(cells[COSINE_AT], cells[MAX_ABS_AT]), message, tuple(cells))
 
 
 def compare_statistics(npu: Stats, bench: Stats) -> tuple[str, list[Any], list[str]]:

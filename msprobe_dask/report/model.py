@@ -16,12 +16,12 @@ from dataclasses import asdict
 from typing import Any
 
 from msprobe_dask.analysis.divergence import Divergence, Finding, step_and_rank, step_key
-from msprobe_dask.columns import NPU_NAME, STACK_COLUMN, STAT_COLUMNS
+from msprobe_dask.columns import MAX_RELATIVE_ERR, NORM_RELATIVE_ERR, NPU_NAME, STACK_COLUMN, STAT_COLUMNS
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 from msprobe_dask.summary.cells import as_float
 from msprobe_dask.summary.model import RunSummary
 
-PLOTTED = ("NormRelativeErr", "MaxRelativeErr")  # statistics, tensor: the first a table has
+PLOTTED = (NORM_RELATIVE_ERR, MAX_RELATIVE_ERR)  # statistics, tensor: the first a table has
 SHOWN = tuple(STAT_COLUMNS)  # the summaries a point's tooltip shows
 TOP = 10
 

@@ -13,12 +13,12 @@ from typing import Any
 
 from msprobe_dask.analysis.divergence import step_key
 from msprobe_dask.analysis.row_entries import entry_and_state
-from msprobe_dask.columns import NPU_MD5, NPU_NAME
+from msprobe_dask.columns import MAX_RELATIVE_ERR, NORM_RELATIVE_ERR, NPU_MD5, NPU_NAME
 from msprobe_dask.errors import DumpError, UserError
 from msprobe_dask.writers.workbook_rows import first_sheet_rows
 
 RESULT = re.compile(r"^compare_result_(?:(?P<label>.+)_)?(?P<stamp>\d{14})\.(?P<kind>csv|xlsx)$")
-MODE_COLUMNS = {"NormRelativeErr": "statistics", "MaxRelativeErr": "tensor", NPU_MD5: "md5"}
+MODE_COLUMNS = {NORM_RELATIVE_ERR: "statistics", MAX_RELATIVE_ERR: "tensor", NPU_MD5: "md5"}
 
 
 @dataclass

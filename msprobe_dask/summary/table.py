@@ -19,7 +19,15 @@ from itertools import compress, repeat
 from operator import ne
 from typing import Any
 
-from msprobe_dask.columns import ERR_MESSAGE, KERNEL_VERDICT, NPU_NAME, RESULT, STACK_COLUMN
+from msprobe_dask.columns import (
+    COSINE,
+    ERR_MESSAGE,
+    KERNEL_VERDICT,
+    NORM_RELATIVE_ERR,
+    NPU_NAME,
+    RESULT,
+    STACK_COLUMN,
+)
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 from msprobe_dask.judge.rules import ERROR, PASS
 from msprobe_dask.summary.cells import as_floats, is_number
@@ -50,7 +58,7 @@ class RankMetric:
         return is_number(value) and value != self.ideal
 
 
-RANK_METRICS = (RankMetric("NormRelativeErr", True, 0.0), RankMetric("Cosine", False, 1.0))
+RANK_METRICS = (RankMetric(NORM_RELATIVE_ERR, True, 0.0), RankMetric(COSINE, False, 1.0))
 METRIC_OF_COLUMN = {m.column: m for m in RANK_METRICS}
 
 
