@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from msprobe_dask.dump.confine import listed
+from msprobe_dask.dump.confine import check_regular, listed
 from msprobe_dask.dump.layouts import PROC_DIR, RANK_DIR, RANK_NAME, STEP_DIR, STEP_NAME
 from msprobe_dask.dump.source import one_side_warnings
 from msprobe_dask.errors import DumpError
@@ -27,6 +27,8 @@ def classify(path: Path) -> str:
     if not path.is_dir():
         raise DumpError(path, "is not a folder (graph_visualize takes the folder that holds dump.json)")
     entries = listed(path)
+    if "dump.json" in entries:  # (a folder of that name: refused naming it, not read as a rank)
+        check_regular(path / "dump.json")
     if not entries:
         raise DumpError(path, "is empty")
     if (path / "dump_tensor_data").exists() or not any((path / e).is_dir() for e in entries):

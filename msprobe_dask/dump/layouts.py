@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from msprobe_dask.dump.confine import listed
+from msprobe_dask.dump.confine import check_regular, listed
 from msprobe_dask.dump.location import dump_path
 from msprobe_dask.dump.source import (
     DUMP_FILE_NAMES,
@@ -64,8 +64,8 @@ def _dump_file(folder: Path) -> Path | None:
             continue
         except OSError as exc:  # a rank folder that cannot be searched: not a rank without its dump
             raise DumpError(path, cannot("be read", exc)) from None
-        if not path.is_dir():  # load_dump refuses a FIFO
-            return path
+        check_regular(path)  # (a folder of that name is refused naming it; load_dump refuses a FIFO)
+        return path
     return None
 
 

@@ -112,7 +112,7 @@ def test_dump_json_is_a_folder(tmp_path: Path, command: str) -> None:
     target = write_dump(case.dumps / "target")
     (target / "dump.json").unlink()
     (target / "dump.json").mkdir()
-    check(run(case, command, target), 2, "target")
+    check(run(case, command, target), 2, str(target / "dump.json"), "is a folder")
 
 
 @pytest.mark.parametrize("command", COMMANDS)
