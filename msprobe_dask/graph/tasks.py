@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.graph.build import build_graph
+from msprobe_dask.graph.cells import MD5, TENSOR
 from msprobe_dask.graph.chunks import Prepared, join, prepare_build, prepare_compare, rows_here
 from msprobe_dask.graph.compare import (
     CONFIG_TASK,
@@ -88,7 +89,7 @@ def prepare_compare_task(
     if npu.framework != bench.framework and not opts.layer_mapping:
         raise ConfigError(where, "the two dumps come from different frameworks: pass -lm/--layer_mapping")
     measure = None
-    if mode == "tensor":
+    if mode == TENSOR:
         from msprobe_dask.graph.tensors import make_measure
 
         measure = make_measure(npu.data_path, bench.data_path, opts.tensor_log)
@@ -116,7 +117,7 @@ def prepare_compare_task(
     if opts.overflow_check:
         check_overflow(npu)
         check_overflow(bench)
-    md5 = mode == "md5"
+    md5 = mode == MD5
     done = [graph_rows(npu, NPU, md5), graph_rows(bench, BENCH, md5)]
     if done[0].summary is not None and opts.tolerance is not None:  # (the first divergence's rows)
         rows = node_rows(npu, npu.nodes.values(), dict(pairs), mode, dump_places(npu), opts.tolerance)
