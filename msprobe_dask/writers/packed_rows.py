@@ -21,7 +21,9 @@ from typing import Any
 
 from msprobe_dask.native import load
 
-API = 2  # ROWDB_API in csrc/rowdb.c
+API = 3  # ROWDB_API in csrc/rowdb.c
+# seconds a RowDb waits for a lock another connection holds on its file (SQLite's busy timeout)
+BUSY_TIMEOUT = 30.0
 
 NULL, INT, FLOAT, TEXT = 0, 1, 2, 3
 _HEADER = struct.Struct("<II")
@@ -123,11 +125,12 @@ def first_value(packed: bytes, column: int) -> Any:
 
 
 class PythonRowDb:
-    """``_rowdb.RowDb`` in Python: a connection (busy timeout 30 s, autocommit: SQL says BEGIN/COMMIT)."""
+    """``_rowdb.RowDb`` in Python: a connection (its busy timeout in seconds, autocommit: SQL says
+    BEGIN/COMMIT)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, busy_timeout: float) -> None:
         self._con: sqlite3.Connection | None = sqlite3.connect(
-            path, timeout=30, isolation_level=None, check_same_thread=False
+            path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
         )
 
     def _open(self) -> sqlite3.Connection:
@@ -179,4 +182,4 @@ def pack_rows(rows: Sequence[Sequence[Any]], ncols: int) -> bytes:
 
 def open_db(path: str) -> Any:
     """A RowDb on the SQLite file ``path`` (the C one where it is built)."""
-    return native.RowDb(path) if native is not None else PythonRowDb(path)
+    return native.RowDb(path, BUSY_TIMEOUT) if native is not None else PythonRowDb(path, BUSY_TIMEOUT)

@@ -6,6 +6,7 @@ import math
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from msprobe_dask.writers import packed_rows
-from msprobe_dask.writers.packed_rows import ERRORS, PythonRowDb, python_pack_rows, unpack_rows
+from msprobe_dask.writers.packed_rows import BUSY_TIMEOUT, ERRORS, PythonRowDb, python_pack_rows, unpack_rows
 
 native = packed_rows.native
 needs_native = pytest.mark.skipif(native is None, reason="msprobe_dask.writers._rowdb is not built")
@@ -82,7 +83,7 @@ def _dbs() -> list:
 
 
 def _fill(cls, path: Path, packed: list[bytes], base: int) -> list[tuple]:
-    db = cls(str(path))
+    db = cls(str(path), BUSY_TIMEOUT)
     db.execute("CREATE TABLE t (a TEXT PRIMARY KEY, n INTEGER, x)")
     db.execute("BEGIN")
     for p in packed:
@@ -106,7 +107,7 @@ def test_parts_inserted_in_one_call_are_those_of_a_call_each(cls, tmp_path: Path
     rows = [[f"id{i}", i, v] for i, v in enumerate([None, 1.5, "t", -7, "é"])]
     chunks = [python_pack_rows(rows[3:], 3), python_pack_rows([], 3), python_pack_rows(rows[:3], 3)]
     sql = "INSERT INTO t (rowid, a, n, x) VALUES (?, ?, ?, ?)"
-    db = cls(str(tmp_path / "t.db"))
+    db = cls(str(tmp_path / "t.db"), BUSY_TIMEOUT)
     db.execute("CREATE TABLE t (a TEXT PRIMARY KEY, n INTEGER, x); BEGIN")
     db.executemany_each([(sql, p, 10, 1) for p in chunks])
     with pytest.raises(ERRORS, match="UNIQUE constraint failed: t.a"):  # the parts before it go in
@@ -122,7 +123,7 @@ def test_parts_inserted_in_one_call_are_those_of_a_call_each(cls, tmp_path: Path
 
 @pytest.mark.parametrize("cls", _dbs())
 def test_execute_runs_each_statement_of_its_text(cls, tmp_path: Path) -> None:
-    db = cls(str(tmp_path / "t.db"))
+    db = cls(str(tmp_path / "t.db"), BUSY_TIMEOUT)
     db.execute("CREATE TABLE t (a);\nINSERT INTO t VALUES ('x;y');; INSERT INTO t VALUES ('z')")
     db.close()
     with sqlite3.connect(tmp_path / "t.db") as con:
@@ -131,7 +132,7 @@ def test_execute_runs_each_statement_of_its_text(cls, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("cls", _dbs())
 def test_database_errors_are_raised_as_one_of_errors(cls, tmp_path: Path) -> None:
-    db = cls(str(tmp_path / "t.db"))
+    db = cls(str(tmp_path / "t.db"), BUSY_TIMEOUT)
     db.execute("CREATE TABLE t (a TEXT PRIMARY KEY)")
     twice = python_pack_rows([["x"], ["x"]], 1)
     with pytest.raises(ERRORS, match="UNIQUE constraint failed: t.a"):
@@ -147,7 +148,7 @@ def test_database_errors_are_raised_as_one_of_errors(cls, tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("cls", _dbs())
 def test_malformed_packed_rows_are_refused(cls, tmp_path: Path) -> None:
-    db = cls(str(tmp_path / "t.db"))
+    db = cls(str(tmp_path / "t.db"), BUSY_TIMEOUT)
     db.execute("CREATE TABLE t (a, b)")
     good = python_pack_rows([["abc", 1], [None, 2.5]], 2)
     for bad in (good[:-1], good + b"\x00", good[:9] + b"\x07" + good[10:], b"", b"\x01"):
@@ -163,7 +164,7 @@ def test_a_path_of_any_bytes_is_opened(cls, tmp_path: Path) -> None:
     """A folder name that is not UTF-8 (a str with surrogate escapes, as os.fsdecode gives it)."""
     folder = tmp_path / os.fsdecode(b"caf\xe9")
     folder.mkdir()
-    db = cls(str(folder / "t.db"))
+    db = cls(str(folder / "t.db"), BUSY_TIMEOUT)
     db.execute("CREATE TABLE t (a)")
     db.close()
     assert os.listdir(os.fsencode(folder)) == [b"t.db"]
@@ -182,7 +183,7 @@ def test_a_path_of_any_bytes_is_opened(cls, tmp_path: Path) -> None:
 def test_misused_statements_are_refused(
     cls, sql: str, packed: bytes, base: int, message: str, tmp_path: Path
 ) -> None:
-    db = cls(str(tmp_path / "t.db"))
+    db = cls(str(tmp_path / "t.db"), BUSY_TIMEOUT)
     db.execute("CREATE TABLE t (a, b)")
     with pytest.raises((*ERRORS, OverflowError), match=message):
         db.executemany(sql, packed, base, 0)
@@ -197,7 +198,7 @@ def test_threads_sharing_a_connection_take_turns(tmp_path: Path) -> None:
     Four threads insert at once, one closes meanwhile: every insert either lands whole or is refused
     as closed, and nothing else happens (no crash, no other error)."""
     assert native is not None
-    db = native.RowDb(str(tmp_path / "t.db"))
+    db = native.RowDb(str(tmp_path / "t.db"), BUSY_TIMEOUT)
     for sql in (
         "PRAGMA synchronous=OFF",
         "PRAGMA journal_mode=OFF",
@@ -232,3 +233,30 @@ def test_threads_sharing_a_connection_take_turns(tmp_path: Path) -> None:
     with pytest.raises(ERRORS, match="closed"):
         uninitialised.execute("SELECT 1")
     uninitialised.close()
+
+
+@pytest.mark.parametrize("native_module", [True, False], ids=["c", "python"])
+def test_a_locked_file_is_waited_for_as_long_as_busy_timeout_says(
+    native_module: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """open_db's RowDb, the C one and the Python one, waits for another connection's lock as long as
+    packed_rows.BUSY_TIMEOUT (seconds) says, then refuses."""
+    if native_module and native is None:
+        pytest.skip("the C module is not built")
+    if not native_module:
+        monkeypatch.setattr(packed_rows, "native", None)
+    monkeypatch.setattr(packed_rows, "BUSY_TIMEOUT", 0.4)
+    path = str(tmp_path / "t.db")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (a)")
+    holder.execute("BEGIN EXCLUSIVE")
+    db = packed_rows.open_db(path)
+    try:
+        started = time.monotonic()
+        with pytest.raises(ERRORS):
+            db.execute("BEGIN IMMEDIATE")
+        waited = time.monotonic() - started
+    finally:
+        db.close()
+        holder.close()
+    assert 0.35 <= waited < 10, waited

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define ROWDB_API 2 /* packed_rows.API: change both with the format or the functions */
+#define ROWDB_API 3 /* packed_rows.API: change both with the format or the functions */
 
 enum { TAG_NULL = 0, TAG_INT = 1, TAG_FLOAT = 2, TAG_TEXT = 3 };
 
@@ -296,8 +296,14 @@ static int lock_open_db(RowDb *self) {
 
 static int rowdb_init(RowDb *self, PyObject *args, PyObject *kwds) {
     PyObject *path; /* bytes, as os.fsencode gives them (a str with surrogate escapes, a PathLike) */
-    if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &path))
+    double busy_timeout; /* seconds: packed_rows.BUSY_TIMEOUT */
+    if (!PyArg_ParseTuple(args, "O&d", PyUnicode_FSConverter, &path, &busy_timeout))
         return -1;
+    if (!(busy_timeout >= 0 && busy_timeout * 1000 <= INT_MAX)) {
+        Py_DECREF(path);
+        PyErr_SetString(PyExc_ValueError, "RowDb: busy_timeout must be 0 to INT_MAX / 1000 seconds");
+        return -1;
+    }
     if (self->lock == NULL && (self->lock = PyThread_allocate_lock()) == NULL) {
         Py_DECREF(path);
         PyErr_NoMemory();
@@ -312,7 +318,7 @@ static int rowdb_init(RowDb *self, PyObject *args, PyObject *kwds) {
     rc = sqlite3_open_v2(PyBytes_AS_STRING(path), &self->db,
                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc == SQLITE_OK)
-        sqlite3_busy_timeout(self->db, 30000);
+        sqlite3_busy_timeout(self->db, (int)(busy_timeout * 1000));
     Py_END_ALLOW_THREADS;
     Py_DECREF(path);
     if (rc != SQLITE_OK) {
@@ -494,7 +500,7 @@ static PyTypeObject RowDbType = {
     .tp_init = (initproc)rowdb_init,
     .tp_dealloc = (destructor)rowdb_dealloc,
     .tp_methods = rowdb_methods,
-    .tp_doc = "RowDb(path): a SQLite connection (busy timeout 30 s) that runs packed rows.",
+    .tp_doc = "RowDb(path, busy_timeout): a SQLite connection (its busy timeout in seconds) that runs packed rows.",
 };
 
 static PyMethodDef methods[] = {
