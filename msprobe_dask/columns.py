@@ -63,7 +63,8 @@ TENSOR_COLUMNS = list(TENSOR_METRIC_COLUMNS)
 MD5_COLUMNS = [NPU_MD5, BENCH_MD5]
 TAIL_COLUMNS = [REQUIRES_GRAD_CONSISTENT, RESULT, ERR_MESSAGE]
 STACK_COLUMN = "NPU_Stack_Info"
-KERNEL_VERDICT = "Accuracy Reached or Not"  # a kernel table's Result: Yes or No
+KERNEL_VERDICT = "Accuracy Reached or Not"  # a kernel table's Result: REACHED or NOT_REACHED
+REACHED, NOT_REACHED = "Yes", "No"
 DATA_NAME_COLUMN = "Data_name"
 
 # tb_nodes of a vis.db (graph_visualize.md §7.3): each column's name and SQL declaration, in the

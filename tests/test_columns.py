@@ -47,6 +47,8 @@ NAMES = {
     rules.WARNING,
     rules.ERROR,
     columns.MD5_DIFFERENT,
+    columns.REACHED,
+    columns.NOT_REACHED,
 }
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from msprobe_dask.columns import COSINE, MAX_ABS_ERR, NA, NAN, TENSOR_METRIC_COLUMNS
+from msprobe_dask.columns import COSINE, MAX_ABS_ERR, NA, NAN, NOT_REACHED, REACHED, TENSOR_METRIC_COLUMNS
 from msprobe_dask.metrics.chunked import aggregate_partials, chunk_partials
 from msprobe_dask.metrics.one_shot import measure_arrays
 from msprobe_dask.metrics.reference_dot import reference_dot
@@ -42,7 +42,7 @@ COSINE_AT, MAX_ABS_AT = TENSOR_METRIC_COLUMNS.index(COSINE), TENSOR_METRIC_COLUM
 class Verdict:
     """What a pair of tensors (or of statistic lines) gets besides its statistics."""
 
-    accuracy: str | None  # "Yes", "No", "None" (metrics not numbers) or None (not compared)
+    accuracy: str | None  # REACHED, NOT_REACHED, "None" (metrics not numbers) or None (not compared)
     message: str | None
     cells: tuple[Any, ...] | None = None  # the tensor metrics (their columns), or 4 diffs + 4 relative errors
 
@@ -71,7 +71,7 @@ def accuracy(cosine: Any, max_abs: Any) -> str:
         cos, err = float(cosine), float(max_abs)
     except (TypeError, ValueError):
         return "None"
-    return "No" if (cos < 0.99 and err > 0.001) or cos < 0.9 or err > 1 else "Yes"
+    return NOT_REACHED if (cos < 0.99 and err > 0.001) or cos < 0.9 or err > 1 else REACHED
 
 
 def _precheck(npu: np.ndarray, bench: np.ndarray) -> str:
@@ -145,4 +145,4 @@ def compare_statistics(npu: Stats, bench: Stats) -> tuple[str, list[Any], list[s
             value = abs(diff / base * 100)
             relative.append(NAN if math.isnan(value) else str(value) + PERCENT)
         ratio = diffs[0] / (max(npu[0], bench[0]) + 1e-10)
-    return ("Yes" if ratio <= 0.5 else "No"), diffs, relative
+    return (REACHED if ratio <= 0.5 else NOT_REACHED), diffs, relative

@@ -24,7 +24,9 @@ from msprobe_dask.columns import (
     ERR_MESSAGE,
     KERNEL_VERDICT,
     NORM_RELATIVE_ERR,
+    NOT_REACHED,
     NPU_NAME,
+    REACHED,
     RESULT,
     STACK_COLUMN,
 )
@@ -36,7 +38,7 @@ from msprobe_dask.summary.model import OTHER, GroupSummary, NodeRef
 
 KINDS_SHOWN = 5
 WORST_SHOWN = 3
-_KERNEL_RESULTS = {"Yes": PASS, "No": ERROR}
+_KERNEL_RESULTS = {REACHED: PASS, NOT_REACHED: ERROR}
 
 
 @dataclass(frozen=True, slots=True)
