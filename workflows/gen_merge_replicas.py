@@ -8,6 +8,8 @@ them (a process group's ``group_ranks`` and ``group_id``, a P2POp's ``peer``).
 
 SRC holds rank0..rank{tp*pp-1}; OUT gets rank0..rank{tp*pp*dp-1}. The replicas are the same data,
 so each merged graph is the same; the point is the number of rank graphs the merge moves.
+``--group RANK=A,B`` (repeatable) makes rank RANK's process groups name ranks A,B instead, e.g.
+overlapping tensor-parallel groups (``--group 1=1,2 --group 2=1,2``: ranks 1 and 2 each in two groups).
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ def write_replicas(src: Path, out: Path, tp: int, pp: int, dp: int) -> None:
                 shutil.copyfile(src / f"rank{old}" / name, dst / name)
 
 
+def regroup(out: Path, rank: int, ranks: list[int]) -> None:
+    """Make every process group of ``rank``'s dump.json in ``out`` name ``ranks``."""
+    path = out / f"rank{rank}" / "dump.json"
+    path.write_text(GROUP.sub(lambda m: f"{m.group(1)}[{', '.join(map(str, ranks))}]", path.read_text()))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("src", type=Path, help="a folder of rank0..rank{tp*pp-1}")
@@ -57,8 +65,12 @@ def main() -> None:
     ap.add_argument("--pp", type=int, required=True)
     ap.add_argument("--dp", type=int, required=True, help="data-parallel replicas to write")
     ap.add_argument("-o", "--output", type=Path, required=True)
+    ap.add_argument("--group", action="append", default=[], metavar="RANK=A,B", help="regroup a rank")
     args = ap.parse_args()
     write_replicas(args.src, args.output, args.tp, args.pp, args.dp)
+    for spec in args.group:
+        rank, ranks = spec.split("=")
+        regroup(args.output, int(rank), [int(r) for r in ranks.split(",")])
     print(f"{args.output}: {args.tp * args.pp * args.dp} ranks")
 
 

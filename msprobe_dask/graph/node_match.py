@@ -62,8 +62,8 @@ def match_pairs(
                     bkeys.setdefault(f"{k}{counts[k]}", c)
             counts = {}
             for c in node.children:
-                if c.type != API:
-                    continue
+                if c.type != API or npu.nodes.get(c.id) is not c:
+                    continue  # (an API another group's merge moved out of this graph: never matched)
                 k = _fuzzy_key(c.id)
                 counts[k] = counts.get(k, 0) + 1
                 bc = bkeys.get(f"{k}{counts[k]}")

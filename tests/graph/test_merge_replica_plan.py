@@ -28,9 +28,10 @@ def _unmarked(count: int) -> list[RankMarks]:
 
 def test_the_default_groups_split_into_replicas() -> None:
     # graph_visualize.md 6.2: (8, tp2, pp2): tp [[0,1],[2,3],[4,5],[6,7]], pp [[0,4],[1,5],[2,6],[3,7]]
+    # (the ranks of the first pp group, each the first of a tp group -> its second)
     assert replicas(_unmarked(8), ParallelParams(8, 2, 2)) == [
-        Replica([0, 1], [[0, 4], [1, 5]]),
-        Replica([2, 3], [[2, 6], [3, 7]]),
+        Replica([0, 1], [[0, 4], [1, 5]], [{0: 1, 4: 5}]),
+        Replica([2, 3], [[2, 6], [3, 7]], [{2: 3, 6: 7}]),
     ]
     assert replicas(_unmarked(8), ParallelParams(8, 2, 1)) == [
         Replica([r, r + 1], []) for r in range(0, 8, 2)
@@ -51,10 +52,11 @@ def test_the_default_groups_split_into_replicas() -> None:
         ),
         # a tp group naming rank 4, which is not there
         ([RankMarks(0, [0, 4], None), *_unmarked(4)[1:]], ParallelParams(4, 2, 1)),
-        # pp chains 0 -> 2 and 1 -> 3, tp groups [0, 1] and [1, 0]: the heads 0 and 1 in two replicas
-        ([RankMarks(0, [0, 1], 2), RankMarks(1, [1, 0], 3), *_unmarked(4)[2:]], ParallelParams(4, 2, 2)),
+        # Full (dp 2): pp chains 0 -> 4 and 1 -> 5, tp groups [0, 1] and [1, 0]: the heads 0 and 1 in
+        # two replicas
+        ([RankMarks(0, [0, 1], 4), RankMarks(1, [1, 0], 5), *_unmarked(8)[2:]], ParallelParams(8, 2, 2)),
         # the same chains, a tp group [0, 2] (no head but 0): the pp group of 1 in no replica
-        ([RankMarks(0, [0, 2], 2), RankMarks(1, None, 3), *_unmarked(4)[2:]], ParallelParams(4, 2, 2)),
+        ([RankMarks(0, [0, 2], 4), RankMarks(1, None, 5), *_unmarked(8)[2:]], ParallelParams(8, 2, 2)),
     ],
     ids=["shared", "missing", "heads", "unused"],
 )
@@ -62,12 +64,29 @@ def test_groups_that_do_not_split_the_ranks_merge_the_side_whole(marks, params) 
     assert replicas(marks, params) is None
 
 
+@pytest.mark.parametrize(
+    "tp_0, tp_1, ids",
+    [([0, 1], [1, 0], [{0: 1}]), ([0, 2], None, [{0: 2}])],
+    ids=["heads", "unused"],
+)
+def test_tp_and_pp_merge_every_pp_group_into_one_graph(tp_0, tp_1, ids) -> None:
+    # graph_visualize.md 6.2 (tp * pp = rank_size): one graph of the pp groups in their order, whatever
+    # the tp groups found (the reference on tp_pp_merge with these groups: rank_list [0])
+    marks = [RankMarks(0, tp_0, 2), RankMarks(1, tp_1, 3), *_unmarked(4)[2:]]
+    assert replicas(marks, ParallelParams(4, 2, 2)) == [Replica([0, 1], [[0, 2], [1, 3]], ids)]
+
+
 def test_each_replica_merged_alone_is_the_whole_sides(tmp_path: Path) -> None:
     write_replicas(DATA / "target", tmp_path, tp=2, pp=2, dp=3)
     folders, params = rank_folders(tmp_path), ParallelParams(12, 2, 2)
     plan = side_plan(folders, params, marks_of(folders[:5], 0), marks_of(folders[5:], 0))
     assert plan.replicas == [
-        Replica([2 * i, 2 * i + 1], [[2 * i, 2 * i + 6], [2 * i + 1, 2 * i + 7]]) for i in range(3)
+        Replica(
+            [2 * i, 2 * i + 1],
+            [[2 * i, 2 * i + 6], [2 * i + 1, 2 * i + 7]],
+            [{2 * i: 2 * i + 1, 2 * i + 6: 2 * i + 7}],
+        )
+        for i in range(3)
     ]
     whole = merge_side([build_task(f, 0, r) for r, f in folders], params)
     by_task = [[(i, g) for i, (g,) in merged_replicas([plan], "", 0, k, 2, kept=True)] for k in range(2)]

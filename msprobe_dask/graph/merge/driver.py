@@ -11,6 +11,7 @@ replicas that share none (``replicas``), each replica can be built and merged al
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -30,7 +31,7 @@ from msprobe_dask.graph.merge.strategy import (
     rank_marks,
     tp_groups,
 )
-from msprobe_dask.graph.merge.tp import merge_api_collections, merge_tp_group, sort_collections
+from msprobe_dask.graph.merge.tp import RankMaps, merge_api_collections, merge_tp_group, sort_collections
 from msprobe_dask.graph.merge.vpp import merge_vpp
 from msprobe_dask.graph.model import Graph
 
@@ -64,9 +65,7 @@ def check_members(marks: Sequence[RankMarks], params: ParallelParams, side: Path
 
 def _tp(graphs: list[Graph], ranks: Sequence[int], rank_maps=None, origins=None) -> Graph:
     merge_api_collections(graphs)
-    main = merge_tp_group(graphs, ranks, rank_maps, origins)
-    sort_collections(main)
-    return main
+    return merge_tp_group(graphs, ranks, rank_maps, origins)
 
 
 def _pp(graphs: list[Graph], params: ParallelParams):
@@ -77,17 +76,48 @@ def _pp(graphs: list[Graph], params: ParallelParams):
     return result
 
 
-def _tp_over_pp(results: list) -> Graph:
-    """TP+PP: the pp-merged graphs of one tp group TP-merged, each one's ``_rank{r}`` ids translated
-    onto the first's."""
+def _tp_over_pp(results: list, id_maps: Sequence[Mapping[int, int]]) -> Graph:
+    """TP+PP: the pp-merged graphs of one tp group TP-merged, the ``_rank{r}`` ids of the first
+    translated onto each other's by ``id_maps`` (``_id_maps``); the ranks a moved node's data comes
+    from are its pp group's twins in the others' pp groups."""
     main = results[0]
-    maps = [dict(zip(main.ranks, other.ranks)) for other in results[1:]]
+    header_maps = [dict(zip(main.ranks, other.ranks)) for other in results[1:]]
     origins = {n: rank for top, rank in main.moved.items() for n in subtree(top)}
-    return _tp([r.graph for r in results], [r.graph.rank for r in results], maps, origins)
+    graphs = [r.graph for r in results]
+    main = _tp(graphs, [g.rank for g in graphs], RankMaps(id_maps, header_maps), origins)
+    sort_collections(main)  # (a TP merge alone keeps its group's order: [1, 0] gives Rank1, Rank0)
+    return main
+
+
+def _id_maps(tp_of: Sequence[Sequence[int]], count: int, main: Sequence[int]) -> list[dict[int, int]]:
+    """For the i-th other graph of a TP merge over pp-merged graphs (of ``count``; the first merged of
+    the pp group ``main``), the rank each tp group's first rank is translated to: that group's i-th
+    (the reference's, over every tp group; the same as the twins' pp groups give when the tp groups are
+    Megatron's, none for a rank that begins no tp group: where the groups overlap or run down, the moved
+    APIs of such a rank find no twin). Only the ranks of ``main`` are kept: the only ``_rank{r}`` of
+    the main graph's ids (a replica task's plan would otherwise carry every tp group for each replica)."""
+    keep = set(main)
+    return [{g[0]: g[i] for g in tp_of if len(g) > i and g[0] in keep} for i in range(1, count)]
+
+
+def _head_groups(strategy: str, tp_of: Sequence[Sequence[int]], pp_heads: Sequence[int]) -> list[list[int]]:
+    """The pp-merged graphs (by their group's first rank) each TP merge takes: TP+PP all of them, in the
+    pp groups' order (one graph); Full those each tp group holds, in its order."""
+    if strategy == TP_PP:
+        return [list(pp_heads)]
+    return [heads for group in tp_of if (heads := [r for r in group if r in pp_heads])]
 
 
 def merge_side(graphs: Sequence[Graph], params: ParallelParams) -> list[Graph]:
-    """Merge the rank graphs of one side and step (any order) into one graph per dp replica."""
+    """Merge the rank graphs of one side and step (any order) into one graph per dp replica, each a
+    copy with nodes of its own: where the groups overlap, a rank in two of them gives its API
+    collections to the first group's graph and keeps them in its own (tp.merge_api_collections), and
+    the reference compares each merged graph apart (the compare of one not seen in the other)."""
+    return [copy.deepcopy(g) for g in _merged_side(graphs, params)]
+
+
+def _merged_side(graphs: Sequence[Graph], params: ParallelParams) -> list[Graph]:
+    """``merge_side``'s graphs, before they are copied."""
     by_rank = {g.rank: g for g in graphs}
     ordered = [by_rank[r] for r in sorted(by_rank)]
     strategy = params.strategy
@@ -105,12 +135,10 @@ def merge_side(graphs: Sequence[Graph], params: ParallelParams) -> list[Graph]:
     for ranks in pp_groups(marks, params):
         result = _pp(_members(by_rank, ranks, params), params)
         pp_done[result.graph.rank] = result
-    out = []
-    for ranks in tp_of:
-        heads = [r for r in ranks if r in pp_done]
-        if heads:
-            out.append(_tp_over_pp([pp_done[r] for r in heads]))
-    return out
+    return [
+        _tp_over_pp([pp_done[r] for r in heads], _id_maps(tp_of, len(heads), pp_done[heads[0]].ranks))
+        for heads in _head_groups(strategy, tp_of, list(pp_done))
+    ]
 
 
 class Replica(NamedTuple):
@@ -119,6 +147,7 @@ class Replica(NamedTuple):
 
     tp: list[int]
     pp: list[list[int]]
+    id_maps: list[dict[int, int]] = []  # (TP+PP: driver._id_maps)
 
     @property
     def members(self) -> list[int]:
@@ -139,11 +168,11 @@ def replicas(marks: Sequence[RankMarks], params: ParallelParams) -> list[Replica
         out = [Replica([], [group]) for group in pp_groups(marks, params)]
     else:
         pp_of = {group[0]: group for group in pp_groups(marks, params)}
-        out = []
-        for group in tp_groups(marks, params):
-            heads = [r for r in group if r in pp_of]
-            if heads:
-                out.append(Replica(heads, [pp_of[r] for r in heads]))
+        tp_of = tp_groups(marks, params)
+        out = [
+            Replica(heads, [pp_of[r] for r in heads], _id_maps(tp_of, len(heads), pp_of[heads[0]]))
+            for heads in _head_groups(strategy, tp_of, list(pp_of))
+        ]
         if sum(len(rep.tp) for rep in out) != len(pp_of):
             return None
     members = sorted(r for rep in out for r in rep.members)
@@ -162,4 +191,4 @@ def merge_replica(by_rank: Mapping[int, Graph], replica: Replica, params: Parall
         return _tp([by_rank[r] for r in replica.tp], replica.tp)
     if strategy in (PP, VPP):
         return _pp([by_rank[r] for r in replica.pp[0]], params).graph
-    return _tp_over_pp([_pp([by_rank[r] for r in group], params) for group in replica.pp])
+    return _tp_over_pp([_pp([by_rank[r] for r in group], params) for group in replica.pp], replica.id_maps)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from msprobe_dask.dump.markers import STATS
 from msprobe_dask.graph.merge.params import differing_keys, is_output_key, merge_stats, tp_header
@@ -17,7 +18,7 @@ from msprobe_dask.graph.merge.pp import NOT_MERGED_ROOT_CHILDREN, subtree
 from msprobe_dask.graph.merge.rename import rank_suffixed, ranks_mapped, rename_node
 from msprobe_dask.graph.model import API_COLLECTION, COLLECTION, MODULE, Graph, Node
 
-_COLL = re.compile(rf"^{API_COLLECTION}\.(\d+)$")
+_COLL = re.compile(rf"^{API_COLLECTION}(?:_Rank\d+)?\.(\d+)$")
 _ALL_RANKS = f"{API_COLLECTION}_All_Ranks"
 _RANK_OF_COLL = re.compile(r"_Rank(\d+)")
 _REDUCES = ("_reduce_scatter_base", "reduce_scatter_tensor", "all_reduce")
@@ -26,11 +27,17 @@ _REDUCES = ("_reduce_scatter_base", "reduce_scatter_tensor", "all_reduce")
 # ------------------------------------------------------------------------------------ API collections
 
 
-def _rank_collection(nodes: dict[str, Node], coll: Node, k: str, rank: int, rename_apis: bool) -> Node:
-    rename_node(nodes, coll, f"{API_COLLECTION}_Rank{rank}.{k}")
+def _rank_collection(main: Graph, coll: Node, k: str, rank: int, rename_apis: bool) -> Node:
+    """``coll`` (of ``main`` or of another rank's graph) named ``Apis_Between_Modules_Rank{rank}.k``
+    in ``main``'s node map (its APIs ``_rank{rank}`` with ``rename_apis``): the graph it comes from
+    keeps it under its old ids (see merge_api_collections)."""
+    old_id = coll.id
+    rename_node(main.nodes, coll, f"{API_COLLECTION}_Rank{rank}.{k}")
+    if coll.id == old_id:
+        del main.nodes[old_id]
     if rename_apis:
         for api in coll.children:
-            rename_node(nodes, api, rank_suffixed(api.id, rank))
+            rename_node(main.nodes, api, rank_suffixed(api.id, rank))
     return coll
 
 
@@ -38,39 +45,45 @@ def merge_api_collections(graphs: Sequence[Graph]) -> None:
     """Wrap each root ``Apis_Between_Modules.k`` of the main graph into a new
     ``Apis_Between_Modules_All_Ranks.j`` holding ``Apis_Between_Modules_Rank{r}.k`` of every rank
     (APIs of the other ranks renamed ``_rank{r}``); existing ``_All_Ranks`` collections (from a PP
-    merge) absorb the other graphs' ``_Rank`` collections."""
+    merge) absorb the other graphs' ``_Rank`` collections.
+
+    As the reference does, the nodes taken from another graph are renamed in the main graph's node
+    map alone and stay in the other's under their old ids, and a collection renamed to the id it has
+    leaves the map. Where the groups overlap (a rank in two of them, graph_visualize.md section 6.3),
+    that shows: a graph merged as another rank's and then as a main graph wraps its own
+    ``Apis_Between_Modules_Rank{r}.k``, found under no id (node_match: its APIs are not compared); a
+    graph merged twice as another rank's gives its collections again (APIs ``_rank{r}_rank{r}``)."""
     main, others = graphs[0], graphs[1:]
     root = main.root
     j = sum(1 for c in root.children if c.id.startswith(_ALL_RANKS + "."))
     for pos, child in enumerate(list(root.children)):
         m = _COLL.match(child.id)
         if m:
-            k = m.group(1)
+            k, old_id = m.group(1), child.id
             wrapper = Node(f"{_ALL_RANKS}.{j}", COLLECTION, parent=root)
             j += 1
             main.nodes[wrapper.id] = wrapper
             root.children[pos] = wrapper
             child.parent = wrapper
-            wrapper.children.append(_rank_collection(main.nodes, child, k, main.rank, False))
+            wrapper.children.append(_rank_collection(main, child, k, main.rank, False))
             for g in others:
-                other = g.nodes.get(f"{API_COLLECTION}.{k}")
+                other = g.nodes.get(old_id)
                 if other is None or other.type != COLLECTION:
                     continue
-                _absorb(main, wrapper, [_rank_collection(g.nodes, other, k, g.rank, True)], g)
+                _absorb(main, wrapper, [_rank_collection(main, other, k, g.rank, True)])
         elif child.id.startswith(_ALL_RANKS + "."):
             for g in others:
                 other = g.nodes.get(child.id)
                 if other is not None:
-                    _absorb(main, child, list(other.children), g)
+                    _absorb(main, child, list(other.children))
 
 
-def _absorb(main: Graph, parent: Node, colls: list[Node], source: Graph) -> None:
-    """Move ``colls`` (with their API children) from ``source`` under ``parent`` of ``main``."""
+def _absorb(main: Graph, parent: Node, colls: list[Node]) -> None:
+    """``colls`` (with their API children, of another graph) under ``parent`` of ``main``."""
     for coll in colls:
         coll.parent = parent
         parent.children.append(coll)
         for node in (coll, *coll.children):
-            source.nodes.pop(node.id, None)
             main.nodes[node.id] = node
 
 
@@ -127,30 +140,39 @@ def _same_stats(a: dict | None, b: dict | None) -> bool:
     return a is not None and b is not None and all(a.get(s) == b.get(s) for s in STATS)
 
 
+class RankMaps(NamedTuple):
+    """A TP merge after PP merges, for each other graph: ``ids`` the ranks whose ``_rank{r}`` in an id
+    of the main graph are that graph's ``_rank{ids[r]}``; ``header`` the rank a moved node's data
+    comes from there, by the rank it comes from in the main graph."""
+
+    ids: Sequence[Mapping[int, int]]
+    header: Sequence[Mapping[int, int]]
+
+
 class _TPMerge:
     def __init__(
         self,
         graphs: Sequence[Graph],
         ranks: Sequence[int],
-        rank_maps: Sequence[Mapping[int, int] | None] | None,
+        rank_maps: RankMaps | None,
         origins: Mapping[Node, int] | None,
     ) -> None:
         self.main = graphs[0]
         self.others = list(graphs[1:])
         self.ranks = list(ranks)
-        self.rank_maps = list(rank_maps) if rank_maps is not None else [None] * len(self.others)
+        self.rank_maps = rank_maps
         self.origins = origins or {}
 
     def header(self, node: Node) -> str:
         """The first merge-info line: the ranks the node's data comes from (a node moved in by a PP
         merge comes from its own stage's rank and that rank's twins)."""
         origin = self.origins.get(node)
-        if origin is None:
+        if origin is None or self.rank_maps is None:
             return tp_header(self.ranks)
-        return tp_header([origin] + [m.get(origin, origin) if m else origin for m in self.rank_maps])
+        return tp_header([origin] + [m.get(origin, origin) for m in self.rank_maps.header])
 
     def twins(self, node: Node) -> list[Node] | None:
-        return _twins(node, self.others, self.rank_maps)
+        return _twins(node, self.others, self.rank_maps.ids if self.rank_maps else [None] * len(self.others))
 
     def substitute_matmuls(self, module: Node) -> None:
         """Row forward / Column backward: a matmul whose output feeds a reduce gets its inputs merged
@@ -163,14 +185,16 @@ class _TPMerge:
             if reduce is None or out is None:
                 continue
             twins = self.twins(mm)
-            keys = [k for k in differing_keys(mm, twins) if not is_output_key(mm, k)] if twins else []
-            lines = merge_stats(mm, twins, keys) if twins else []
+            merged = []  # (no twins: the note alone)
+            if twins:
+                keys = [k for k in differing_keys(mm, twins) if not is_output_key(mm, k)]
+                merged = [self.header(mm), *merge_stats(mm, twins, keys)]
             src = _first(reduce.output_data, 0)
             if src is not None:
                 for s in STATS:
                     out[s] = src.get(s)
             name = src.get("full_op_name", reduce.id) if src is not None else reduce.id
-            mm.merge_info = [self.header(mm), *lines, f"The output of this data is merged from {name}"]
+            mm.merge_info = [*merged, f"The output of this data is merged from {name}"]
 
     def first_pass(self) -> None:
         for node in list(self.main.nodes.values()):
@@ -222,12 +246,12 @@ class _TPMerge:
 def merge_tp_group(
     graphs: Sequence[Graph],
     ranks: Sequence[int],
-    rank_maps: Sequence[Mapping[int, int] | None] | None = None,
+    rank_maps: RankMaps | None = None,
     origins: Mapping[Node, int] | None = None,
 ) -> Graph:
     """TP-merge ``graphs`` (main first) in place into the main graph and return it. After a PP merge,
-    ``rank_maps`` map the main pp group's ranks onto each other graph's, and ``origins`` gives the
-    rank of the nodes the PP merge moved into the main graph."""
+    ``rank_maps`` map the main graph's ranks onto each other graph's, and ``origins`` gives the rank
+    of the nodes the PP merge moved into the main graph."""
     job = _TPMerge(graphs, ranks, rank_maps, origins)
     if job.others:  # a group of one rank (tp 1) has nothing to merge: no node gets merge info
         job.first_pass()
