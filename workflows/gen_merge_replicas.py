@@ -1,7 +1,8 @@
 """A bigger TP/PP merge input: a tp x pp dump (one data-parallel replica, e.g. the corpus's
 tp_pp_merge) copied into DP data-parallel replicas, the ranks renumbered in Megatron's order
 tp-cp-ep-dp-pp (tp fastest, pp slowest), and what names a rank inside dump.json rewritten with
-them (a process group's ``group_ranks`` and ``group_id``, a P2POp's ``peer``).
+them (a process group's ``group_ranks`` and ``group_id``, a P2POp's ``peer``, a send's ``dst`` and a
+receive's ``src``).
 
     python workflows/gen_merge_replicas.py SRC --tp 2 --pp 2 --dp 16 -o OUT
     msprobe-dask graph_visualize -tp OUT --rank_size 64 --tp 2 --pp 2 -o VIS
@@ -21,7 +22,7 @@ from pathlib import Path
 
 GROUP = re.compile(r'("group_ranks": )\[([0-9,\s]*)\]')
 GROUP_ID = re.compile(r'("group_id": ")([^"]*)"')
-PEER = re.compile(r'("peer": )([0-9]+)')
+PEER = re.compile(r'("peer": |"(?:dst|src)": \{\s*"type": "int",\s*"value": )([0-9]+)')  # (P2POp, send/recv)
 
 
 def new_rank(old: int, tp: int, dp: int, replica: int) -> int:
