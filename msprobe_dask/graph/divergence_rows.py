@@ -16,6 +16,7 @@ from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.dump.entries import DumpEntries
 from msprobe_dask.dump.markers import STATS
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
+from msprobe_dask.graph import speedups
 from msprobe_dask.graph.cells import MD5, TENSOR
 from msprobe_dask.graph.model import Graph, Node
 
@@ -56,49 +57,67 @@ def node_rows(
     """The rows of ``nodes`` of ``g`` (compared: their items hold what the compare wrote back) that are
     dump entries (``rank_rows.Row``), their partners' items beside them, as a compact piece
     (``RankRows.piece``). Whether a row's error exceeds ``tol.rtol`` is measured first (until one
-    does); only then are all rows made (else those of the communication entries)."""
+    does, ``node_exceeds``: in C where the C module answers); only then are all rows made (else those of
+    the communication entries)."""
     data = g.data
     md5, tensor = mode == MD5, mode == TENSOR
     atol, rtol = tol.atol, tol.rtol
+    native = None if md5 or tensor else speedups.native
     over = False
-    pairs: list[tuple[Node, dict[str, Mapping[str, Any]], int, bool]] = []  # (node, theirs, place, comm)
+    pairs: list[tuple[Node, Node | None, int, bool]] = []  # (node, partner, place, communication)
     for node in nodes:
         entry = node.id
         if entry not in data:
             continue
         partner = partners.get(node)
-        theirs = _by_argument(node, partner)
         communication = entry.startswith(COMM_PREFIXES) and is_communication(entry)
-        pairs.append((node, theirs, place(entry), communication))
-        if over or not theirs:
+        pairs.append((node, partner, place(entry), communication))
+        if over or partner is None:
             continue
-        partner_of = theirs.get
-        for items in (node.input_data, node.output_data):
-            for name, n in items.items():
-                b = partner_of(name)
-                if b is None:
-                    continue
-                if md5 or tensor or communication:
-                    over = _exceeds(n, b, tensor, md5, atol, rtol)
-                else:
-                    npu, bench = _stats_of(n), _stats_of(b)
-                    if npu != bench:
-                        found = exceeds(npu, bench, atol, rtol)
-                        over = _exceeds(n, b, tensor, md5, atol, rtol) if found is None else found
-                if over:
-                    break
-            if over:
-                break
+        found = None
+        if native is not None and not communication and partner.id == entry:
+            found = native.pair_exceeds(
+                node.input_data, node.output_data, partner.input_data, partner.output_data, atol, rtol
+            )
+        if found is None:
+            found = node_exceeds(node, _by_argument(node, partner), mode, communication, tol)
+        over = found
     rows = [
         (at, row)
-        for node, theirs, at, communication in pairs
+        for node, partner, at, communication in pairs
         if over or communication
-        for row in _rows(node, theirs, md5, tensor, md5 or tensor or communication)
+        for row in _rows(node, _by_argument(node, partner), md5, tensor, md5 or tensor or communication)
     ]
     rows.sort(key=_PLACE)
     entries = array("q", sorted(at for _, _, at, _ in pairs))
     comm = {at for _, _, at, communication in pairs if communication}
     return RankRows.piece(md5, tol, entries, rows, comm, over)
+
+
+def node_exceeds(
+    node: Node, theirs: Mapping[str, Mapping[str, Any]], mode: str, communication: bool, tol: Tolerance
+) -> bool:
+    """Whether the error of a row of compared ``node`` (each of its items with the item of ``theirs`` of
+    its name, ``_by_argument``) exceeds ``tol.rtol``: a row whose statistics are the same is not
+    measured (but in md5 and tensor mode, and of a communication node)."""
+    md5, tensor = mode == MD5, mode == TENSOR
+    atol, rtol = tol.atol, tol.rtol
+    partner_of = theirs.get
+    for items in (node.input_data, node.output_data):
+        for name, n in items.items():
+            b = partner_of(name)
+            if b is None:
+                continue
+            if md5 or tensor or communication:
+                if _exceeds(n, b, tensor, md5, atol, rtol):
+                    return True
+            else:
+                npu, bench = _stats_of(n), _stats_of(b)
+                if npu != bench:
+                    found = exceeds(npu, bench, atol, rtol)
+                    if _exceeds(n, b, tensor, md5, atol, rtol) if found is None else found:
+                        return True
+    return False
 
 
 def _rows(

@@ -12,7 +12,7 @@ from types import ModuleType
 from msprobe_dask.dump.markers import STATS
 from msprobe_dask.native import load
 
-API = 25  # SPEEDUPS_API in csrc/speedups.h
+API = 26  # SPEEDUPS_API in csrc/speedups.h
 
 native: ModuleType | None = load("msprobe_dask.graph._speedups", API)
 if native is not None:  # (the keys every kernel reads a leaf's statistics by: before any of their rules)

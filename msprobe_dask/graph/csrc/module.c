@@ -10,7 +10,7 @@ PyObject *exported_text_type, *orjson_dumps, *zero, *str_type,
 
 TextRules text_rules;
 unsigned text_rules_version;
-static PyObject *stat_keys_held; /* the tuple whose texts stat_keys points into */
+PyObject *stat_keys_held;
 static PyObject *text_rules_held; /* the rules whose texts text_rules points into */
 
 int configured(void) {
@@ -199,6 +199,8 @@ static PyMethodDef methods[] = {
     {"configure_summary", configure_summary, METH_O,
      "configure_summary(rules): the summary compare's rules (graph/cells.py's SUMMARY_RULES)."},
     {"summary_pair", summary_pair, METH_VARARGS, "summary_pair(npu_in, npu_out, bench_in, bench_out)."},
+    {"pair_exceeds", pair_exceeds, METH_VARARGS,
+     "pair_exceeds(npu_in, npu_out, bench_in, bench_out, atol, rtol): divergence_rows.node_exceeds, or None."},
     {"stat_diffs", stat_diffs, METH_VARARGS, "stat_diffs(ns, bs): cells._diffs."},
     {"entry_texts", entry_texts, METH_VARARGS,
      "entry_texts(text, start, end, node_id): the exported items' JSON texts of an entry, or None."},

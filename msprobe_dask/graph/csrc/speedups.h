@@ -3,7 +3,8 @@
  *
  * buffer.c: the text being made; text.c: the exported items' JSON text (item_text.py, section 7.6 of
  * graph_visualize.md); compare.c: the summary compare of a node pair (cells.py, checks.py,
- * compare.py); rows.c: tb_nodes rows (rows.py); entry_text.c and parse.c: the exported items' texts
+ * compare.py); row_exceeds.c: whether a compared pair's row has an error over rtol (divergence_rows.py);
+ * rows.c: tb_nodes rows (rows.py); entry_text.c and parse.c: the exported items' texts
  * straight from an entry's JSON text (node_items.py: export_texts); leaf_rows.c: a statistics
  * compare's rows straight from an entry's JSON text (dump/rows.py; pipeline/sides.py: rows_of_text),
  * on entry_text.c's tape; entry_items.c: the items of a graph's nodes straight from their entries'
@@ -45,7 +46,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 25
+#define SPEEDUPS_API 26
 
 /* an ASCII text of the rules (held by them) */
 typedef struct {
@@ -200,6 +201,7 @@ enum { K_OTHER, K_TYPE, K_CLASS_TYPE, K_DATA_NAME, K_DTYPE, K_VALUE, K_REQUIRES_
 /* markers.STATS, a leaf's statistics in their order (module.c: configure_stats, called as graph/speedups.py
  * loads this module, before any rules): the keys of roles K_MAX + i, those entry_text.c adds to a leaf */
 extern Text stat_keys[N_STATS];
+extern PyObject *stat_keys_held; /* markers.STATS itself, the tuple whose texts stat_keys points into */
 
 /* one value of the entry: a string's characters (between the quotes) or a number's text in s/n; a
  * container's members from ``first`` along ``next``; a member of an object has its key in k/kn */
@@ -367,6 +369,7 @@ PyObject *items_json(PyObject *self, PyObject *args);
 PyObject *node_rows(PyObject *self, PyObject *args);
 PyObject *stat_diffs(PyObject *self, PyObject *args);
 PyObject *summary_pair(PyObject *self, PyObject *args);
+PyObject *pair_exceeds(PyObject *self, PyObject *args); /* row_exceeds.c */
 PyObject *configure_summary(PyObject *self, PyObject *rules);
 PyObject *configure_rows(PyObject *self, PyObject *rules);
 const char *batch_p2p_text(Py_ssize_t *n); /* rows.c */

@@ -1,0 +1,156 @@
+"""The C test of a compared pair's rows against rtol (csrc/row_exceeds.c: pair_exceeds) answers as
+divergence_rows.node_exceeds, the Python definition (row_errors' rule), wherever it answers; it
+answers the rows of statistics dumps (floats, the same ints, texts and None, NaN and infinities)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from msprobe_dask.analysis.tolerance import Tolerance
+from msprobe_dask.dump import markers
+from msprobe_dask.graph import speedups
+from msprobe_dask.graph.compare import SUMMARY
+from msprobe_dask.graph.divergence_rows import node_exceeds
+from msprobe_dask.graph.model import API, Node
+
+NATIVE = speedups.native
+pytestmark = pytest.mark.skipif(NATIVE is None, reason="the C extension is not built")
+
+_NUMBER = (
+    st.floats()
+    | st.floats(min_value=-4, max_value=4)
+    | st.sampled_from([0.0, -0.0, 1e-7, 2.0, math.inf, -math.inf, math.nan, 1e308, -1e308])
+)
+_STAT = _NUMBER | st.integers(-3, 3) | st.none() | st.sampled_from(["True", "torch.int64"]) | st.booleans()
+_NAMES = [f"Functional.f.0.forward.{part}" for part in ("input.0", "input.1", "output.0", "output.1")]
+
+
+@st.composite
+def _items(draw: Any, stats: Any) -> dict[str, Any]:
+    """An item: its statistics (sometimes one missing), beside other keys."""
+    item: dict[str, Any] = {"type": "torch.Tensor", "dtype": "torch.float32"}
+    for key in markers.STATS:
+        if draw(st.integers(0, 9)):
+            item[key] = draw(stats)
+    return item
+
+
+@st.composite
+def _pair(draw: Any) -> tuple[Node, Node]:
+    """A node and its partner of the same name: items of the same names, some left out on either side,
+    some the same statistics (equal, or the very objects) as their partner's, some near them."""
+    npu, bench = Node("Functional.f.0.forward", API), Node("Functional.f.0.forward", API)
+    stats = draw(st.sampled_from([_NUMBER, _STAT]))  # (a statistics dump's: floats)
+    for name in _NAMES:
+        side = npu.output_data if ".output." in name else npu.input_data
+        theirs = bench.output_data if ".output." in name else bench.input_data
+        mine = draw(_items(stats))
+        if draw(st.booleans()):
+            side[name] = mine
+        kind = draw(st.sampled_from(["other", "same", "equal", "near", "none"]))
+        if kind == "none":
+            continue
+        if kind == "same":
+            partner = dict(mine)
+        elif kind == "equal":
+            partner = {k: float(v) if v.__class__ is float else v for k, v in mine.items()}
+        elif kind == "near":
+            partner = {
+                k: v * draw(st.sampled_from([1.0, 1.0001, 0.95, 1.5])) if v.__class__ is float else v
+                for k, v in mine.items()
+            }
+        else:
+            partner = draw(_items(stats))
+        theirs[name] = partner
+    return npu, bench
+
+
+_TOLERANCE = st.builds(
+    Tolerance, st.sampled_from([1e-6, 0.0, 0.5, -1.0]), st.sampled_from([0.1, 0.0, 1.0, 1e-3])
+) | st.builds(  # (those the C path leaves to Python)
+    Tolerance,
+    st.sampled_from([1e-6, math.inf, math.nan, -math.inf]),
+    st.sampled_from([0.1, -0.5, math.inf, math.nan]),
+)
+
+
+def _python(npu: Node, bench: Node, tol: Tolerance) -> bool:
+    return node_exceeds(npu, {**bench.input_data, **bench.output_data}, SUMMARY, False, tol)
+
+
+def _native(npu: Node, bench: Node, tol: Tolerance) -> bool | None:
+    assert NATIVE is not None
+    found: bool | None = NATIVE.pair_exceeds(
+        npu.input_data, npu.output_data, bench.input_data, bench.output_data, tol.atol, tol.rtol
+    )
+    return found
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_pair(), _TOLERANCE)
+def test_pair_exceeds_answers_as_node_exceeds(pair: tuple[Node, Node], tol: Tolerance) -> None:
+    npu, bench = pair
+    found = _native(npu, bench, tol)
+    if found is not None:
+        assert found is _python(npu, bench, tol), (npu.input_data, npu.output_data, bench, tol)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_pair(), st.sampled_from([Tolerance(), Tolerance(0.0, 0.0), Tolerance(1e-3, 1.0)]))
+def test_pair_exceeds_answers_rows_of_floats_and_of_the_same_statistics(
+    pair: tuple[Node, Node], tol: Tolerance
+) -> None:
+    """Each row's statistics floats (any: NaN, infinities), or the same (equal ints, texts, None):
+    answered in C."""
+    npu, bench = pair
+    theirs = {**bench.input_data, **bench.output_data}
+    keys = markers.STATS
+    answered = all(
+        all(item.get(k).__class__ is float and other.get(k).__class__ is float for k in keys)
+        or [item.get(k) for k in keys] == [other.get(k) for k in keys]
+        for items in (npu.input_data, npu.output_data)
+        for name, item in items.items()
+        if (other := theirs.get(name)) is not None
+    )
+    if answered:
+        assert _native(npu, bench, tol) is _python(npu, bench, tol)
+
+
+def test_pair_exceeds_of_usual_rows() -> None:
+    def pair(npu: tuple[Any, ...], bench: tuple[Any, ...]) -> bool | None:
+        n, b = Node("Tensor.add.0.forward", API), Node("Tensor.add.0.forward", API)
+        n.output_data["Tensor.add.0.forward.output.0"] = dict(zip(markers.STATS, npu))
+        b.output_data["Tensor.add.0.forward.output.0"] = dict(zip(markers.STATS, bench))
+        return _native(n, b, Tolerance())
+
+    assert pair((2.0, -1.0, 0.5, 3.0), (2.0, -1.0, 0.5, 3.0)) is False
+    assert pair((2.1, -1.0, 0.5, 3.0), (2.0, -1.0, 0.5, 3.0)) is False
+    assert pair((2.5, -1.0, 0.5, 3.0), (2.0, -1.0, 0.5, 3.0)) is True
+    assert pair((1.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0)) is True  # (no scale: infinite)
+    assert pair((1e-6, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0)) is False  # (no more than atol: none)
+    assert pair((1.0, 0.0, 0.5, 5.0), (1.0, 0.0, 0.5, math.inf)) is False  # (no Bench norm: not measured)
+    assert pair((1.0, 0.0, 0.5, math.inf), (1.0, 0.0, 0.5, 5.0)) is True
+    assert pair((1.25, -math.inf, -math.inf, math.inf), (1.2524, -math.inf, -math.inf, math.inf)) is False
+    assert pair((1.25, math.nan, 0.0, 1.0), (1.25, 0.0, 0.0, 1.0)) is True
+    assert pair((-1, -1, -1, -1), (-1, -1, -1, -1)) is False
+    assert pair(("True", "False", None, None), ("True", "False", None, None)) is False
+    assert pair((1, 0, 0, 0), (2, 0, 0, 0)) is None  # (ints that differ: the Python path)
+
+
+def test_pair_exceeds_reads_the_statistics_by_their_configured_keys() -> None:
+    """The statistics' keys are markers.STATS, handed to the C module as graph/speedups.py loads it."""
+    assert NATIVE is not None
+    n, b = Node("Tensor.add.0.forward", API), Node("Tensor.add.0.forward", API)
+    n.output_data["x"] = {"Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 9.0, "L2": 2.0}
+    b.output_data["x"] = {"Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 2.0, "L2": 2.0}
+    assert _native(n, b, Tolerance()) is True
+    NATIVE.configure_stats((*markers.STATS[:3], "L2"))
+    try:
+        assert _native(n, b, Tolerance()) is False
+    finally:
+        NATIVE.configure_stats(markers.STATS)
