@@ -50,6 +50,7 @@ LAYERS: list[tuple[str, int]] = [
     ("msprobe_dask.graph", 6),
     ("msprobe_dask.writers", 7),
     ("msprobe_dask.summary.divergence", 7),  # the first divergence of a compare, by analysis/
+    ("msprobe_dask.summary.first_divergence", 7),  # the summary of analysis/'s answer
     # the commands and their drivers
     ("msprobe_dask.pipeline", 8),
     ("msprobe_dask.graph.api", 8),

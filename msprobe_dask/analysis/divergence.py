@@ -19,12 +19,12 @@ followed by the first node of every rank it reached, in time order, each naming 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, cast
 
+from msprobe_dask.analysis.findings import ORIGIN, RECEIVED, Divergence, Finding, step_and_rank, step_key
 from msprobe_dask.analysis.flow import LightNode, Node, TensorError, column_nodes
 from msprobe_dask.analysis.links import Links, Sent, link
 from msprobe_dask.analysis.quiet_rows import QuietRun
@@ -33,66 +33,6 @@ from msprobe_dask.analysis.row_errors import READ_COLUMNS, RowColumns
 from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.columns import NPU_P2P_OP, NPU_P2P_PEER
 from msprobe_dask.dump.markers import PARAMETERS_GRAD
-
-ORIGIN, RECEIVED = "origin", "received"
-_NUMBER = re.compile(r"(\d+)")
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """A node that diverges: where, how much, and why."""
-
-    step: str  # "step0", "" for a single step
-    rank: int
-    node: str  # the dump entry
-    index: int  # its position in the rank's execution order
-    time: int  # happens-before time within the step
-    kind: str  # ORIGIN or RECEIVED
-    tensor: str  # the row that diverges most
-    error: float
-    input_error: float
-    received_from: int | None = None
-    via: str = ""  # the peer's communication node it came through
-    reason: str = ""
-    stack: str = ""
-
-    @property
-    def where(self) -> str:
-        return "/".join(p for p in (self.step, f"rank{self.rank}") if p)
-
-
-@dataclass(frozen=True)
-class Divergence:
-    """The answer for a whole job. ``origin`` is None when nothing diverges."""
-
-    tolerance: Tolerance
-    origin: Finding | None
-    origins: tuple[Finding, ...] = ()  # every origin, earliest first
-    firsts: tuple[Finding, ...] = ()  # the first divergent node of each (step, rank), in job order
-    path: tuple[Finding, ...] = ()  # the origin, then where it reached each other rank, in time order
-    nodes: dict[tuple[str, int], int] = field(default_factory=dict)  # nodes analysed per (step, rank)
-
-    def first(self, step: str, rank: int) -> Finding | None:
-        return next((f for f in self.firsts if (f.step, f.rank) == (step, rank)), None)
-
-    def lines(self) -> list[str]:
-        """The answer in a few lines of text."""
-        if self.origin is None:
-            return ["First divergence: none (every node within tolerance)"]
-        o = self.origin
-        lines = [
-            f"First divergence: {o.where} {o.node}",
-            f"    {o.reason}",
-        ]
-        if o.stack:
-            lines.append(f"    code: {o.stack}")
-        for hop in self.path[1:]:
-            lines.append(f"    spread: {hop.where} {hop.node} (received from rank {hop.received_from})")
-        return lines
-
-
-def step_key(step: str) -> tuple[Any, ...]:
-    return tuple(int(p) if p.isdigit() else p for p in _NUMBER.split(step))
 
 
 def _fmt(value: float) -> str:
@@ -348,16 +288,6 @@ def _answer(
         path=_path(origin, firsts) if origin else (),
         nodes=counts,
     )
-
-
-def step_and_rank(label: str) -> tuple[str, int]:
-    """A compare result's label (``step0/rank2``, ``rank1``, ``graph/step0/proc3``, ``""``) as
-    (step, rank); a folder without a rank number is rank 0."""
-    parts = [p for p in label.split("/") if p]
-    rank_part = parts[-1] if parts and parts[-1].startswith(("rank", "proc")) else ""
-    digits = rank_part[4:]
-    step = "/".join(parts[:-1] if rank_part else parts)
-    return step, int(digits) if rank_part.startswith("rank") and digits.isdigit() else 0
 
 
 def table_columns(table: Any) -> RowColumns:

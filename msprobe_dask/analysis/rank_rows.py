@@ -19,7 +19,8 @@ from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.columns import BENCH_MD5, NPU_DTYPE, NPU_MD5, NPU_NAME, STACK_COLUMN, STAT_COLUMNS
 
 if TYPE_CHECKING:  # (the walk's modules are imported where a rank is walked: most runs walk none)
-    from msprobe_dask.analysis.divergence import Divergence, RankNodes
+    from msprobe_dask.analysis.divergence import RankNodes
+    from msprobe_dask.analysis.findings import Divergence
 
 Row = tuple[Any, ...]
 """A row: its NPU name, dump entry, state, NPU statistics (Max, Min, Mean, Norm), Bench statistics, its
@@ -137,7 +138,8 @@ _NO_STATS = (None,) * 4
 def _origin_place(rows: list[tuple[int, Row]], md5_only: bool, tol: Tolerance) -> int:
     """The place of the first entry of ``rows`` (in dump order) where the walk finds an origin, when it
     walks them alone from the first; -1: none."""
-    from msprobe_dask.analysis.divergence import ORIGIN, Walk, walk_rank
+    from msprobe_dask.analysis.divergence import Walk, walk_rank
+    from msprobe_dask.analysis.findings import ORIGIN
     from msprobe_dask.analysis.flow import walk_nodes
     from msprobe_dask.analysis.links import Links
     from msprobe_dask.analysis.row_entries import entry_spans, row_entries
@@ -152,10 +154,10 @@ def _origin_place(rows: list[tuple[int, Row]], md5_only: bool, tol: Tolerance) -
 
 def analyse_rank_rows(ranks: Iterable[tuple[str, RankRows]]) -> Divergence | None:
     """The job's divergence from each (step, rank)'s rows (``(label, rows)``, the label as
-    ``divergence.step_and_rank`` reads it), walked as compare walks its tables; None: no rows. The
+    ``findings.step_and_rank`` reads it), walked as compare walks its tables; None: no rows. The
     ranks of a step none of whose rows exceeds rtol are neither linked nor walked (no rule finds a node
-    there)."""
-    from msprobe_dask.analysis.divergence import analyse_firsts, step_and_rank
+    there): where no rank's do, the answer is none, the walk's modules not imported."""
+    from msprobe_dask.analysis.findings import Divergence, step_and_rank
 
     steps: dict[str, dict[int, RankRows]] = {}
     for label, rows in ranks:
@@ -164,6 +166,15 @@ def analyse_rank_rows(ranks: Iterable[tuple[str, RankRows]]) -> Divergence | Non
     if not steps:
         return None
     tol = next(rows for ranks_of in steps.values() for rows in ranks_of.values()).tolerance
+    if not any(rows.exceeds for ranks_of in steps.values() for rows in ranks_of.values()):
+        counts = {
+            (step, rank): len(rows.entries)
+            for step, ranks_of in steps.items()
+            for rank, rows in ranks_of.items()
+        }
+        return Divergence(tol, None, nodes=counts)
+    from msprobe_dask.analysis.divergence import analyse_firsts
+
     groups = {}
     for step, ranks_of in steps.items():
         linked = len(ranks_of) > 1 and any(rows.exceeds for rows in ranks_of.values())

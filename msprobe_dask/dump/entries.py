@@ -107,6 +107,16 @@ class DumpEntries(Mapping[str, Any]):
         """The [start, end) of entry ``name``'s value in the file."""
         return span_bounds(self._spans[name])
 
+    def starts(self, names: Iterable[str]) -> list[int | None]:
+        """Where each of ``names``' value starts in the file (its place in dump.json); None: not an entry."""
+        spans, full = self._spans, self._full
+        return [
+            (span[0] if span.__class__ is tuple else span >> SPAN_SHIFT)
+            if (span := spans.get(name)) is not None and (full is None or name in full)
+            else None
+            for name in names
+        ]
+
     def one_line_names(self) -> list[str]:
         """The entries written on one line (which the scan has parsed), or all once parsed whole."""
         return list(self._full if self._full is not None else self._small)

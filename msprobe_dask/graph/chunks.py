@@ -259,7 +259,7 @@ def chunk_task(p: Prepared, k: int) -> tuple[RowsChunk | None, ...]:
             texts_of(bench, [*partners.values(), *unmade]),
         )
         npu_rows, bench_rows = [], []
-        place = dump_places(npu)
+        places = dump_places(npu)
         for lo, hi in _sub_runs(c.lo, c.hi):
             run = npu_nodes[lo:hi]
             theirs = {n: b for n in run if (b := partners.get(n)) is not None}
@@ -270,7 +270,7 @@ def chunk_task(p: Prepared, k: int) -> tuple[RowsChunk | None, ...]:
                 overflow_levels(npu, run)
             rows = chunk_rows(npu, p.sources[0], run, lo, npu_ids, md5)
             if rows.summary is not None and p.tolerance is not None:  # (while both sides' items are here)
-                rows.summary.divergence = node_rows(npu, run, theirs, p.mode, place, p.tolerance)
+                rows.summary.divergence = node_rows(run, theirs, p.mode, places, p.tolerance)
             npu_rows.append(rows)
             _drop_items(npu, run)
             # the rows of the chunk's Bench partners met here, made while their items are at hand

@@ -5,7 +5,7 @@ pair compared whole), each with its dump entry's place in dump.json (analysis/ra
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from operator import itemgetter
 from typing import Any
 
@@ -23,12 +23,14 @@ from msprobe_dask.graph.model import Graph, Node
 _NO_STATS = (None,) * len(STATS)
 
 
-def dump_places(g: Graph) -> Callable[[str], int]:
-    """Each dump entry's place in ``g``'s dump.json (its offset in the file, or its index)."""
+def dump_places(g: Graph) -> Callable[[Iterable[str]], list[int | None]]:
+    """Each of some names' place in ``g``'s dump.json (its offset in the file, or its index; None: not a
+    dump entry)."""
     data = g.data
     if isinstance(data, DumpEntries):
-        return lambda name: data.span(name)[0]
-    return {name: i for i, name in enumerate(data)}.__getitem__
+        return data.starts
+    index = {name: i for i, name in enumerate(data)}
+    return lambda names: list(map(index.get, names))
 
 
 def _by_argument(node: Node, partner: Node | None) -> dict[str, Mapping[str, Any]]:
@@ -47,31 +49,29 @@ def _by_argument(node: Node, partner: Node | None) -> dict[str, Mapping[str, Any
 
 
 def node_rows(
-    g: Graph,
-    nodes: Iterable[Node],
+    nodes: Collection[Node],
     partners: Mapping[Node, Node],
     mode: str,
-    place: Callable[[str], int],
+    places: Callable[[Iterable[str]], list[int | None]],
     tol: Tolerance,
 ) -> RankRows:
-    """The rows of ``nodes`` of ``g`` (compared: their items hold what the compare wrote back) that are
-    dump entries (``rank_rows.Row``), their partners' items beside them, as a compact piece
-    (``RankRows.piece``). Whether a row's error exceeds ``tol.rtol`` is measured first (until one
-    does, ``node_exceeds``: in C where the C module answers); only then are all rows made (else those of
-    the communication entries)."""
-    data = g.data
+    """The rows of compared ``nodes`` (their items hold what the compare wrote back) that are dump
+    entries (``rank_rows.Row``; ``places``: their places in dump.json, ``dump_places``), their
+    partners' items beside them, as a compact piece (``RankRows.piece``). Whether a row's error exceeds
+    ``tol.rtol`` is measured first (until one does, ``node_exceeds``: in C where the C module answers);
+    only then are all rows made (else those of the communication entries)."""
     md5, tensor = mode == MD5, mode == TENSOR
     atol, rtol = tol.atol, tol.rtol
     native = None if md5 or tensor else speedups.native
     over = False
     pairs: list[tuple[Node, Node | None, int, bool]] = []  # (node, partner, place, communication)
-    for node in nodes:
-        entry = node.id
-        if entry not in data:
+    for node, at in zip(nodes, places([node.id for node in nodes])):
+        if at is None:
             continue
+        entry = node.id
         partner = partners.get(node)
         communication = entry.startswith(COMM_PREFIXES) and is_communication(entry)
-        pairs.append((node, partner, place(entry), communication))
+        pairs.append((node, partner, at, communication))
         if over or partner is None:
             continue
         found = None

@@ -37,7 +37,7 @@ from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.summary.nodes import stack_line
 
 if TYPE_CHECKING:
-    from msprobe_dask.analysis.divergence import Divergence
+    from msprobe_dask.analysis.findings import Divergence
 
 NPU, BENCH = "NPU", "Bench"
 
@@ -120,7 +120,7 @@ def prepare_compare_task(
     md5 = mode == MD5
     done = [graph_rows(npu, NPU, md5), graph_rows(bench, BENCH, md5)]
     if done[0].summary is not None and opts.tolerance is not None:  # (the first divergence's rows)
-        rows = node_rows(npu, npu.nodes.values(), dict(pairs), mode, dump_places(npu), opts.tolerance)
+        rows = node_rows(list(npu.nodes.values()), dict(pairs), mode, dump_places(npu), opts.tolerance)
         done[0].summary.divergence = rows
     return Prepared((npu, bench), sources, mode, opts.overflow_check, [], done)
 

@@ -87,7 +87,7 @@ def visualized(path: str, result: VisResult) -> Visualized:
     summary, unreadable = run_summary(result.graphs)
     found = job_divergence(result.graphs)
     if found is not None:
-        from msprobe_dask.summary.divergence import apply_divergence
+        from msprobe_dask.summary.first_divergence import apply_divergence
 
         apply_divergence(summary, found)
     return Visualized(path, summary, unreadable)

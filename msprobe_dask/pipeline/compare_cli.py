@@ -217,7 +217,8 @@ def _run(args: argparse.Namespace, out: Path, run_options: RunOptions) -> int:
     found = None
     if args.report or not args.quiet:  # the first divergence (not imported with -q: 0.1e9 instructions)
         from msprobe_dask.analysis.divergence import RankNodes
-        from msprobe_dask.summary.divergence import analyse_rank_nodes, apply_divergence, rank_table_nodes
+        from msprobe_dask.summary.divergence import analyse_rank_nodes, rank_table_nodes
+        from msprobe_dask.summary.first_divergence import apply_divergence
 
         nodes = [
             (

@@ -34,7 +34,8 @@ from msprobe_dask.summary.model import GroupSummary
 from msprobe_dask.summary.table import merge_summaries
 
 if TYPE_CHECKING:  # the first-divergence analysis: imported where a summary is asked for (not with -q)
-    from msprobe_dask.analysis.divergence import Finding, RankNodes, Walk
+    from msprobe_dask.analysis.divergence import RankNodes, Walk
+    from msprobe_dask.analysis.findings import Finding
     from msprobe_dask.analysis.flow import LightNode, Node
     from msprobe_dask.analysis.quiet_rows import QuietRun
     from msprobe_dask.analysis.tolerance import Tolerance

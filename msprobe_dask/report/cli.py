@@ -8,12 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from msprobe_dask.analysis.divergence import Divergence
+from msprobe_dask.analysis.findings import Divergence
 from msprobe_dask.analysis.tolerance import Tolerance, add_tolerance_options, tolerance_of
 from msprobe_dask.cli_args import add_command, add_debug
 from msprobe_dask.errors import UserError
 from msprobe_dask.pipeline.scheduler import RunOptions
-from msprobe_dask.summary.divergence import analyse_tables, apply_divergence
+from msprobe_dask.summary.divergence import analyse_tables
+from msprobe_dask.summary.first_divergence import apply_divergence
 from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.summary.table import summarise_table
 from msprobe_dask.summary.text import print_run_end

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from msprobe_dask.analysis.divergence import Divergence, Finding, step_and_rank, step_key
+from msprobe_dask.analysis.findings import Divergence, Finding, step_and_rank, step_key
 from msprobe_dask.columns import MAX_RELATIVE_ERR, NORM_RELATIVE_ERR, NPU_NAME, STACK_COLUMN, STAT_COLUMNS
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 from msprobe_dask.summary.cells import as_float

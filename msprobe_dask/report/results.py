@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from msprobe_dask.analysis.divergence import step_key
+from msprobe_dask.analysis.findings import step_key
 from msprobe_dask.analysis.row_entries import entry_and_state
 from msprobe_dask.columns import MAX_RELATIVE_ERR, NORM_RELATIVE_ERR, NPU_MD5, NPU_NAME
 from msprobe_dask.errors import DumpError, UserError

@@ -13,12 +13,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from msprobe_dask.analysis.divergence import Divergence
+from msprobe_dask.analysis.findings import Divergence
 from msprobe_dask.columns import DIFF_COLUMNS, ERR_MESSAGE, STAT_COLUMNS, TENSOR_METRIC_COLUMNS
 from msprobe_dask.results.display import summary_html
 from msprobe_dask.results.frames import data_frame
 from msprobe_dask.summary.cells import as_float
-from msprobe_dask.summary.divergence import analyse_tables, apply_divergence
+from msprobe_dask.summary.divergence import analyse_tables
+from msprobe_dask.summary.first_divergence import apply_divergence
 from msprobe_dask.summary.kinds import messages
 from msprobe_dask.summary.model import GroupSummary, NodeRef, RunSummary
 from msprobe_dask.summary.table import summarise_table

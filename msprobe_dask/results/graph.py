@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from msprobe_dask.results.display import summary_html
 from msprobe_dask.results.frames import data_frame
-from msprobe_dask.summary.divergence import apply_divergence
+from msprobe_dask.summary.first_divergence import apply_divergence
 from msprobe_dask.summary.model import NodeRef, RunSummary
 from msprobe_dask.summary.nodes import precision_result, summarise_nodes
 from msprobe_dask.summary.text import summary_lines
 
 if TYPE_CHECKING:
-    from msprobe_dask.analysis.divergence import Divergence
+    from msprobe_dask.analysis.findings import Divergence
 
 NODE_TYPES = {"0": "module", "1": "api", "9": "collection"}
 NPU, BENCH = "NPU", "Bench"

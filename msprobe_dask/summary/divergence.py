@@ -17,18 +17,15 @@ from itertools import accumulate
 from typing import Any, Protocol
 
 from msprobe_dask.analysis.divergence import (
-    RECEIVED,
-    Divergence,
-    Finding,
     RankNodes,
     Tolerance,
     Walk,
     analyse_firsts,
     from_tables,
-    step_and_rank,
     table_columns,
     walk_rank,
 )
+from msprobe_dask.analysis.findings import Divergence, Finding, step_and_rank
 from msprobe_dask.analysis.flow import (
     LightNode,
     Node,
@@ -40,12 +37,6 @@ from msprobe_dask.analysis.links import Links
 from msprobe_dask.analysis.quiet_rows import QuietRun
 from msprobe_dask.analysis.row_errors import RowColumns
 from msprobe_dask.columns import STAT_COLUMNS
-from msprobe_dask.summary.model import NodeRef, RunSummary
-
-
-def node_ref(finding: Finding, label: str) -> NodeRef:
-    result = f"received from rank {finding.received_from}" if finding.kind == RECEIVED else finding.kind
-    return NodeRef(finding.node, "error", finding.error, finding.stack, result, label)
 
 
 def analyse_tables(tables: Iterable[tuple[str, Any]], tol: Tolerance | None = None) -> Divergence | None:
@@ -209,21 +200,3 @@ def rank_of_parts(parts: Sequence[PartNodes | WalkedPart], ahead: Finding | Walk
                 yield node.moved(start) if start and node.__class__ is Node else node  # type: ignore[union-attr]
 
     return RankNodes(starts[-1], comms, read, any(part.exceeds for part in parts), ahead)
-
-
-def apply_divergence(summary: RunSummary, found: Divergence | None) -> None:
-    """Fill ``summary``'s groups and origin from ``found`` (nothing to do when it is None)."""
-    if found is None:
-        return
-    for group in summary.groups:
-        key = step_and_rank(group.label)
-        if key in found.nodes:
-            first = found.first(*key)
-            group.first_divergence = node_ref(first, group.label) if first else None
-    origin = found.origin
-    if origin is not None:
-        label = next(
-            (g.label for g in summary.groups if step_and_rank(g.label) == (origin.step, origin.rank)), ""
-        )
-        summary.origin = node_ref(origin, label)
-    summary.origin_lines = found.lines()

@@ -16,14 +16,8 @@ from conftest import case_dir, light_node, walk_view
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msprobe_dask.analysis.divergence import (
-    ORIGIN,
-    RECEIVED,
-    Tolerance,
-    analyse_nodes,
-    from_tables,
-    step_and_rank,
-)
+from msprobe_dask.analysis.divergence import Tolerance, analyse_nodes, from_tables
+from msprobe_dask.analysis.findings import ORIGIN, RECEIVED, step_and_rank
 from msprobe_dask.analysis.flow import Comm, LightNode, Node, TensorError, column_nodes, part_nodes
 from msprobe_dask.analysis.quiet_rows import QuietRun
 from msprobe_dask.analysis.row_errors import READ_COLUMNS, RowColumns
@@ -275,7 +269,8 @@ def test_a_rank_alone_walked_ahead_through_its_first_parts_gives_the_whole_walks
     the whole nodes, whether the walk ahead found the origin, got somewhere, or had nothing to walk."""
     import random
 
-    from msprobe_dask.analysis.divergence import Finding, Walk, analyse_nodes
+    from msprobe_dask.analysis.divergence import Walk, analyse_nodes
+    from msprobe_dask.analysis.findings import Finding
     from msprobe_dask.summary.divergence import analyse_rank_nodes, rank_of_parts, walk_ahead
 
     rng = random.Random(5)

@@ -13,7 +13,7 @@ import pytest
 from conftest import case_dir
 
 import msprobe_dask as mp
-from msprobe_dask.analysis.divergence import ORIGIN, Divergence, Finding
+from msprobe_dask.analysis.findings import ORIGIN, Divergence, Finding
 from msprobe_dask.cli import main
 
 MULTIRANK = case_dir("multirank")
