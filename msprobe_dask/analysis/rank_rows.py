@@ -68,16 +68,17 @@ class RankRows:
         rows: list[tuple[int, Row]],
         comm: Container[int],
         exceeds: bool,
+        end: int,
     ) -> RankRows:
         """A piece of the ``entries`` (their places, in order) and ``rows`` ((place, row) in dump
         order), compact: it keeps the rows of its communication entries (the places ``comm``: the links
-        across ranks read them) and, where a row's error exceeds rtol (``exceeds``), those up to its
-        first entry where the walk finds an origin when it starts there (``_origin_place``). What the
-        walk knows when it reaches the piece (the tensors before it, their errors, what peers sent) only
-        takes origins away: without one walked alone, the piece holds none in the rank's walk either.
-        (Its nodes that use a tensor a peer sent, and so received the divergence without being a
-        communication node, are not kept: a rank's first divergent node may then be found later.)"""
-        end = _origin_place(rows, md5_only, tol) if exceeds else -1
+        across ranks read them) and, where a row's error exceeds rtol (``exceeds``), those up to ``end``,
+        its first entry where the walk finds an origin when it starts there (``origin_place``; -1:
+        none). What the walk knows when it reaches the piece (the tensors before it, their errors, what
+        peers sent) only takes origins away: without one walked alone, the piece holds none in the
+        rank's walk either. (Its nodes that use a tensor a peer sent, and so received the divergence
+        without being a communication node, are not kept: a rank's first divergent node may then be
+        found later.)"""
         kept = [(place, row) for place, row in rows if place <= end or place in comm]
         return cls(md5_only, tol, entries, [place for place, _ in kept], [row for _, row in kept], exceeds)
 
@@ -135,7 +136,7 @@ def _no_tensor(place: int) -> Row:
 _NO_STATS = (None,) * 4
 
 
-def _origin_place(rows: list[tuple[int, Row]], md5_only: bool, tol: Tolerance) -> int:
+def origin_place(rows: list[tuple[int, Row]], md5_only: bool, tol: Tolerance) -> int:
     """The place of the first entry of ``rows`` (in dump order) where the walk finds an origin, when it
     walks them alone from the first; -1: none."""
     from msprobe_dask.analysis.divergence import Walk, walk_rank

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from itertools import islice
 from operator import itemgetter
 from typing import Any
 
 from msprobe_dask.analysis.comm_apis import COMM_PREFIXES, is_communication
-from msprobe_dask.analysis.rank_rows import RankRows, Row
+from msprobe_dask.analysis.rank_rows import RankRows, Row, origin_place
 from msprobe_dask.analysis.row_errors import exceeds, number, stats_error
 from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.dump.entries import DumpEntries
@@ -59,9 +60,9 @@ def node_rows(
     entries (``rank_rows.Row``; ``places``: their places in dump.json, ``dump_places``), their
     partners' items beside them, as a compact piece (``RankRows.piece``). Whether a row's error exceeds
     ``tol.rtol`` is measured first (until one does, ``node_exceeds``: in C where the C module answers);
-    only then are all rows made (else those of the communication entries)."""
+    only then are rows made, up to the piece's first origin (``_rows_to_origin``), beside those of the
+    communication entries."""
     md5, tensor = mode == MD5, mode == TENSOR
-    atol, rtol = tol.atol, tol.rtol
     native = None if md5 or tensor else speedups.native
     over = False
     pairs: list[tuple[Node, Node | None, int, bool]] = []  # (node, partner, place, communication)
@@ -72,26 +73,70 @@ def node_rows(
         partner = partners.get(node)
         communication = entry.startswith(COMM_PREFIXES) and is_communication(entry)
         pairs.append((node, partner, at, communication))
-        if over or partner is None:
-            continue
-        found = None
-        if native is not None and not communication and partner.id == entry:
-            found = native.pair_exceeds(
-                node.input_data, node.output_data, partner.input_data, partner.output_data, atol, rtol
-            )
-        if found is None:
-            found = node_exceeds(node, _by_argument(node, partner), mode, communication, tol)
-        over = found
-    rows = [
+        if not over and partner is not None:
+            over = _pair_exceeds(native, node, partner, communication, mode, tol)
+    pairs.sort(key=_PLACE)
+    rows: list[tuple[int, Row]] = []
+    made, end = 0, -1
+    if over:
+        exceeding = (
+            at
+            for node, partner, at, communication in pairs
+            if partner is not None and _pair_exceeds(native, node, partner, communication, mode, tol)
+        )
+        rows, made, end = _rows_to_origin(pairs, exceeding, md5, tensor, tol)
+    rows += [
         (at, row)
-        for node, partner, at, communication in pairs
-        if over or communication
-        for row in _rows(node, _by_argument(node, partner), md5, tensor, md5 or tensor or communication)
+        for node, partner, at, communication in pairs[made:]
+        if communication
+        for row in _rows(node, _by_argument(node, partner), md5, tensor, True)
     ]
-    rows.sort(key=_PLACE)
-    entries = array("q", sorted(at for _, _, at, _ in pairs))
+    entries = array("q", [at for _, _, at, _ in pairs])
     comm = {at for _, _, at, communication in pairs if communication}
-    return RankRows.piece(md5, tol, entries, rows, comm, over)
+    return RankRows.piece(md5, tol, entries, rows, comm, over, end)
+
+
+def _pair_exceeds(
+    native: Any, node: Node, partner: Node, communication: bool, mode: str, tol: Tolerance
+) -> bool:
+    """``node_exceeds`` of ``node`` and its partner, asked of the C module (``native``) where it answers."""
+    if native is not None and not communication and partner.id == node.id:
+        found = native.pair_exceeds(
+            node.input_data, node.output_data, partner.input_data, partner.output_data, tol.atol, tol.rtol
+        )
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+    return node_exceeds(node, _by_argument(node, partner), mode, communication, tol)
+
+
+def _rows_to_origin(
+    pairs: list[tuple[Node, Node | None, int, bool]],
+    exceeding: Iterator[int],
+    md5: bool,
+    tensor: bool,
+    tol: Tolerance,
+) -> tuple[list[tuple[int, Row]], int, int]:
+    """The rows of ``pairs`` (in dump order) up to the first entry where the walk finds an origin when
+    it walks them alone from the first (``origin_place``), how many pairs' rows were made, and that
+    entry's place (-1: none). An origin is a node a row of which exceeds rtol (their places
+    ``exceeding``, in order, found as they are asked for): the rows are made and walked up to the 1st,
+    2nd, 4th ... of them until the walk finds one (the walk goes forward: what it finds in the rows up to
+    a node it finds there in all the rows)."""
+    rows: list[tuple[int, Row]] = []
+    made, found = 0, 0
+    while True:
+        ahead = list(islice(exceeding, max(1, found)))
+        if not ahead:
+            return rows, made, -1
+        found += len(ahead)
+        while made < len(pairs) and pairs[made][2] <= ahead[-1]:
+            node, partner, at, communication = pairs[made]
+            more = md5 or tensor or communication
+            rows += [(at, row) for row in _rows(node, _by_argument(node, partner), md5, tensor, more)]
+            made += 1
+        end = origin_place(rows, md5, tol)
+        if end >= 0:
+            return rows, made, end
 
 
 def node_exceeds(
@@ -136,7 +181,7 @@ def _rows(
             stack = None
 
 
-_PLACE = itemgetter(0)
+_PLACE = itemgetter(2)  # (of a pair: its node's place)
 _GET_STATS = itemgetter(*STATS)
 
 

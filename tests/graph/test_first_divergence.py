@@ -14,7 +14,12 @@ from conftest import case_dir
 
 import msprobe_dask as mp
 from msprobe_dask.analysis.findings import ORIGIN, Divergence, Finding
+from msprobe_dask.analysis.rank_rows import origin_place
+from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.cli import main
+from msprobe_dask.graph.compare import SUMMARY
+from msprobe_dask.graph.divergence_rows import node_rows
+from msprobe_dask.graph.model import API, Node
 
 MULTIRANK = case_dir("multirank")
 MS_DA = case_dir("ms_da")
@@ -144,3 +149,34 @@ def test_compare_graph_and_report_agree_on_every_multirank_case(
     where = f"rank{compared.origin.rank} {compared.origin.node}"
     assert _job_lines(lines)[0].endswith(where)
     assert _unstepped(_job_lines(lines)) == _unstepped(report_lines)
+
+
+def _tensor_node(name: str, inputs: tuple[float, float], output: tuple[float, float]) -> tuple[Node, Node]:
+    """A node and its partner, one input and one output each, their Max (NPU, Bench) as given."""
+    npu, bench = Node(name, API), Node(name, API)
+    for node, side in ((npu, 0), (bench, 1)):
+        for items, state, high in ((node.input_data, "input", inputs), (node.output_data, "output", output)):
+            items[f"{name}.{state}.0"] = {
+                "state": state,
+                "Max": high[side],
+                "Min": -1.0,
+                "Mean": 0.0,
+                "Norm": 1.0,
+            }
+    return npu, bench
+
+
+def test_a_piece_keeps_its_rows_up_to_an_origin_after_a_node_that_exceeds_without_being_one() -> None:
+    """A piece's first node over rtol adds less than rtol to its inputs' error (not an origin); its
+    third is one: the piece keeps its rows up to that one, as the walk of all its rows finds it."""
+    made = [
+        _tensor_node("Functional.a.0.forward", (1.0, 1.09), (1.15, 1.0)),  # over rtol, within its inputs'
+        _tensor_node("Functional.b.0.forward", (5.0, 5.0), (7.0, 7.0)),
+        _tensor_node("Functional.c.0.forward", (2.0, 2.0), (3.0, 2.0)),  # an origin
+        _tensor_node("Functional.d.0.forward", (4.0, 4.0), (6.0, 4.0)),
+    ]
+    nodes = [npu for npu, _ in made]
+    places = {npu.id: 10 * i for i, npu in enumerate(nodes)}
+    piece = node_rows(nodes, dict(made), SUMMARY, lambda names: [places[n] for n in names], Tolerance())
+    assert piece.exceeds and sorted(set(piece.places)) == [0, 10, 20]
+    assert origin_place(list(zip(piece.places, piece.rows)), False, Tolerance()) == 20
