@@ -16,7 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 from msprobe_dask.analysis.row_errors import RowColumns
 from msprobe_dask.analysis.tolerance import Tolerance
-from msprobe_dask.columns import BENCH_MD5, NPU_DTYPE, NPU_MD5, NPU_NAME, STACK_COLUMN, STAT_COLUMNS
+from msprobe_dask.columns import (
+    BENCH_MD5,
+    EUC_DIST,
+    MAX_ABS_ERR,
+    NPU_DTYPE,
+    NPU_MD5,
+    NPU_NAME,
+    NPU_P2P_OP,
+    NPU_P2P_PEER,
+    STACK_COLUMN,
+    STAT_COLUMNS,
+)
 
 if TYPE_CHECKING:  # (the walk's modules are imported where a rank is walked: most runs walk none)
     from msprobe_dask.analysis.divergence import RankNodes
@@ -25,7 +36,7 @@ if TYPE_CHECKING:  # (the walk's modules are imported where a rank is walked: mo
 Row = tuple[Any, ...]
 """A row: its NPU name, dump entry, state, NPU statistics (Max, Min, Mean, Norm), Bench statistics, its
 cells of ``EXTRA_COLUMNS`` (None: none there) and its node's stack (its first row's; else None)."""
-EXTRA_COLUMNS = ("MaxAbsErr", "EucDist", NPU_MD5, BENCH_MD5, NPU_DTYPE, "NPU P2POp op", "NPU P2POp peer")
+EXTRA_COLUMNS = (MAX_ABS_ERR, EUC_DIST, NPU_MD5, BENCH_MD5, NPU_DTYPE, NPU_P2P_OP, NPU_P2P_PEER)
 _NO_EXTRA = (None,) * len(EXTRA_COLUMNS)
 _KWARGS, _INPUT = "kwargs", "input"  # (a keyword argument is an input, as compare's rows name it)
 

@@ -20,7 +20,19 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from msprobe_dask.columns import BENCH_MD5, NPU_DTYPE, NPU_MD5, NPU_NAME, STACK_COLUMN, STAT_COLUMNS
+from msprobe_dask.columns import (
+    BENCH_MD5,
+    EUC_DIST,
+    MAX_ABS_ERR,
+    NPU_DTYPE,
+    NPU_MAX,
+    NPU_MD5,
+    NPU_NAME,
+    NPU_P2P_OP,
+    NPU_P2P_PEER,
+    STACK_COLUMN,
+    STAT_COLUMNS,
+)
 
 
 def number(value: Any) -> float | None:
@@ -58,6 +70,11 @@ def _relative(npu: float, bench: float, scale: float, atol: float) -> float:
     return excess / scale if scale > 0 else math.inf
 
 
+def md5_error(npu_md5: Any, bench_md5: Any) -> float:
+    """The error of a row of md5s alone: none where they are the same, else 1 (any rtol below 1 flags it)."""
+    return 0.0 if npu_md5 == bench_md5 else 1.0
+
+
 def _finite(value: float | None) -> bool:
     return value is not None and -_INF < value < _INF
 
@@ -90,51 +107,18 @@ def stats_error(
     return max(errors) if errors else None
 
 
-def exceeds(npu: tuple[Any, ...], bench: tuple[Any, ...], atol: float, rtol: float) -> bool | None:
-    """Whether ``stats_error`` of a row of these summaries (no MaxAbsErr or EucDist) exceeds ``rtol``,
-    where all eight are finite floats and ``rtol`` is finite and not negative; None elsewhere (ask
-    ``stats_error``): its arithmetic, statistic by statistic, without its lists. graph_visualize asks it
-    of every row it compares (graph/divergence_rows.py)."""
-    n0, n1, n2, n3 = npu
-    b0, b1, b2, b3 = bench
-    if not (
-        n0.__class__ is n1.__class__ is n2.__class__ is n3.__class__ is float
-        and b0.__class__ is b1.__class__ is b2.__class__ is b3.__class__ is float
-        and 0 <= rtol < _INF
-        and -_INF < n0 + n1 + n2 + n3 + b0 + b1 + b2 + b3 < _INF  # (no inf, no nan)
-    ):
-        return None
-    scale = abs(b0) if abs(b0) > abs(b1) else abs(b1)
-    norm = abs(b3)
-    # (each statistic as _relative: equal, or within atol, is no error; no scale makes any excess infinite)
-    return (
-        n0 != b0
-        and abs(n0 - b0) - atol > 0
-        and (scale <= 0 or (abs(n0 - b0) - atol) / scale > rtol)
-        or n1 != b1
-        and abs(n1 - b1) - atol > 0
-        and (scale <= 0 or (abs(n1 - b1) - atol) / scale > rtol)
-        or n2 != b2
-        and abs(n2 - b2) - atol > 0
-        and (scale <= 0 or (abs(n2 - b2) - atol) / scale > rtol)
-        or n3 != b3
-        and abs(n3 - b3) - atol > 0
-        and (norm <= 0 or (abs(n3 - b3) - atol) / norm > rtol)
-    )
-
-
 READ_COLUMNS = (
     NPU_NAME,
     "api_origin_name",
     "state",
     *STAT_COLUMNS,
-    "MaxAbsErr",
-    "EucDist",
+    MAX_ABS_ERR,
+    EUC_DIST,
     NPU_MD5,
     BENCH_MD5,
     NPU_DTYPE,
-    "NPU P2POp op",
-    "NPU P2POp peer",
+    NPU_P2P_OP,
+    NPU_P2P_PEER,
     STACK_COLUMN,
 )
 """The columns of compare rows the analysis reads."""
@@ -156,7 +140,7 @@ class RowColumns:
     def of_columns(cls, count: int, columns: Mapping[str, Sequence[Any]]) -> RowColumns:
         """``count`` rows that hold ``columns`` (each one's cells), and no others."""
         cells = {column: columns.get(column) or [_DEFAULTS.get(column)] * count for column in READ_COLUMNS}
-        md5_only = NPU_MD5 in columns and BENCH_MD5 in columns and "NPU max" not in columns
+        md5_only = NPU_MD5 in columns and BENCH_MD5 in columns and NPU_MAX not in columns
         return cls(cells, [md5_only] * count)
 
     def error(self, i: int, atol: float, numbers: list[float | None] | None = None) -> float | None:
@@ -164,14 +148,14 @@ class RowColumns:
         ``numbers``: its ``row_numbers``, where the caller has them)."""
         cells = self.cells
         if self.md5_only[i]:
-            return 0.0 if cells[NPU_MD5][i] == cells[BENCH_MD5][i] else 1.0
+            return md5_error(cells[NPU_MD5][i], cells[BENCH_MD5][i])
         if self.converted and numbers is None:  # (every row is read)
             n0, n1, n2, n3, b0, b1, b2, b3 = self.converted
             npu, bench = (n0[i], n1[i], n2[i], n3[i]), (b0[i], b1[i], b2[i], b3[i])
         else:
             m0, m1, m2, m3, c0, c1, c2, c3 = self.row_numbers(i) if numbers is None else numbers
             npu, bench = (m0, m1, m2, m3), (c0, c1, c2, c3)
-        return stats_error(npu, bench, cells["MaxAbsErr"][i], cells["EucDist"][i], atol)
+        return stats_error(npu, bench, cells[MAX_ABS_ERR][i], cells[EUC_DIST][i], atol)
 
     def exceeds(self, atol: float, rtol: float) -> bool:
         """Whether a row's error exceeds ``rtol``: without one, no node of these rows can diverge (every
@@ -179,7 +163,7 @@ class RowColumns:
         row whose NPU and Bench statistics are the same cells, with no MaxAbsErr or EucDist but zero,
         has no error (0 or none) and is not measured."""
         cells, md5_only = self.cells, self.md5_only
-        same = zip(*(cells[column] for column in STAT_COLUMNS), cells["MaxAbsErr"], cells["EucDist"])
+        same = zip(*(cells[column] for column in STAT_COLUMNS), cells[MAX_ABS_ERR], cells[EUC_DIST])
         for i, (n0, n1, n2, n3, b0, b1, b2, b3, max_abs, euc) in enumerate(same):
             same_cells = n0 == b0 and n1 == b1 and n2 == b2 and n3 == b3
             if same_cells and max_abs in ZERO_CELLS and euc in ZERO_CELLS:

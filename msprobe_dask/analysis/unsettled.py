@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from msprobe_dask.analysis.comm_apis import api_of
 from msprobe_dask.analysis.row_errors import RowColumns
+from msprobe_dask.columns import NPU_P2P_OP
 from msprobe_dask.dump.markers import BATCH_P2P
 
 # communication arguments that are buffers the op writes (their content before the call means
@@ -41,7 +42,7 @@ def is_settled(rows: RowColumns, entry: str, start: int, end: int) -> bool:
     api = api_of(entry)
     if api in NONBLOCKING or api in OUTPUT_BUFFER_ARG:
         return False
-    ops = rows.cells["NPU P2POp op"]
+    ops = rows.cells[NPU_P2P_OP]
     return not any(str(ops[i]) == "irecv" for i in range(start, end))
 
 

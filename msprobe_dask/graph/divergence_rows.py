@@ -12,7 +12,7 @@ from typing import Any
 
 from msprobe_dask.analysis.comm_apis import COMM_PREFIXES, is_communication
 from msprobe_dask.analysis.rank_rows import RankRows, Row, origin_place
-from msprobe_dask.analysis.row_errors import exceeds, number, stats_error
+from msprobe_dask.analysis.row_errors import md5_error, number, stats_error
 from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.dump.entries import DumpEntries
 from msprobe_dask.dump.markers import STATS
@@ -157,11 +157,8 @@ def node_exceeds(
                 if _exceeds(n, b, tensor, md5, atol, rtol):
                     return True
             else:
-                npu, bench = _stats_of(n), _stats_of(b)
-                if npu != bench:
-                    found = exceeds(npu, bench, atol, rtol)
-                    if _exceeds(n, b, tensor, md5, atol, rtol) if found is None else found:
-                        return True
+                if _stats_of(n) != _stats_of(b) and _exceeds(n, b, tensor, md5, atol, rtol):
+                    return True
     return False
 
 
@@ -211,7 +208,7 @@ def _exceeds(
     """Whether the error of the row of NPU item ``n`` and Bench item ``b`` (as ``RowColumns.error``
     measures it) exceeds ``rtol``."""
     if md5:
-        return bool(n.get("md5") != b.get("md5") and 1.0 > rtol)
+        return md5_error(n.get("md5"), b.get("md5")) > rtol
     max_abs, euc = (n.get("MaxAbsErr"), n.get("EucDist")) if tensor else (None, None)
     npu, bench = (tuple(map(number, _stats_of(item))) for item in (n, b))
     error = stats_error(npu, bench, max_abs, euc, atol)
