@@ -30,7 +30,7 @@ from msprobe_dask.analysis.links import Links, Sent, link
 from msprobe_dask.analysis.quiet_rows import QuietRun
 from msprobe_dask.analysis.row_entries import Signature
 from msprobe_dask.analysis.row_errors import READ_COLUMNS, RowColumns
-from msprobe_dask.analysis.tolerance import Tolerance
+from msprobe_dask.analysis.tolerance import DEFAULT_TOLERANCE, Tolerance
 from msprobe_dask.columns import NPU_P2P_OP, NPU_P2P_PEER
 from msprobe_dask.dump.markers import PARAMETERS_GRAD
 
@@ -323,7 +323,7 @@ _P2P = (NPU_P2P_OP, NPU_P2P_PEER)
 def from_tables(labelled: Iterable[tuple[str, Any]], tol: Tolerance | None = None) -> Divergence:
     """The divergence of compare results: (label, ``CompareTable``) pairs, as ``compare`` returns them
     (``[(r.label, r.table) for r in compare(...)]``)."""
-    tol = tol or Tolerance()
+    tol = tol or DEFAULT_TOLERANCE
     groups: dict[str, dict[int, list[Node]]] = {}
     for label, table in labelled:
         step, rank = step_and_rank(label)

@@ -20,9 +20,13 @@ class Tolerance:
         return (1 + self.rtol) * received + self.rtol
 
 
+DEFAULT_TOLERANCE = Tolerance()
+"""The tolerance of a run that gives no ``--atol``/``--rtol`` (and of the Python API's default)."""
+
+
 def add_tolerance_options(p: argparse.ArgumentParser) -> None:
     """``--atol``/``--rtol``; read them with ``tolerance_of`` (None: not given)."""
-    defaults = Tolerance()
+    defaults = DEFAULT_TOLERANCE
     p.add_argument(
         "--atol",
         type=float,
@@ -43,7 +47,7 @@ def tolerance_of(args: argparse.Namespace, unused: str | None = None) -> Toleran
         from msprobe_dask.errors import ConfigError
 
         raise ConfigError(given[0], unused)
-    defaults = Tolerance()
+    defaults = DEFAULT_TOLERANCE
     return Tolerance(
         defaults.atol if args.atol is None else args.atol, defaults.rtol if args.rtol is None else args.rtol
     )

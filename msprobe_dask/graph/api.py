@@ -27,7 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from msprobe_dask.analysis.tolerance import Tolerance
+from msprobe_dask.analysis.tolerance import DEFAULT_TOLERANCE, Tolerance
 from msprobe_dask.errors import OutputError
 from msprobe_dask.graph.held import Spool
 from msprobe_dask.graph.model import Graph
@@ -50,8 +50,6 @@ from msprobe_dask.pipeline.scheduler import RunOptions
 from msprobe_dask.writers.atomic import output_dir, withdrawn_if_failed
 from msprobe_dask.writers.result_files import name_stamp
 from msprobe_dask.writers.visdb import VisdbWriter
-
-DEFAULT_TOLERANCE = Tolerance()
 
 if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
     from msprobe_dask.graph.merge.plan import Merge

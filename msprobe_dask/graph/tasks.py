@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from msprobe_dask.analysis.tolerance import Tolerance
+from msprobe_dask.analysis.tolerance import DEFAULT_TOLERANCE, Tolerance
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.graph.build import build_graph
 from msprobe_dask.graph.cells import MD5, TENSOR
@@ -49,7 +49,7 @@ class Options:
     layer_mapping: str | bool | None = None
     tensor_log: bool = False
     merge: bool = False  # parallel-merged graphs: merge checkers in the compare (§3.4)
-    tolerance: Tolerance | None = Tolerance()  # the first divergence's (analysis/tolerance.py); None: none
+    tolerance: Tolerance | None = DEFAULT_TOLERANCE  # the first divergence's (None: none)
 
 
 @dataclass(slots=True)

@@ -38,13 +38,7 @@ from msprobe_dask.pipeline.part_file import (
     append_part,
     begin_file,
     finish_file,
-    spooled_found,
-    spooled_keys,
-    spooled_pairs,
-    spooled_parse,
     spooled_part,
-    spooled_scan,
-    spooled_stacks,
     walk_ahead,
     with_nodes,
 )
@@ -60,6 +54,14 @@ from msprobe_dask.pipeline.part_match import (
     wanted_rows,
 )
 from msprobe_dask.pipeline.part_scan import part_count, rows_zlib
+from msprobe_dask.pipeline.part_spool import (
+    spooled_found,
+    spooled_keys,
+    spooled_pairs,
+    spooled_parse,
+    spooled_scan,
+    spooled_stacks,
+)
 from msprobe_dask.pipeline.task_graph import TaskGraph
 
 _ROWS = {"inline": (0,), "apart": (1,)}
@@ -223,7 +225,7 @@ def _scan(
     its SideScan, an item apart (every part's parse reads it: where the spans are taken from groups of
     them (TaskGraph._groups), each parse was sent the first group with it, a tenth of the side's spans),
     then each part's spans; where they are ``spooled`` (through a file, not the process that schedules:
-    part_file.spooled_scan), each parse takes where its spans are from the whole value (a few bytes each)."""
+    part_spool.spooled_scan), each parse takes where its spans are from the whole value (a few bytes each)."""
     return graph.call_many(
         spooled_scan,
         1 + parts,

@@ -31,7 +31,7 @@ from msprobe_dask.table import (
 )
 
 if TYPE_CHECKING:
-    from msprobe_dask.analysis.divergence import Tolerance
+    from msprobe_dask.analysis.tolerance import Tolerance
     from msprobe_dask.pipeline.part_file import WrittenRank
 
 BATCH_PAIRS = 128

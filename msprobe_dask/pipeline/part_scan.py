@@ -94,7 +94,7 @@ uncompressed, 0.15 compressed (a rank of 1M entries a side, 1.8 GB of dump.json:
 0.28 GB). Below it, compression is not worth its CPU: it cost a rank of 50,400 entries a side (67 MB)
 0.9 s of its 9 s (packing 0.78 s compressed against 0.32 s, reading back 0.93 s against 0.46 s), to
 hold 10 MB rather than 37. Rows that wait in the rank's spool files (dask's processes scheduler,
-part_file.spooled_parse) are never compressed: no process holds them, and compressing and reading
+part_spool.spooled_parse) are never compressed: no process holds them, and compressing and reading
 them back cost 8.8% of the instructions of a rank's compare (a rank of 20,020 entries a side with
 the threshold at 0, under callgrind: 17.09 G against 15.60 G over the process tree)."""
 

@@ -18,7 +18,6 @@ from typing import Any, Protocol
 
 from msprobe_dask.analysis.divergence import (
     RankNodes,
-    Tolerance,
     Walk,
     analyse_firsts,
     from_tables,
@@ -36,6 +35,7 @@ from msprobe_dask.analysis.flow import (
 from msprobe_dask.analysis.links import Links
 from msprobe_dask.analysis.quiet_rows import QuietRun
 from msprobe_dask.analysis.row_errors import RowColumns
+from msprobe_dask.analysis.tolerance import DEFAULT_TOLERANCE, Tolerance
 from msprobe_dask.columns import STAT_COLUMNS
 
 
@@ -54,12 +54,12 @@ def analyse_rank_nodes(
     for label, nodes in ranks:
         step, rank = step_and_rank(label)
         groups.setdefault(step, {})[rank] = nodes
-    return analyse_firsts(groups, tol or Tolerance()) if groups else None
+    return analyse_firsts(groups, tol or DEFAULT_TOLERANCE) if groups else None
 
 
 def rank_table_nodes(label: str, table: Any, tol: Tolerance | None = None) -> list[Node]:
     """The analysis's nodes of a compare table (or of a part of one: index counted from its start)."""
-    return column_nodes(table_columns(table), step_and_rank(label)[1], (tol or Tolerance()).atol)
+    return column_nodes(table_columns(table), step_and_rank(label)[1], (tol or DEFAULT_TOLERANCE).atol)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """A merge's replicas known before its build (graph/merge/driver.replicas, from each rank's marks): each
 replica's ranks built and merged alone give the graph the whole side's merge gives it; groups that do not
-split the ranks into replicas merge the side whole (graph/merge/plan.py: the first replica task)."""
+split the ranks into replicas merge the side whole (graph/merge/sides.py: the first replica task)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph.merge.driver import Replica, merge_side, replicas
 from msprobe_dask.graph.merge.export_json import graph_documents
-from msprobe_dask.graph.merge.plan import SidePlan, marks_of, merged_replicas, rank_folders, side_plan
+from msprobe_dask.graph.merge.sides import SidePlan, marks_of, merged_replicas, rank_folders, side_plan
 from msprobe_dask.graph.merge.strategy import ParallelParams, RankMarks
 from msprobe_dask.graph.tasks import build_task
 

@@ -435,7 +435,7 @@ def test_where_values_pass_through_this_process_the_spans_and_the_pairs_found_wa
     """Where the tasks' values pass through the process that schedules (dask's processes scheduler), a
     side's spans and a partition's pairs found wait in the rank's spool files: each part's task takes
     where its own are from the whole value, and no task takes a group of them from it (each would be sent
-    the whole: part_file.spooled_scan, spooled_found)."""
+    the whole: part_spool.spooled_scan, spooled_found)."""
     monkeypatch.setattr(part_scan, "PART_BYTES", 3_000)
     monkeypatch.setattr(part_scan, "MIN_PARTS", 1)
     monkeypatch.setattr(part_keys, "PARTITION_BYTES", 50_000)

@@ -211,10 +211,11 @@ def test_a_task_whose_write_fails_leaves_the_other_tasks_spools(
     nothing: another worker's task may be reading its spool file meanwhile (removed under it, its
     FileNotFoundError reached the run's end first once: an internal error, exit 1); the run's process
     removes the rank's temporaries once no task runs (compare_to_files)."""
-    from msprobe_dask.pipeline import part_file
-    from msprobe_dask.pipeline.part_file import remove_temporaries_of, spool_folder, spooled_keys
+    from msprobe_dask.pipeline import part_spool
+    from msprobe_dask.pipeline.part_file import remove_temporaries_of
+    from msprobe_dask.pipeline.part_spool import spool_folder, spooled_keys
 
-    monkeypatch.setattr(part_file, "key_part", lambda: (b"a", b"b"))  # (a part's keys, two partitions)
+    monkeypatch.setattr(part_spool, "key_part", lambda: (b"a", b"b"))  # (a part's keys, two partitions)
 
     final = tmp_path / "compare_result_rank0.csv"
     read_meanwhile = spool_folder(final) / "rows-bench-6"

@@ -6,7 +6,8 @@
 
 The groups of a side (graph/merge/strategy.py) are found in its rank graphs, so each rank's marks are
 first read from its construct.json and the few dump.json entries they are in (graph/merge/marks.py); the
-groups task makes them the side's replicas (driver.replicas). In a compare a sides task a step checks
+groups task makes them the side's replicas (driver.replicas; graph/merge/sides.py lays out a side's
+tasks and merges its replicas). In a compare a sides task a step checks
 that its sides' replica counts agree, each after the step before's (the first step that disagrees is
 named). K replica tasks a step (K: the data-parallel replicas the sizes give) then build, merge and
 compare or finish one replica of each side at a time (fuzzy matching and the merge checkers, micro
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -35,32 +36,19 @@ from typing import Any, NamedTuple
 from msprobe_dask.dump import graph_layouts as layout
 from msprobe_dask.dump.layouts import STEP_NAME
 from msprobe_dask.errors import ConfigError, DumpError
-from msprobe_dask.graph.chunks import let_go
 from msprobe_dask.graph.held import RUN, Held, Spool, hold, taken
-from msprobe_dask.graph.merge.driver import Replica, check_members, merge_replica, merge_side, replicas
-from msprobe_dask.graph.merge.marks import read_marks
-from msprobe_dask.graph.merge.strategy import ParallelParams, RankMarks, validate
-from msprobe_dask.graph.model import Graph
-from msprobe_dask.graph.rows import GraphRows
-from msprobe_dask.graph.tasks import (
-    NPU,
-    Options,
-    VisResult,
-    build_task,
-    finish_build,
-    finish_compare,
-    vis_result,
+from msprobe_dask.graph.merge.sides import (
+    SidePlan,
+    lazy_side_plan,
+    merged_replicas,
+    replica_count,
+    replica_tasks,
 )
+from msprobe_dask.graph.merge.strategy import ParallelParams
+from msprobe_dask.graph.rows import GraphRows
+from msprobe_dask.graph.tasks import NPU, Options, VisResult, finish_build, finish_compare, vis_result
 from msprobe_dask.graph.write_chain import Visualized, graph_tables, visualized
 from msprobe_dask.writers.visdb import VisdbWriter, linked_cells
-
-
-def rank_folders(path: Path) -> list[tuple[int, str]]:
-    """(rank, folder) of a merge input: only ``rank<N>`` folders are allowed (no ``proc<pid>``)."""
-    for name in os.listdir(path):
-        if not (layout.RANK_DIR.match(name) and (path / name).is_dir()):
-            raise DumpError(path / name, "is not a rank<N> folder: a graph merge takes only rank folders")
-    return [(r, str(path / n)) for r, n in layout.rank_dirs(path)]
 
 
 def merge_input_bytes(target: str | os.PathLike[str], golden: str | os.PathLike[str] | None) -> int:
@@ -95,107 +83,6 @@ def _compare_steps(npu: Path, bench: Path) -> list[tuple[int, Path, Path]]:
     return [(layout.step_number(s), npu / s, bench / s) for s in names]
 
 
-MARK_RANKS = 16
-"""The ranks a marks task reads (16 ranks of tp_pp_merge: about 0.03 s of CPU; 384 ranks, 24 tasks)."""
-
-
-class SidePlan(NamedTuple):
-    """One side's rank folders (rank, folder) of a step and its replicas (None: merged whole)."""
-
-    params: ParallelParams
-    folders: list[tuple[int, str]]
-    replicas: list[Replica] | None
-
-
-def marks_of(folders: list[tuple[int, str]], step: int) -> list[RankMarks]:
-    """The marks of these ranks (marks.read_marks)."""
-    return [read_marks(f, step, r) for r, f in folders]
-
-
-def side_plan(folders: list[tuple[int, str]], params: ParallelParams, *marks: list[RankMarks]) -> SidePlan:
-    """The side's replicas, from its marks tasks' (in rank order); groups that name a rank no folder
-    holds are refused here, before the side is built whole."""
-    found = [m for batch in marks for m in batch]
-    split = replicas(found, params)
-    if split is None and folders:
-        check_members(found, params, Path(folders[0][1]).parent)
-    return SidePlan(params, folders, split)
-
-
-def _side(path: Path, step: int, params: ParallelParams, first: bool):
-    """The lazy SidePlan of one side and step (validating the parameters on the first step)."""
-    import dask
-
-    folders = rank_folders(path)
-    if first:
-        validate(params, len(folders))
-    name = f"{step}-{params.side}"
-    marks = [
-        dask.delayed(marks_of, pure=True)(
-            folders[j : j + MARK_RANKS], step, dask_key_name=f"marks-{name}-{j}"
-        )
-        for j in range(0, len(folders), MARK_RANKS)
-    ]
-    return dask.delayed(side_plan, pure=True)(folders, params, *marks, dask_key_name=f"groups-{name}")
-
-
-def _replica_graph(plan: SidePlan, step: int, i: int) -> tuple[Graph, list[Graph]]:
-    """The merged graph of replica ``i`` and the rank graphs it was made of (its ranks built and merged)."""
-    assert plan.replicas is not None
-    replica, folder = plan.replicas[i], dict(plan.folders)
-    built = {r: build_task(folder[r], step, r) for r in replica.members}
-    return merge_replica(built, replica, plan.params), list(built.values())
-
-
-def _merged(plan: SidePlan, step: int) -> list[Graph]:
-    """Every merged graph of the side."""
-    if plan.replicas is None:
-        return merge_side([build_task(f, step, r) for r, f in plan.folders], plan.params)
-    return [_replica_graph(plan, step, i)[0] for i in range(len(plan.replicas))]
-
-
-def _counted(merged: list[int], where: str) -> int:
-    if len(set(merged)) > 1:
-        raise DumpError(
-            where,
-            f"parallel merge failed: the NPU side merges into {merged[0]} dp replicas, the Bench side into "
-            f"{merged[1]}",
-        )
-    return merged[0]
-
-
-def _block(k: int, total: int, count: int) -> range:
-    """The replicas of the task k of ``count``, of ``total``: a run of them, so that the tasks in turn
-    give them in order (the write chain)."""
-    return range(k * total // count, (k + 1) * total // count)
-
-
-def merged_replicas(
-    plans: list[SidePlan], where: str, step: int, k: int, count: int, kept: bool = False
-) -> Iterator[tuple[int, list[Graph]]]:
-    """(i, the merged graph of replica i of each side) for the replicas of the task k of ``count``
-    (``_block``), one replica at a time, each let go (chunks.let_go) when the next is asked for, unless
-    ``kept``; where a side is merged whole, every replica in the task k = 0 (none in the others)."""
-    if any(p.replicas is None for p in plans):
-        if k == 0:
-            merged = [_merged(p, step) for p in plans]
-            _counted([len(m) for m in merged], where)
-            yield from enumerate(map(list, zip(*merged)))
-        return
-    total = _counted([len(p.replicas or ()) for p in plans], where)
-    for i in _block(k, total, count):
-        made = [_replica_graph(p, step, i) for p in plans]
-        yield i, [g for g, _ in made]
-        if not kept:
-            let_go([g for merged, built in made for g in (merged, *built)])
-
-
-def _replicas(params: ParallelParams) -> int:
-    """The replica tasks of a step: one a data-parallel replica that ``params`` give (the groups found
-    may make more or fewer: a task then merges a run of them, or none)."""
-    return max(1, params.rank_size // (params.tp * params.pp))
-
-
 Finished = list[tuple[int, Any]]  # (replica, its Part or merged graph) of a replica task
 
 
@@ -215,7 +102,7 @@ def _checked(npu: SidePlan, bench: SidePlan, where: str, before: Any) -> tuple[S
     naming the first, whichever replica task would find it first). A side merged whole is counted as
     it is merged."""
     if npu.replicas is not None and bench.replicas is not None:
-        _counted([len(npu.replicas), len(bench.replicas)], where)
+        replica_count([len(npu.replicas), len(bench.replicas)], where)
     return npu, bench
 
 
@@ -334,8 +221,8 @@ def _merged_build(tp: Path, opts: Options, params: ParallelParams, spool: Spool 
     import dask
 
     build_steps = _build_steps(tp)
-    plans = [_side(path, step, params, i == 0) for i, (step, path) in enumerate(build_steps)]
-    count = _replicas(params)  # (validated)
+    plans = [lazy_side_plan(path, step, params, i == 0) for i, (step, path) in enumerate(build_steps)]
+    count = replica_tasks(params)  # (validated)
     task = _merged_graphs if json_out else partial(_finish_build, opts=opts)
     return [
         [dask.delayed(task)(plan, s, k, count, spool, dask_key_name=f"replica-{s}-{k}") for k in range(count)]
@@ -368,10 +255,10 @@ def merge_parts(
         parts = []
         sides: Any = None
         for i, (step, a, b) in enumerate(pairs):
-            npu = _side(a, step, params[0], i == 0)
-            bench = _side(b, step, params[1], i == 0)
+            npu = lazy_side_plan(a, step, params[0], i == 0)
+            bench = lazy_side_plan(b, step, params[1], i == 0)
             sides = dask.delayed(_checked)(npu, bench, str(a), sides, dask_key_name=f"sides-{step}")
-            args, count = (sides, opts, str(a), step), _replicas(params[0])  # (validated)
+            args, count = (sides, opts, str(a), step), replica_tasks(params[0])  # (validated)
             parts.append(
                 [
                     dask.delayed(_finish_compare)(*args, k, count, spool, dask_key_name=f"replica-{step}-{k}")
