@@ -4,19 +4,18 @@ mapping of names, or fuzzily (API call numbers ignored below matched modules).""
 from __future__ import annotations
 
 import re
-from collections import deque
 from collections.abc import Mapping
 
 from msprobe_dask.graph.merge.rename import without_rank_suffixes
 from msprobe_dask.graph.model import API, Graph, Node
 
 
-def _bfs(g: Graph):
-    q = deque([g.root])
-    while q:
-        node = q.popleft()
-        yield node
-        q.extend(node.children)
+def _bfs(g: Graph) -> list[Node]:
+    """The graph's nodes breadth first from the root (a node under two parents twice)."""
+    order = [g.root]
+    for node in order:  # (the list read as it grows: the queue itself)
+        order.extend(node.children)
+    return order
 
 
 def _fuzzy_key(node_id: str) -> str:
@@ -79,11 +78,18 @@ def match_pairs(
             pairs.append(_linked(node, b))
         return pairs
     known: dict[Node, list[str]] = {}  # node -> ancestors(), filled parents first (BFS)
+    # a node's children's ancestors() (one list for all of them: these lists are never changed)
+    below: dict[Node, list[str]] = {}
+    find = bench.nodes.get
     for node in _bfs(npu):
         up = node.parent
-        anc = known[up] + [up.id] if up in known else node.ancestors()
+        if up is None or up not in known:
+            anc = node.ancestors()
+        else:
+            found = below.get(up)
+            anc = below[up] = known[up] + [up.id] if found is None else found
         known[node] = anc
-        b = bench.nodes.get(node.id)
+        b = find(node.id)
         if b is None or not _has_ancestors(b, anc):
             continue
         node.link = anc + [b.id]
