@@ -22,6 +22,7 @@ import sys
 import threading
 from array import array
 from collections.abc import Sequence
+from itertools import count
 from typing import Any, NamedTuple
 
 from msprobe_dask.analysis.tolerance import Tolerance
@@ -156,12 +157,12 @@ def subtree_runs(nodes: list[Node], root: Node, target: int) -> list[tuple[int, 
     collection's subtree: at most ceil(len(nodes) / target) of them."""
     runs = []
     lo = 0
-    for i, node in enumerate(nodes):
-        if i + 1 - lo >= target and not _in_collection(node, root):
-            runs.append((lo, i + 1))
-            lo = i + 1
-    if lo < len(nodes):
-        runs.append((lo, len(nodes)))
+    while lo < len(nodes):
+        i = lo + max(target, 1) - 1  # (its last node: the first from here not inside a collection)
+        while i < len(nodes) and _in_collection(nodes[i], root):
+            i += 1
+        runs.append((lo, min(i, len(nodes) - 1) + 1))
+        lo = i + 1
     return runs
 
 
@@ -199,21 +200,21 @@ def prepare_compare(
     p = Prepared((npu, bench), sources, mode, overflow, [], None, tolerance)
     (npu_nodes, _, _), (bench_nodes, _, bench_all) = p.orders()
     # (nodes are keys by identity: Node is a dataclass without eq)
-    position = {b: i for i, b in enumerate(bench_nodes)}
-    anywhere = {b: i for i, b in enumerate(bench_all)}
+    position = dict(zip(bench_nodes, count()))
+    anywhere = dict(zip(bench_all, count()))
     partner_of = dict(pairs)
     owned: set[Node] = set()  # Bench nodes whose rows a chunk makes (the first to meet them)
     runs = _runs(npu, npu_nodes, n)
     made: list[tuple[array[int], list[int]]] = []
     for lo, hi in runs:
         partners, mine = array("q"), []
-        for i in range(lo, hi):
-            b = partner_of.get(npu_nodes[i])
+        for i, node in enumerate(npu_nodes[lo:hi], lo):
+            b = partner_of.get(node)
             if b is None:
                 continue
             at = anywhere.get(b)
             if at is None:
-                raise RuntimeError(f"{npu_nodes[i].id} is matched to a node its graph does not hold")
+                raise RuntimeError(f"{node.id} is matched to a node its graph does not hold")
             partners.extend((i, at))
             if b not in owned and b in position:
                 owned.add(b)
