@@ -1,7 +1,9 @@
 """Texts msProbe writes into a dump that rules of both commands test for, each defined once here.
 
 The C kernels get them through the rules handed to them (graph/item_text.py's ``TEXT_RULES``,
-graph/rows.py's ``ROW_RULES``; ``STATS`` as graph/speedups.py loads them)."""
+graph/rows.py's ``ROW_RULES``; ``LEAF_KEYS`` and ``STATS`` as graph/speedups.py loads them)."""
+
+from typing import NamedTuple
 
 NO_DATA_NAME = "-1"  # the data_name of a leaf without a data file
 PROCESS_GROUP = "torch.ProcessGroup"  # the type of a process-group argument
@@ -24,3 +26,34 @@ OUTPUT_PART, INPUT_PART = ".output.", ".input."
 MAX, MIN, MEAN, NORM = "Max", "Min", "Mean", "Norm"  # the keys of a leaf's statistics
 STATS = (MAX, MIN, MEAN, NORM)  # a leaf's statistics, in the order of the compare's columns
 SCALAR_SHAPE = "[]"  # the shape of an argument that is not a tensor (the checkers' Scalar rule reads it)
+
+
+class LeafKeys(NamedTuple):
+    """The keys of a dump.json leaf (an argument's or output's dict) that rules read by name, and those
+    graph_visualize's items add to it; the C kernels take them in this order (graph/csrc/speedups.h's
+    roles K_TYPE ... K_SHAPE first)."""
+
+    type: str
+    class_type: str  # a P2P op argument's class (P2P_CLASS)
+    data_name: str  # its tensor's file (NO_DATA_NAME: none)
+    dtype: str
+    value: str  # a scalar argument's
+    requires_grad: str
+    shape: str
+    md5: str
+    full_op_name: str  # an item's: the op its leaf belongs to
+    state: str  # an item's: input, output, parameters ...
+
+
+LEAF_KEYS = LeafKeys(
+    "type",
+    "class_type",
+    "data_name",
+    "dtype",
+    "value",
+    "requires_grad",
+    "shape",
+    "md5",
+    "full_op_name",
+    "state",
+)

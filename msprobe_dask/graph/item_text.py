@@ -16,6 +16,7 @@ import orjson
 from msprobe_dask.dump.markers import (
     GROUP_RANKS,
     INPUT_PART,
+    LEAF_KEYS,
     MAX,
     NO_DATA_NAME,
     OUTPUT_PART,
@@ -55,11 +56,12 @@ _LONG_DECIMAL = long_decimal_text(LONG_DECIMAL)
 _SHORTEST_LONG_DECIMAL = 2 + LONG_DECIMAL[1]  # d.ddddddd
 # format_item: an item whose NULL_KEY's text is "null" is exported as NULL_ITEM alone
 NULL_KEY = MAX
-NULL_ITEM = {"value": "null"}
-_PG_KEEP = ("type", GROUP_RANKS, "group_id", "data_name")  # the keys an exported process group keeps
+NULL_ITEM = {LEAF_KEYS.value: "null"}
+# the keys an exported process group keeps
+_PG_KEEP = (LEAF_KEYS.type, GROUP_RANKS, "group_id", LEAF_KEYS.data_name)
 _BATCH_P2P_DROP = ("op", "peer", "tag", "group_id")
-_SKIP = frozenset(("state", "full_op_name", "md5"))
-_SKIP_KEEP_MD5 = frozenset(("state", "full_op_name"))
+_SKIP_KEEP_MD5 = frozenset((LEAF_KEYS.state, LEAF_KEYS.full_op_name))
+_SKIP = _SKIP_KEEP_MD5 | {LEAF_KEYS.md5}
 # (keep_md5, batch_p2p) -> the keys an exported item leaves out
 _SKIPPED = {
     (False, False): _SKIP,

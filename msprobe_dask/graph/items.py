@@ -15,6 +15,7 @@ from msprobe_dask.dump.json_limits import MAX_DEPTH
 from msprobe_dask.dump.markers import (
     GROUP_RANKS,
     INPUT_PART,
+    LEAF_KEYS,
     NO_DATA_NAME,
     OUTPUT_PART,
     P2P_CLASS,
@@ -39,22 +40,23 @@ SUB_KEYS = (
 )
 # the keys every item has: a leaf without one gets it, after its own keys, in this order (the dtype and
 # shape of a leaf that is not a tensor follow, then its md5); entry_text.c follows it (TEXT_RULES)
-ITEM_KEYS = ("data_name", "full_op_name", "state", "requires_grad", *STATS)
+ITEM_KEYS = (LEAF_KEYS.data_name, LEAF_KEYS.full_op_name, LEAF_KEYS.state, LEAF_KEYS.requires_grad, *STATS)
 P2P_KEYS = ("class_type", "op", "peer", "tag", "group_id")
 
 
 def _default_item(name: str, state: str) -> dict[str, Any]:
+    k = LEAF_KEYS
     return {
-        "full_op_name": name,
-        "type": None,
+        k.full_op_name: name,
+        k.type: None,
         **dict.fromkeys(STATS),
-        "dtype": None,
-        "shape": None,
-        "md5": None,
-        "value": None,
-        "data_name": NO_DATA_NAME,
-        "state": state,
-        "requires_grad": None,
+        k.dtype: None,
+        k.shape: None,
+        k.md5: None,
+        k.value: None,
+        k.data_name: NO_DATA_NAME,
+        k.state: state,
+        k.requires_grad: None,
     }
 
 

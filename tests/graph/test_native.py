@@ -647,6 +647,80 @@ def test_the_items_text_takes_the_statistics_keys_from_python(monkeypatch: pytes
             NATIVE.configure_stats(refused)
 
 
+def _renamed(value: Any, names: dict[str, str]) -> Any:
+    """``value`` with every dict key of ``names`` renamed (lists, tuples and dicts within it too)."""
+    if isinstance(value, dict):
+        return {names.get(k, k): _renamed(v, names) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_renamed(v, names) for v in value)
+    return value
+
+
+@needs_native
+def test_the_kernels_take_a_leafs_keys_from_python() -> None:
+    """Other texts of the keys of a leaf (markers.LEAF_KEYS, handed to the C kernels as graph/speedups.py
+    loads them): the C texts and items of an entry whose leaves' keys are renamed, under the rules
+    renamed alike, are the usual ones renamed, and its compare rows the usual ones, so that none of
+    these keys is written in C (two of the names share a length, first and last characters); a key
+    twice, or a statistic's, is refused."""
+    names = {key: f"x_{key}" for key in markers.LEAF_KEYS}
+    group = {"type": "torch.ProcessGroup", "group_ranks": [0, 1], "group_id": 3}
+    entry = {
+        "input_args": [
+            {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.5, "md5": "0a1b2c3d"},
+            {"type": "int", "value": 3},
+            {"type": "bool", "value": True},
+            group,
+        ],
+        "input_kwargs": {"p": {"type": "torch.Tensor", "dtype": "torch.int8", "requires_grad": True}},
+        "output": [{"type": "torch.Tensor", "dtype": "torch.float16", "shape": [2], "Max": 2.0, "Min": 0.5}],
+    }
+    node = "Tensor.add.0.forward"
+
+    def made(entry: dict[str, Any]) -> tuple[Any, Any]:
+        text = json.dumps(entry, indent=4).encode()
+        texts = NATIVE.entry_texts(text, 0, len(text), node)
+        assert texts is not None
+        found = NATIVE.node_items([node], {node: (0, len(text))}, {}, text)[0]
+        rows = NATIVE.leaf_rows(text, 0, len(text), node)
+        assert rows is not None
+        return tuple(json.loads(t) for t in texts), found, shape(rows)
+
+    usual = made(entry)
+    NATIVE.configure_keys(markers.LeafKeys(*names.values()))
+    NATIVE.configure_text(
+        dataclasses.replace(
+            item_text.TEXT_RULES,
+            left_out=tuple(names.get(k, k) for k in item_text.TEXT_RULES.left_out),
+            process_group_kept=tuple(names.get(k, k) for k in item_text.TEXT_RULES.process_group_kept),
+            item_keys=tuple(names.get(k, k) for k in item_text.TEXT_RULES.item_keys),
+            null_item=json.dumps(_renamed(item_text.NULL_ITEM, names)),
+        )
+    )
+    item_keys = tuple(names.get(k, k) for k in items.ITEM_RULES.item_keys)
+    NATIVE.configure_items(dataclasses.replace(items.ITEM_RULES, item_keys=item_keys))
+    _forget_texts()
+    try:
+        texts, found, rows = made(_renamed(entry, names))
+        assert (texts, found) == _renamed(usual[:2], names) != usual[:2]
+        assert rows == usual[2]
+        for refused in (
+            markers.LEAF_KEYS._replace(shape="dtype"),
+            markers.LEAF_KEYS._replace(state="md5"),
+            markers.LEAF_KEYS._replace(value=markers.MAX),
+            markers.LEAF_KEYS._replace(md5=""),
+            markers.LEAF_KEYS[:-1],
+        ):
+            with pytest.raises(ValueError, match="configure_keys"):
+                NATIVE.configure_keys(refused)
+    finally:
+        NATIVE.configure_keys(markers.LEAF_KEYS)
+        NATIVE.configure_text(item_text.TEXT_RULES)
+        NATIVE.configure_items(items.ITEM_RULES)
+        _forget_texts()
+    assert made(entry) == usual
+
+
 @needs_native
 def test_the_items_text_takes_the_parameters_grad_marker_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
     """Another text for markers.PARAMETERS_GRAD (handed to entry_text.c in item_text.TEXT_RULES): the C

@@ -17,7 +17,6 @@
 static struct {
     PyObject *rules; /* held: holds the objects below */
     PyObject *item_keys, *no_data_name, *bool_text[2], *default_item, *crc32_text, *crc32_empty;
-    PyObject *str_value, *str_md5, *str_data_name, *str_full_op_name, *str_state, *str_dtype, *str_shape;
     PyObject *stats[N_STATS], *scalar_shape;
     const char *output_part, *input_part;
     Py_ssize_t output_n, input_n;
@@ -126,12 +125,7 @@ PyObject *configure_items(PyObject *self, PyObject *rules) {
              PyUnicode_CheckExact(I.sub_state[i] = PyTuple_GET_ITEM(k, 2));
         I.n_sub = (int)i + 1;
     }
-    const char *keys[] = {"value", "md5", "data_name", "full_op_name", "state", "dtype", "shape"};
-    PyObject **vars[] = {&I.str_value, &I.str_md5,   &I.str_data_name, &I.str_full_op_name,
-                         &I.str_state, &I.str_dtype, &I.str_shape};
-    for (int i = 0; ok && i < 7; i++)
-        ok = (*vars[i] = PyUnicode_InternFromString(keys[i])) != NULL;
-    ok = ok && PyTuple_GET_SIZE(I.item_keys) <= MAX_ITEM_KEYS;
+    ok = ok && str_type != NULL && PyTuple_GET_SIZE(I.item_keys) <= MAX_ITEM_KEYS; /* (configure_keys') */
     for (Py_ssize_t j = 0; ok && j < PyTuple_GET_SIZE(I.item_keys); j++) {
         PyObject *k = PyTuple_GET_ITEM(I.item_keys, j);
         Py_ssize_t n;
@@ -141,7 +135,7 @@ PyObject *configure_items(PyObject *self, PyObject *rules) {
         if (ok)
             note_role_key(k);
     }
-    PyObject *named[] = {str_type, I.str_value, I.str_data_name, I.str_dtype, I.str_shape};
+    PyObject *named[] = {str_type, str_value, str_data_name, str_dtype, str_shape};
     for (size_t i = 0; ok && i < sizeof(named) / sizeof(named[0]); i++)
         note_role_key(named[i]);
     for (int i = 0; ok && i < N_STATS; i++)
@@ -238,14 +232,14 @@ static int is_output(const char *s, Py_ssize_t n) {
 
 /* the item into input_data or output_data (items.split_items): 1, or -1 */
 static int place(Walk *w, PyObject *item) {
-    PyObject *full = PyDict_GetItemWithError(item, I.str_full_op_name);
+    PyObject *full = PyDict_GetItemWithError(item, str_full_op_name);
     Py_ssize_t n;
     const char *s = full != NULL && PyUnicode_CheckExact(full) ? ascii_data(full, &n) : NULL;
     if (s == NULL)
         return PyErr_Occurred() ? -1 : UNHANDLED;
     if (is_output(s, n))
         return PyDict_SetItem(w->out, full, item) < 0 ? -1 : DONE;
-    PyObject *dn = PyDict_GetItemWithError(item, I.str_data_name);
+    PyObject *dn = PyDict_GetItemWithError(item, str_data_name);
     if (dn == NULL || !PyUnicode_CheckExact(dn))
         return PyErr_Occurred() ? -1 : UNHANDLED;
     int none = PyUnicode_Compare(dn, I.no_data_name);
@@ -303,11 +297,11 @@ static int fill_group(const Tape *t, const Val *ranks, PyObject *item) {
     Py_DECREF(value);
     if (text == NULL)
         return -1;
-    int rc = PyDict_SetItem(item, I.str_dtype, kind) < 0 || PyDict_SetItem(item, I.str_shape, I.scalar_shape) < 0 ? -1 : DONE;
+    int rc = PyDict_SetItem(item, str_dtype, kind) < 0 || PyDict_SetItem(item, str_shape, I.scalar_shape) < 0 ? -1 : DONE;
     for (int s = 0; rc == DONE && s < N_STATS; s++)
         if (PyDict_SetItem(item, I.stats[s], text) < 0)
             rc = -1;
-    if (rc == DONE && PyDict_SetItem(item, I.str_md5, text) < 0)
+    if (rc == DONE && PyDict_SetItem(item, str_md5, text) < 0)
         rc = -1;
     Py_DECREF(text);
     return rc;
@@ -375,20 +369,20 @@ static int make_leaf(Walk *w, const Val *leaf, PyObject *item, PyObject **full_o
         if (text_is(s, n, &text_rules.no_data_name)) {
             dn = I.no_data_name;
         } else {
-            if (set_new(item, I.str_data_name, PyUnicode_FromStringAndSize(s, n)) < 0)
+            if (set_new(item, str_data_name, PyUnicode_FromStringAndSize(s, n)) < 0)
                 return -1;
-            if (set_new(item, I.str_full_op_name, *full_out = PyUnicode_FromStringAndSize(s, cut)) < 0)
+            if (set_new(item, str_full_op_name, *full_out = PyUnicode_FromStringAndSize(s, cut)) < 0)
                 return -1;
         }
     }
     if (dn != NULL) {
         full = *full_out = PyUnicode_FromStringAndSize(w->name.p, w->name.len);
-        if (PyDict_SetItem(item, I.str_data_name, dn) < 0 || set_new(item, I.str_full_op_name, full) < 0)
+        if (PyDict_SetItem(item, str_data_name, dn) < 0 || set_new(item, str_full_op_name, full) < 0)
             return -1;
     }
-    if (PyDict_SetItem(item, I.str_state, w->state) < 0)
+    if (PyDict_SetItem(item, str_state, w->state) < 0)
         return -1;
-    PyObject *dtype = PyDict_GetItemWithError(item, I.str_dtype);
+    PyObject *dtype = PyDict_GetItemWithError(item, str_dtype);
     int tensor = dtype == NULL ? (PyErr_Occurred() ? -1 : 0) : PyObject_IsTrue(dtype);
     if (tensor < 0)
         return -1;
@@ -408,8 +402,8 @@ static int make_leaf(Walk *w, const Val *leaf, PyObject *item, PyObject **full_o
         } else {
             const char *type = type_text(value);
             PyObject *stat = original != NULL ? original : Py_None;
-            rc = set_new(item, I.str_dtype, PyUnicode_FromString(type));
-            if (rc == DONE && PyDict_SetItem(item, I.str_shape, I.scalar_shape) < 0)
+            rc = set_new(item, str_dtype, PyUnicode_FromString(type));
+            if (rc == DONE && PyDict_SetItem(item, str_shape, I.scalar_shape) < 0)
                 rc = -1;
             for (int s = 0; rc == DONE && s < N_STATS; s++)
                 if (PyDict_SetItem(item, I.stats[s], stat) < 0)
@@ -417,13 +411,13 @@ static int make_leaf(Walk *w, const Val *leaf, PyObject *item, PyObject **full_o
         }
     }
     if (rc == DONE) { /* md5: the leaf's if truthy, else the CRC-32 of its value's text */
-        PyObject *md5 = PyDict_GetItemWithError(item, I.str_md5);
+        PyObject *md5 = PyDict_GetItemWithError(item, str_md5);
         int has = md5 == NULL ? (PyErr_Occurred() ? -1 : 0) : PyObject_IsTrue(md5);
         if (has < 0)
             rc = -1;
         else if (!has && original != NULL)
-            rc = set_new(item, I.str_md5, crc32_text_of(original));
-        else if (!has && PyDict_SetItem(item, I.str_md5, I.crc32_empty) < 0)
+            rc = set_new(item, str_md5, crc32_text_of(original));
+        else if (!has && PyDict_SetItem(item, str_md5, I.crc32_empty) < 0)
             rc = -1;
     }
     Py_XDECREF(original);

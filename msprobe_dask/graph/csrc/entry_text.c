@@ -20,66 +20,67 @@
 
 #define MAX_ITEMS 1024 /* items per entry checked for duplicate keys; more: the Python path */
 
-#define TEXT_IS(s, n, lit) ((n) == (Py_ssize_t)sizeof(lit) - 1 && memcmp((s), (lit), sizeof(lit) - 1) == 0)
-
 Text stat_keys[N_STATS];
-static uint32_t stat_sign[N_STATS]; /* each statistic's key's length, first and last characters */
-static uint64_t stat_lengths;       /* bit n: a statistic's key has n characters */
-#define SIGN(k, n) ((uint32_t)(n) | (uint32_t)(unsigned char)(k)[0] << 8 | (uint32_t)(unsigned char)(k)[(n)-1] << 16)
+Text leaf_keys[K_SHAPE + 1];
 
-/* the role of a key named here (K_TYPE ... K_REQUIRES_GRAD), else K_OTHER */
-static int other_role(const char *k, Py_ssize_t n) {
-    switch (n) {
-    case 4:
-        return TEXT_IS(k, n, "type") ? K_TYPE : K_OTHER;
-    case 5:
-        return TEXT_IS(k, n, "dtype")   ? K_DTYPE
-               : TEXT_IS(k, n, "value") ? K_VALUE
-               : TEXT_IS(k, n, "shape") ? K_SHAPE
-                                        : K_OTHER;
-    case 9:
-        return TEXT_IS(k, n, "data_name") ? K_DATA_NAME : K_OTHER;
-    case 10:
-        return TEXT_IS(k, n, "class_type") ? K_CLASS_TYPE : K_OTHER;
-    case 13:
-        return TEXT_IS(k, n, "requires_grad") ? K_REQUIRES_GRAD : K_OTHER;
-    default:
+/* The role of a key by its sign (its length, first and last characters), hashed: role_at[slot] is the
+ * role whose key's sign hashes to the slot (or, taken, to a slot before it: linear probing), K_OTHER for
+ * none (a key of another sign: mostly one probe, 11 roles in 256 slots). */
+#define SIGN(k, n) ((uint32_t)(n) | (uint32_t)(unsigned char)(k)[0] << 8 | (uint32_t)(unsigned char)(k)[(n)-1] << 16)
+static unsigned char role_at[256];
+static uint32_t role_sign[K_NORM + 1];
+static const Text *role_key[K_NORM + 1]; /* the key of each role (leaf_keys', stat_keys'), NULL for none */
+
+static inline unsigned role_slot(uint32_t sign) { return (sign * 0x9E3779B1u) >> 24; }
+
+int named_role(const char *k, Py_ssize_t n) {
+    if (n <= 0 || n > 63)
         return K_OTHER;
+    uint32_t sign = SIGN(k, n);
+    for (unsigned slot = role_slot(sign);; slot = (slot + 1) & 255) {
+        int role = role_at[slot];
+        /* (the first and last characters are the sign's) */
+        if (role == K_OTHER ||
+            (role_sign[role] == sign && (n <= 2 || memcmp(k + 1, role_key[role]->s + 1, (size_t)n - 2) == 0)))
+            return role;
     }
 }
 
-int named_role(const char *k, Py_ssize_t n) {
-    int role = other_role(k, n);
-    if (role != K_OTHER || n <= 0 || n > 63 || !(stat_lengths >> n & 1))
-        return role;
-    uint32_t sign = SIGN(k, n);
-    for (int i = 0; i < N_STATS; i++) {
-        if (stat_sign[i] != sign)
+/* role_at, role_sign and role_key of the keys taken (leaf_keys', stat_keys') */
+static void place_roles(void) {
+    memset(role_at, K_OTHER, sizeof(role_at));
+    for (int r = 0; r <= K_NORM; r++) {
+        const Text *key = r >= K_MAX ? &stat_keys[r - K_MAX] : r >= K_TYPE && r <= K_SHAPE ? &leaf_keys[r] : NULL;
+        role_key[r] = key != NULL && key->n > 0 ? key : NULL;
+        if (role_key[r] == NULL)
             continue;
-        Py_ssize_t j = 1; /* (the first and last characters are the same) */
-        while (j < n - 1 && k[j] == stat_keys[i].s[j])
-            j++;
-        if (j >= n - 1)
-            return K_MAX + i;
+        role_sign[r] = SIGN(key->s, key->n);
+        unsigned slot = role_slot(role_sign[r]);
+        while (role_at[slot] != K_OTHER)
+            slot = (slot + 1) & 255;
+        role_at[slot] = (unsigned char)r;
     }
-    return K_OTHER;
+}
+
+/* keys[0 ... count) into taken[from ...]: 0, or -1 (nothing taken) for a key empty, of over 63
+ * characters, twice, or one of ``others`` (the other roles' keys) */
+static int take_keys(const Text *keys, int count, Text *taken, const Text *others, int n_others) {
+    for (int i = 0; i < count; i++) {
+        if (keys[i].n <= 0 || keys[i].n > 63 || text_in(keys[i].s, keys[i].n, others, n_others) ||
+            text_in(keys[i].s, keys[i].n, keys, i))
+            return -1;
+    }
+    memcpy(taken, keys, (size_t)count * sizeof(Text));
+    place_roles();
+    return 0;
 }
 
 int take_stat_keys(const Text *keys) {
-    for (int i = 0; i < N_STATS; i++) {
-        if (keys[i].n <= 0 || keys[i].n > 63 || other_role(keys[i].s, keys[i].n) != K_OTHER)
-            return -1;
-        for (int j = 0; j < i; j++)
-            if (text_is(keys[i].s, keys[i].n, &keys[j]))
-                return -1;
-    }
-    stat_lengths = 0;
-    for (int i = 0; i < N_STATS; i++) {
-        stat_keys[i] = keys[i];
-        stat_sign[i] = SIGN(keys[i].s, keys[i].n);
-        stat_lengths |= 1ull << keys[i].n;
-    }
-    return 0;
+    return take_keys(keys, N_STATS, stat_keys, &leaf_keys[K_TYPE], N_LEAF_ROLES);
+}
+
+int take_leaf_keys(const Text *keys) {
+    return take_keys(keys, N_LEAF_ROLES, &leaf_keys[K_TYPE], stat_keys, N_STATS);
 }
 
 static int key_role(const char *k, Py_ssize_t n) {
@@ -549,14 +550,15 @@ static Buf *start_item(Walk *w, const char *key, Py_ssize_t n, int *rc) {
     return b;
 }
 
-/* an item that exports as {"value": "null"} (a null in the entry: items._default_item) */
+/* an item that exports as text_rules.null_item (a null in the entry: items._default_item, whose null_key
+ * is null) */
 static int add_null_item(void *walker) {
     Walk *w = (Walk *)walker;
     int rc;
     Buf *b = start_item(w, w->name.p, w->name.len, &rc);
     if (b == NULL)
         return rc;
-    return BUF_LIT(b, "{\"value\": \"null\"}") < 0 ? -1 : DONE;
+    return buf_add(b, text_rules.null_item.s, text_rules.null_item.n) < 0 ? -1 : DONE;
 }
 
 /* one key and value of an item: ``"key": "`` (or ``{"key": "`` first) and the value's text */
@@ -566,6 +568,11 @@ static int add_cell(Buf *b, int *first, const char *key, Py_ssize_t kn) {
         return -1;
     *first = 0;
     return 0;
+}
+
+/* add_cell of the key of a leaf's ``role`` (leaf_keys) */
+static int add_key(Buf *b, int *first, int role) {
+    return add_cell(b, first, leaf_keys[role].s, leaf_keys[role].n);
 }
 
 /* a process group's exported item: its members of the kept keys in their order, its data name ``dn``
@@ -582,8 +589,9 @@ static int add_group(Buf *b, const Tape *t, const Val *leaf, const Val *data_nam
     }
     if (rc != DONE)
         return rc;
-    if (data_name == NULL && text_in("data_name", 9, text_rules.process_group_kept, text_rules.n_process_group_kept) &&
-        (add_cell(b, &first, "data_name", 9) < 0 || add_str_text(b, dn, dn_n) < 0))
+    const Text *dn_key = &leaf_keys[K_DATA_NAME];
+    if (data_name == NULL && text_in(dn_key->s, dn_key->n, text_rules.process_group_kept, text_rules.n_process_group_kept) &&
+        (add_cell(b, &first, dn_key->s, dn_key->n) < 0 || add_str_text(b, dn, dn_n) < 0))
         return -1;
     return (first ? BUF_LIT(b, "{}") : BUF_LIT(b, "\"}")) < 0 ? -1 : DONE;
 }
@@ -712,11 +720,11 @@ static int add_leaf(void *walker, const Val *leaf) {
     for (int j = 0; j < text_rules.n_item_keys; j++) {
         int role = text_rules.item_keys[j];
         if (role == K_DATA_NAME) {
-            if (data_name == NULL && (add_cell(b, &first, "data_name", 9) < 0 ||
+            if (data_name == NULL && (add_key(b, &first, K_DATA_NAME) < 0 ||
                                       add_str_text(b, text_rules.no_data_name.s, text_rules.no_data_name.n) < 0))
                 return -1;
         } else if (role == K_REQUIRES_GRAD) {
-            if (!has_requires_grad && (add_cell(b, &first, "requires_grad", 13) < 0 || BUF_LIT(b, "null") < 0))
+            if (!has_requires_grad && (add_key(b, &first, K_REQUIRES_GRAD) < 0 || BUF_LIT(b, "null") < 0))
                 return -1;
         } else if (role >= K_MAX && !has_stat[role - K_MAX]) {
             int s = role - K_MAX;
@@ -731,9 +739,9 @@ static int add_leaf(void *walker, const Val *leaf) {
         }
     }
     if (scalar && dtype == NULL &&
-        (add_cell(b, &first, "dtype", 5) < 0 || add_str_text(b, scalar_type, (Py_ssize_t)strlen(scalar_type)) < 0))
+        (add_key(b, &first, K_DTYPE) < 0 || add_str_text(b, scalar_type, (Py_ssize_t)strlen(scalar_type)) < 0))
         return -1;
-    if (scalar && !has_shape && (add_cell(b, &first, "shape", 5) < 0 || BUF_LIT(b, "[]") < 0))
+    if (scalar && !has_shape && (add_key(b, &first, K_SHAPE) < 0 || BUF_LIT(b, "[]") < 0))
         return -1;
     if (null_at >= 0) { /* format_item: a null null_key makes the whole item null_item */
         if (buf_truncate(b, start) < 0)

@@ -319,7 +319,7 @@ static int add_leaf(RowWalk *w, const Val *v, const Val *kind) {
         case K_DATA_NAME: data_name = m; break;
         case K_MAX: case K_MIN: case K_MEAN: case K_NORM: stats[m->role - K_MAX] = m; break;
         default:
-            if (m->kn == 3 && memcmp(m->k, "md5", 3) == 0)
+            if (text_is(m->k, m->kn, &md5_key))
                 md5 = m;
             else if (text_is(m->k, m->kn, &LR.group_ranks))
                 ranks = m;

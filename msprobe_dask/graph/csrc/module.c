@@ -1,12 +1,13 @@
 /* The module msprobe_dask.graph._speedups: its functions and the texts they use. */
 #include "speedups.h"
 
-PyObject *exported_text_type, *orjson_dumps, *zero, *str_type,
-    *str_shape, *str_full_op_name, *str_state,
-    *str_requires_grad, *str_dtype, *str_id, *str_parent,
-    *str_children, *str_stack, *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info,
-    *str_input_data, *str_output_data, *str_type_attr, *str_empty,
-    *str_empty_map;
+PyObject *exported_text_type, *orjson_dumps, *zero, *str_id, *str_parent, *str_children, *str_stack,
+    *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info, *str_input_data, *str_output_data,
+    *str_type_attr, *str_empty, *str_empty_map;
+PyObject *str_type, *str_data_name, *str_dtype, *str_value, *str_requires_grad, *str_shape, *str_md5,
+    *str_full_op_name, *str_state;
+static PyObject *leaf_keys_held; /* markers.LEAF_KEYS, the tuple whose texts leaf_keys points into */
+Text md5_key;
 
 TextRules text_rules;
 unsigned text_rules_version;
@@ -88,24 +89,61 @@ static int sub_keys_field(PyObject *rules, TextRules *r) {
     return ok ? 0 : -1;
 }
 
-/* configure_stats(stats): take markers.STATS, N_STATS distinct ASCII str that are no other key's name,
- * as the keys of the statistics (stat_keys); configure_text, called after it, finds its null_key among them */
-static PyObject *configure_stats(PyObject *self, PyObject *stats) {
-    Text keys[N_STATS];
-    int ok = PyTuple_Check(stats) && PyTuple_GET_SIZE(stats) == N_STATS;
-    for (int i = 0; ok && i < N_STATS; i++) {
-        PyObject *s = PyTuple_GET_ITEM(stats, i);
+/* a tuple of ``count`` ASCII str into keys[]: 0, or -1 */
+static int ascii_texts(PyObject *tuple, int count, Text *keys) {
+    int ok = PyTuple_Check(tuple) && PyTuple_GET_SIZE(tuple) == count;
+    for (int i = 0; ok && i < count; i++) {
+        PyObject *s = PyTuple_GET_ITEM(tuple, i);
         ok = PyUnicode_CheckExact(s) && PyUnicode_IS_ASCII(s);
         if (ok) {
             keys[i].s = (const char *)PyUnicode_1BYTE_DATA(s);
             keys[i].n = PyUnicode_GET_LENGTH(s);
         }
     }
-    if (!ok || take_stat_keys(keys) < 0) {
+    return ok ? 0 : -1;
+}
+
+/* configure_stats(stats): take markers.STATS, N_STATS distinct ASCII str that are no other key's name,
+ * as the keys of the statistics (stat_keys); configure_text, called after it, finds its null_key among them */
+static PyObject *configure_stats(PyObject *self, PyObject *stats) {
+    Text keys[N_STATS];
+    if (ascii_texts(stats, N_STATS, keys) < 0 || take_stat_keys(keys) < 0) {
         PyErr_Format(PyExc_ValueError, "configure_stats: %d distinct ASCII str, none a key of another role", N_STATS);
         return NULL;
     }
     Py_XSETREF(stat_keys_held, Py_NewRef(stats));
+    Py_RETURN_NONE;
+}
+
+/* the keys of markers.LEAF_KEYS (markers.LeafKeys' order) after its roles' (K_TYPE ... K_SHAPE), whose
+ * interned texts the kernels read and set items by */
+#define N_LEAF_KEYS (N_LEAF_ROLES + 3)
+static PyObject **const leaf_key_vars[N_LEAF_KEYS] = { /* (md5's text: md5_key too) */
+    &str_type, NULL, &str_data_name, &str_dtype, &str_value, &str_requires_grad, &str_shape, /* (the roles') */
+    &str_md5,  &str_full_op_name, &str_state};
+
+/* configure_keys(keys): take markers.LEAF_KEYS, N_LEAF_KEYS distinct ASCII str: the first N_LEAF_ROLES the
+ * keys of roles K_TYPE ... (leaf_keys), none a statistic's; each (but class_type's) as an interned text.
+ * The texts it replaces stay alive (what rules configured before took of them: configure the rules again
+ * after it). */
+static PyObject *configure_keys(PyObject *self, PyObject *keys) {
+    Text texts[N_LEAF_KEYS];
+    int ok = ascii_texts(keys, N_LEAF_KEYS, texts) == 0;
+    for (int i = N_LEAF_ROLES; ok && i < N_LEAF_KEYS; i++) /* (the roles' are checked by take_leaf_keys) */
+        for (int j = 0; ok && j < i; j++)
+            ok = texts[i].n > 0 && !text_is(texts[i].s, texts[i].n, &texts[j]);
+    if (!ok || take_leaf_keys(texts) < 0) {
+        PyErr_Format(PyExc_ValueError, "configure_keys: %d distinct ASCII str, none a statistic's key", N_LEAF_KEYS);
+        return NULL;
+    }
+    Py_XSETREF(leaf_keys_held, Py_NewRef(keys));
+    md5_key = texts[N_LEAF_ROLES];
+    for (int i = 0; i < N_LEAF_KEYS; i++)
+        if (leaf_key_vars[i] != NULL) {
+            PyObject *s = Py_NewRef(PyTuple_GET_ITEM(keys, i));
+            PyUnicode_InternInPlace(&s);
+            *leaf_key_vars[i] = s; /* (a reference kept: see above) */
+        }
     Py_RETURN_NONE;
 }
 
@@ -177,6 +215,8 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
 }
 
 static PyMethodDef methods[] = {
+    {"configure_keys", configure_keys, METH_O,
+     "configure_keys(keys): the keys of a leaf the kernels read by name (dump/markers.py's LEAF_KEYS)."},
     {"configure_stats", configure_stats, METH_O,
      "configure_stats(stats): the keys of a leaf's statistics, in their order (dump/markers.py's STATS)."},
     {"configure_text", configure_text, METH_O,
@@ -216,15 +256,12 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups", NULL, -1, methods};
 
-/* the interned texts the code compares with and writes: item keys and Node attributes (the dump's and
- * the model's names, not rules) */
+/* the interned texts the code compares with and writes: Node attributes (the model's names, not rules),
+ * and texts of rows */
 static const struct {
     PyObject **var;
     const char *text;
 } constants[] = {
-    {&str_type, "type"}, {&str_full_op_name, "full_op_name"},
-    {&str_state, "state"}, {&str_requires_grad, "requires_grad"}, {&str_dtype, "dtype"}, {&str_shape, "shape"},
-    /* Node attributes, and texts of rows */
     {&str_id, "id"}, {&str_parent, "parent"}, {&str_children, "children"}, {&str_stack, "stack"},
     {&str_precision, "precision"}, {&str_overflow, "overflow"}, {&str_micro, "micro"}, {&str_link, "link"},
     {&str_merge_info, "merge_info"}, {&str_input_data, "input_data"}, {&str_output_data, "output_data"},

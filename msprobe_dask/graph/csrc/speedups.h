@@ -46,7 +46,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 26
+#define SPEEDUPS_API 27
 
 /* an ASCII text of the rules (held by them) */
 typedef struct {
@@ -94,13 +94,14 @@ static inline int text_in(const char *s, Py_ssize_t n, const Text *ts, int count
 
 #define N_WRITTEN 11 /* the cells a summary compare writes back into an item (cells.WRITE_BACK) */
 
-/* module.c: item_text.ExportedText and orjson.dumps (set by configure_text()), 0, and interned texts */
-extern PyObject *exported_text_type, *orjson_dumps, *zero, *str_type,
-    *str_shape, *str_full_op_name,
-    *str_state, *str_requires_grad, *str_dtype, *str_id, *str_parent,
-    *str_children, *str_stack, *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info,
-    *str_input_data, *str_output_data, *str_type_attr, *str_empty,
-    *str_empty_map;
+/* module.c: item_text.ExportedText and orjson.dumps (set by configure_text()), 0, and interned texts: the
+ * Node attributes and texts of rows, and a leaf's keys markers.LEAF_KEYS names (set by configure_keys(),
+ * called as graph/speedups.py loads this module, before any rules) */
+extern PyObject *exported_text_type, *orjson_dumps, *zero, *str_id, *str_parent, *str_children, *str_stack,
+    *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info, *str_input_data, *str_output_data,
+    *str_type_attr, *str_empty, *str_empty_map;
+extern PyObject *str_type, *str_data_name, *str_dtype, *str_value, *str_requires_grad, *str_shape, *str_md5,
+    *str_full_op_name, *str_state;
 
 /* ------------------------------------------------------------------ buffer.c */
 
@@ -202,6 +203,10 @@ enum { K_OTHER, K_TYPE, K_CLASS_TYPE, K_DATA_NAME, K_DTYPE, K_VALUE, K_REQUIRES_
  * loads this module, before any rules): the keys of roles K_MAX + i, those entry_text.c adds to a leaf */
 extern Text stat_keys[N_STATS];
 extern PyObject *stat_keys_held; /* markers.STATS itself, the tuple whose texts stat_keys points into */
+/* markers.LEAF_KEYS' first N_LEAF_ROLES, the keys of roles K_TYPE ... K_SHAPE (module.c: configure_keys) */
+#define N_LEAF_ROLES (K_SHAPE - K_TYPE + 1)
+extern Text leaf_keys[K_SHAPE + 1];
+extern Text md5_key; /* markers.LEAF_KEYS.md5 (module.c: configure_keys) */
 
 /* one value of the entry: a string's characters (between the quotes) or a number's text in s/n; a
  * container's members from ``first`` along ``next``; a member of an object has its key in k/kn */
@@ -381,6 +386,8 @@ int named_role(const char *k, Py_ssize_t n);
 /* stat_keys = keys (N_STATS, held by the caller): 0, or -1 for an empty key, one of another role, or one
  * twice */
 int take_stat_keys(const Text *keys);
+/* leaf_keys[K_TYPE ...] = keys (N_LEAF_ROLES, held by the caller): 0, or -1 as take_stat_keys */
+int take_leaf_keys(const Text *keys);
 PyObject *node_texts(PyObject *self, PyObject *args);
 PyObject *configure_leaf_rows(PyObject *self, PyObject *rules);
 PyObject *leaf_rows(PyObject *self, PyObject *args);
