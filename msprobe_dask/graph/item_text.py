@@ -24,6 +24,7 @@ from msprobe_dask.dump.markers import (
     PARAMETERS_GRAD,
     PEER_ARGUMENTS,
     PROCESS_GROUP,
+    SCALAR_SHAPE,
     SHAPED_KINDS,
 )
 from msprobe_dask.graph import speedups
@@ -359,6 +360,7 @@ class TextRules:
     # items.py's texts: entry_text.c makes the items' texts by items._leaf's rules, and hands the
     # leaves of these kinds and names back to the Python path
     no_data_name: str
+    scalar_shape: str  # SCALAR_SHAPE: the shape of an argument that is not a tensor
     process_group: str
     group_ranks: str  # GROUP_RANKS: a process group's ranks, whose text is its statistics and md5
     process_group_kept: tuple[str, ...]  # the keys an exported process group keeps (_PG_KEEP)
@@ -384,6 +386,7 @@ TEXT_RULES = TextRules(
     PERCENT,
     tuple(sorted(_SKIP)),
     NO_DATA_NAME,
+    SCALAR_SHAPE,
     PROCESS_GROUP,
     GROUP_RANKS,
     _PG_KEEP,

@@ -596,22 +596,33 @@ def _add_entry(input_stats: dict[str, float], output_stats: dict[str, float]) ->
     return lambda: _entry_texts(text.encode(), "Tensor.add.0.forward")
 
 
-@needs_native
-def test_the_items_text_takes_its_key_order_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Another order of the keys items._leaf gives a leaf without them (items.ITEM_KEYS, handed to
-    entry_text.c in item_text.TEXT_RULES): the C texts of an entry follow it, as the Python path's do."""
-    texts = _add_entry({"Min": 1.5}, {"Max": 2.0, "Mean": 0.5})
+def _texts_under(
+    monkeypatch: pytest.MonkeyPatch, texts: Callable[[], Any], names: dict[str, Any], **rules: Any
+) -> tuple[Any, Any, Any]:
+    """(the usual C texts, the C texts and the Python path's) of ``texts`` (the usual ones the Python
+    path's too) with the fields ``rules`` of item_text.TEXT_RULES changed and items' ``names`` set
+    alike."""
     usual, usual_python = _both(monkeypatch, texts)
     assert usual == usual_python
-    order = ("requires_grad", *reversed(items.STATS), "state", "full_op_name", "data_name")
-    monkeypatch.setattr(items, "ITEM_KEYS", order)
+    for name, value in names.items():
+        monkeypatch.setattr(items, name, value)
     _forget_texts()
-    NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, item_keys=order))
+    NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, **rules))
     try:
         with_c, python = _both(monkeypatch, texts)
     finally:
         NATIVE.configure_text(item_text.TEXT_RULES)
         _forget_texts()
+    return usual, with_c, python
+
+
+@needs_native
+def test_the_items_text_takes_its_key_order_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another order of the keys items._leaf gives a leaf without them (items.ITEM_KEYS, handed to
+    entry_text.c in item_text.TEXT_RULES): the C texts of an entry follow it, as the Python path's do."""
+    texts = _add_entry({"Min": 1.5}, {"Max": 2.0, "Mean": 0.5})
+    order = ("requires_grad", *reversed(items.STATS), "state", "full_op_name", "data_name")
+    usual, with_c, python = _texts_under(monkeypatch, texts, {"ITEM_KEYS": order}, item_keys=order)
     assert with_c == python != usual
     keys = [with_c[0].index(f'"{k}"') for k in ("requires_grad", "Norm", "Max", "data_name")]
     assert keys == sorted(keys)
@@ -719,6 +730,15 @@ def test_the_kernels_take_a_leafs_keys_from_python() -> None:
         NATIVE.configure_items(items.ITEM_RULES)
         _forget_texts()
     assert made(entry) == usual
+
+
+@needs_native
+def test_the_items_text_takes_the_scalar_shape_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another shape of an argument that is not a tensor (markers.SCALAR_SHAPE, handed to entry_text.c in
+    item_text.TEXT_RULES): the C texts of an entry follow it, as the Python path's do."""
+    texts = _add_entry({"Max": 1.5}, {"Max": 2.0})
+    usual, with_c, python = _texts_under(monkeypatch, texts, {"SCALAR_SHAPE": "()"}, scalar_shape="()")
+    assert with_c == python != usual
 
 
 @needs_native

@@ -39,9 +39,15 @@ int named_role(const char *k, Py_ssize_t n) {
     uint32_t sign = SIGN(k, n);
     for (unsigned slot = role_slot(sign);; slot = (slot + 1) & 255) {
         int role = role_at[slot];
-        /* (the first and last characters are the sign's) */
-        if (role == K_OTHER ||
-            (role_sign[role] == sign && (n <= 2 || memcmp(k + 1, role_key[role]->s + 1, (size_t)n - 2) == 0)))
+        if (role == K_OTHER)
+            return K_OTHER;
+        if (role_sign[role] != sign)
+            continue;
+        const char *s = role_key[role]->s;
+        Py_ssize_t j = 1; /* (the first and last characters are the sign's; a few between: no memcmp call) */
+        while (j < n - 1 && k[j] == s[j])
+            j++;
+        if (j >= n - 1)
             return role;
     }
 }
@@ -707,7 +713,7 @@ static int add_leaf(void *walker, const Val *leaf) {
         else if (scalar && m == dtype)
             rc = add_str_text(b, scalar_type, (Py_ssize_t)strlen(scalar_type));
         else if (scalar && m->role == K_SHAPE)
-            rc = BUF_LIT(b, "[]") < 0 ? -1 : DONE;
+            rc = add_str_text(b, text_rules.scalar_shape.s, text_rules.scalar_shape.n) < 0 ? -1 : DONE;
         else
             rc = add_text(b, t, m);
         if (rc <= 0)
@@ -741,7 +747,8 @@ static int add_leaf(void *walker, const Val *leaf) {
     if (scalar && dtype == NULL &&
         (add_key(b, &first, K_DTYPE) < 0 || add_str_text(b, scalar_type, (Py_ssize_t)strlen(scalar_type)) < 0))
         return -1;
-    if (scalar && !has_shape && (add_key(b, &first, K_SHAPE) < 0 || BUF_LIT(b, "[]") < 0))
+    if (scalar && !has_shape &&
+        (add_key(b, &first, K_SHAPE) < 0 || add_str_text(b, text_rules.scalar_shape.s, text_rules.scalar_shape.n) < 0))
         return -1;
     if (null_at >= 0) { /* format_item: a null null_key makes the whole item null_item */
         if (buf_truncate(b, start) < 0)

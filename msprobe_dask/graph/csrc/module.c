@@ -161,6 +161,7 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
              texts_field(rules, "shaped_kinds", r.shaped_kinds, &r.n_shaped_kinds) == 0 &&
              texts_field(rules, "peer_arguments", r.peer_arguments, &r.n_peer_arguments) == 0 &&
              text_field(rules, "no_data_name", &r.no_data_name) == 0 &&
+             text_field(rules, "scalar_shape", &r.scalar_shape) == 0 &&
              text_field(rules, "process_group", &r.process_group) == 0 &&
              text_field(rules, "group_ranks", &r.group_ranks) == 0 &&
              texts_field(rules, "process_group_kept", r.process_group_kept, &r.n_process_group_kept) == 0 &&

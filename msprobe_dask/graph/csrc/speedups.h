@@ -62,6 +62,7 @@ typedef struct {
     Text left_out[MAX_TEXTS], shaped_kinds[MAX_TEXTS], peer_arguments[MAX_TEXTS];
     int n_left_out, n_shaped_kinds, n_peer_arguments;
     Text no_data_name, process_group, p2p_class;
+    Text scalar_shape; /* markers.SCALAR_SHAPE: the shape of an argument that is not a tensor */
     Text group_ranks; /* markers.GROUP_RANKS: a process group's member whose str is its statistics and md5 */
     Text process_group_kept[MAX_TEXTS]; /* the keys an exported process group keeps, in its item's order */
     int n_process_group_kept;
