@@ -38,7 +38,6 @@ from msprobe_dask.graph.run_setup import (
     computed,
     graph_run,
     in_this_process,
-    index_early,
     one_task_a_rank,
     rank_window,
     spool_for,
@@ -214,7 +213,10 @@ def visualize(
     with output_dir(out), withdrawn_if_failed(path), spooling(spool):
         if plan is None:
             return computed(written, client, run)
-        writer = VisdbWriter(path, index_early(client, run), shared=here and not in_turn).suspend()
+        # the indexes kept up to date by the inserts in every layout, so that the file's bytes are the
+        # same whatever the layout (VisdbWriter's ``indexed_early``); in this process its tasks share
+        # the writer, all rows in one transaction (``shared``)
+        writer = VisdbWriter(path, indexed_early=True, shared=here).suspend()
         try:
             chain = chained_write(
                 plan, writer, rank_window(client, run), released_beside=here and not in_turn

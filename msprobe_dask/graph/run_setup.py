@@ -1,7 +1,6 @@
 """Where a graph_visualize run computes, and what that choice sets: the size of its input that chooses
 the scheduler (pipeline/scheduler.py), its spool folder and rank window on local worker processes
-(graph/held.py), its graphs built in turn in this process for a big input, and when the vis.db's
-indexes are made.
+(graph/held.py), its graphs built in turn in this process for a big input.
 """
 
 from __future__ import annotations
@@ -121,23 +120,6 @@ def builds_in_turn(client: Any, run: RunOptions | None) -> bool:
     """Whether each (step, rank)'s two graphs are built in turn (Plan.in_turn): in this process, for an
     input of IN_TURN_FROM_BYTES or more."""
     return in_this_process(client, run) and run is not None and run.input_bytes >= IN_TURN_FROM_BYTES
-
-
-def index_early(client: Any, run: RunOptions | None) -> bool:
-    """Whether the vis.db's indexes are made with its tables and kept up to date by the write chain's
-    inserts (VisdbWriter's ``indexed_early``), rather than built by its last task: where the chunks
-    are made in more than one process (local worker processes, a cluster), that task would build them
-    alone, the other processes idle, while each insert's share runs beside their chunk tasks. So too
-    in this process for an input below IN_TURN_FROM_BYTES on 2 CPUs or more: the chunk tasks, one after
-    the other on the GIL, leave the other thread to the inserts, which run in SQLite without the GIL
-    (T: 7,716 entries a side, the 7 index builds after the last chunk task took 55-60 ms alone; kept up
-    to date, the inserts take +85 ms of CPU beside the chunks, the time after the last chunk task
-    75 -> 39 ms). A big input in this process builds them at the end (its graphs in turn; a rank of
-    200,200 entries a side: +1.15 s of 19.3 s kept up to date)."""
-    run = run or RunOptions()
-    if client is not None or run.address is not None or run.local_processes > 1:
-        return True
-    return run.in_this_process and run.input_bytes < IN_TURN_FROM_BYTES and run.threads > 1
 
 
 def computed(obj: Any, client: Any = None, run: RunOptions | None = None) -> Any:

@@ -174,7 +174,7 @@ def _end_write(
     *released: None,
 ) -> Visualized:
     """``released``: with a big input (chained_write's ``released_beside`` False), every (step, rank)'s
-    graphs let go (_release) before this task's own work, whose index builds' peak would add to theirs
+    graphs let go (_release) before this task's work, whose peak would add to theirs, as its indexing did
     (one rank of 1,001,000 entries a side in this process: 1,535 MiB with them let go beside it, 1,441
     MiB before it)."""
     parts, cells = value_of(linked)
@@ -187,7 +187,7 @@ def _released_too(done: Visualized, *released: None) -> Visualized:
     """``done`` once every (step, rank)'s graphs are let go too (``released``: _release): else dask
     would not run the releases that no later build waits for, and those graphs, frozen and linked
     both ways (graph/gcpause.py), would stay until the run ends. With a small input in this process,
-    beside the vis.db's last task (_end_write), whose index builds leave the GIL to them (one rank of
+    beside the vis.db's last task (_end_write), whose SQLite work leaves the GIL to them (one rank of
     7,716 entries a side: its release, 4 ms, ran alone between the last insert and that task)."""
     return done
 
@@ -200,7 +200,7 @@ def chained_write(plan: Plan, writer: VisdbWriter, window: int = 0, released_bes
     """The lazy vis.db written by a chain of tasks: each (step, rank)'s graphs placed in write order,
     then each chunk's rows inserted as soon as the chunk is made and the one before it is in (the rows
     and their rowids are those of one write task: VisdbWriter); the last task sets the linked
-    communication cells and tb_config, builds the indexes and renames the file. A chunk's rows are
+    communication cells and tb_config, commits and renames the file. A chunk's rows are
     thus written while later chunks are made, and dropped once written. ``writer``: the vis.db begun
     (suspended) by the run's own process, so that no task creates a file that could outlive a failed
     run. ``window`` > 0: a (step, rank)'s graphs are built only once the rows of the ``window``-th

@@ -99,8 +99,10 @@ class VisdbWriter:
     ``indexed_early``: with the tables, kept up to date by each insert, which costs more CPU but leaves
     the last task only its commit (the 16 inserts of one rank of 50,050 entries a side, one thread: built
     at the end, inserts 0.36-0.37 s of CPU and the last task 0.40-0.43 s; early, 0.77-0.87 s and
-    0.08-0.09 s; a rank of 200,200 entries, a whole run in one process, +1.15 s of 19.3 s). Early where
-    the inserts run beside chunk tasks (graph/run_setup.py: index_early).
+    0.08-0.09 s). Early for graph_visualize's chain of a (step, rank) at a time in every layout
+    (graph/api.py), so that its file's bytes do not depend on the layout: the index pages built as the
+    rows come are not those a build at the end makes (the 1,001,000-entry rank in this process, its
+    inserts beside the chunk tasks, docs/performance.md section 6).
 
     One task may write it all (``finish``), or a chain of tasks (graph/write_chain.py): ``suspend`` commits
     what was added and closes the file, the writer (small: no rows) then goes to the next task, which
@@ -272,6 +274,7 @@ class VisdbWriter:
                 self._db.execute(sql)
         self._close()
         try:
+            _count_as_one_transaction(self._tmp)
             set_result_mode(self._tmp)
             publish(self._tmp, self.path)
         except OSError as exc:
@@ -340,6 +343,23 @@ def remove_temporary(tmp: str | Path) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             os.unlink(f"{tmp}{suffix}")
+
+
+_TRANSACTION_COUNTERS = (24, 92)
+"""Where a SQLite file's header counts the write transactions that changed it: the file change counter
+and the version-valid-for number (the header's database size is read only where the two agree)."""
+
+
+def _count_as_one_transaction(path: Path) -> None:
+    """Set the closed file's transaction counters to 1, as if one transaction had written it: they count
+    the chain's commits, one in this process (a ``shared`` writer) but one a task on worker processes,
+    and so the file's bytes would depend on the layout (multirank's compare: these two fields alone).
+    A file in WAL mode, as the vis.db is named, does not use them."""
+    one = (1).to_bytes(4, "big")
+    with open(path, "r+b") as f:
+        for offset in _TRANSACTION_COUNTERS:
+            f.seek(offset)
+            f.write(one)
 
 
 def _inode(path: Path) -> tuple[int, int] | None:

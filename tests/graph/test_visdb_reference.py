@@ -171,12 +171,10 @@ def test_same_visdb_as_reference_on_two_worker_processes(
 ) -> None:
     """``--workers 2``, each graph cut into many chunks: the two worker processes build a side each and
     leave it for the other in the run's spool without dump.json's bytes (read there: dump/entries.py;
-    graph/held.py), the vis.db's
-    indexes are kept up to date by the inserts (run_setup.index_early): still the reference's vis.db.
+    graph/held.py), each insert task committing its own rows: still the reference's vis.db.
     (The chunks spread over both workers whatever the ranks: one_task_a_rank's rule off.)"""
     monkeypatch.setattr(run_setup, "RANKS_ALONE_PER_PROCESS", 1 << 30)
     log = _graph_loads_logged(monkeypatch, tmp_path / "unpickled")
-    assert run_setup.index_early(None, RunOptions(workers=2))
     for attempt in range(WORKER_ATTEMPTS):
         log.unlink(missing_ok=True)
         _check_same_as_reference(case, name, [*argv, "--workers", "2"], tmp_path / str(attempt))

@@ -508,26 +508,24 @@ def test_the_chunk_tasks_run_in_the_write_chains_order(
     assert max(priority[k] for k in rows) < min(p for k, p in priority.items() if k not in rows)
 
 
-def test_indexes_are_made_early_where_the_inserts_run_beside_the_chunk_tasks(
-    monkeypatch: pytest.MonkeyPatch,
+def test_the_vis_db_s_bytes_do_not_depend_on_the_layout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """In more than one process, and in this process's threads for an input below IN_TURN_FROM_BYTES
-    on 2 CPUs or more; at the end by the last task on one worker process, on one CPU, and for a big
-    input in this process."""
-    from msprobe_dask.pipeline import scheduler
+    """Its indexes kept up to date by the inserts whatever the input's size, and its header's
+    transaction counters set once it is complete: a big input in this process (its graphs built in
+    turn, let go before the last task), a small one, and two worker processes (a commit an insert task)
+    write the same file (the index pages of a big input differed, built at the end; the counters of
+    the worker processes' run)."""
     from msprobe_dask.pipeline.scheduler import RunOptions
 
-    monkeypatch.setattr(scheduler, "_cpus", lambda: 2)
-    assert run_setup.index_early(None, RunOptions())
-    assert run_setup.index_early(None, RunOptions(input_bytes=run_setup.IN_TURN_FROM_BYTES - 1))
-    big = RunOptions(input_bytes=scheduler.GRAPH_PROCESSES_TO_BYTES, holds_graphs=True)
-    assert big.in_this_process and not run_setup.index_early(None, big)
-    assert not run_setup.index_early(None, RunOptions(workers=1))
-    assert run_setup.index_early(None, RunOptions(workers=2))
-    assert run_setup.index_early(None, RunOptions(address="tcp://127.0.0.1:8786"))
-    assert run_setup.index_early(object(), None)
-    monkeypatch.setattr(scheduler, "_cpus", lambda: 1)
-    assert not run_setup.index_early(None, RunOptions())
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1 << 12)
+    tp, gp = DATA / "multirank" / "target", DATA / "multirank" / "golden"
+    small = Path(api.graph_visualize(tp, gp, output_path=tmp_path / "small")).read_bytes()
+    on_workers = api.graph_visualize(tp, gp, output_path=tmp_path / "workers", run=RunOptions(workers=2))
+    monkeypatch.setattr(run_setup, "IN_TURN_FROM_BYTES", 0)  # (a big input: its graphs built in turn)
+    big = api.graph_visualize(tp, gp, output_path=tmp_path / "big")
+    assert Path(big).read_bytes() == small
+    assert Path(on_workers).read_bytes() == small
 
 
 @pytest.mark.parametrize("scheduler", ["sync", "threads"])
@@ -564,7 +562,7 @@ def test_a_shared_writer_stays_open_through_the_chain_in_one_transaction(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.vis.db", "one.vis.db"]
 
 
-def test_graph_visualize_shares_its_writer_in_this_process_for_a_small_input(
+def test_graph_visualize_shares_its_writer_in_this_process_whatever_the_input(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     shared: list[bool] = []
@@ -580,7 +578,7 @@ def test_graph_visualize_shares_its_writer_in_this_process_for_a_small_input(
     api.graph_visualize(
         DATA / "multirank" / "target", DATA / "multirank" / "golden", output_path=tmp_path / "big"
     )
-    assert shared == [True, False]
+    assert shared == [True, True]
 
 
 def test_a_resumed_writer_leaves_the_result_it_came_from_sendable(tmp_path: Path) -> None:
