@@ -36,7 +36,16 @@ from msprobe_dask.graph.chunks import Prepared, chunk_task, let_go
 from msprobe_dask.graph.distributed import link_rows
 from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.rows import RowsChunk
-from msprobe_dask.graph.tasks import Options, Part, Summary, build_task, joined, prepare_task, summary_of
+from msprobe_dask.graph.tasks import (
+    Options,
+    Part,
+    Summary,
+    build_task,
+    joined,
+    link_ahead,
+    prepare_task,
+    summary_of,
+)
 
 _HELD: dict[tuple[str, int | None], dict[str, Any]] = {}
 """This process's held results, by (spool folder, place of their (step, rank) in write order, None: the
@@ -233,7 +242,8 @@ def held_rank(
 ) -> RankMade:
     """A (step, rank) made in this task, from its builds to its chunks' rows: its graphs built, the pair
     prepared once, each chunk's rows left in a spool file as it is made, its Part joined from the
-    chunks' lights (with what ``comm`` says of their communication rows) and held to the run's end;
+    chunks' lights (with what ``comm`` says of their communication rows; ranks linked: with the
+    communication nodes of the first divergence's links, tasks.link_ahead) and held to the run's end;
     its graphs let go before it returns. ``after``: see held_build."""
     p = prepare_task(
         pair.opts, pair.where, pair.n, True, *(build_task(f, step, rank, False) for f in folders)
@@ -247,7 +257,10 @@ def held_rank(
             lights.append(light_of(result, comm))
     finally:
         p.release()
-    return RankMade(summary, tuple(rows), _held_part(spool, place, joined(summary, *lights)))
+    part = joined(summary, *lights)
+    if comm == COMM_LINK:
+        link_ahead(part)
+    return RankMade(summary, tuple(rows), _held_part(spool, place, part))
 
 
 def rows_of(result: tuple[RowsChunk | None, ...] | ChunkFiles | str) -> tuple[RowsChunk | None, ...]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from msprobe_dask.dump import graph_layouts as layout
 from msprobe_dask.dump.location import dump_path
@@ -46,12 +46,16 @@ from msprobe_dask.graph.tasks import (
     Part,
     Summary,
     build_task,
+    job_divergence,
     joined,
     prepare_task,
     summary_of,
     vis_result,
 )
 from msprobe_dask.writers.visdb import linked_cells
+
+if TYPE_CHECKING:
+    from msprobe_dask.analysis.findings import Divergence
 
 ROWS_ORDER = 1 << 32
 """The chunk tasks run in the write chain's order on a cluster (their priority: -(place of the (step,
@@ -118,12 +122,15 @@ def _link_task(distributed: bool, overflow: bool, *ranks: Part | Held) -> list[P
 
 class Linked(NamedTuple):
     """The (step, rank)s' Parts linked across ranks, as the vis.db's last task needs them: their graphs
-    without their communication rows and p2p ops, and those rows' (matched_distributed, id) cells, in
-    write order (linked_cells). On local worker processes they travel pickled through a spool file:
-    one rank of 50,050 entries a side has 17.7 MB of communication rows."""
+    without their communication rows and p2p ops, those rows' (matched_distributed, id) cells, in
+    write order (linked_cells), and the job's first divergence (tasks.job_divergence: found here,
+    beside the write chain's last inserts, not after them; R8: 2.0 s of CPU). On local worker
+    processes they travel pickled through a spool file: one rank of 50,050 entries a side has 17.7 MB
+    of communication rows."""
 
     parts: list[Part]
     cells: list[tuple[Any, Any]]
+    divergence: Divergence | None
 
 
 def _link_cells_task(
@@ -133,7 +140,7 @@ def _link_cells_task(
     parts = _link_task(distributed, overflow, *ranks)
     cells = linked_cells(row for rows, _, _ in parts for g in rows for row in g.nodes)
     kept = [([replace(g, nodes=[], p2p={}) for g in rows], mode, micro) for rows, mode, micro in parts]
-    linked = Linked(kept, cells)
+    linked = Linked(kept, cells, job_divergence([g for rows, _, _ in parts for g in rows]))
     return linked if spool is None else hold(spool, RUN, "linked", linked)
 
 

@@ -38,6 +38,7 @@ from msprobe_dask.summary.nodes import stack_line
 
 if TYPE_CHECKING:
     from msprobe_dask.analysis.findings import Divergence
+    from msprobe_dask.analysis.rank_rows import RankRows
 
 NPU, BENCH = "NPU", "Bench"
 
@@ -210,11 +211,29 @@ def run_summary(graphs: list[GraphRows]) -> tuple[RunSummary, tuple[str, ...]]:
 def job_divergence(graphs: list[GraphRows]) -> Divergence | None:
     """The job's first divergence by compare's rule (analysis/), from the rows the chunk tasks made of
     the NPU graphs' nodes (graph/divergence_rows.py); None: nothing compared (a build)."""
-    from msprobe_dask.analysis.rank_rows import RankRows, analyse_rank_rows
+    from msprobe_dask.analysis.rank_rows import analyse_rank_rows
 
-    ranks = [
-        (g.summary.summary.label, g.summary.divergence)
-        for g in sorted((g for g in graphs if g.source == NPU), key=lambda g: (g.step, g.rank))
-        if g.summary is not None and isinstance(g.summary.divergence, RankRows)
-    ]
+    found = sorted(_rank_rows(graphs), key=lambda found: (found[0].step, found[0].rank))
+    ranks = [(label, rows) for (_, label, rows) in found]
     return analyse_rank_rows(ranks) if ranks else None
+
+
+def link_ahead(part: Part) -> None:
+    """The (step, rank)'s communication nodes made now, in its rank task (graph/held.py: held_rank),
+    for job_divergence's links across ranks (RankRows.link_ahead)."""
+    from msprobe_dask.analysis.findings import step_and_rank
+
+    for _, label, rows in _rank_rows(part[0]):
+        rows.link_ahead(step_and_rank(label)[1])
+
+
+def _rank_rows(graphs: list[GraphRows]) -> list[tuple[GraphRows, str, RankRows]]:
+    """The NPU graphs of ``graphs`` that hold compare rows for the first divergence, their (step,
+    rank)'s label and those rows."""
+    from msprobe_dask.analysis.rank_rows import RankRows
+
+    return [
+        (g, g.summary.summary.label, g.summary.divergence)
+        for g in graphs
+        if g.source == NPU and g.summary is not None and isinstance(g.summary.divergence, RankRows)
+    ]

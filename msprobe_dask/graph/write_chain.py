@@ -14,7 +14,7 @@ rows are made whole writes its vis.db in one task (``write_task``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from msprobe_dask.graph.chunks import Prepared
 from msprobe_dask.graph.held import (
@@ -40,6 +40,9 @@ from msprobe_dask.graph.tasks import (
 from msprobe_dask.summary.model import RunSummary
 from msprobe_dask.writers.visdb import GraphTables, VisdbWriter, write_visdb
 from msprobe_dask.writers.visdb_schema import NODES, STACKS
+
+if TYPE_CHECKING:
+    from msprobe_dask.analysis.findings import Divergence
 
 INSERT_PRIORITY = 1
 CHUNKS_PER_TURN = 2
@@ -84,8 +87,13 @@ class Visualized(NamedTuple):
 
 def visualized(path: str, result: VisResult) -> Visualized:
     """What the run wrote at ``path``; of a compare, its summary with the job's first divergence."""
+    return summarized(path, result, job_divergence(result.graphs))
+
+
+def summarized(path: str, result: VisResult, found: Divergence | None) -> Visualized:
+    """What the run wrote at ``path``, its summary with the job's first divergence ``found`` (None:
+    none, or nothing compared)."""
     summary, unreadable = run_summary(result.graphs)
-    found = job_divergence(result.graphs)
     if found is not None:
         from msprobe_dask.summary.first_divergence import apply_divergence
 
@@ -177,10 +185,10 @@ def _end_write(
     graphs let go (_release) before this task's work, whose peak would add to theirs, as its indexing did
     (one rank of 1,001,000 entries a side in this process: 1,535 MiB with them let go beside it, 1,441
     MiB before it)."""
-    parts, cells = value_of(linked)
+    parts, cells, found = value_of(linked)
     result = vis_result(parts, compare, opts, ranks, steps)
     path = prev.writer.resume().complete(cells, result.config)
-    return visualized(path, result)
+    return summarized(path, result, found)
 
 
 def _released_too(done: Visualized, *released: None) -> Visualized:

@@ -180,3 +180,27 @@ def test_a_piece_keeps_its_rows_up_to_an_origin_after_a_node_that_exceeds_withou
     piece = node_rows(nodes, dict(made), SUMMARY, lambda names: [places[n] for n in names], Tolerance())
     assert piece.exceeds and sorted(set(piece.places)) == [0, 10, 20]
     assert origin_place(list(zip(piece.places, piece.rows)), False, Tolerance()) == 20
+
+
+@pytest.mark.parametrize("case", [MULTIRANK, MS_DA], ids=["multirank", "ms_da"])
+def test_a_rank_s_communication_nodes_are_those_of_its_walk(case: Path) -> None:
+    """The communication nodes a rank's rows give the links (made of those nodes' rows only, each at
+    its entry's place among all) are the walk's (made of all its rows in dump order): the same rank,
+    index, entry, exchange and inputs."""
+    from msprobe_dask.analysis.rank_rows import RankRows
+    from msprobe_dask.graph.api import build_graphs
+    from msprobe_dask.graph.tasks import NPU
+
+    graphs = build_graphs(case / "target", case / "golden").graphs
+    ranks = [(g.rank, g.summary.divergence) for g in graphs if g.source == NPU and g.summary is not None]
+    assert len(ranks) > 1
+    for rank, rows in ranks:
+        assert isinstance(rows, RankRows)
+        nodes = rows.rank_nodes(rank, True)
+        comms = [(n.rank, n.index, n.name, n.comm, n.inputs) for n in nodes.comms()]
+        walked = [
+            (n.rank, n.index, n.name, n.comm, tuple(t for t in n.inputs))
+            for n in nodes.read(range(nodes.count))
+            if getattr(n, "comm", None) is not None
+        ]
+        assert comms and comms == walked

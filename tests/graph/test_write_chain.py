@@ -122,6 +122,26 @@ def test_the_last_task_gets_the_linked_cells_not_the_communication_rows(tmp_path
     assert not [g.graph_id for rows, _, _ in linked.parts for g in rows if g.nodes or g.p2p]
 
 
+def test_the_first_divergence_is_found_beside_the_last_inserts_from_comms_made_in_the_rank_tasks(
+    tmp_path: Path,
+) -> None:
+    """(The link task, which waits for every rank but not for the write chain, finds the job's first
+    divergence for the vis.db's last task; one task a (step, rank) makes its communication nodes for the
+    links, tasks.link_ahead, and a rank whose rows exceed no rtol keeps no rows: it is never walked.)"""
+    from msprobe_dask.analysis.rank_rows import RankRows
+
+    spool = _spool(tmp_path)
+    _chained("multirank compare", tmp_path / "chain.vis.db", "sync", spool, alone=True)
+    with open(Path(spool.folder) / "run-linked", "rb") as f:
+        linked = pickle.load(f)
+    tp, gp, opts = _sides("multirank compare")
+    (whole,) = dask.compute(rank_plan.rows_made_whole(tp, gp, opts)[0], scheduler="sync")
+    assert linked.divergence is not None and linked.divergence == tasks.job_divergence(whole.graphs)
+    made = [g.summary.divergence for rows, _, _ in linked.parts for g in rows if g.source == tasks.NPU]
+    assert made and all(isinstance(rows, RankRows) and rows.comms for rows in made)
+    assert all(bool(rows.rows) == rows.exceeds for rows in made)
+
+
 def test_chunks_finishing_last_first_change_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Threads, each chunk task slower than the next: the chunks are made in reverse order, and each
     write waits for its chunk and the write before it."""
