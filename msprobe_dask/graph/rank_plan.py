@@ -39,6 +39,7 @@ from msprobe_dask.graph.held import (
     whole_of,
 )
 from msprobe_dask.graph.model import Graph
+from msprobe_dask.graph.rows import GraphRows
 from msprobe_dask.graph.tasks import (
     BENCH,
     NPU,
@@ -136,12 +137,18 @@ class Linked(NamedTuple):
 def _link_cells_task(
     distributed: bool, overflow: bool, spool: Spool | None, *ranks: Part | Held
 ) -> Linked | Held:
-    """_link_task's Parts as Linked (``spool``: held there, graph/held.py)."""
+    """_link_task's Parts as Linked (``spool``: held there, graph/held.py); their graphs' summaries
+    without the rows of the first divergence's walk, done here (R8: 14 MB pickled)."""
     parts = _link_task(distributed, overflow, *ranks)
     cells = linked_cells(row for rows, _, _ in parts for g in rows for row in g.nodes)
-    kept = [([replace(g, nodes=[], p2p={}) for g in rows], mode, micro) for rows, mode, micro in parts]
+    kept = [([_linked_graph(g) for g in rows], mode, micro) for rows, mode, micro in parts]
     linked = Linked(kept, cells, job_divergence([g for rows, _, _ in parts for g in rows]))
     return linked if spool is None else hold(spool, RUN, "linked", linked)
+
+
+def _linked_graph(g: GraphRows) -> GraphRows:
+    """A graph as the vis.db's last task needs it: without its communication rows, p2p ops and walk rows."""
+    return replace(g, nodes=[], p2p={}, summary=g.summary and g.summary.walked())
 
 
 class RankSource(NamedTuple):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable
+from copy import copy
 from functools import lru_cache, partial
 from typing import Any, Protocol
 
@@ -180,6 +181,13 @@ class NodeGroup:
                 self.divergence = later.divergence.copy()
             else:
                 self.divergence.add(later.divergence)
+
+    def walked(self) -> NodeGroup:
+        """This group without the rows of its nodes for the first-divergence walk (``divergence``), the
+        walk done: what the vis.db's last task reads of it."""
+        out = copy(self)
+        out.divergence = None
+        return out
 
     def trimmed(self, stack_key: Callable[[Any], Any]) -> NodeGroup:
         """Only the nodes the summary may show (the first divergence, the worst few: the worst of the
