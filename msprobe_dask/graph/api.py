@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -205,6 +206,9 @@ def visualize(
     plan = rank_plan(target, golden, opts, spool, in_turn) if merged is None and not json_files else None
     if plan is not None:
         plan.rank_alone = one_task_a_rank(client, run, len(plan.sources))
+        if plan.rank_alone and run is not None:  # (a rank's insert before the next rank task:
+            # RunOptions.by_priority)
+            run = replace(run, by_priority=True)
     written: Any = merged[0] if merged else None  # with a plan: the rows written chunk by chunk
     if merged is None and plan is None:
         result, _ = rows_made_whole(target, golden, opts, spool)

@@ -198,18 +198,20 @@ class Plan:
         s, r, folders = source
         name, place = source.name, self.sources.index(source)
         pair = PairOf(self.opts, folders[0], _chunks_for(*folders))
-        if self.rank_alone and self.spool is not None:
-            made = dask.delayed(held_rank)(
-                pair,
-                self.spool,
-                place,
-                folders,
-                s,
-                r,
-                self.comm,
-                *(after or ()),
-                dask_key_name=f"rank-{name}",
-            )
+        if self.rank_alone and self.spool is not None:  # (in write order, as the chain inserts them:
+            # RunOptions.by_priority)
+            with dask.annotate(priority=-(place * ROWS_ORDER + 1)):
+                made = dask.delayed(held_rank)(
+                    pair,
+                    self.spool,
+                    place,
+                    folders,
+                    s,
+                    r,
+                    self.comm,
+                    *(after or ()),
+                    dask_key_name=f"rank-{name}",
+                )
             return RankTasks(name, place, pair, [], None, None, self.spool, made)
         graphs: list[Any] = []
         for f, side in zip(folders, (NPU, BENCH)):

@@ -71,6 +71,11 @@ class RunOptions:
     # GRAPH_PROCESSES_TO_BYTES
     holds_graphs: bool = False
     held_bytes: int = 0  # of input_bytes, the most a worker process's graphs are made of (0: all of it)
+    # local worker processes: the ready tasks sent highest ``priority`` annotation first (as a cluster
+    # sends them; dask's local scheduler reads no annotation), none queued ahead of a worker's next
+    # (TASKS_QUEUED_PER_WORKER not used): for a graph of long tasks whose results make short tasks
+    # ready that others wait for (graph_visualize, one task a rank: an insert of the write chain)
+    by_priority: bool = False
 
     @property
     def sized_by_input(self) -> bool:
@@ -191,7 +196,7 @@ def _local(options: RunOptions) -> Compute:
 
                 watchers.enter_context(TaskProgress(options.on_progress))
             if processes:
-                return _in_processes(objs, processes)
+                return _in_processes(objs, processes, options.by_priority)
             return _in_threads(objs)
 
     return compute_local
@@ -218,11 +223,14 @@ result in and sends it the next task (dask's processes scheduler sends a task on
 free worker: ``get_async``'s ``num_workers`` is what it counts)."""
 
 
-def _queued_get(dsk: Any, keys: Any, *, pool: Any, processes: int, **kwargs: Any) -> Any:
+def _queued_get(
+    dsk: Any, keys: Any, *, pool: Any, processes: int, by_priority: bool = False, **kwargs: Any
+) -> Any:
     """dask's processes scheduler (``dask.multiprocessing.get``: the graph culled and fused, each task and
     its inputs pickled by cloudpickle, a task's error sent back with its traceback) on ``pool``, by dask's
     own loop ``dask.local.get_async`` through its documented arguments, keeping
-    ``TASKS_QUEUED_PER_WORKER`` more tasks a worker in flight than the ``processes`` workers run."""
+    ``TASKS_QUEUED_PER_WORKER`` more tasks a worker in flight than the ``processes`` workers run; or
+    (``by_priority``: RunOptions) none, the ready tasks by their priority annotations."""
     import pickle
     from functools import partial
 
@@ -231,13 +239,16 @@ def _queued_get(dsk: Any, keys: Any, *, pool: Any, processes: int, **kwargs: Any
     from dask.optimization import cull, fuse
     from dask.utils import ensure_dict
 
+    priority = _priorities(dsk) if by_priority else None
     if hasattr(dsk, "__dask_graph__"):
         dsk = dsk.__dask_graph__()
     culled, dependencies = cull(ensure_dict(dsk), keys)
     fused, _ = fuse(culled, keys, dependencies)
+    if priority is not None:
+        kwargs["callbacks"] = [*kwargs.get("callbacks", ()), _ready_by_priority(priority)]
     return get_async(
         pool.submit,
-        processes * (1 + TASKS_QUEUED_PER_WORKER),
+        processes * (1 + (0 if by_priority else TASKS_QUEUED_PER_WORKER)),
         fused,
         keys,
         get_id=os.getpid,
@@ -248,6 +259,26 @@ def _queued_get(dsk: Any, keys: Any, *, pool: Any, processes: int, **kwargs: Any
         chunksize=1,  # each task sent alone (see _in_processes)
         **kwargs,
     )
+
+
+def _priorities(dsk: Any) -> dict[Any, Any]:
+    """The ``priority`` annotation of each task of ``dsk`` that has one (dask.annotate)."""
+    annotations = dsk.__dask_annotations__() if hasattr(dsk, "__dask_annotations__") else {}
+    return dict(annotations.get("priority", {}))
+
+
+def _ready_by_priority(priority: dict[Any, Any]) -> tuple[Any, ...]:
+    """A ``get_async`` callback that puts its ready tasks (a stack: the last is sent first) in order of
+    ``priority`` (0: none given), highest last, at the start and after each task; tasks of one priority
+    keep dask's order."""
+
+    def order(state: dict[str, Any]) -> None:
+        state["ready"].sort(key=lambda key: priority.get(key, 0))
+
+    def after_task(key: Any, result: Any, dsk: Any, state: dict[str, Any], worker: Any) -> None:
+        order(state)
+
+    return (None, lambda dsk, state: order(state), None, after_task, None)
 
 
 def _packed_task_error(exc: BaseException, dumps: Callable[[Any], bytes]) -> bytes:
@@ -263,7 +294,7 @@ def _packed_task_error(exc: BaseException, dumps: Callable[[Any], bytes]) -> byt
         return dumps((unsent, None))
 
 
-def _in_processes(objs: Sequence[Any], processes: int) -> list[Any]:
+def _in_processes(objs: Sequence[Any], processes: int, by_priority: bool = False) -> list[Any]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
@@ -286,7 +317,8 @@ def _in_processes(objs: Sequence[Any], processes: int) -> list[Any]:
             try:
                 # chunksize 1: each ready task goes to a free worker (dask's default sends up to 6 ready
                 # tasks to one worker as one batch: one rank's parts then ran on one worker of two)
-                values = dask.compute(*objs, scheduler=partial(_queued_get, pool=pool, processes=processes))
+                get = partial(_queued_get, pool=pool, processes=processes, by_priority=by_priority)
+                values = dask.compute(*objs, scheduler=get)
             except BaseException:
                 # a failed or stopped run: its workers are stopped now, whatever they run or have queued
                 # (none writes after the run's end), not waited for

@@ -22,3 +22,26 @@ def test_a_function_made_in_a_function_runs_on_local_worker_processes() -> None:
     values = scheduler._local(RunOptions(workers=2))([dask.delayed(add)(2), dask.delayed(made_here)(7)])
     assert values[0] == 42
     assert values[1]() == 7
+
+
+def _started(*after: object) -> int:
+    import time
+
+    return time.monotonic_ns()
+
+
+def test_by_priority_a_local_worker_runs_the_ready_tasks_highest_priority_first() -> None:
+    """(RunOptions.by_priority: as a cluster sends them; dask's local scheduler follows its own order,
+    and queues tasks ahead of a worker's next.) One worker process, six tasks ready at once: they start
+    in the order of their priority annotations, a task without one at 0."""
+    first = dask.delayed(_started)(dask_key_name="first")
+    priorities = {"p-3": -3, "p5": 5, "none": None, "p-1": -1, "p2": 2}
+    tasks = []
+    for key, priority in priorities.items():
+        if priority is None:
+            tasks.append(dask.delayed(_started)(first, dask_key_name=key))
+            continue
+        with dask.annotate(priority=priority):
+            tasks.append(dask.delayed(_started)(first, dask_key_name=key))
+    starts = scheduler._local(RunOptions(workers=1, by_priority=True))(tasks)
+    assert [key for _, key in sorted(zip(starts, priorities))] == ["p5", "p2", "none", "p-1", "p-3"]
