@@ -244,21 +244,20 @@ def _queued_get(
         dsk = dsk.__dask_graph__()
     culled, dependencies = cull(ensure_dict(dsk), keys)
     fused, _ = fuse(culled, keys, dependencies)
-    if priority is not None:
-        kwargs["callbacks"] = [*kwargs.get("callbacks", ()), _ready_by_priority(priority)]
-    return get_async(
-        pool.submit,
-        processes * (1 + (0 if by_priority else TASKS_QUEUED_PER_WORKER)),
-        fused,
-        keys,
-        get_id=os.getpid,
-        dumps=partial(cloudpickle.dumps, protocol=pickle.HIGHEST_PROTOCOL),
-        loads=pickle.loads,
-        pack_exception=_packed_task_error,
-        raise_exception=reraise,
-        chunksize=1,  # each task sent alone (see _in_processes)
-        **kwargs,
-    )
+    with _ready_by_priority(priority) if priority is not None else contextlib.nullcontext():
+        return get_async(
+            pool.submit,
+            processes * (1 + (0 if by_priority else TASKS_QUEUED_PER_WORKER)),
+            fused,
+            keys,
+            get_id=os.getpid,
+            dumps=partial(cloudpickle.dumps, protocol=pickle.HIGHEST_PROTOCOL),
+            loads=pickle.loads,
+            pack_exception=_packed_task_error,
+            raise_exception=reraise,
+            chunksize=1,  # each task sent alone (see _in_processes)
+            **kwargs,
+        )
 
 
 def _priorities(dsk: Any) -> dict[Any, Any]:
@@ -267,10 +266,12 @@ def _priorities(dsk: Any) -> dict[Any, Any]:
     return dict(annotations.get("priority", {}))
 
 
-def _ready_by_priority(priority: dict[Any, Any]) -> tuple[Any, ...]:
-    """A ``get_async`` callback that puts its ready tasks (a stack: the last is sent first) in order of
-    ``priority`` (0: none given), highest last, at the start and after each task; tasks of one priority
-    keep dask's order."""
+def _ready_by_priority(priority: dict[Any, Any]) -> Any:
+    """A dask callback (entered: beside the run's others, which ``get_async`` reads only where it is
+    given none) that puts its ready tasks (a stack: the last is sent first) in order of ``priority``
+    (0: none given), highest last, at the start and after each task; tasks of one priority keep dask's
+    order."""
+    from dask.callbacks import Callback
 
     def order(state: dict[str, Any]) -> None:
         state["ready"].sort(key=lambda key: priority.get(key, 0))
@@ -278,7 +279,7 @@ def _ready_by_priority(priority: dict[Any, Any]) -> tuple[Any, ...]:
     def after_task(key: Any, result: Any, dsk: Any, state: dict[str, Any], worker: Any) -> None:
         order(state)
 
-    return (None, lambda dsk, state: order(state), None, after_task, None)
+    return Callback(start_state=lambda dsk, state: order(state), posttask=after_task)
 
 
 def _packed_task_error(exc: BaseException, dumps: Callable[[Any], bytes]) -> bytes:
