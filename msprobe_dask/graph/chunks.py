@@ -266,12 +266,12 @@ def chunk_task(p: Prepared, k: int) -> tuple[RowsChunk | None, ...]:
             theirs = {n: b for n in run if (b := partners.get(n)) is not None}
             parse_items(npu, run, npu_found)
             parse_items(bench, list(theirs.values()), bench_found)
-            compare_subtrees(run, theirs, npu.root, p.mode)
+            answered = compare_subtrees(run, theirs, npu.root, p.mode, p.tolerance)
             if p.overflow:
                 overflow_levels(npu, run)
             rows = chunk_rows(npu, p.sources[0], run, lo, npu_ids, md5)
             if rows.summary is not None and p.tolerance is not None:  # (while both sides' items are here)
-                rows.summary.divergence = node_rows(run, theirs, p.mode, places, p.tolerance)
+                rows.summary.divergence = node_rows(run, theirs, p.mode, places, p.tolerance, answered)
             npu_rows.append(rows)
             _drop_items(npu, run)
             # the rows of the chunk's Bench partners met here, made while their items are at hand

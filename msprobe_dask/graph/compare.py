@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from operator import itemgetter
 from typing import Any
 
+from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.errors import DumpError
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.cells import (
@@ -134,19 +135,31 @@ def _mark_unreadable(rows: list[dict[str, Any]]) -> int:
 
 
 def compare_pair(
-    npu: Node, bench: Node, mode: str, measure: TensorMeasure | None = None, merge: bool = False
-) -> None:
+    npu: Node,
+    bench: Node,
+    mode: str,
+    measure: TensorMeasure | None = None,
+    merge: bool = False,
+    tol: Tolerance | None = None,
+) -> bool | None:
+    """Compare the pair; given ``tol`` (of a pair of the same name, not a communication node), whether
+    a row's error exceeds ``tol.rtol`` (``divergence_rows.node_exceeds``) where the C compare answered
+    it with the compare, else None."""
     if mode == STRUCTURE:
-        return
+        return None
     native = speedups.native
-    level = None
+    level, exceeds = None, None
     if native is not None and mode == SUMMARY and not merge:
         # all of it in C when every item has a partner (else None, nothing changed)
-        level = native.summary_pair(npu.input_data, npu.output_data, bench.input_data, bench.output_data)
+        args = (npu.input_data, npu.output_data, bench.input_data, bench.output_data)
+        if tol is None:
+            level = native.summary_pair(*args)
+        elif (found := native.summary_pair(*args, tol.atol, tol.rtol)) is not None:
+            level, exceeds = found
     if level is None:
         rows = pair_rows(npu, bench, mode, measure)
         if not rows:
-            return
+            return None
         level = check_rows(rows, mode, merge)
         if mode == TENSOR:
             level = max(level, _mark_unreadable(rows))
@@ -156,6 +169,7 @@ def compare_pair(
     if len(parts) > 1 and parts[1] in EMPTY_APIS:
         precision = 1 if mode == MD5 else 0
     npu.precision = precision
+    return exceeds
 
 
 def _collection_precision(c: Node, mode: str) -> None:
@@ -181,16 +195,23 @@ def compare_subtrees(
     partners: Mapping[Node, Node],
     root: Node,
     mode: str,
-) -> None:
+    tol: Tolerance | None = None,
+) -> dict[Node, bool]:
     """compare_graphs' work after matching, for ``nodes``: a run of sorted_nodes() that holds each
-    collection's whole subtree or none of it. ``partners`` maps matched NPU nodes to Bench ones."""
+    collection's whole subtree or none of it. ``partners`` maps matched NPU nodes to Bench ones. Given
+    ``tol``, whether a row of a pair of the same name exceeds ``tol.rtol``, of the pairs whose compare
+    answered it (``compare_pair``; a communication node's answer is not node_exceeds')."""
+    answered = {}
     for n in nodes:
         b = partners.get(n)
         if b is not None:
-            compare_pair(n, b, mode)
+            exceeds = compare_pair(n, b, mode, tol=tol if b.id == n.id else None)
+            if exceeds is not None:
+                answered[n] = exceeds
     for c in nodes:
         if c.type == COLLECTION and c.parent is root:
             _collection_precision(c, mode)
+    return answered
 
 
 def compare_graphs(

@@ -17,7 +17,6 @@ from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.dump.entries import DumpEntries
 from msprobe_dask.dump.markers import STATS
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
-from msprobe_dask.graph import speedups
 from msprobe_dask.graph.cells import MD5, TENSOR
 from msprobe_dask.graph.model import Graph, Node
 
@@ -55,15 +54,16 @@ def node_rows(
     mode: str,
     places: Callable[[Iterable[str]], list[int | None]],
     tol: Tolerance,
+    answered: Mapping[Node, bool] | None = None,
 ) -> RankRows:
     """The rows of compared ``nodes`` (their items hold what the compare wrote back) that are dump
     entries (``rank_rows.Row``; ``places``: their places in dump.json, ``dump_places``), their
     partners' items beside them, as a compact piece (``RankRows.piece``). Whether a row's error exceeds
-    ``tol.rtol`` is measured first (until one does, ``node_exceeds``: in C where the C module answers);
-    only then are rows made, up to the piece's first origin (``_rows_to_origin``), beside those of the
-    communication entries."""
+    ``tol.rtol`` is measured first (until one does, ``node_exceeds``; ``answered``: its answers the
+    compare gave, ``compare.compare_subtrees``); only then are rows made, up to the piece's first origin
+    (``_rows_to_origin``), beside those of the communication entries."""
     md5, tensor = mode == MD5, mode == TENSOR
-    native = None if md5 or tensor else speedups.native
+    known = answered or {}
     over = False
     pairs: list[tuple[Node, Node | None, int, bool]] = []  # (node, partner, place, communication)
     for node, at in zip(nodes, places([node.id for node in nodes])):
@@ -74,7 +74,7 @@ def node_rows(
         communication = entry.startswith(COMM_PREFIXES) and is_communication(entry)
         pairs.append((node, partner, at, communication))
         if not over and partner is not None:
-            over = _pair_exceeds(native, node, partner, communication, mode, tol)
+            over = _pair_exceeds(known, node, partner, communication, mode, tol)
     pairs.sort(key=_PLACE)
     rows: list[tuple[int, Row]] = []
     made, end = 0, -1
@@ -82,7 +82,7 @@ def node_rows(
         exceeding = (
             at
             for node, partner, at, communication in pairs
-            if partner is not None and _pair_exceeds(native, node, partner, communication, mode, tol)
+            if partner is not None and _pair_exceeds(known, node, partner, communication, mode, tol)
         )
         rows, made, end = _rows_to_origin(pairs, exceeding, md5, tensor, tol)
     rows += [
@@ -97,15 +97,13 @@ def node_rows(
 
 
 def _pair_exceeds(
-    native: Any, node: Node, partner: Node, communication: bool, mode: str, tol: Tolerance
+    known: Mapping[Node, bool], node: Node, partner: Node, communication: bool, mode: str, tol: Tolerance
 ) -> bool:
-    """``node_exceeds`` of ``node`` and its partner, asked of the C module (``native``) where it answers."""
-    if native is not None and not communication and partner.id == node.id:
-        found = native.pair_exceeds(
-            node.input_data, node.output_data, partner.input_data, partner.output_data, tol.atol, tol.rtol
-        )
+    """``node_exceeds`` of ``node`` and its partner, as the compare answered it (``known``) where it did."""
+    if not communication and partner.id == node.id:
+        found = known.get(node)
         if found is not None:
-            return found  # type: ignore[no-any-return]
+            return found
     return node_exceeds(node, _by_argument(node, partner), mode, communication, tol)
 
 

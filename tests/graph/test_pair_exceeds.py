@@ -1,9 +1,11 @@
-"""The C test of a compared pair's rows against rtol (csrc/row_exceeds.c: pair_exceeds) answers as
+"""The C test of a compared pair's rows against rtol, made by the C summary compare of the pair
+(csrc/compare.c: summary_pair with atol and rtol, csrc/row_exceeds.c), answers as
 divergence_rows.node_exceeds, the Python definition (row_errors' rule), wherever it answers; it
 answers the rows of statistics dumps (floats, the same ints, texts and None, NaN and infinities)."""
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -31,9 +33,11 @@ _NAMES = [f"Functional.f.0.forward.{part}" for part in ("input.0", "input.1", "o
 
 
 @st.composite
-def _items(draw: Any, stats: Any) -> dict[str, Any]:
-    """An item: its statistics (sometimes one missing), beside other keys."""
-    item: dict[str, Any] = {"type": "torch.Tensor", "dtype": "torch.float32"}
+def _items(draw: Any, stats: Any, name: str) -> dict[str, Any]:
+    """An item named ``name``: its statistics (sometimes one missing), beside other keys."""
+    state = "output" if ".output." in name else "input"
+    item: dict[str, Any] = {"type": "torch.Tensor", "dtype": "torch.float32", "state": state}
+    item["full_op_name"] = name
     for key in markers.STATS:
         if draw(st.integers(0, 9)):
             item[key] = draw(stats)
@@ -42,19 +46,18 @@ def _items(draw: Any, stats: Any) -> dict[str, Any]:
 
 @st.composite
 def _pair(draw: Any) -> tuple[Node, Node]:
-    """A node and its partner of the same name: items of the same names, some left out on either side,
-    some the same statistics (equal, or the very objects) as their partner's, some near them."""
+    """A node and its partner of the same name: items of the same names, some left out of the node (so
+    that the compare pairs some by position with another name's: the test pairs them by name), some the
+    same statistics (equal, or the very objects) as their partner's, some near them."""
     npu, bench = Node("Functional.f.0.forward", API), Node("Functional.f.0.forward", API)
     stats = draw(st.sampled_from([_NUMBER, _STAT]))  # (a statistics dump's: floats)
     for name in _NAMES:
         side = npu.output_data if ".output." in name else npu.input_data
         theirs = bench.output_data if ".output." in name else bench.input_data
-        mine = draw(_items(stats))
+        mine = draw(_items(stats, name))
         if draw(st.booleans()):
             side[name] = mine
-        kind = draw(st.sampled_from(["other", "same", "equal", "near", "none"]))
-        if kind == "none":
-            continue
+        kind = draw(st.sampled_from(["other", "same", "equal", "near"]))
         if kind == "same":
             partner = dict(mine)
         elif kind == "equal":
@@ -65,7 +68,7 @@ def _pair(draw: Any) -> tuple[Node, Node]:
                 for k, v in mine.items()
             }
         else:
-            partner = draw(_items(stats))
+            partner = draw(_items(stats, name))
         theirs[name] = partner
     return npu, bench
 
@@ -84,11 +87,17 @@ def _python(npu: Node, bench: Node, tol: Tolerance) -> bool:
 
 
 def _native(npu: Node, bench: Node, tol: Tolerance) -> bool | None:
+    """The C compare's answer (its compare cells written into copies of the items; it takes every pair
+    whose items all have partners)."""
     assert NATIVE is not None
-    found: bool | None = NATIVE.pair_exceeds(
-        npu.input_data, npu.output_data, bench.input_data, bench.output_data, tol.atol, tol.rtol
-    )
-    return found
+    sides = [copy.deepcopy(items) for items in (npu.input_data, npu.output_data)]
+    found = NATIVE.summary_pair(*sides, bench.input_data, bench.output_data, tol.atol, tol.rtol)
+    if found is None:  # (a node without items: no rows to compare)
+        assert not (npu.input_data or npu.output_data)
+        return None
+    level, exceeds = found
+    assert level in (0, 1, 2)
+    return exceeds  # type: ignore[no-any-return]
 
 
 @settings(max_examples=1000, deadline=None)
@@ -106,11 +115,11 @@ def test_pair_exceeds_answers_rows_of_floats_and_of_the_same_statistics(
     pair: tuple[Node, Node], tol: Tolerance
 ) -> None:
     """Each row's statistics floats (any: NaN, infinities), or the same (equal ints, texts, None):
-    answered in C."""
+    answered in C (where the node has items: else there is no compare)."""
     npu, bench = pair
     theirs = {**bench.input_data, **bench.output_data}
     keys = markers.STATS
-    answered = all(
+    answered = bool(npu.input_data or npu.output_data) and all(
         all(item.get(k).__class__ is float and other.get(k).__class__ is float for k in keys)
         or [item.get(k) for k in keys] == [other.get(k) for k in keys]
         for items in (npu.input_data, npu.output_data)
@@ -124,8 +133,9 @@ def test_pair_exceeds_answers_rows_of_floats_and_of_the_same_statistics(
 def test_pair_exceeds_of_usual_rows() -> None:
     def pair(npu: tuple[Any, ...], bench: tuple[Any, ...]) -> bool | None:
         n, b = Node("Tensor.add.0.forward", API), Node("Tensor.add.0.forward", API)
-        n.output_data["Tensor.add.0.forward.output.0"] = dict(zip(markers.STATS, npu))
-        b.output_data["Tensor.add.0.forward.output.0"] = dict(zip(markers.STATS, bench))
+        name = "Tensor.add.0.forward.output.0"
+        n.output_data[name] = {**dict(zip(markers.STATS, npu)), "state": "output", "full_op_name": name}
+        b.output_data[name] = {**dict(zip(markers.STATS, bench)), "state": "output", "full_op_name": name}
         return _native(n, b, Tolerance())
 
     assert pair((2.0, -1.0, 0.5, 3.0), (2.0, -1.0, 0.5, 3.0)) is False
@@ -146,8 +156,9 @@ def test_pair_exceeds_reads_the_statistics_by_their_configured_keys() -> None:
     """The statistics' keys are markers.STATS, handed to the C module as graph/speedups.py loads it."""
     assert NATIVE is not None
     n, b = Node("Tensor.add.0.forward", API), Node("Tensor.add.0.forward", API)
-    n.output_data["x"] = {"Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 9.0, "L2": 2.0}
-    b.output_data["x"] = {"Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 2.0, "L2": 2.0}
+    keys = {"state": "output", "full_op_name": "x"}
+    n.output_data["x"] = {"Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 9.0, "L2": 2.0, **keys}
+    b.output_data["x"] = {"Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 2.0, "L2": 2.0, **keys}
     assert _native(n, b, Tolerance()) is True
     NATIVE.configure_stats((*markers.STATS[:3], "L2"))
     try:

@@ -613,12 +613,32 @@ static int ignore_class(Row *rows, int n) {
     return 0;
 }
 
-/* summary_pair(npu_in, npu_out, bench_in, bench_out) -> the node's worst level (0, 1, 2), its items
- * given their compare cells: compare_pair in summary mode (not merged) when every item has a partner,
- * else None (the Python path, nothing changed). */
+/* the answer of summary_pair with atol and rtol: (level, node_exceeds of the pair: True, False, or None
+ * for the Python path), level a new reference (stolen) */
+static PyObject *with_exceeds(PyObject *level, PyObject *npu_in, PyObject *npu_out, PyObject *bench_in,
+                              PyObject *bench_out, double atol, double rtol) {
+    int rc = rows_exceed(npu_in, npu_out, bench_in, bench_out, atol, rtol);
+    if (rc < 0) {
+        Py_DECREF(level);
+        return NULL;
+    }
+    PyObject *exceeds = rc == ROWS_ASK_PYTHON ? Py_None : rc == ROWS_EXCEED ? Py_True : Py_False;
+    return Py_BuildValue("(NO)", level, exceeds);
+}
+
+/* summary_pair(npu_in, npu_out, bench_in, bench_out, atol=None, rtol=None) -> the node's worst level (0,
+ * 1, 2), its items given their compare cells: compare_pair in summary mode (not merged) when every item
+ * has a partner, else None (the Python path, nothing changed). Given atol and rtol (a pair of the same
+ * name, not a communication node's), (level, whether a row's error exceeds rtol: row_exceeds.c's answer
+ * of node_exceeds, None where it leaves it to Python), both items' statistics read while in hand. */
 PyObject *summary_pair(PyObject *self, PyObject *args) {
-    PyObject *npu_in, *npu_out, *bench_in, *bench_out;
-    if (!PyArg_ParseTuple(args, "OOOO", &npu_in, &npu_out, &bench_in, &bench_out) || summary_configured() < 0)
+    PyObject *npu_in, *npu_out, *bench_in, *bench_out, *atol_o = Py_None, *rtol_o = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOO|OO", &npu_in, &npu_out, &bench_in, &bench_out, &atol_o, &rtol_o) ||
+        summary_configured() < 0)
+        return NULL;
+    int tolerance = atol_o != Py_None && rtol_o != Py_None;
+    double atol = tolerance ? PyFloat_AsDouble(atol_o) : 0.0, rtol = tolerance ? PyFloat_AsDouble(rtol_o) : 0.0;
+    if ((atol == -1.0 || rtol == -1.0) && PyErr_Occurred())
         return NULL;
     if (!PyDict_CheckExact(npu_in) || !PyDict_CheckExact(npu_out) || !PyDict_CheckExact(bench_in) ||
         !PyDict_CheckExact(bench_out))
@@ -726,6 +746,8 @@ PyObject *summary_pair(PyObject *self, PyObject *args) {
         }
     }
     result = PyLong_FromLong(worst);
+    if (result != NULL && tolerance)
+        result = with_exceeds(result, npu_in, npu_out, bench_in, bench_out, atol, rtol);
     goto done;
 unhandled_or_error:
     if (PyErr_Occurred())

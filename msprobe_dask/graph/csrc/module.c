@@ -239,9 +239,9 @@ static PyMethodDef methods[] = {
      "mentions(text, tokens): a bool for each token, whether text holds it (dump/entries.py: mentions)."},
     {"configure_summary", configure_summary, METH_O,
      "configure_summary(rules): the summary compare's rules (graph/cells.py's SUMMARY_RULES)."},
-    {"summary_pair", summary_pair, METH_VARARGS, "summary_pair(npu_in, npu_out, bench_in, bench_out)."},
-    {"pair_exceeds", pair_exceeds, METH_VARARGS,
-     "pair_exceeds(npu_in, npu_out, bench_in, bench_out, atol, rtol): divergence_rows.node_exceeds, or None."},
+    {"summary_pair", summary_pair, METH_VARARGS,
+     "summary_pair(npu_in, npu_out, bench_in, bench_out, atol=None, rtol=None): the node's worst level, "
+     "or None; with atol and rtol, (level, divergence_rows.node_exceeds or None)."},
     {"stat_diffs", stat_diffs, METH_VARARGS, "stat_diffs(ns, bs): cells._diffs."},
     {"entry_texts", entry_texts, METH_VARARGS,
      "entry_texts(text, start, end, node_id): the exported items' JSON texts of an entry, or None."},

@@ -1,10 +1,11 @@
 /* Whether a row of a compared pair of nodes has an error over rtol, the test the first divergence's rows
  * (graph/divergence_rows.py: node_exceeds) make of every node a chunk task compares: each NPU item with
  * the Bench item of its name, its statistics (markers.STATS, configure_stats' keys) by
- * analysis/row_errors.py's rule (stats_error, exceeds). */
+ * analysis/row_errors.py's rule (stats_error). Part of the summary compare of a node pair (compare.c:
+ * summary_pair, which asks it of the pair it has compared); not an entry point of its own. */
 #include "speedups.h"
 
-enum { WITHIN, EXCEEDS, ASK_PYTHON };
+enum { WITHIN = ROWS_WITHIN, EXCEEDS = ROWS_EXCEED, ASK_PYTHON = ROWS_ASK_PYTHON };
 
 /* the statistics of an item in o (borrowed; None where it has none, as divergence_rows._stats_of reads
  * them): 1, 0 where it is not a dict (the Python path), -1 on error */
@@ -79,34 +80,26 @@ static int item_exceeds(PyObject *item, PyObject *name, PyObject *bench_in, PyOb
     return rc > 0 ? stats_exceed(no, bo, atol, rtol) : rc == 0 ? ASK_PYTHON /* (not dicts) */ : -1;
 }
 
-/* pair_exceeds(npu_in, npu_out, bench_in, bench_out, atol, rtol) -> node_exceeds of a node whose
- * partner's items have its items' names (npu_*: its input_data and output_data; bench_*: its partner's)
- * in a statistics compare, not a communication node: True where a row's error exceeds rtol, False where
- * none does; None where a row's statistics differ and are not all floats, the items are not dicts,
- * atol is not finite or rtol not a finite number from 0 (the Python path) */
-PyObject *pair_exceeds(PyObject *self, PyObject *args) {
-    PyObject *npu_in, *npu_out, *bench_in, *bench_out;
-    double atol, rtol;
-    if (!PyArg_ParseTuple(args, "OOOOdd", &npu_in, &npu_out, &bench_in, &bench_out, &atol, &rtol))
-        return NULL;
+/* node_exceeds of a node whose partner's items have its items' names (npu_*: its input_data and
+ * output_data; bench_*: its partner's) in a statistics compare, not a communication node: ROWS_EXCEED
+ * where a row's error exceeds rtol, ROWS_WITHIN where none does; ROWS_ASK_PYTHON where a row's
+ * statistics differ and are not all floats, the items are not dicts, atol is not finite or rtol not a
+ * finite number from 0 (the Python path); -1 on error */
+int rows_exceed(PyObject *npu_in, PyObject *npu_out, PyObject *bench_in, PyObject *bench_out, double atol,
+                double rtol) {
     if (stat_keys_held == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_speedups.configure_stats() was not called");
-        return NULL;
+        return -1;
     }
-    if (!(PyDict_CheckExact(npu_in) && PyDict_CheckExact(npu_out) && PyDict_CheckExact(bench_in) &&
-          PyDict_CheckExact(bench_out) && isfinite(atol) && 0 <= rtol && rtol < INFINITY))
-        Py_RETURN_NONE;
+    if (!(isfinite(atol) && 0 <= rtol && rtol < INFINITY))
+        return ASK_PYTHON;
     PyObject *sides[2] = {npu_in, npu_out}, *name, *item;
     Py_ssize_t pos = 0;
     for (int s = 0; s < 2; s++, pos = 0)
         while (PyDict_Next(sides[s], &pos, &name, &item)) {
             int rc = item_exceeds(item, name, bench_in, bench_out, atol, rtol);
-            if (rc < 0)
-                return NULL;
-            if (rc == ASK_PYTHON)
-                Py_RETURN_NONE;
-            if (rc == EXCEEDS)
-                Py_RETURN_TRUE;
+            if (rc != WITHIN)
+                return rc;
         }
-    Py_RETURN_FALSE;
+    return WITHIN;
 }

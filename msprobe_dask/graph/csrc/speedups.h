@@ -3,7 +3,7 @@
  *
  * buffer.c: the text being made; text.c: the exported items' JSON text (item_text.py, section 7.6 of
  * graph_visualize.md); compare.c: the summary compare of a node pair (cells.py, checks.py,
- * compare.py); row_exceeds.c: whether a compared pair's row has an error over rtol (divergence_rows.py);
+ * compare.py), with row_exceeds.c: whether a compared pair's row has an error over rtol (divergence_rows.py);
  * rows.c: tb_nodes rows (rows.py); entry_text.c and parse.c: the exported items' texts
  * straight from an entry's JSON text (node_items.py: export_texts); leaf_rows.c: a statistics
  * compare's rows straight from an entry's JSON text (dump/rows.py; pipeline/sides.py: rows_of_text),
@@ -375,7 +375,10 @@ PyObject *items_json(PyObject *self, PyObject *args);
 PyObject *node_rows(PyObject *self, PyObject *args);
 PyObject *stat_diffs(PyObject *self, PyObject *args);
 PyObject *summary_pair(PyObject *self, PyObject *args);
-PyObject *pair_exceeds(PyObject *self, PyObject *args); /* row_exceeds.c */
+/* row_exceeds.c: divergence_rows.node_exceeds of a summary-compared pair (summary_pair asks it) */
+enum { ROWS_WITHIN, ROWS_EXCEED, ROWS_ASK_PYTHON };
+int rows_exceed(PyObject *npu_in, PyObject *npu_out, PyObject *bench_in, PyObject *bench_out, double atol,
+                double rtol);
 PyObject *configure_summary(PyObject *self, PyObject *rules);
 PyObject *configure_rows(PyObject *self, PyObject *rules);
 const char *batch_p2p_text(Py_ssize_t *n); /* rows.c */
