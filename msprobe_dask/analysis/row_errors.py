@@ -84,6 +84,13 @@ _INF = math.inf
 
 ZERO_CELLS = (None, 0, 0.0, "0", "0.0")
 
+SCALE_STATS = (0, 1)
+"""Where in a row's summaries the two statistics are (Max, Min) whose larger finite |Bench| is its scale:
+the base of the error of every statistic but NORM_STAT's, and of MaxAbsErr."""
+NORM_STAT = 3
+"""Where in a row's summaries the statistic is (Norm) measured against its own finite |Bench| (and
+EucDist against it): neither is measured where that is not finite."""
+
 
 def stats_error(
     npu: tuple[float | None, ...], bench: tuple[float | None, ...], max_abs: Any, euc: Any, atol: float
@@ -92,12 +99,15 @@ def stats_error(
     cell is none) and whose MaxAbsErr and EucDist cells are these."""
     if npu == bench and None not in npu and max_abs in ZERO_CELLS:
         return 0.0  # the same summaries (NaN aside, which is never equal): no error
-    high, low, norm_value = bench[0], bench[1], bench[3]
+    (one, other), at = SCALE_STATS, NORM_STAT
+    high, low, norm_value = bench[one], bench[other], bench[at]
     scale = max(abs(high) if _finite(high) else 0.0, abs(low) if _finite(low) else 0.0)  # type: ignore[arg-type]
     norm = abs(norm_value) if _finite(norm_value) else None  # type: ignore[arg-type]
+    bases: list[float | None] = [scale] * len(bench)
+    bases[at] = norm
     errors = [
         _relative(a, b, base, atol)
-        for a, b, base in zip(npu, bench, (scale, scale, scale, norm))
+        for a, b, base in zip(npu, bench, bases)
         if a is not None and b is not None and base is not None
     ]
     for cell, base in ((max_abs, scale), (euc, norm)):

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from msprobe_dask.analysis.row_errors import NORM_STAT, SCALE_STATS
 from msprobe_dask.dump.markers import LEAF_KEYS, STATS
 from msprobe_dask.native import load
 
-API = 27  # SPEEDUPS_API in csrc/speedups.h
+API = 28  # SPEEDUPS_API in csrc/speedups.h
 
 native: ModuleType | None = load("msprobe_dask.graph._speedups", API)
 if native is not None:  # (the keys every kernel reads a leaf and its statistics by: before any rules)
     native.configure_keys(LEAF_KEYS)
     native.configure_stats(STATS)
+    native.configure_errors(SCALE_STATS, NORM_STAT)  # (the first divergence's test of a compared pair)

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import copy
 import math
+import random
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from msprobe_dask.analysis import row_errors
 from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.dump import markers
 from msprobe_dask.graph import speedups
@@ -100,6 +102,14 @@ def _native(npu: Node, bench: Node, tol: Tolerance) -> bool | None:
     return exceeds  # type: ignore[no-any-return]
 
 
+def _float_pair(npu: tuple[Any, ...], bench: tuple[Any, ...]) -> tuple[Node, Node]:
+    n, b = Node("Tensor.add.0.forward", API), Node("Tensor.add.0.forward", API)
+    name = "Tensor.add.0.forward.output.0"
+    n.output_data[name] = {**dict(zip(markers.STATS, npu)), "state": "output", "full_op_name": name}
+    b.output_data[name] = {**dict(zip(markers.STATS, bench)), "state": "output", "full_op_name": name}
+    return n, b
+
+
 @settings(max_examples=1000, deadline=None)
 @given(_pair(), _TOLERANCE)
 def test_pair_exceeds_answers_as_node_exceeds(pair: tuple[Node, Node], tol: Tolerance) -> None:
@@ -132,11 +142,7 @@ def test_pair_exceeds_answers_rows_of_floats_and_of_the_same_statistics(
 
 def test_pair_exceeds_of_usual_rows() -> None:
     def pair(npu: tuple[Any, ...], bench: tuple[Any, ...]) -> bool | None:
-        n, b = Node("Tensor.add.0.forward", API), Node("Tensor.add.0.forward", API)
-        name = "Tensor.add.0.forward.output.0"
-        n.output_data[name] = {**dict(zip(markers.STATS, npu)), "state": "output", "full_op_name": name}
-        b.output_data[name] = {**dict(zip(markers.STATS, bench)), "state": "output", "full_op_name": name}
-        return _native(n, b, Tolerance())
+        return _native(*_float_pair(npu, bench), Tolerance())
 
     assert pair((2.0, -1.0, 0.5, 3.0), (2.0, -1.0, 0.5, 3.0)) is False
     assert pair((2.1, -1.0, 0.5, 3.0), (2.0, -1.0, 0.5, 3.0)) is False
@@ -165,3 +171,37 @@ def test_pair_exceeds_reads_the_statistics_by_their_configured_keys() -> None:
         assert _native(n, b, Tolerance()) is False
     finally:
         NATIVE.configure_stats(markers.STATS)
+
+
+@pytest.mark.parametrize(("scale_stats", "norm_stat"), [((2, 3), 0), ((1, 1), 2), ((0, 3), 1)])
+def test_pair_exceeds_takes_its_rule_from_python(
+    scale_stats: tuple[int, int], norm_stat: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """row_errors' SCALE_STATS and NORM_STAT (the statistics a row's scale is made of, the one measured
+    against its own |Bench|) are handed to C (configure_errors, as graph/speedups.py loads it): another
+    rule there, and the C test answers as node_exceeds does by it."""
+    assert NATIVE is not None
+    n, b = _float_pair((1.0, 0.0, 0.7, 100.0), (1.0, 0.0, 0.5, 100.0))
+    assert _native(n, b, Tolerance()) is _python(n, b, Tolerance()) is True  # (Mean's 0.2 over a scale of 1)
+    rng = random.Random(7)
+    values = [0.0, 1.0, -2.0, 0.5, 100.0, 1e-7, math.inf, math.nan]
+    pairs = [
+        _float_pair(
+            tuple(rng.choice(values) for _ in markers.STATS),
+            tuple(rng.choice(values) * rng.choice([1.0, 1.05, 1.5]) for _ in markers.STATS),
+        )
+        for _ in range(300)
+    ]
+    before = [_python(n, b, Tolerance()) for n, b in pairs]
+    monkeypatch.setattr(row_errors, "SCALE_STATS", scale_stats)
+    monkeypatch.setattr(row_errors, "NORM_STAT", norm_stat)
+    NATIVE.configure_errors(scale_stats, norm_stat)
+    try:
+        after = [_python(n, b, Tolerance()) for n, b in pairs]
+        assert after != before  # (the rule changed answers)
+        assert [_native(n, b, Tolerance()) for n, b in pairs] == after
+        with pytest.raises(ValueError, match="configure_errors"):
+            NATIVE.configure_errors((0, len(markers.STATS)), norm_stat)
+    finally:
+        monkeypatch.undo()
+        NATIVE.configure_errors(row_errors.SCALE_STATS, row_errors.NORM_STAT)

@@ -239,6 +239,8 @@ static PyMethodDef methods[] = {
      "mentions(text, tokens): a bool for each token, whether text holds it (dump/entries.py: mentions)."},
     {"configure_summary", configure_summary, METH_O,
      "configure_summary(rules): the summary compare's rules (graph/cells.py's SUMMARY_RULES)."},
+    {"configure_errors", configure_errors, METH_VARARGS,
+     "configure_errors(scale_stats, norm_stat): analysis/row_errors.py's SCALE_STATS and NORM_STAT."},
     {"summary_pair", summary_pair, METH_VARARGS,
      "summary_pair(npu_in, npu_out, bench_in, bench_out, atol=None, rtol=None): the node's worst level, "
      "or None; with atol and rtol, (level, divergence_rows.node_exceeds or None)."},

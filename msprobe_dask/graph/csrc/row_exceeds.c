@@ -7,6 +7,30 @@
 
 enum { WITHIN = ROWS_WITHIN, EXCEEDS = ROWS_EXCEED, ASK_PYTHON = ROWS_ASK_PYTHON };
 
+/* row_errors' rule: where in a row's statistics the two are whose larger finite |Bench| is its scale
+ * (SCALE_STATS), and the one measured against its own |Bench| (NORM_STAT); configured: 1 once
+ * configure_errors was called */
+static struct {
+    int scale[2], norm, configured;
+} E;
+
+/* configure_errors(scale_stats, norm_stat): take row_errors.SCALE_STATS and NORM_STAT (places among
+ * the N_STATS statistics) */
+PyObject *configure_errors(PyObject *self, PyObject *args) {
+    int a, b, norm;
+    if (!PyArg_ParseTuple(args, "(ii)i", &a, &b, &norm))
+        return NULL;
+    if (a < 0 || a >= N_STATS || b < 0 || b >= N_STATS || norm < 0 || norm >= N_STATS) {
+        PyErr_Format(PyExc_ValueError, "configure_errors: places among the %d statistics", N_STATS);
+        return NULL;
+    }
+    E.scale[0] = a;
+    E.scale[1] = b;
+    E.norm = norm;
+    E.configured = 1;
+    Py_RETURN_NONE;
+}
+
 /* the statistics of an item in o (borrowed; None where it has none, as divergence_rows._stats_of reads
  * them): 1, 0 where it is not a dict (the Python path), -1 on error */
 static int item_stats(PyObject *item, PyObject *o[N_STATS]) {
@@ -24,8 +48,8 @@ static int item_stats(PyObject *item, PyObject *o[N_STATS]) {
 /* node_exceeds' test of a row of these statistics: the same statistics (as tuples are equal) are no
  * error; else, where all are floats, whether row_errors.stats_error (no MaxAbsErr, no EucDist) exceeds
  * rtol: a statistic's error is 0 where the two are equal (or both NaN), infinite where one is not finite,
- * else its difference beyond atol over the Bench's larger finite |Max| or |Min| (Max, Min, Mean) or its
- * |Norm| (Norm; none where that is not finite), infinite where that is 0. EXCEEDS, WITHIN, ASK_PYTHON
+ * else its difference beyond atol over the Bench's larger finite |Max| or |Min| (E.scale: Max, Min,
+ * Mean) or its own |Bench| (E.norm: Norm; none where that is not finite), infinite where that is 0. EXCEEDS, WITHIN, ASK_PYTHON
  * where they are not all floats; -1 on error. (atol finite, rtol finite from 0: no error is NaN.) */
 static int stats_exceed(PyObject *no[N_STATS], PyObject *bo[N_STATS], double atol, double rtol) {
     int same = 1;
@@ -41,10 +65,11 @@ static int stats_exceed(PyObject *no[N_STATS], PyObject *bo[N_STATS], double ato
         n[i] = PyFloat_AS_DOUBLE(no[i]);
         b[i] = PyFloat_AS_DOUBLE(bo[i]);
     }
-    double high = isfinite(b[0]) ? fabs(b[0]) : 0.0, low = isfinite(b[1]) ? fabs(b[1]) : 0.0;
+    double high = isfinite(b[E.scale[0]]) ? fabs(b[E.scale[0]]) : 0.0;
+    double low = isfinite(b[E.scale[1]]) ? fabs(b[E.scale[1]]) : 0.0;
     double scale = low > high ? low : high;
     for (int i = 0; i < N_STATS; i++) {
-        int norm = i == N_STATS - 1;
+        int norm = i == E.norm;
         if (norm && !isfinite(b[i]))
             continue;
         double base = norm ? fabs(b[i]) : scale, error;
@@ -87,8 +112,8 @@ static int item_exceeds(PyObject *item, PyObject *name, PyObject *bench_in, PyOb
  * finite number from 0 (the Python path); -1 on error */
 int rows_exceed(PyObject *npu_in, PyObject *npu_out, PyObject *bench_in, PyObject *bench_out, double atol,
                 double rtol) {
-    if (stat_keys_held == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "_speedups.configure_stats() was not called");
+    if (stat_keys_held == NULL || !E.configured) {
+        PyErr_SetString(PyExc_RuntimeError, "_speedups.configure_stats() or configure_errors() was not called");
         return -1;
     }
     if (!(isfinite(atol) && 0 <= rtol && rtol < INFINITY))

@@ -46,7 +46,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 27
+#define SPEEDUPS_API 28
 
 /* an ASCII text of the rules (held by them) */
 typedef struct {
@@ -379,6 +379,7 @@ PyObject *summary_pair(PyObject *self, PyObject *args);
 enum { ROWS_WITHIN, ROWS_EXCEED, ROWS_ASK_PYTHON };
 int rows_exceed(PyObject *npu_in, PyObject *npu_out, PyObject *bench_in, PyObject *bench_out, double atol,
                 double rtol);
+PyObject *configure_errors(PyObject *self, PyObject *args); /* row_exceeds.c: row_errors' rule */
 PyObject *configure_summary(PyObject *self, PyObject *rules);
 PyObject *configure_rows(PyObject *self, PyObject *rules);
 const char *batch_p2p_text(Py_ssize_t *n); /* rows.c */
