@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from msprobe_dask.analysis import row_errors
 from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.dump import markers
-from msprobe_dask.graph import speedups
-from msprobe_dask.graph.compare import SUMMARY
-from msprobe_dask.graph.divergence_rows import node_exceeds
+from msprobe_dask.graph import divergence_rows, speedups
+from msprobe_dask.graph.compare import SUMMARY, compare_subtrees
+from msprobe_dask.graph.divergence_rows import node_exceeds, node_rows
 from msprobe_dask.graph.model import API, Node
 
 NATIVE = speedups.native
@@ -205,3 +205,25 @@ def test_pair_exceeds_takes_its_rule_from_python(
     finally:
         monkeypatch.undo()
         NATIVE.configure_errors(row_errors.SCALE_STATS, row_errors.NORM_STAT)
+
+
+def test_the_compares_answers_reach_the_first_divergences_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """compare_subtrees hands node_rows the kernel's answers: a run whose pairs the C compare took asks
+    Python's node_exceeds nothing, and its piece says what node_exceeds would."""
+    over = _float_pair((2.5, -1.0, 0.5, 3.0), (2.0, -1.0, 0.5, 3.0))
+    within = _float_pair((2.0, -1.0, 0.5, 3.0), (2.0, -1.0, 0.5, 3.0))
+    within[0].id = within[1].id = "Tensor.mul.0.forward"
+    root = Node("root", API)
+    for pairs, exceeds in (([within], False), ([within, over], True)):
+        answered = compare_subtrees([n for n, _ in pairs], dict(pairs), root, SUMMARY, Tolerance())
+        assert answered == {n: _python(n, b, Tolerance()) for n, b in pairs}
+        monkeypatch.setattr(divergence_rows, "node_exceeds", _refuse)
+        nodes = [n for n, _ in pairs]
+        places = lambda names: list(range(len(names)))  # noqa: E731
+        piece = node_rows(nodes, dict(pairs), SUMMARY, places, Tolerance(), answered)
+        monkeypatch.undo()
+        assert piece.exceeds is exceeds
+
+
+def _refuse(*args: Any) -> bool:
+    raise AssertionError("node_exceeds asked of a pair the C compare answered")
