@@ -81,11 +81,18 @@ def openblas_dots(paths: list[Path], threads: int) -> list[tuple[float, float]]:
     return [(float(a), float(b)) for a, b in (line.split() for line in out.splitlines())]
 
 
-def light_node(node: Any, rtol: float) -> tuple[Any, ...] | None:
-    """``node`` (an analysis.flow.Node) as the divergence walk reads it when no rule can find it (not a
-    communication node, no tensor's error over ``rtol``): its LightNode, as flow.walk_nodes makes it."""
+def light_node(node: Any, rtol: float, receives: bool = True) -> tuple[Any, ...] | None:
+    """``node`` (an analysis.flow.Node) as the divergence walk reads it when no rule can find it (no
+    tensor's error over ``rtol``; not a communication node, or one that receives nothing (not
+    ``receives``) and whose api cannot leave a row unsettled, its rows holding no P2POp op): its
+    LightNode, as flow.walk_nodes makes it."""
+    from msprobe_dask.analysis.unsettled import NONBLOCKING, OUTPUT_BUFFER_ARG
+
     tensors = node.inputs + node.outputs
-    if node.comm is not None or any(t.error > rtol for t in tensors):
+    comm = node.comm
+    if comm is not None and (receives or comm.api in NONBLOCKING or comm.api in OUTPUT_BUFFER_ARG):
+        return None
+    if any(t.error > rtol for t in tensors):
         return None
     own = max((t.error for t in node.inputs), default=None)
     return node.name, own, tuple(t.signature for t in tensors if t.signature is not None)

@@ -219,7 +219,9 @@ def _column_nodes(
         start, end = spans[index]
         entry = entries[start]
         communication = is_communication(entry)
-        if light_below is not None and not communication:
+        if light_below is not None and (
+            not communication or index not in receiving and is_settled(rows, entry, start, end)
+        ):
             light = _light_node(rows, entry, start, end, atol, light_below, extremes)
             if light is not None:
                 yield light
@@ -292,7 +294,8 @@ def _light_node(
     rtol: float,
     extremes: tuple[Sequence[float | None], Sequence[float | None]] | None,
 ) -> LightNode | None:
-    """The LightNode of ``entry`` (rows ``start`` to ``end``, not a communication node), None where a
+    """The LightNode of ``entry`` (rows ``start`` to ``end``; a communication node only where it receives
+    nothing and no row of it may be unsettled: its Node's tensors are then these), None where a
     tensor's error exceeds ``rtol`` (see ``walk_nodes``): the tensors the Node would hold, in its order;
     ``extremes``: every row's NPU max and min as numbers (None: each row's converted alone)."""
     cells = rows.cells

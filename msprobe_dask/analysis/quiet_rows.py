@@ -46,42 +46,34 @@ class QuietRows:
     @classmethod
     def of(cls, rows: RowColumns, atol: float, whole: bool = False) -> QuietRows | None:
         """The quiet rows of ``rows``; None where most rows have an error to measure (a rank whose values
-        differ a little everywhere: its nodes are read one by one), or (``whole``) where a row has one
-        (found at the first)."""
+        differ a little everywhere: its nodes are read one by one; found when more than half are), or
+        (``whole``) where a row has one (found at the first). Rows without a tensor (no error: an
+        entry whose rows a piece left out, ``rank_rows``) are quiet, however many."""
         cells = rows.cells
-        others: Iterable[int] = _loud_rows(rows)
-        if not whole:
-            others = list(others)
-            if 2 * len(others) > len(rows.md5_only):
-                return None
+        count = len(rows.md5_only)
+        most = 1 if whole else count // 2 + 1  # (how many rows with an error to measure make None)
         measured: list[int] = []
         tensor = None
         errors: dict[tuple[Any, ...], float | None] = {}
         float_ = float
         highs, bench_highs = cells[STAT_COLUMNS[0]], cells[STAT_COLUMNS[4]]
         columns = [cells[column] for column in (*STAT_COLUMNS, MAX_ABS_ERR, EUC_DIST, NPU_MD5, BENCH_MD5)]
-        for i in others:
-            if rows.md5_only[i] or highs[i].__class__ is float_ is bench_highs[i].__class__:
-                if whole:
-                    return None
-                measured.append(i)  # (an md5's error, or one of its max's: stats_error)
-                continue
-            # (each cell with its class: False, 0 and 0.0 are equal keys, not equal cells)
-            key = tuple((cell.__class__, cell) for column in columns for cell in (column[i],))
-            try:
-                error = errors[key] if key in errors else errors.setdefault(key, rows.error(i, atol))
-            except TypeError:  # (a cell that is not hashable)
-                error = rows.error(i, atol)
-            if error is not None:
-                if whole:
-                    return None
-                measured.append(i)
-            else:
-                if tensor is None:
-                    tensor = bytearray(b"\x01") * len(rows.md5_only)
-                tensor[i] = 0
-        if whole and tensor is not None and 2 * tensor.count(0) > len(rows.md5_only):
-            return None  # (as without ``whole``: most rows not quiet at sight)
+        for i in _loud_rows(rows):
+            if not (rows.md5_only[i] or highs[i].__class__ is float_ is bench_highs[i].__class__):
+                # (each cell with its class: False, 0 and 0.0 are equal keys, not equal cells)
+                key = tuple((cell.__class__, cell) for column in columns for cell in (column[i],))
+                try:
+                    error = errors[key] if key in errors else errors.setdefault(key, rows.error(i, atol))
+                except TypeError:  # (a cell that is not hashable)
+                    error = rows.error(i, atol)
+                if error is None:
+                    if tensor is None:
+                        tensor = bytearray(b"\x01") * count
+                    tensor[i] = 0
+                    continue
+            measured.append(i)  # (an md5's error, or one of its max's: stats_error)
+            if len(measured) == most:
+                return None
         return cls(rows, measured, tensor)
 
     def loud(

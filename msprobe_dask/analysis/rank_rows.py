@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,13 +34,16 @@ from msprobe_dask.columns import (
 if TYPE_CHECKING:  # (the walk's modules are imported where a rank is walked: most runs walk none)
     from msprobe_dask.analysis.divergence import RankNodes
     from msprobe_dask.analysis.findings import Divergence
-    from msprobe_dask.analysis.flow import Node
+    from msprobe_dask.analysis.flow import LightNode, Node
+    from msprobe_dask.analysis.quiet_rows import QuietRun
 
 Row = tuple[Any, ...]
 """A row: its NPU name, dump entry, state, NPU statistics (Max, Min, Mean, Norm), Bench statistics, its
 cells of ``EXTRA_COLUMNS`` (None: none there) and its node's stack (its first row's; else None)."""
 EXTRA_COLUMNS = (MAX_ABS_ERR, EUC_DIST, NPU_MD5, BENCH_MD5, NPU_DTYPE, NPU_P2P_OP, NPU_P2P_PEER)
 _NO_EXTRA = (None,) * len(EXTRA_COLUMNS)
+WALKED_BLOCK = 1 << 14
+"""How many of a rank's entries its first-divergence walk puts in order at a time (``RankRows``)."""
 _KWARGS, _INPUT = "kwargs", "input"  # (a keyword argument is an input, as compare's rows name it)
 
 
@@ -125,29 +128,45 @@ class RankRows:
         if not self.exceeds:
             self.places, self.rows = [], []
 
-    def rank_nodes(self, rank: int, linked: bool) -> RankNodes:
-        """The rank's nodes for ``analyse_firsts``, its rows put in dump order when first read
-        (``linked``: its communication nodes are read to link it to other ranks)."""
+    def rank_nodes(self, rank: int, linked: bool, block: int = WALKED_BLOCK) -> RankNodes:
+        """The rank's nodes for ``analyse_firsts``, its rows put in dump order as they are read,
+        ``block`` entries at a time (``linked``: its communication nodes are read to link it to other
+        ranks)."""
         from msprobe_dask.analysis.divergence import RankNodes
-        from msprobe_dask.analysis.flow import walk_nodes
-
-        made: list[RowColumns] = []
-        tol = self.tolerance
-
-        def rows() -> RowColumns:
-            if not made:
-                made.append(row_columns(self._in_order(), self.md5_only))
-            return made[0]
 
         def comms() -> list[Any]:
             if not linked:
                 return []
             return self._comm_nodes(rank) if self.comms is None else self.comms
 
-        def read(receiving: Any) -> Any:
-            return walk_nodes(rows(), rank, tol.atol, tol.rtol, receiving)
+        def read(receiving: Collection[int]) -> Iterator[Node | LightNode | QuietRun]:
+            return self._walked(rank, receiving, block)
 
         return RankNodes(len(self.entries), comms, read, self.exceeds)
+
+    def _walked(
+        self, rank: int, receiving: Collection[int], block: int
+    ) -> Iterator[Node | LightNode | QuietRun]:
+        """``flow.walk_nodes`` of every entry's rows in dump order (an entry without rows as one row
+        without tensors), made ``block`` entries at a time as the walk asks for them: a walk that stops
+        at the rank's first origin half way in (S200k) neither orders nor converts the rows after it.
+        (A node reads only its own rows, and a QuietRun cut in two is read as the whole: the same
+        nodes as of the whole rank's rows, each Node at its index among them.)"""
+        from msprobe_dask.analysis.flow import Node, walk_nodes
+
+        rows: dict[int, list[Row]] = {}
+        for place, row in zip(self.places, self.rows):
+            rows.setdefault(place, []).append(row)
+        order = sorted(self.entries)
+        received = sorted(receiving)
+        tol, md5_only = self.tolerance, self.md5_only
+        for start in range(0, len(order), block):
+            end = start + block
+            ordered = [row for place in order[start:end] for row in rows.get(place) or (_no_tensor(place),)]
+            columns = row_columns(ordered, md5_only)
+            here = {i - start for i in received[bisect_left(received, start) : bisect_left(received, end)]}
+            for node in walk_nodes(columns, rank, tol.atol, tol.rtol, here):
+                yield node.moved(start) if start and node.__class__ is Node else node
 
     def _comm_nodes(self, rank: int) -> list[Node]:
         """``flow.part_nodes``' communication nodes of the rank's rows in dump order, made of only the
@@ -167,13 +186,6 @@ class RankRows:
         nodes = part_nodes(columns, rank, self.tolerance.atol, True).comms
         order = sorted(self.entries)
         return [node.moved(bisect_left(order, place) - node.index) for node, place in zip(nodes, places)]
-
-    def _in_order(self) -> list[Row]:
-        """Every entry's rows in dump order, an entry without rows as one row without tensors."""
-        rows: dict[int, list[Row]] = {}
-        for place, row in zip(self.places, self.rows):
-            rows.setdefault(place, []).append(row)
-        return [row for place in sorted(self.entries) for row in rows.get(place) or (_no_tensor(place),)]
 
 
 def _no_tensor(place: int) -> Row:

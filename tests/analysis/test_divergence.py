@@ -405,6 +405,8 @@ _NAMES = st.sampled_from(
         "Module.fc.Linear.parameters_grad.weight",
         "Distributed.all_reduce.0.forward.input.0",
         "Distributed.all_reduce.0.forward.output.0",
+        "Distributed.all_gather.0.forward.input.0",
+        "Distributed.isend.0.forward.output.0",
         "Tensor.add.1.forward.output.0",
     ]
 )
@@ -433,14 +435,16 @@ _QUIET_ROW = st.tuples(_NAMES, *[_FLOAT] * 4, st.sampled_from([None, "N/A"])).ma
     ),
     st.sampled_from([0.0, 1e-6, 0.5]),
     st.sampled_from([0.0, 0.1, 2.0]),
+    st.booleans(),
 )
 def test_walk_nodes_make_light_nodes_as_the_walk_reads_nodes(
-    rows: list[tuple], atol: float, rtol: float
+    rows: list[tuple], atol: float, rtol: float, receiving: bool
 ) -> None:  # type: ignore[type-arg]
     """flow.walk_nodes makes a node that no rule can find straight from the rows as its LightNode (the
     node iter_column_nodes makes, read as the walk reads it: conftest.light_node), or a run of them whose
     errors are all 0.0 or none as a QuietRun: the walk reads the same (conftest.walk_view); any other
-    node is that node (a communication node too, which here received something from a peer)."""
+    node is that node (a communication node too, where every node received something from a peer
+    (``receiving``) or its rows may be unsettled)."""
     from msprobe_dask.analysis.flow import iter_column_nodes, walk_nodes
     from msprobe_dask.columns import STAT_COLUMNS
 
@@ -451,8 +455,9 @@ def test_walk_nodes_make_light_nodes_as_the_walk_reads_nodes(
     cells["NPU MD5"], cells["BENCH MD5"] = ["a"] * len(rows), ["a" if row[11] else "b" for row in rows]
     md5_only = [row[11] and row[1] is None for row in rows]
     nodes = list(iter_column_nodes(RowColumns(cells, md5_only), 3, atol))
-    made = walk_nodes(RowColumns(cells, md5_only), 3, atol, rtol, range(len(nodes)))
-    assert repr(walk_view(made)) == repr(walk_view([light_node(node, rtol) or node for node in nodes]))
+    made = walk_nodes(RowColumns(cells, md5_only), 3, atol, rtol, range(len(nodes) if receiving else 0))
+    expected = [light_node(node, rtol, receiving) or node for node in nodes]
+    assert repr(walk_view(made)) == repr(walk_view(expected))
 
 
 @settings(max_examples=300, deadline=None)

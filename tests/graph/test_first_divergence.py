@@ -204,3 +204,26 @@ def test_a_rank_s_communication_nodes_are_those_of_its_walk(case: Path) -> None:
             if getattr(n, "comm", None) is not None
         ]
         assert comms and comms == walked
+
+
+@pytest.mark.parametrize("case", [MULTIRANK, MS_DA], ids=["multirank", "ms_da"])
+def test_a_rank_s_walk_reads_the_same_nodes_a_few_entries_at_a_time(case: Path) -> None:
+    """A rank's rows put in dump order a few entries at a time (RankRows.rank_nodes' block) give the walk
+    what they give it put in order at once: the same Nodes at the same indexes, the nodes between them
+    read the same (conftest.walk_view), whichever nodes received something from a peer."""
+    from conftest import walk_view
+
+    from msprobe_dask.analysis.rank_rows import RankRows
+    from msprobe_dask.graph.api import build_graphs
+    from msprobe_dask.graph.tasks import NPU
+
+    graphs = build_graphs(case / "target", case / "golden").graphs
+    ranks = [(g.rank, g.summary.divergence) for g in graphs if g.source == NPU and g.summary is not None]
+    assert ranks
+    for rank, rows in ranks:
+        assert isinstance(rows, RankRows)
+        whole = rows.rank_nodes(rank, True, block=max(1, len(rows.entries)))
+        for receiving in (set(), set(range(0, whole.count, 2)), set(range(whole.count))):
+            expected = repr(walk_view(whole.read(receiving)))
+            for block in (1, 2, 3, 7):
+                assert repr(walk_view(rows.rank_nodes(rank, True, block).read(receiving))) == expected
