@@ -61,7 +61,8 @@ class QuietRows:
         for i in _loud_rows(rows):
             if not (rows.md5_only[i] or highs[i].__class__ is float_ is bench_highs[i].__class__):
                 # (each cell with its class: False, 0 and 0.0 are equal keys, not equal cells)
-                key = tuple((cell.__class__, cell) for column in columns for cell in (column[i],))
+                row = [column[i] for column in columns]
+                key = (*row, *map(type, row))
                 try:
                     error = errors[key] if key in errors else errors.setdefault(key, rows.error(i, atol))
                 except TypeError:  # (a cell that is not hashable)
