@@ -70,6 +70,8 @@ def main() -> None:
                 out = Path(f"{tmp}/out{i}{len(runs[name])}{name[-1]}")
                 command = [sys.executable, "-m", "msprobe_dask", args.command, *quiet, *dumps, "-o", str(out)]
                 runs[name].append(measure([*command, *flags]))
+                if runs[name][-1].returncode:  # (its output is missing: no time of a failed run counts)
+                    sys.exit(f"{name}: exit {runs[name][-1].returncode}: {' '.join([*command, *flags])}")
                 print(f"{name}: {runs[name][-1].summary}", flush=True)
             if graph:
                 jsons = [side / rank / "dump.json" for rank in ranks for side in sides]
