@@ -28,7 +28,7 @@ from msprobe_dask.dump.markers import (
     SHAPED_KINDS,
 )
 from msprobe_dask.graph import speedups
-from msprobe_dask.graph.items import ITEM_KEYS, SUB_KEYS
+from msprobe_dask.graph.items import BOOL_TEXT, ITEM_KEYS, SUB_KEYS
 from msprobe_dask.graph.jsontext import dumps
 from msprobe_dask.metrics.float_repr import float_repr
 from msprobe_dask.metrics.stats import PERCENT
@@ -110,7 +110,7 @@ _FORMAT: dict[type, Callable[[Any], str]] = {
     ExportedText: str.__str__,
     type(None): {None: "null"}.__getitem__,
     int: int.__repr__,
-    bool: bool.__repr__,
+    bool: BOOL_TEXT.__getitem__,
     list: list.__repr__,
 }
 
@@ -211,7 +211,7 @@ _JSON_TEXT: dict[type, Callable[[Any], str]] = {
     list: _list_text,
     int: _Texts(int.__repr__, 1 << 12).__getitem__,
     type(None): {None: "null"}.__getitem__,
-    bool: {True: "True", False: "False"}.__getitem__,
+    bool: BOOL_TEXT.__getitem__,
 }
 
 
@@ -376,6 +376,7 @@ class TextRules:
     ]  # SUB_KEYS: an entry's parts, their names' suffixes (and states)
     null_key: str  # NULL_KEY (a statistic: entry_text.c knows no other key's "null" text)
     null_item: str  # NULL_ITEM's JSON text
+    bool_text: tuple[str, str]  # items.BOOL_TEXT of False and True
 
 
 TEXT_RULES = TextRules(
@@ -400,6 +401,7 @@ TEXT_RULES = TextRules(
     SUB_KEYS,
     NULL_KEY,
     _NULL_ITEM_JSON,
+    (BOOL_TEXT[False], BOOL_TEXT[True]),
 )
 if speedups.native is not None:
     speedups.native.configure_text(TEXT_RULES)

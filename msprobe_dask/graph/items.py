@@ -70,7 +70,9 @@ def _np_shape(value: Any) -> str:
         return str(numpy.shape(numpy.array(value, dtype=object)))
 
 
-_BOOL_TEXT = {True: "True", False: "False"}
+# the text of a bool value in an item: Python's str of it, as the reference writes it (entry_items.c takes it
+# by ITEM_RULES, the C texts of items by item_text.TEXT_RULES)
+BOOL_TEXT = {b: str(b) for b in (False, True)}
 
 
 def _leaf(leaf: dict[str, Any], name: str, state: str) -> dict[str, Any]:
@@ -78,7 +80,7 @@ def _leaf(leaf: dict[str, Any], name: str, state: str) -> dict[str, Any]:
     item = leaf.copy()
     for k, v in leaf.items():
         if v.__class__ is bool:
-            item[k] = _BOOL_TEXT[v]
+            item[k] = BOOL_TEXT[v]
     for k in ITEM_KEYS:  # in their order; a requires_grad or statistic the leaf lacks is None
         if k not in item:
             item[k] = None
@@ -266,7 +268,7 @@ ITEM_RULES = ItemRules(
     ITEM_KEYS,
     STATS,
     NO_DATA_NAME,
-    (_BOOL_TEXT[False], _BOOL_TEXT[True]),
+    (BOOL_TEXT[False], BOOL_TEXT[True]),
     _default_item,
     crc32_text,
     _CRC32_EMPTY,

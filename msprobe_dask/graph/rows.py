@@ -27,6 +27,9 @@ NODE_COLUMNS = VISDB_NODE_COLUMNS  # chunk_rows makes each row in this order
 # the cells of the columns chunk_rows (and the C row maker) does not make itself, from the node: a new
 # column of VISDB_NODE_TABLE gets its cell here
 EXTRA_CELLS: dict[str, Callable[[Node], Any]] = {}
+# the columns whose cells chunk_rows makes itself, in columns.VISDB_NODE_TABLE's order (the C row maker
+# numbers its cells in this order, and takes their names from here)
+MADE_COLUMNS = tuple(name for name in NODE_COLUMNS if name not in EXTRA_CELLS)
 DISTRIBUTED = "Distributed"  # the id of a communication node starts with this (is_distributed)
 COL = {name: i for i, name in enumerate(NODE_COLUMNS)}
 
@@ -311,14 +314,18 @@ class RowRules:
     module is imported: the columns (names and order) and their cells stay the Python ones."""
 
     columns: tuple[str, ...]  # NODE_COLUMNS
+    made: tuple[str, ...]  # MADE_COLUMNS
     extra_cells: dict[str, Callable[[Node], Any]]  # EXTRA_CELLS
     dumps: Callable[[Any], str]  # the JSON text of lists and dicts (jsontext.dumps)
     batch_p2p_ops: Callable[[Node], list[P2POp]]
     batch_p2p: str  # BATCH_P2P
     distributed: str  # DISTRIBUTED
+    unlinked: str  # UNLINKED: every row's matched_distributed
 
 
-ROW_RULES = RowRules(NODE_COLUMNS, EXTRA_CELLS, dumps, batch_p2p_ops, BATCH_P2P, DISTRIBUTED)
+ROW_RULES = RowRules(
+    NODE_COLUMNS, MADE_COLUMNS, EXTRA_CELLS, dumps, batch_p2p_ops, BATCH_P2P, DISTRIBUTED, UNLINKED
+)
 if speedups.native is not None:
     speedups.native.configure_rows(ROW_RULES)
 

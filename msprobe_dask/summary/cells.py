@@ -14,7 +14,7 @@ from typing import Any
 from msprobe_dask.metrics.stats import PERCENT, percent_fraction
 
 NAN = float("nan")
-BOOL_TEXTS = {"True": 1.0, "False": 0.0}
+BOOL_TEXTS = {str(b): float(b) for b in (False, True)}  # a bool's text (Python's str) -> its number
 
 
 def as_float(cell: Any) -> float:

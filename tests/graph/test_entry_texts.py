@@ -293,7 +293,7 @@ def test_the_items_take_their_rules_from_python(monkeypatch: pytest.MonkeyPatch)
     assert NATIVE is not None
     sub_keys = tuple((key, suffix, state.upper()) for key, suffix, state in items.SUB_KEYS)
     trial = dataclasses.replace(items.ITEM_RULES, bool_text=("no", "yes"), crc32_empty="e", sub_keys=sub_keys)
-    monkeypatch.setattr(items, "_BOOL_TEXT", {False: "no", True: "yes"})
+    monkeypatch.setattr(items, "BOOL_TEXT", {False: "no", True: "yes"})
     monkeypatch.setattr(items, "_CRC32_EMPTY", "e")
     monkeypatch.setattr(items, "SUB_KEYS", sub_keys)
     tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "Max": 1.5, "requires_grad": True}

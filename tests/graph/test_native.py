@@ -27,6 +27,7 @@ from comparable import shape
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from msprobe_dask.columns import UNLINKED, VISDB_NODE_COLUMNS
 from msprobe_dask.dump import entry_index, entry_shape, markers
 from msprobe_dask.dump import rows as dump_rows
 from msprobe_dask.errors import DumpError
@@ -658,6 +659,37 @@ def test_the_items_text_takes_the_statistics_keys_from_python(monkeypatch: pytes
             NATIVE.configure_stats(refused)
 
 
+@needs_native
+def test_the_items_text_takes_the_bools_texts_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Other texts of a bool value (items.BOOL_TEXT, Python's str of a bool, handed to the C texts in
+    item_text.TEXT_RULES): the C texts of items (text.c) and of an entry (entry_text.c) follow them,
+    as the Python path's do."""
+    assert items.BOOL_TEXT == {False: str(False), True: str(True)}
+    bools = {False: "no", True: "yes"}
+    data = {"k": {"value": True, "requires_grad": False}}
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "Max": 1.5, "requires_grad": True}
+    arguments = [tensor, {"type": "bool", "value": False}]
+    entry = json.dumps({"input_args": arguments, "output": [tensor]}, indent=4)
+
+    def texts() -> Any:
+        return item_text.items_json(data, False, False), _entry_texts(entry.encode(), "Tensor.add.0.forward")
+
+    usual, usual_python = _both(monkeypatch, texts)
+    assert usual == usual_python
+    monkeypatch.setitem(item_text._JSON_TEXT, bool, bools.__getitem__)
+    monkeypatch.setattr(items, "BOOL_TEXT", bools)
+    _forget_texts()
+    NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, bool_text=("no", "yes")))
+    try:
+        with_c, python = _both(monkeypatch, texts)
+    finally:
+        NATIVE.configure_text(item_text.TEXT_RULES)
+        _forget_texts()
+    assert with_c == python != usual
+    assert with_c[0] == '{"k": {"value": "yes", "requires_grad": "no"}}'
+    assert '"requires_grad": "yes"' in with_c[1][0] and '"value": "no"' in with_c[1][0]
+
+
 def _renamed(value: Any, names: dict[str, str]) -> Any:
     """``value`` with every dict key of ``names`` renamed (lists, tuples and dicts within it too)."""
     if isinstance(value, dict):
@@ -886,6 +918,44 @@ def test_the_rows_take_their_columns_from_python(monkeypatch: pytest.MonkeyPatch
     assert with_c == python
     assert [row[3] for row in with_c] == [len(n.children) for n in g.sorted_nodes()]
     assert [row[:3] + row[4:] for row in with_c] == rows.graph_rows(g, "NPU").nodes
+
+
+@needs_native
+def test_the_rows_take_their_columns_names_from_python() -> None:
+    """The names of the columns whose cells the C row maker makes (rows.ROW_RULES.made: those of
+    columns.VISDB_NODE_TABLE without a cell in rows.EXTRA_CELLS) and matched_distributed's text
+    (columns.UNLINKED) come from Python:
+    under a column renamed alike in the rules' columns and names, and another text, the rows are the
+    usual ones with that text; a list of names of another length is refused."""
+    g = build.build_graph(dump_files.GraphSource(str(DATA / "L0_only" / "target")))
+    usual = rows.graph_rows(g, "NPU").nodes
+    renamed = tuple("row_key" if c == "id" else c for c in rows.ROW_RULES.columns)
+    made = tuple("row_key" if c == "id" else c for c in rows.ROW_RULES.made)
+    NATIVE.configure_rows(dataclasses.replace(rows.ROW_RULES, columns=renamed, made=made, unlinked="[]"))
+    try:
+        trial = rows.graph_rows(g, "NPU").nodes
+        with pytest.raises(TypeError, match="configure_rows"):
+            NATIVE.configure_rows(dataclasses.replace(rows.ROW_RULES, made=made[:-1]))
+        with pytest.raises(ValueError, match="no cell for the column 'id'"):
+            NATIVE.configure_rows(dataclasses.replace(rows.ROW_RULES, made=made))
+    finally:
+        NATIVE.configure_rows(rows.ROW_RULES)
+    linked = rows.COL["matched_distributed"]
+    assert {row[linked] for row in usual} == {UNLINKED} and {row[linked] for row in trial} == {"[]"}
+    assert [row[:linked] + row[linked + 1 :] for row in trial] == [
+        row[:linked] + row[linked + 1 :] for row in usual
+    ]
+    assert rows.ROW_RULES.made == rows.MADE_COLUMNS == VISDB_NODE_COLUMNS
+    assert rows.ROW_RULES.unlinked == UNLINKED
+
+
+def test_the_node_attributes_the_kernels_read_are_the_models() -> None:
+    """The attributes the C kernels read of a node (the module's NODE_ATTRIBUTES) are fields of
+    graph/model.Node: renaming or removing one of them fails here, not as an AttributeError mid-run."""
+    if NATIVE is None:
+        pytest.skip("the C extension is not built")
+    fields = {f.name for f in dataclasses.fields(Node)}
+    assert NATIVE.NODE_ATTRIBUTES and set(NATIVE.NODE_ATTRIBUTES) <= fields
 
 
 _CELL = (

@@ -484,10 +484,9 @@ static int add_int_list(Buf *b, const Tape *t, const Val *v, int depth) {
     return BUF_LIT(b, "]") < 0 ? -1 : DONE;
 }
 
-/* the exported texts of the JSON constants: True, False and None as Python writes them, NaN and
- * Infinity as repr writes the floats json reads them as */
-static const char *const CONSTANT_TEXT[] = {[J_TRUE] = "True", [J_FALSE] = "False", [J_NULL] = "null",
-                                            [J_NAN] = "nan",   [J_INF] = "inf",     [J_NINF] = "-inf"};
+/* the exported texts of the JSON constants null, NaN and Infinity: None's as the export writes it, the
+ * others as repr writes the floats json reads them as (true and false: text_rules.bool_text) */
+static const char *const CONSTANT_TEXT[] = {[J_NULL] = "null", [J_NAN] = "nan", [J_INF] = "inf", [J_NINF] = "-inf"};
 
 /* the exported text of a value (item_text._JSON_TEXT by the class json gives it), JSON-ready; NULL: None */
 static int add_text(Buf *b, const Tape *t, const Val *v) {
@@ -502,6 +501,9 @@ static int add_text(Buf *b, const Tape *t, const Val *v) {
         return add_json_float(b, v);
     case J_TRUE:
     case J_FALSE:
+        return buf_add(b, text_rules.bool_text[v->kind == J_TRUE].s, text_rules.bool_text[v->kind == J_TRUE].n) < 0
+                   ? -1
+                   : DONE;
     case J_NULL:
     case J_NAN:
     case J_INF:

@@ -3,7 +3,7 @@
 
 PyObject *exported_text_type, *orjson_dumps, *zero, *str_id, *str_parent, *str_children, *str_stack,
     *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info, *str_input_data, *str_output_data,
-    *str_type_attr, *str_empty, *str_empty_map;
+    *str_type_attr, *str_empty;
 PyObject *str_type, *str_data_name, *str_dtype, *str_value, *str_requires_grad, *str_shape, *str_md5,
     *str_full_op_name, *str_state;
 static PyObject *leaf_keys_held; /* markers.LEAF_KEYS, the tuple whose texts leaf_keys points into */
@@ -154,6 +154,7 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
     PyObject *digits = dumps != NULL ? PyObject_GetAttrString(rules, "long_decimal") : NULL;
     TextRules r = {0};
     Text keys[MAX_TEXTS];
+    PyObject *bools = NULL;
     int ok = digits != NULL && PyType_Check(exported) && PyCallable_Check(dumps) &&
              PyArg_ParseTuple(digits, "iii", &r.int_digits, &r.min_decimals, &r.max_decimals) &&
              int_field(rules, "decimals", &r.decimals) == 0 && text_field(rules, "percent", &r.percent) == 0 &&
@@ -172,7 +173,13 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
              (r.process_group_text = PyObject_GetAttrString(rules, "process_group")) != NULL &&
              texts_field(rules, "item_keys", keys, &r.n_item_keys) == 0 &&
              text_field(rules, "null_key", &r.null_key) == 0 && text_field(rules, "null_item", &r.null_item) == 0 &&
-             (r.null_key_text = PyObject_GetAttrString(rules, "null_key")) != NULL;
+             (r.null_key_text = PyObject_GetAttrString(rules, "null_key")) != NULL &&
+             (bools = PyObject_GetAttrString(rules, "bool_text")) != NULL;
+    if (ok && ascii_texts(bools, 2, r.bool_text) < 0) {
+        PyErr_SetString(PyExc_TypeError, "configure_text: bool_text must be 2 ASCII str");
+        ok = 0;
+    }
+    Py_XDECREF(bools); /* (the frozen rules hold it) */
     for (int i = 0; ok && i < r.n_item_keys; i++) /* (a key entry_text.c cannot add must be left out) */
         if ((r.item_keys[i] = leaf_key_role(keys[i].s, keys[i].n, &r)) < 0) {
             PyErr_Format(PyExc_ValueError, "configure_text: entry_text.c cannot add the key %s", keys[i].s);
@@ -259,27 +266,35 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups", NULL, -1, methods};
 
-/* the interned texts the code compares with and writes: Node attributes (the model's names, not rules),
- * and texts of rows */
+/* the interned texts the code reads Node attributes by: graph/model.Node's field names, the module's
+ * NODE_ATTRIBUTES (tests/graph/test_native.py checks them against the fields) */
 static const struct {
     PyObject **var;
     const char *text;
-} constants[] = {
+} node_attributes[] = {
     {&str_id, "id"}, {&str_parent, "parent"}, {&str_children, "children"}, {&str_stack, "stack"},
     {&str_precision, "precision"}, {&str_overflow, "overflow"}, {&str_micro, "micro"}, {&str_link, "link"},
     {&str_merge_info, "merge_info"}, {&str_input_data, "input_data"}, {&str_output_data, "output_data"},
-    {&str_type_attr, "type"}, {&str_empty, ""}, {&str_empty_map, "{}"},
+    {&str_type_attr, "type"},
 };
+#define N_NODE_ATTRIBUTES (sizeof(node_attributes) / sizeof(node_attributes[0]))
 
 PyMODINIT_FUNC PyInit__speedups(void) {
     init_char_classes();
-    for (size_t i = 0; i < sizeof(constants) / sizeof(constants[0]); i++)
-        if ((*constants[i].var = PyUnicode_InternFromString(constants[i].text)) == NULL)
-            return NULL;
-    if ((zero = PyLong_FromLong(0)) == NULL)
+    PyObject *names = PyTuple_New(N_NODE_ATTRIBUTES);
+    for (size_t i = 0; names != NULL && i < N_NODE_ATTRIBUTES; i++)
+        if ((*node_attributes[i].var = PyUnicode_InternFromString(node_attributes[i].text)) == NULL)
+            Py_CLEAR(names);
+        else
+            PyTuple_SET_ITEM(names, i, Py_NewRef(*node_attributes[i].var));
+    if (names == NULL || (str_empty = PyUnicode_InternFromString("")) == NULL || (zero = PyLong_FromLong(0)) == NULL) {
+        Py_XDECREF(names);
         return NULL;
+    }
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "API", SPEEDUPS_API) < 0)
+    if (m != NULL && (PyModule_AddIntConstant(m, "API", SPEEDUPS_API) < 0 ||
+                      PyModule_AddObjectRef(m, "NODE_ATTRIBUTES", names) < 0))
         Py_CLEAR(m);
+    Py_DECREF(names);
     return m;
 }

@@ -1,17 +1,14 @@
-/* tb_nodes rows (rows.py: chunk_rows). The columns, their order, the columns this code does not make
- * and the texts it tests node ids with are rows.py's ROW_RULES, handed once by configure_rows(rules);
+/* tb_nodes rows (rows.py: chunk_rows). The columns, their order, the names of the cells this code makes,
+ * the cells of the columns it does not make, matched_distributed's text and the texts it tests node ids
+ * with are rows.py's ROW_RULES, handed once by configure_rows(rules);
  * what one chunk's rows share comes as rows.py's ChunkOf, read by name. */
 #include "speedups.h"
 
-/* the cells this code makes, by the name of their column */
+/* the cells this code makes, numbered in the order of rows.ROW_RULES.made (rows.MADE_COLUMNS, in
+ * columns.VISDB_NODE_TABLE's order), which names them (tests/graph/test_native.py renames one) */
 enum { C_ID, C_GRAPH_ID, C_NODE_ORDER, C_NODE_NAME, C_NODE_TYPE, C_UP_NODE, C_SUB_NODES, C_PRECISION,
        C_OVERFLOW, C_MICRO, C_LINK, C_STACK_ID, C_MERGE_INFO, C_MATCHED_DISTRIBUTED, C_MODIFIED, C_INPUT_DATA,
        C_OUTPUT_DATA, C_DATA_SOURCE, C_DUMP_DATA_DIR, C_STEP, C_RANK, C_IS_DISTRIBUTED, N_CELLS };
-static const char *const cell_names[N_CELLS] = {
-    "id", "graph_id", "node_order", "node_name", "node_type", "up_node", "sub_nodes", "precision_index",
-    "overflow_level", "micro_step_id", "matched_node_link", "stack_id", "parallel_merge_info",
-    "matched_distributed", "modified", "input_data", "output_data", "data_source", "dump_data_dir", "step",
-    "rank", "is_distributed"};
 
 #define MAX_COLUMNS 64
 
@@ -21,7 +18,7 @@ static struct {
     PyObject *extra[MAX_COLUMNS]; /* the Python cell function of a column this code does not make */
     int kind[MAX_COLUMNS];        /* the cell of each column (-1: extra) */
     Py_ssize_t n_columns;
-    PyObject *dumps, *batch_ops, *batch_p2p, *distributed;
+    PyObject *dumps, *batch_ops, *batch_p2p, *distributed, *unlinked;
 } RR;
 
 static void release_rows(void) {
@@ -41,24 +38,30 @@ const char *batch_p2p_text(Py_ssize_t *n) {
 PyObject *configure_rows(PyObject *self, PyObject *rules) {
     release_rows();
     PyObject *columns = PyObject_GetAttrString(rules, "columns");
-    PyObject *extra = columns != NULL ? PyObject_GetAttrString(rules, "extra_cells") : NULL;
+    PyObject *made = columns != NULL ? PyObject_GetAttrString(rules, "made") : NULL;
+    PyObject *extra = made != NULL ? PyObject_GetAttrString(rules, "extra_cells") : NULL;
     PyObject *dumps = extra != NULL ? PyObject_GetAttrString(rules, "dumps") : NULL;
     PyObject *ops = dumps != NULL ? PyObject_GetAttrString(rules, "batch_p2p_ops") : NULL;
     PyObject *batch = ops != NULL ? PyObject_GetAttrString(rules, "batch_p2p") : NULL;
     PyObject *distributed = batch != NULL ? PyObject_GetAttrString(rules, "distributed") : NULL;
-    int ok = distributed != NULL;
-    if (ok && (!PyTuple_Check(columns) || PyTuple_GET_SIZE(columns) > MAX_COLUMNS || !PyDict_Check(extra) ||
-               !PyUnicode_CheckExact(batch) || !PyUnicode_IS_ASCII(batch) || !PyUnicode_CheckExact(distributed))) {
-        PyErr_SetString(PyExc_TypeError, "configure_rows: rules of the wrong types");
+    PyObject *unlinked = distributed != NULL ? PyObject_GetAttrString(rules, "unlinked") : NULL;
+    int ok = unlinked != NULL;
+    if (ok && (!PyTuple_Check(columns) || PyTuple_GET_SIZE(columns) > MAX_COLUMNS || !PyTuple_Check(made) ||
+               PyTuple_GET_SIZE(made) != N_CELLS || !PyDict_Check(extra) || !PyUnicode_CheckExact(batch) ||
+               !PyUnicode_IS_ASCII(batch) || !PyUnicode_CheckExact(distributed) || !PyUnicode_CheckExact(unlinked))) {
+        PyErr_Format(PyExc_TypeError, "configure_rows: rules of the wrong types (made: %d names)", N_CELLS);
         ok = 0;
     }
     for (Py_ssize_t j = 0; ok && j < PyTuple_GET_SIZE(columns); j++) {
         PyObject *name = PyTuple_GET_ITEM(columns, j);
         RR.kind[j] = -1;
-        for (int c = 0; c < N_CELLS && PyUnicode_Check(name); c++)
-            if (PyUnicode_CompareWithASCIIString(name, cell_names[c]) == 0)
+        for (int c = 0; ok && c < N_CELLS; c++) {
+            int same = PyObject_RichCompareBool(name, PyTuple_GET_ITEM(made, c), Py_EQ);
+            if (same > 0)
                 RR.kind[j] = c;
-        if (RR.kind[j] < 0 && (RR.extra[j] = PyDict_GetItemWithError(extra, name)) == NULL) {
+            ok = same >= 0;
+        }
+        if (ok && RR.kind[j] < 0 && (RR.extra[j] = PyDict_GetItemWithError(extra, name)) == NULL) {
             if (!PyErr_Occurred())
                 PyErr_Format(PyExc_ValueError, "configure_rows: no cell for the column %R", name);
             ok = 0;
@@ -70,15 +73,18 @@ PyObject *configure_rows(PyObject *self, PyObject *rules) {
         RR.batch_ops = ops;
         RR.batch_p2p = batch;
         RR.distributed = distributed;
+        RR.unlinked = unlinked;
         RR.rules = Py_NewRef(rules); /* (the frozen rules hold what the fields point to) */
     } else
         memset(&RR, 0, sizeof(RR));
     Py_XDECREF(columns);
+    Py_XDECREF(made);
     Py_XDECREF(extra);
     Py_XDECREF(dumps);
     Py_XDECREF(ops);
     Py_XDECREF(batch);
     Py_XDECREF(distributed);
+    Py_XDECREF(unlinked);
     if (!ok)
         return NULL;
     Py_RETURN_NONE;
@@ -428,7 +434,7 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
         if (distributed < 0)
             goto row_fail;
         cells[C_GRAPH_ID] = Py_NewRef(graph_id);
-        cells[C_MATCHED_DISTRIBUTED] = Py_NewRef(str_empty_map);
+        cells[C_MATCHED_DISTRIBUTED] = Py_NewRef(RR.unlinked);
         cells[C_MODIFIED] = Py_NewRef(zero);
         cells[C_DATA_SOURCE] = Py_NewRef(source);
         cells[C_DUMP_DATA_DIR] = Py_NewRef(data_path);

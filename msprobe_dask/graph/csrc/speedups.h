@@ -46,7 +46,7 @@
 #define CAPITAL_N 8 /* (None starts with it) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 28
+#define SPEEDUPS_API 29
 
 /* an ASCII text of the rules (held by them) */
 typedef struct {
@@ -77,6 +77,7 @@ typedef struct {
     Text null_key, null_item;
     int null_role;
     PyObject *null_key_text; /* the str of null_key */
+    Text bool_text[2]; /* items.BOOL_TEXT of False and True */
 } TextRules;
 extern TextRules text_rules;
 extern unsigned text_rules_version; /* how many times configure_text took rules */
@@ -100,7 +101,7 @@ static inline int text_in(const char *s, Py_ssize_t n, const Text *ts, int count
  * called as graph/speedups.py loads this module, before any rules) */
 extern PyObject *exported_text_type, *orjson_dumps, *zero, *str_id, *str_parent, *str_children, *str_stack,
     *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info, *str_input_data, *str_output_data,
-    *str_type_attr, *str_empty, *str_empty_map;
+    *str_type_attr, *str_empty;
 extern PyObject *str_type, *str_data_name, *str_dtype, *str_value, *str_requires_grad, *str_shape, *str_md5,
     *str_full_op_name, *str_state;
 

@@ -239,7 +239,7 @@ static int add_value(Buf *b, PyObject *v) {
     if (v == Py_None)
         return BUF_LIT(b, "null") < 0 ? -1 : DONE;
     if (t == &PyBool_Type)
-        return (v == Py_True ? BUF_LIT(b, "True") : BUF_LIT(b, "False")) < 0 ? -1 : DONE;
+        return buf_add(b, text_rules.bool_text[v == Py_True].s, text_rules.bool_text[v == Py_True].n) < 0 ? -1 : DONE;
     if (t == &PyLong_Type) {
         int overflow;
         long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
