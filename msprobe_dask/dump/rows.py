@@ -17,6 +17,7 @@ from msprobe_dask.dump.json_limits import MAX_DEPTH
 from msprobe_dask.dump.markers import (
     ELLIPSIS,
     GROUP_RANKS,
+    LEAF_KEYS,
     MAX,
     MEAN,
     MIN,
@@ -97,30 +98,30 @@ def _numpy_shape(value: Any) -> str:
 def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) -> LeafRow:
     if leaf is None:
         return LeafRow(name, entry, state, NA, NA, NA, ("None",) * 4, NA, NO_DATA_NAME)  # type: ignore[arg-type]
-    kind = leaf["type"]
-    requires_grad = leaf.get("requires_grad")
+    kind = leaf[LEAF_KEYS.type]
+    requires_grad = leaf.get(LEAF_KEYS.requires_grad)
     grad = NA if requires_grad is None else str(requires_grad)
-    data_name = leaf.get("data_name") or NO_DATA_NAME
-    if leaf.get("dtype") is not None:  # a null dtype: the reference reads the leaf as a value (None)
+    data_name = leaf.get(LEAF_KEYS.data_name) or NO_DATA_NAME
+    if leaf.get(LEAF_KEYS.dtype) is not None:  # a null dtype: the reference reads the leaf as a value (None)
         get = leaf.get
         stats = high, low, mean, norm = get(MAX), get(MIN), get(MEAN), get(NORM)
         if not high.__class__ is low.__class__ is mean.__class__ is norm.__class__ is float:
             # (four floats, the usual case, stay as they are)
             stats = tuple(_tensor_stat(v) for v in stats)
-        md5 = leaf.get("md5", NO_MD5 if "value" not in leaf else _crc(leaf["value"]))
-        shape = leaf.get("shape")
+        md5 = leaf.get(LEAF_KEYS.md5, NO_MD5 if LEAF_KEYS.value not in leaf else _crc(leaf[LEAF_KEYS.value]))
+        shape = leaf.get(LEAF_KEYS.shape)
         return LeafRow(
             name,
             entry,
             state,
-            intern(str(leaf.get("dtype"))),  # (one text each, shared: rows pack and load faster)
+            intern(str(leaf.get(LEAF_KEYS.dtype))),  # (one text each, shared: rows pack and load faster)
             intern(str(shape if shape is not None else [])),
             grad,
             stats,
             md5,
             data_name,
         )  # type: ignore[arg-type]
-    value = leaf.get("value")
+    value = leaf.get(LEAF_KEYS.value)
     if name.rsplit(".", 1)[-1] in PEER_ARGUMENTS:
         text = str(value)
         return LeafRow(name, entry, state, kind, "[]", grad, (text,) * 4, text, data_name)  # type: ignore[arg-type]
@@ -135,10 +136,8 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
         )  # type: ignore[arg-type]
     if kind == ELLIPSIS:
         return LeafRow(name, entry, state, kind, "[]", grad, ("...",) * 4, _crc("..."), data_name)  # type: ignore[arg-type]
-    stat = _stat(value)
-    return LeafRow(
-        name, entry, state, str(type(value)), "[]", grad, (stat,) * 4, leaf.get("md5", _crc(value)), data_name
-    )  # type: ignore[arg-type]
+    stat, md5 = _stat(value), leaf.get(LEAF_KEYS.md5, _crc(value))
+    return LeafRow(name, entry, state, str(type(value)), "[]", grad, (stat,) * 4, md5, data_name)  # type: ignore[arg-type]
 
 
 def _walk(
@@ -150,11 +149,11 @@ def _walk(
     if node is None:
         out.append(_leaf_row(path, entry, state, None))
     elif isinstance(node, dict):
-        if node.get("class_type") == P2P_CLASS and isinstance(node.get("tensor"), dict):
+        if node.get(LEAF_KEYS.class_type) == P2P_CLASS and isinstance(node.get("tensor"), dict):
             row = _leaf_row(path, entry, state, node["tensor"])
             out.append(row._replace(p2p_op=str(node.get("op", NA)), p2p_peer=str(node.get("peer", NA))))
-        elif node.get("type").__class__ is str:
-            data_name = node.get("data_name")
+        elif node.get(LEAF_KEYS.type).__class__ is str:
+            data_name = node.get(LEAF_KEYS.data_name)
             name = data_name.rsplit(".", 1)[0] if isinstance(data_name, str) and data_name else path
             out.append(_leaf_row(name, entry, state, node))
         else:

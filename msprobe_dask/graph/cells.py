@@ -33,7 +33,7 @@ from msprobe_dask.columns import (
     STAT_COLUMNS,
     TENSOR_METRIC_COLUMNS,
 )
-from msprobe_dask.dump.markers import PARAMETERS_GRAD, STATS
+from msprobe_dask.dump.markers import LEAF_KEYS, PARAMETERS_GRAD, STATS
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.item_text import ExportedText
 from msprobe_dask.graph.jsontext import dumps
@@ -84,24 +84,24 @@ PASSED = rules.PASS  # a row's Result as it is made (the checkers may change it)
 def _basic(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]:
     if b is None:
         return {
-            NPU_NAME: n["full_op_name"],
+            NPU_NAME: n[LEAF_KEYS.full_op_name],
             BENCH_NAME: NAN,
-            NPU_DTYPE: n.get("dtype"),
+            NPU_DTYPE: n.get(LEAF_KEYS.dtype),
             BENCH_DTYPE: NAN,
-            NPU_SHAPE: n.get("shape"),
+            NPU_SHAPE: n.get(LEAF_KEYS.shape),
             BENCH_SHAPE: NAN,
-            NPU_REQUIRES_GRAD: n.get("requires_grad"),
+            NPU_REQUIRES_GRAD: n.get(LEAF_KEYS.requires_grad),
             BENCH_REQUIRES_GRAD: NAN,
         }
     return {
-        NPU_NAME: n["full_op_name"],
-        BENCH_NAME: b["full_op_name"],
-        NPU_DTYPE: n.get("dtype"),
-        BENCH_DTYPE: b.get("dtype"),
-        NPU_SHAPE: n.get("shape"),
-        BENCH_SHAPE: b.get("shape"),
-        NPU_REQUIRES_GRAD: n.get("requires_grad"),
-        BENCH_REQUIRES_GRAD: b.get("requires_grad"),
+        NPU_NAME: n[LEAF_KEYS.full_op_name],
+        BENCH_NAME: b[LEAF_KEYS.full_op_name],
+        NPU_DTYPE: n.get(LEAF_KEYS.dtype),
+        BENCH_DTYPE: b.get(LEAF_KEYS.dtype),
+        NPU_SHAPE: n.get(LEAF_KEYS.shape),
+        BENCH_SHAPE: b.get(LEAF_KEYS.shape),
+        NPU_REQUIRES_GRAD: n.get(LEAF_KEYS.requires_grad),
+        BENCH_REQUIRES_GRAD: b.get(LEAF_KEYS.requires_grad),
     }
 
 
@@ -129,9 +129,9 @@ def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, 
     bc = cells_of(bs)
     native = speedups.native
     diffs, rels, ratio = native.stat_diffs(ns, bs) if native is not None else stat_diffs(ns, bs)
-    rg, brg = n.get("requires_grad"), b.get("requires_grad")
-    dtype, bdtype = n.get("dtype"), b.get("dtype")
-    shape, bshape = n.get("shape"), b.get("shape")
+    rg, brg = n.get(LEAF_KEYS.requires_grad), b.get(LEAF_KEYS.requires_grad)
+    dtype, bdtype = n.get(LEAF_KEYS.dtype), b.get(LEAF_KEYS.dtype)
+    shape, bshape = n.get(LEAF_KEYS.shape), b.get(LEAF_KEYS.shape)
     # InfNan, RequiresGrad, DType and Shape need a difference; Parameters a different max
     quiet = (
         nc is ns
@@ -141,7 +141,7 @@ def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, 
         and (nc[0] == bc[0] or (dtype.__class__ is str and rules.NOT_A_TENSOR not in dtype))
     )
     row = {
-        NPU_NAME: n["full_op_name"],
+        NPU_NAME: n[LEAF_KEYS.full_op_name],
         MAX_DIFF: diffs[0],
         MIN_DIFF: diffs[1],
         MEAN_DIFF: diffs[2],
@@ -157,7 +157,7 @@ def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, 
         QUIET: quiet,
     }
     if not quiet:
-        row[BENCH_NAME] = b["full_op_name"]
+        row[BENCH_NAME] = b[LEAF_KEYS.full_op_name]
         row[NPU_DTYPE], row[BENCH_DTYPE] = dtype, bdtype
         row[NPU_SHAPE], row[BENCH_SHAPE] = shape, bshape
         row[NPU_REQUIRES_GRAD], row[BENCH_REQUIRES_GRAD] = rg, brg
@@ -168,15 +168,15 @@ def summary_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, 
 
 def md5_row(n: Mapping[str, Any], b: Mapping[str, Any] | None) -> dict[str, Any]:
     row = _basic(n, b)
-    row[NPU_MD5] = n.get("md5")
+    row[NPU_MD5] = n.get(LEAF_KEYS.md5)
     if b is None:
         row[BENCH_MD5] = NAN
         row[REQUIRES_GRAD_CONSISTENT] = False
         row[RESULT] = NAN
     else:
-        row[BENCH_MD5] = b.get("md5")
-        row[REQUIRES_GRAD_CONSISTENT] = n.get("requires_grad") == b.get("requires_grad")
-        row[RESULT] = PASSED if n.get("md5") == b.get("md5") else MD5_DIFFERENT
+        row[BENCH_MD5] = b.get(LEAF_KEYS.md5)
+        row[REQUIRES_GRAD_CONSISTENT] = n.get(LEAF_KEYS.requires_grad) == b.get(LEAF_KEYS.requires_grad)
+        row[RESULT] = PASSED if n.get(LEAF_KEYS.md5) == b.get(LEAF_KEYS.md5) else MD5_DIFFERENT
     row[ERR_MESSAGE] = ""
     return row
 
@@ -199,7 +199,7 @@ def tensor_row(
     else:
         for k, v in zip(BENCH_STATS, stats_of(b)):
             row[k] = stored_stat(v)
-        row[REQUIRES_GRAD_CONSISTENT] = n.get("requires_grad") == b.get("requires_grad")
+        row[REQUIRES_GRAD_CONSISTENT] = n.get(LEAF_KEYS.requires_grad) == b.get(LEAF_KEYS.requires_grad)
         if measure is not None:
             row.update(measure(n, b))
     row[RESULT] = PASSED
@@ -216,7 +216,7 @@ def _grouped(node: Node) -> tuple[list[dict[str, Any]], ...]:
     group_of = _GROUP_OF_STATE.get
     for data in (node.input_data, node.output_data):
         for it in data.values():
-            g = group_of(it.get("state") or "")
+            g = group_of(it.get(LEAF_KEYS.state) or "")
             if g is not None:
                 groups[g].append(it)
     return groups

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from msprobe_dask.columns import NAN
-from msprobe_dask.dump.markers import BATCH_P2P
+from msprobe_dask.dump.markers import BATCH_P2P, LEAF_KEYS
 from msprobe_dask.graph.p2p import P2POp
 from msprobe_dask.graph.rows import COL, GraphRows
 
@@ -113,7 +113,7 @@ class _Comm:
 
     def param(self, p: str) -> str | None:
         item = self.inputs.get(f"{self.name}.input.{p}")
-        return item.get("value") if isinstance(item, dict) else None
+        return item.get(LEAF_KEYS.value) if isinstance(item, dict) else None
 
     def group(self) -> tuple[list[int], str] | None:
         if self._inputs is None and not _may_hold_group(self.row[_INPUT_DATA]):

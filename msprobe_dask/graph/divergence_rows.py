@@ -15,7 +15,7 @@ from msprobe_dask.analysis.rank_rows import RankRows, Row, origin_place
 from msprobe_dask.analysis.row_errors import md5_error, number, stats_error
 from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.dump.entries import DumpEntries
-from msprobe_dask.dump.markers import STATS
+from msprobe_dask.dump.markers import LEAF_KEYS, STATS
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 from msprobe_dask.graph.cells import MD5, TENSOR
 from msprobe_dask.graph.model import Graph, Node
@@ -172,7 +172,7 @@ def _rows(
             npu = _NO_STATS if md5 else _stats_of(n)
             bench = _NO_STATS if md5 or b is None else _stats_of(b)
             extra = _extra(n, b, tensor, md5) if more else None
-            yield (name, node.id, n.get("state"), npu, bench, extra, stack)
+            yield (name, node.id, n.get(LEAF_KEYS.state), npu, bench, extra, stack)
             stack = None
 
 
@@ -192,9 +192,9 @@ def _extra(n: Mapping[str, Any], b: Mapping[str, Any] | None, tensor: bool, md5:
     return (
         n.get("MaxAbsErr") if tensor else None,
         n.get("EucDist") if tensor else None,
-        n.get("md5") if md5 else None,
-        b.get("md5") if md5 and b is not None else None,
-        n.get("dtype"),
+        n.get(LEAF_KEYS.md5) if md5 else None,
+        b.get(LEAF_KEYS.md5) if md5 and b is not None else None,
+        n.get(LEAF_KEYS.dtype),
         n.get("op"),
         n.get("peer"),
     )
@@ -206,7 +206,7 @@ def _exceeds(
     """Whether the error of the row of NPU item ``n`` and Bench item ``b`` (as ``RowColumns.error``
     measures it) exceeds ``rtol``."""
     if md5:
-        return md5_error(n.get("md5"), b.get("md5")) > rtol
+        return md5_error(n.get(LEAF_KEYS.md5), b.get(LEAF_KEYS.md5)) > rtol
     max_abs, euc = (n.get("MaxAbsErr"), n.get("EucDist")) if tensor else (None, None)
     npu, bench = (tuple(map(number, _stats_of(item))) for item in (n, b))
     error = stats_error(npu, bench, max_abs, euc, atol)

@@ -117,7 +117,7 @@ _FORMAT: dict[type, Callable[[Any], str]] = {
 
 def format_item(item: dict[str, Any], keep_md5: bool, batch_p2p: bool) -> dict[str, str]:
     """A new dict holding the exported form of ``item``."""
-    if item.get("type") == PROCESS_GROUP:
+    if item.get(LEAF_KEYS.type) == PROCESS_GROUP:
         item = {k: v for k, v in item.items() if k in _PG_KEEP}
     skip = skipped_keys(keep_md5, batch_p2p)
     fmt = _FORMAT.get
@@ -134,7 +134,7 @@ def exported_cells(
     item: dict[str, Any], keys: tuple[str, ...], keep_md5: bool, batch_p2p: bool
 ) -> dict[str, str]:
     """``format_item``'s cells of ``keys`` (those it gives), without making the others."""
-    kept = _PG_KEEP if item.get("type") == PROCESS_GROUP else item
+    kept = _PG_KEEP if item.get(LEAF_KEYS.type) == PROCESS_GROUP else item
     skip = _SKIPPED[bool(keep_md5), bool(batch_p2p)]
     fmt = _FORMAT.get
     top = item.get(NULL_KEY, _ABSENT)
@@ -275,7 +275,7 @@ _NULL_ITEM_JSON = dumps(NULL_ITEM)
 
 
 def _item_json(item: dict[str, Any], skip: frozenset[str], forms: dict[tuple[str, ...], _Form]) -> str:
-    if item.get("type") == PROCESS_GROUP:
+    if item.get(LEAF_KEYS.type) == PROCESS_GROUP:
         item = {k: v for k, v in item.items() if k in _PG_KEEP}
     keys = tuple(item)
     form = forms.get(keys)

@@ -41,7 +41,7 @@ SUB_KEYS = (
 # the keys every item has: a leaf without one gets it, after its own keys, in this order (the dtype and
 # shape of a leaf that is not a tensor follow, then its md5); entry_text.c follows it (TEXT_RULES)
 ITEM_KEYS = (LEAF_KEYS.data_name, LEAF_KEYS.full_op_name, LEAF_KEYS.state, LEAF_KEYS.requires_grad, *STATS)
-P2P_KEYS = ("class_type", "op", "peer", "tag", "group_id")
+P2P_KEYS = (LEAF_KEYS.class_type, "op", "peer", "tag", "group_id")
 
 
 def _default_item(name: str, state: str) -> dict[str, Any]:
@@ -84,16 +84,16 @@ def _leaf(leaf: dict[str, Any], name: str, state: str) -> dict[str, Any]:
     for k in ITEM_KEYS:  # in their order; a requires_grad or statistic the leaf lacks is None
         if k not in item:
             item[k] = None
-    data_name = leaf.get("data_name") or NO_DATA_NAME
+    data_name = leaf.get(LEAF_KEYS.data_name) or NO_DATA_NAME
     if not isinstance(data_name, str):
         raise DumpError(None, f"{name}: data_name {data_name!r} is not a string")
-    item["data_name"] = data_name
-    item["full_op_name"] = data_name.rsplit(".", 1)[0] if data_name != NO_DATA_NAME else name
-    item["state"] = state
-    if not item.get("dtype"):
+    item[LEAF_KEYS.data_name] = data_name
+    item[LEAF_KEYS.full_op_name] = data_name.rsplit(".", 1)[0] if data_name != NO_DATA_NAME else name
+    item[LEAF_KEYS.state] = state
+    if not item.get(LEAF_KEYS.dtype):
         _fill_non_tensor(item, leaf, name)
-    if not item.get("md5"):
-        item["md5"] = crc32_text(leaf["value"]) if "value" in leaf else _CRC32_EMPTY
+    if not item.get(LEAF_KEYS.md5):
+        item[LEAF_KEYS.md5] = crc32_text(leaf[LEAF_KEYS.value]) if LEAF_KEYS.value in leaf else _CRC32_EMPTY
     return item
 
 
@@ -115,34 +115,34 @@ _CRC32_EMPTY = crc32_text("")
 
 def _fill_non_tensor(item: dict[str, Any], leaf: dict[str, Any], name: str) -> None:
     """dtype, shape and the statistics of a leaf that is not a tensor (a scalar, a size, a group ...)."""
-    kind = leaf.get("type")
-    value = leaf.get("value")
+    kind = leaf.get(LEAF_KEYS.type)
+    value = leaf.get(LEAF_KEYS.value)
     if kind in SHAPED_KINDS:
-        item["dtype"] = kind
+        item[LEAF_KEYS.dtype] = kind
         if kind == TORCH_SIZE:
-            item["shape"] = str(value)
+            item[LEAF_KEYS.shape] = str(value)
         elif kind == SLICE:
-            item["shape"] = _np_shape(value)
+            item[LEAF_KEYS.shape] = _np_shape(value)
         else:  # ellipsis
-            item["shape"] = SCALAR_SHAPE
+            item[LEAF_KEYS.shape] = SCALAR_SHAPE
             for s in STATS:
                 item[s] = value
     elif name.rpartition(".")[2] in PEER_ARGUMENTS:
-        item["dtype"] = kind
-        item["shape"] = SCALAR_SHAPE
+        item[LEAF_KEYS.dtype] = kind
+        item[LEAF_KEYS.shape] = SCALAR_SHAPE
         for s in STATS:
             item[s] = str(value)
-        item["md5"] = str(value)
+        item[LEAF_KEYS.md5] = str(value)
     elif kind == PROCESS_GROUP:
         ranks = str(leaf.get(GROUP_RANKS))
-        item["dtype"] = kind
-        item["shape"] = SCALAR_SHAPE
+        item[LEAF_KEYS.dtype] = kind
+        item[LEAF_KEYS.shape] = SCALAR_SHAPE
         for s in STATS:
             item[s] = ranks
-        item["md5"] = ranks
+        item[LEAF_KEYS.md5] = ranks
     else:
-        item["dtype"] = _type_text(value)
-        item["shape"] = SCALAR_SHAPE
+        item[LEAF_KEYS.dtype] = _type_text(value)
+        item[LEAF_KEYS.shape] = SCALAR_SHAPE
         for s in STATS:
             item[s] = value
 
@@ -169,13 +169,13 @@ def _parse(value: Any, name: str, state: str, out: list[dict[str, Any]], depth: 
     elif isinstance(value, dict):
         if not value:
             return
-        if value.get("class_type") == P2P_CLASS:
+        if value.get(LEAF_KEYS.class_type) == P2P_CLASS:
             tensor = value.get("tensor")
             item = _leaf(tensor, name, state) if isinstance(tensor, dict) else _default_item(name, state)
             for k in P2P_KEYS:
                 item[k] = value.get(k)
             out.append(item)
-        elif isinstance(value.get("type"), str):
+        elif isinstance(value.get(LEAF_KEYS.type), str):
             out.append(_leaf(value, name, state))
         else:
             for k, v in value.items():
@@ -192,8 +192,8 @@ def _parse_list(value: list[Any], name: str, state: str, out: list[dict[str, Any
         if (
             v.__class__ is dict
             and depth < MAX_DEPTH
-            and v.get("type").__class__ is str
-            and v.get("class_type") != P2P_CLASS
+            and v.get(LEAF_KEYS.type).__class__ is str
+            and v.get(LEAF_KEYS.class_type) != P2P_CLASS
         ):
             out.append(_leaf(v, sub, state))
         else:
@@ -234,11 +234,11 @@ def split_items(items: list[dict[str, Any]]) -> tuple[dict[str, dict], dict[str,
     inputs: dict[str, dict] = {}
     outputs: dict[str, dict] = {}
     for item in items:
-        full = item["full_op_name"]
+        full = item[LEAF_KEYS.full_op_name]
         if OUTPUT_PART in full and INPUT_PART not in full:
             outputs[full] = item
         else:
-            dn = item.get("data_name", NO_DATA_NAME)
+            dn = item.get(LEAF_KEYS.data_name, NO_DATA_NAME)
             inputs[dn.rsplit(".", 1)[0] if dn != NO_DATA_NAME else full] = item
     return inputs, outputs
 

@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from msprobe_dask.dump.markers import MAX, MEAN, MIN, NORM
+from msprobe_dask.dump.markers import LEAF_KEYS, MAX, MEAN, MIN, NORM
 from msprobe_dask.graph.model import Graph, Node
 
 SPECIAL = {"inf", "-inf", "nan"}
@@ -37,7 +37,7 @@ def _anomalous(element: Any) -> bool:
 def _norms(elements: list[Any]) -> list[float]:
     out = []
     for e in elements:
-        if isinstance(e, dict) and e.get("type") == "torch.Tensor":
+        if isinstance(e, dict) and e.get(LEAF_KEYS.type) == "torch.Tensor":
             v = e.get(NORM)
             if (
                 v is not None

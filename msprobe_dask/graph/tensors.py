@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from msprobe_dask.dump.markers import NO_DATA_NAME
+from msprobe_dask.dump.markers import LEAF_KEYS, NO_DATA_NAME
 from msprobe_dask.graph.compare import TENSOR_INDEX, UNREADABLE
 from msprobe_dask.msprobe_log import log_tensor_compare
 
@@ -21,8 +21,8 @@ def make_measure(
     from msprobe_dask.metrics.tensor import measure_pair
 
     def measure(n: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
-        nd, bd = n.get("data_name", NO_DATA_NAME), b.get("data_name", NO_DATA_NAME)
-        name = n.get("full_op_name")
+        nd, bd = n.get(LEAF_KEYS.data_name, NO_DATA_NAME), b.get(LEAF_KEYS.data_name, NO_DATA_NAME)
+        name = n.get(LEAF_KEYS.full_op_name)
         if nd == NO_DATA_NAME or bd == NO_DATA_NAME or not npu_dir or not bench_dir:
             cells: dict[str, Any] = {k: UNSUPPORTED for k in TENSOR_INDEX}
             message = "No bench data matched."
@@ -31,7 +31,10 @@ def make_measure(
             metrics = measure_pair(
                 resolve_data_file(Path(npu_dir), nd),
                 resolve_data_file(Path(bench_dir), bd),
-                claims=(claim_of(n.get("dtype"), n.get("shape")), claim_of(b.get("dtype"), b.get("shape"))),
+                claims=(
+                    claim_of(n.get(LEAF_KEYS.dtype), n.get(LEAF_KEYS.shape)),
+                    claim_of(b.get(LEAF_KEYS.dtype), b.get(LEAF_KEYS.shape)),
+                ),
             )
             cells = metrics.as_dict()
             message = metrics.message

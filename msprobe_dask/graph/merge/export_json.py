@@ -14,19 +14,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-from msprobe_dask.dump.markers import STATS
+from msprobe_dask.dump.markers import LEAF_KEYS, STATS
 from msprobe_dask.errors import OutputError, cannot
 from msprobe_dask.graph.model import ROOT_ID, Graph, Node
 from msprobe_dask.writers.atomic import atomic_path, missing_folders, prepare_output_dir
 
-_DROPPED = ("data_name", "full_op_name", "state", "md5")
+_DROPPED = (LEAF_KEYS.data_name, LEAF_KEYS.full_op_name, LEAF_KEYS.state, LEAF_KEYS.md5)
 _HEADER = ("task", "level", "framework", "dump_data_dir")
 _NAMES = ("construct.json", "dump.json", "stack.json")
 
 
 def _without_md5(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _without_md5(v) for k, v in value.items() if k != "md5"}
+        return {k: _without_md5(v) for k, v in value.items() if k != LEAF_KEYS.md5}
     if isinstance(value, list):
         return [_without_md5(v) for v in value]
     return value
@@ -53,7 +53,7 @@ def _copied(node: Node, entry: dict[str, Any]) -> dict[str, Any]:
         elif field == "input_kwargs" and isinstance(value, dict):
             value = {
                 k: _with_stats(v, items.get(f"{node.id}.input.{k}"))
-                if isinstance(v, dict) and "type" in v
+                if isinstance(v, dict) and LEAF_KEYS.type in v
                 else v
                 for k, v in value.items()
             }
@@ -62,15 +62,15 @@ def _copied(node: Node, entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _leaf(item: dict[str, Any]) -> dict[str, Any] | None:
-    if item.get("type") is None:
+    if item.get(LEAF_KEYS.type) is None:
         return None
     out = {}
     for k, v in item.items():
-        if k in _DROPPED or (k == "requires_grad" and v is None):
+        if k in _DROPPED or (k == LEAF_KEYS.requires_grad and v is None):
             continue
-        if k == "requires_grad" and isinstance(v, str):
+        if k == LEAF_KEYS.requires_grad and isinstance(v, str):
             v = v == "True"
-        elif k == "shape" and isinstance(v, str):
+        elif k == LEAF_KEYS.shape and isinstance(v, str):
             try:
                 v = list(ast.literal_eval(v))
             except (ValueError, SyntaxError, TypeError):

@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from msprobe_dask.dump.markers import MAX, MEAN, MIN, STATS
+from msprobe_dask.dump.markers import LEAF_KEYS, MAX, MEAN, MIN, STATS
 from msprobe_dask.graph.model import Node
 
 LISTED_DTYPES = frozenset(
@@ -82,7 +82,7 @@ def _listed_params(main: Node) -> Iterator[tuple[str, dict[str, Any]]]:
     """main's params of a listed dtype: input params then output params."""
     for data in (main.input_data, main.output_data):
         for key, item in data.items():
-            if item.get("dtype") in LISTED_DTYPES:
+            if item.get(LEAF_KEYS.dtype) in LISTED_DTYPES:
                 yield key, item
 
 
@@ -92,7 +92,7 @@ def _gathered(main: Node, item: dict[str, Any], others: Sequence[Node], key: str
     out = [item]
     for other in others:
         twin = twin_item(main, other, key)
-        if twin is None or twin.get("dtype") not in LISTED_DTYPES:
+        if twin is None or twin.get(LEAF_KEYS.dtype) not in LISTED_DTYPES:
             break
         out.append(twin)
     return out
@@ -174,7 +174,7 @@ def merge_stats(main: Node, others: Sequence[Node], keys: Sequence[str]) -> list
             values = [it.get(stat) for it in items]
             if not all(_is_number(v) for v in values):
                 continue
-            merged = _round(_merged(stat, values), item.get("dtype"))
+            merged = _round(_merged(stat, values), item.get(LEAF_KEYS.dtype))
             item[stat] = merged
             lines.append(f"The {stat} value merging method for {rel} is: {_formula(stat, values)} = {merged}")
     return lines

@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from msprobe_dask.dump.markers import LEAF_KEYS
 from msprobe_dask.graph.model import Node
 
 _RANK_MARK = "_rank"
@@ -56,8 +57,8 @@ def _rekeyed(data: dict[str, dict[str, Any]], old: str, new: str) -> dict[str, d
     out = {}
     for key, item in data.items():
         item = dict(item)
-        if "full_op_name" in item:
-            item["full_op_name"] = _renamed(item["full_op_name"], old, new)
+        if LEAF_KEYS.full_op_name in item:
+            item[LEAF_KEYS.full_op_name] = _renamed(item[LEAF_KEYS.full_op_name], old, new)
         out[_renamed(key, old, new)] = item
     return out
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from msprobe_dask.dump.markers import BATCH_P2P, PROCESS_GROUP
+from msprobe_dask.dump.markers import BATCH_P2P, LEAF_KEYS, PROCESS_GROUP
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.graph.merge import DEFAULT_ORDER
 from msprobe_dask.graph.model import Graph
@@ -196,7 +196,7 @@ def _first_group_ranks(ids: Sequence[str], inputs: Inputs) -> list[int] | None:
     for node_id in ids:
         if _tp_api(node_id):
             for key, item in inputs(node_id).items():
-                if key.endswith(".group") or item.get("type") == PROCESS_GROUP:
+                if key.endswith(".group") or item.get(LEAF_KEYS.type) == PROCESS_GROUP:
                     ranks = item.get("group_ranks")
                     if isinstance(ranks, list):
                         return ranks
@@ -213,7 +213,7 @@ def _p2p_target(rank: int, node_id: str, inputs: Inputs) -> int | None:
     if ".send." in node_id or ".isend." in node_id:
         for key, item in inputs(node_id).items():
             if key.endswith(".dst"):
-                value = item.get("value")
+                value = item.get(LEAF_KEYS.value)
                 return value if isinstance(value, int) else None
     return None
 

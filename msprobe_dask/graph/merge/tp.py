@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from msprobe_dask.dump.markers import STATS
+from msprobe_dask.dump.markers import LEAF_KEYS, STATS
 from msprobe_dask.graph.merge.params import differing_keys, is_output_key, merge_stats, tp_header
 from msprobe_dask.graph.merge.pp import NOT_MERGED_ROOT_CHILDREN, subtree
 from msprobe_dask.graph.merge.rename import rank_suffixed, ranks_mapped, rename_node
@@ -193,7 +193,7 @@ class _TPMerge:
             if src is not None:
                 for s in STATS:
                     out[s] = src.get(s)
-            name = src.get("full_op_name", reduce.id) if src is not None else reduce.id
+            name = src.get(LEAF_KEYS.full_op_name, reduce.id) if src is not None else reduce.id
             mm.merge_info = [*merged, f"The output of this data is merged from {name}"]
 
     def first_pass(self) -> None:
