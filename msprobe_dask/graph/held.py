@@ -29,7 +29,7 @@ import pickle
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from msprobe_dask.errors import OutputError, cannot
 from msprobe_dask.graph.chunks import Prepared, chunk_task, let_go
@@ -104,11 +104,8 @@ def hold(spool: Spool, place: int | None, name: str, value: Any, one_reader: boo
     another process, it would stay held here to the run's end (graph/merge/plan.py: every replica's rows;
     384 + 96 ranks on two worker processes, 958 -> 553 MiB)."""
     held = Held(spool, place, name)
-    if spool.shared:  # (pickled as dask pickles a task's result: cloudpickle, by value what pickle
-        # takes by name only where it must)
-        import cloudpickle
-
-        _spool_file(held.path, value, cloudpickle.dump)
+    if spool.shared:
+        _spool_file(held.path, value, _pickled)
     if not (one_reader and spool.shared):
         _hold(held, value)
     return held
@@ -122,6 +119,21 @@ def _spool_file(path: str, value: Any, dump: Callable[..., None]) -> None:
             dump(value, f, pickle.HIGHEST_PROTOCOL)
     except OSError as exc:
         raise OutputError(path, cannot("be written", exc)) from None
+
+
+def _pickled(value: Any, f: BinaryIO, protocol: int) -> None:
+    """``value`` pickled into ``f`` as dask pickles a task's result: by pickle, and by cloudpickle where
+    pickle cannot (a function or class made at run time, which cloudpickle takes by value). Where pickle
+    can, cloudpickle writes the same bytes, slower (R8's held Parts, 1.28 MB each: 0.030 -> 0.016 s of
+    thread CPU; S50k's graphs, 12 MB: 0.068-0.071 -> 0.060-0.063 s)."""
+    try:
+        pickle.dump(value, f, protocol)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        import cloudpickle
+
+        f.seek(0)
+        f.truncate()
+        cloudpickle.dump(value, f, protocol)
 
 
 def _hold(held: Held, value: Any) -> None:
