@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import signal
 import sys
 import traceback
@@ -226,6 +227,24 @@ class LeanDask:
         return None
 
 
+YAML_NON_PRINTABLE = "[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010ffff]"
+"""PyYAML's ``yaml.reader.Reader.NON_PRINTABLE`` (dask.config imports yaml): re compiles a class this wide
+by marking its 63,000 BMP characters one at a time in Python (0.058e9 instructions, ~1.2% of the
+transformer's graph_visualize)."""
+YAML_NON_PRINTABLE_AS_LISTED = "[\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x84\x86-\x9F\uD800-\uDFFF\uFFFE\uFFFF]"
+"""The same characters listed rather than excluded (tests/test_imports.py checks every code point):
+0.004e9 instructions to compile."""
+
+
+def lean_yaml_reader() -> None:
+    """Before yaml is first imported: its reader's NON_PRINTABLE compiled from the class that lists the
+    same characters (re's cache answers the reader's ``re.compile``; the reader only searches with it). A
+    PyYAML whose pattern is another, or a re without that cache, compiles its own as before."""
+    cache = getattr(re, "_cache", None)
+    if "yaml.reader" not in sys.modules and isinstance(cache, dict):
+        cache[str, YAML_NON_PRINTABLE, 0] = re.compile(YAML_NON_PRINTABLE_AS_LISTED)
+
+
 def _importer() -> str | None:
     """The module whose code runs the import being looked for (the caller's first frame outside Python's
     import machinery)."""
@@ -242,6 +261,7 @@ def console_main() -> None:
     os.environ.setdefault(*BLAS_THREADS)
     if not any(isinstance(finder, LeanDask) for finder in sys.meta_path):
         sys.meta_path.insert(0, LeanDask())
+    lean_yaml_reader()
     code = main(exiting=True)
     if code:  # a task thread of a stopped run may have created a temporary since main removed them
         remove_temporaries()
