@@ -108,12 +108,10 @@ class _Builder:
         self.root = Node(ROOT_ID, MODULE)
         self.nodes: dict[str, Node] = {ROOT_ID: self.root}
 
-    def _stack_for(self, node_id: str) -> list[str]:
-        """Its stack.json lines; a backward node without any shows its forward twin's
-        (``X.backward``: ``X.forward``'s, ``X.backward.N``: ``X.forward.0``'s)."""
-        stack = self.stacks.get(node_id, NO_STACK)
-        if stack or ".backward" not in node_id:
-            return stack
+    def _twin_stack(self, node_id: str, stack: Any) -> Any:
+        """The stack a backward node shows whose stack.json lines are ``stack`` (none): its forward
+        twin's (``X.backward``: ``X.forward``'s, ``X.backward.N``: ``X.forward.0``'s); ``stack`` if it has
+        no twin."""
         if node_id.endswith(".backward"):
             twin_id = node_id.replace("backward", "forward")
         else:
@@ -130,8 +128,8 @@ class _Builder:
         inputs, outputs = node_items(node_id, self.data, self.folder) if self.items else (NO_ITEMS, NO_ITEMS)
         micro = self.micro.get(node_id, 0) if self.micro is not None else None
         stack = self.stacks.get(node_id, NO_STACK)
-        if not stack and ".backward" in node_id:  # (_stack_for's question, asked of few nodes)
-            stack = self._stack_for(node_id)
+        if not stack and ".backward" in node_id:
+            stack = self._twin_stack(node_id, stack)
         # positional: a third faster than keywords, for every node of the graph
         node = Node(
             node_id,
@@ -156,7 +154,8 @@ def _attach_all(b: _Builder, construct: Mapping[str, str | None]) -> None:
     first named, in construct.json's order: the loop of a build, once per node (its lookups inline)."""
     get, new, root = b.nodes.get, b.new, b.root
     for sub, up in construct.items():
-        if ".backward" in sub:  # (repair_parent leaves other nodes' parents alone)
+        # (repair_parent leaves other nodes' parents alone, and an API's backward node's if it has one)
+        if ".backward" in sub and (up is None or not sub.endswith(".backward")):
             up = repair_parent(sub, up, construct)
         if up is None:
             parent = root
@@ -316,6 +315,8 @@ def _place_parameters_grad(b: _Builder) -> None:
         return
     max_call: dict[str, int] = {}
     for node_id in b.nodes:
+        if ".backward." not in node_id:  # (BWD matches none of them: most ids leave here, before the regex)
+            continue
         m = BWD.search(node_id)
         if m:
             prefix = node_id[: m.start()]
@@ -328,7 +329,21 @@ def _place_parameters_grad(b: _Builder) -> None:
             continue
         for suffix in suffixes:
             node_id = prefix + suffix
-            node = Node(node_id, MODULE, parent=parent)
+            # (positional, the empty containers shared: as _Builder.new makes a node)
+            node = Node(
+                node_id,
+                MODULE,
+                parent,
+                [],
+                NO_ITEMS,
+                NO_ITEMS,
+                NO_STACK,
+                None,
+                NO_LINES,
+                None,
+                None,
+                NO_LINES,
+            )
             if b.items:
                 node.input_data, node.output_data = node_items(node_id, b.data, b.folder)
             parent.children.append(node)

@@ -110,7 +110,7 @@ def test_a_backward_node_shows_its_forward_twins_stack(node_id: str, with_twins:
     if with_twins:
         for twin in {BWD.sub(".forward.0", node_id), node_id.replace("backward", "forward")} - {node_id}:
             b.nodes[twin] = Node(twin, MODULE, stack=[f"{twin}'s line"])
-    assert b._stack_for(node_id) == _plain_stack(b, node_id)
+    assert b.new(node_id).stack == _plain_stack(b, node_id)
 
 
 def test_gc_thresholds_raised_inside_and_restored() -> None:
