@@ -52,9 +52,6 @@ def summarise_rows(
     add = group.add_judged
 
     def items_of(i: int) -> list[dict[str, Any]]:
-        cells = read.get(i) if read else None
-        if cells is not None:
-            return cells
         text = texts[i] if texts is not None else None
         if text is not None:
             return items_of_texts(*text)
@@ -68,8 +65,10 @@ def summarise_rows(
 
     precisions = list(map(_PRECISION, rows))
     group.count(precisions)
+    read_cells = (read or {}).get
     for i, precision in enumerate(precisions):
         if precision in JUDGED_PRECISIONS:
             name, node_type = _NAME_AND_TYPE(rows[i])
-            add(name, str(node_type), precision_result(precision), i, items_of(i))
+            cells = read_cells(i)
+            add(name, str(node_type), precision_result(precision), i, items_of(i) if cells is None else cells)
     return group.trimmed(lambda i: dumps(nodes[i].stack))

@@ -63,11 +63,14 @@ def is_structural(message: str) -> bool:
 
 
 class KindCounter:
-    """Counts rows per message kind; a row holding one message twice counts once."""
+    """Counts rows per message kind; a row holding one message twice counts once. The kinds of the rows
+    added are counted as they are read (``_counted``): rows added one by one hold the same few kinds
+    (a summary's judged nodes: one kinds tuple of a cache each), counted once a distinct tuple."""
 
     def __init__(self) -> None:
         self._counts: Counter[str] = Counter()
         self._shown: dict[str, str] = {}
+        self._added: dict[tuple[tuple[str, str], ...], int] = {}  # rows by their kinds, not counted yet
 
     def add(self, row_messages: Iterable[str], rows: int = 1) -> None:
         """Count ``rows`` rows holding ``row_messages``."""
@@ -81,20 +84,30 @@ class KindCounter:
             keys.setdefault(kind_key(message), message)
         return tuple(keys.items())
 
-    def add_kinds(self, kinds: Iterable[tuple[str, str]], rows: int = 1) -> None:
+    def add_kinds(self, kinds: tuple[tuple[str, str], ...], rows: int = 1) -> None:
         """Count ``rows`` rows holding ``kinds`` (kinds_of their messages)."""
-        for key, message in kinds:
-            self._shown.setdefault(key, message)
-            self._counts[key] += rows
+        added = self._added
+        added[kinds] = added.get(kinds, 0) + rows
+
+    def _counted(self) -> Counter[str]:
+        """The rows of each kind, the rows added counted (in the order they came: a kind shows the first
+        message of it added, and ties keep the order the kinds were first seen)."""
+        for kinds, rows in self._added.items():
+            for key, message in kinds:
+                self._shown.setdefault(key, message)
+                self._counts[key] += rows
+        self._added.clear()
+        return self._counts
 
     def merge(self, later: KindCounter) -> None:
         """Add the counts of ``later``, a counter of the rows that follow this one's."""
-        for key, count in later._counts.items():
+        self._counted()
+        for key, count in later._counted().items():
             self._shown.setdefault(key, later._shown[key])
             self._counts[key] += count
 
     def most_common(self, n: int | None = None) -> list[MessageKind]:
         return [
             MessageKind(self._shown[key], count, is_structural(key))
-            for key, count in self._counts.most_common(n)
+            for key, count in self._counted().most_common(n)
         ]
