@@ -9,6 +9,7 @@ NO_DATA_NAME = "-1"  # the data_name of a leaf without a data file
 PROCESS_GROUP = "torch.ProcessGroup"  # the type of a process-group argument
 # a process group's member whose text (str of its value) is its row's and its items' statistics and md5
 GROUP_RANKS = "group_ranks"
+GROUP_ID = "group_id"  # a process group's id (a member of its dict), and a P2P op argument's group
 P2P_CLASS = "torch.distributed.P2POp"  # the class_type of a point-to-point op argument
 BATCH_P2P = "batch_isend_irecv"  # the API that runs a batch of P2POps
 # the part of an entry name that holds a module's parameter gradients (``Module.fc.Linear.parameters_grad``,
@@ -44,6 +45,20 @@ class LeafKeys(NamedTuple):
     full_op_name: str  # an item's: the op its leaf belongs to
     state: str  # an item's: input, output, parameters ...
 
+
+class P2PKeys(NamedTuple):
+    """The keys of a P2P op argument (a dict of class_type P2P_CLASS) that rules read by name, besides
+    its class_type and its tensor (P2P_TENSOR): its item keeps them, a batch_isend_irecv node's exported
+    items leave them out."""
+
+    op: str  # isend, irecv ...
+    peer: str  # the other rank
+    tag: str
+    group_id: str  # GROUP_ID
+
+
+P2P_KEYS = P2PKeys("op", "peer", "tag", GROUP_ID)
+P2P_TENSOR = "tensor"  # the key of a P2P op argument's tensor leaf
 
 LEAF_KEYS = LeafKeys(
     "type",

@@ -24,6 +24,8 @@ from msprobe_dask.dump.markers import (
     NO_DATA_NAME,
     NORM,
     P2P_CLASS,
+    P2P_KEYS,
+    P2P_TENSOR,
     PARAMETERS_GRAD,
     PEER_ARGUMENTS,
     PROCESS_GROUP,
@@ -149,9 +151,10 @@ def _walk(
     if node is None:
         out.append(_leaf_row(path, entry, state, None))
     elif isinstance(node, dict):
-        if node.get(LEAF_KEYS.class_type) == P2P_CLASS and isinstance(node.get("tensor"), dict):
-            row = _leaf_row(path, entry, state, node["tensor"])
-            out.append(row._replace(p2p_op=str(node.get("op", NA)), p2p_peer=str(node.get("peer", NA))))
+        if node.get(LEAF_KEYS.class_type) == P2P_CLASS and isinstance(node.get(P2P_TENSOR), dict):
+            row = _leaf_row(path, entry, state, node[P2P_TENSOR])
+            op, peer = node.get(P2P_KEYS.op, NA), node.get(P2P_KEYS.peer, NA)
+            out.append(row._replace(p2p_op=str(op), p2p_peer=str(peer)))
         elif node.get(LEAF_KEYS.type).__class__ is str:
             data_name = node.get(LEAF_KEYS.data_name)
             name = data_name.rsplit(".", 1)[0] if isinstance(data_name, str) and data_name else path

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from msprobe_dask.columns import NAN
-from msprobe_dask.dump.markers import BATCH_P2P, LEAF_KEYS
+from msprobe_dask.dump.markers import BATCH_P2P, GROUP_ID, GROUP_RANKS, LEAF_KEYS
 from msprobe_dask.graph.p2p import P2POp
 from msprobe_dask.graph.rows import COL, GraphRows
 
@@ -36,7 +36,6 @@ REVERSED = {"send": "receive", "receive": "send", "send_receive": "send_receive"
 BATCH_SIDES = {"isend": ("irecv", "send"), "irecv": ("isend", "receive")}  # op -> (counterpart, type)
 
 
-GROUP_ID = "group_id"
 _INPUT_DATA = COL["input_data"]
 _NAME = COL["node_name"]
 _IS_DISTRIBUTED = COL["is_distributed"]
@@ -121,7 +120,7 @@ class _Comm:
         item = self.inputs.get(f"{self.name}.input.group")
         if not isinstance(item, dict):
             return None
-        ranks, gid = item.get("group_ranks"), item.get(GROUP_ID)
+        ranks, gid = item.get(GROUP_RANKS), item.get(GROUP_ID)
         if not ranks or not gid:
             return None
         try:

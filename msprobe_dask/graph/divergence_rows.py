@@ -15,7 +15,7 @@ from msprobe_dask.analysis.rank_rows import RankRows, Row, origin_place
 from msprobe_dask.analysis.row_errors import md5_error, number, stats_error
 from msprobe_dask.analysis.tolerance import Tolerance
 from msprobe_dask.dump.entries import DumpEntries
-from msprobe_dask.dump.markers import LEAF_KEYS, STATS
+from msprobe_dask.dump.markers import LEAF_KEYS, P2P_KEYS, STATS
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 from msprobe_dask.graph.cells import MD5, TENSOR
 from msprobe_dask.graph.model import Graph, Node
@@ -195,8 +195,8 @@ def _extra(n: Mapping[str, Any], b: Mapping[str, Any] | None, tensor: bool, md5:
         n.get(LEAF_KEYS.md5) if md5 else None,
         b.get(LEAF_KEYS.md5) if md5 and b is not None else None,
         n.get(LEAF_KEYS.dtype),
-        n.get("op"),
-        n.get("peer"),
+        n.get(P2P_KEYS.op),
+        n.get(P2P_KEYS.peer),
     )
 
 

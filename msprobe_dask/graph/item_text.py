@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from msprobe_dask.dump.markers import (
+    GROUP_ID,
     GROUP_RANKS,
     INPUT_PART,
     LEAF_KEYS,
@@ -21,6 +22,7 @@ from msprobe_dask.dump.markers import (
     NO_DATA_NAME,
     OUTPUT_PART,
     P2P_CLASS,
+    P2P_KEYS,
     PARAMETERS_GRAD,
     PEER_ARGUMENTS,
     PROCESS_GROUP,
@@ -59,8 +61,8 @@ _SHORTEST_LONG_DECIMAL = 2 + LONG_DECIMAL[1]  # d.ddddddd
 NULL_KEY = MAX
 NULL_ITEM = {LEAF_KEYS.value: "null"}
 # the keys an exported process group keeps
-_PG_KEEP = (LEAF_KEYS.type, GROUP_RANKS, "group_id", LEAF_KEYS.data_name)
-_BATCH_P2P_DROP = ("op", "peer", "tag", "group_id")
+_PG_KEEP = (LEAF_KEYS.type, GROUP_RANKS, GROUP_ID, LEAF_KEYS.data_name)
+_BATCH_P2P_DROP = tuple(P2P_KEYS)
 _SKIP_KEEP_MD5 = frozenset((LEAF_KEYS.state, LEAF_KEYS.full_op_name))
 _SKIP = _SKIP_KEEP_MD5 | {LEAF_KEYS.md5}
 # (keep_md5, batch_p2p) -> the keys an exported item leaves out

@@ -19,6 +19,8 @@ from msprobe_dask.dump.markers import (
     NO_DATA_NAME,
     OUTPUT_PART,
     P2P_CLASS,
+    P2P_KEYS,
+    P2P_TENSOR,
     PARAMETERS_GRAD,
     PEER_ARGUMENTS,
     PROCESS_GROUP,
@@ -41,7 +43,7 @@ SUB_KEYS = (
 # the keys every item has: a leaf without one gets it, after its own keys, in this order (the dtype and
 # shape of a leaf that is not a tensor follow, then its md5); entry_text.c follows it (TEXT_RULES)
 ITEM_KEYS = (LEAF_KEYS.data_name, LEAF_KEYS.full_op_name, LEAF_KEYS.state, LEAF_KEYS.requires_grad, *STATS)
-P2P_KEYS = (LEAF_KEYS.class_type, "op", "peer", "tag", "group_id")
+P2P_ITEM_KEYS = (LEAF_KEYS.class_type, *P2P_KEYS)  # what the item of a P2P op argument takes of it
 
 
 def _default_item(name: str, state: str) -> dict[str, Any]:
@@ -170,9 +172,9 @@ def _parse(value: Any, name: str, state: str, out: list[dict[str, Any]], depth: 
         if not value:
             return
         if value.get(LEAF_KEYS.class_type) == P2P_CLASS:
-            tensor = value.get("tensor")
+            tensor = value.get(P2P_TENSOR)
             item = _leaf(tensor, name, state) if isinstance(tensor, dict) else _default_item(name, state)
-            for k in P2P_KEYS:
+            for k in P2P_ITEM_KEYS:
                 item[k] = value.get(k)
             out.append(item)
         elif isinstance(value.get(LEAF_KEYS.type), str):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from msprobe_dask.dump.markers import BATCH_P2P
+from msprobe_dask.dump.markers import BATCH_P2P, P2P_KEYS
 from msprobe_dask.graph.model import Node
 
 
@@ -25,7 +25,7 @@ def batch_p2p_ops(node: Node) -> list[P2POp]:
         return []
     ops = []
     for item in node.output_data.values():
-        op, peer = item.get("op"), item.get("peer")
+        op, peer = item.get(P2P_KEYS.op), item.get(P2P_KEYS.peer)
         if op in ("isend", "irecv") and peer is not None and not isinstance(peer, bool):
-            ops.append(P2POp(op, str(peer), str(item.get("group_id", ""))))
+            ops.append(P2POp(op, str(peer), str(item.get(P2P_KEYS.group_id, ""))))
     return ops

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from msprobe_dask.dump.markers import BATCH_P2P, LEAF_KEYS, PROCESS_GROUP
+from msprobe_dask.dump.markers import BATCH_P2P, GROUP_RANKS, LEAF_KEYS, P2P_KEYS, PROCESS_GROUP
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.graph.merge import DEFAULT_ORDER
 from msprobe_dask.graph.model import Graph
@@ -197,7 +197,7 @@ def _first_group_ranks(ids: Sequence[str], inputs: Inputs) -> list[int] | None:
         if _tp_api(node_id):
             for key, item in inputs(node_id).items():
                 if key.endswith(".group") or item.get(LEAF_KEYS.type) == PROCESS_GROUP:
-                    ranks = item.get("group_ranks")
+                    ranks = item.get(GROUP_RANKS)
                     if isinstance(ranks, list):
                         return ranks
             return None
@@ -207,8 +207,9 @@ def _first_group_ranks(ids: Sequence[str], inputs: Inputs) -> list[int] | None:
 def _p2p_target(rank: int, node_id: str, inputs: Inputs) -> int | None:
     if BATCH_P2P in node_id:
         for item in inputs(node_id).values():
-            if item.get("op") == "isend" and isinstance(item.get("peer"), int) and item["peer"] != rank:
-                return item["peer"]
+            peer = item.get(P2P_KEYS.peer)
+            if item.get(P2P_KEYS.op) == "isend" and isinstance(peer, int) and peer != rank:
+                return peer
         return None
     if ".send." in node_id or ".isend." in node_id:
         for key, item in inputs(node_id).items():
