@@ -35,3 +35,8 @@ def _make_dumps() -> Callable[[Any], str]:
 
 
 dumps = _make_dumps()
+
+
+ASCII_ESCAPES = tuple(dumps(chr(c))[1:-1] for c in range(128))
+"""Each ASCII character as ``dumps`` writes it inside a JSON string (itself, or its escape): what the
+C row maker (csrc/rows.c) writes lists of ASCII strings with."""

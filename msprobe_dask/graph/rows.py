@@ -12,7 +12,7 @@ from msprobe_dask.columns import UNLINKED, VISDB_NODE_COLUMNS
 from msprobe_dask.dump.markers import BATCH_P2P
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.item_text import items_json_for, python_items_json_for, skipped_keys
-from msprobe_dask.graph.jsontext import dumps
+from msprobe_dask.graph.jsontext import ASCII_ESCAPES, dumps
 from msprobe_dask.graph.model import Graph, Node
 from msprobe_dask.graph.p2p import P2POp, batch_p2p_ops
 from msprobe_dask.graph.row_summary import merged_summary, summarise_rows
@@ -316,7 +316,8 @@ class RowRules:
     columns: tuple[str, ...]  # NODE_COLUMNS
     made: tuple[str, ...]  # MADE_COLUMNS
     extra_cells: dict[str, Callable[[Node], Any]]  # EXTRA_CELLS
-    dumps: Callable[[Any], str]  # the JSON text of lists and dicts (jsontext.dumps)
+    dumps: Callable[[Any], str]  # the JSON text of lists and dicts (jsontext.dumps) ...
+    ascii_escapes: tuple[str, ...]  # ... each ASCII character as it writes it in a string (ASCII_ESCAPES)
     batch_p2p_ops: Callable[[Node], list[P2POp]]
     batch_p2p: str  # BATCH_P2P
     distributed: str  # DISTRIBUTED
@@ -324,7 +325,15 @@ class RowRules:
 
 
 ROW_RULES = RowRules(
-    NODE_COLUMNS, MADE_COLUMNS, EXTRA_CELLS, dumps, batch_p2p_ops, BATCH_P2P, DISTRIBUTED, UNLINKED
+    NODE_COLUMNS,
+    MADE_COLUMNS,
+    EXTRA_CELLS,
+    dumps,
+    ASCII_ESCAPES,
+    batch_p2p_ops,
+    BATCH_P2P,
+    DISTRIBUTED,
+    UNLINKED,
 )
 if speedups.native is not None:
     speedups.native.configure_rows(ROW_RULES)

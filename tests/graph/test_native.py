@@ -38,6 +38,7 @@ from msprobe_dask.graph import (
     dump_files,
     item_text,
     items,
+    jsontext,
     micro_steps,
     rows,
     speedups,
@@ -420,6 +421,29 @@ def test_summary_pair_takes_statistics_that_are_not_plain_numbers(
     npu = _node(api, [("input", npu_stats, {}), ("output", (4.0, 1.0, 2.0, 9.0), {})])
     bench = _node(api, [("input", bench_stats, {}), ("output", (4.0, 1.0, 2.0, 9.5), {})])
     _taken_as_python(npu, bench, monkeypatch)
+
+
+@needs_native
+def test_summary_pair_asks_the_cells_of_a_text_once_whatever_its_object() -> None:
+    """A process group's statistics are the text of its ranks, a new str in each entry's items: the C
+    compare asks the rules' cells_of of a text once, not once per str object of it."""
+    asked: list[tuple[Any, ...]] = []
+
+    def cells_of(values: tuple[Any, ...]) -> tuple[Any, ...]:
+        asked.append(values)
+        return stat_cells.cells_of(values)
+
+    api = "Distributed.all_reduce.0.forward"
+    NATIVE.configure_summary(dataclasses.replace(cells.SUMMARY_RULES, cells_of=cells_of))
+    try:
+        for _ in range(5):
+            ranks = "".join(["[", "7", "]"])  # (a new object of the same text each time)
+            npu, bench = (_node(api, [("input", (ranks,) * 4, {})]) for _ in range(2))
+            NATIVE.summary_pair(npu.input_data, npu.output_data, bench.input_data, bench.output_data)
+            assert npu.input_data[f"{api}.input.0"]["Max diff"] == stat_cells.NO_VALUE
+    finally:
+        NATIVE.configure_summary(cells.SUMMARY_RULES)
+    assert asked == [("[7]",) * 4]
 
 
 @needs_native
@@ -956,6 +980,39 @@ def test_the_node_attributes_the_kernels_read_are_the_models() -> None:
         pytest.skip("the C extension is not built")
     fields = {f.name for f in dataclasses.fields(Node)}
     assert NATIVE.NODE_ATTRIBUTES and set(NATIVE.NODE_ATTRIBUTES) <= fields
+
+
+@needs_native
+@pytest.mark.parametrize("escapes", [jsontext.ASCII_ESCAPES, tuple(f"\\u{c:04x}" for c in range(128))])
+def test_the_rows_take_their_string_escapes_from_python(
+    escapes: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The C rows write a stack (and sub_nodes, matched_node_link) of ASCII strings with each character
+    as ROW_RULES.ascii_escapes has it: with jsontext's, dumps' very text for every ASCII character."""
+    graph = type("G", (), {"step": 0, "rank": 0, "data_path": "p"})()
+    every = "".join(map(chr, range(128)))
+    stacks = [[every, 'File "a.py", line 1, in f\n x = 1'], ["plain", ""], ["\u00e9"]]
+    nodes = [Node(f"Module.m{i}.forward.0", 0, stack=stack) for i, stack in enumerate(stacks)]
+    nodes[0].children, nodes[0].link = nodes[1:3], [every, "b"]
+    ids = rows.number_stacks(nodes)
+    NATIVE.configure_rows(dataclasses.replace(rows.ROW_RULES, ascii_escapes=escapes))
+    try:
+        made = rows.chunk_rows(graph, "NPU", nodes, 0, ids)  # type: ignore[arg-type]
+    finally:
+        NATIVE.configure_rows(rows.ROW_RULES)
+
+    def text(s: str) -> str:
+        return s.translate(dict(enumerate(escapes))) if s.isascii() else json.dumps(s)[1:-1]
+
+    def listed(strings: Any) -> str:
+        return "[" + ", ".join(f'"{text(s)}"' for s in strings) + "]"
+
+    assert made.stacks == [(i, listed(stack)) for i, stack in enumerate(stacks)]
+    assert made.nodes[0][rows.COL["matched_node_link"]] == listed([every, "b"])
+    if escapes == jsontext.ASCII_ESCAPES:
+        assert made.stacks == [(i, json.dumps(stack)) for i, stack in enumerate(stacks)]
+        with_c, python = _both(monkeypatch, lambda: rows.chunk_rows(graph, "NPU", nodes, 0, ids).nodes)  # type: ignore[arg-type]
+        assert with_c == python
 
 
 _CELL = (

@@ -63,8 +63,9 @@ static void rel_cache_clear(void) {
 }
 
 /* texts found to be statistics of their own cells (the rules' cells_of leaves them as they are) that
- * the rules' special does not read as NaN or inf (a bool tensor's "True", a null's "None"), asked once
- * per text object (held) */
+ * the rules' special does not read as NaN or inf (a bool tensor's "True", a null's "None", a process
+ * group's ranks "[0]"), asked once per text (held; found by its content: a process group's ranks are a
+ * new str in each entry's items) */
 #define PLAIN_TEXTS 64
 static struct {
     PyObject *text;
@@ -366,8 +367,13 @@ static int grouped(PyObject *in, PyObject *out, PyObject *groups[MAX_GROUPS][MAX
 /* whether the text s is a statistic that is its own cell and not special (see plain_texts): 1, 0, or
  * -1 on error */
 static int plain_text(PyObject *s) {
-    size_t slot = ((uintptr_t)s >> 4) % PLAIN_TEXTS;
-    if (plain_texts[slot].text == s)
+    Py_hash_t hash = PyObject_Hash(s);
+    if (hash == -1)
+        return -1;
+    size_t slot = (size_t)hash % PLAIN_TEXTS;
+    PyObject *known = plain_texts[slot].text;
+    if (known == s || (known != NULL && PyUnicode_GET_LENGTH(known) == PyUnicode_GET_LENGTH(s) &&
+                       PyUnicode_Compare(known, s) == 0))
         return plain_texts[slot].plain;
     PyObject *four = PyTuple_Pack(4, s, s, s, s), *cells = NULL, *special = NULL;
     int plain = four != NULL && (cells = PyObject_CallOneArg(R.cells_of, four)) != NULL &&

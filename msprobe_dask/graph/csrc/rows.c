@@ -11,6 +11,7 @@ enum { C_ID, C_GRAPH_ID, C_NODE_ORDER, C_NODE_NAME, C_NODE_TYPE, C_UP_NODE, C_SU
        C_OUTPUT_DATA, C_DATA_SOURCE, C_DUMP_DATA_DIR, C_STEP, C_RANK, C_IS_DISTRIBUTED, N_CELLS };
 
 #define MAX_COLUMNS 64
+#define MAX_ESCAPE 6 /* the longest text of an ASCII character in a JSON string (\u00XX) */
 
 /* rows.ROW_RULES (see RowRules) */
 static struct {
@@ -19,6 +20,9 @@ static struct {
     int kind[MAX_COLUMNS];        /* the cell of each column (-1: extra) */
     Py_ssize_t n_columns;
     PyObject *dumps, *batch_ops, *batch_p2p, *distributed, *unlinked;
+    const char *escape[128]; /* each ASCII character as dumps writes it in a string (ascii_escapes) */
+    Py_ssize_t escape_n[128];
+    char as_is[128]; /* whether it is written as it stands */
 } RR;
 
 static void release_rows(void) {
@@ -41,16 +45,28 @@ PyObject *configure_rows(PyObject *self, PyObject *rules) {
     PyObject *made = columns != NULL ? PyObject_GetAttrString(rules, "made") : NULL;
     PyObject *extra = made != NULL ? PyObject_GetAttrString(rules, "extra_cells") : NULL;
     PyObject *dumps = extra != NULL ? PyObject_GetAttrString(rules, "dumps") : NULL;
-    PyObject *ops = dumps != NULL ? PyObject_GetAttrString(rules, "batch_p2p_ops") : NULL;
+    PyObject *escapes = dumps != NULL ? PyObject_GetAttrString(rules, "ascii_escapes") : NULL;
+    PyObject *ops = escapes != NULL ? PyObject_GetAttrString(rules, "batch_p2p_ops") : NULL;
     PyObject *batch = ops != NULL ? PyObject_GetAttrString(rules, "batch_p2p") : NULL;
     PyObject *distributed = batch != NULL ? PyObject_GetAttrString(rules, "distributed") : NULL;
     PyObject *unlinked = distributed != NULL ? PyObject_GetAttrString(rules, "unlinked") : NULL;
     int ok = unlinked != NULL;
     if (ok && (!PyTuple_Check(columns) || PyTuple_GET_SIZE(columns) > MAX_COLUMNS || !PyTuple_Check(made) ||
                PyTuple_GET_SIZE(made) != N_CELLS || !PyDict_Check(extra) || !PyUnicode_CheckExact(batch) ||
-               !PyUnicode_IS_ASCII(batch) || !PyUnicode_CheckExact(distributed) || !PyUnicode_CheckExact(unlinked))) {
+               !PyUnicode_IS_ASCII(batch) || !PyUnicode_CheckExact(distributed) || !PyUnicode_CheckExact(unlinked) ||
+               !PyTuple_Check(escapes) || PyTuple_GET_SIZE(escapes) != 128)) {
         PyErr_Format(PyExc_TypeError, "configure_rows: rules of the wrong types (made: %d names)", N_CELLS);
         ok = 0;
+    }
+    for (int c = 0; ok && c < 128; c++) { /* (held by the frozen rules) */
+        PyObject *e = PyTuple_GET_ITEM(escapes, c);
+        if (!PyUnicode_CheckExact(e) || (RR.escape[c] = ascii_data(e, &RR.escape_n[c])) == NULL ||
+            RR.escape_n[c] > MAX_ESCAPE) {
+            PyErr_SetString(PyExc_TypeError, "configure_rows: ascii_escapes must be 128 short ASCII texts");
+            ok = 0;
+        } else {
+            RR.as_is[c] = RR.escape_n[c] == 1 && RR.escape[c][0] == c;
+        }
     }
     for (Py_ssize_t j = 0; ok && j < PyTuple_GET_SIZE(columns); j++) {
         PyObject *name = PyTuple_GET_ITEM(columns, j);
@@ -81,6 +97,7 @@ PyObject *configure_rows(PyObject *self, PyObject *rules) {
     Py_XDECREF(made);
     Py_XDECREF(extra);
     Py_XDECREF(dumps);
+    Py_XDECREF(escapes);
     Py_XDECREF(ops);
     Py_XDECREF(batch);
     Py_XDECREF(distributed);
@@ -90,7 +107,32 @@ PyObject *configure_rows(PyObject *self, PyObject *rules) {
     Py_RETURN_NONE;
 }
 
-/* json.dumps of a list of str, where each is printable ASCII without escapes; UNHANDLED else */
+/* ASCII text s between the quotes of a JSON string, as dumps writes it (ROW_RULES.ascii_escapes) */
+static int add_ascii_string(Buf *b, const char *s, Py_ssize_t n) {
+    Py_ssize_t plain = 0;
+    while (plain < n && RR.as_is[(unsigned char)s[plain]])
+        plain++;
+    if (plain == n)
+        return buf_add(b, s, n);
+    if (buf_reserve(b, plain + MAX_ESCAPE * (n - plain)) < 0)
+        return -1;
+    char *out = b->p + b->len;
+    memcpy(out, s, plain);
+    out += plain;
+    for (Py_ssize_t i = plain; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (RR.escape_n[c] == 1) {
+            *out++ = RR.escape[c][0];
+        } else {
+            memcpy(out, RR.escape[c], RR.escape_n[c]);
+            out += RR.escape_n[c];
+        }
+    }
+    b->len = out - b->p;
+    return 0;
+}
+
+/* dumps of a list of str, where each is ASCII; UNHANDLED else */
 static int add_str_list(Buf *b, PyObject *list) {
     if (BUF_LIT(b, "[") < 0)
         return -1;
@@ -98,16 +140,16 @@ static int add_str_list(Buf *b, PyObject *list) {
         PyObject *x = PyList_GET_ITEM(list, i);
         Py_ssize_t n;
         const char *s = PyUnicode_CheckExact(x) ? ascii_data(x, &n) : NULL;
-        if (s == NULL || classes(s, n) & (BAD | ESCAPED))
+        if (s == NULL)
             return UNHANDLED;
-        if ((i > 0 && BUF_LIT(b, ", ") < 0) || BUF_LIT(b, "\"") < 0 || buf_add(b, s, n) < 0 ||
+        if ((i > 0 && BUF_LIT(b, ", ") < 0) || BUF_LIT(b, "\"") < 0 || add_ascii_string(b, s, n) < 0 ||
             BUF_LIT(b, "\"") < 0)
             return -1;
     }
     return BUF_LIT(b, "]") < 0 ? -1 : DONE;
 }
 
-/* the JSON text of a list of str (dumps(list) where the fast path does not take it) */
+/* the JSON text of a list of str, or of anything else (dumps(list) where the fast path does not take it) */
 static PyObject *str_list_json(PyObject *list, PyObject *dumps) {
     if (PyList_CheckExact(list)) {
         Buf b;
@@ -317,7 +359,7 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
         int is_first = key != NULL ? PyDict_Contains(first, key) : -1;
         Py_XDECREF(key);
         if (is_first) { /* (first use of a stack number, or an error) */
-            PyObject *text = is_first > 0 ? PyObject_CallOneArg(dumps, stack) : NULL;
+            PyObject *text = is_first > 0 ? str_list_json(stack, dumps) : NULL;
             PyObject *pair = text != NULL ? PyTuple_Pack(2, number, text) : NULL;
             int rc = pair != NULL ? PyList_Append(stacks_out, pair) : -1;
             Py_XDECREF(text);
