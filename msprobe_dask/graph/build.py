@@ -154,8 +154,7 @@ def _attach_all(b: _Builder, construct: Mapping[str, str | None]) -> None:
     first named, in construct.json's order: the loop of a build, once per node (its lookups inline)."""
     get, new, root = b.nodes.get, b.new, b.root
     for sub, up in construct.items():
-        # (repair_parent leaves other nodes' parents alone, and an API's backward node's if it has one)
-        if ".backward" in sub and (up is None or not sub.endswith(".backward")):
+        if ".backward" in sub:  # (repair_parent leaves other nodes' parents alone)
             up = repair_parent(sub, up, construct)
         if up is None:
             parent = root
@@ -329,21 +328,7 @@ def _place_parameters_grad(b: _Builder) -> None:
             continue
         for suffix in suffixes:
             node_id = prefix + suffix
-            # (positional, the empty containers shared: as _Builder.new makes a node)
-            node = Node(
-                node_id,
-                MODULE,
-                parent,
-                [],
-                NO_ITEMS,
-                NO_ITEMS,
-                NO_STACK,
-                None,
-                NO_LINES,
-                None,
-                None,
-                NO_LINES,
-            )
+            node = Node(node_id, MODULE, parent=parent)
             if b.items:
                 node.input_data, node.output_data = node_items(node_id, b.data, b.folder)
             parent.children.append(node)
