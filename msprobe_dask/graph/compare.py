@@ -142,9 +142,9 @@ def compare_pair(
     merge: bool = False,
     tol: Tolerance | None = None,
 ) -> bool | None:
-    """Compare the pair; given ``tol`` (of a pair of the same name, not a communication node), whether
-    a row's error exceeds ``tol.rtol`` (``divergence_rows.node_exceeds``) where the C compare answered
-    it with the compare, else None."""
+    """Compare the pair; given ``tol`` (of a pair of the same name), whether a row's error exceeds
+    ``tol.rtol`` (``divergence_rows.node_exceeds``) where the C compare answered it with the compare,
+    else None."""
     if mode == STRUCTURE:
         return None
     native = speedups.native
@@ -200,7 +200,7 @@ def compare_subtrees(
     """compare_graphs' work after matching, for ``nodes``: a run of sorted_nodes() that holds each
     collection's whole subtree or none of it. ``partners`` maps matched NPU nodes to Bench ones. Given
     ``tol``, whether a row of a pair of the same name exceeds ``tol.rtol``, of the pairs whose compare
-    answered it (``compare_pair``; a communication node's answer is not node_exceeds')."""
+    answered it (``compare_pair``)."""
     answered = {}
     for n in nodes:
         b = partners.get(n)

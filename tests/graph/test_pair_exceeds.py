@@ -85,7 +85,7 @@ _TOLERANCE = st.builds(
 
 
 def _python(npu: Node, bench: Node, tol: Tolerance) -> bool:
-    return node_exceeds(npu, {**bench.input_data, **bench.output_data}, SUMMARY, False, tol)
+    return node_exceeds(npu, {**bench.input_data, **bench.output_data}, SUMMARY, tol)
 
 
 def _native(npu: Node, bench: Node, tol: Tolerance) -> bool | None:
@@ -213,8 +213,11 @@ def test_the_compares_answers_reach_the_first_divergences_rows(monkeypatch: pyte
     over = _float_pair((2.5, -1.0, 0.5, 3.0), (2.0, -1.0, 0.5, 3.0))
     within = _float_pair((2.0, -1.0, 0.5, 3.0), (2.0, -1.0, 0.5, 3.0))
     within[0].id = within[1].id = "Tensor.mul.0.forward"
+    # (a communication node's answer is the compare's too)
+    comm = _float_pair((2.0, -1.0, 0.5, 3.0), (2.0, -1.0, 0.5, 3.0))
+    comm[0].id = comm[1].id = "Distributed.all_reduce.0.forward"
     root = Node("root", API)
-    for pairs, exceeds in (([within], False), ([within, over], True)):
+    for pairs, exceeds in (([within, comm], False), ([within, comm, over], True)):
         answered = compare_subtrees([n for n, _ in pairs], dict(pairs), root, SUMMARY, Tolerance())
         assert answered == {n: _python(n, b, Tolerance()) for n, b in pairs}
         monkeypatch.setattr(divergence_rows, "node_exceeds", _refuse)
