@@ -61,7 +61,7 @@ def exchange(
     root: int | None = None
     group: frozenset[int] | None = None
     for name, p2p_peer, high, dtype in rows:
-        peer = peer_rank(p2p_peer)
+        peer = None if p2p_peer is None else peer_rank(p2p_peer)  # (most rows have no P2POp)
         if peer is not None:
             peers.add(peer)
         if str(name).rsplit(".", 1)[-1] in PEER_ARGUMENTS:

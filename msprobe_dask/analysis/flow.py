@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, TypeVar, cast
 
 from msprobe_dask.analysis.comm_apis import (
@@ -99,7 +99,7 @@ class Node:
         return user_frame(stack_frames(self.stack))
 
 
-_COMM_COLUMNS = (NPU_NAME, NPU_P2P_PEER, NPU_MAX, NPU_DTYPE)
+_COMM_CELLS = itemgetter(NPU_NAME, NPU_P2P_PEER, NPU_MAX, NPU_DTYPE)  # (of RowColumns.cells)
 
 
 def _comm(entry: str, rows: RowColumns, start: int, end: int, rank: int, seen: dict[Comm, Comm]) -> Comm:
@@ -110,11 +110,10 @@ def _comm(entry: str, rows: RowColumns, start: int, end: int, rank: int, seen: d
 
 
 def _comm_of(entry: str, rows: RowColumns, start: int, end: int, rank: int) -> Comm:
-    cells = rows.cells
-    names, p2p_peers, highs, dtypes = (cells[column] for column in _COMM_COLUMNS)
+    names, p2p_peers, highs, dtypes = _COMM_CELLS(rows.cells)
     api = api_of(entry)
-    ranks = range(start, end)
-    peers, root = exchange(api, ((names[i], p2p_peers[i], highs[i], dtypes[i]) for i in ranks), rank)
+    cells = zip(names[start:end], p2p_peers[start:end], highs[start:end], dtypes[start:end])
+    peers, root = exchange(api, cells, rank)
     if api == BATCH_P2P and not peers:  # a csv read back does not hold the P2POp peers
         return Comm(api, None)
     return Comm(api, peers, None if api in POINT_TO_POINT else root)
@@ -148,11 +147,14 @@ class PartNodes:
     extremes: tuple[Iterable[float], Iterable[float]]  # the QuietRun's signatures: NPU max, NPU min
 
 
-def part_nodes(rows: RowColumns, rank: int, atol: float, linked: bool) -> PartNodes:
+def part_nodes(
+    rows: RowColumns, rank: int, atol: float, linked: bool, indexes: Sequence[int] | None = None
+) -> PartNodes:
     """What a table part tells the divergence walk of ``rows`` (``summary.divergence.NodePart``: the walk
     reads a part that is one QuietRun without its rows, as most parts of a rank whose divergence is far
     in): its communication nodes where the rank's are ``linked`` to others', else its QuietRun (a rank
-    of a job of one rank: its nodes receive nothing, its walk reads no communication node)."""
+    of a job of one rank: its nodes receive nothing, its walk reads no communication node). ``indexes``:
+    each of the rows' entries' index among the rank's nodes (None: among the rows' own entries)."""
     entries = row_entries(rows)
     spans = entry_spans(entries)
     seen: dict[Comm, Comm] = {}  # (one Comm of each value: see _column_nodes)
@@ -163,7 +165,8 @@ def part_nodes(rows: RowColumns, rank: int, atol: float, linked: bool) -> PartNo
         if entry.startswith(COMM_PREFIXES) and is_communication(entry):  # (most are not)
             if linked:
                 comm = _comm(entry, rows, start, end, rank, seen)
-                comms.append(_node(rows, rank, index, entry, start, end, comm, atol, None, False))
+                at = index if indexes is None else indexes[index]
+                comms.append(_node(rows, rank, at, entry, start, end, comm, atol, None, False))
             elif settled:
                 settled = is_settled(rows, entry, start, end)
     quiet = None if linked or not (spans and settled) else QuietRows.of(rows, atol, whole=True)

@@ -178,14 +178,18 @@ class RankRows:
         from msprobe_dask.analysis.flow import part_nodes
 
         rows: dict[int, list[Row]] = {}
+        entry, communication = None, False
         for place, row in zip(self.places, self.rows):
-            if row[1].startswith(COMM_PREFIXES) and is_communication(row[1]):
+            if row[1] is not entry:  # (an entry's rows come together: each entry tested once)
+                entry = row[1]
+                communication = entry.startswith(COMM_PREFIXES) and is_communication(entry)
+            if communication:
                 rows.setdefault(place, []).append(row)
         places = sorted(rows)
         columns = row_columns([row for place in places for row in rows[place]], self.md5_only)
-        nodes = part_nodes(columns, rank, self.tolerance.atol, True).comms
         order = sorted(self.entries)
-        return [node.moved(bisect_left(order, place) - node.index) for node, place in zip(nodes, places)]
+        indexes = [bisect_left(order, place) for place in places]
+        return part_nodes(columns, rank, self.tolerance.atol, True, indexes).comms
 
 
 def _no_tensor(place: int) -> Row:
