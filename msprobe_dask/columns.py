@@ -96,3 +96,4 @@ VISDB_NODE_TABLE = (
 )
 VISDB_NODE_COLUMNS = tuple(name for name, _ in VISDB_NODE_TABLE)
 UNLINKED = "{}"  # a row's matched_distributed as it is made: linking across ranks may set it later
+UNMODIFIED = 0  # a row's modified as it is made

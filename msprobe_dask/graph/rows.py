@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
-from msprobe_dask.columns import UNLINKED, VISDB_NODE_COLUMNS
+from msprobe_dask.columns import UNLINKED, UNMODIFIED, VISDB_NODE_COLUMNS
 from msprobe_dask.dump.markers import BATCH_P2P
 from msprobe_dask.graph import speedups
 from msprobe_dask.graph.item_text import items_json_for, python_items_json_for, skipped_keys
@@ -31,6 +31,7 @@ EXTRA_CELLS: dict[str, Callable[[Node], Any]] = {}
 # numbers its cells in this order, and takes their names from here)
 MADE_COLUMNS = tuple(name for name in NODE_COLUMNS if name not in EXTRA_CELLS)
 DISTRIBUTED = "Distributed"  # the id of a communication node starts with this (is_distributed)
+NO_MICRO = 0  # the micro_step_id of a node without a micro step
 COL = {name: i for i, name in enumerate(NODE_COLUMNS)}
 
 
@@ -267,12 +268,12 @@ def chunk_rows(
             "sub_nodes": dumps(list(map(_ID, children))) if children else "",
             "precision_index": node.precision,
             "overflow_level": node.overflow,
-            "micro_step_id": node.micro if node.micro is not None else 0,
+            "micro_step_id": node.micro if node.micro is not None else NO_MICRO,
             "matched_node_link": dumps(node.link),
             "stack_id": sid,
             "parallel_merge_info": dumps(node.merge_info) if node.merge_info else "",
             "matched_distributed": UNLINKED,
-            "modified": 0,
+            "modified": UNMODIFIED,
             "input_data": text[0] if text is not None else items(node.input_data),
             "output_data": text[1] if text is not None else items(node.output_data),
             "data_source": source,
@@ -322,6 +323,8 @@ class RowRules:
     batch_p2p: str  # BATCH_P2P
     distributed: str  # DISTRIBUTED
     unlinked: str  # UNLINKED: every row's matched_distributed
+    no_micro: int  # NO_MICRO: the micro_step_id of a node without a micro step
+    unmodified: int  # UNMODIFIED: every row's modified
 
 
 ROW_RULES = RowRules(
@@ -334,6 +337,8 @@ ROW_RULES = RowRules(
     BATCH_P2P,
     DISTRIBUTED,
     UNLINKED,
+    NO_MICRO,
+    UNMODIFIED,
 )
 if speedups.native is not None:
     speedups.native.configure_rows(ROW_RULES)

@@ -27,7 +27,7 @@ from comparable import shape
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msprobe_dask.columns import UNLINKED, VISDB_NODE_COLUMNS
+from msprobe_dask.columns import UNLINKED, UNMODIFIED, VISDB_NODE_COLUMNS
 from msprobe_dask.dump import entry_index, entry_shape, markers
 from msprobe_dask.dump import rows as dump_rows
 from msprobe_dask.errors import DumpError
@@ -971,6 +971,27 @@ def test_the_rows_take_their_columns_names_from_python() -> None:
     ]
     assert rows.ROW_RULES.made == rows.MADE_COLUMNS == VISDB_NODE_COLUMNS
     assert rows.ROW_RULES.unlinked == UNLINKED
+
+
+@needs_native
+def test_the_rows_take_their_made_numbers_from_python() -> None:
+    """A node's micro_step_id without a micro step (rows.NO_MICRO) and every row's modified
+    (columns.UNMODIFIED) come from ROW_RULES: under other numbers the C rows hold them, the rest as usual."""
+    g = build.build_graph(dump_files.GraphSource(str(DATA / "L0_only" / "target")))
+    usual = rows.graph_rows(g, "NPU").nodes
+    NATIVE.configure_rows(dataclasses.replace(rows.ROW_RULES, no_micro=7, unmodified=5))
+    try:
+        trial = rows.graph_rows(g, "NPU").nodes
+    finally:
+        NATIVE.configure_rows(rows.ROW_RULES)
+    micro, modified = rows.COL["micro_step_id"], rows.COL["modified"]
+    no_micro = [node.micro is None for node in g.sorted_nodes()]
+    assert any(no_micro) and {row[modified] for row in usual} == {UNMODIFIED}
+    assert [row[micro] for row in trial] == [7 if none else row[micro] for row, none in zip(usual, no_micro)]
+    assert {row[modified] for row in trial} == {5}
+    kept = [c for c in range(len(rows.NODE_COLUMNS)) if c not in (micro, modified)]
+    assert [[row[c] for c in kept] for row in trial] == [[row[c] for c in kept] for row in usual]
+    assert (rows.ROW_RULES.no_micro, rows.ROW_RULES.unmodified) == (rows.NO_MICRO, UNMODIFIED)
 
 
 def test_the_node_attributes_the_kernels_read_are_the_models() -> None:

@@ -1,7 +1,7 @@
 /* The module msprobe_dask.graph._speedups: its functions and the texts they use. */
 #include "speedups.h"
 
-PyObject *exported_text_type, *orjson_dumps, *zero, *str_id, *str_parent, *str_children, *str_stack,
+PyObject *exported_text_type, *orjson_dumps, *str_id, *str_parent, *str_children, *str_stack,
     *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info, *str_input_data, *str_output_data,
     *str_type_attr, *str_empty;
 PyObject *str_type, *str_data_name, *str_dtype, *str_value, *str_requires_grad, *str_shape, *str_md5,
@@ -287,7 +287,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
             Py_CLEAR(names);
         else
             PyTuple_SET_ITEM(names, i, Py_NewRef(*node_attributes[i].var));
-    if (names == NULL || (str_empty = PyUnicode_InternFromString("")) == NULL || (zero = PyLong_FromLong(0)) == NULL) {
+    if (names == NULL || (str_empty = PyUnicode_InternFromString("")) == NULL) {
         Py_XDECREF(names);
         return NULL;
     }

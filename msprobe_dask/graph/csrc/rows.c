@@ -19,7 +19,7 @@ static struct {
     PyObject *extra[MAX_COLUMNS]; /* the Python cell function of a column this code does not make */
     int kind[MAX_COLUMNS];        /* the cell of each column (-1: extra) */
     Py_ssize_t n_columns;
-    PyObject *dumps, *batch_ops, *batch_p2p, *distributed, *unlinked;
+    PyObject *dumps, *batch_ops, *batch_p2p, *distributed, *unlinked, *no_micro, *unmodified;
     const char *escape[128]; /* each ASCII character as dumps writes it in a string (ascii_escapes) */
     Py_ssize_t escape_n[128];
     char as_is[128]; /* whether it is written as it stands */
@@ -50,7 +50,9 @@ PyObject *configure_rows(PyObject *self, PyObject *rules) {
     PyObject *batch = ops != NULL ? PyObject_GetAttrString(rules, "batch_p2p") : NULL;
     PyObject *distributed = batch != NULL ? PyObject_GetAttrString(rules, "distributed") : NULL;
     PyObject *unlinked = distributed != NULL ? PyObject_GetAttrString(rules, "unlinked") : NULL;
-    int ok = unlinked != NULL;
+    PyObject *no_micro = unlinked != NULL ? PyObject_GetAttrString(rules, "no_micro") : NULL;
+    PyObject *unmodified = no_micro != NULL ? PyObject_GetAttrString(rules, "unmodified") : NULL;
+    int ok = unmodified != NULL;
     if (ok && (!PyTuple_Check(columns) || PyTuple_GET_SIZE(columns) > MAX_COLUMNS || !PyTuple_Check(made) ||
                PyTuple_GET_SIZE(made) != N_CELLS || !PyDict_Check(extra) || !PyUnicode_CheckExact(batch) ||
                !PyUnicode_IS_ASCII(batch) || !PyUnicode_CheckExact(distributed) || !PyUnicode_CheckExact(unlinked) ||
@@ -90,6 +92,8 @@ PyObject *configure_rows(PyObject *self, PyObject *rules) {
         RR.batch_p2p = batch;
         RR.distributed = distributed;
         RR.unlinked = unlinked;
+        RR.no_micro = no_micro;
+        RR.unmodified = unmodified;
         RR.rules = Py_NewRef(rules); /* (the frozen rules hold what the fields point to) */
     } else
         memset(&RR, 0, sizeof(RR));
@@ -102,6 +106,8 @@ PyObject *configure_rows(PyObject *self, PyObject *rules) {
     Py_XDECREF(batch);
     Py_XDECREF(distributed);
     Py_XDECREF(unlinked);
+    Py_XDECREF(no_micro);
+    Py_XDECREF(unmodified);
     if (!ok)
         return NULL;
     Py_RETURN_NONE;
@@ -429,7 +435,7 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
         if (micro == NULL)
             goto row_fail;
         if (micro == Py_None)
-            Py_SETREF(micro, Py_NewRef(zero));
+            Py_SETREF(micro, Py_NewRef(RR.no_micro));
         cells[C_MICRO] = micro;
         if ((cells[C_NODE_TYPE] = PyObject_GetAttr(node, str_type_attr)) == NULL ||
             (cells[C_PRECISION] = PyObject_GetAttr(node, str_precision)) == NULL ||
@@ -477,7 +483,7 @@ PyObject *node_rows(PyObject *self, PyObject *args) {
             goto row_fail;
         cells[C_GRAPH_ID] = Py_NewRef(graph_id);
         cells[C_MATCHED_DISTRIBUTED] = Py_NewRef(RR.unlinked);
-        cells[C_MODIFIED] = Py_NewRef(zero);
+        cells[C_MODIFIED] = Py_NewRef(RR.unmodified);
         cells[C_DATA_SOURCE] = Py_NewRef(source);
         cells[C_DUMP_DATA_DIR] = Py_NewRef(data_path);
         cells[C_STEP] = Py_NewRef(step);

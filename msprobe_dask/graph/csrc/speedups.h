@@ -99,7 +99,7 @@ static inline int text_in(const char *s, Py_ssize_t n, const Text *ts, int count
 /* module.c: item_text.ExportedText and orjson.dumps (set by configure_text()), 0, and interned texts: the
  * Node attributes and texts of rows, and a leaf's keys markers.LEAF_KEYS names (set by configure_keys(),
  * called as graph/speedups.py loads this module, before any rules) */
-extern PyObject *exported_text_type, *orjson_dumps, *zero, *str_id, *str_parent, *str_children, *str_stack,
+extern PyObject *exported_text_type, *orjson_dumps, *str_id, *str_parent, *str_children, *str_stack,
     *str_precision, *str_overflow, *str_micro, *str_link, *str_merge_info, *str_input_data, *str_output_data,
     *str_type_attr, *str_empty;
 extern PyObject *str_type, *str_data_name, *str_dtype, *str_value, *str_requires_grad, *str_shape, *str_md5,
