@@ -57,9 +57,12 @@ def long_decimal_text(limits: tuple[int, int, int]) -> re.Pattern[str]:
 
 _LONG_DECIMAL = long_decimal_text(LONG_DECIMAL)
 _SHORTEST_LONG_DECIMAL = 2 + LONG_DECIMAL[1]  # d.ddddddd
-# format_item: an item whose NULL_KEY's text is "null" is exported as NULL_ITEM alone
+# None's exported text (JSON's null), which also stands for None's str (NONE_TEXT) within a string
+NULL_TEXT = dumps(None)
+NONE_TEXT = str(None)
+# format_item: an item whose NULL_KEY's text is NULL_TEXT is exported as NULL_ITEM alone
 NULL_KEY = MAX
-NULL_ITEM = {LEAF_KEYS.value: "null"}
+NULL_ITEM = {LEAF_KEYS.value: NULL_TEXT}
 # the keys an exported process group keeps
 _PG_KEEP = (LEAF_KEYS.type, GROUP_RANKS, GROUP_ID, LEAF_KEYS.data_name)
 _BATCH_P2P_DROP = tuple(P2P_KEYS)
@@ -77,8 +80,8 @@ _SKIPPED = {
 def format_str(s: str) -> str:
     if "'" in s:
         s = s.replace("'", "")
-    if "None" in s:
-        s = s.replace("None", "null")
+    if NONE_TEXT in s:
+        s = s.replace(NONE_TEXT, NULL_TEXT)
     if len(s) < _SHORTEST_LONG_DECIMAL or not s[0].isdigit() or not _LONG_DECIMAL.match(s):
         return s
     if s.endswith(PERCENT):
@@ -88,7 +91,7 @@ def format_str(s: str) -> str:
 
 def _fmt_text(s: str) -> str:
     """format_str, with the check that most strings need no change inline."""
-    if "'" in s or "None" in s or (len(s) >= _SHORTEST_LONG_DECIMAL and s[0].isdigit()):
+    if "'" in s or NONE_TEXT in s or (len(s) >= _SHORTEST_LONG_DECIMAL and s[0].isdigit()):
         return format_str(s)
     return s
 
@@ -110,7 +113,7 @@ _FORMAT: dict[type, Callable[[Any], str]] = {
     float: float.__repr__,
     str: _fmt_text,
     ExportedText: str.__str__,
-    type(None): {None: "null"}.__getitem__,
+    type(None): {None: NULL_TEXT}.__getitem__,
     int: int.__repr__,
     bool: BOOL_TEXT.__getitem__,
     list: list.__repr__,
@@ -124,7 +127,7 @@ def format_item(item: dict[str, Any], keep_md5: bool, batch_p2p: bool) -> dict[s
     skip = skipped_keys(keep_md5, batch_p2p)
     fmt = _FORMAT.get
     out = {k: fmt(v.__class__, _fmt_other)(v) for k, v in item.items() if k not in skip}
-    if out.get(NULL_KEY) == "null":
+    if out.get(NULL_KEY) == NULL_TEXT:
         return dict(NULL_ITEM)
     return out
 
@@ -141,8 +144,8 @@ def exported_cells(
     fmt = _FORMAT.get
     top = item.get(NULL_KEY, _ABSENT)
     if top.__class__ is not float and NULL_KEY in kept and NULL_KEY not in skip:
-        # (a float's text, repr's, is never "null": not made)
-        if fmt(top.__class__, _fmt_other)(top) == "null":
+        # (a float's text, repr's, is never NULL_TEXT: not made)
+        if fmt(top.__class__, _fmt_other)(top) == NULL_TEXT:
             return {k: v for k, v in NULL_ITEM.items() if k in keys}
     out = {}
     for k in keys:
@@ -212,7 +215,7 @@ _JSON_TEXT: dict[type, Callable[[Any], str]] = {
     ExportedText: str.__str__,
     list: _list_text,
     int: _Texts(int.__repr__, 1 << 12).__getitem__,
-    type(None): {None: "null"}.__getitem__,
+    type(None): {None: NULL_TEXT}.__getitem__,
     bool: BOOL_TEXT.__getitem__,
 }
 
@@ -245,7 +248,7 @@ class _Form:
 
 class _Kind:
     """How the items of one form whose values have one sequence of classes are exported: the text
-    function of each value, and ``null_at``, the position of a NULL_KEY value whose text may be "null"
+    function of each value, and ``null_at``, the position of a NULL_KEY value whose text may be NULL_TEXT
     (which makes the whole item NULL_ITEM), or -1.
 
     ``memo`` remembers the texts of whole items whose values are all strings, ints, bools or None
@@ -261,14 +264,14 @@ class _Kind:
 
     def json(self, form: _Form, values: tuple[Any, ...]) -> str:
         texts = list(map(call, self.texts, values))
-        if self.null_at >= 0 and texts[self.null_at] == "null":
+        if self.null_at >= 0 and texts[self.null_at] == NULL_TEXT:
             return _NULL_ITEM_JSON
         parts = form.parts.copy()
         parts[1::2] = texts
         return "".join(parts)  # type: ignore[arg-type]
 
 
-_NEVER_NULL = frozenset((float, int, bool, list))  # classes whose text is never "null"
+_NEVER_NULL = frozenset((float, int, bool, list))  # classes whose text is never NULL_TEXT
 _MEMO_CLASSES = frozenset((str, int, bool, type(None), ExportedText))
 _MEMO_SIZE = 256
 _FORMS: dict[frozenset[str], dict[tuple[str, ...], _Form]] = {skip: {} for skip in _SKIPPED.values()}
@@ -376,9 +379,11 @@ class TextRules:
     sub_keys: tuple[
         tuple[str, str, str], ...
     ]  # SUB_KEYS: an entry's parts, their names' suffixes (and states)
-    null_key: str  # NULL_KEY (a statistic: entry_text.c knows no other key's "null" text)
+    null_key: str  # NULL_KEY (a statistic: entry_text.c knows no other key's null text)
     null_item: str  # NULL_ITEM's JSON text
     bool_text: tuple[str, str]  # items.BOOL_TEXT of False and True
+    null_text: str  # NULL_TEXT: None's exported text, and what NONE_TEXT becomes within a string
+    none_text: str  # NONE_TEXT (not empty)
 
 
 TEXT_RULES = TextRules(
@@ -404,6 +409,8 @@ TEXT_RULES = TextRules(
     NULL_KEY,
     _NULL_ITEM_JSON,
     (BOOL_TEXT[False], BOOL_TEXT[True]),
+    NULL_TEXT,
+    NONE_TEXT,
 )
 if speedups.native is not None:
     speedups.native.configure_text(TEXT_RULES)

@@ -888,6 +888,47 @@ def _summary_cells_given(nodes: list[Node], md5: bool) -> dict[int, list[dict[st
 
 
 @needs_native
+@pytest.mark.parametrize("null, none", [("nil", "None"), ("<nothing>", "No"), ("null", "Nothing")])
+def test_the_items_text_takes_the_null_text_from_python(
+    null: str, none: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Other texts of None (item_text.NULL_TEXT, JSON's null) and of what it stands for within a string
+    (NONE_TEXT, None's str), handed to the C texts in TEXT_RULES, shorter, longer or as long as the
+    other: the C texts of items (text.c) and of an entry (entry_text.c) follow them, as the Python
+    path's do (a string the C texts wrote as it stands under the usual rules, too)."""
+    assert (item_text.NULL_TEXT, item_text.NONE_TEXT) == (json.dumps(None), str(None))
+    strings = ["a No b", "N'one, None.", "NoNone" * 150, "Nothing but None", "1.None"]
+    data = {"k": {"Max": 1.5, "Min": None, **{f"s{i}": s for i, s in enumerate(strings)}}, "j": {"Max": None}}
+    arguments = [{"type": "str", "value": s} for s in strings]
+    entry = json.dumps(
+        {"input_args": [*arguments, {"type": "torch.Tensor", "Max": None, "Min": 1.0}]}, indent=4
+    )
+
+    def texts() -> Any:
+        return item_text.items_json(data, False, False), _entry_texts(entry.encode(), "Tensor.add.0.forward")
+
+    usual, usual_python = _both(monkeypatch, texts)
+    assert usual == usual_python
+    for table in (item_text._JSON_TEXT, item_text._FORMAT):
+        monkeypatch.setitem(table, type(None), {None: null}.__getitem__)
+    monkeypatch.setattr(item_text, "NULL_TEXT", null)
+    monkeypatch.setattr(item_text, "NONE_TEXT", none)
+    _forget_texts()
+    NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, null_text=null, none_text=none))
+    try:
+        with_c, python = _both(monkeypatch, texts)
+    finally:
+        NATIVE.configure_text(item_text.TEXT_RULES)
+        _forget_texts()
+    assert with_c == python != usual
+    assert f'"Min": "{null}"' in with_c[0] and f'"s0": "{"a No b".replace(none, null)}"' in with_c[0]
+    assert f'"requires_grad": "{null}"' in with_c[1][0]
+    for refused in ({"none_text": ""}, {"null_text": "n'l"}, {"none_text": 'N"'}):
+        with pytest.raises(ValueError, match="configure_text"):
+            NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, **refused))
+
+
+@needs_native
 def test_the_items_text_takes_its_null_item_rule_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
     """format_item's rule, an item whose item_text.NULL_KEY's text is null is item_text.NULL_ITEM alone
     (handed to the C texts in TEXT_RULES): with another statistic as the key and another null item,

@@ -484,14 +484,12 @@ static int add_int_list(Buf *b, const Tape *t, const Val *v, int depth) {
     return BUF_LIT(b, "]") < 0 ? -1 : DONE;
 }
 
-/* the exported texts of the JSON constants null, NaN and Infinity: None's as the export writes it, the
- * others as repr writes the floats json reads them as (true and false: text_rules.bool_text) */
-static const char *const CONSTANT_TEXT[] = {[J_NULL] = "null", [J_NAN] = "nan", [J_INF] = "inf", [J_NINF] = "-inf"};
-
-/* the exported text of a value (item_text._JSON_TEXT by the class json gives it), JSON-ready; NULL: None */
+/* the exported text of a value (item_text._JSON_TEXT by the class json gives it), JSON-ready; NULL: None.
+ * The JSON constants: null None's (text_rules.null_text), true and false the bools' (bool_text), NaN
+ * and Infinity as repr writes the floats json reads them as */
 static int add_text(Buf *b, const Tape *t, const Val *v) {
     if (v == NULL)
-        return BUF_LIT(b, "null") < 0 ? -1 : DONE;
+        return buf_add(b, text_rules.null_text.s, text_rules.null_text.n) < 0 ? -1 : DONE;
     switch (v->kind) {
     case J_STR:
         return v->plain ? add_str_text(b, v->s, v->n) : UNHANDLED;
@@ -505,10 +503,12 @@ static int add_text(Buf *b, const Tape *t, const Val *v) {
                    ? -1
                    : DONE;
     case J_NULL:
+        return buf_add(b, text_rules.null_text.s, text_rules.null_text.n) < 0 ? -1 : DONE;
     case J_NAN:
+        return add_float_value(b, Py_NAN) < 0 ? -1 : DONE;
     case J_INF:
     case J_NINF:
-        return buf_add(b, CONSTANT_TEXT[v->kind], (Py_ssize_t)strlen(CONSTANT_TEXT[v->kind])) < 0 ? -1 : DONE;
+        return add_float_value(b, v->kind == J_INF ? Py_HUGE_VAL : -Py_HUGE_VAL) < 0 ? -1 : DONE;
     case J_LIST:
         return add_int_list(b, t, v, 0);
     default:
@@ -720,7 +720,7 @@ static int add_leaf(void *walker, const Val *leaf) {
             rc = add_text(b, t, m);
         if (rc <= 0)
             return rc;
-        if (m->role == text_rules.null_role && !(b->len - null_at == 4 && memcmp(b->p + null_at, "null", 4) == 0))
+        if (m->role == text_rules.null_role && !text_is(b->p + null_at, b->len - null_at, &text_rules.null_text))
             null_at = -1; /* (a null_key whose text is not null) */
     }
     /* the keys items._leaf adds to a leaf without them, in the order of items.ITEM_KEYS (text_rules.
@@ -732,7 +732,8 @@ static int add_leaf(void *walker, const Val *leaf) {
                                       add_str_text(b, text_rules.no_data_name.s, text_rules.no_data_name.n) < 0))
                 return -1;
         } else if (role == K_REQUIRES_GRAD) {
-            if (!has_requires_grad && (add_key(b, &first, K_REQUIRES_GRAD) < 0 || BUF_LIT(b, "null") < 0))
+            if (!has_requires_grad && (add_key(b, &first, K_REQUIRES_GRAD) < 0 ||
+                                       buf_add(b, text_rules.null_text.s, text_rules.null_text.n) < 0))
                 return -1;
         } else if (role >= K_MAX && !has_stat[role - K_MAX]) {
             int s = role - K_MAX;
@@ -742,7 +743,7 @@ static int add_leaf(void *walker, const Val *leaf) {
             rc = add_text(b, t, scalar ? value : NULL);
             if (rc <= 0)
                 return rc;
-            if (role == text_rules.null_role && b->len - at == 4 && memcmp(b->p + at, "null", 4) == 0)
+            if (role == text_rules.null_role && text_is(b->p + at, b->len - at, &text_rules.null_text))
                 null_at = at;
         }
     }

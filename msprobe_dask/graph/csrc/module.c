@@ -174,7 +174,8 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
              texts_field(rules, "item_keys", keys, &r.n_item_keys) == 0 &&
              text_field(rules, "null_key", &r.null_key) == 0 && text_field(rules, "null_item", &r.null_item) == 0 &&
              (r.null_key_text = PyObject_GetAttrString(rules, "null_key")) != NULL &&
-             (bools = PyObject_GetAttrString(rules, "bool_text")) != NULL;
+             (bools = PyObject_GetAttrString(rules, "bool_text")) != NULL &&
+             text_field(rules, "null_text", &r.null_text) == 0 && text_field(rules, "none_text", &r.none_text) == 0;
     if (ok && ascii_texts(bools, 2, r.bool_text) < 0) {
         PyErr_SetString(PyExc_TypeError, "configure_text: bool_text must be 2 ASCII str");
         ok = 0;
@@ -198,6 +199,12 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
                                                                    : "configure_text: an item part is empty");
         ok = 0;
     }
+    if (ok && (r.none_text.n < 1 || classes(r.none_text.s, r.none_text.n) & (BAD | ESCAPED | QUOTE) ||
+               classes(r.null_text.s, r.null_text.n) & (BAD | ESCAPED | QUOTE))) {
+        PyErr_SetString(PyExc_ValueError, "configure_text: none_text (not empty) and null_text must be printable "
+                                          "ASCII without quotes or escapes");
+        ok = 0;
+    }
     if (ok && (r.percent.n < 1 || r.percent.n > MAX_PERCENT)) { /* (compare.c's rel_text adds it to 64 bytes) */
         PyErr_SetString(PyExc_ValueError, "configure_text: percent must be 1 to 8 characters");
         ok = 0;
@@ -209,6 +216,7 @@ static PyObject *configure_text(PyObject *self, PyObject *rules) {
     if (ok) {
         text_rules = r;
         text_rules_version++;
+        text_rules_taken();
         Py_XSETREF(text_rules_held, Py_NewRef(rules));
         Py_XSETREF(exported_text_type, Py_NewRef(exported));
         Py_XSETREF(orjson_dumps, Py_NewRef(dumps));

@@ -190,7 +190,7 @@ static PyObject *summary_text(PyObject *v) {
     Py_ssize_t n;
     const char *s = PyUnicode_CheckExact(v) ? ascii_data(v, &n) : NULL;
     int c = s != NULL ? classes(s, n) : 0;
-    if (s == NULL || c & QUOTE || (c & CAPITAL_N && HAS_LIT(s, n, "None")) ||
+    if (s == NULL || c & QUOTE || (c & NONE_START && has_text(s, n, &text_rules.none_text)) ||
         (n >= 2 + text_rules.min_decimals && s[0] >= '0' && s[0] <= '9')) /* (_fmt_text's tests) */
         return NULL;
     return Py_NewRef(v);

@@ -43,7 +43,7 @@
 #define BAD 1
 #define ESCAPED 2
 #define QUOTE 4
-#define CAPITAL_N 8 /* (None starts with it) */
+#define NONE_START 8 /* the first character of text_rules.none_text (set by configure_text) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
 #define SPEEDUPS_API 30
@@ -72,12 +72,15 @@ typedef struct {
     int n_sub_keys;
     int item_keys[MAX_TEXTS], n_item_keys; /* items.ITEM_KEYS, as leaf_key_role()s */
     PyObject *process_group_text; /* the str of process_group */
-    /* format_item's rule: an item whose null_key's text is "null" is null_item alone (null_key: a
+    /* format_item's rule: an item whose null_key's text is null_text is null_item alone (null_key: a
      * statistic, whose role is null_role) */
     Text null_key, null_item;
     int null_role;
     PyObject *null_key_text; /* the str of null_key */
     Text bool_text[2]; /* items.BOOL_TEXT of False and True */
+    /* None's exported text (item_text.NULL_TEXT), which also stands for none_text (NONE_TEXT, not empty)
+     * within a string (format_str); printable ASCII without quotes or escapes, any lengths */
+    Text null_text, none_text;
 } TextRules;
 extern TextRules text_rules;
 extern unsigned text_rules_version; /* how many times configure_text took rules */
@@ -156,8 +159,6 @@ static inline int has_part(const char *s, Py_ssize_t n, const char *part, Py_ssi
     return 0;
 }
 
-#define HAS_LIT(s, n, lit) has_part((s), (n), (lit), (Py_ssize_t)(sizeof(lit) - 1))
-
 /* whether the short text s[0:n] holds the rules' text t */
 static inline int has_text(const char *s, Py_ssize_t n, const Text *t) {
     return has_part(s, n, t->s, t->n);
@@ -174,6 +175,9 @@ typedef struct {
 } Skip;
 
 void init_char_classes(void);
+/* the characters' classes under text_rules (NONE_START: its none_text's first character), and nothing
+ * remembered under other rules; called when configure_text takes rules */
+void text_rules_taken(void);
 int classes(const char *s, Py_ssize_t n);
 /* the ASCII data of a str, else NULL (inline: asked of every key and text written) */
 static inline const char *ascii_data(PyObject *s, Py_ssize_t *n) {

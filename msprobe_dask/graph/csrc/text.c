@@ -10,7 +10,6 @@ void init_char_classes(void) {
         char_class[c] = c < 0x20 || c > 0x7e ? BAD : 0;
     char_class['"'] = char_class['\\'] = ESCAPED;
     char_class['\''] = QUOTE;
-    char_class['N'] = CAPITAL_N;
 }
 
 /* the classes of the characters of s, or'ed */
@@ -98,20 +97,36 @@ static int add_escaped(Buf *b, const char *s, Py_ssize_t n, int escape) {
     return DONE;
 }
 
-/* the text s (n printable ASCII characters) takes by item_text.format_str's first steps, into t (n bytes):
- * quotes dropped, then None -> null, left to right; returns its length */
-static Py_ssize_t quotes_and_nones(const char *s, Py_ssize_t n, char *t) {
-    Py_ssize_t m = 0;
+/* the bytes quotes_and_nones may write of a text of n characters */
+static Py_ssize_t nones_room(Py_ssize_t n) {
+    const Text *none = &text_rules.none_text, *null = &text_rules.null_text;
+    return n + (null->n > none->n ? n / none->n * (null->n - none->n) : 0);
+}
+
+/* the text s (n printable ASCII characters) takes by item_text.format_str's first steps, into t
+ * (nones_room(n) bytes), by way of u (n bytes): quotes dropped, then each text_rules.none_text replaced
+ * by its null_text, left to right (str.replace); returns its length */
+static Py_ssize_t quotes_and_nones(const char *s, Py_ssize_t n, char *u, char *t) {
+    const Text *none = &text_rules.none_text, *null = &text_rules.null_text;
+    Py_ssize_t m = 0, k = 0;
     for (Py_ssize_t i = 0; i < n; i++)
         if (s[i] != '\'')
-            t[m++] = s[i];
-    for (Py_ssize_t i = 0; i + 4 <= m; i++) {
-        if (t[i] == 'N' && memcmp(t + i, "None", 4) == 0) {
-            memcpy(t + i, "null", 4);
-            i += 3;
-        }
+            u[m++] = s[i];
+    for (Py_ssize_t i = 0; i < m;) {
+        if (u[i] == none->s[0] && i + none->n <= m && memcmp(u + i, none->s, none->n) == 0) {
+            memcpy(t + k, null->s, null->n);
+            k += null->n;
+            i += none->n;
+        } else
+            t[k++] = u[i++];
     }
-    return m;
+    return k;
+}
+
+/* whether s (n characters of classes c) holds text_rules.none_text */
+static int has_none(const char *s, Py_ssize_t n, int c) {
+    const Text *none = &text_rules.none_text;
+    return (c & NONE_START) && n >= none->n && memmem(s, n, none->s, none->n) != NULL;
 }
 
 /* a long decimal (see long_decimal), rounded to text_rules.decimals: f"{float(s):.6f}" (and its %) */
@@ -138,6 +153,14 @@ static int add_rounded(Buf *b, const char *s, Py_ssize_t n) {
 #define PLAIN_TEXTS 4096
 static PyObject *plain_texts[PLAIN_TEXTS];
 
+void text_rules_taken(void) {
+    for (int c = 0; c < 256; c++)
+        char_class[c] &= ~NONE_START;
+    char_class[(unsigned char)text_rules.none_text.s[0]] |= NONE_START;
+    for (int i = 0; i < PLAIN_TEXTS; i++)
+        Py_CLEAR(plain_texts[i]);
+}
+
 static inline PyObject **plain_slot(PyObject *v) {
     return &plain_texts[((uintptr_t)v >> 4) % PLAIN_TEXTS];
 }
@@ -152,7 +175,7 @@ static int add_str(Buf *b, PyObject *v) {
     PyObject **slot = plain_slot(v);
     if (*slot != v) {
         int c = n > 0 && !is_digit(s[0]) ? classes(s, n) : BAD;
-        if (c & (BAD | ESCAPED | QUOTE) || ((c & CAPITAL_N) && n >= 4 && memmem(s, n, "None", 4) != NULL))
+        if (c & (BAD | ESCAPED | QUOTE) || has_none(s, n, c))
             return add_str_text(b, s, n);
         Py_XSETREF(*slot, Py_NewRef(v));
     }
@@ -164,22 +187,24 @@ int add_str_text(Buf *b, const char *s, Py_ssize_t n) {
     int c = classes(s, n);
     if (c & BAD)
         return UNHANDLED;
-    int none = (c & CAPITAL_N) && n >= 4 && memmem(s, n, "None", 4) != NULL;
+    int none = has_none(s, n, c);
     if (!(c & QUOTE) && !none) {
         if (n >= 2 + text_rules.min_decimals && is_digit(s[0]) && long_decimal(s, n))
             return add_rounded(b, s, n);
         return add_escaped(b, s, n, c & ESCAPED);
     }
-    char small[256], *t = n <= (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc(n);
-    if (t == NULL) {
+    Py_ssize_t room = n + nones_room(n);
+    char small[512], *u = room <= (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc(room);
+    if (u == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    Py_ssize_t m = quotes_and_nones(s, n, t);
+    char *t = u + n;
+    Py_ssize_t m = quotes_and_nones(s, n, u, t);
     int rounded = m >= 2 + text_rules.min_decimals && is_digit(t[0]) && long_decimal(t, m);
     int rc = rounded ? add_rounded(b, t, m) : add_escaped(b, t, m, c & ESCAPED);
-    if (t != small)
-        PyMem_Free(t);
+    if (u != small)
+        PyMem_Free(u);
     return rc;
 }
 
@@ -237,7 +262,7 @@ static int add_value(Buf *b, PyObject *v) {
         return s == NULL ? UNHANDLED : buf_add(b, s, n) < 0 ? -1 : DONE;
     }
     if (v == Py_None)
-        return BUF_LIT(b, "null") < 0 ? -1 : DONE;
+        return buf_add(b, text_rules.null_text.s, text_rules.null_text.n) < 0 ? -1 : DONE;
     if (t == &PyBool_Type)
         return buf_add(b, text_rules.bool_text[v == Py_True].s, text_rules.bool_text[v == Py_True].n) < 0 ? -1 : DONE;
     if (t == &PyLong_Type) {
@@ -447,7 +472,7 @@ static int add_item(Buf *b, PyObject *item, Skip *skip) {
         if (rc <= 0)
             return rc;
         /* (as format_item: the text of a float, int, bool or list is never null) */
-        if ((v == Py_None || PyUnicode_Check(v)) && b->len - at == 4 && memcmp(b->p + at, "null", 4) == 0) {
+        if ((v == Py_None || PyUnicode_Check(v)) && text_is(b->p + at, b->len - at, &text_rules.null_text)) {
             int is_null_key = PyUnicode_Compare(k, text_rules.null_key_text);
             if (is_null_key == -1 && PyErr_Occurred())
                 return -1;
