@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from msprobe_dask.analysis.row_errors import number
-from msprobe_dask.dump.markers import BATCH_P2P, PEER_ARGUMENTS, PROCESS_GROUP
+from msprobe_dask.dump.markers import BATCH_P2P, IRECV, ISEND, PEER_ARGUMENTS, PROCESS_GROUP
 
 COMM_PREFIXES = ("Distributed.", "MintDistributed.", "communication.comm_func.")
 COMM_KEYWORDS = (
@@ -20,15 +20,15 @@ COMM_KEYWORDS = (
     "reduce",
     "all_gather",
     "gather",
-    "isend",
-    "irecv",
+    ISEND,
+    IRECV,
     "scatter",
     "reduce_scatter",
     "all_to_all",
     "barrier",
 )
-P2P_SEND = ("send", "isend")
-P2P_RECV = ("recv", "irecv")
+P2P_SEND = ("send", ISEND)
+P2P_RECV = ("recv", IRECV)
 POINT_TO_POINT = (*P2P_SEND, *P2P_RECV, BATCH_P2P)  # the APIs whose peers are their arguments' ranks
 
 

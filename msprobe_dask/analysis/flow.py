@@ -34,7 +34,7 @@ from msprobe_dask.analysis.row_entries import (
 from msprobe_dask.analysis.row_errors import RowColumns
 from msprobe_dask.analysis.unsettled import argument_index, is_settled, is_unsettled
 from msprobe_dask.columns import NPU_DTYPE, NPU_MAX, NPU_MD5, NPU_NAME, NPU_P2P_OP, NPU_P2P_PEER, STACK_COLUMN
-from msprobe_dask.dump.markers import BATCH_P2P
+from msprobe_dask.dump.markers import BATCH_P2P, ISEND
 from msprobe_dask.dump.stack_frames import stack_frames, user_frame
 
 _Class = TypeVar("_Class", bound=type)
@@ -267,7 +267,7 @@ def _node(
         op = str(ops[i])
         if comm and is_unsettled(comm.api, op, state, argument_index(name, entry, state)):
             continue
-        sent_to = peer_rank(peers[i]) if op == "isend" else None
+        sent_to = peer_rank(peers[i]) if op == ISEND else None
         high, low = (extremes[0][i], extremes[1][i]) if extremes else numbers[:2]  # type: ignore[index]
         tensor = TensorError(name, error, tensor_signature(high, low, md5s[i]), sent_to)
         (inputs if is_input else outputs).append(tensor)

@@ -6,13 +6,13 @@ from __future__ import annotations
 from msprobe_dask.analysis.comm_apis import api_of
 from msprobe_dask.analysis.row_errors import RowColumns
 from msprobe_dask.columns import NPU_P2P_OP
-from msprobe_dask.dump.markers import BATCH_P2P
+from msprobe_dask.dump.markers import BATCH_P2P, IRECV, ISEND
 
 # communication arguments that are buffers the op writes (their content before the call means
 # nothing): the argument's index, per api
 OUTPUT_BUFFER_ARG = {
     "recv": 0,
-    "irecv": 0,
+    IRECV: 0,
     "all_gather": 0,
     "all_gather_into_tensor": 0,
     "_all_gather_base": 0,
@@ -24,14 +24,14 @@ OUTPUT_BUFFER_ARG = {
     "scatter": 0,
     "gather": 1,
 }
-NONBLOCKING = ("isend", "irecv", BATCH_P2P)
+NONBLOCKING = (ISEND, IRECV, BATCH_P2P)
 
 
 def is_unsettled(api: str, op: str, state: str, argument: int | None) -> bool:
     """A communication row whose values are no evidence: a non-blocking op's outputs (read when the call
     returned, before a receive completed: a race; what it sends is its input), a P2POp receive buffer,
     or a buffer that a blocking op writes, read before the call."""
-    if (api in NONBLOCKING and state == "output") or op == "irecv":
+    if (api in NONBLOCKING and state == "output") or op == IRECV:
         return True
     return state == "input" and argument is not None and argument == OUTPUT_BUFFER_ARG.get(api)
 
@@ -43,7 +43,7 @@ def is_settled(rows: RowColumns, entry: str, start: int, end: int) -> bool:
     if api in NONBLOCKING or api in OUTPUT_BUFFER_ARG:
         return False
     ops = rows.cells[NPU_P2P_OP]
-    return not any(str(ops[i]) == "irecv" for i in range(start, end))
+    return not any(str(ops[i]) == IRECV for i in range(start, end))
 
 
 def argument_index(name: str, entry: str, state: str) -> int | None:

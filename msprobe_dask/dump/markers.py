@@ -12,6 +12,9 @@ GROUP_RANKS = "group_ranks"
 GROUP_ID = "group_id"  # a process group's id (a member of its dict), and a P2P op argument's group
 P2P_CLASS = "torch.distributed.P2POp"  # the class_type of a point-to-point op argument
 BATCH_P2P = "batch_isend_irecv"  # the API that runs a batch of P2POps
+# torch.distributed's non-blocking send and receive: the APIs, and the ops of a P2P op argument (its
+# P2P_KEYS.op)
+ISEND, IRECV = "isend", "irecv"
 # the part of an entry name that holds a module's parameter gradients (``Module.fc.Linear.parameters_grad``,
 # ``....parameters_grad.0``), and the state of its rows and items
 PARAMETERS_GRAD = "parameters_grad"
@@ -51,7 +54,7 @@ class P2PKeys(NamedTuple):
     its class_type and its tensor (P2P_TENSOR): its item keeps them, a batch_isend_irecv node's exported
     items leave them out."""
 
-    op: str  # isend, irecv ...
+    op: str  # ISEND, IRECV ...
     peer: str  # the other rank
     tag: str
     group_id: str  # GROUP_ID

@@ -15,16 +15,16 @@ import json
 from typing import Any
 
 from msprobe_dask.columns import NAN
-from msprobe_dask.dump.markers import BATCH_P2P, GROUP_ID, GROUP_RANKS, LEAF_KEYS
+from msprobe_dask.dump.markers import BATCH_P2P, GROUP_ID, GROUP_RANKS, IRECV, ISEND, LEAF_KEYS
 from msprobe_dask.graph.p2p import P2POp
 from msprobe_dask.graph.rows import COL, GraphRows
 
 # api -> (counterpart, rank parameter, type)
 P2P = {
     "send": ("recv", "dst", "send"),
-    "isend": ("irecv", "dst", "send"),
+    ISEND: (IRECV, "dst", "send"),
     "recv": ("send", "src", "receive"),
-    "irecv": ("isend", "src", "receive"),
+    IRECV: (ISEND, "src", "receive"),
 }
 ROOTED = {
     "broadcast": ("1", "send"),
@@ -33,7 +33,7 @@ ROOTED = {
     "reduce": ("1", "receive"),
 }
 REVERSED = {"send": "receive", "receive": "send", "send_receive": "send_receive"}
-BATCH_SIDES = {"isend": ("irecv", "send"), "irecv": ("isend", "receive")}  # op -> (counterpart, type)
+BATCH_SIDES = {ISEND: (IRECV, "send"), IRECV: (ISEND, "receive")}  # op -> (counterpart, type)
 
 
 _INPUT_DATA = COL["input_data"]

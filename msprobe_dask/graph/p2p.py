@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from msprobe_dask.dump.markers import BATCH_P2P, P2P_KEYS
+from msprobe_dask.dump.markers import BATCH_P2P, IRECV, ISEND, P2P_KEYS
 from msprobe_dask.graph.model import Node
 
 
 class P2POp(NamedTuple):
-    op: str  # "isend" or "irecv"
+    op: str  # ISEND or IRECV
     peer: str  # the other rank, as a string
     group_id: str
 
@@ -26,6 +26,6 @@ def batch_p2p_ops(node: Node) -> list[P2POp]:
     ops = []
     for item in node.output_data.values():
         op, peer = item.get(P2P_KEYS.op), item.get(P2P_KEYS.peer)
-        if op in ("isend", "irecv") and peer is not None and not isinstance(peer, bool):
+        if op in (ISEND, IRECV) and peer is not None and not isinstance(peer, bool):
             ops.append(P2POp(op, str(peer), str(item.get(P2P_KEYS.group_id, ""))))
     return ops

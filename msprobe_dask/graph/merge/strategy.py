@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from msprobe_dask.dump.markers import BATCH_P2P, GROUP_RANKS, LEAF_KEYS, P2P_KEYS, PROCESS_GROUP
+from msprobe_dask.dump.markers import BATCH_P2P, GROUP_RANKS, ISEND, LEAF_KEYS, P2P_KEYS, PROCESS_GROUP
 from msprobe_dask.errors import ConfigError
 from msprobe_dask.graph.merge import DEFAULT_ORDER
 from msprobe_dask.graph.model import Graph
@@ -204,14 +204,17 @@ def _first_group_ranks(ids: Sequence[str], inputs: Inputs) -> list[int] | None:
     return None
 
 
+_ISEND_CALL = f".{ISEND}."  # (in the name of an isend's node)
+
+
 def _p2p_target(rank: int, node_id: str, inputs: Inputs) -> int | None:
     if BATCH_P2P in node_id:
         for item in inputs(node_id).values():
             peer = item.get(P2P_KEYS.peer)
-            if item.get(P2P_KEYS.op) == "isend" and isinstance(peer, int) and peer != rank:
+            if item.get(P2P_KEYS.op) == ISEND and isinstance(peer, int) and peer != rank:
                 return peer
         return None
-    if ".send." in node_id or ".isend." in node_id:
+    if ".send." in node_id or _ISEND_CALL in node_id:
         for key, item in inputs(node_id).items():
             if key.endswith(".dst"):
                 value = item.get(LEAF_KEYS.value)
