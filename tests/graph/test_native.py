@@ -622,15 +622,21 @@ def _add_entry(input_stats: dict[str, float], output_stats: dict[str, float]) ->
 
 
 def _texts_under(
-    monkeypatch: pytest.MonkeyPatch, texts: Callable[[], Any], names: dict[str, Any], **rules: Any
+    monkeypatch: pytest.MonkeyPatch,
+    texts: Callable[[], Any],
+    names: dict[str, Any],
+    patch: Callable[[], None] | None = None,
+    **rules: Any,
 ) -> tuple[Any, Any, Any]:
     """(the usual C texts, the C texts and the Python path's) of ``texts`` (the usual ones the Python
     path's too) with the fields ``rules`` of item_text.TEXT_RULES changed and items' ``names`` set
-    alike."""
+    alike (and whatever ``patch`` sets)."""
     usual, usual_python = _both(monkeypatch, texts)
     assert usual == usual_python
     for name, value in names.items():
         monkeypatch.setattr(items, name, value)
+    if patch is not None:
+        patch()
     _forget_texts()
     NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, **rules))
     try:
@@ -698,17 +704,13 @@ def test_the_items_text_takes_the_bools_texts_from_python(monkeypatch: pytest.Mo
     def texts() -> Any:
         return item_text.items_json(data, False, False), _entry_texts(entry.encode(), "Tensor.add.0.forward")
 
-    usual, usual_python = _both(monkeypatch, texts)
-    assert usual == usual_python
-    monkeypatch.setitem(item_text._JSON_TEXT, bool, bools.__getitem__)
-    monkeypatch.setattr(items, "BOOL_TEXT", bools)
-    _forget_texts()
-    NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, bool_text=("no", "yes")))
-    try:
-        with_c, python = _both(monkeypatch, texts)
-    finally:
-        NATIVE.configure_text(item_text.TEXT_RULES)
-        _forget_texts()
+    usual, with_c, python = _texts_under(
+        monkeypatch,
+        texts,
+        {"BOOL_TEXT": bools},
+        lambda: monkeypatch.setitem(item_text._JSON_TEXT, bool, bools.__getitem__),
+        bool_text=("no", "yes"),
+    )
     assert with_c == python != usual
     assert with_c[0] == '{"k": {"value": "yes", "requires_grad": "no"}}'
     assert '"requires_grad": "yes"' in with_c[1][0] and '"value": "no"' in with_c[1][0]
@@ -907,19 +909,13 @@ def test_the_items_text_takes_the_null_text_from_python(
     def texts() -> Any:
         return item_text.items_json(data, False, False), _entry_texts(entry.encode(), "Tensor.add.0.forward")
 
-    usual, usual_python = _both(monkeypatch, texts)
-    assert usual == usual_python
-    for table in (item_text._JSON_TEXT, item_text._FORMAT):
-        monkeypatch.setitem(table, type(None), {None: null}.__getitem__)
-    monkeypatch.setattr(item_text, "NULL_TEXT", null)
-    monkeypatch.setattr(item_text, "NONE_TEXT", none)
-    _forget_texts()
-    NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, null_text=null, none_text=none))
-    try:
-        with_c, python = _both(monkeypatch, texts)
-    finally:
-        NATIVE.configure_text(item_text.TEXT_RULES)
-        _forget_texts()
+    def patch() -> None:
+        for table in (item_text._JSON_TEXT, item_text._FORMAT):
+            monkeypatch.setitem(table, type(None), {None: null}.__getitem__)
+        monkeypatch.setattr(item_text, "NULL_TEXT", null)
+        monkeypatch.setattr(item_text, "NONE_TEXT", none)
+
+    usual, with_c, python = _texts_under(monkeypatch, texts, {}, patch, null_text=null, none_text=none)
     assert with_c == python != usual
     assert f'"Min": "{null}"' in with_c[0] and f'"s0": "{"a No b".replace(none, null)}"' in with_c[0]
     assert f'"requires_grad": "{null}"' in with_c[1][0]
