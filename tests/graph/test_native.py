@@ -109,6 +109,21 @@ def test_a_null_max_of_any_text_class_makes_the_item_null(monkeypatch: pytest.Mo
     assert with_c == python == want
 
 
+@needs_native
+def test_the_texts_remembered_by_their_text_keep_their_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    """text.c remembers the texts it wrote as they stand by their text (their hash): a str of the text
+    of an ExportedText remembered (the same slot) is still a str, rounded or swapped as format_str has
+    it; another object of a remembered key or text stands for it."""
+    texts = ["0.123456789", "a None", "dtype"]
+    data = {"k": {**{f"e{i}": item_text.ExportedText(t) for i, t in enumerate(texts)}, "n": 1}}
+    other = {"k": {**{f"s{i}": "".join(list(t)) for i, t in enumerate(texts)}, "".join("n"): 1}}
+    with_c, python = _both(
+        monkeypatch, lambda: [item_text.items_json(d, False, False) for d in (data, other)]
+    )
+    assert with_c == python
+    assert with_c[1] == '{"k": {"s0": "0.123457", "s1": "a null", "s2": "dtype", "n": "1"}}'
+
+
 def test_rows_hold_no_stray_references(monkeypatch: pytest.MonkeyPatch) -> None:
     """node_rows with micro None (the root's) must not leak references to None."""
     graph = type("G", (), {"step": 0, "rank": 0, "data_path": "p"})()

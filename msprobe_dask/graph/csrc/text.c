@@ -145,13 +145,44 @@ static int add_rounded(Buf *b, const char *s, Py_ssize_t n) {
     return pct ? (buf_add(b, percent->s, percent->n) < 0 ? -1 : DONE) : DONE;
 }
 
-/* Text objects seen to be written as they stand, by their address (held, so that an address is not
- * reused while here): an item's texts (dtypes, states, messages, relative errors) are mostly objects
- * shared by many items (T: 273,000 str values written), each tested once. A str is written as it
- * stands when it is printable ASCII without escapes, quotes or None and does not start with a digit
- * (whatever the text rules), an ExportedText when it is printable ASCII without escapes. */
+/* The slot of the str v in a cache of ``slots`` slots (a power of two), by its hash (its content's,
+ * made once and kept in the str; a dict's keys have theirs already), not by its object's address: the
+ * same slots run to run under one PYTHONHASHSEED, whatever else the process allocated (by address, two
+ * hot texts sharing a slot in one run and not in another made T's instructions swing by +-0.3%) */
+static inline size_t cache_slot(PyObject *v, size_t slots) {
+    Py_hash_t h = ((PyASCIIObject *)v)->hash;
+    return (size_t)(h != -1 ? h : PyObject_Hash(v)) & (slots - 1); /* (a str's hash does not fail) */
+}
+
+/* whether the object c a cache holds stands for v, the ASCII text s[0:n]: v itself, or an object of
+ * its class with its text */
+static inline int same_text(PyObject *c, PyObject *v, const char *s, Py_ssize_t n) {
+    if (c == v)
+        return 1;
+    Py_ssize_t m;
+    const char *t = c != NULL && Py_TYPE(c) == Py_TYPE(v) ? ascii_data(c, &m) : NULL;
+    return t != NULL && m == n && memcmp(t, s, (size_t)n) == 0;
+}
+
+/* Text objects seen to be written as they stand, by their text (held): an item's texts (dtypes,
+ * states, messages, relative errors) are mostly objects shared by many items (T: 273,000 str values
+ * written), each tested once. A str is written as it stands when it is printable ASCII without
+ * escapes, quotes or None and does not start with a digit (whatever the text rules), an ExportedText
+ * when it is printable ASCII without escapes. */
 #define PLAIN_TEXTS 4096
 static PyObject *plain_texts[PLAIN_TEXTS];
+
+/* whether v, the ASCII text s[0:n], has no character to escape or not printable: remembered in
+ * ``cache`` (of ``slots``), else tested and remembered if so */
+static int plain_seen(PyObject **cache, size_t slots, PyObject *v, const char *s, Py_ssize_t n) {
+    PyObject **slot = &cache[cache_slot(v, slots)];
+    if (same_text(*slot, v, s, n))
+        return 1;
+    if (classes(s, n) & (BAD | ESCAPED))
+        return 0;
+    Py_XSETREF(*slot, Py_NewRef(v));
+    return 1;
+}
 
 void text_rules_taken(void) {
     for (int c = 0; c < 256; c++)
@@ -161,10 +192,6 @@ void text_rules_taken(void) {
         Py_CLEAR(plain_texts[i]);
 }
 
-static inline PyObject **plain_slot(PyObject *v) {
-    return &plain_texts[((uintptr_t)v >> 4) % PLAIN_TEXTS];
-}
-
 /* the exported text of a str (item_text.format_str, then JSON escaping): quotes dropped, None -> null, a
  * long decimal rounded to 6 decimals; UNHANDLED if it is not printable ASCII */
 static int add_str(Buf *b, PyObject *v) {
@@ -172,8 +199,8 @@ static int add_str(Buf *b, PyObject *v) {
     const char *s = ascii_data(v, &n);
     if (s == NULL)
         return UNHANDLED;
-    PyObject **slot = plain_slot(v);
-    if (*slot != v) {
+    PyObject **slot = &plain_texts[cache_slot(v, PLAIN_TEXTS)];
+    if (!same_text(*slot, v, s, n)) {
         int c = n > 0 && !is_digit(s[0]) ? classes(s, n) : BAD;
         if (c & (BAD | ESCAPED | QUOTE) || has_none(s, n, c))
             return add_str_text(b, s, n);
@@ -253,13 +280,9 @@ static int add_value(Buf *b, PyObject *v) {
     if ((PyObject *)t == exported_text_type) {
         Py_ssize_t n;
         const char *s = ascii_data(v, &n);
-        PyObject **slot = plain_slot(v);
-        if (s != NULL && *slot != v) {
-            if (classes(s, n) & (BAD | ESCAPED))
-                return UNHANDLED;
-            Py_XSETREF(*slot, Py_NewRef(v));
-        }
-        return s == NULL ? UNHANDLED : buf_add(b, s, n) < 0 ? -1 : DONE;
+        if (s == NULL || !plain_seen(plain_texts, PLAIN_TEXTS, v, s, n))
+            return UNHANDLED;
+        return buf_add(b, s, n) < 0 ? -1 : DONE;
     }
     if (v == Py_None)
         return buf_add(b, text_rules.null_text.s, text_rules.null_text.n) < 0 ? -1 : DONE;
@@ -285,8 +308,8 @@ static int add_value(Buf *b, PyObject *v) {
     return UNHANDLED;
 }
 
-/* key objects seen to be printable ASCII without escapes, by their address (held, so that an
- * address is not reused while here): item keys are few objects, shared by many items */
+/* key objects seen to be printable ASCII without escapes, by their text (held): item keys are few
+ * objects, shared by many items */
 #define GOOD_KEYS 512
 static PyObject *good_keys[GOOD_KEYS];
 
@@ -297,14 +320,8 @@ static int add_key(Buf *b, const char *before, Py_ssize_t m, PyObject *k) {
         return UNHANDLED;
     Py_ssize_t n;
     const char *s = ascii_data(k, &n);
-    if (s == NULL)
+    if (s == NULL || !plain_seen(good_keys, GOOD_KEYS, k, s, n))
         return UNHANDLED;
-    PyObject **seen = &good_keys[((uintptr_t)k >> 4) % GOOD_KEYS];
-    if (*seen != k) {
-        if (classes(s, n) & (BAD | ESCAPED))
-            return UNHANDLED;
-        Py_XSETREF(*seen, Py_NewRef(k));
-    }
     if (buf_reserve(b, m + n + 2) < 0)
         return -1;
     char *out = b->p + b->len;
@@ -371,10 +388,10 @@ static int skipped(Skip *sk, PyObject *k) {
     return 0;
 }
 
-/* What an item's key writes, by the addresses of the key and of the set of keys left out: nothing (a
- * key left out), or ``"key": "`` (the key printable ASCII without escapes); both held, so that an
- * address is not reused while here. An item's keys are a few objects shared by all items (T: 742,755
- * keys written of 30,880 nodes' items): each is tested once, not at each item. */
+/* What an item's key writes, by the key's text and the address of the set of keys left out (held, so
+ * that it is not reused while here): nothing (a key left out), or ``"key": "`` (the key printable
+ * ASCII without escapes). An item's keys are a few objects shared by all items (T: 742,755 keys
+ * written of 30,880 nodes' items): each is tested once, not at each item. */
 #define KEY_PARTS 2048
 #define KEY_PART_TEXT 40 /* longer keys: asked each time (skipped, add_key) */
 static struct {
@@ -387,19 +404,23 @@ static struct {
 /* DONE with *slot_at the slot of key k and skip's set, found or made (-1: a long key, asked each
  * time), or UNHANDLED for a key this code does not take */
 static int key_part_of(PyObject *k, Skip *skip, int *slot_at) {
-    int at = (int)(((uintptr_t)k >> 4) % KEY_PARTS);
+    if (!PyUnicode_CheckExact(k))
+        return UNHANDLED;
+    int at = (int)cache_slot(k, KEY_PARTS);
     *slot_at = at;
     if (key_parts[at].key == k && key_parts[at].skip == skip->set)
         return DONE;
-    int left_out = skipped(skip, k);
-    if (left_out == -2)
-        return UNHANDLED;
     Py_ssize_t n;
     const char *s = ascii_data(k, &n);
+    if (s == NULL)
+        return UNHANDLED;
     if (n + 5 > KEY_PART_TEXT) {
         *slot_at = -1; /* (a long key: asked each time) */
         return DONE;
     }
+    if (key_parts[at].skip == skip->set && key_parts[at].n == n + 5 && memcmp(key_parts[at].text + 1, s, (size_t)n) == 0)
+        return DONE; /* (another object of the same text) */
+    int left_out = skipped(skip, k);
     if (!left_out && classes(s, n) & (BAD | ESCAPED))
         return UNHANDLED;
     key_parts[at].left_out = left_out;
