@@ -12,7 +12,7 @@ from operator import add, lshift, not_, or_, sub
 from sys import intern
 from typing import Any, NamedTuple
 
-from msprobe_dask.dump.entries import SPAN_SHIFT, SpanMap, span_bounds
+from msprobe_dask.dump.entries import SPAN_SHIFT, SpanMap
 
 FIRST_KEY = re.compile(rb'\{\n( +)"')
 
@@ -33,6 +33,13 @@ class EntryLines(NamedTuple):
 
 FindEntries = Callable[[bytes, int, int, int], "EntryLines | None"]
 """``entry_lines``, or a function giving what it gives (graph/csrc/entry_scan.c)."""
+OneLine = list[tuple[str, int, int]]
+"""The entries whose value is on one line: (name, where its value starts and ends in the text)."""
+AddSpans = Callable[
+    [bytes, int, int, int, int, int, SpanMap, Callable[[bytes], "str | None"]], "OneLine | None"
+]
+"""``entry_spans`` without ``find`` and ``heads``, or a function doing what it does
+(graph/csrc/entry_scan.c), given ``escaped_name`` for the names it does not decode itself."""
 
 
 def scan_entries(
@@ -46,42 +53,65 @@ def scan_entries(
     find: FindEntries | None = None,
     base: int = 0,
     compact: bool = False,
+    add_spans: AddSpans | None = None,
 ) -> bool:
     """Add to ``spans`` (and ``small``) the entries of ``text[lo:hi]``, data's body
     (``\n<indent spaces>"name": value,`` ...), each span moved by ``base`` (where ``text`` is in the
     file), and to ``heads`` (if given) where each one's name begins (its quote), in order; False if the
     body is not laid out so, or a name is one ``spans`` holds. The entries are found by ``find``
-    (``entry_lines`` if not given), the names read and the one-line values parsed here. ``compact`` (a
+    (``entry_lines`` if not given) and added by ``entry_spans``, or, without ``heads``, by ``add_spans`` if
+    given; the one-line values parsed here. ``compact`` (a
     file too big to be held): the names are interned (sys.intern), so that the names of a rank's other
     side and its graphs' node ids can be these strings rather than copies (one rank of 200,200 entries
     a side: 30 MiB less), and each span is one int, its start shifted left by SPAN_SHIFT bits and its
     length (a tuple of two ints costs 84 bytes more: 32 MiB at 200,200 entries a side)."""
     if lo == hi:
         return True
+    shift = SPAN_SHIFT if compact else -1
+    if add_spans is not None and heads is None:
+        one_line = add_spans(text, lo, hi, indent, base, shift, spans, escaped_name)
+    else:
+        one_line = entry_spans(text, lo, hi, indent, base, shift, spans, find, heads)
+    return one_line is not None and _parse_one_line(text, one_line, small)
+
+
+def entry_spans(
+    text: bytes,
+    lo: int,
+    hi: int,
+    indent: int,
+    base: int,
+    shift: int,
+    spans: SpanMap,
+    find: FindEntries | None = None,
+    heads: list[int] | None = None,
+) -> OneLine | None:
+    """Add to ``spans`` the entries of ``text[lo:hi]`` (found by ``find``, ``entry_lines`` if not given),
+    each span moved by ``base``: a (start, end) tuple, or (``shift`` >= 0) the name interned and the span
+    one int, ``start << shift | length``; to ``heads`` (if given) where each one's name begins. The
+    one-line entries (their spans in ``text``), or None if the body is not laid out so, a name does not
+    decode, or a name is one ``spans`` holds (some entries may have been added)."""
     found = (find or entry_lines)(text, lo, hi, indent)
     if found is None:
-        return False
+        return None
     names = entry_names(found.names)
     if names is None:
-        return False
-    if compact:
+        return None
+    starts = list(map(add, found.starts, repeat(base)))
+    if shift >= 0:
         names = list(map(intern, names))
+        values: Iterable[Any] = map(
+            or_, map(lshift, starts, repeat(shift)), map(sub, found.ends, found.starts)
+        )
+    else:
+        values = zip(starts, map(add, found.ends, repeat(base)))
     before = len(spans)
-    spans.update(zip(names, zip(found.starts, found.ends)))
+    spans.update(zip(names, values))
     if len(spans) - before != len(names):  # a name given twice: json keeps the last value, the scan the first
-        return False
+        return None
     if heads is not None:
         heads.extend(found.heads)
-    if not _parse_one_line(text, compress(names, map(not_, found.opens)), spans, small):
-        return False
-    if compact:
-        starts = map(lshift, map(add, found.starts, repeat(base)), repeat(SPAN_SHIFT))
-        spans.update(zip(names, map(or_, starts, map(sub, found.ends, found.starts))))
-    elif base:
-        spans.update(
-            zip(names, zip(map(add, found.starts, repeat(base)), map(add, found.ends, repeat(base))))
-        )
-    return True
+    return list(compress(zip(names, found.starts, found.ends), map(not_, found.opens)))
 
 
 def entry_lines(text: bytes, lo: int, hi: int, indent: int) -> EntryLines | None:
@@ -124,11 +154,9 @@ def entry_lines(text: bytes, lo: int, hi: int, indent: int) -> EntryLines | None
     return EntryLines(names, starts, ends, opens, heads)
 
 
-def _parse_one_line(text: bytes, names: Iterable[str], spans: SpanMap, small: dict[str, Any]) -> bool:
-    """Parse the one-line values of ``names`` into ``small``, to check them: False if one is not JSON."""
-    for name in names:
-        span = spans[name]
-        start, end = span if span.__class__ is tuple else span_bounds(span)
+def _parse_one_line(text: bytes, one_line: OneLine, small: dict[str, Any]) -> bool:
+    """Parse the one-line values into ``small``, to check them: False if one is not JSON."""
+    for name, start, end in one_line:
         try:
             small[name] = json.loads(text[start:end].decode("utf-8"))
         except (ValueError, RecursionError):  # the whole parse names the problem
@@ -141,11 +169,19 @@ def entry_names(raw: list[bytes]) -> list[str] | None:
     joined = b"\0".join(raw)  # names hold no raw control character
     names = joined.decode("utf-8").split("\0")
     if b"\\" in joined:
-        try:
-            names = [json.loads(b'"' + r + b'"') if b"\\" in r else n for r, n in zip(raw, names)]
-        except ValueError:
+        decoded = [escaped_name(r) if b"\\" in r else n for r, n in zip(raw, names)]
+        if None in decoded:
             return None
+        names = decoded  # type: ignore[assignment]
     return names
+
+
+def escaped_name(raw: bytes) -> str | None:
+    """The name whose JSON text (between the quotes) is ``raw``, which holds an escape; None if invalid."""
+    try:
+        return json.loads(b'"' + raw + b'"')  # type: ignore[no-any-return]
+    except ValueError:
+        return None
 
 
 def header_of(text: bytes) -> dict[str, Any] | None:

@@ -29,6 +29,7 @@ from msprobe_dask.dump.entries import DumpEntries, SpanMap, file_stamp, read_who
 from msprobe_dask.dump.entries_scan import (
     FIRST_KEY,
     NAME,
+    AddSpans,
     FindEntries,
     entry_names,
     header_of,
@@ -94,12 +95,17 @@ Search = Callable[[bytes, tuple[bytes, ...]], Iterable[bool]]
 
 
 def read_dump_doc(
-    path: Path, find: FindEntries | None = None, tokens: tuple[bytes, ...] = (), search: Search | None = None
+    path: Path,
+    find: FindEntries | None = None,
+    tokens: tuple[bytes, ...] = (),
+    search: Search | None = None,
+    add_spans: AddSpans | None = None,
 ) -> tuple[dict[str, Any], Mapping[str, Any]]:
     """(header, data) of a dump.json: the header holds every top-level field but ``data``.
 
-    ``data`` is a DumpEntries if the file has the indented layout (its entries found by ``find``, see
-    ``scan_entries``, the file read block by block: its text held only up to HOLD_BYTES), and it
+    ``data`` is a DumpEntries if the file has the indented layout (its entries found by ``find``, or
+    found and added by ``add_spans``: see ``scan_entries``; the file read block by block: its text held
+    only up to HOLD_BYTES), and it
     knows whether the file holds each of ``tokens`` (looked for by ``search``); else the dict of the
     full parse. Either way a DumpError names the file if it is not a JSON object with a ``data`` object."""
     check_dump_file(path)
@@ -111,7 +117,12 @@ def read_dump_doc(
             st = os.fstat(f.fileno())
             held = f.read() if st.st_size <= HOLD_BYTES else None
             walked = _walk(
-                f, st.st_size, partial(_add_spans, spans, small, find, held is None), tokens, search, held
+                f,
+                st.st_size,
+                partial(_add_spans, spans, small, find, add_spans, held is None),
+                tokens,
+                search,
+                held,
             )
     except OSError:
         walked = None  # read_whole_dump_doc raises the usual error
@@ -125,6 +136,7 @@ def _add_spans(
     spans: SpanMap,
     small: dict[str, Any],
     find: FindEntries | None,
+    add_spans: AddSpans | None,
     compact: bool,
     base: int,
     text: bytes,
@@ -137,7 +149,7 @@ def _add_spans(
     wants, or a name was seen before), ``compact`` or not (a file too big to be held: see
     scan_entries)."""
     end = len(text) if hi is None else hi
-    return scan_entries(text, lo, end, indent, spans, small, None, find, base, compact)
+    return scan_entries(text, lo, end, indent, spans, small, None, find, base, compact, add_spans)
 
 
 def _search(text: bytes, tokens: tuple[bytes, ...]) -> list[bool]:
@@ -242,6 +254,41 @@ def index_object(path: Path, find: FindEntries | None = None) -> EntryIndex | No
             return index
     except OSError:
         return None
+
+
+def read_object_blocks(path: Path) -> Iterator[dict[str, Any] | None] | None:
+    """The top-level entries of an indented JSON object (stack.json, as ``index_object`` reads it) parsed
+    a block (BLOCK_BYTES) at a time, without an index: {name: value} of each block's entries in file
+    order, or None for a block whose text does not parse as an object with one name for each of its
+    entry lines (``,`` then a line indented as the first name: a name given twice, or a layout the
+    blocks misread); None if the file is not laid out so. The blocks all parse exactly when the file
+    does: each is cut at an entry's ``,`` (json.dump writes no raw newline in a string, so a cut not
+    between two entries leaves a bracket unclosed)."""
+    check_dump_file(path)
+    try:
+        f = open(path, "rb")
+    except OSError:
+        return None
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        m = FIRST_KEY.match(f.read(min(size, _EDGE_BYTES)))
+        stop = _last(f, size, b"\n}", 1)
+        if m is None or stop < 0:
+            return None
+        f.seek(stop + 2)
+        if f.read().strip(b" \t\r\n"):
+            return None
+    return _object_blocks(path, stop, b",\n" + m.group(1) + b'"')
+
+
+def _object_blocks(path: Path, stop: int, boundary: bytes) -> Iterator[dict[str, Any] | None]:
+    with open(path, "rb") as f:
+        for _, block in _blocks(f, 1, stop, boundary):
+            try:
+                value = loads(b"{" + block + b"}")
+            except ValueError:
+                value = None
+            yield value if value.__class__ is dict and len(value) == block.count(boundary) + 1 else None
 
 
 def _last(f: BinaryIO, size: int, token: bytes, after: int) -> int:

@@ -54,11 +54,14 @@ def check_graph_file(path: Path) -> None:
 def load_dump_doc(path: Path, lazy: bool = False) -> tuple[dict[str, Any], Mapping[str, Any]]:
     """(header, data) of dump.json. ``lazy``: data's entries are read from the file and parsed when
     looked up (see dump/entries.py), so that a build without items parses none of them; whether its
-    text holds each of ``TOKENS`` is looked for as it is scanned, by the C code where it is built."""
+    text holds each of ``TOKENS`` is looked for as it is scanned, by the C code where it is built (which
+    also adds the entries' names and spans: csrc/entry_scan.c's entry_spans)."""
     if not lazy:
         return read_whole_dump_doc(path)
     native = speedups.native
-    return read_dump_doc(path, find_entries, TOKENS, native.mentions if native is not None else None)
+    if native is None:
+        return read_dump_doc(path, find_entries, TOKENS)
+    return read_dump_doc(path, find_entries, TOKENS, native.mentions, native.entry_spans)
 
 
 def find_entries(text: bytes, lo: int, hi: int, indent: int) -> EntryLines | None:

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msprobe_dask.dump.entries import DumpEntries
-from msprobe_dask.dump.entries_scan import FIRST_KEY, EntryLines, entry_lines
+from msprobe_dask.dump.entries import SPAN_SHIFT, DumpEntries
+from msprobe_dask.dump.entries_scan import FIRST_KEY, EntryLines, entry_lines, entry_spans, escaped_name
 from msprobe_dask.dump.entry_index import read_dump_doc
 from msprobe_dask.graph import dump_files, speedups
 
@@ -46,7 +46,24 @@ def _body(text: bytes) -> tuple[int, int, int] | None:
 
 def _both(text: bytes, lo: int, hi: int, indent: int) -> tuple[EntryLines | None, Any]:
     found = NATIVE.entry_lines(text, lo, hi, indent)  # type: ignore[union-attr]
-    return entry_lines(text, lo, hi, indent), None if found is None else EntryLines(*found)
+    python = entry_lines(text, lo, hi, indent)
+    _spans_alike(text, lo, hi, indent)
+    return python, None if found is None else EntryLines(*found)
+
+
+def _spans_alike(text: bytes, lo: int, hi: int, indent: int) -> None:
+    """The C entry_spans adds what the Python one adds and gives the same one-line entries, packed or
+    not, moved or not, into an empty map and into one that already holds some of the names (None for
+    both: what they added then is left to no one)."""
+    for base, shift in ((0, -1), (7, -1), (0, SPAN_SHIFT), (3 << 33, SPAN_SHIFT), (5, 2)):
+        held: dict[str, Any] = {}
+        entry_spans(text, lo, hi, indent, base, shift, held)
+        for before in ({}, dict(list(held.items())[1::2])):
+            python, c = dict(before), dict(before)
+            args = (text, lo, hi, indent, base, shift)
+            one_line = NATIVE.entry_spans(*args, c, escaped_name)  # type: ignore[union-attr]
+            assert one_line == entry_spans(*args, python)
+            assert one_line is None or (c == python and list(c) == list(python))
 
 
 def _edited(base: bytes, rng: random.Random, near: list[int]) -> bytes:

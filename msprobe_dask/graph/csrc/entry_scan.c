@@ -248,3 +248,102 @@ PyObject *mentions(PyObject *self, PyObject *args) {
     PyMem_Free(found);
     return out;
 }
+
+/* entry k's span as dump/entries_scan.py's entry_spans gives it: (start + base, end + base), or
+ * (shift >= 0) one int, (start + base) << shift | length; NULL on an error */
+static PyObject *span_value(const Found *f, Py_ssize_t k, Py_ssize_t base, Py_ssize_t shift) {
+    long long at = (long long)f->start[k] + base, length = (long long)(f->end[k] - f->start[k]);
+    if (shift < 0)
+        return Py_BuildValue("(nn)", (Py_ssize_t)at, (Py_ssize_t)(f->end[k] + base));
+    if (shift < 62 && at < (1LL << (62 - shift)) && length < (1LL << shift))
+        return PyLong_FromLongLong(at << shift | length);
+    PyObject *start = PyLong_FromLongLong(at), *by = PyLong_FromSsize_t(shift);
+    PyObject *moved = start != NULL && by != NULL ? PyNumber_Lshift(start, by) : NULL;
+    PyObject *len = moved != NULL ? PyLong_FromLongLong(length) : NULL;
+    PyObject *value = len != NULL ? PyNumber_Or(moved, len) : NULL;
+    Py_XDECREF(start);
+    Py_XDECREF(by);
+    Py_XDECREF(moved);
+    Py_XDECREF(len);
+    return value;
+}
+
+/* entry k's name (as entries_scan.entry_names reads it): its UTF-8 text, or, if it holds an escape,
+ * what escaped(its bytes) gives (a str, or None: invalid); NULL on an error */
+static PyObject *entry_name(const Found *f, const char *s, Py_ssize_t k, PyObject *escaped) {
+    const char *raw = s + f->head[k] + 1;
+    Py_ssize_t n = f->start[k] - 3 - (f->head[k] + 1);
+    if (memchr(raw, '\\', (size_t)n) == NULL)
+        return PyUnicode_DecodeUTF8(raw, n, NULL);
+    PyObject *bytes = PyBytes_FromStringAndSize(raw, n);
+    PyObject *name = bytes != NULL ? PyObject_CallOneArg(escaped, bytes) : NULL;
+    Py_XDECREF(bytes);
+    if (name != NULL && name != Py_None && !PyUnicode_CheckExact(name)) {
+        Py_DECREF(name);
+        PyErr_SetString(PyExc_TypeError, "entry_spans: escaped must give a str or None");
+        return NULL;
+    }
+    return name;
+}
+
+/* the entries found added to spans (see entry_spans): the list of the one-line ones, None where a name
+ * is invalid or one spans holds, NULL on an error */
+static PyObject *added_spans(const Found *f, const char *s, Py_ssize_t base, Py_ssize_t shift, PyObject *spans,
+                             PyObject *escaped) {
+    PyObject *one_line = PyList_New(0);
+    for (Py_ssize_t k = 0; one_line != NULL && k < f->n; k++) {
+        PyObject *name = entry_name(f, s, k, escaped);
+        if (name == NULL || name == Py_None) {
+            Py_XDECREF(name);
+            Py_SETREF(one_line, name == NULL ? NULL : Py_NewRef(Py_None));
+            break;
+        }
+        if (shift >= 0)
+            PyUnicode_InternInPlace(&name);
+        int held = PyDict_Contains(spans, name);
+        PyObject *value = held == 0 ? span_value(f, k, base, shift) : NULL;
+        int ok = value != NULL && PyDict_SetItem(spans, name, value) == 0;
+        Py_XDECREF(value);
+        if (ok && !f->opens[k]) {
+            PyObject *entry = Py_BuildValue("(Onn)", name, f->start[k], f->end[k]);
+            ok = entry != NULL && PyList_Append(one_line, entry) == 0;
+            Py_XDECREF(entry);
+        }
+        Py_DECREF(name);
+        if (!ok) {
+            Py_SETREF(one_line, held == 1 ? Py_NewRef(Py_None) : NULL);
+            break;
+        }
+    }
+    return one_line;
+}
+
+/* entry_spans(text, lo, hi, indent, base, shift, spans, escaped) -> the one-line entries [(name, start,
+ * end)] or None: dump/entries_scan.py's entry_spans (without find and heads), the entries added to the
+ * dict spans, a name holding an escape decoded by escaped; the scan without the GIL, the names and spans
+ * made here rather than lists of each of their parts for Python to join */
+PyObject *entry_spans(PyObject *self, PyObject *args) {
+    PyObject *text, *spans, *escaped;
+    Py_ssize_t lo, hi, indent, base, shift;
+    if (!PyArg_ParseTuple(args, "O!nnnnnO!O", &PyBytes_Type, &text, &lo, &hi, &indent, &base, &shift,
+                          &PyDict_Type, &spans, &escaped))
+        return NULL;
+    const char *s = PyBytes_AS_STRING(text);
+    Py_ssize_t len = PyBytes_GET_SIZE(text);
+    if (lo < 0 || hi > len || lo >= hi || indent < 0 || base < 0) {
+        PyErr_SetString(PyExc_ValueError, "entry_spans: 0 <= lo < hi <= len(text), indent >= 0 and base >= 0");
+        return NULL;
+    }
+    Found f = {NULL, NULL, NULL, NULL, 0, 0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS;
+    rc = scan(&f, s, len, lo, hi, indent);
+    Py_END_ALLOW_THREADS;
+    PyObject *result =
+        rc < 0 ? PyErr_NoMemory() : rc == 0 ? Py_NewRef(Py_None) : added_spans(&f, s, base, shift, spans, escaped);
+    PyMem_RawFree(f.head);
+    PyMem_RawFree(f.start);
+    PyMem_RawFree(f.end);
+    PyMem_RawFree(f.opens);
+    return result;
+}

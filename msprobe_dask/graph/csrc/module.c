@@ -250,6 +250,9 @@ static PyMethodDef methods[] = {
      "whether they are JSON (the others are)."},
     {"entry_lines", entry_lines, METH_VARARGS,
      "entry_lines(text, lo, hi, indent): dump/entries_scan.py's entry_lines, as a tuple, or None."},
+    {"entry_spans", entry_spans, METH_VARARGS,
+     "entry_spans(text, lo, hi, indent, base, shift, spans, escaped): dump/entries_scan.py's entry_spans "
+     "(without find and heads)."},
     {"mentions", mentions, METH_VARARGS,
      "mentions(text, tokens): a bool for each token, whether text holds it (dump/entries.py: mentions)."},
     {"configure_summary", configure_summary, METH_O,

@@ -405,6 +405,7 @@ PyObject *configure_items(PyObject *self, PyObject *rules); /* entry_items.c */
 PyObject *node_items(PyObject *self, PyObject *args);
 PyObject *entries_to_parse(PyObject *self, PyObject *args);
 PyObject *entry_lines(PyObject *self, PyObject *args); /* entry_scan.c */
+PyObject *entry_spans(PyObject *self, PyObject *args); /* entry_scan.c */
 PyObject *mentions(PyObject *self, PyObject *args);    /* entry_scan.c */
 
 #endif
