@@ -225,3 +225,36 @@ def test_split_stacks_leaves_each_part_its_entries_stacks(
             assert file is not None
             own = read_names(source.dump_json, span)
             assert part_stacks(file) == {name: whole[name] for name in own if name in whole}
+
+
+@pytest.mark.parametrize("repeated", ["0", "1"])
+def test_a_name_given_twice_leaves_the_blocks_to_load_stack(
+    repeated: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group named twice (json keeps the last one) in one block or in two: ``read_grouped`` reads
+    none of it, and graph_visualize's map is load_stack's; named otherwise, the blocks are read."""
+    from msprobe_dask.dump import entry_index, stack_pieces
+
+    path = tmp_path / "stack.json"
+
+    def write_groups(*names: str) -> None:  # (json.dump's indent=1, a name allowed twice)
+        lines = [["x"], ["y"], ["z"]]
+        groups = (
+            f" {json.dumps(k)}: " + json.dumps([[*"abc"[: i + 1]], lines[i]], indent=1)
+            for i, k in enumerate(names)
+        )
+        path.write_text("{\n" + ",\n".join(g.replace("\n", "\n ") for g in groups) + "\n}")
+
+    write_groups("0", "1", repeated)
+    whole = load_stack(path)
+    assert whole == (
+        {"a": ["y"], "b": ["y"], "c": ["z"]} if repeated == "0" else {"a": ["z"], "b": ["z"], "c": ["z"]}
+    )
+    for block in (5, path.stat().st_size - 1):  # (a block an entry; all in one block)
+        monkeypatch.setattr(entry_index, "BLOCK_BYTES", block)
+        assert stack_pieces.read_grouped(path) is None
+        assert list(stack_pieces.read_stack_map(path).items()) == list(whole.items())
+        write_groups("0", "1", "2")
+        grouped = stack_pieces.read_grouped(path)
+        assert grouped is not None and list(grouped.items()) == list(load_stack(path).items())
+        write_groups("0", "1", repeated)
