@@ -238,14 +238,10 @@ def index_object(path: Path, find: FindEntries | None = None) -> EntryIndex | No
             head = f.read(min(size, _EDGE_BYTES))
             if size <= _EDGE_BYTES and head.strip(b" \t\r\n") == b"{}":  # (no entries: json.dumps' "{}")
                 return empty_index()
-            m = FIRST_KEY.match(head)
-            stop = _last(f, size, b"\n}", 1)
-            if m is None or stop < 0:
+            body = _object_body(f, head, size)
+            if body is None:
                 return None
-            f.seek(stop + 2)
-            if f.read().strip(b" \t\r\n"):
-                return None
-            unit = len(m.group(1))
+            unit, stop = body
             index = empty_index()
             hashes: set[int] = set()
             for block in _blocks(f, 1, stop, b",\n" + b" " * unit + b'"'):
@@ -266,29 +262,41 @@ def read_object_blocks(path: Path) -> Iterator[dict[str, Any] | None] | None:
     between two entries leaves a bracket unclosed)."""
     check_dump_file(path)
     try:
-        f = open(path, "rb")
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            body = _object_body(f, f.read(min(size, _EDGE_BYTES)), size)
     except OSError:
         return None
-    with f:
-        size = os.fstat(f.fileno()).st_size
-        m = FIRST_KEY.match(f.read(min(size, _EDGE_BYTES)))
-        stop = _last(f, size, b"\n}", 1)
-        if m is None or stop < 0:
-            return None
-        f.seek(stop + 2)
-        if f.read().strip(b" \t\r\n"):
-            return None
-    return _object_blocks(path, stop, b",\n" + m.group(1) + b'"')
+    if body is None:
+        return None
+    unit, stop = body
+    return _object_blocks(path, stop, b",\n" + b" " * unit + b'"')
+
+
+def _object_body(f: BinaryIO, head: bytes, size: int) -> tuple[int, int] | None:
+    """(the indent unit, where the closing ``\\n}`` is) of an indented JSON object whose file begins
+    with ``head``, nothing but whitespace after that brace; None if it is not laid out so."""
+    m = FIRST_KEY.match(head)
+    stop = _last(f, size, b"\n}", 1)
+    if m is None or stop < 0:
+        return None
+    f.seek(stop + 2)
+    if f.read().strip(b" \t\r\n"):
+        return None
+    return len(m.group(1)), stop
 
 
 def _object_blocks(path: Path, stop: int, boundary: bytes) -> Iterator[dict[str, Any] | None]:
-    with open(path, "rb") as f:
-        for _, block in _blocks(f, 1, stop, boundary):
-            try:
-                value = loads(b"{" + block + b"}")
-            except ValueError:
-                value = None
-            yield value if value.__class__ is dict and len(value) == block.count(boundary) + 1 else None
+    try:
+        with open(path, "rb") as f:
+            for _, block in _blocks(f, 1, stop, boundary):
+                try:
+                    value = loads(b"{" + block + b"}")
+                except ValueError:
+                    value = None
+                yield value if value.__class__ is dict and len(value) == block.count(boundary) + 1 else None
+    except OSError:  # (the caller reads the file otherwise, for its error)
+        yield None
 
 
 def _last(f: BinaryIO, size: int, token: bytes, after: int) -> int:

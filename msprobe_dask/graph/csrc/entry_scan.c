@@ -189,29 +189,42 @@ static PyObject *found_lists(const Found *f, const char *s) {
     return result;
 }
 
-/* entry_lines(text, lo, hi, indent) -> (names, starts, ends, opens, heads) or None (see the file); the
- * scan without the GIL (the build of the other side's graph runs meanwhile) */
+/* the entries of text[lo:hi] found into f (who: the function, for the error): 1, 0 where they are not
+ * laid out so, -1 with an error set; the scan without the GIL (the build of the other side's graph
+ * runs meanwhile). The caller frees f (found_free) either way. */
+static int scanned(Found *f, PyObject *text, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t indent, const char *who) {
+    const char *s = PyBytes_AS_STRING(text);
+    Py_ssize_t len = PyBytes_GET_SIZE(text);
+    if (lo < 0 || hi > len || lo >= hi || indent < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: 0 <= lo < hi <= len(text) and indent >= 0", who);
+        return -1;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS;
+    rc = scan(f, s, len, lo, hi, indent);
+    Py_END_ALLOW_THREADS;
+    if (rc < 0)
+        PyErr_NoMemory();
+    return rc;
+}
+
+static void found_free(Found *f) {
+    PyMem_RawFree(f->head);
+    PyMem_RawFree(f->start);
+    PyMem_RawFree(f->end);
+    PyMem_RawFree(f->opens);
+}
+
+/* entry_lines(text, lo, hi, indent) -> (names, starts, ends, opens, heads) or None (see the file) */
 PyObject *entry_lines(PyObject *self, PyObject *args) {
     PyObject *text;
     Py_ssize_t lo, hi, indent;
     if (!PyArg_ParseTuple(args, "O!nnn", &PyBytes_Type, &text, &lo, &hi, &indent))
         return NULL;
-    const char *s = PyBytes_AS_STRING(text);
-    Py_ssize_t len = PyBytes_GET_SIZE(text);
-    if (lo < 0 || hi > len || lo >= hi || indent < 0) {
-        PyErr_SetString(PyExc_ValueError, "entry_lines: 0 <= lo < hi <= len(text) and indent >= 0");
-        return NULL;
-    }
     Found f = {NULL, NULL, NULL, NULL, 0, 0};
-    int rc;
-    Py_BEGIN_ALLOW_THREADS;
-    rc = scan(&f, s, len, lo, hi, indent);
-    Py_END_ALLOW_THREADS;
-    PyObject *result = rc < 0 ? PyErr_NoMemory() : rc == 0 ? Py_NewRef(Py_None) : found_lists(&f, s);
-    PyMem_RawFree(f.head);
-    PyMem_RawFree(f.start);
-    PyMem_RawFree(f.end);
-    PyMem_RawFree(f.opens);
+    int rc = scanned(&f, text, lo, hi, indent, "entry_lines");
+    PyObject *result = rc < 0 ? NULL : rc == 0 ? Py_NewRef(Py_None) : found_lists(&f, PyBytes_AS_STRING(text));
+    found_free(&f);
     return result;
 }
 
@@ -328,22 +341,15 @@ PyObject *entry_spans(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!nnnnnO!O", &PyBytes_Type, &text, &lo, &hi, &indent, &base, &shift,
                           &PyDict_Type, &spans, &escaped))
         return NULL;
-    const char *s = PyBytes_AS_STRING(text);
-    Py_ssize_t len = PyBytes_GET_SIZE(text);
-    if (lo < 0 || hi > len || lo >= hi || indent < 0 || base < 0) {
-        PyErr_SetString(PyExc_ValueError, "entry_spans: 0 <= lo < hi <= len(text), indent >= 0 and base >= 0");
+    if (base < 0) {
+        PyErr_SetString(PyExc_ValueError, "entry_spans: base >= 0");
         return NULL;
     }
     Found f = {NULL, NULL, NULL, NULL, 0, 0};
-    int rc;
-    Py_BEGIN_ALLOW_THREADS;
-    rc = scan(&f, s, len, lo, hi, indent);
-    Py_END_ALLOW_THREADS;
-    PyObject *result =
-        rc < 0 ? PyErr_NoMemory() : rc == 0 ? Py_NewRef(Py_None) : added_spans(&f, s, base, shift, spans, escaped);
-    PyMem_RawFree(f.head);
-    PyMem_RawFree(f.start);
-    PyMem_RawFree(f.end);
-    PyMem_RawFree(f.opens);
+    int rc = scanned(&f, text, lo, hi, indent, "entry_spans");
+    PyObject *result = rc < 0    ? NULL
+                       : rc == 0 ? Py_NewRef(Py_None)
+                                 : added_spans(&f, PyBytes_AS_STRING(text), base, shift, spans, escaped);
+    found_free(&f);
     return result;
 }
