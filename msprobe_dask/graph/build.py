@@ -302,12 +302,11 @@ def _wrap_api_collections(b: _Builder) -> None:
     root.children[:] = out
 
 
-def _place_parameters_grad(b: _Builder) -> None:
+def _place_parameters_grad(b: _Builder, unused: list[str]) -> None:
+    """The parameters_grad entries among ``unused`` (the entries no node holds) as nodes."""
     groups: dict[str, list[str]] = {}
-    for key in b.data:
-        if key in b.nodes:
-            continue
-        m = PARAMS_GRAD.search(key)
+    for key in unused:
+        m = PARAMS_GRAD.search(key) if PARAMETERS_GRAD in key else None  # (the regex for few entries)
         if m:
             groups.setdefault(key[: m.start()], []).append(key[m.start() :])
     if not groups:
@@ -357,9 +356,10 @@ def build_graph(src: dump_files.GraphSource, items: bool = True) -> Graph:
     framework = header.get("framework") or "pytorch"
     _handle_recompute(b, framework)
     _wrap_api_collections(b)
-    _place_parameters_grad(b)
+    unused = [key for key in data if key not in b.nodes]
+    _place_parameters_grad(b, unused)
     if not items:
-        parse_unused(data, b.nodes)
+        parse_unused(data, [key for key in unused if key not in b.nodes])
     g = Graph(
         root=b.root,
         nodes=b.nodes,

@@ -34,10 +34,9 @@ def _entry_items(node_id: str, entry: Any, folder: str) -> tuple[dict[str, dict]
         raise DumpError(Path(folder) / "dump.json", exc.problem) from None
 
 
-def parse_unused(data: Mapping[str, Any], nodes: Mapping[str, Node]) -> None:
-    """Parse the entries no node holds, so that a malformed one is refused as the full parse would
-    refuse it (the others are parsed with their nodes' items); real dumps have few or none."""
-    unused = [key for key in data if key not in nodes]
+def parse_unused(data: Mapping[str, Any], unused: list[str]) -> None:
+    """Parse the entries ``unused`` that no node holds, so that a malformed one is refused as the full
+    parse would refuse it (the others are parsed with their nodes' items); real dumps have few or none."""
     if isinstance(data, DumpEntries):
         native = speedups.native
         data.parse_each(unused, native.entries_to_parse if native is not None else None)
