@@ -252,14 +252,16 @@ def index_object(path: Path, find: FindEntries | None = None) -> EntryIndex | No
         return None
 
 
-def read_object_blocks(path: Path) -> Iterator[dict[str, Any] | None] | None:
+def read_object_blocks(path: Path, numbers: bool = True) -> Iterator[dict[str, Any] | None] | None:
     """The top-level entries of an indented JSON object (stack.json, as ``index_object`` reads it) parsed
     a block (BLOCK_BYTES) at a time, without an index: {name: value} of each block's entries in file
     order, or None for a block whose text does not parse as an object with one name for each of its
     entry lines (``,`` then a line indented as the first name: a name given twice, or a layout the
     blocks misread); None if the file is not laid out so. The blocks all parse exactly when the file
     does: each is cut at an entry's ``,`` (json.dump writes no raw newline in a string, so a cut not
-    between two entries leaves a bracket unclosed)."""
+    between two entries leaves a bracket unclosed). ``numbers`` False: parsed without looking for long
+    integers first (fastjson.loads' ``short_integers``: an integer of 19 digits or more may read as a
+    float), for a caller that keeps no number of what it reads."""
     check_dump_file(path)
     try:
         with open(path, "rb") as f:
@@ -270,7 +272,7 @@ def read_object_blocks(path: Path) -> Iterator[dict[str, Any] | None] | None:
     if body is None:
         return None
     unit, stop = body
-    return _object_blocks(path, stop, b",\n" + b" " * unit + b'"')
+    return _object_blocks(path, stop, b",\n" + b" " * unit + b'"', not numbers)
 
 
 def _object_body(f: BinaryIO, head: bytes, size: int) -> tuple[int, int] | None:
@@ -286,12 +288,12 @@ def _object_body(f: BinaryIO, head: bytes, size: int) -> tuple[int, int] | None:
     return len(m.group(1)), stop
 
 
-def _object_blocks(path: Path, stop: int, boundary: bytes) -> Iterator[dict[str, Any] | None]:
+def _object_blocks(path: Path, stop: int, boundary: bytes, short: bool) -> Iterator[dict[str, Any] | None]:
     try:
         with open(path, "rb") as f:
             for _, block in _blocks(f, 1, stop, boundary):
                 try:
-                    value = loads(b"{" + block + b"}")
+                    value = loads(b"{" + block + b"}", short)
                 except ValueError:
                     value = None
                 yield value if value.__class__ is dict and len(value) == block.count(boundary) + 1 else None

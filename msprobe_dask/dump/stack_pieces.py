@@ -7,6 +7,7 @@ from __future__ import annotations
 import marshal
 import os
 from collections.abc import Collection, Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -85,10 +86,11 @@ def read_stack_map(path: Path, find: FindEntries | None = None) -> dict[str, Any
 def read_grouped(path: Path) -> dict[str, Any] | None:
     """``read_stack_map``'s map of a stack.json in the new format whose first block holds the group
     "0" (as msProbe writes it), its blocks parsed one at a time (``read_object_blocks``) without the
-    index ``read_stack`` makes of its entries (a third of its time); None if the file is not so, or a
-    block does not parse, or a name is given twice (``read_stack`` then reads it, or it is parsed
-    whole)."""
-    blocks = read_object_blocks(path)
+    index ``read_stack`` makes of its entries (a third of its time), nor a look for long integers (a
+    tenth: the stacks kept are lists of strings, else the file is read otherwise); None if the file is
+    not so, or a block does not parse, or a name is given twice, or a stack is not a list of strings
+    (``read_stack`` then reads it, or it is parsed whole)."""
+    blocks = read_object_blocks(path, numbers=False)
     if blocks is None:
         return None
     stacks: dict[str, Any] = {}
@@ -101,7 +103,10 @@ def read_grouped(path: Path) -> dict[str, Any] | None:
         hashes.update(map(hash, block))
         if len(hashes) - before != len(block):  # (or, rarely, two names of one hash: read_stack reads it)
             return None
+        kept = len(shared)
         stacks.update(_shared(group_stacks(block.values()), shared))
+        if any(key.__class__ is not tuple for key in islice(shared, kept, None)):  # (see _stack_key)
+            return None
     return stacks
 
 

@@ -139,8 +139,23 @@ DATA = Path(__file__).resolve().parents[1] / "data"
         {"1": [["a"], ["one"]], "0": [["b", "a"], LINES], "2": [["a"], LINES]},  # "0" not first; a again
         {"0": [["a"], LINES], "1": [["a"], ["later"]]},
         {"x": [12345678901234567890123, 1.5], "y": [float("inf"), "t"], "z": LINES},  # (json's, not orjson's)
+        {
+            "0": [["a"], LINES],
+            "1": [["b"], [12345678901234567890123, "t"]],
+            "2": [["c", 12345678901234567890123], LINES],
+        },
+        {"0": [["a"], LINES], "1": [["b"], STRING_LINES], "2": [["c"], LINES]},
     ],
-    ids=["malformed", "old", "empty_first", "zero_later", "later_wins", "numbers"],
+    ids=[
+        "malformed",
+        "old",
+        "empty_first",
+        "zero_later",
+        "later_wins",
+        "numbers",
+        "numbers_in_groups",
+        "string_lines",
+    ],
 )
 def test_stack_json_read_block_by_block_is_load_stacks(
     doc: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
