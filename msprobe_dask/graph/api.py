@@ -35,7 +35,8 @@ from msprobe_dask.graph.model import Graph
 from msprobe_dask.graph.rank_plan import rank_plan, rows_made_whole
 from msprobe_dask.graph.rows import read_back
 from msprobe_dask.graph.run_setup import (
-    builds_in_turn,
+    big_here,
+    builds_apart,
     computed,
     graph_run,
     in_this_process,
@@ -202,8 +203,9 @@ def visualize(
         return _merge_written(merge, path, key, spool, client, run)
     # a merge's json files: its last task writes them (its graphs pass through no other process)
     merged = _merged(target, golden, opts, parallel, json_output, spool, write, key)
-    here, in_turn = in_this_process(client, run), builds_in_turn(client, run)
-    plan = rank_plan(target, golden, opts, spool, in_turn) if merged is None and not json_files else None
+    here, big, apart = in_this_process(client, run), big_here(client, run), builds_apart(client, run)
+    laid_out = merged is None and not json_files
+    plan = rank_plan(target, golden, opts, spool, big and not apart, apart) if laid_out else None
     if plan is not None:
         plan.rank_alone = one_task_a_rank(client, run, len(plan.sources))
         if plan.rank_alone and run is not None:  # (a rank's insert before the next rank task:
@@ -222,9 +224,7 @@ def visualize(
         # the writer, all rows in one transaction (``shared``)
         writer = VisdbWriter(path, indexed_early=True, shared=here).suspend()
         try:
-            chain = chained_write(
-                plan, writer, rank_window(client, run), released_beside=here and not in_turn
-            )
+            chain = chained_write(plan, writer, rank_window(client, run), released_beside=here and not big)
             return computed(chain, client, run)
         finally:  # (named when complete, and closed; a failed run leaves nothing, its file closed)
             writer.abort()

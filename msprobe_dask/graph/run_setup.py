@@ -23,8 +23,10 @@ if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
     from msprobe_dask.graph.merge.strategy import ParallelParams
 
 IN_TURN_FROM_BYTES = 64 << 20
-"""A (step, rank)'s two graphs are built in turn (Plan.in_turn) in this process from this many bytes of
-dump.json in the run; below, at once: each side's reading of its dump.json without the GIL then runs
+"""From this many bytes of dump.json in the run, a (step, rank)'s two graphs are not built at once in this
+process's threads, whose builds hold the GIL but for their scans: its Bench graph is built on a local
+worker process beside them (Plan.bench_apart, on more than one CPU), or after its NPU graph (Plan.in_turn,
+on one CPU); below, at once: each side's reading of its dump.json without the GIL then runs
 beside the other's build. The 96-block transformer (2 x 6.3 MB), in this process under chrt -r 1, 10
 interleaved runs each: compute's start to the prepare's end 94.4 -> 86.0 ms (median), peak RSS the
 same (101-106 MiB)."""
@@ -116,10 +118,16 @@ def in_this_process(client: Any, run: RunOptions | None) -> bool:
     return client is None and run is not None and run.in_this_process
 
 
-def builds_in_turn(client: Any, run: RunOptions | None) -> bool:
-    """Whether each (step, rank)'s two graphs are built in turn (Plan.in_turn): in this process, for an
-    input of IN_TURN_FROM_BYTES or more."""
+def big_here(client: Any, run: RunOptions | None) -> bool:
+    """Whether the run computes in this process with an input of IN_TURN_FROM_BYTES or more: each (step,
+    rank)'s two graphs are then not built at once here (builds_apart, else Plan.in_turn)."""
     return in_this_process(client, run) and run is not None and run.input_bytes >= IN_TURN_FROM_BYTES
+
+
+def builds_apart(client: Any, run: RunOptions | None) -> bool:
+    """Whether each (step, rank)'s Bench graph is built on a local worker process beside its NPU graph
+    (Plan.bench_apart): a big input in this process (big_here) with more than one CPU for its threads."""
+    return big_here(client, run) and run is not None and run.threads > 1
 
 
 def computed(obj: Any, client: Any = None, run: RunOptions | None = None) -> Any:

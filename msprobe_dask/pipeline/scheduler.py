@@ -180,6 +180,15 @@ def in_this_process(options: RunOptions) -> Compute:
     return _local(dataclasses.replace(options, workers=0, input_bytes=0))
 
 
+def on_a_worker_process() -> Compute:
+    """``compute`` on dask's processes scheduler with one local worker process, without progress, for a
+    task of this process's threads whose work runs beside this process's own: the worker is gone when
+    ``compute`` returns (its pool shut down), so that a result sent back as bytes can be unpickled here
+    without its maker's memory beside it (graph_visualize's Bench graph of a big rank:
+    graph/rank_plan.py)."""
+    return _local(RunOptions(workers=1))
+
+
 def _local(options: RunOptions) -> Compute:
 
     processes = options.local_processes

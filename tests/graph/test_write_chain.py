@@ -412,6 +412,53 @@ def test_a_ranks_bench_graph_is_built_after_its_npu_graph_in_this_process(in_tur
     assert (npu in graph[bench].dependencies) is in_turn and bench not in graph[npu].dependencies
 
 
+def test_a_ranks_bench_graph_is_built_on_a_worker_process_beside_its_npu_graph_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plan.bench_apart (a big input in this process, more than one CPU): the Bench build waits for no
+    NPU build and runs its build on a worker process of its own (another pid), whose graph, unpickled
+    here, is the one built here."""
+    tp, gp, opts = _sides("multirank compare")
+    plan = rank_plan.rank_plan(tp, gp, opts, bench_apart=True)
+    source = plan.sources[0]
+    laid_out = plan.rank_tasks(source)
+    graph = dict(laid_out.prepared.__dask_graph__())
+    npu, bench = (f"build-{source.step}-{source.rank}-{side}" for side in ("NPU", "Bench"))
+    assert npu not in graph[bench].dependencies and bench not in graph[npu].dependencies
+    build, pids = tasks.build_task, tmp_path / "pids"
+
+    def recorded(*args: Any) -> Any:
+        with pids.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        return build(*args)
+
+    monkeypatch.setattr(tasks, "build_task", recorded)  # (before the fork: the worker records its pid)
+    (apart,) = dask.compute(laid_out.graphs[1], scheduler="sync")
+    assert len(built_in := pids.read_text().split()) == 1 and int(built_in[0]) != os.getpid()
+    here = build(source.folders[1], source.step, source.rank, False)
+
+    def shape(g: Any) -> list[Any]:
+        return [(n.id, n.type, n.parent and n.parent.id, n.stack, n.micro) for n in g.nodes.values()]
+
+    assert shape(apart) == shape(here) and len(shape(here)) > 1
+    assert dict(apart.data) == dict(here.data) and apart.root.id == here.root.id
+
+@pytest.mark.parametrize("cpus", [1, 2])
+def test_a_big_input_in_this_process_builds_its_bench_graphs_apart_on_more_than_one_cpu(
+    cpus: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_setup: a big input in this process (IN_TURN_FROM_BYTES) has its Bench graphs built on a worker
+    process with more than one CPU for this process's threads, after its NPU graphs with one."""
+    from msprobe_dask.pipeline.scheduler import RunOptions
+
+    monkeypatch.setattr(RunOptions, "threads", property(lambda self: cpus))
+    big = RunOptions(input_bytes=run_setup.IN_TURN_FROM_BYTES, holds_graphs=True, held_bytes=1 << 40)
+    small = RunOptions(input_bytes=run_setup.IN_TURN_FROM_BYTES - 1)
+    assert run_setup.big_here(None, big) and not run_setup.big_here(None, small)
+    assert run_setup.builds_apart(None, big) is (cpus > 1)
+    assert not run_setup.builds_apart(None, small) and not run_setup.builds_apart(object(), big)
+
+
 @pytest.mark.parametrize("beside", [False, True])
 def test_a_big_inputs_graphs_are_let_go_before_the_last_task(tmp_path: Path, beside: bool) -> None:
     """``released_beside`` (a small input in this process): the releases run beside the vis.db's last
