@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 from itertools import compress, repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -34,30 +34,50 @@ from msprobe_dask.writers.cells import (
     float_texts,
 )
 
-_QUOTED = frozenset(',"\n')
-_CHANGED_INSIDE = re.compile("[" + re.escape("".join(_QUOTED) + NEUTRALISED_INSIDE) + "]")
+
+class CsvDialect(NamedTuple):
+    """The csv's punctuation (one ASCII character each, the line end one or more)."""
+
+    delimiter: str  # between the fields of a line
+    quote: str  # around a quoted field, and doubled within it
+    line_end: str  # after each line
+
+
+DIALECT = CsvDialect(",", '"', "\n")
+_QUOTED = frozenset(DIALECT.delimiter + DIALECT.quote + DIALECT.line_end)  # a field holding one is quoted
+
+
+def _changed_inside(quoted: frozenset[str]) -> re.Pattern[str]:
+    """A character of a text that the csv changes: one of ``quoted``, or one that neutralise changes."""
+    return re.compile("[" + re.escape("".join(quoted) + NEUTRALISED_INSIDE) + "]")
+
+
+_CHANGED_INSIDE = _changed_inside(_QUOTED)
 _CHANGED_START = frozenset(FORMULA_START + LEADING_BLANKS)
 _FIRST = operator.itemgetter(slice(0, 1))
 
-API = 5  # CSV_TEXT_API in csrc/csv_text.c
+API = 6  # CSV_TEXT_API in csrc/csv_text.c
 native = load("msprobe_dask.writers._csv_text", API)
 NATIVE_RULES = (
     FORMULA_START + LEADING_BLANKS,
     NEUTRALISED_INSIDE,
     "".join(sorted(_QUOTED)),
     orjson.dumps,
+    *DIALECT,
 )
 """What the C kernel reads: a text whose first character is none of the first and none of whose
 characters is one of the second is left as it is by ``neutralise``, and quoted where it holds one of
 the third; a finite float's text is repr's, which it writes from orjson's shortest digits (the same
-digits) for all floats at once; every other cell it hands to ``field``."""
+digits) for all floats at once; every other cell it hands to ``field``; the fields and lines are put
+together by DIALECT."""
 
 
 def quoted(text: str) -> str:
     """``text`` as a csv field."""
     if _QUOTED.isdisjoint(text):
         return text
-    return '"' + text.replace('"', '""') + '"'
+    q = DIALECT.quote
+    return q + text.replace(q, q + q) + q
 
 
 def field(value: Any) -> str:
@@ -104,10 +124,11 @@ def csv_text(rows: Sequence[Sequence[Any]]) -> str:
         return ""
     if len(rows[0]) < 2:  # the csv module quotes a line of one empty field
         text = io.StringIO(newline="")
-        csv.writer(text, lineterminator="\n").writerows([[cell_text(v) for v in row] for row in rows])
+        _csv_writer(text).writerows([[cell_text(v) for v in row] for row in rows])
         return text.getvalue()
     columns = [_column_texts(column) for column in zip(*rows)]
-    return "\n".join(map(",".join, zip(*columns))) + "\n"
+    line_end = DIALECT.line_end
+    return line_end.join(map(DIALECT.delimiter.join, zip(*columns))) + line_end
 
 
 def write_csv(table: CompareTable, path: Path) -> Path:
@@ -128,5 +149,12 @@ def csv_lines(rows: Iterable[Sequence[Any]]) -> bytes:
 
 def header_line(columns: Sequence[str]) -> bytes:
     text = io.StringIO(newline="")
-    csv.writer(text, lineterminator="\n").writerow(columns)
+    _csv_writer(text).writerow(columns)
     return text.getvalue().encode("utf-8")
+
+
+def _csv_writer(text: io.StringIO) -> Any:
+    """The csv module's writer of DIALECT (its minimal quoting) into ``text``."""
+    return csv.writer(
+        text, delimiter=DIALECT.delimiter, quotechar=DIALECT.quote, lineterminator=DIALECT.line_end
+    )

@@ -27,7 +27,7 @@ SLOTS = (*BASE_COLUMNS, *JUDGED, STACK_COLUMN)
 class StatRules(NamedTuple):
     """What csrc/stat_lines.c reads, in its order."""
 
-    csv: tuple[str, str, str, object]  # csv_writer's rules: how a cell is printed
+    csv: tuple[object, ...]  # csv_writer's NATIVE_RULES: how a cell is printed, and the dialect
     field: object  # any other cell's csv field
     order: tuple[int, ...]  # the slot of each column
     na: str

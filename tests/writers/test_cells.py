@@ -132,6 +132,32 @@ def test_the_c_kernel_prints_what_the_python_path_prints(seed: int) -> None:
     assert kernel == csv_writer.csv_text(rows).encode("utf-8") == _csv_module_lines(rows)
 
 
+@pytest.mark.parametrize("dialect", [csv_writer.CsvDialect(";", "'", "\r\n"), csv_writer.DIALECT])
+def test_the_c_kernel_takes_the_csv_dialect_from_python(
+    dialect: csv_writer.CsvDialect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The csv's punctuation (csv_writer.DIALECT: the delimiter, the quote and the line end, handed to
+    the C kernels in NATIVE_RULES): under another dialect csv_lines in C gives the Python path's bytes
+    and the csv module's; a delimiter of two characters is refused."""
+    if csv_writer.native is None:
+        pytest.skip("the C kernel is not built")
+    quoted = frozenset("".join(dialect))
+    monkeypatch.setattr(csv_writer, "DIALECT", dialect)
+    monkeypatch.setattr(csv_writer, "_QUOTED", quoted)
+    monkeypatch.setattr(csv_writer, "_CHANGED_INSIDE", csv_writer._changed_inside(quoted))
+    rules = (*csv_writer.NATIVE_RULES[:2], "".join(sorted(quoted)), csv_writer.NATIVE_RULES[3], *dialect)
+    rows = [["a;b", "it's", 'x"y,z', 1.5, "plain"], ["\r", "", None, -0.0, True], ["a\nb", "''", "1", 2, "x"]]
+    kernel = csv_writer.native.csv_lines(rows, rules, csv_writer.field)
+    module = io.StringIO(newline="")
+    writer = csv.writer(
+        module, delimiter=dialect.delimiter, quotechar=dialect.quote, lineterminator=dialect.line_end
+    )
+    writer.writerows([[cell_text(v) for v in row] for row in rows])
+    assert kernel == csv_writer.csv_text(rows).encode("utf-8") == module.getvalue().encode("utf-8")
+    with pytest.raises(ValueError, match="csv rules"):
+        csv_writer.native.csv_lines(rows, (*rules[:4], ";;", *rules[5:]), csv_writer.field)
+
+
 def test_the_c_kernel_prints_every_finite_float_as_repr() -> None:
     """The C kernel writes every finite float from orjson's shortest digits in repr's notation
     (msprobe_dask/csrc/deferred_floats.h): repr's text for 40,000 random bit patterns, each power of

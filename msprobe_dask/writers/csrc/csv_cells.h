@@ -25,6 +25,10 @@ static int holds(PyObject *chars, Py_UCS4 c) {
 typedef struct {
     PyObject *start, *inside, *quote; /* str: the rules' characters */
     PyObject *dumps;                  /* orjson.dumps */
+    PyObject *delimiter, *quote_mark, *line_end; /* str: csv_writer.DIALECT */
+    const char *end_text;             /* line_end's ASCII text */
+    Py_ssize_t end_n;
+    char delimiter_char, quote_char;
     PyObject *fields;                 /* field's text of each int and infinity met (a dict made when met) */
     Deferred floats;                  /* the finite floats, their texts made at the end */
     unsigned char ascii[128];         /* of each ASCII character: START | INSIDE | QUOTE */
@@ -64,21 +68,22 @@ static int put_text(Buffer *b, PyObject *s, const Rules *r) {
         return -1;
     if (!quoted)
         return put(b, utf8, size) < 0 ? -1 : 1;
-    /* the csv module's minimal quoting: the text in double quotes, each double quote doubled */
-    if (put(b, "\"", 1) < 0)
+    /* the csv module's minimal quoting: the text in quotes, each quote doubled */
+    const char *mark = &r->quote_char;
+    if (put(b, mark, 1) < 0)
         return -1;
     for (const char *p = utf8, *end = utf8 + size; p < end;) {
-        const char *q = memchr(p, '"', end - p);
+        const char *q = memchr(p, *mark, end - p);
         if (q == NULL) {
             if (put(b, p, end - p) < 0)
                 return -1;
             break;
         }
-        if (put(b, p, q - p + 1) < 0 || put(b, "\"", 1) < 0)
+        if (put(b, p, q - p + 1) < 0 || put(b, mark, 1) < 0)
             return -1;
         p = q + 1;
     }
-    return put(b, "\"", 1) < 0 ? -1 : 1;
+    return put(b, mark, 1) < 0 ? -1 : 1;
 }
 
 /* field(v) (a new reference), asked once a value for the cells that repeat in a table: ints (a part's
@@ -130,10 +135,22 @@ static int put_cell(Buffer *b, PyObject *v, Rules *r, PyObject *field) {
     return ok;
 }
 
-/* the rules' character classes of each ASCII character, from their texts */
-static void classify(Rules *r) {
+/* the rules' character classes of each ASCII character, from their texts, and the dialect's texts: 0, or
+ * -1 with an error (a delimiter or quote that is not one ASCII character, a line end not ASCII) */
+static int classify(Rules *r) {
     for (Py_UCS4 c = 0; c < 128; c++)
         r->ascii[c] = (holds(r->start, c) ? START : 0) | (holds(r->inside, c) ? INSIDE : 0) | (holds(r->quote, c) ? QUOTE : 0);
+    if (PyUnicode_GET_LENGTH(r->delimiter) != 1 || !PyUnicode_IS_ASCII(r->delimiter) ||
+        PyUnicode_GET_LENGTH(r->quote_mark) != 1 || !PyUnicode_IS_ASCII(r->quote_mark) ||
+        PyUnicode_GET_LENGTH(r->line_end) < 1 || !PyUnicode_IS_ASCII(r->line_end)) {
+        PyErr_SetString(PyExc_ValueError, "csv rules: the delimiter and quote must be one ASCII character, the line end ASCII");
+        return -1;
+    }
+    r->delimiter_char = *(const char *)PyUnicode_DATA(r->delimiter);
+    r->quote_char = *(const char *)PyUnicode_DATA(r->quote_mark);
+    r->end_text = PyUnicode_DATA(r->line_end);
+    r->end_n = PyUnicode_GET_LENGTH(r->line_end);
+    return 0;
 }
 
 #endif

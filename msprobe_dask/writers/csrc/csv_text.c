@@ -12,7 +12,7 @@
 #include <Python.h>
 #include <string.h>
 
-#define CSV_TEXT_API 5 /* csv_writer.API: change both with the functions */
+#define CSV_TEXT_API 6 /* csv_writer.API: change both with the functions */
 
 #include "csv_cells.h"
 
@@ -25,9 +25,10 @@ PyObject *stat_columns(PyObject *self, PyObject *args);
 static PyObject *csv_lines(PyObject *self, PyObject *args) {
     PyObject *rows, *field;
     Rules r = {0};
-    if (!PyArg_ParseTuple(args, "O(UUUO)O:csv_lines", &rows, &r.start, &r.inside, &r.quote, &r.dumps, &field))
+    if (!PyArg_ParseTuple(args, "O(UUUOUUU)O:csv_lines", &rows, &r.start, &r.inside, &r.quote, &r.dumps,
+                          &r.delimiter, &r.quote_mark, &r.line_end, &field) ||
+        classify(&r) < 0)
         return NULL;
-    classify(&r);
     PyObject *seq = PySequence_Fast(rows, "csv_lines: rows must be a sequence");
     if (seq == NULL)
         return NULL;
@@ -43,12 +44,12 @@ static PyObject *csv_lines(PyObject *self, PyObject *args) {
         Py_ssize_t m = PySequence_Fast_GET_SIZE(row);
         for (Py_ssize_t j = 0; ok == 0 && j < m; j++) {
             if (j > 0)
-                ok = put(&b, ",", 1);
+                ok = put(&b, &r.delimiter_char, 1);
             if (ok == 0)
                 ok = put_cell(&b, PySequence_Fast_GET_ITEM(row, j), &r, field);
         }
         if (ok == 0)
-            ok = put(&b, "\n", 1);
+            ok = put(&b, r.end_text, r.end_n);
         Py_DECREF(row);
     }
     Py_DECREF(seq);

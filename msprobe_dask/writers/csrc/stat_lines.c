@@ -378,7 +378,7 @@ static int put_row(Buffer *out, Row *w, PyObject *stack, Rules_ *R) {
     if (v == NULL)
         return -1;
     for (int j = 0; j < R->n_columns; j++) {
-        if (j > 0 && put(out, ",", 1) < 0)
+        if (j > 0 && put(out, &R->csv.delimiter_char, 1) < 0)
             return -1;
         int slot = R->slots[j];
         PyObject *cell = NULL;
@@ -416,18 +416,17 @@ static int put_row(Buffer *out, Row *w, PyObject *stack, Rules_ *R) {
         if (put_cell(out, cell, &R->csv, R->field) < 0)
             return -1;
     }
-    return put(out, "\n", 1);
+    return put(out, R->csv.end_text, R->csv.end_n);
 }
 
 static int take_rules(PyObject *rules, Rules_ *R) {
     PyObject *checkers;
-    if (!PyArg_ParseTuple(rules, "(UUUO)OO!UUUUOOOOOO!OO:stat_lines rules", &R->csv.start, &R->csv.inside,
-                          &R->csv.quote, &R->csv.dumps, &R->field, &PyTuple_Type, &R->order, &R->na, &R->same,
+    if (!PyArg_ParseTuple(rules, "(UUUOUUU)OO!UUUUOOOOOO!OO:stat_lines rules", &R->csv.start, &R->csv.inside,
+                          &R->csv.quote, &R->csv.dumps, &R->csv.delimiter, &R->csv.quote_mark, &R->csv.line_end, &R->field, &PyTuple_Type, &R->order, &R->na, &R->same,
                           &R->inf, &R->percent, &R->stat_diff, &R->fraction, &R->nan_or_inf, &checkers,
                           &R->verdict, &PyTuple_Type, &R->no_grad, &R->same_value, &R->same_dtype) ||
-        take_checker_rules(checkers, &R->checks, "stat_lines") < 0)
+        take_checker_rules(checkers, &R->checks, "stat_lines") < 0 || classify(&R->csv) < 0)
         return -1;
-    classify(&R->csv);
     R->n_columns = (int)PyTuple_GET_SIZE(R->order);
     if (R->n_columns > N_SLOTS) {
         PyErr_SetString(PyExc_ValueError, "stat_lines: more columns than slots");
