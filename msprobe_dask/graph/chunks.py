@@ -200,10 +200,11 @@ def prepare_compare(
     p = Prepared((npu, bench), sources, mode, overflow, [], None, tolerance)
     (npu_nodes, _, _), (bench_nodes, _, bench_all) = p.orders()
     # (nodes are keys by identity: Node is a dataclass without eq)
-    position = dict(zip(bench_nodes, count()))
+    # the Bench nodes whose rows no chunk makes yet, at their positions (in order): the first chunk to meet
+    # one takes it
+    unowned = dict(zip(bench_nodes, count()))
     anywhere = dict(zip(bench_all, count()))
     partner_of = dict(pairs)
-    owned: set[Node] = set()  # Bench nodes whose rows a chunk makes (the first to meet them)
     runs = _runs(npu, npu_nodes, n)
     made: list[tuple[array[int], list[int]]] = []
     for lo, hi in runs:
@@ -216,11 +217,11 @@ def prepare_compare(
             if at is None:
                 raise RuntimeError(f"{node.id} is matched to a node its graph does not hold")
             partners.extend((i, at))
-            if b not in owned and b in position:
-                owned.add(b)
-                mine.append(position[b])
+            position = unowned.pop(b, None)
+            if position is not None:
+                mine.append(position)
         made.append((partners, mine))
-    rest = [i for i, b in enumerate(bench_nodes) if b not in owned]
+    rest = list(unowned.values())
     share = -(-len(rest) // len(runs))
     p.chunks = [
         Chunk(lo, hi, partners, array("q", mine + rest[k * share : (k + 1) * share]))
