@@ -80,3 +80,19 @@ def test_a_tolerance_is_read_where_the_summary_prints(command: str, tmp_path: Pa
         if line.startswith("First divergence:")
     ]
     assert len(first) == 2 and first[0] != first[1], first
+
+
+@pytest.mark.parametrize("command", ["compare", "graph_visualize"])
+@pytest.mark.parametrize(("flag", "value"), [("--rtol", "-0.1"), ("--atol", "nan"), ("--rtol", "inf")])
+def test_a_tolerance_that_is_no_tolerance_is_refused(
+    command: str, flag: str, value: str, tmp_path: Path
+) -> None:
+    """A negative tolerance would count every node as diverging, one that adds no error too; NaN none."""
+    out = tmp_path / "out"
+    proc = run_cli(
+        command, "-tp", str(STAT / "target"), "-gp", str(STAT / "golden"), flag, value, "-o", str(out)
+    )
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"msprobe-dask: error: {flag}: must be a finite number, 0 or more"), line
+    assert not out.exists()
