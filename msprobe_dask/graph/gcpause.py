@@ -18,6 +18,7 @@ cycle, such as a node and its parent, would never be freed).
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +28,9 @@ _pauses = 0  # collections_paused contexts open, over all threads
 _rare_contexts = 0  # rare_full_collections contexts open (the run's own process)
 _was_enabled = False
 _lock = threading.Lock()
+# a process forked while another thread holds the lock would hold it for ever (graph/rank_plan.py forks a
+# worker beside the NPU graph's build): the fork waits for it, as for Python's own locks
+os.register_at_fork(before=_lock.acquire, after_in_parent=_lock.release, after_in_child=_lock.release)
 
 
 @contextmanager

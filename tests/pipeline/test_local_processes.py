@@ -4,6 +4,9 @@ function made in a function) runs there too."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import dask
 
 from msprobe_dask.pipeline import scheduler
@@ -45,3 +48,44 @@ def test_by_priority_a_local_worker_runs_the_ready_tasks_highest_priority_first(
             tasks.append(dask.delayed(_started)(first, dask_key_name=key))
     starts = scheduler._local(RunOptions(workers=1, by_priority=True))(tasks)
     assert [key for _, key in sorted(zip(starts, priorities))] == ["p5", "p2", "none", "p-1", "p-3"]
+
+
+COLLECTOR_LOCK_HELD = """
+import threading
+import time
+
+import dask
+
+from msprobe_dask.graph import gcpause
+from msprobe_dask.pipeline.scheduler import on_a_worker_process
+
+
+def paused() -> bool:
+    with gcpause.collections_paused():
+        return True
+
+
+def other_thread() -> None:  # (a build beside the worker's start, inside the lock a moment)
+    with gcpause._lock:
+        held.set()
+        time.sleep(0.5)
+
+
+held = threading.Event()
+t = threading.Thread(target=other_thread)
+t.start()
+held.wait()
+print(on_a_worker_process()([dask.delayed(paused)()]))
+t.join()
+"""
+
+
+def test_a_worker_forked_beside_a_build_does_not_wait_on_the_collector_pause_lock() -> None:
+    """scheduler.on_a_worker_process forks its worker while this process's other threads run (graph/
+    rank_plan.py: a big rank's Bench graph built beside its NPU graph): the collector pause's lock, held
+    by one of them at the fork, would be held in the worker for ever; the fork waits for it (gcpause)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", COLLECTOR_LOCK_HELD], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["[True]"], proc.stdout
