@@ -177,9 +177,12 @@ def entry_names(raw: list[bytes]) -> list[str] | None:
 
 
 def escaped_name(raw: bytes) -> str | None:
-    """The name whose JSON text (between the quotes) is ``raw``, which holds an escape; None if invalid."""
+    """The name whose JSON text (between the quotes) is ``raw``, which holds an escape; None if invalid.
+    Not UTF-8: UnicodeDecodeError, as for a name without an escape (entry_names)."""
     try:
         return json.loads(b'"' + raw + b'"')  # type: ignore[no-any-return]
+    except UnicodeDecodeError:
+        raise
     except ValueError:
         return None
 

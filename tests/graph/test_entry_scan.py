@@ -54,7 +54,13 @@ def _both(text: bytes, lo: int, hi: int, indent: int) -> tuple[EntryLines | None
 def _spans_alike(text: bytes, lo: int, hi: int, indent: int) -> None:
     """The C entry_spans adds what the Python one adds and gives the same one-line entries, packed or
     not, moved or not, into an empty map and into one that already holds some of the names (None for
-    both: what they added then is left to no one)."""
+    both: what they added then is left to no one); a name not UTF-8 refused by both alike."""
+    try:
+        entry_spans(text, lo, hi, indent, 0, -1, {})
+    except UnicodeDecodeError:
+        with pytest.raises(UnicodeDecodeError):
+            NATIVE.entry_spans(text, lo, hi, indent, 0, -1, {}, escaped_name)  # type: ignore[union-attr]
+        return
     for base, shift in ((0, -1), (7, -1), (0, SPAN_SHIFT), (3 << 33, SPAN_SHIFT), (5, 2)):
         held: dict[str, Any] = {}
         entry_spans(text, lo, hi, indent, base, shift, held)
@@ -141,6 +147,8 @@ def test_the_layouts_test_entries_pins_are_refused_alike() -> None:
         b'{\n "data": {\n  "a": 1,\n  "b": 2,\n  "a": {\n   "x": 3\n  }\n }\n}',  # a name twice
         b'{\n "data": {\n  "a\\u00e9": [\n   1\n  ],\n  "b": "x"\n }\n}',
         b'{\n "data": {\n  "a": [\n   1\n  }\n }\n}',  # closed by the other bracket
+        b'{\n "data": {\n  "a\xa9": [\n   1\n  ],\n  "b": "x"\n }\n}',  # a name not UTF-8
+        b'{\n "data": {\n  "\\ud800\xa9": [\n   1\n  ],\n  "b": "x"\n }\n}',  # and with an escape
     ):
         body = _body(text)
         assert body is not None
