@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 from visdb_diff import diff_visdb, path_normalizer
@@ -142,24 +143,35 @@ def test_same_visdb_as_reference_in_pure_python(
     _check_same_as_reference(case, name, argv, tmp_path)
 
 
+@pytest.mark.parametrize("cpus", [1, 2])
 @pytest.mark.parametrize(("case", "name", "argv"), RUNS, ids=[f"{c}-{n}" for c, n, _ in RUNS])
 def test_same_visdb_as_reference_laid_out_as_a_big_input_in_this_process(
-    case: str, name: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    case: str, name: str, argv: list[str], cpus: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """In this process as a big input is (IN_TURN_FROM_BYTES): a rank's Bench graph built after its
-    NPU graph, every graph let go before the vis.db's last task (not beside it, as a small input's):
-    the reference's vis.db."""
+    """In this process as a big input is (IN_TURN_FROM_BYTES): with one CPU a rank's Bench graph built
+    after its NPU graph, with more its Bench graph built on a local worker process beside it
+    (run_setup.builds_apart); every graph let go before the vis.db's last task (not beside it, as a small
+    input's): the reference's vis.db either way."""
     monkeypatch.setattr(run_setup, "IN_TURN_FROM_BYTES", 0)
+    monkeypatch.setattr(RunOptions, "threads", property(lambda self: cpus))
     beside: list[bool] = []
-    chain = write_chain.chained_write
+    apart: list[bool] = []
+    chain, builds_apart = write_chain.chained_write, api.builds_apart
 
     def recorded(*args, released_beside: bool = False):  # type: ignore[no-untyped-def]
         beside.append(released_beside)
         return chain(*args, released_beside=released_beside)
 
+    def recorded_apart(*args: Any) -> bool:
+        apart.append(builds_apart(*args))
+        return apart[-1]
+
     monkeypatch.setattr(api, "chained_write", recorded)
+    monkeypatch.setattr(api, "builds_apart", recorded_apart)
     _check_same_as_reference(case, name, argv, tmp_path)
     assert not any(beside), beside
+    assert all(a is (cpus > 1) for a in apart), apart
+    assert apart or "merge" in case  # (a merge's graphs are built by its own tasks)
 
 
 ON_WORKERS = [r for r in RUNS if f"{r[0]}/{r[1]}" in WORKER_CASES]
