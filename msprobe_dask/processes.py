@@ -66,6 +66,19 @@ def forking_workers() -> Iterator[None]:
         _Forks.workers = False
 
 
+def alone_in_process() -> bool:
+    """Whether this process runs no thread but the calling one (Linux: its tasks in /proc, C libraries'
+    threads included; elsewhere Python's): only then may it fork a worker (pipeline/scheduler.py:
+    forked_worker), since a lock another thread held at the fork instant would be held for ever in the
+    child."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:  # not Linux
+        import threading
+
+        return threading.active_count() == 1
+
+
 def direct_children() -> set[int]:
     """The process ids of this process's children (Linux's /proc; empty elsewhere)."""
     pids: set[int] = set()

@@ -20,6 +20,7 @@ computes; this module puts them together and runs them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Callable, Sequence
@@ -219,15 +220,20 @@ def visualize(
     with output_dir(out), withdrawn_if_failed(path), spooling(spool):
         if plan is None:
             return computed(written, client, run)
-        # the indexes kept up to date by the inserts in every layout, so that the file's bytes are the
-        # same whatever the layout (VisdbWriter's ``indexed_early``); in this process its tasks share
-        # the writer, all rows in one transaction (``shared``)
-        writer = VisdbWriter(path, indexed_early=True, shared=here).suspend()
-        try:
-            chain = chained_write(plan, writer, rank_window(client, run), released_beside=here and not big)
-            return computed(chain, client, run)
-        finally:  # (named when complete, and closed; a failed run leaves nothing, its file closed)
-            writer.abort()
+        # (a big rank's Bench graphs' worker forked now, before the run's threads start and the vis.db
+        # is opened: graph/rank_plan.py, BenchBuilds)
+        with plan.bench.forked() if plan.bench is not None else contextlib.nullcontext():
+            # the indexes kept up to date by the inserts in every layout, so that the file's bytes are the
+            # same whatever the layout (VisdbWriter's ``indexed_early``); in this process its tasks share
+            # the writer, all rows in one transaction (``shared``)
+            writer = VisdbWriter(path, indexed_early=True, shared=here).suspend()
+            try:
+                chain = chained_write(
+                    plan, writer, rank_window(client, run), released_beside=here and not big
+                )
+                return computed(chain, client, run)
+            finally:  # (named when complete, and closed; a failed run leaves nothing, its file closed)
+                writer.abort()
 
 
 def graph_visualize(

@@ -11,8 +11,11 @@ made; ``rows_made_whole`` returns them whole (build_graphs, a merge's json files
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -55,7 +58,7 @@ from msprobe_dask.graph.tasks import (
     summary_of,
     vis_result,
 )
-from msprobe_dask.pipeline.scheduler import on_a_worker_process
+from msprobe_dask.pipeline.scheduler import ForkedWorker, forked_worker
 from msprobe_dask.writers.visdb import linked_cells
 
 if TYPE_CHECKING:
@@ -185,9 +188,9 @@ class Plan:
     in_turn: bool = False
     # in this process, for a big input on more than one CPU (run_setup.builds_apart): a (step, rank)'s
     # Bench graph is built on a local worker process beside its NPU graph here, and sent back pickled
-    # (_build_apart): the second CPU builds it for about a tenth of its build's CPU here (one side of 200,200
-    # entries: built in 2.0 s, unpickled in 0.22 s)
-    bench_apart: bool = False
+    # (BenchBuilds): the second CPU builds it for about a tenth of its build's CPU here (one side of
+    # 200,200 entries: built in 2.0 s, unpickled in 0.22 s)
+    bench: BenchBuilds | None = None
     # on local worker processes, with more (step, rank)s than processes (run_setup.one_task_a_rank): one
     # task makes each (held.held_rank), from its builds to its chunks' rows, in one process
     rank_alone: bool = False
@@ -225,9 +228,12 @@ class Plan:
         for f, side in zip(folders, (NPU, BENCH)):
             before = (*(after or ()), *(graphs if self.in_turn else ()))
             key = f"build-{s}-{r}-{side}"
-            if self.spool is None and self.bench_apart and side == BENCH:
+            if self.spool is None and self.bench is not None and side == BENCH:
+                self.bench.to_build += 1
                 graphs.append(
-                    dask.delayed(_build_apart, pure=True)(f, s, r, *(after or ()), dask_key_name=key)
+                    dask.delayed(_build_apart, pure=True)(
+                        self.bench, f, s, r, *(after or ()), dask_key_name=key
+                    )
                 )
             elif self.spool is None:
                 graphs.append(dask.delayed(_build_after, pure=True)(f, s, r, *before, dask_key_name=key))
@@ -263,14 +269,43 @@ def _build_after(folder: str, step: int, rank: int, *after: Any) -> Graph:
     return build_task(folder, step, rank, False)
 
 
-def _build_apart(folder: str, step: int, rank: int, *after: Any) -> Graph:
-    """_build_after's graph built on a local worker process (Plan.bench_apart), unpickled here once that
-    process is gone."""
-    import dask
+def _build_apart(bench: BenchBuilds, folder: str, step: int, rank: int, *after: Any) -> Graph:
+    """_build_after's graph built on the Bench builds' worker process (Plan.bench)."""
+    return bench.built(folder, step, rank)
 
-    build = dask.delayed(pickled_build_task)(folder, step, rank, dask_key_name=f"build-apart-{step}-{rank}")
-    (flat,) = on_a_worker_process()([build])
-    return pickle.loads(flat)
+
+class BenchBuilds:
+    """The Bench graphs of a Plan's (step, rank)s built on one local worker process beside their NPU graphs
+    here (run_setup.builds_apart), each sent back pickled (tasks.pickled_build_task) and unpickled here.
+    The worker is forked at the run's setup, before this process's threads start (``forked``,
+    scheduler.forked_worker), and ends once the last graph laid out (``to_build``) is back, so that it is
+    unpickled here without its maker's memory beside it."""
+
+    def __init__(self) -> None:
+        self.to_build = 0
+        self._worker: ForkedWorker | None = None
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def forked(self) -> Iterator[None]:
+        """The worker for the block (ended at its end if not before: a failed run)."""
+        with forked_worker() as self._worker:
+            yield
+
+    def built(self, folder: str, step: int, rank: int) -> Graph:
+        import dask
+
+        assert self._worker is not None, "BenchBuilds.forked first"
+        build = dask.delayed(pickled_build_task)(
+            folder, step, rank, dask_key_name=f"build-apart-{step}-{rank}"
+        )
+        (flat,) = self._worker.compute([build])
+        with self._lock:
+            self.to_build -= 1
+            last = not self.to_build
+        if last:
+            self._worker.close()
+        return pickle.loads(flat)
 
 
 def rank_plan(
@@ -281,7 +316,8 @@ def rank_plan(
     in_turn: bool = False,
     bench_apart: bool = False,
 ) -> Plan:
-    """The Plan of the inputs (``spool``, ``in_turn``, ``bench_apart``: see Plan)."""
+    """The Plan of the inputs (``spool``, ``in_turn``: see Plan; ``bench_apart``: Plan.bench, to be forked
+    before the run, BenchBuilds.forked)."""
     tp = dump_path(target)
     if golden is None:
         kind, sources = layout.build_sources(tp)
@@ -296,7 +332,8 @@ def rank_plan(
     steps = sorted({src.step for src in ranks_in}) if kind == "steps" else [0]
     files = kind == "files"
     steps_of = [0] if files else ranks
-    return Plan(ranks_in, opts, golden is not None, not files, steps_of, steps, spool, in_turn, bench_apart)
+    bench = BenchBuilds() if bench_apart else None
+    return Plan(ranks_in, opts, golden is not None, not files, steps_of, steps, spool, in_turn, bench)
 
 
 def rows_made_whole(

@@ -18,6 +18,7 @@ from msprobe_dask.graph.gcpause import rare_full_collections
 from msprobe_dask.graph.held import Spool
 from msprobe_dask.graph.rank_plan import input_sizes
 from msprobe_dask.pipeline.scheduler import RunOptions, computing
+from msprobe_dask.processes import alone_in_process
 
 if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
     from msprobe_dask.graph.merge.strategy import ParallelParams
@@ -126,8 +127,10 @@ def big_here(client: Any, run: RunOptions | None) -> bool:
 
 def builds_apart(client: Any, run: RunOptions | None) -> bool:
     """Whether each (step, rank)'s Bench graph is built on a local worker process beside its NPU graph
-    (Plan.bench_apart): a big input in this process (big_here) with more than one CPU for its threads."""
-    return big_here(client, run) and run is not None and run.threads > 1
+    (Plan.bench_apart): a big input in this process (big_here) with more than one CPU for its threads,
+    while this process runs no other thread, so that the worker can be forked now (a Python caller's
+    threads: the builds in turn; scheduler.forked_worker)."""
+    return big_here(client, run) and run is not None and run.threads > 1 and alone_in_process()
 
 
 def computed(obj: Any, client: Any = None, run: RunOptions | None = None) -> Any:

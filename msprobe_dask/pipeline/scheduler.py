@@ -180,15 +180,6 @@ def in_this_process(options: RunOptions) -> Compute:
     return _local(dataclasses.replace(options, workers=0, input_bytes=0))
 
 
-def on_a_worker_process() -> Compute:
-    """``compute`` on dask's processes scheduler with one local worker process, without progress, for a
-    task of this process's threads whose work runs beside this process's own: the worker is gone when
-    ``compute`` returns (its pool shut down), so that a result sent back as bytes can be unpickled here
-    without its maker's memory beside it (graph_visualize's Bench graph of a big rank:
-    graph/rank_plan.py)."""
-    return _local(RunOptions(workers=1))
-
-
 def _local(options: RunOptions) -> Compute:
 
     processes = options.local_processes
@@ -305,40 +296,97 @@ def _packed_task_error(exc: BaseException, dumps: Callable[[Any], bytes]) -> byt
 
 
 def _in_processes(objs: Sequence[Any], processes: int, by_priority: bool = False) -> list[Any]:
+    before = direct_children()
+    with _told_if_lost():
+        # the workers ignore a Ctrl-C to the process group: this process stops them (cli.main); they are
+        # forked at the pool's first task (a fork context starts them all then), in dask.compute
+        with forking_workers():
+            pool = _pool(processes)
+            with _stopped_if_failed(pool, before):
+                values = _computed_on(pool, objs, processes, by_priority)
+            pool.shutdown()
+            return values
+
+
+def _pool(processes: int) -> Any:
+    """The pool dask's processes scheduler would make itself (dask.multiprocessing.get), made here so that
+    a stopped run can stop its workers (_stopped_if_failed), and so that a worker has its next task
+    queued (_queued_get): every task is still sent by dask's scheduler, nothing else runs in it. On Linux
+    its workers are forked, all at its first task."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-    from functools import partial
 
-    import dask
     import dask.multiprocessing
 
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
-    before = direct_children()
+    return ProcessPoolExecutor(
+        processes, mp_context=context, initializer=dask.multiprocessing.initialize_worker_process
+    )
+
+
+def _computed_on(pool: Any, objs: Sequence[Any], processes: int, by_priority: bool = False) -> list[Any]:
+    from functools import partial
+
+    import dask
+
+    # chunksize 1: each ready task goes to a free worker (dask's default sends up to 6 ready tasks to one
+    # worker as one batch: one rank's parts then ran on one worker of two)
+    get = partial(_queued_get, pool=pool, processes=processes, by_priority=by_priority)
+    return list(dask.compute(*objs, scheduler=get))
+
+
+@contextlib.contextmanager
+def _stopped_if_failed(pool: Any, before: set[int]) -> Iterator[None]:
+    """A failed or stopped run's workers (this process's children but ``before``) stopped at once,
+    whatever they run or have queued (none writes after the run's end), not waited for."""
     try:
-        # the workers ignore a Ctrl-C to the process group: this process stops them (cli.main)
-        with forking_workers():
-            # the pool dask's processes scheduler would make itself (dask.multiprocessing.get), made here
-            # so that a stopped run can stop its workers below, and so that a worker has its next task
-            # queued (_queued_get): every task is still sent by dask's scheduler, nothing else runs in it
-            pool = ProcessPoolExecutor(
-                processes, mp_context=context, initializer=dask.multiprocessing.initialize_worker_process
-            )
-            try:
-                # chunksize 1: each ready task goes to a free worker (dask's default sends up to 6 ready
-                # tasks to one worker as one batch: one rank's parts then ran on one worker of two)
-                get = partial(_queued_get, pool=pool, processes=processes, by_priority=by_priority)
-                values = dask.compute(*objs, scheduler=get)
-            except BaseException:
-                # a failed or stopped run: its workers are stopped now, whatever they run or have queued
-                # (none writes after the run's end), not waited for
-                stop_children(spared=before)
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
-            pool.shutdown()
-            return list(values)
+        yield
+    except BaseException:
+        stop_children(spared=before)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+
+
+@contextlib.contextmanager
+def _told_if_lost() -> Iterator[None]:
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        yield
     except BrokenProcessPool:
         # a kill of the process group reaches its processes one after the other: a worker it ended
         # first is no news if this process is stopped by the same signal in a moment
         time.sleep(SIGNAL_SPREAD_SECONDS)
         raise WorkerLost(None, "a local worker process died (out of memory?); nothing was written") from None
+
+
+class ForkedWorker:
+    """One local worker process of dask's processes scheduler (forked_worker), for graphs of this
+    process's threads whose work runs beside this process's own: ``compute`` runs one there (without
+    progress), ``close`` ends the process once its work is done."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+
+    def compute(self, objs: Sequence[Any]) -> list[Any]:
+        with _told_if_lost():
+            return _computed_on(self._pool, objs, 1)
+
+    def close(self) -> None:
+        self._pool.shutdown()
+
+
+@contextlib.contextmanager
+def forked_worker() -> Iterator[ForkedWorker]:
+    """A ForkedWorker whose process is forked now, for a run in this process's threads, before they start:
+    called while this process runs no other thread (processes.alone_in_process), so that no lock another
+    thread holds at the fork instant (a collector pause's, a stream's buffer's, a C library's) is held
+    for ever in the worker. Ended at the block's end (at once if the block fails), if not closed before
+    (graph/rank_plan.py: a big rank's Bench graph, unpickled here once the worker is gone)."""
+    before = direct_children()
+    with _told_if_lost(), forking_workers():
+        pool = _pool(1)
+        pool.submit(os.getpid).result()  # (its worker forked at its first task: now)
+    with _stopped_if_failed(pool, before):
+        yield ForkedWorker(pool)
+    pool.shutdown()

@@ -154,6 +154,9 @@ def test_same_visdb_as_reference_laid_out_as_a_big_input_in_this_process(
     input's): the reference's vis.db either way."""
     monkeypatch.setattr(run_setup, "IN_TURN_FROM_BYTES", 0)
     monkeypatch.setattr(RunOptions, "threads", property(lambda self: cpus))
+    # (pytest's process may run other threads, idle: the worker forked anyway; test_bench_worker.py runs
+    # a caller in a process of its own)
+    monkeypatch.setattr(run_setup, "alone_in_process", lambda: True)
     beside: list[bool] = []
     apart: list[bool] = []
     chain, builds_apart = write_chain.chained_write, api.builds_apart

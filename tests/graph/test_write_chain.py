@@ -20,6 +20,7 @@ import pytest
 from visdb_diff import diff_visdb, rowids
 from visdb_summary import summarise_visdb, unreadable_rows
 
+from msprobe_dask import processes
 from msprobe_dask.errors import DumpError, OutputError
 from msprobe_dask.graph import api, chunks, held, rank_plan, run_setup, tasks, write_chain
 from msprobe_dask.graph.held import Spool
@@ -433,8 +434,13 @@ def test_a_ranks_bench_graph_is_built_on_a_worker_process_beside_its_npu_graph_a
         return build(*args)
 
     monkeypatch.setattr(tasks, "build_task", recorded)  # (before the fork: the worker records its pid)
-    (apart,) = dask.compute(laid_out.graphs[1], scheduler="sync")
-    assert len(built_in := pids.read_text().split()) == 1 and int(built_in[0]) != os.getpid()
+    before = processes.direct_children()
+    assert plan.bench is not None and plan.bench.to_build == 1
+    with plan.bench.forked():  # (the worker forked now, gone once the last Bench graph laid out is back)
+        (forked,) = processes.direct_children() - before
+        (apart,) = dask.compute(laid_out.graphs[1], scheduler="sync")
+        assert not processes.direct_children() - before and plan.bench.to_build == 0
+    assert pids.read_text().split() == [str(forked)]
     here = build(source.folders[1], source.step, source.rank, False)
 
     def shape(g: Any) -> list[Any]:
@@ -452,11 +458,34 @@ def test_a_big_input_in_this_process_builds_its_bench_graphs_apart_on_more_than_
     from msprobe_dask.pipeline.scheduler import RunOptions
 
     monkeypatch.setattr(RunOptions, "threads", property(lambda self: cpus))
+    monkeypatch.setattr(run_setup, "alone_in_process", lambda: True)  # (pytest's threads: see below)
     big = RunOptions(input_bytes=run_setup.IN_TURN_FROM_BYTES, holds_graphs=True, held_bytes=1 << 40)
     small = RunOptions(input_bytes=run_setup.IN_TURN_FROM_BYTES - 1)
     assert run_setup.big_here(None, big) and not run_setup.big_here(None, small)
     assert run_setup.builds_apart(None, big) is (cpus > 1)
     assert not run_setup.builds_apart(None, small) and not run_setup.builds_apart(object(), big)
+
+
+def test_a_big_input_builds_in_turn_while_this_process_runs_another_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """run_setup.builds_apart: no worker is forked from this process while another thread runs (a Python
+    caller's, a library's): a lock it held at the fork instant would be held for ever in the worker."""
+    import threading
+
+    from msprobe_dask.pipeline.scheduler import RunOptions
+
+    monkeypatch.setattr(RunOptions, "threads", property(lambda self: 2))
+    big = RunOptions(input_bytes=run_setup.IN_TURN_FROM_BYTES, holds_graphs=True, held_bytes=1 << 40)
+    done = threading.Event()
+    other = threading.Thread(target=done.wait)
+    other.start()
+    try:
+        assert not processes.alone_in_process()
+        assert run_setup.big_here(None, big) and not run_setup.builds_apart(None, big)
+    finally:
+        done.set()
+        other.join()
 
 
 @pytest.mark.parametrize("beside", [False, True])

@@ -57,7 +57,7 @@ import time
 import dask
 
 from msprobe_dask.graph import gcpause
-from msprobe_dask.pipeline.scheduler import on_a_worker_process
+from msprobe_dask.pipeline.scheduler import RunOptions, computing
 
 
 def paused() -> bool:
@@ -75,15 +75,16 @@ held = threading.Event()
 t = threading.Thread(target=other_thread)
 t.start()
 held.wait()
-print(on_a_worker_process()([dask.delayed(paused)()]))
+with computing(RunOptions(workers=1)) as compute:
+    print(compute([dask.delayed(paused)()]))
 t.join()
 """
 
 
 def test_a_worker_forked_beside_a_build_does_not_wait_on_the_collector_pause_lock() -> None:
-    """scheduler.on_a_worker_process forks its worker while this process's other threads run (graph/
-    rank_plan.py: a big rank's Bench graph built beside its NPU graph): the collector pause's lock, held
-    by one of them at the fork, would be held in the worker for ever; the fork waits for it (gcpause)."""
+    """A worker forked while this process's other threads run (``--workers``: dask's processes scheduler
+    forks at its first task, a Python caller's threads running): the collector pause's lock, held by one
+    of them at the fork, would be held in the worker for ever; the fork waits for it (gcpause)."""
     proc = subprocess.run(
         [sys.executable, "-c", COLLECTOR_LOCK_HELD], capture_output=True, text=True, timeout=60
     )
