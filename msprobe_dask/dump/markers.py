@@ -6,6 +6,9 @@ graph/rows.py's ``ROW_RULES``; ``LEAF_KEYS`` and ``STATS`` as graph/speedups.py 
 from typing import NamedTuple
 
 NO_DATA_NAME = "-1"  # the data_name of a leaf without a data file
+# what joins the parts of a dump's names: an entry's (``Functional.conv2d.0.forward``), a leaf's path below it
+# (``....forward.input.0``) and a data file's (``....input.0.pt``)
+NAME_SEP = "."
 PROCESS_GROUP = "torch.ProcessGroup"  # the type of a process-group argument
 # a process group's member whose text (str of its value) is its row's and its items' statistics and md5
 GROUP_RANKS = "group_ranks"

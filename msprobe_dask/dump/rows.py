@@ -21,6 +21,7 @@ from msprobe_dask.dump.markers import (
     MAX,
     MEAN,
     MIN,
+    NAME_SEP,
     NO_DATA_NAME,
     NORM,
     P2P_CLASS,
@@ -124,7 +125,7 @@ def _leaf_row(name: str, entry: str, state: str, leaf: dict[str, Any] | None) ->
             data_name,
         )  # type: ignore[arg-type]
     value = leaf.get(LEAF_KEYS.value)
-    if name.rsplit(".", 1)[-1] in PEER_ARGUMENTS:
+    if name.rsplit(NAME_SEP, 1)[-1] in PEER_ARGUMENTS:
         text = str(value)
         return LeafRow(name, entry, state, kind, "[]", grad, (text,) * 4, text, data_name)  # type: ignore[arg-type]
     if kind == PROCESS_GROUP:
@@ -157,14 +158,14 @@ def _walk(
             out.append(row._replace(p2p_op=str(op), p2p_peer=str(peer)))
         elif node.get(LEAF_KEYS.type).__class__ is str:
             data_name = node.get(LEAF_KEYS.data_name)
-            name = data_name.rsplit(".", 1)[0] if isinstance(data_name, str) and data_name else path
+            name = data_name.rsplit(NAME_SEP, 1)[0] if isinstance(data_name, str) and data_name else path
             out.append(_leaf_row(name, entry, state, node))
         else:
             for key, value in node.items():
-                _walk(value, f"{path}.{key}", entry, state, index_lists, out, depth + 1)
+                _walk(value, f"{path}{NAME_SEP}{key}", entry, state, index_lists, out, depth + 1)
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            _walk(value, f"{path}.{i}" if index_lists else path, entry, state, index_lists, out, depth + 1)
+            _walk(value, f"{path}{NAME_SEP}{i}" if index_lists else path, entry, state, index_lists, out, depth + 1)
 
 
 _ENTRY_PARTS = (
@@ -175,7 +176,7 @@ _ENTRY_PARTS = (
     ("output", "output"),
 )
 """An entry's keys whose values hold its rows, in the rows' order, and their rows' state (also the
-name of the path below the entry's: ``entry.input.0``)."""
+name of the path below the entry's: ``entry.input.0``, joined by NAME_SEP)."""
 
 
 def entry_rows(entry: str, body: Any, debug: bool = False) -> list[LeafRow]:
@@ -186,12 +187,12 @@ def entry_rows(entry: str, body: Any, debug: bool = False) -> list[LeafRow]:
         return rows
     if not isinstance(body, dict):
         return rows
-    if PARAMETERS_GRAD in entry and PARAMETERS_GRAD in entry.split(".")[-2:]:
+    if PARAMETERS_GRAD in entry and PARAMETERS_GRAD in entry.split(NAME_SEP)[-2:]:
         _walk(body, entry, entry, PARAMETERS_GRAD, False, rows)
         return rows
     for key, state in _ENTRY_PARTS:
         if key in body:
-            _walk(body[key], f"{entry}.{state}", entry, state, True, rows)
+            _walk(body[key], f"{entry}{NAME_SEP}{state}", entry, state, True, rows)
     return rows
 
 
@@ -211,6 +212,7 @@ class LeafRules(NamedTuple):
     parameters_grad: str  # the state of the rows of an entry named by it (entry_rows)
     crc: Callable[[Any], str]  # a scalar leaf's md5 cell when it has none
     text: Callable[[Any], str]  # how _leaf_row writes a bool, None and an empty shape: str
+    separator: str  # NAME_SEP (one ASCII character): a row's name's parts, a data_name's last part
 
 
 LEAF_RULES = LeafRules(
@@ -226,4 +228,5 @@ LEAF_RULES = LeafRules(
     PARAMETERS_GRAD,
     _crc,
     str,
+    NAME_SEP,
 )

@@ -13,7 +13,7 @@ from msprobe_dask.analysis.row_errors import NORM_STAT, SCALE_STATS
 from msprobe_dask.dump.markers import LEAF_KEYS, STATS
 from msprobe_dask.native import load
 
-API = 30  # SPEEDUPS_API in csrc/speedups.h
+API = 31  # SPEEDUPS_API in csrc/speedups.h
 
 native: ModuleType | None = load("msprobe_dask.graph._speedups", API)
 if native is not None:  # (the keys every kernel reads a leaf and its statistics by: before any rules)

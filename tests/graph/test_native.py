@@ -1289,3 +1289,49 @@ def test_leaf_rows_take_their_rules_from_python() -> None:
     assert made is not None
     assert made[0].dtype == made[0].md5 == "n/a" and made[1].md5 == "crc3" and made[2].md5 == "crc5"
     assert NATIVE.leaf_rows(text, 0, len(text), "Functional.f.0.forward") is None  # (a slice: Python's)
+
+
+def test_leaf_rows_take_the_names_separator_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """leaf_rows joins and splits the rows' names by rows.py's separator (LEAF_RULES.separator, markers.NAME_SEP),
+    not one of its own: under another separator its rows are entry_rows' under it (the parts' names, a list's
+    members, an object's keys, a data_name's last part, a peer argument, a parameters_grad entry)."""
+    assert NATIVE is not None
+    body = {
+        "input_args": [
+            {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0,
+             "Mean": 0.5, "Norm": 1.0, "requires_grad": True, "data_name": "Functional/f/0/forward/input/0/pt"},
+            {"type": "int", "value": 3},
+            [{"type": "int", "value": 4}],
+        ],
+        "input_kwargs": {"x": {"type": "int", "value": 5}},
+        "output": [None],
+    }
+    text = json.dumps(body).encode()
+    peer = b'{"input_kwargs": {"src": {"type": "int", "value": 1}}}'  # (a peer argument: handed back)
+    monkeypatch.setattr(dump_rows, "NAME_SEP", "/")
+    NATIVE.configure_leaf_rows(dump_rows.LEAF_RULES._replace(separator="/"))
+    try:
+        made = [
+            NATIVE.leaf_rows(text, 0, len(text), "Functional/f/0/forward"),
+            NATIVE.leaf_rows(b'{"w": {"type": "int", "value": 1}}', 0, 34, "Module/fc/parameters_grad"),
+        ]
+        handed_back = NATIVE.leaf_rows(peer, 0, len(peer), "Distributed/send/0/forward")
+    finally:
+        NATIVE.configure_leaf_rows(dump_rows.LEAF_RULES)
+    expected = [
+        dump_rows.entry_rows("Functional/f/0/forward", body),
+        dump_rows.entry_rows("Module/fc/parameters_grad", {"w": {"type": "int", "value": 1}}),
+    ]
+    assert made == expected
+    assert [row.name for row in made[0]] == [
+        "Functional/f/0/forward/input/0",
+        "Functional/f/0/forward/input/1",
+        "Functional/f/0/forward/input/2/0",
+        "Functional/f/0/forward/input/x",
+        "Functional/f/0/forward/output/0",
+    ] and made[1][0].state == markers.PARAMETERS_GRAD
+    assert handed_back is None
+    for separator in ("", "::", "\u00e9"):
+        with pytest.raises((TypeError, ValueError)):
+            NATIVE.configure_leaf_rows(dump_rows.LEAF_RULES._replace(separator=separator))
+    NATIVE.configure_leaf_rows(dump_rows.LEAF_RULES)

@@ -158,6 +158,21 @@ def test_the_c_kernel_takes_the_csv_dialect_from_python(
         csv_writer.native.csv_lines(rows, (*rules[:4], ";;", *rules[5:]), csv_writer.field)
 
 
+def test_the_c_kernel_asks_python_for_a_bools_text() -> None:
+    """A bool cell's text is the Python path's (cell_text: str of the bool), asked of the function handed
+    in, not written in C: another function's texts are the ones the lines get, kept apart from the ints
+    equal to the bools (1 == True)."""
+    if csv_writer.native is None:
+        pytest.skip("the C kernel is not built")
+
+    def field(value: object) -> str:
+        return ("yes" if value else "no") if isinstance(value, bool) else csv_writer.field(value)
+
+    rows = [[True, 1, False, 0], [0, False, 1, True]]
+    assert csv_writer.native.csv_lines(rows, csv_writer.NATIVE_RULES, field) == b"yes,1,no,0\n0,no,1,yes\n"
+    assert csv_writer.native.csv_lines(rows, csv_writer.NATIVE_RULES, csv_writer.field) == _csv_module_lines(rows)
+
+
 def test_the_c_kernel_prints_every_finite_float_as_repr() -> None:
     """The C kernel writes every finite float from orjson's shortest digits in repr's notation
     (msprobe_dask/csrc/deferred_floats.h): repr's text for 40,000 random bit patterns, each power of

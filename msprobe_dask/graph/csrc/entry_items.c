@@ -402,7 +402,7 @@ static int make_leaf(Walk *w, const Val *leaf, PyObject *item, PyObject **full_o
         } else {
             const char *type = type_text(value);
             PyObject *stat = original != NULL ? original : Py_None;
-            rc = set_new(item, str_dtype, PyUnicode_FromString(type));
+            rc = type == NULL ? -1 : set_new(item, str_dtype, PyUnicode_FromString(type));
             if (rc == DONE && PyDict_SetItem(item, str_shape, I.scalar_shape) < 0)
                 rc = -1;
             for (int s = 0; rc == DONE && s < N_STATS; s++)
@@ -430,8 +430,8 @@ static int walk_value(void *w, const Val *v, int depth);
  * unless a part of the name is parameters_grad (items._parse_list) */
 static int walk_members(void *walker, const Val *v, int depth) {
     Walk *w = (Walk *)walker;
-    int number = v->kind == J_LIST ? !has_dot_part(w->name.p, w->name.len, &text_rules.parameters_grad) : 1;
-    return walk_members_of(w, &w->t, &w->name, v, depth, number, NULL, walk_value);
+    int number = v->kind == J_LIST ? !has_dot_part(w->name.p, w->name.len, '.', &text_rules.parameters_grad) : 1;
+    return walk_members_of(w, &w->t, &w->name, '.', v, depth, number, NULL, walk_value);
 }
 
 /* a leaf's item (items._leaf), placed */
@@ -459,7 +459,7 @@ static int walk_entry(Walk *w, int root, const char *node_id, Py_ssize_t id_n) {
     const Val *entry = &w->t.v[root];
     if (entry->kind != J_OBJ)
         return DONE; /* (no items) */
-    if (last_parts_hold(node_id, id_n, &text_rules.parameters_grad)) { /* the whole entry, named node_id */
+    if (last_parts_hold(node_id, id_n, '.', &text_rules.parameters_grad)) { /* the whole entry, named node_id */
         w->name.len = 0;
         w->state = I.grad_state;
         return buf_add(&w->name, node_id, id_n) < 0 ? -1 : walk_value(w, entry, 0);

@@ -517,25 +517,22 @@ static int add_text(Buf *b, const Tape *t, const Val *v) {
 }
 
 const char *type_text(const Val *v) {
-    if (v == NULL)
-        return "<class 'NoneType'>";
-    switch (v->kind) {
-    case J_STR:
-        return "<class 'str'>";
-    case J_INT:
-        return "<class 'int'>";
-    case J_TRUE:
-    case J_FALSE:
-        return "<class 'bool'>";
-    case J_NULL:
-        return "<class 'NoneType'>";
-    case J_LIST:
-        return "<class 'list'>";
-    case J_OBJ:
-        return "<class 'dict'>";
-    default:
-        return "<class 'float'>";
-    }
+    static const char *texts[J_OBJ + 1]; /* Python's str of each type, asked once (held by the str) */
+    int kind = v == NULL ? J_NULL : v->kind;
+    if (texts[kind] != NULL)
+        return texts[kind];
+    PyTypeObject *type = kind == J_STR   ? &PyUnicode_Type
+                         : kind == J_INT ? &PyLong_Type
+                         : kind == J_TRUE || kind == J_FALSE ? &PyBool_Type
+                         : kind == J_NULL ? Py_TYPE(Py_None)
+                         : kind == J_LIST ? &PyList_Type
+                         : kind == J_OBJ  ? &PyDict_Type
+                                          : &PyFloat_Type;
+    PyObject *text = PyObject_Str((PyObject *)type);
+    if (text == NULL)
+        return NULL;
+    PyUnicode_InternInPlace(&text); /* (kept for the process's life, as the texts are) */
+    return texts[kind] = PyUnicode_AsUTF8(text);
 }
 
 /* the start of an item keyed ``key`` (ASCII without escapes): into the outputs if the key holds
@@ -697,6 +694,8 @@ static int add_leaf(void *walker, const Val *leaf) {
     Py_ssize_t start = b->len, null_at = -1;
     int first = 1;
     const char *scalar_type = scalar ? type_text(value) : NULL;
+    if (scalar && scalar_type == NULL)
+        return -1;
     if (group)
         return add_group(b, t, leaf, data_name, dn, dn_n);
     for (int i = leaf->first; i >= 0; i = t->v[i].next) {
@@ -766,7 +765,7 @@ static int walk_value(void *w, const Val *v, int depth);
 /* the value's members (an object's, a list's), each named after the walked name: ".key" or ".i"; a
  * name holding parameters_grad is handed back (it keeps its lists' elements unnumbered) */
 static int walk_members(void *w, const Val *v, int depth) {
-    return walk_members_of(w, &((Walk *)w)->t, &((Walk *)w)->name, v, depth, 1, &text_rules.parameters_grad,
+    return walk_members_of(w, &((Walk *)w)->t, &((Walk *)w)->name, '.', v, depth, 1, &text_rules.parameters_grad,
                            walk_value);
 }
 

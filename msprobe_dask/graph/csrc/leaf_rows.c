@@ -38,6 +38,7 @@ static struct {
         int kind; /* J_LIST or J_OBJ */
     } shapes[MAX_PARTS];
     int n_shapes;
+    char sep; /* rows.NAME_SEP: between an entry name's parts and a leaf's path's */
 } LR;
 
 static void release_leaf_rules(void) {
@@ -72,11 +73,12 @@ static PyObject *rule_tuple(PyObject *v, Py_ssize_t max) {
 
 static int take_leaf_rules(PyObject *rules) {
     /* rows.LeafRules, read by field name (the rules hold each field's value) */
-    static const char *const fields[12] = {"row",             "na",        "no_data_name", "no_md5",
-                                           "peer_arguments",  "own_kinds", "entry_parts",  "entry_shapes",
-                                           "parameters_grad", "crc",       "text",         "process_group"};
-    PyObject *f[12];
-    for (int i = 0; i < 12; i++) {
+    static const char *const fields[13] = {"row",          "na",        "no_data_name", "no_md5",
+                                           "peer_arguments", "own_kinds", "entry_parts",  "entry_shapes",
+                                           "parameters_grad", "crc",     "text",         "process_group",
+                                           "separator"};
+    PyObject *f[13];
+    for (int i = 0; i < 13; i++) {
         if ((f[i] = PyObject_GetAttrString(rules, fields[i])) == NULL)
             return -1;
         Py_DECREF(f[i]);
@@ -86,11 +88,27 @@ static int take_leaf_rules(PyObject *rules) {
         PyErr_SetString(PyExc_TypeError, "configure_leaf_rows: the row type must be a tuple's");
         return -1;
     }
+    PyObject *row_fields = PyObject_GetAttrString(row, "_fields"); /* (a NamedTuple's) */
+    int fields_ok = row_fields != NULL && PyTuple_Check(row_fields) && PyTuple_GET_SIZE(row_fields) == ROW_FIELDS;
+    Py_XDECREF(row_fields);
+    if (!fields_ok) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "configure_leaf_rows: the row type must have %d fields", ROW_FIELDS);
+        return -1;
+    }
     LR.row = (PyTypeObject *)row;
     Text unused;
     if (rule_text(f[1], &unused) < 0 || rule_text(f[2], &unused) < 0 || rule_text(f[3], &unused) < 0 ||
         rule_text(f[8], &LR.parameters_grad) < 0 || LR.parameters_grad.n == 0)
         return -1;
+    Text sep;
+    if (rule_text(f[12], &sep) < 0)
+        return -1;
+    if (sep.n != 1) {
+        PyErr_SetString(PyExc_ValueError, "configure_leaf_rows: the separator must be one ASCII character");
+        return -1;
+    }
+    LR.sep = sep.s[0];
     LR.parameters_grad_state = f[8];
     LR.na = f[1];
     LR.no_data_name = f[2];
@@ -163,7 +181,7 @@ typedef struct {
     Tape t;
     Buf name; /* the walked value's path (no floats deferred in it) */
     PyObject *entry, *state, *rows;
-    int index_lists; /* a list's members named ".i" (else the list's name) */
+    int index_lists; /* a list's members named sep and i (else the list's name) */
 } RowWalk;
 
 static PyObject *ascii_text(const char *s, Py_ssize_t n) {
@@ -333,11 +351,11 @@ static int add_leaf(RowWalk *w, const Val *v, const Val *kind) {
     int named = data_name != NULL && data_name->kind == J_STR && data_name->n > 0;
     const char *name_s = w->name.p;
     Py_ssize_t name_n = w->name.len;
-    if (named) { /* data_name.rsplit(".", 1)[0] */
+    if (named) { /* data_name.rsplit(sep, 1)[0] */
         name_s = data_name->s;
         name_n = data_name->n;
         for (Py_ssize_t i = data_name->n - 1; i >= 0; i--)
-            if (data_name->s[i] == '.') {
+            if (data_name->s[i] == LR.sep) {
                 name_n = i;
                 break;
             }
@@ -345,7 +363,7 @@ static int add_leaf(RowWalk *w, const Val *v, const Val *kind) {
     int group = 0; /* a process group */
     if (dtype == NULL) { /* a scalar argument: not one rows.py renders by a rule of its own */
         Py_ssize_t last = name_n;
-        while (last > 0 && name_s[last - 1] != '.')
+        while (last > 0 && name_s[last - 1] != LR.sep)
             last--;
         if (text_in(name_s + last, name_n - last, LR.peer_arguments, LR.n_peer_arguments) ||
             text_in(kind->s, kind->n, LR.own_kinds, LR.n_own_kinds))
@@ -404,10 +422,10 @@ static int walk_member(void *w, const Val *v, int depth) {
     return walk_value((RowWalk *)w, v, depth);
 }
 
-/* the members of a list or an object, each named after the walked path: ".i" (where lists are
- * numbered) or ".key" */
+/* the members of a list or an object, each named after the walked path: sep and i (where lists are
+ * numbered) or sep and the key */
 static int walk_members(RowWalk *w, const Val *v, int depth) {
-    return walk_members_of(w, &w->t, &w->name, v, depth, w->index_lists, NULL, walk_member);
+    return walk_members_of(w, &w->t, &w->name, LR.sep, v, depth, w->index_lists, NULL, walk_member);
 }
 
 /* rows._walk of one value, named w->name */
@@ -455,7 +473,7 @@ static int walk_entry(RowWalk *w, const char *entry, Py_ssize_t n) {
             if (text_is(m->k, m->kn, &LR.shapes[s].key) && m->kind != J_NULL && m->kind != LR.shapes[s].kind)
                 return UNHANDLED;
     }
-    if (last_parts_hold(entry, n, &LR.parameters_grad)) { /* the whole entry, its lists' elements unnumbered */
+    if (last_parts_hold(entry, n, LR.sep, &LR.parameters_grad)) { /* the whole entry, its lists' elements unnumbered */
         w->name.len = 0;
         if (buf_add(&w->name, entry, n) < 0)
             return -1;
@@ -472,7 +490,7 @@ static int walk_entry(RowWalk *w, const char *entry, Py_ssize_t n) {
             Py_ssize_t state_n = 0;
             const char *state = ascii_data(LR.parts[p].state, &state_n);
             w->name.len = 0;
-            if (buf_add(&w->name, entry, n) < 0 || BUF_LIT(&w->name, ".") < 0 || buf_add(&w->name, state, state_n) < 0)
+            if (buf_add(&w->name, entry, n) < 0 || buf_add(&w->name, &LR.sep, 1) < 0 || buf_add(&w->name, state, state_n) < 0)
                 return -1;
             w->state = LR.parts[p].state;
             int rc = walk_value(w, m, 0);

@@ -46,7 +46,7 @@
 #define NONE_START 8 /* the first character of text_rules.none_text (set by configure_text) */
 
 /* the functions' signatures and behaviour: graph/speedups.py refuses a build of another version */
-#define SPEEDUPS_API 30
+#define SPEEDUPS_API 31
 
 /* an ASCII text of the rules (held by them) */
 typedef struct {
@@ -140,14 +140,15 @@ static inline int buf_add(Buf *b, const char *s, Py_ssize_t n) {
 
 #define BUF_LIT(b, lit) buf_add((b), (lit), (Py_ssize_t)(sizeof(lit) - 1))
 
-/* "." and the decimal digits of k appended: the name of a list's k-th element (items._parse, rows._walk) */
-static inline int buf_add_index(Buf *b, unsigned k) {
+/* the separator ``sep`` and the decimal digits of k appended: the name of a list's k-th element (items._parse,
+ * rows._walk) */
+static inline int buf_add_index(Buf *b, char sep, unsigned k) {
     char digits[16], *end = digits + sizeof(digits), *p = end;
     do {
         *--p = (char)('0' + k % 10);
         k /= 10;
     } while (k);
-    *--p = '.';
+    *--p = sep;
     return buf_add(b, p, end - p);
 }
 
@@ -234,10 +235,11 @@ typedef struct {
 } Tape;
 
 /* the members of a list or an object on tape t, each walked by walk(walker, member, depth + 1) with
- * ``name`` (the walked path, restored after each) extended by ".key" for an object's member and by ".i"
- * for a list's where number_lists (else left as it is); an object member whose key holds ``refused``
- * (if not NULL) hands the value back (UNHANDLED). DONE, UNHANDLED or -1 (error), as walk returns. */
-static inline int walk_members_of(void *walker, const Tape *t, Buf *name, const Val *v, int depth,
+ * ``name`` (the walked path, restored after each) extended by the separator ``sep`` and the key for an
+ * object's member and by ``sep`` and i for a list's where number_lists (else left as it is); an object
+ * member whose key holds ``refused`` (if not NULL) hands the value back (UNHANDLED). DONE, UNHANDLED or
+ * -1 (error), as walk returns. */
+static inline int walk_members_of(void *walker, const Tape *t, Buf *name, char sep, const Val *v, int depth,
                                   int number_lists, const Text *refused,
                                   int (*walk)(void *walker, const Val *member, int depth)) {
     Py_ssize_t len = name->len;
@@ -248,9 +250,9 @@ static inline int walk_members_of(void *walker, const Tape *t, Buf *name, const 
         if (v->kind == J_OBJ) {
             if (refused && has_text(m->k, m->kn, refused))
                 return UNHANDLED;
-            rc = BUF_LIT(name, ".") < 0 || buf_add(name, m->k, m->kn) < 0 ? -1 : DONE;
+            rc = buf_add(name, &sep, 1) < 0 || buf_add(name, m->k, m->kn) < 0 ? -1 : DONE;
         } else if (number_lists) {
-            rc = buf_add_index(name, (unsigned)k) < 0 ? -1 : DONE;
+            rc = buf_add_index(name, sep, (unsigned)k) < 0 ? -1 : DONE;
         }
         if (rc == DONE)
             rc = walk(walker, m, depth + 1);
@@ -261,22 +263,22 @@ static inline int walk_members_of(void *walker, const Tape *t, Buf *name, const 
     return DONE;
 }
 
-/* whether the dotted name s[0:n] has a part (between dots) that is exactly the rules' text t (items._parse_list:
- * a list under such a name keeps its elements unnumbered) */
-static inline int has_dot_part(const char *s, Py_ssize_t n, const Text *t) {
+/* whether the name s[0:n] has a part (between separators ``sep``) that is exactly the rules' text t
+ * (items._parse_list: a list under such a name keeps its elements unnumbered) */
+static inline int has_dot_part(const char *s, Py_ssize_t n, char sep, const Text *t) {
     for (Py_ssize_t i = 0; i + t->n <= n; i++)
-        if ((i == 0 || s[i - 1] == '.') && memcmp(s + i, t->s, t->n) == 0 && (i + t->n == n || s[i + t->n] == '.'))
+        if ((i == 0 || s[i - 1] == sep) && memcmp(s + i, t->s, t->n) == 0 && (i + t->n == n || s[i + t->n] == sep))
             return 1;
     return 0;
 }
 
-/* whether the last or the last but one part of the dotted name s[0:n] is the text t (items.parse_entry:
- * an entry so named is a parameters_grad one) */
-static inline int last_parts_hold(const char *s, Py_ssize_t n, const Text *t) {
+/* whether the last or the last but one part (between separators ``sep``) of the name s[0:n] is the text t
+ * (items.parse_entry: an entry so named is a parameters_grad one) */
+static inline int last_parts_hold(const char *s, Py_ssize_t n, char sep, const Text *t) {
     Py_ssize_t end = n;
     for (int part = 0; part < 2 && end >= 0; part++) {
         Py_ssize_t start = end;
-        while (start > 0 && s[start - 1] != '.')
+        while (start > 0 && s[start - 1] != sep)
             start--;
         if (text_is(s + start, end - start, t))
             return 1;
@@ -363,7 +365,7 @@ void tape_free(Tape *t);
 /* float() of a JSON number's text s[0:n] where integer arithmetic computes it exactly: 1, else 0 */
 int fast_double(const char *s, Py_ssize_t n, double *x);
 
-/* str(type(value)) for the value json gives (absent: None) */
+/* str(type(value)) for the value json gives (absent: None), asked of Python once a type; NULL with an error */
 const char *type_text(const Val *v);
 /* float(text) of a finite JSON number (J_INT or J_FLOAT) in *x: DONE, or UNHANDLED for one out of range */
 int json_double(const Val *v, double *x);

@@ -1,7 +1,8 @@
 /* How a compare table cell is printed in the csv (writers/csv_writer.py's rules, handed with each call),
  * shared by csv_text.c (csv_lines) and stat_lines.c (a statistics table part's lines straight from its
- * rows): a finite float deferred (../../csrc/deferred_floats.h), a bool, a text neutralise leaves as it
- * is (quoted where it must be); any other cell printed by the Python function handed in. */
+ * rows): a finite float deferred (../../csrc/deferred_floats.h), a text neutralise leaves as it is (quoted
+ * where it must be); any other cell printed by the Python function handed in (a bool's, an int's and an
+ * infinity's text asked once a value). */
 #ifndef MSPROBE_DASK_WRITERS_CSV_CELLS_H
 #define MSPROBE_DASK_WRITERS_CSV_CELLS_H
 #define PY_SSIZE_T_CLEAN
@@ -30,6 +31,7 @@ typedef struct {
     Py_ssize_t end_n;
     char delimiter_char, quote_char;
     PyObject *fields;                 /* field's text of each int and infinity met (a dict made when met) */
+    PyObject *bools[2];               /* field's text of False and True (asked when met) */
     Deferred floats;                  /* the finite floats, their texts made at the end */
     unsigned char ascii[128];         /* of each ASCII character: START | INSIDE | QUOTE */
 } Rules;
@@ -90,6 +92,12 @@ static int put_text(Buffer *b, PyObject *s, const Rules *r) {
  * statistics of integer tensors) and infinities (exact types: 1, 1.0 and True are equal keys that print
  * differently; not NaN, which no key finds) */
 static PyObject *field_text(PyObject *v, Rules *r, PyObject *field) {
+    if (PyBool_Check(v)) { /* (apart from the ints: True == 1) */
+        PyObject **known = &r->bools[v == Py_True];
+        if (*known == NULL && (*known = PyObject_CallOneArg(field, v)) == NULL)
+            return NULL;
+        return Py_NewRef(*known);
+    }
     if (!PyLong_CheckExact(v) && !(PyFloat_CheckExact(v) && !isnan(PyFloat_AS_DOUBLE(v))))
         return PyObject_CallOneArg(field, v);
     if (r->fields == NULL && (r->fields = PyDict_New()) == NULL)
@@ -111,10 +119,6 @@ static int put_cell(Buffer *b, PyObject *v, Rules *r, PyObject *field) {
         double x = PyFloat_AS_DOUBLE(v);
         if (x - x == 0.0) /* finite */
             return deferred_add(&r->floats, b->len, v);
-    } else if (v == Py_True) {
-        return put(b, "True", 4);
-    } else if (v == Py_False) {
-        return put(b, "False", 5);
     } else if (PyUnicode_CheckExact(v)) {
         int done = put_text(b, v, r);
         if (done != 0)
@@ -133,6 +137,14 @@ static int put_cell(Buffer *b, PyObject *v, Rules *r, PyObject *field) {
     }
     Py_DECREF(text);
     return ok;
+}
+
+/* what the cells' printing holds after a call: the texts asked of ``field``, the deferred floats */
+static void release_cells(Rules *r) {
+    Py_CLEAR(r->fields);
+    Py_CLEAR(r->bools[0]);
+    Py_CLEAR(r->bools[1]);
+    deferred_free(&r->floats);
 }
 
 /* the rules' character classes of each ASCII character, from their texts, and the dialect's texts: 0, or

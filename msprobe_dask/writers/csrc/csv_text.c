@@ -55,8 +55,7 @@ static PyObject *csv_lines(PyObject *self, PyObject *args) {
     Py_DECREF(seq);
     PyObject *out = ok == 0 ? deferred_text(&r.floats, r.dumps, b.data, b.len, 1) : NULL;
     PyMem_Free(b.data);
-    Py_XDECREF(r.fields);
-    deferred_free(&r.floats);
+    release_cells(&r);
     return out;
 }
 

@@ -513,9 +513,8 @@ static void free_rows(Row *rows, Py_ssize_t made, Rules_ *R) {
     Py_CLEAR(R->text_nan_inf);
     Py_CLEAR(R->dtypes_same);
     Py_CLEAR(R->values_same);
-    Py_CLEAR(R->csv.fields);
     PyMem_Free(rows);
-    deferred_free(&R->csv.floats);
+    release_cells(&R->csv);
 }
 
 /* a relative error made here as its cell: repr(r) and the percent text */
