@@ -165,7 +165,8 @@ def _walk(
                 _walk(value, f"{path}{NAME_SEP}{key}", entry, state, index_lists, out, depth + 1)
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            _walk(value, f"{path}{NAME_SEP}{i}" if index_lists else path, entry, state, index_lists, out, depth + 1)
+            member = f"{path}{NAME_SEP}{i}" if index_lists else path
+            _walk(value, member, entry, state, index_lists, out, depth + 1)
 
 
 _ENTRY_PARTS = (

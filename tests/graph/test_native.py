@@ -1292,14 +1292,24 @@ def test_leaf_rows_take_their_rules_from_python() -> None:
 
 
 def test_leaf_rows_take_the_names_separator_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
-    """leaf_rows joins and splits the rows' names by rows.py's separator (LEAF_RULES.separator, markers.NAME_SEP),
-    not one of its own: under another separator its rows are entry_rows' under it (the parts' names, a list's
-    members, an object's keys, a data_name's last part, a peer argument, a parameters_grad entry)."""
+    """leaf_rows joins and splits the rows' names by rows.py's separator (LEAF_RULES.separator,
+    markers.NAME_SEP), not one of its own: under another separator its rows are entry_rows' under it (the
+    parts' names, a list's members, an object's keys, a data_name's last part, a peer argument, a
+    parameters_grad entry)."""
     assert NATIVE is not None
     body = {
         "input_args": [
-            {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0,
-             "Mean": 0.5, "Norm": 1.0, "requires_grad": True, "data_name": "Functional/f/0/forward/input/0/pt"},
+            {
+                "type": "torch.Tensor",
+                "dtype": "torch.float32",
+                "shape": [2],
+                "Max": 1.0,
+                "Min": 0.0,
+                "Mean": 0.5,
+                "Norm": 1.0,
+                "requires_grad": True,
+                "data_name": "Functional/f/0/forward/input/0/pt",
+            },
             {"type": "int", "value": 3},
             [{"type": "int", "value": 4}],
         ],
