@@ -152,6 +152,17 @@ def _stop(server: subprocess.Popen[str]) -> None:
     server.wait(timeout=30)
 
 
+# a prelude: graph_visualize's run laid out as a big input in this process on two CPUs, whatever the input
+# and the host (run_setup.builds_apart: each rank's Bench graph built on a local worker process, graph/
+# rank_plan.py's _build_apart), as tests/graph/test_visdb_reference.py forces it
+BENCH_APART = (
+    "from msprobe_dask.graph import run_setup\n"
+    "from msprobe_dask.pipeline.scheduler import RunOptions\n"
+    "run_setup.IN_TURN_FROM_BYTES = 0\n"
+    "RunOptions.threads = property(lambda self: 2)\n"
+)
+
+
 def new_case(tmp_path: Path) -> Case:
     return Case(tmp_path, _forkserver())
 

@@ -1,61 +1,34 @@
 """graph_visualize of a big input in this process on two CPUs (run_setup.builds_apart: each rank's Bench
 graph built on a local worker process, graph/rank_plan.py's _build_apart), forced as
-tests/graph/test_visdb_reference.py forces it, with a golden side the worker cannot read or a worker
-that dies as it builds: one line naming the file and the problem (a death: the run says so and runs the
-command again, then the line), exit 2, no traceback, nothing written or left, nothing read outside the
-dumps, within the runner's 60 s."""
+tests/graph/test_visdb_reference.py forces it (hostile_run.BENCH_APART), with a golden side the worker
+cannot read: one line naming the file and the problem, exit 2, no traceback, nothing written or left,
+nothing read outside the dumps, within the runner's 60 s. (The worker killed in its build:
+test_layout_kills.py.)"""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hostile_run import ROOT, Case, check, new_case, result_files
-
-sys.path.insert(0, str(ROOT / "tests" / "graph"))
-
-from visdb_diff import diff_visdb  # noqa: E402
+from hostile_run import BENCH_APART, ROOT, Case, check, new_case, result_files
 
 DATA = ROOT / "tests" / "data" / "multirank" / "target" / "step0" / "rank0"
 
 # the run laid out as a big input in this process on two CPUs; ``[builds_apart True]`` on stderr once the
 # plan takes the path
-_APART = (
+_APART = BENCH_APART + (
     "import sys\n"
-    "from msprobe_dask.graph import api, run_setup\n"
-    "from msprobe_dask.pipeline.scheduler import RunOptions\n"
-    "run_setup.IN_TURN_FROM_BYTES = 0\n"
-    "RunOptions.threads = property(lambda self: 2)\n"
+    "from msprobe_dask.graph import api\n"
     "_apart = api.builds_apart\n"
     "def _recorded(*args):\n"
     "    taken = _apart(*args)\n"
     "    print(f'[builds_apart {taken}]', file=sys.stderr, flush=True)\n"
     "    return taken\n"
     "api.builds_apart = _recorded\n"
-)
-
-# and the worker process that builds a Bench graph killed in its build (``once``: only the first worker
-# that gets there, its mark made outside the case; else each)
-_DIES_IN_ITS_BUILD = (
-    "import os, signal\n"
-    "import msprobe_dask.graph.tasks as tasks\n"
-    "_main, _build = os.getpid(), tasks.build_task\n"
-    "def _first_to_die():\n"
-    "    try:\n"
-    "        os.close(os.open({mark!r}, os.O_CREAT | os.O_EXCL | os.O_WRONLY))\n"
-    "    except FileExistsError:\n"
-    "        return False\n"
-    "    return True\n"
-    "def _dying(*args, **kwargs):\n"
-    "    if os.getpid() != _main and (not {once} or _first_to_die()):\n"
-    "        os.kill(os.getpid(), signal.SIGKILL)\n"
-    "    return _build(*args, **kwargs)\n"
-    "tasks.build_task = _dying\n"
 )
 
 
@@ -126,25 +99,3 @@ def test_a_golden_side_the_bench_graphs_worker_cannot_read(tmp_path: Path, bad: 
     assert outcome.lines[0] == "[builds_apart True]", outcome.stderr  # (the path taken)
     check(outcome, 2, str(golden / name), problem, lines=2)
     assert not result_files(case.out)
-
-
-@pytest.mark.parametrize("once", [True, False], ids=["once", "every-time"])
-def test_the_bench_graphs_worker_killed_in_its_build(tmp_path: Path, once: bool) -> None:
-    (tmp_path / "case").mkdir()
-    case = new_case(tmp_path / "case")
-    target, golden = _sides(case)
-    args = ["graph_visualize", "-q", "-tp", str(target), "-gp", str(golden)]
-    prelude = _APART + _DIES_IN_ITS_BUILD.format(mark=str(tmp_path / "killed"), once=once)
-    outcome = case.run(*args, "-o", str(case.out), prelude=prelude)
-    said = [line for line in outcome.lines if not line.startswith("[builds_apart")]
-    assert (tmp_path / "killed").exists() or not once, outcome.stderr  # (the kill happened)
-    assert "a local worker process died" in said[0] and "running the command again" in said[0], outcome.stderr
-    if not once:
-        # (the lines: the path taken by each of the two runs, and what each says)
-        check(outcome, 2, "a local worker process died", lines=4)
-        assert not result_files(case.out)
-        return
-    check(outcome, 0, "wrote", lines=4)
-    check(case.run(*args, "-o", str(case.out / "plain")), 0, "wrote", lines=1)
-    (ours,), (theirs,) = case.out.glob("*.vis.db"), (case.out / "plain").glob("*.vis.db")
-    assert diff_visdb(str(ours), str(theirs)) == []
