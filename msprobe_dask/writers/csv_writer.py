@@ -1,13 +1,12 @@
 """compare_result_*.csv: UTF-8, header row, minimal quoting, ``\\n`` line ends (pandas ``to_csv``).
 
-Where the C kernel is built (``csrc/csv_text.c``) a table part's lines are made there, row by row, the
-cells it does not print itself printed by ``field``. The Python path, the definition, makes them
-column by column: a column of texts that need no change (most names) is taken as it is; in every other
-column each distinct (class, value) is printed once (a table's dtypes, shapes and markers repeat, and
-numbers in tiled models), its floats in one call (``float_texts``). The quoting is
-that of the csv module's minimal quoting with ``\\n`` line ends: a cell holding a comma, a double
-quote or a LF is quoted, its double quotes doubled (tests/writers/test_cells.py checks the lines
-against the csv module's).
+A table part's lines are made column by column (a statistics table's straight from its rows where
+the C kernel is built: writers/stat_lines.py, ``csrc/stat_lines.c``, handed NATIVE_RULES): a column of
+texts that need no change (most names) is taken as it is; in every other column each distinct (class,
+value) is printed once (a table's dtypes, shapes and markers repeat, and numbers in tiled models), its
+floats in one call (``float_texts``). The quoting is that of the csv module's minimal quoting with
+``\\n`` line ends: a cell holding a comma, a double quote or a LF is quoted, its double quotes doubled
+(tests/writers/test_cells.py checks the lines against the csv module's).
 """
 
 from __future__ import annotations
@@ -56,7 +55,7 @@ _CHANGED_INSIDE = _changed_inside(_QUOTED)
 _CHANGED_START = frozenset(FORMULA_START + LEADING_BLANKS)
 _FIRST = operator.itemgetter(slice(0, 1))
 
-API = 6  # CSV_TEXT_API in csrc/csv_text.c
+API = 7  # CSV_TEXT_API in csrc/csv_text.c
 native = load("msprobe_dask.writers._csv_text", API)
 NATIVE_RULES = (
     FORMULA_START + LEADING_BLANKS,
@@ -65,11 +64,11 @@ NATIVE_RULES = (
     orjson.dumps,
     *DIALECT,
 )
-"""What the C kernel reads: a text whose first character is none of the first and none of whose
-characters is one of the second is left as it is by ``neutralise``, and quoted where it holds one of
-the third; a finite float's text is repr's, which it writes from orjson's shortest digits (the same
-digits) for all floats at once; every other cell it hands to ``field``; the fields and lines are put
-together by DIALECT."""
+"""What the C kernel reads (writers/stat_lines.py's RULES): a text whose first character is none of
+the first and none of whose characters is one of the second is left as it is by ``neutralise``, and
+quoted where it holds one of the third; a finite float's text is repr's, which it writes from orjson's
+shortest digits (the same digits) for all floats at once; every other cell it hands to ``field``; the
+fields and lines are put together by DIALECT."""
 
 
 def quoted(text: str) -> str:
@@ -139,12 +138,8 @@ def write_csv(table: CompareTable, path: Path) -> Path:
 
 
 def csv_lines(rows: Iterable[Sequence[Any]]) -> bytes:
-    """The csv lines of ``rows`` as write_csv writes them, UTF-8: a part of the file, made by a task
-    (in C where the kernel is built: the cells it does not print itself it has ``field`` print)."""
-    rows = list(rows)
-    if native is not None and rows and len(rows[0]) > 1:
-        return native.csv_lines(rows, NATIVE_RULES, field)  # type: ignore[no-any-return]
-    return csv_text(rows).encode("utf-8")
+    """The csv lines of ``rows`` as write_csv writes them, UTF-8: a part of the file, made by a task."""
+    return csv_text(list(rows)).encode("utf-8")
 
 
 def header_line(columns: Sequence[str]) -> bytes:

@@ -5,7 +5,12 @@ rules handed to it."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
+import math
+import random
+import struct
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +29,7 @@ from msprobe_dask.pipeline import part_forms, part_table
 from msprobe_dask.summary.divergence import rank_of_parts
 from msprobe_dask.table import ColumnTable, Sides, build_table, float_stat_columns
 from msprobe_dask.writers import csv_writer, stat_lines
+from msprobe_dask.writers.cells import cell_text
 
 pytestmark = pytest.mark.skipif(csv_writer.native is None, reason="the C kernel is not built")
 
@@ -256,3 +262,89 @@ def test_the_kernel_takes_its_numbers_and_messages_from_python(monkeypatch: pyte
     monkeypatch.setattr(rules, "MSG_NORM_TENFOLD", messages[6])
     assert lines == python_lines(sides, None, (True,) * 12)
     assert b"error: THE NormRelativeErr" in lines and b"warning: THE norm relative error" in lines
+
+
+def _leaves(names: Sequence[str], stats: Sequence[tuple[Any, Any, Any, Any]]) -> Sides:
+    """Rows named ``names`` with ``stats``, their Bench partners the same but for Requires_grad every
+    other row (a False Requires_grad Consistent cell: a bool)."""
+    npus = [
+        LeafRow(
+            name, "Functional.f.0.forward", "input", "torch.float32", "[2]", "True", four, "00000000", "-1"
+        )
+        for name, four in zip(names, stats, strict=True)
+    ]
+    benches = [row._replace(requires_grad="False" if i % 2 else "True") for i, row in enumerate(npus)]
+    return Sides(npus, benches)
+
+
+TEXTS = ["a;b", "it's", 'x"y,z', "a\nb", "c\rd", "''", "=1+2", " @x", "plain", "é€", "\U0001f600", ""]
+"""Names of every class of character: quoted under one dialect or another, neutralised, not ASCII."""
+
+
+@pytest.mark.parametrize("dialect", [csv_writer.CsvDialect(";", "'", "\r\n"), csv_writer.DIALECT])
+def test_the_kernel_takes_the_csv_dialect_from_python(
+    dialect: csv_writer.CsvDialect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The csv's punctuation (csv_writer.DIALECT: the delimiter, the quote and the line end, handed to
+    the kernel in NATIVE_RULES): under another dialect its lines are the Python path's, which are the
+    csv module's of the cells' texts; a delimiter of two characters is refused."""
+    quoted = frozenset("".join(dialect))
+    monkeypatch.setattr(csv_writer, "DIALECT", dialect)
+    monkeypatch.setattr(csv_writer, "_QUOTED", quoted)
+    monkeypatch.setattr(csv_writer, "_CHANGED_INSIDE", csv_writer._changed_inside(quoted))
+    native = (*csv_writer.NATIVE_RULES[:2], "".join(sorted(quoted)), csv_writer.NATIVE_RULES[3], *dialect)
+    monkeypatch.setattr(csv_writer, "NATIVE_RULES", native)
+    monkeypatch.setattr(stat_lines, "RULES", {w: stat_lines._rules(w) for w in (False, True)})
+    sides = _leaves(TEXTS, [(1.5, -0.0, 2, 1e-7)] * len(TEXTS))
+    float_stats = _float_stats(sides)
+    table = build_table(sides, "statistics", None, None, float_stats, highlight=False)
+    module = io.StringIO(newline="")
+    writer = csv.writer(
+        module, delimiter=dialect.delimiter, quotechar=dialect.quote, lineterminator=dialect.line_end
+    )
+    writer.writerows([[cell_text(v) for v in row] for row in table.rows])
+    lines = stat_lines.statistics_lines(sides, None, float_stats)
+    assert lines == python_lines(sides, None, float_stats) == module.getvalue().encode("utf-8")
+    refused = stat_lines.StatRules(*stat_lines.RULES[False])._replace(csv=(*native[:4], ";;", *native[5:]))
+    monkeypatch.setattr(stat_lines, "RULES", {False: tuple(refused)})
+    with pytest.raises(ValueError, match="csv rules"):
+        stat_lines.statistics_lines(sides, None, float_stats)
+
+
+def test_the_kernel_asks_python_for_a_bools_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bool cell's text (Requires_grad Consistent) is the Python path's (cell_text: str of the bool),
+    asked of the ``field`` handed in, not written in C: under another printing of bools the kernel's
+    lines are the Python path's under it."""
+
+    def bool_text(value: Any) -> str:
+        return ("yes" if value else "no") if value.__class__ is bool else cell_text(value)
+
+    sides = _leaves(["a", "b", "c", "d"], [(1, 0, 1.5, True)] * 4)  # (ints and a bool: not the bools' texts)
+    float_stats = _float_stats(sides)
+    other = stat_lines.StatRules(*stat_lines.RULES[False])._replace(
+        field=lambda value: csv_writer.quoted(bool_text(value))
+    )
+    monkeypatch.setattr(stat_lines, "RULES", {False: tuple(other)})
+    lines = stat_lines.statistics_lines(sides, None, float_stats)
+    monkeypatch.setattr(csv_writer, "cell_text", bool_text)
+    assert lines == python_lines(sides, None, float_stats)
+    assert b",yes," in lines and b",no," in lines
+
+
+def test_the_kernel_prints_every_finite_float_as_repr() -> None:
+    """The kernel writes every finite float from orjson's shortest digits in repr's notation
+    (msprobe_dask/csrc/deferred_floats.h): the Python path's text (repr's) for 20,000 random bit
+    patterns, each power of ten and its neighbours, and the notations' edges."""
+    rng = random.Random(16)
+    floats = [struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(20_000)]
+    for e in range(-324, 309):
+        x = float(f"1e{e}")
+        floats += [x, math.nextafter(x, 0.0), math.nextafter(x, math.inf), 1.5 * x, 9.999999999999999 * x]
+    floats += [0.0, -0.0, 5e-324, 1e-4, 9.999999999999999e-05, 1e16, 9999999999999998.0, 0.1 + 0.2]
+    finite = [x for x in floats if math.isfinite(x)]
+    stats = [tuple(finite[i : i + 4]) for i in range(0, len(finite) - 3, 4)]
+    sides = _leaves([f"Functional.f.0.forward.input.{i}" for i in range(len(stats))], stats)
+    float_stats = _float_stats(sides)
+    lines = stat_lines.statistics_lines(sides, None, float_stats)
+    assert lines == python_lines(sides, None, float_stats)
+    assert all(repr(x).encode() in lines for x in finite[::97])
