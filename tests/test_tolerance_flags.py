@@ -83,11 +83,15 @@ def test_a_tolerance_is_read_where_the_summary_prints(command: str, tmp_path: Pa
 
 
 @pytest.mark.parametrize("command", ["compare", "graph_visualize"])
-@pytest.mark.parametrize(("flag", "value"), [("--rtol", "-0.1"), ("--atol", "nan"), ("--rtol", "inf")])
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--rtol", "-0.1"), ("--atol", "nan"), ("--rtol", "inf"), ("--atol", "1e309")],
+)
 def test_a_tolerance_that_is_no_tolerance_is_refused(
     command: str, flag: str, value: str, tmp_path: Path
 ) -> None:
-    """A negative tolerance would count every node as diverging, one that adds no error too; NaN none."""
+    """A negative tolerance would count every node as diverging, one that adds no error too; NaN none
+    (1e309: a finite text whose float is inf)."""
     out = tmp_path / "out"
     proc = run_cli(
         command, "-tp", str(STAT / "target"), "-gp", str(STAT / "golden"), flag, value, "-o", str(out)
