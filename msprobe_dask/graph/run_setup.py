@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # (the merge modules are imported only for a merge)
 IN_TURN_FROM_BYTES = 64 << 20
 """From this many bytes of dump.json in the run, a (step, rank)'s two graphs are not built at once in this
 process's threads, whose builds hold the GIL but for their scans: its Bench graph is built on a local
-worker process beside them (Plan.bench_apart, on more than one CPU), or after its NPU graph (Plan.in_turn,
+worker process beside them (Plan.bench, on more than one CPU), or after its NPU graph (Plan.in_turn,
 on one CPU); below, at once: each side's reading of its dump.json without the GIL then runs
 beside the other's build. The 96-block transformer (2 x 6.3 MB), in this process under chrt -r 1, 10
 interleaved runs each: compute's start to the prepare's end 94.4 -> 86.0 ms (median), peak RSS the
@@ -127,7 +127,7 @@ def big_here(client: Any, run: RunOptions | None) -> bool:
 
 def builds_apart(client: Any, run: RunOptions | None) -> bool:
     """Whether each (step, rank)'s Bench graph is built on a local worker process beside its NPU graph
-    (Plan.bench_apart): a big input in this process (big_here) with more than one CPU for its threads,
+    (Plan.bench): a big input in this process (big_here) with more than one CPU for its threads,
     while this process runs no other thread, so that the worker can be forked now (a Python caller's
     threads: the builds in turn; scheduler.forked_worker)."""
     return big_here(client, run) and run is not None and run.threads > 1 and alone_in_process()

@@ -72,7 +72,7 @@ def build_task(folder: str, step: int, rank: int, items: bool = True) -> Graph:
 def pickled_build_task(folder: str, step: int, rank: int) -> bytes:
     """build_task's graph without items, pickled (flat: Graph.__reduce__) by the worker process that
     built it: dask's processes scheduler sends bytes back as they are, so that the graph is unpickled
-    once that process is gone (graph/rank_plan.py's _build_apart; unpickled by the scheduler's loop, the
+    once that process is gone (graph/rank_plan.py's BenchBuilds; unpickled by the scheduler's loop, the
     graph beside the worker's: the 1M rank's peak 2,002 MiB)."""
     return pickle.dumps(build_task(folder, step, rank, False), protocol=pickle.HIGHEST_PROTOCOL)
 

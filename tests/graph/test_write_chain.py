@@ -416,7 +416,7 @@ def test_a_ranks_bench_graph_is_built_after_its_npu_graph_in_this_process(in_tur
 def test_a_ranks_bench_graph_is_built_on_a_worker_process_beside_its_npu_graph_apart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Plan.bench_apart (a big input in this process, more than one CPU): the Bench build waits for no
+    """Plan.bench (a big input in this process, more than one CPU): the Bench build waits for no
     NPU build and runs its build on a worker process of its own (another pid), whose graph, unpickled
     here, is the one built here."""
     tp, gp, opts = _sides("multirank compare")
