@@ -50,7 +50,7 @@ if mode == "thread":  # (a caller's thread running: an instant's write to stderr
     done = threading.Event()
     other = threading.Thread(target=lambda: (sys.stderr.write(""), done.wait()))
     other.start()
-if mode in ("killed", "bad"):
+if mode == "killed" or mode.startswith("bad"):
     sys.exit(main(["graph_visualize", "-q", "-tp", target, "-gp", golden, "-o", out]))
 print(os.path.basename(api.graph_visualize(target, golden, output_path=out)), flush=True)
 if mode == "thread":
@@ -85,15 +85,22 @@ def test_an_unguarded_callers_bench_worker_is_forked_before_the_run_and_runs_no_
     assert visdbs[0] == visdbs[1] and len(visdbs[0]) > 0
 
 
-@pytest.mark.parametrize("mode", ["killed", "bad"])
+BAD = {
+    "bad-dump": ("dump.json", '{"task": "statistics", "data": {"a": '),
+    "bad-stack": ("stack.json", '{"0": ['),
+}
+
+
+@pytest.mark.parametrize("mode", ["killed", *BAD])
 def test_a_bench_worker_killed_or_a_bad_bench_dump_ends_in_one_line(mode: str, tmp_path: Path) -> None:
     """The worker killed mid-build (SIGKILL; again in the run made once more), or the Bench side's
-    dump.json not JSON: one line, exit 2, nothing written, no hang."""
+    dump.json or stack.json not JSON: one line naming it, exit 2, nothing written, no hang."""
     golden = SIDES[1]
-    if mode == "bad":
+    if mode in BAD:
         golden = str(tmp_path / "golden")
         shutil.copytree(SIDES[1], golden)
-        (Path(golden) / "dump.json").write_text('{"task": "statistics", "data": {"a": ')
+        name, text = BAD[mode]
+        (Path(golden) / name).write_text(text)
     proc = _run(tmp_path, mode, golden)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stdout.split("\n")[:2] == ["main body", "forked"]
@@ -102,5 +109,5 @@ def test_a_bench_worker_killed_or_a_bad_bench_dump_ends_in_one_line(mode: str, t
         assert len(lines) == 2 and lines[0].endswith("running the command again"), proc.stderr
         assert "worker process died" in lines[1]
     else:
-        assert len(lines) == 1 and "dump.json" in lines[0], proc.stderr
+        assert len(lines) == 1 and f"golden/{BAD[mode][0]}" in lines[0], proc.stderr
     assert not (tmp_path / mode).exists() or not any((tmp_path / mode).iterdir())
