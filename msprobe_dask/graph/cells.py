@@ -9,8 +9,7 @@ no checker will read (graph/checks.py reads them; graph/compare.py writes a few 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from msprobe_dask.columns import (
     BENCH_DTYPE,
@@ -243,8 +242,7 @@ def pair_rows(
     return rows
 
 
-@dataclass(frozen=True)
-class SummaryRules:
+class SummaryRules(NamedTuple):
     """What the C summary compare (csrc/compare.c: stat_diffs, summary_pair) takes of the rules, by
     name, handed to it once when this module is imported: the definitions stay the Python ones. It
     makes the cells of items whose statistics are plain numbers itself, and asks stats_of, cells_of

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _enc
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -350,8 +349,7 @@ def items_json(data: dict[str, dict], keep_md5: bool, batch_p2p: bool) -> str:
     return _ITEMS_JSON[bool(keep_md5), bool(batch_p2p)](data)
 
 
-@dataclass(frozen=True)
-class TextRules:
+class TextRules(NamedTuple):
     """What the C text of items (csrc/text.c, entry_text.c; compare.c's relative errors) takes of the
     export rules, by name, handed to it once when this module is imported."""
 

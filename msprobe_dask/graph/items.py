@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from msprobe_dask.dump.json_limits import MAX_DEPTH
 from msprobe_dask.dump.markers import (
@@ -245,8 +244,7 @@ def split_items(items: list[dict[str, Any]]) -> tuple[dict[str, dict], dict[str,
     return inputs, outputs
 
 
-@dataclass(frozen=True)
-class ItemRules:
+class ItemRules(NamedTuple):
     """What the C items of an entry (csrc/entry_items.c) take of this module's rules, by name, handed to
     it once when this module is imported (the kinds and names of the leaves it hands back to this
     module are item_text.TEXT_RULES')."""

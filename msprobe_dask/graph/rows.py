@@ -88,8 +88,7 @@ class RowsChunk:
         self.summary = merged_summary(self.summary, later.summary)
 
 
-@dataclass(frozen=True, slots=True)
-class StackIds:
+class StackIds(NamedTuple):
     """A graph's tb_stack ids, numbered by first use in node order as the reference numbers them, and
     fixed before any row is made, so that chunks made in any order and any process agree."""
 
@@ -309,8 +308,7 @@ class ChunkOf(NamedTuple):
     judged: frozenset[Any]  # JUDGED_PRECISIONS: the nodes whose items it reads
 
 
-@dataclass(frozen=True)
-class RowRules:
+class RowRules(NamedTuple):
     """What the C row maker (csrc/rows.c) takes of the rules, by name, handed to it once when this
     module is imported: the columns (names and order) and their cells stay the Python ones."""
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from msprobe_dask.columns import (
@@ -61,8 +60,7 @@ ALL_IGNORED_APIS = frozenset(
 INPUT_IGNORED_APIS = frozenset({"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", BATCH_P2P})
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     """The numbers of the node-wide checkers (compare.md §5 rules 2, 2t, 7, 7t; graph_visualize.md
     §3.4): the one definition, used by this module, graph/checks.py and handed to the C kernel."""
 

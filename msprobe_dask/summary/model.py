@@ -8,6 +8,7 @@ cross-rank analysis's answer and adds the job's origin.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from msprobe_dask.judge.rules import ERROR, PASS, WARNING
 
@@ -23,8 +24,7 @@ class MessageKind:
     structural: bool  # a dtype / shape / requires_grad / scalar mismatch, not a numeric difference
 
 
-@dataclass(frozen=True, slots=True)
-class NodeRef:
+class NodeRef(NamedTuple):
     """A row (compare) or node (graph) worth looking at: its name, one metric and one stack line."""
 
     name: str

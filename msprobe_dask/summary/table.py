@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import ne
-from typing import Any
+from typing import Any, NamedTuple
 
 from msprobe_dask.columns import (
     COSINE,
@@ -41,8 +40,7 @@ WORST_SHOWN = 3
 _KERNEL_RESULTS = {REACHED: PASS, NOT_REACHED: ERROR}
 
 
-@dataclass(frozen=True, slots=True)
-class RankMetric:
+class RankMetric(NamedTuple):
     """The metric the worst rows are ranked by; a row at its ideal value is never among them."""
 
     column: str

@@ -9,7 +9,6 @@ Infinity for non-finite floats) and in other valid or invalid JSON forms.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import random
@@ -278,7 +277,7 @@ def test_the_md5_of_a_scalar_is_the_one_of_the_rules_configured_last(monkeypatch
         return [item["md5"] for item in made[0][0].values()]
 
     assert md5s() == [items.crc32_text(False), items.crc32_text(3)]
-    trial = dataclasses.replace(items.ITEM_RULES, crc32_text=lambda value: f"crc of {value}")
+    trial = items.ITEM_RULES._replace(crc32_text=lambda value: f"crc of {value}")
     NATIVE.configure_items(trial)
     try:
         assert md5s() == ["crc of False", "crc of 3"]
@@ -292,7 +291,7 @@ def test_the_items_take_their_rules_from_python(monkeypatch: pytest.MonkeyPatch)
     (items.ITEM_RULES): its items are those the Python path makes with them, so none is written in C."""
     assert NATIVE is not None
     sub_keys = tuple((key, suffix, state.upper()) for key, suffix, state in items.SUB_KEYS)
-    trial = dataclasses.replace(items.ITEM_RULES, bool_text=("no", "yes"), crc32_empty="e", sub_keys=sub_keys)
+    trial = items.ITEM_RULES._replace(bool_text=("no", "yes"), crc32_empty="e", sub_keys=sub_keys)
     monkeypatch.setattr(items, "BOOL_TEXT", {False: "no", True: "yes"})
     monkeypatch.setattr(items, "_CRC32_EMPTY", "e")
     monkeypatch.setattr(items, "SUB_KEYS", sub_keys)
@@ -350,7 +349,7 @@ def test_process_groups_take_their_ranks_and_kept_keys_from_python(monkeypatch: 
     """Another name of a group's ranks and other keys kept in its export handed to the C code
     (item_text.TEXT_RULES): its items and texts are those the Python path makes with them."""
     assert NATIVE is not None
-    trial = dataclasses.replace(item_text.TEXT_RULES, group_ranks="ranks", process_group_kept=("ranks", "x"))
+    trial = item_text.TEXT_RULES._replace(group_ranks="ranks", process_group_kept=("ranks", "x"))
     monkeypatch.setattr(items, "GROUP_RANKS", "ranks")
     monkeypatch.setattr(item_text, "_PG_KEEP", ("ranks", "x"))
     text = _group_entry('{"type": "torch.ProcessGroup", "group_ranks": [4], "x": 1, "ranks": [3]}')

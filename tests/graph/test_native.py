@@ -253,8 +253,8 @@ def test_stat_diffs_take_their_no_value_cell_and_small_relative_errors_texts_fro
     """The cells of a text statistic or a Bench 0, and the texts of a relative error outside POSITIONAL
     and of equal statistics, are the rules' (cells.SUMMARY_RULES: no_value, rel_text, zero_rel): none is
     written in C."""
-    trial = dataclasses.replace(
-        cells.SUMMARY_RULES, no_value="trial n/a", rel_text=lambda r: f"trial {r!r}", zero_rel="trial 0"
+    trial = cells.SUMMARY_RULES._replace(
+        no_value="trial n/a", rel_text=lambda r: f"trial {r!r}", zero_rel="trial 0"
     )
     NATIVE.configure_summary(trial)
     try:
@@ -282,7 +282,7 @@ def test_null_statistics_take_their_text_from_python(null: str, monkeypatch: pyt
         return shape((n.precision, n.input_data))
 
     monkeypatch.setattr(stat_cells, "NULL_STAT", null)
-    NATIVE.configure_summary(dataclasses.replace(cells.SUMMARY_RULES, null_stat=null))
+    NATIVE.configure_summary(cells.SUMMARY_RULES._replace(null_stat=null))
     try:
         with_c, python = _both(monkeypatch, compared)
     finally:
@@ -449,7 +449,7 @@ def test_summary_pair_asks_the_cells_of_a_text_once_whatever_its_object() -> Non
         return stat_cells.cells_of(values)
 
     api = "Distributed.all_reduce.0.forward"
-    NATIVE.configure_summary(dataclasses.replace(cells.SUMMARY_RULES, cells_of=cells_of))
+    NATIVE.configure_summary(cells.SUMMARY_RULES._replace(cells_of=cells_of))
     try:
         for _ in range(5):
             ranks = "".join(["[", "7", "]"])  # (a new object of the same text each time)
@@ -542,7 +542,7 @@ def test_the_summary_compare_takes_its_numbers_and_messages_from_python(
         for name, message in zip(names, messages):
             monkeypatch.setattr(checks, f"MSG_{name}", message)
         checkers = rules.CHECKERS._replace(limits=limits, messages=messages)
-        trial = dataclasses.replace(cells.SUMMARY_RULES, checkers=checkers)
+        trial = cells.SUMMARY_RULES._replace(checkers=checkers)
         NATIVE.configure_summary(trial)
         try:
             with_c, python = _both(monkeypatch, compared)
@@ -605,9 +605,7 @@ def test_the_items_text_takes_its_rounding_rule_from_python(
     monkeypatch.setattr(item_text, "_SHORTEST_LONG_DECIMAL", 2 + long_decimal[1])
     monkeypatch.setattr(item_text, "_LONG_DECIMAL", item_text.long_decimal_text(long_decimal))
     _forget_texts()
-    NATIVE.configure_text(
-        dataclasses.replace(item_text.TEXT_RULES, long_decimal=long_decimal, decimals=decimals)
-    )
+    NATIVE.configure_text(item_text.TEXT_RULES._replace(long_decimal=long_decimal, decimals=decimals))
     try:
         with_c, python = _both(monkeypatch, lambda: item_text.items_json(data, False, False))
     finally:
@@ -653,7 +651,7 @@ def _texts_under(
     if patch is not None:
         patch()
     _forget_texts()
-    NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, **rules))
+    NATIVE.configure_text(item_text.TEXT_RULES._replace(**rules))
     try:
         with_c, python = _both(monkeypatch, texts)
     finally:
@@ -673,7 +671,7 @@ def test_the_items_text_takes_its_key_order_from_python(monkeypatch: pytest.Monk
     keys = [with_c[0].index(f'"{k}"') for k in ("requires_grad", "Norm", "Max", "data_name")]
     assert keys == sorted(keys)
     with pytest.raises(ValueError, match="cannot add the key dtype"):
-        NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, item_keys=("dtype",)))
+        NATIVE.configure_text(item_text.TEXT_RULES._replace(item_keys=("dtype",)))
 
 
 @needs_native
@@ -690,7 +688,7 @@ def test_the_items_text_takes_the_statistics_keys_from_python(monkeypatch: pytes
     monkeypatch.setattr(items, "ITEM_KEYS", order)
     _forget_texts()
     NATIVE.configure_stats(stats)
-    NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, item_keys=order))
+    NATIVE.configure_text(item_text.TEXT_RULES._replace(item_keys=order))
     try:
         with_c, python = _both(monkeypatch, texts)
     finally:
@@ -773,8 +771,7 @@ def test_the_kernels_take_a_leafs_keys_from_python() -> None:
     usual = made(entry)
     NATIVE.configure_keys(markers.LeafKeys(*names.values()))
     NATIVE.configure_text(
-        dataclasses.replace(
-            item_text.TEXT_RULES,
+        item_text.TEXT_RULES._replace(
             left_out=tuple(names.get(k, k) for k in item_text.TEXT_RULES.left_out),
             process_group_kept=tuple(names.get(k, k) for k in item_text.TEXT_RULES.process_group_kept),
             item_keys=tuple(names.get(k, k) for k in item_text.TEXT_RULES.item_keys),
@@ -782,7 +779,7 @@ def test_the_kernels_take_a_leafs_keys_from_python() -> None:
         )
     )
     item_keys = tuple(names.get(k, k) for k in items.ITEM_RULES.item_keys)
-    NATIVE.configure_items(dataclasses.replace(items.ITEM_RULES, item_keys=item_keys))
+    NATIVE.configure_items(items.ITEM_RULES._replace(item_keys=item_keys))
     _forget_texts()
     try:
         texts, found, rows = made(_renamed(entry, names))
@@ -841,7 +838,7 @@ def test_the_items_text_takes_the_parameters_grad_marker_from_python(monkeypatch
 
     usual = check("parameters_grad")
     monkeypatch.setattr(items, "PARAMETERS_GRAD", "grads_of")
-    NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, parameters_grad="grads_of"))
+    NATIVE.configure_text(item_text.TEXT_RULES._replace(parameters_grad="grads_of"))
     try:
         other = check("grads_of")
     finally:
@@ -851,7 +848,7 @@ def test_the_items_text_takes_the_parameters_grad_marker_from_python(monkeypatch
     assert '"Module.w.Linear.forward.0.input.0.grads_of"' in other[plain][0]
     assert other[("Module.w.grads_of", "parameters_grad")] != usual[("Module.w.grads_of", "parameters_grad")]
     with pytest.raises(ValueError, match="parameters_grad is empty"):
-        NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, parameters_grad=""))
+        NATIVE.configure_text(item_text.TEXT_RULES._replace(parameters_grad=""))
 
 
 @needs_native
@@ -872,7 +869,7 @@ def test_the_items_text_takes_an_entrys_parts_from_python(monkeypatch: pytest.Mo
     monkeypatch.setattr(items, "SUB_KEYS", sub_keys)
     monkeypatch.setattr(items, "OUTPUT_PART", ".result.")
     _forget_texts()
-    rules = dataclasses.replace(item_text.TEXT_RULES, sub_keys=sub_keys, output_part=".result.")
+    rules = item_text.TEXT_RULES._replace(sub_keys=sub_keys, output_part=".result.")
     NATIVE.configure_text(rules)
     try:
         with_c, python = _both(monkeypatch, texts)
@@ -882,7 +879,7 @@ def test_the_items_text_takes_an_entrys_parts_from_python(monkeypatch: pytest.Mo
     assert with_c == python
     assert '.out.0"' in with_c[0] and '.result.0"' in with_c[1] and ".output" not in with_c[0] + with_c[1]
     with pytest.raises(ValueError, match="an item part is empty"):
-        NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, input_part=""))
+        NATIVE.configure_text(item_text.TEXT_RULES._replace(input_part=""))
 
 
 def _summary_cells_given(nodes: list[Node], md5: bool) -> dict[int, list[dict[str, str]]]:
@@ -936,7 +933,7 @@ def test_the_items_text_takes_the_null_text_from_python(
     assert f'"requires_grad": "{null}"' in with_c[1][0]
     for refused in ({"none_text": ""}, {"null_text": "n'l"}, {"none_text": 'N"'}):
         with pytest.raises(ValueError, match="configure_text"):
-            NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, **refused))
+            NATIVE.configure_text(item_text.TEXT_RULES._replace(**refused))
 
 
 @needs_native
@@ -961,7 +958,7 @@ def test_the_items_text_takes_its_null_item_rule_from_python(monkeypatch: pytest
     monkeypatch.setattr(item_text, "NULL_ITEM", {"nothing": "null"})
     monkeypatch.setattr(item_text, "_NULL_ITEM_JSON", '{"nothing": "null"}')
     _forget_texts()
-    rules = dataclasses.replace(item_text.TEXT_RULES, null_key=markers.MIN, null_item='{"nothing": "null"}')
+    rules = item_text.TEXT_RULES._replace(null_key=markers.MIN, null_item='{"nothing": "null"}')
     NATIVE.configure_text(rules)
     try:
         with_c, python = _both(monkeypatch, texts)
@@ -975,7 +972,7 @@ def test_the_items_text_takes_its_null_item_rule_from_python(monkeypatch: pytest
     assert cells.get(0, want) == want == [{}]  # (given, or left to summarise_rows)
     for refused in ("dtype", "L2", ""):
         with pytest.raises(ValueError, match="configure_text"):
-            NATIVE.configure_text(dataclasses.replace(item_text.TEXT_RULES, null_key=refused))
+            NATIVE.configure_text(item_text.TEXT_RULES._replace(null_key=refused))
 
 
 @needs_native
@@ -986,7 +983,7 @@ def test_the_rows_take_their_columns_from_python(monkeypatch: pytest.MonkeyPatch
     columns = (*rows.NODE_COLUMNS[:3], "trial_children", *rows.NODE_COLUMNS[3:])
     monkeypatch.setattr(rows, "NODE_COLUMNS", columns)
     monkeypatch.setitem(rows.EXTRA_CELLS, "trial_children", lambda node: len(node.children))
-    NATIVE.configure_rows(dataclasses.replace(rows.ROW_RULES, columns=columns))
+    NATIVE.configure_rows(rows.ROW_RULES._replace(columns=columns))
     try:
         with_c, python = _both(monkeypatch, lambda: rows.graph_rows(g, "NPU").nodes)
     finally:
@@ -1007,13 +1004,13 @@ def test_the_rows_take_their_columns_names_from_python() -> None:
     usual = rows.graph_rows(g, "NPU").nodes
     renamed = tuple("row_key" if c == "id" else c for c in rows.ROW_RULES.columns)
     made = tuple("row_key" if c == "id" else c for c in rows.ROW_RULES.made)
-    NATIVE.configure_rows(dataclasses.replace(rows.ROW_RULES, columns=renamed, made=made, unlinked="[]"))
+    NATIVE.configure_rows(rows.ROW_RULES._replace(columns=renamed, made=made, unlinked="[]"))
     try:
         trial = rows.graph_rows(g, "NPU").nodes
         with pytest.raises(TypeError, match="configure_rows"):
-            NATIVE.configure_rows(dataclasses.replace(rows.ROW_RULES, made=made[:-1]))
+            NATIVE.configure_rows(rows.ROW_RULES._replace(made=made[:-1]))
         with pytest.raises(ValueError, match="no cell for the column 'id'"):
-            NATIVE.configure_rows(dataclasses.replace(rows.ROW_RULES, made=made))
+            NATIVE.configure_rows(rows.ROW_RULES._replace(made=made))
     finally:
         NATIVE.configure_rows(rows.ROW_RULES)
     linked = rows.COL["matched_distributed"]
@@ -1031,7 +1028,7 @@ def test_the_rows_take_their_made_numbers_from_python() -> None:
     (columns.UNMODIFIED) come from ROW_RULES: under other numbers the C rows hold them, the rest as usual."""
     g = build.build_graph(dump_files.GraphSource(str(DATA / "L0_only" / "target")))
     usual = rows.graph_rows(g, "NPU").nodes
-    NATIVE.configure_rows(dataclasses.replace(rows.ROW_RULES, no_micro=7, unmodified=5))
+    NATIVE.configure_rows(rows.ROW_RULES._replace(no_micro=7, unmodified=5))
     try:
         trial = rows.graph_rows(g, "NPU").nodes
     finally:
@@ -1068,7 +1065,7 @@ def test_the_rows_take_their_string_escapes_from_python(
     nodes = [Node(f"Module.m{i}.forward.0", 0, stack=stack) for i, stack in enumerate(stacks)]
     nodes[0].children, nodes[0].link = nodes[1:3], [every, "b"]
     ids = rows.number_stacks(nodes)
-    NATIVE.configure_rows(dataclasses.replace(rows.ROW_RULES, ascii_escapes=escapes))
+    NATIVE.configure_rows(rows.ROW_RULES._replace(ascii_escapes=escapes))
     try:
         made = rows.chunk_rows(graph, "NPU", nodes, 0, ids)  # type: ignore[arg-type]
     finally:

@@ -4,7 +4,6 @@ summary compare (graph/csrc/compare.c). A rule changed in that one record change
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -57,7 +56,7 @@ def graph_messages() -> list[str]:
 
     native = speedups.native
     assert native is not None
-    native.configure_summary(dataclasses.replace(cells.SUMMARY_RULES, checkers=rules.CHECKERS))
+    native.configure_summary(cells.SUMMARY_RULES._replace(checkers=rules.CHECKERS))
     npu, bench = node(NPU), node(BENCH)
     assert native.summary_pair(npu.input_data, npu.output_data, bench.input_data, bench.output_data) == 2
     return json.loads(npu.input_data[f"{OP}.input.0"]["Err_message"])

@@ -6,7 +6,6 @@ rules handed to it."""
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import math
 import random
@@ -222,7 +221,7 @@ def test_drawn_rows(part: tuple[Sides, dict[str, list[str]] | None]) -> None:
 
 def test_the_kernel_takes_its_numbers_and_messages_from_python(monkeypatch: pytest.MonkeyPatch) -> None:
     """Other limits and messages handed to the kernel change its lines as they change the Python path's."""
-    limits = dataclasses.replace(rules.LIMITS, small_input_norm=10.0, big_output_norm=0.01, tenfold=0.5)
+    limits = rules.LIMITS._replace(small_input_norm=10.0, big_output_norm=0.01, tenfold=0.5)
     messages = tuple(m.replace(": The", ": THE") for m in rules.SUMMARY_MESSAGES)
     npus = [
         LeafRow(
