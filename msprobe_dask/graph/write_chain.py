@@ -167,8 +167,11 @@ def _part_of(made: RankMade) -> Held:
     return made.part
 
 
-def _release(prepared: Prepared, written: Written) -> None:
-    """The (step, rank)'s rows are written (``written``): its graphs are let go (chunks.Prepared.release)."""
+def _release(prepared: Prepared, finished: Any) -> None:
+    """The (step, rank)'s chunk tasks are done (``finished``: their rows joined, _finish_early): its graphs
+    are let go (chunks.Prepared.release), beside the inserts of its last chunks, which leave the GIL to
+    it, not after them (one rank of 7,716 entries a side: the vis.db's last task waited 5 ms for the GIL
+    this held). (Not after the chunk tasks themselves: their rows would be held until it runs.)"""
     prepared.release()
 
 
@@ -195,8 +198,7 @@ def _released_too(done: Visualized, *released: None) -> Visualized:
     """``done`` once every (step, rank)'s graphs are let go too (``released``: _release): else dask
     would not run the releases that no later build waits for, and those graphs, frozen and linked
     both ways (graph/gcpause.py), would stay until the run ends. With a small input in this process,
-    beside the vis.db's last task (_end_write), whose SQLite work leaves the GIL to them (one rank of
-    7,716 entries a side: its release, 4 ms, ran alone between the last insert and that task)."""
+    not before the vis.db's last task (_end_write): each runs once its (step, rank)'s chunks are made."""
     return done
 
 
@@ -223,12 +225,14 @@ def chained_write(plan: Plan, writer: VisdbWriter, window: int = 0, released_bes
     lag = _chain_lag(plan.spool)
     comm = plan.comm
     finished: list[Any] = []
-    released: list[Any] = []  # each (step, rank)'s graphs let go once its rows are written
+    released: list[Any] = []  # each (step, rank)'s graphs let go once its rows are made
     ends: list[Any] = []  # the chain once each (step, rank)'s rows are in
     chain: list[Any] = []  # the chain after each turn
     for i, source in enumerate(plan.sources):
-        before = ends if plan.spool is not None else released
-        r = plan.rank_tasks(source, [before[i - window]] if 0 < window <= i else None)
+        gate = None
+        if 0 < window <= i:  # the window-th (step, rank) before: its rows written, its graphs let go
+            gate = [ends[i - window]] if plan.spool is not None else [ends[i - window], released[i - window]]
+        r = plan.rank_tasks(source, gate)
         if r.made is not None:  # (one task made the (step, rank): Plan.rank_alone)
             with dask.annotate(priority=INSERT_PRIORITY):
                 written = dask.delayed(_insert_rank)(written, r.made, dask_key_name=f"insert-{r.name}")
@@ -247,9 +251,10 @@ def chained_write(plan: Plan, writer: VisdbWriter, window: int = 0, released_bes
                 )
             chain.append(written)
         ends.append(written)
+        finish = _finish_early(r, chunks, comm)
+        finished.append(finish)
         if r.prepared is not None:
-            released.append(dask.delayed(_release)(r.prepared, written, dask_key_name=f"release-{r.name}"))
-        finished.append(_finish_early(r, chunks, comm))
+            released.append(dask.delayed(_release)(r.prepared, finish, dask_key_name=f"release-{r.name}"))
     linked = plan.parts(finished, cells=True)
     args = (plan.compare, plan.opts, plan.rank_list, plan.step_list)
     if not released_beside:

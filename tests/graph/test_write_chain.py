@@ -382,9 +382,9 @@ def test_every_ranks_graphs_are_let_go_before_the_last_task(
     events: list[str] = []
     release, end = write_chain._release, write_chain._end_write
 
-    def releasing(prepared: chunks.Prepared, written: write_chain.Written) -> None:
+    def releasing(prepared: chunks.Prepared, finished: object) -> None:
         events.append("release")
-        release(prepared, written)
+        release(prepared, finished)
 
     def ending(*args: object) -> write_chain.Visualized:
         events.append("end")
