@@ -6,9 +6,8 @@ from __future__ import annotations
 import mmap
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from msprobe_dask.dump.confine import check_dump_file
 from msprobe_dask.dump.entries import read_whole_dump_doc
@@ -22,8 +21,7 @@ from msprobe_dask.graph import speedups
 TOKENS = (MD5_TOKEN, *WRONG_SHAPE_IN_TEXT)
 
 
-@dataclass(frozen=True, slots=True)
-class GraphSource:
+class GraphSource(NamedTuple):
     """Where one graph's three JSON files are, and where it goes in the db."""
 
     folder: str
