@@ -19,6 +19,8 @@ setup(
                 "msprobe_dask/graph/csrc/speedups.h",
                 *SHARED_HEADERS,
             ],
+            # (only PyInit exported: the calls between its files direct, those within a file inlined)
+            extra_compile_args=["-fvisibility=hidden"],
             optional=True,
         ),
         Extension(

@@ -163,10 +163,7 @@ static PyObject *str_cache[STR_CACHE];
 static PyObject *ascii_str(const char *s, Py_ssize_t n) {
     if (n > STR_CACHED)
         return PyUnicode_FromStringAndSize(s, n);
-    uint32_t h = 2166136261u;
-    for (Py_ssize_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 16777619u;
-    PyObject **slot = &str_cache[h & (STR_CACHE - 1)], *c = *slot;
+    PyObject **slot = &str_cache[text_hash(s, n) & (STR_CACHE - 1)], *c = *slot;
     if (c != NULL && PyUnicode_GET_LENGTH(c) == n && memcmp(PyUnicode_DATA(c), s, (size_t)n) == 0)
         return Py_NewRef(c);
     PyObject *x = PyUnicode_FromStringAndSize(s, n);

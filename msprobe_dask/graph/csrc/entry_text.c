@@ -854,10 +854,7 @@ PyObject *number_of(const Val *v) {
     case J_FLOAT: {
         if (v->n > FLOAT_CACHED)
             return float_of(v);
-        uint32_t h = 2166136261u;
-        for (Py_ssize_t i = 0; i < v->n; i++)
-            h = (h ^ (unsigned char)v->s[i]) * 16777619u;
-        int slot = (int)((h ^ h >> 16) % FLOAT_CACHE);
+        int slot = (int)(text_hash(v->s, v->n) % FLOAT_CACHE);
         if (float_cache[slot].value != NULL && float_cache[slot].n == v->n &&
             memcmp(float_cache[slot].text, v->s, (size_t)v->n) == 0)
             return Py_NewRef(float_cache[slot].value);

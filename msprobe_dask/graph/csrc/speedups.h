@@ -152,6 +152,21 @@ static inline int buf_add_index(Buf *b, char sep, unsigned k) {
     return buf_add(b, p, end - p);
 }
 
+/* a hash of the short text s[0:n], eight bytes at a time: the slot of a text in the caches of texts met
+ * before (entry_items.c's strings, entry_text.c's floats) */
+static inline uint32_t text_hash(const char *s, Py_ssize_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)n, w;
+    for (; n >= 8; s += 8, n -= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+    }
+    for (w = 0; n > 0; n--)
+        w = w << 8 | (unsigned char)s[n - 1];
+    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+    return (uint32_t)(h ^ h >> 32);
+}
+
 /* whether the short text s[0:n] holds the literal ``lit`` (memmem's setup costs more on names) */
 static inline int has_part(const char *s, Py_ssize_t n, const char *part, Py_ssize_t m) {
     for (Py_ssize_t i = 0; i + m <= n; i++)
