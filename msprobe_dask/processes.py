@@ -68,15 +68,14 @@ def forking_workers() -> Iterator[None]:
 
 def alone_in_process() -> bool:
     """Whether this process runs no thread but the calling one (Linux: its tasks in /proc, C libraries'
-    threads included; elsewhere Python's): only then may it fork a worker (pipeline/scheduler.py:
-    forked_worker), since a lock another thread held at the fork instant would be held for ever in the
-    child."""
+    threads included): only then may it fork a worker (pipeline/scheduler.py: forked_worker), since a lock
+    another thread held at the fork instant would be held for ever in the child. False elsewhere: without
+    /proc a C library's threads cannot be counted, and the local workers are spawned there (a spawned
+    worker runs an unguarded caller's main module again)."""
     try:
         return len(os.listdir("/proc/self/task")) == 1
     except OSError:  # not Linux
-        import threading
-
-        return threading.active_count() == 1
+        return False
 
 
 def direct_children() -> set[int]:

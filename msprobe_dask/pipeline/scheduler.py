@@ -376,6 +376,13 @@ class ForkedWorker:
         self._pool.shutdown()
 
 
+def _first_task() -> Any:
+    """A task that does nothing but run (its worker's pid), for a pool to start its workers on."""
+    import dask
+
+    return dask.delayed(os.getpid, pure=False)(dask_key_name="worker-start")
+
+
 @contextlib.contextmanager
 def forked_worker() -> Iterator[ForkedWorker]:
     """A ForkedWorker whose process is forked now, for a run in this process's threads, before they start:
@@ -386,7 +393,8 @@ def forked_worker() -> Iterator[ForkedWorker]:
     before = direct_children()
     with _told_if_lost(), forking_workers():
         pool = _pool(1)
-        pool.submit(os.getpid).result()  # (its worker forked at its first task: now)
+        # its worker forked at the pool's first task, now: a task of dask's scheduler as every other
+        _computed_on(pool, [_first_task()], 1)
     with _stopped_if_failed(pool, before):
         yield ForkedWorker(pool)
     pool.shutdown()
