@@ -28,8 +28,9 @@ _pauses = 0  # collections_paused contexts open, over all threads
 _rare_contexts = 0  # rare_full_collections contexts open (the run's own process)
 _was_enabled = False
 _lock = threading.Lock()
-# a process forked while another thread holds the lock would hold it for ever (graph/rank_plan.py forks a
-# worker beside the NPU graph's build): the fork waits for it, as for Python's own locks
+# a process forked while another thread holds the lock would hold it for ever (the local workers of dask's
+# processes scheduler are forked at its first task, where a Python caller's threads may be building a
+# graph): the fork waits for it, as for Python's own locks
 os.register_at_fork(before=_lock.acquire, after_in_parent=_lock.release, after_in_child=_lock.release)
 
 
